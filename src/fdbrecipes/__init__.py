@@ -1,0 +1,27 @@
+"""Transactional data structures on FoundationDB: Queue, PriorityQueue, WeightTree.
+
+Every operation takes ``tr`` first: an ``fdb.Transaction`` (it commits atomically with
+the rest of the caller's transaction) or an ``fdb.Database`` (it runs in its own retry
+loop).  The application selects the API version (``fdb.api_version(730)``); importing
+this package needs neither that nor ``libfdb_c``.
+"""
+
+from ._core import FdbRecipesError, Lease, LeaseExpiredError, Stats, Transactor, Value
+from .priority_queue import PriorityQueue
+from .queue import Queue
+from .weight_tree import WeightTree
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FdbRecipesError",
+    "Lease",
+    "LeaseExpiredError",
+    "PriorityQueue",
+    "Queue",
+    "Stats",
+    "Transactor",
+    "Value",
+    "WeightTree",
+    "__version__",
+]

@@ -1,0 +1,183 @@
+"""A priority queue on FoundationDB (the priority-queue recipe, made complete).
+
+Items live under ``S/"i"/(priority, count, random)``: ordered by priority, then by
+push order within a priority (``count`` is the last count of that priority + 1, from a
+snapshot read), then at random among concurrent pushes.  The lowest priority is at the
+front of the range, the highest at the back.
+
+Ties: among items of equal priority, both :meth:`PriorityQueue.pop_min` and
+:meth:`PriorityQueue.pop_max` return the oldest first (the recipe's pop_max returns the
+newest; we keep FIFO at both ends).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Tuple
+
+import fdb.tuple
+
+from ._core import (
+    MAX,
+    MIN,
+    Clock,
+    Lease,
+    Ordered,
+    OrderedAPI,
+    Transactor,
+    Value,
+    check_id,
+    check_int,
+    encode_value,
+    materialize,
+)
+
+__all__ = ["PriorityQueue"]
+
+
+def _check_priority(priority: Any, name: str = "priority") -> Tuple[int]:
+    check_int(priority, name)
+    try:
+        fdb.tuple.pack((priority,))
+    except Exception:  # beyond the tuple layer's 255-byte integers
+        raise ValueError(f"{name} is too large for the tuple layer") from None
+    return (priority,)
+
+
+def _check_pair(pair: Any, i: int) -> Tuple[Tuple[int], bytes]:
+    if type(pair) is not tuple or len(pair) != 2:
+        raise TypeError(f"items[{i}] must be a (value, priority) tuple")
+    return _check_priority(pair[1], f"items[{i}] priority"), encode_value(
+        pair[0], f"items[{i}] value"
+    )
+
+
+class PriorityQueue(OrderedAPI):
+    """A transactional double-ended priority queue stored in one subspace.
+
+    Priorities are ints (any size the tuple layer encodes, negative included; not
+    bool, not float: the tuple encoding orders every int before every float).
+    Every method takes ``tr`` first: a Transaction or a Database/Tenant, as for
+    :class:`fdbrecipes.Queue`; the constructor's arguments are those of Queue
+    (``high_contention`` applies to pop_min and pop_max).
+    """
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        high_contention: bool = False,
+        clock: Optional[Clock] = None,
+        id_retention: float = 3600.0,
+        result_timeout: float = 10.0,
+    ) -> None:
+        self._o = Ordered(
+            subspace,
+            group_len=1,
+            high_contention=high_contention,
+            clock=clock,
+            id_retention=id_retention,
+            result_timeout=result_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"PriorityQueue({self._o.subspace!r})"
+
+    def push(
+        self, tr: Transactor, value: Value, priority: int, *, id: Optional[bytes] = None
+    ) -> None:
+        """Add ``value`` with ``priority``, after the items already at that priority.
+
+        ``id`` makes the push idempotent, as for :meth:`fdbrecipes.Queue.push`.
+        Reads the last key of that priority with a snapshot read (no read conflict);
+        writes the item and two atomic counters.  Conflicts with: nothing, except a
+        concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
+
+        Raises:
+            TypeError/ValueError: bad ``value`` (as for Queue), ``priority`` not an int
+                (bools and floats are refused), bad ``id``.
+        """
+        group = _check_priority(priority)
+        self._push(tr, [(group, encode_value(value))], check_id(id))
+
+    def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]]) -> None:
+        """Add every ``(value, priority)`` pair in one transaction.
+
+        The batch is checked whole before anything is written.  One snapshot read per
+        distinct priority, issued in parallel.  Cost: 1 round trip.
+
+        Raises:
+            TypeError/ValueError: any pair is invalid (the message names its index), or
+                the batch would exceed FoundationDB's 10 MB transaction limit.
+        """
+        batch = [_check_pair(p, i) for i, p in enumerate(materialize(items, "items"))]
+        self._push_batch(tr, list(batch), "items")
+
+    def pop_min(self, tr: Transactor) -> Optional[Value]:
+        """Remove and return the oldest item of the lowest priority; None when empty.
+
+        Reads the first item (read conflict on it), clears it.  Conflicts with
+        concurrent pop_min calls (unless ``high_contention``; see Queue.pop).
+        Cost: 1 round trip, O(1) in n.
+        """
+        return self._pop(tr, MIN)
+
+    def pop_max(self, tr: Transactor) -> Optional[Value]:
+        """Remove and return the oldest item of the highest priority; None when empty.
+
+        Reads the last key (to learn the highest priority), then the first key of
+        that priority; read conflicts from the highest priority's oldest item to the
+        end.  Conflicts with concurrent pop_max calls and with pushes of a priority at
+        least as high.  Cost: 2 round trips, O(1) in n.
+        """
+        return self._pop(tr, MAX)
+
+    def peek_min(self, tr: Transactor) -> Optional[Value]:
+        """The value pop_min would return, without removing it.  Cost: 1 round trip."""
+        return self._peek(tr, MIN)
+
+    def peek_max(self, tr: Transactor) -> Optional[Value]:
+        """The value pop_max would return, without removing it.  Cost: 2 round trips."""
+        return self._peek(tr, MAX)
+
+    def items(
+        self, tr: Transactor, limit: Optional[int] = None, reverse: bool = False
+    ) -> List[Value]:
+        """Visible values in priority order, without removing them.
+
+        ``reverse=False``: lowest priority first (pop_min order); ``reverse=True``:
+        highest priority first (pop_max order), oldest first within a priority.
+        Reads the item range (read conflict on the part read).  Cost: 1 to 3 round
+        trips, O(n) keys (O(limit) with a limit).
+        """
+        if type(reverse) is not bool:
+            raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
+        return self._items(tr, MAX if reverse else MIN, limit)
+
+    def claim_min(self, tr: Transactor, lease_seconds: float) -> Optional[Lease]:
+        """Take the pop_min item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
+        return self._claim(tr, MIN, lease_seconds)
+
+    def claim_max(self, tr: Transactor, lease_seconds: float) -> Optional[Lease]:
+        """Take the pop_max item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
+        return self._claim(tr, MAX, lease_seconds)
+
+    def pop_min_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+        """pop_min, waiting on a watch until an item arrives (see Queue.pop_wait)."""
+        return self._pop_wait(db, MIN, timeout)
+
+    def pop_max_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+        """pop_max, waiting on a watch until an item arrives (see Queue.pop_wait)."""
+        return self._pop_wait(db, MAX, timeout)
+
+    def claim_min_wait(
+        self, db: Any, lease_seconds: float, timeout: Optional[float] = None
+    ) -> Optional[Lease]:
+        """claim_min, waiting on a watch until an item is visible."""
+        return self._claim_wait(db, MIN, lease_seconds, timeout)
+
+    def claim_max_wait(
+        self, db: Any, lease_seconds: float, timeout: Optional[float] = None
+    ) -> Optional[Lease]:
+        """claim_max, waiting on a watch until an item is visible."""
+        return self._claim_wait(db, MAX, lease_seconds, timeout)
+

@@ -1,0 +1,26 @@
+"""Shared test helpers.  The FoundationDB fixtures (``fdb_database``,
+``fdb_subspace``, ``fdb_local_cluster``) come from fdbrecipes' pytest plugin, which
+skips integration tests with a one-line reason where no server can be found (and fails
+them instead with ``FDBRECIPES_REQUIRE_SERVER=1``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tests.helpers import TestClock
+
+settings.register_profile(
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def clock() -> TestClock:
+    return TestClock()

@@ -1,0 +1,198 @@
+"""High-contention pops: many poppers, each item delivered once, order kept, nothing
+stranded when a popping client dies mid-protocol."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections import Counter, defaultdict
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from fdbrecipes import PriorityQueue, Queue
+from tests.helpers import dump
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def db(fdb_database: Any) -> Any:
+    return fdb_database
+
+
+def requests_left(db: Any, subspace: Any) -> List[bytes]:
+    return [k for k in dump(db, subspace) if subspace["r"].contains(k)]
+
+
+@pytest.mark.slow
+def test_8_producers_16_consumers_20000_items(db: Any, fdb_subspace: Any) -> None:
+    producers, consumers, per_producer = 8, 16, 2_500
+    total = producers * per_producer
+    received: Dict[int, List[Tuple[int, int]]] = defaultdict(list)
+    done = threading.Event()
+    count = [0]
+    lock = threading.Lock()
+    errors: List[BaseException] = []
+    queues: List[Queue] = []
+
+    def producer(p: int) -> None:
+        try:
+            q = Queue(fdb_subspace)
+            for i in range(0, per_producer, 50):
+                if i % 100 == 0:
+                    q.push_many(db, [(p, j) for j in range(i, i + 50)])
+                else:
+                    for j in range(i, i + 50):
+                        q.push(db, (p, j))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    def consumer(c: int) -> None:
+        try:
+            q = Queue(fdb_subspace, high_contention=True)
+            queues.append(q)
+            while not done.is_set():
+                value = q.pop_wait(db, timeout=0.5)
+                if value is None:
+                    continue
+                received[c].append(value)
+                with lock:
+                    count[0] += 1
+                    if count[0] == total:
+                        done.set()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+            done.set()
+
+    threads = [threading.Thread(target=producer, args=(p,)) for p in range(producers)]
+    threads += [threading.Thread(target=consumer, args=(c,)) for c in range(consumers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=1200)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
+    everything = [v for values in received.values() for v in values]
+    duplicates = [v for v, n in Counter(everything).items() if n > 1]
+    assert not duplicates, f"delivered twice: {duplicates[:5]}"
+    assert set(everything) == {(p, j) for p in range(producers) for j in range(per_producer)}
+    for c, values in received.items():
+        for p in range(producers):
+            mine = [j for q, j in values if q == p]
+            assert mine == sorted(mine), f"consumer {c} got producer {p}'s items out of order"
+    assert Queue(fdb_subspace).size(db) == 0
+    assert requests_left(db, fdb_subspace) == []
+    retries = sum(q.stats.retries for q in queues)
+    print(f"high-contention retries per pop: {retries / total:.3f}")
+
+
+def test_empty_queue_returns_none_promptly_and_leaves_no_request(db: Any,
+                                                                  fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, high_contention=True)
+    assert q.pop(db) is None
+    q._o._contended_until = float("inf")  # behave as if contended: register at once
+    assert q.pop(db) is None
+    q.push(db, b"one")
+    assert q.pop(db) == b"one"
+    assert q.pop(db) is None
+    assert requests_left(db, fdb_subspace) == []
+
+
+def test_requests_are_served_in_order_with_items_in_order(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, high_contention=True)
+    q._o._contended_until = float("inf")
+    q.push_many(db, range(10))
+    assert [q.pop(db) for _ in range(10)] == list(range(10))
+    assert requests_left(db, fdb_subspace) == []
+
+
+def test_priority_queue_high_contention(db: Any, fdb_subspace: Any) -> None:
+    pq = PriorityQueue(fdb_subspace, high_contention=True)
+    pq._o._contended_until = float("inf")
+    pq.push_many(db, [("a", 1), ("b", 9), ("c", 5), ("d", 9)])
+    assert pq.pop_max(db) == "b"
+    assert pq.pop_min(db) == "a"
+    assert pq.pop_max(db) == "d"
+    assert pq.pop_max(db) == "c"
+    assert pq.pop_max(db) is None
+    assert requests_left(db, fdb_subspace) == []
+
+
+def test_given_a_transaction_pop_is_the_plain_pop(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, high_contention=True)
+    q.push(db, b"x")
+    tr = db.create_transaction()
+    assert q.pop(tr) == b"x"
+    tr.commit().wait()
+    assert requests_left(db, fdb_subspace) == []
+
+
+STUCK_POPPER = textwrap.dedent(
+    """
+    import sys, threading
+    import fdb
+    fdb.api_version(int(sys.argv[3]))
+    from fdbrecipes import Queue
+    from fdbrecipes import _core
+
+    db = fdb.open(sys.argv[1])
+    q = Queue(fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2])), high_contention=True,
+              result_timeout=2)
+    q._o._contended_until = float("inf")  # register a request instead of popping
+
+    def stuck(*args):
+        print("registered", flush=True)
+        threading.Event().wait()  # never collects: killed here
+
+    _core.Ordered._hc_wait = stuck
+    q.pop(db)
+    """
+)
+
+
+def test_a_killed_popper_strands_nothing(db: Any, fdb_subspace: Any, fdb_cluster_file: str,
+                                        tmp_path: Any) -> None:
+    """A popping client registers a request and dies.  Another popper serves its
+    request in order (the item is held for it as a result), and once the result's
+    deadline passes the item goes back to its place: every item is found again."""
+    import fdb
+
+    # Requests silent longer than result_timeout are dropped rather than served; 5 s
+    # leaves ample time to serve the dead client's request before that.
+    q = Queue(fdb_subspace, high_contention=True, result_timeout=5)
+    q.push_many(db, range(5))
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK_POPPER)
+    child = subprocess.Popen(
+        [sys.executable, str(script), fdb_cluster_file, fdb_subspace.key().hex(),
+         str(fdb.get_api_version())],
+        stdout=subprocess.PIPE, text=True, env={**os.environ},
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "registered"
+        assert len(requests_left(db, fdb_subspace)) == 1
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    # The dead client's request is the oldest: a live popper serves it (after it has
+    # been silent a while), then itself.
+    q._o._contended_until = float("inf")
+    got = [q.pop(db)]
+    held = [k for k in dump(db, fdb_subspace) if fdb_subspace["h"].contains(k)]
+    assert len(held) == 1, "the dead client's item should be held for it"
+    assert requests_left(db, fdb_subspace) == []
+    while len(got) < 5:
+        value = q.pop_wait(db, timeout=30)
+        assert value is not None, f"items stranded; got {got}"
+        got.append(value)
+    assert sorted(got) == [0, 1, 2, 3, 4]
+    assert q.size(db) == 0
+    assert not [k for k in dump(db, fdb_subspace) if fdb_subspace["h"].contains(k)]

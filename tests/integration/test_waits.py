@@ -1,0 +1,102 @@
+"""Blocking pops wake on a watch, not a sleep loop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, List
+
+import pytest
+
+from fdbrecipes import PriorityQueue, Queue, WeightTree, _core
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def db(fdb_database: Any) -> Any:
+    return fdb_database
+
+
+def test_returns_at_once_when_an_item_is_there(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace)
+    q.push(db, b"ready")
+    assert q.pop_wait(db, timeout=0) == b"ready"
+    assert q.pop_wait(db, timeout=0) is None
+
+
+def test_times_out_with_none(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace)
+    started = time.monotonic()
+    assert q.pop_wait(db, timeout=0.3) is None
+    assert time.monotonic() - started >= 0.3
+    assert q.claim_wait(db, 10, timeout=0.2) is None
+
+
+@pytest.mark.parametrize("kind", ["queue", "priority", "tree"])
+def test_a_push_wakes_a_waiting_consumer(db: Any, fdb_subspace: Any, kind: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waiter has a 60 s timeout and no timer: only the watch can wake it."""
+    blocked = threading.Event()
+    real_wait = _core.wait_ready
+
+    def spy(future: Any, timeout: Any) -> bool:
+        blocked.set()  # the watch is set: the waiter is about to block on it
+        return real_wait(future, timeout)
+
+    monkeypatch.setattr(_core, "wait_ready", spy)
+    if kind == "queue":
+        q: Any = Queue(fdb_subspace)
+        wait, push = (lambda: q.pop_wait(db, timeout=60)), (lambda: q.push(db, b"job"))
+    elif kind == "priority":
+        q = PriorityQueue(fdb_subspace)
+        wait, push = (lambda: q.pop_max_wait(db, timeout=60)), (lambda: q.push(db, b"job", 3))
+    else:
+        q = WeightTree(fdb_subspace)
+        wait, push = (lambda: q.pop_wait(db, timeout=60)), (lambda: q.push(db, b"job", 3))
+    got: List[Any] = []
+    woke = threading.Event()
+    waiting = threading.Thread(target=lambda: (got.append(wait()), woke.set()))
+    waiting.start()
+    assert blocked.wait(30), "the waiter never blocked"
+    assert not woke.is_set()
+    pushed_at = time.monotonic()
+    push()
+    assert woke.wait(30), "the push did not wake the waiter"
+    latency = time.monotonic() - pushed_at
+    waiting.join()
+    assert got == [b"job"]
+    assert latency < 5, f"woke {latency:.2f} s after the push"
+
+
+def test_claim_wait_wakes_when_a_lease_expires(db: Any, fdb_subspace: Any) -> None:
+    """An expiring lease makes its item visible without any write: the waiter wakes
+    at the deadline (real clock here)."""
+    q = Queue(fdb_subspace)
+    q.push(db, b"x")
+    first = q.claim(db, 1)
+    assert first is not None
+    started = time.monotonic()
+    again = q.claim_wait(db, 10, timeout=30)
+    assert again is not None and again.value == b"x" and again.deliveries == 2
+    assert time.monotonic() - started < 15
+
+
+def test_many_waiters_each_get_one_item(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace)
+    got: List[Any] = []
+    lock = threading.Lock()
+
+    def consumer() -> None:
+        value = q.pop_wait(db, timeout=60)
+        with lock:
+            got.append(value)
+
+    threads = [threading.Thread(target=consumer) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for i in range(5):
+        q.push(db, i)
+    for t in threads:
+        t.join(timeout=90)
+    assert sorted(got) == [0, 1, 2, 3, 4]

@@ -1,0 +1,114 @@
+"""Bad input is refused before anything is read or written.
+
+These tests pass a dummy ``tr``: validation runs before the transaction is touched,
+so no server (and no API version) is involved."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable
+
+import pytest
+from fdb.subspace_impl import Subspace
+
+from fdbrecipes import PriorityQueue, Queue, WeightTree
+
+S = Subspace(("v",))
+
+
+class Untouchable:
+    """A stand-in for a transaction that fails the test if anything uses it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the transaction was used ({name}) before validation")
+
+
+TR = Untouchable()
+
+
+def refuses(error: type, match: str, call: Callable[[], Any]) -> None:
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_constructors() -> None:
+    refuses(TypeError, "^subspace", lambda: Queue(("jobs",)))
+    refuses(TypeError, "^subspace", lambda: PriorityQueue(b"raw"))
+    refuses(TypeError, "^subspace", lambda: WeightTree(None))
+    refuses(TypeError, "^high_contention", lambda: Queue(S, high_contention=1))  # type: ignore[arg-type]
+    refuses(ValueError, "^result_timeout", lambda: Queue(S, result_timeout=0))
+    refuses(ValueError, "^id_retention", lambda: Queue(S, id_retention=-1))
+    refuses(TypeError, "^rng", lambda: WeightTree(S, rng=42))  # type: ignore[arg-type]
+    refuses(TypeError, "^clock", lambda: Queue(S, clock=5))  # type: ignore[arg-type]
+    WeightTree(S, rng=random.Random(1))
+
+
+def test_queue() -> None:
+    q = Queue(S)
+    refuses(ValueError, "^value must not be None", lambda: q.push(TR, None))  # type: ignore[arg-type]
+    refuses(TypeError, "^value", lambda: q.push(TR, [1]))  # type: ignore[arg-type]
+    refuses(ValueError, "^value encodes", lambda: q.push(TR, b"x" * 100_000))
+    refuses(TypeError, "^id", lambda: q.push(TR, b"x", id="s"))  # type: ignore[arg-type]
+    refuses(ValueError, "^id makes a key", lambda: Queue(Subspace((b"p" * 9_200,))).push(
+        TR, b"x", id=b"i" * 1000))
+    refuses(TypeError, r"^values\[1\]", lambda: q.push_many(TR, [b"a", [2], b"c"]))
+    refuses(ValueError, r"^values\[2\] must not be None", lambda: q.push_many(TR, [1, 2, None]))
+    refuses(TypeError, "^values", lambda: q.push_many(TR, b"abc"))
+    refuses(TypeError, "^values", lambda: q.push_many(TR, 5))  # type: ignore[arg-type]
+    refuses(TypeError, "^n", lambda: q.pop_many(TR, 1.5))  # type: ignore[arg-type]
+    refuses(ValueError, "^n", lambda: q.pop_many(TR, -1))
+    refuses(ValueError, "^limit", lambda: q.items(TR, limit=-1))
+    refuses(ValueError, "^lease_seconds", lambda: q.claim(TR, 0))
+    refuses(TypeError, "^lease", lambda: q.ack(TR, "lease"))  # type: ignore[arg-type]
+    refuses(ValueError, "^lease", lambda: q.ack(TR, b"not a token"))
+    refuses(ValueError, "^seconds", lambda: q.extend(TR, q._o.lease(
+        (1, b"r" * 20), b"\x01x\x00", b"l" * 16, 5), -3))
+    refuses(ValueError, "^timeout", lambda: q.pop_wait(TR, timeout=-1))
+
+
+def test_oversized_batch_is_refused_whole() -> None:
+    q = Queue(S)
+    big = [b"x" * 90_000] * 101  # ~9.1 MB: over the budget
+    refuses(ValueError, r"^values: 101 items need about [\d,]+ bytes", lambda: q.push_many(TR, big))
+    pq = PriorityQueue(S)
+    refuses(ValueError, "^items: 101 items", lambda: pq.push_many(TR, [(b, 1) for b in big]))
+    tree = WeightTree(S)
+    refuses(ValueError, "^items: 101 items", lambda: tree.push_many(TR, [(b, 1) for b in big]))
+
+
+def test_priority_queue() -> None:
+    pq = PriorityQueue(S)
+    refuses(TypeError, "^priority must be an int", lambda: pq.push(TR, b"x", 1.0))  # type: ignore[arg-type]
+    refuses(TypeError, "^priority must be an int", lambda: pq.push(TR, b"x", True))
+    refuses(TypeError, "^priority must be an int", lambda: pq.push(TR, b"x", "1"))  # type: ignore[arg-type]
+    refuses(ValueError, "^priority is too large", lambda: pq.push(TR, b"x", 2**2100))
+    refuses(ValueError, "^value", lambda: pq.push(TR, None, 1))  # type: ignore[arg-type]
+    refuses(TypeError, r"^items\[0\] must be a \(value, priority\)",
+            lambda: pq.push_many(TR, [b"x"]))
+    refuses(TypeError, r"^items\[1\] priority", lambda: pq.push_many(TR, [(b"x", 1), (b"y", 1.5)]))
+    refuses(TypeError, "^reverse", lambda: pq.items(TR, reverse=1))  # type: ignore[arg-type]
+
+
+def test_weight_tree() -> None:
+    t = WeightTree(S)
+    refuses(ValueError, "^weight must be >= 1", lambda: t.push(TR, b"x", 0))
+    refuses(ValueError, "^weight must be <= 4294967296", lambda: t.push(TR, b"x", 2**32 + 1))
+    refuses(TypeError, "^weight must be an int", lambda: t.push(TR, b"x", 2.0))  # type: ignore[arg-type]
+    refuses(TypeError, "^weight must be an int", lambda: t.push(TR, b"x", True))
+    refuses(ValueError, "^value", lambda: t.push(TR, None, 1))  # type: ignore[arg-type]
+    refuses(ValueError, "^point must be >= 0", lambda: t.pop(TR, point=-1))
+    refuses(TypeError, "^point must be an int", lambda: t.peek(TR, point=0.5))  # type: ignore[arg-type]
+    refuses(TypeError, "^handle", lambda: t.get(TR, "h"))  # type: ignore[arg-type]
+    refuses(ValueError, "^handle", lambda: t.remove(TR, b"\x15\x01"))
+    refuses(ValueError, "^handle", lambda: t.set_weight(TR, b"", 3))
+    refuses(ValueError, r"^items\[1\] weight", lambda: t.push_many(TR, [(b"a", 1), (b"b", 0)]))
+    refuses(ValueError, "^n", lambda: t.pop_many(TR, -2))
+
+
+def test_using_a_structure_needs_an_api_version_or_a_transaction() -> None:
+    """Before fdb.api_version() is called, the first use says so plainly."""
+    import fdb
+
+    if fdb.is_api_version_selected():
+        pytest.skip("this process already selected an API version")
+    refuses(RuntimeError, r"fdb.api_version\(730\)", lambda: Queue(S).push(TR, b"x"))

@@ -1,0 +1,112 @@
+"""The WeightTree's pick arithmetic, run over in-memory sums (no server needed).
+
+``descend`` is the function the tree uses against FoundationDB; here its children come
+from dictionaries built the way pushes build the stored sums."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fdbrecipes import FdbRecipesError
+from fdbrecipes.weight_tree import BITS, FANOUT, LEVELS, descend, node_index, start_level
+
+Item = Tuple[int, bytes, int]  # seq, random, weight
+
+
+class Sums:
+    """The stored tree in memory: leaves by (seq, random), sums by (level, index)."""
+
+    def __init__(self, items: List[Item]) -> None:
+        self.leaves = sorted(items)
+        self.nodes: Dict[Tuple[int, int], int] = defaultdict(int)
+        for seq, _, weight in items:
+            for level in range(1, LEVELS + 1):
+                self.nodes[(level, node_index(level, seq))] += weight
+        self.max_seq = max((s for s, _, _ in items), default=-1)
+
+    def children(self, level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
+        if level == 0:
+            assert parent is not None
+            for seq, suffix, weight in self.leaves:
+                if parent * FANOUT <= seq < (parent + 1) * FANOUT:
+                    yield (seq, suffix), weight
+            return
+        for (lv, index), total in sorted(self.nodes.items()):
+            if lv == level and (parent is None or parent * FANOUT <= index < (parent + 1) * FANOUT):
+                yield index, total
+
+    def pick(self, point: int) -> Tuple[Any, int]:
+        return descend(self.children, point, self.max_seq)
+
+
+def linear(items: List[Item], point: int) -> Tuple[Tuple[int, bytes], int]:
+    for seq, suffix, weight in sorted(items):
+        if point < weight:
+            return (seq, suffix), point
+        point -= weight
+    raise AssertionError("point beyond total")
+
+
+seqs = st.one_of(st.integers(0, 200), st.integers(0, 2**20), st.integers(0, 2**40))
+trees = st.lists(
+    st.tuples(seqs, st.binary(min_size=20, max_size=20), st.integers(1, 2**32)),
+    min_size=1, max_size=60, unique_by=lambda t: (t[0], t[1]),
+)
+
+
+@given(trees, st.data())
+def test_descend_agrees_with_a_linear_scan(items: List[Item], data: st.DataObject) -> None:
+    sums = Sums(items)
+    total = sum(w for _, _, w in items)
+    for point in {0, total - 1, data.draw(st.integers(0, total - 1))}:
+        assert sums.pick(point) == linear(items, point)
+
+
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=30), st.integers(0, 3))
+def test_each_item_owns_an_interval_as_long_as_its_weight(weights: List[int], spread: int) -> None:
+    items = [(i * (7**spread), os.urandom(20), w) for i, w in enumerate(weights)]
+    sums = Sums(items)
+    owners: List[Tuple[int, bytes]] = [sums.pick(p)[0] for p in range(sum(weights))]
+    # Contiguous runs, in key order, each exactly as long as the item's weight.
+    runs: List[Tuple[Tuple[int, bytes], int]] = []
+    for owner in owners:
+        if runs and runs[-1][0] == owner:
+            runs[-1] = (owner, runs[-1][1] + 1)
+        else:
+            runs.append((owner, 1))
+    assert runs == [((s, r), w) for s, r, w in sorted(items)]
+
+
+def test_concurrent_pushes_share_a_sequence_number() -> None:
+    """Two pushes that read the same last seq write (seq, r1) and (seq, r2)."""
+    items = [(5, b"\x01" * 20, 2), (5, b"\x02" * 20, 3), (6, b"\x00" * 20, 1)]
+    sums = Sums(items)
+    assert [sums.pick(p)[0][1][0] for p in range(6)] == [1, 1, 2, 2, 2, 0]
+
+
+def test_start_level() -> None:
+    assert start_level(-1) == 1 and start_level(0) == 1 and start_level(63) == 1
+    assert start_level(64) == 2 and start_level(4095) == 2 and start_level(4096) == 3
+    assert start_level(10**6) == 4
+    assert start_level(2**30 - 1) == 5
+    assert start_level(2**30) == LEVELS + 1  # several top-level nodes: read them all
+    assert 1 << (2 * BITS) == 64**2
+
+
+def test_round_trips_grow_slowly() -> None:
+    """Levels read per pick: the pick reads start_level - 1 node levels plus leaves."""
+    assert start_level(10**3) - 1 == 1
+    assert start_level(10**6) - 1 == 3
+
+
+def test_inconsistent_sums_are_reported() -> None:
+    sums = Sums([(1, b"\x00" * 20, 4)])
+    sums.nodes[(1, 0)] = 9  # claims more weight than its leaves hold
+    with pytest.raises(FdbRecipesError, match="disagree"):
+        descend(sums.children, 6, sums.max_seq)
