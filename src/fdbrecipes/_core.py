@@ -172,11 +172,7 @@ def run(
         not writes and isinstance(tr, impl.TransactionRead)
     ):
         return body(tr, Attempt())
-    if not isinstance(tr, (impl.Database, impl.Tenant)):
-        raise TypeError(
-            "tr must be an fdb Transaction, Database or Tenant, not "
-            f"{type(tr).__name__}"
-        )
+    check_transactor(tr)
     transaction = tr.create_transaction()
     attempt = Attempt()
     while True:
@@ -424,6 +420,26 @@ def wait_ready(future: Any, timeout: Optional[float]) -> bool:
     return event.wait(timeout)
 
 
+def wait_on_watch(watch: Any, timeout: Optional[float]) -> None:
+    """Block until ``watch`` fires or ``timeout`` seconds pass (None: no limit).
+
+    A watch that fails instead of firing (too many watches, a cancelled transaction)
+    would otherwise return at once, again and again: then wait out a short backoff.
+    """
+    if not wait_ready(watch, timeout):
+        watch.cancel()
+        return
+    try:
+        watch.wait()
+    except fdb_impl().FDBError:
+        backoff = WATCH_FAILURE_BACKOFF
+        time.sleep(backoff if timeout is None else min(timeout, backoff))
+
+
+#: Seconds to back off when a watch fails instead of firing.
+WATCH_FAILURE_BACKOFF = 0.05
+
+
 class Clock(Protocol):
     """Where a structure reads the time: microseconds, agreed by every client."""
 
@@ -443,6 +459,11 @@ def database_clock(tr: Any) -> int:
 def seconds_to_versions(seconds: float) -> int:
     """Convert seconds to read-version units."""
     return max(1, int(seconds * VERSIONS_PER_SECOND))
+
+
+def snap(tr: Any) -> Any:
+    """The snapshot view of ``tr`` (``tr`` itself when it is one already)."""
+    return getattr(tr, "snapshot", tr)
 
 
 def first(kvs: Iterable[Any]) -> Optional[Any]:
@@ -526,8 +547,7 @@ def wait_for_wake(
     if deadline is not None:
         remaining = max(0.0, deadline - time.monotonic())
         timeout = remaining if timeout is None else min(timeout, remaining)
-    if not wait_ready(watch, timeout):
-        watch.cancel()
+    wait_on_watch(watch, timeout)
 
 
 
@@ -729,9 +749,9 @@ class Ordered:
         Holds are found through a snapshot read of the oldest deadlines; with ``n``
         None (a full listing) every expired hold is read.
         """
-        reader = tr.snapshot if snapshot else tr
+        reader = snap(tr) if snapshot else tr
         r = self.due.range()
-        due = tr.snapshot.get_range(
+        due = snap(tr).get_range(
             r.start, r.stop, limit=0 if n is None else EXPIRED_BATCH,
             streaming_mode=WANT_ALL,
         )
@@ -1059,8 +1079,11 @@ class Ordered:
         impl = fdb_impl()
         delay = 0.0
         while True:
-            if watch is not None and delay > 0 and not wait_ready(watch, delay):
-                watch.cancel()
+            if delay > 0:
+                if watch is not None:
+                    wait_on_watch(watch, delay)
+                else:  # no watch (the registration's outcome was unknown): back off
+                    time.sleep(delay)
             delay = min(max(delay * 2, HC_FIRST_WAIT), HC_MAX_WAIT)
             tr = db.create_transaction()
             attempt = Attempt()

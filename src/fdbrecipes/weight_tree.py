@@ -55,6 +55,7 @@ from ._core import (
     random_suffix,
     read_le64,
     run,
+    snap,
     wait_for_wake,
 )
 
@@ -414,9 +415,9 @@ class WeightTree:
 
     def _head(self, tr: Any) -> Tuple[int, int]:
         """(total weight, largest sequence number or -1), by snapshot, in parallel."""
-        total = tr.snapshot.get(self._total_key)
+        total = snap(tr).get(self._total_key)
         r = self._leaves.range()
-        last = first(tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True))
+        last = first(snap(tr).get_range(r.start, r.stop, limit=1, reverse=True))
         max_seq = -1 if last is None else int(self._leaves.unpack(last.key)[0])
         return read_le64(get_value(total)), max_seq
 
@@ -431,7 +432,7 @@ class WeightTree:
 
         Reads one range of at most 64 sums per level, by snapshot (see :func:`descend`).
         """
-        snapshot = tr.snapshot
+        snapshot = snap(tr)
 
         def children(level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
             if parent is None:  # every node of the top level

@@ -203,3 +203,15 @@ def test_nothing_is_written_outside_the_subspace(db: Any, q: Queue, fdb_subspace
     assert outside() == before
     q.clear(db)
     assert dump(db, fdb_subspace) == {}
+
+
+def test_read_methods_accept_a_snapshot_view(db: Any, q: Queue) -> None:
+    q.push_many(db, [1, 2])
+    tr = db.create_transaction()
+    assert q.peek(tr.snapshot) == 1
+    assert q.items(tr.snapshot) == [1, 2]
+    assert q.size(tr.snapshot) == 2
+    assert not q.is_empty(tr.snapshot)
+    with pytest.raises(TypeError, match="^tr must be"):
+        q.pop(tr.snapshot)
+    tr.cancel()

@@ -285,3 +285,13 @@ def test_idempotent_push_returns_the_first_handle(db: Any, tree: WeightTree) -> 
     assert tree.pop(db) == "job"
     assert tree.push(db, "job", 3, id=b"job-1") == h  # still remembered after the pop
     assert tree.size(db) == 0
+
+
+def test_read_methods_accept_a_snapshot_view(db: Any, tree: WeightTree) -> None:
+    (h,) = tree.push_many(db, [("a", 2)])
+    tr = db.create_transaction()
+    assert tree.peek(tr.snapshot, point=1) == "a"
+    assert tree.get(tr.snapshot, h) == ("a", 2)
+    assert tree.total_weight(tr.snapshot) == 2
+    assert tree.items(tr.snapshot) == [(h, "a", 2)]
+    tr.cancel()
