@@ -6,6 +6,7 @@ them instead with ``FDBRECIPES_REQUIRE_SERVER=1``)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -24,3 +25,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 @pytest.fixture
 def clock() -> TestClock:
     return TestClock()
+
+
+@pytest.fixture
+def db(fdb_database: Any) -> Any:
+    """The test database (an ``fdb.Database``), from the plugin's fixture."""
+    return fdb_database

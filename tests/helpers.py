@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict
+import threading
+from typing import Any, Dict, List, Sequence
 
 
 class TestClock:
@@ -33,3 +34,15 @@ def dump(db: Any, subspace: Any) -> Dict[bytes, bytes]:
 def everything(db: Any) -> Dict[bytes, bytes]:
     """Every key/value in the normal keyspace (below \\xff)."""
     return {bytes(kv.key): bytes(kv.value) for kv in db.get_range(b"", b"\xff")}
+
+
+def run_threads(
+    threads: Sequence[threading.Thread], errors: List[BaseException], timeout: float
+) -> None:
+    """Start ``threads``, join them, and fail on any error they recorded or a hang."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"

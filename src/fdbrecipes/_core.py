@@ -1173,6 +1173,28 @@ class OrderedAPI:
     """The public methods Queue and PriorityQueue share (see those classes)."""
 
     _o: Ordered
+    _group_len: int  # key elements before the sequence number: 0 Queue, 1 priority
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        high_contention: bool = False,
+        clock: Optional[Clock] = None,
+        id_retention: float = 3600.0,
+        result_timeout: float = 10.0,
+    ) -> None:
+        self._o = Ordered(
+            subspace,
+            group_len=self._group_len,
+            high_contention=high_contention,
+            clock=clock,
+            id_retention=id_retention,
+            result_timeout=result_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._o.subspace!r})"
 
     @property
     def subspace(self) -> Subspace:

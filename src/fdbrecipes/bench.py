@@ -62,8 +62,7 @@ import fdb
 import fdb.tuple
 
 from . import Queue, Stats, WeightTree, __version__
-from .cli import open_database
-from .testing import ServerNotFoundError, client_library_problem, local_cluster
+from .cli import open_database, with_cluster
 
 if TYPE_CHECKING:
     from multiprocessing.context import SpawnContext, SpawnProcess
@@ -1014,21 +1013,17 @@ def run_bench(args: argparse.Namespace) -> int:
     A missed target is reported, never an error.
     """
     settings = settings_from_args(args)
-    problem = client_library_problem()
-    if problem:
-        print(f"fdbrecipes bench: cannot run: {problem}", file=sys.stderr)
-        return 1
-    try:
-        with local_cluster() as cluster_file:
+
+    def body(cluster_file: str) -> int:
+        try:
             results = Suite(cluster_file, settings).run(_cluster_name())
-    except ServerNotFoundError as e:
-        print(f"fdbrecipes bench: cannot run: {e}", file=sys.stderr)
-        return 1
-    except BenchError as e:
-        print(f"fdbrecipes bench: failed: {e}", file=sys.stderr)
-        return 1
-    publish(results)
-    return 0
+        except BenchError as e:
+            print(f"fdbrecipes bench: failed: {e}", file=sys.stderr)
+            return 1
+        publish(results)
+        return 0
+
+    return with_cluster("bench", body)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

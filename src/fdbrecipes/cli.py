@@ -80,22 +80,34 @@ def demo(db: Any) -> None:
         db.clear_range(r.start, r.stop)
 
 
-def run_demo() -> int:
+def with_cluster(command: str, body: Callable[[str], int]) -> int:
+    """Run ``body(cluster_file)`` on FDB_CLUSTER_FILE or a throwaway local fdbserver.
+
+    Returns what ``body`` returns, or 1 (the reason on stderr) when neither the
+    client library nor a cluster can be had.
+    """
     problem = client_library_problem()
     if problem:
-        print(f"fdbrecipes demo: cannot run: {problem}", file=sys.stderr)
+        print(f"fdbrecipes {command}: cannot run: {problem}", file=sys.stderr)
         return 1
     try:
         with local_cluster() as cluster_file:
-            where = ("FDB_CLUSTER_FILE" if os.environ.get("FDB_CLUSTER_FILE")
-                     else "a throwaway local fdbserver")
-            print(f"Using {where} ({cluster_file})")
-            demo(open_database(cluster_file))
+            return body(cluster_file)
     except ServerNotFoundError as e:
-        print(f"fdbrecipes demo: cannot run: {e}", file=sys.stderr)
+        print(f"fdbrecipes {command}: cannot run: {e}", file=sys.stderr)
         return 1
-    print("Demo finished.")
-    return 0
+
+
+def run_demo() -> int:
+    def body(cluster_file: str) -> int:
+        where = ("FDB_CLUSTER_FILE" if os.environ.get("FDB_CLUSTER_FILE")
+                 else "a throwaway local fdbserver")
+        print(f"Using {where} ({cluster_file})")
+        demo(open_database(cluster_file))
+        print("Demo finished.")
+        return 0
+
+    return with_cluster("demo", body)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

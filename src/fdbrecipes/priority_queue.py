@@ -19,9 +19,7 @@ import fdb.tuple
 from ._core import (
     MAX,
     MIN,
-    Clock,
     Lease,
-    Ordered,
     OrderedAPI,
     Transactor,
     Value,
@@ -61,26 +59,7 @@ class PriorityQueue(OrderedAPI):
     (``high_contention`` applies to pop_min and pop_max).
     """
 
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        high_contention: bool = False,
-        clock: Optional[Clock] = None,
-        id_retention: float = 3600.0,
-        result_timeout: float = 10.0,
-    ) -> None:
-        self._o = Ordered(
-            subspace,
-            group_len=1,
-            high_contention=high_contention,
-            clock=clock,
-            id_retention=id_retention,
-            result_timeout=result_timeout,
-        )
-
-    def __repr__(self) -> str:
-        return f"PriorityQueue({self._o.subspace!r})"
+    _group_len = 1
 
     def push(
         self, tr: Transactor, value: Value, priority: int, *, id: Optional[bytes] = None

@@ -13,9 +13,7 @@ from typing import Any, Iterable, List, Optional
 
 from ._core import (
     MIN,
-    Clock,
     Lease,
-    Ordered,
     OrderedAPI,
     Transactor,
     Value,
@@ -58,26 +56,7 @@ class Queue(OrderedAPI):
                 tr[b"done/" + job] = b""
     """
 
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        high_contention: bool = False,
-        clock: Optional[Clock] = None,
-        id_retention: float = 3600.0,
-        result_timeout: float = 10.0,
-    ) -> None:
-        self._o = Ordered(
-            subspace,
-            group_len=0,
-            high_contention=high_contention,
-            clock=clock,
-            id_retention=id_retention,
-            result_timeout=result_timeout,
-        )
-
-    def __repr__(self) -> str:
-        return f"Queue({self._o.subspace!r})"
+    _group_len = 0
 
     def push(self, tr: Transactor, value: Value, *, id: Optional[bytes] = None) -> None:
         """Append ``value`` at the back of the queue.

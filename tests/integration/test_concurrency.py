@@ -12,6 +12,7 @@ import pytest
 
 from fdbrecipes import PriorityQueue, Queue
 from fdbrecipes._core import MIN
+from tests.helpers import run_threads
 
 pytestmark = pytest.mark.integration
 
@@ -71,12 +72,7 @@ def run_workload(db: Any, make: Any, push: Any, pop: str) -> List[Tuple[bytes, A
 
     threads = [threading.Thread(target=producer, args=(p,)) for p in range(PRODUCERS)]
     threads += [threading.Thread(target=consumer) for _ in range(CONSUMERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads)
+    run_threads(threads, errors, timeout=600)
     return popped
 
 

@@ -15,14 +15,9 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from fdbrecipes import PriorityQueue, Queue
-from tests.helpers import dump
+from tests.helpers import dump, run_threads
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def db(fdb_database: Any) -> Any:
-    return fdb_database
 
 
 def requests_left(db: Any, subspace: Any) -> List[bytes]:
@@ -71,12 +66,7 @@ def test_8_producers_16_consumers_20000_items(db: Any, fdb_subspace: Any) -> Non
 
     threads = [threading.Thread(target=producer, args=(p,)) for p in range(producers)]
     threads += [threading.Thread(target=consumer, args=(c,)) for c in range(consumers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=1200)
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads)
+    run_threads(threads, errors, timeout=1200)
     everything = [v for values in received.values() for v in values]
     duplicates = [v for v, n in Counter(everything).items() if n > 1]
     assert not duplicates, f"delivered twice: {duplicates[:5]}"

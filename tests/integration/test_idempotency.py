@@ -13,11 +13,6 @@ from tests.helpers import TestClock, dump
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def db(fdb_database: Any) -> Any:
-    return fdb_database
-
-
 def test_same_id_stores_one_item(db: Any, fdb_subspace: Any) -> None:
     q = Queue(fdb_subspace)
     q.push(db, b"charge card 17", id=b"order-17")

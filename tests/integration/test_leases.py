@@ -15,11 +15,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def db(fdb_database: Any) -> Any:
-    return fdb_database
-
-
-@pytest.fixture
 def q(fdb_subspace: Any, clock: TestClock) -> Queue:
     return Queue(fdb_subspace, clock=clock)
 

@@ -14,11 +14,6 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def db(fdb_database: Any) -> Any:
-    return fdb_database
-
-
-@pytest.fixture
 def pq(fdb_subspace: Any) -> PriorityQueue:
     return PriorityQueue(fdb_subspace)
 

@@ -13,11 +13,6 @@ from fdbrecipes import PriorityQueue, Queue, WeightTree, _core
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def db(fdb_database: Any) -> Any:
-    return fdb_database
-
-
 def test_returns_at_once_when_an_item_is_there(db: Any, fdb_subspace: Any) -> None:
     q = Queue(fdb_subspace)
     q.push(db, b"ready")

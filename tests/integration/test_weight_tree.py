@@ -14,14 +14,9 @@ from scipy.stats import chisquare
 from fdbrecipes import WeightTree
 from fdbrecipes._core import read_le64
 from fdbrecipes.weight_tree import LEVELS, node_index
-from tests.helpers import dump
+from tests.helpers import dump, run_threads
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def db(fdb_database: Any) -> Any:
-    return fdb_database
 
 
 @pytest.fixture
@@ -267,11 +262,7 @@ def test_8_threads_popping_and_pushing(db: Any, fdb_subspace: Any) -> None:
             errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not errors, errors
+    run_threads(threads, errors, timeout=600)
     remaining = [v for _, v, _ in seed.items(db)]
     assert len(popped) == len(set(popped)), "an item was popped twice"
     assert sorted(map(repr, popped + remaining)) == sorted(map(repr, pushed)), "lost or invented"

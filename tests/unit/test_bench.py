@@ -389,7 +389,7 @@ def test_benchmarks_run_py_help() -> None:
 def test_missing_client_library_is_reported(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(bench, "client_library_problem", lambda: "libfdb_c is missing")
+    monkeypatch.setattr(cli, "client_library_problem", lambda: "libfdb_c is missing")
     assert bench.run_bench(parse([])) == 1
     assert "libfdb_c is missing" in capsys.readouterr().err
 
@@ -402,7 +402,7 @@ def test_missing_server_is_reported(
         raise ServerNotFoundError("fdbserver not found")
         yield ""  # pragma: no cover
 
-    monkeypatch.setattr(bench, "client_library_problem", lambda: None)
-    monkeypatch.setattr(bench, "local_cluster", no_server)
+    monkeypatch.setattr(cli, "client_library_problem", lambda: None)
+    monkeypatch.setattr(cli, "local_cluster", no_server)
     assert bench.run_bench(parse([])) == 1
     assert "fdbserver not found" in capsys.readouterr().err
