@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
 class TestClock:
@@ -46,3 +46,76 @@ def run_threads(
         t.join(timeout=timeout)
     assert not errors, errors
     assert not any(t.is_alive() for t in threads), "a thread did not finish"
+
+
+class _Reported:
+    """What a faulty commit returns: a future whose wait() raises ``FDBError(code)``."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def wait(self) -> None:
+        import fdb
+
+        raise fdb.FDBError(self.code)
+
+
+def unknown_results(
+    cluster_file: str,
+    plan: Callable[[], Optional[str]],
+    between: Optional[Callable[[], Any]] = None,
+) -> Any:
+    """A real ``fdb.Database`` whose commits may report ``commit_unknown_result``.
+
+    A FoundationDB client raises 1021 when it cannot tell whether a commit happened
+    (a proxy failed mid-commit, say).  Before each commit ``plan()`` picks what
+    happens: None, a normal commit; ``"applied"``, the commit happens, then 1021 is
+    reported; ``"dropped"``, the transaction is reset without committing and 1021 is
+    reported.  ``between()`` runs after a faulty commit, before the error is
+    reported: another client working in that window.  Everything else is the real
+    database.
+    """
+    import fdb.impl
+
+    class FaultyTransaction(fdb.impl.Transaction):  # type: ignore[misc]
+        def commit(self) -> Any:
+            fault = plan()
+            if fault is None:
+                return super().commit()
+            if fault == "applied":
+                super().commit().wait()
+            else:
+                assert fault == "dropped", fault
+                self.reset()
+            if between is not None:
+                between()
+            return _Reported(1021)
+
+    class FaultyDatabase(fdb.impl.Database):  # type: ignore[misc]
+        def create_transaction(self) -> Any:
+            tr = super().create_transaction()
+            tr.__class__ = FaultyTransaction
+            return tr
+
+    db = fdb.impl.create_database(cluster_file)
+    db.__class__ = FaultyDatabase
+    return db
+
+
+class Faulty:
+    """:func:`unknown_results` with a plan a test sets call by call.
+
+    ``faulty.once("applied", lambda db: q.pop(db))`` runs the call with its first
+    commit faulty and the following ones normal, and returns what it returns.
+    """
+
+    def __init__(self, cluster_file: str, between: Optional[Callable[[], Any]] = None) -> None:
+        self.pending: List[str] = []
+        self.db = unknown_results(cluster_file, self._next, between)
+
+    def _next(self) -> Optional[str]:
+        return self.pending.pop(0) if self.pending else None
+
+    def once(self, fault: str, call: Callable[[Any], Any]) -> Any:
+        self.pending[:] = [fault]
+        return call(self.db)

@@ -20,6 +20,7 @@ import uuid
 from typing import (
     Any,
     Callable,
+    Dict,
     Iterable,
     List,
     Optional,
@@ -123,30 +124,155 @@ class Stats:
             retryable errors) in loops the structure runs itself, that is, in calls
             given a Database.  Updated without a lock: exact with one thread per
             structure object, approximate otherwise.
+        last_conflict: ``time.monotonic()`` of the latest conflict (1020) among them.
     """
 
-    __slots__ = ("retries",)
+    __slots__ = ("last_conflict", "retries")
 
     def __init__(self) -> None:
         self.retries = 0
+        self.last_conflict = float("-inf")
 
 
 class Attempt:
-    """What one library call remembers across the retries of its own retry loop.
+    """What a body tells :func:`run` about one attempt.
 
-    When a commit fails with ``commit_unknown_result`` (1021) the transaction may or
-    may not have committed.  A method records in :attr:`effects` what its attempt
-    wrote (the keys it took or created); :func:`run` moves the effects of every attempt
-    that ended in 1021 to :attr:`uncertain`, and the next attempt checks them first, so
-    that a retried pop does not lose the item it already took and a retried push does
-    not store its item twice.
+    Attributes:
+        idle: the attempt wrote nothing (an empty pop, a refused release), so its
+            commit needs no receipt.  Bodies set it; it starts False.
     """
 
-    __slots__ = ("effects", "uncertain")
+    __slots__ = ("idle",)
 
     def __init__(self) -> None:
-        self.effects: Any = None
-        self.uncertain: List[Any] = []
+        self.idle = False
+
+
+#: Seconds after which a receipt left behind (by a client that exited) is cleared.
+RECEIPT_RETENTION = 3600
+#: A process looks for such receipts at its 1st, 17th, 33rd... call on a structure,
+#: and clears at most this many per look.
+RECEIPT_GC_EVERY, RECEIPT_GC_BATCH = 16, 64
+#: Spent receipts one call clears at most.
+RECEIPT_CLEARS = 16
+
+
+class Spent:
+    """The spent receipts of one structure in this process, shared by its objects."""
+
+    __slots__ = ("calls", "keys", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.keys: List[bytes] = []
+        self.calls = 0
+
+
+_SPENT: Dict[bytes, Spent] = {}  # receipt subspace prefix -> its spent receipts
+_SPENT_LOCK = threading.Lock()
+
+
+class Receipts:
+    """Commit receipts: how a library retry loop settles ``commit_unknown_result``.
+
+    FoundationDB raises ``commit_unknown_result`` (1021) when it cannot tell whether a
+    commit happened; ``@fdb.transactional`` then runs the function again, which may do
+    its work twice (a second push) or lose it (a pop whose item is gone).  A library
+    call given a Database instead writes, in every attempt that writes anything, one
+    receipt ``c/(version, call id) = attempt number``, and takes a read conflict on
+    it.  After an attempt fails in a way that may have committed, the next attempt
+    first reads the receipt:
+
+    * present: that attempt committed; the call returns that attempt's result.
+    * absent: no attempt has committed before this one's read version.  An earlier
+      attempt still in flight either lands before this attempt commits, and this
+      attempt conflicts on its read of the receipt (the retry after that finds it),
+      or lands after, and then it conflicts itself, on its read conflict on the
+      receipt this attempt wrote.  At most one attempt of a call ever commits.
+
+    A receipt is spent when its call returns; a later call on the same structure in
+    the same process clears it (blind clears: no reads, no conflicts).  Receipts left
+    by a process that exited are cleared once older than :data:`RECEIPT_RETENTION`
+    by an occasional snapshot scan of the oldest ones.
+    """
+
+    __slots__ = ("space", "spent")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.space = subspace["c"]
+        with _SPENT_LOCK:
+            self.spent: Spent = _SPENT.setdefault(self.space.key(), Spent())
+
+    def start(self) -> Tuple[List[bytes], bool]:
+        """For a new call: spent receipts it clears, and whether it looks for old ones."""
+        spent = self.spent
+        with spent.lock:
+            clearing = spent.keys[:RECEIPT_CLEARS]
+            del spent.keys[:RECEIPT_CLEARS]
+            spent.calls += 1
+            return clearing, spent.calls % RECEIPT_GC_EVERY == 1
+
+    def give_back(self, keys: List[bytes]) -> None:
+        """Hand receipts (or clears that may not have committed) to later calls."""
+        if keys:
+            with self.spent.lock:
+                self.spent.keys.extend(keys)
+
+
+class Call:
+    """One library call's retry loop with receipts (see :class:`Receipts`)."""
+
+    __slots__ = ("attempts", "clearing", "doubt", "gc", "key", "old", "receipts", "results")
+
+    def __init__(self, receipts: Receipts) -> None:
+        self.receipts = receipts
+        self.key: Optional[bytes] = None  # the call's receipt, named at its first write
+        self.results: Dict[int, Any] = {}  # attempt number -> result, for signed attempts
+        self.doubt = False  # a signed attempt failed otherwise than by a conflict
+        self.attempts = 0
+        self.clearing, self.gc = receipts.start()
+        self.old: Any = None  # the oldest receipts, read by snapshot when gc
+
+    def settled(self, tr: Any) -> Tuple[bool, Any]:
+        """Before an attempt: (True, result) if an earlier attempt did commit."""
+        self.attempts += 1
+        if self.doubt and self.key is not None:
+            data = get_value(tr.get(self.key))
+            if data is not None:
+                return True, self.results[fdb.tuple.unpack(data)[0]]
+        for key in self.clearing:
+            tr.clear(key)
+        if self.gc:
+            r = self.receipts.space.range()
+            self.old = tr.snapshot.get_range(r.start, r.stop, limit=RECEIPT_GC_BATCH,
+                                             streaming_mode=WANT_ALL)
+        return False, None
+
+    def sign(self, tr: Any) -> None:
+        """After an attempt's body: write the receipt, with a read conflict on it."""
+        version: int = tr.get_read_version().wait()
+        if self.key is None:
+            self.key = bytes(self.receipts.space.pack((version, random_id())))
+        tr.add_read_conflict_key(self.key)
+        tr.set(self.key, fdb.tuple.pack((self.attempts,)))
+        if self.old is not None:
+            horizon = version - RECEIPT_RETENTION * VERSIONS_PER_SECOND
+            for kv in self.old:
+                if self.receipts.space.unpack(kv.key)[0] >= horizon:
+                    break
+                tr.clear(kv.key)
+
+    def failed(self, result: Any, code: int) -> None:
+        """A signed attempt failed with FDBError ``code``."""
+        self.results[self.attempts] = result
+        self.doubt = self.doubt or code != NOT_COMMITTED
+
+    def end(self, committed: bool) -> None:
+        """The call returns: its receipt is spent; unconfirmed clears go back."""
+        spent = [] if committed else list(self.clearing)
+        if self.key is not None:
+            spent.append(self.key)
+        self.receipts.give_back(spent)
 
 
 def run(
@@ -155,14 +281,17 @@ def run(
     *,
     writes: bool = True,
     stats: Optional[Stats] = None,
+    receipts: Optional[Receipts] = None,
 ) -> T:
     """Run ``body(transaction, attempt)`` in the caller's transaction or a retry loop.
 
     Given a Transaction, the body runs once inside it and nothing is committed (the
     caller owns the transaction).  Given a Database or Tenant, the body runs in a new
     transaction which is committed; retryable errors retry as ``@fdb.transactional``
-    does.  Read-only calls (``writes=False``) also accept a snapshot view
-    (``tr.snapshot``).
+    does, except that with ``receipts`` a ``commit_unknown_result`` is settled
+    exactly: the call returns the result of the attempt that committed, and no
+    attempt's work is done twice.  Read-only calls (``writes=False``) also accept a
+    snapshot view (``tr.snapshot``).
 
     Raises:
         TypeError: ``tr`` is neither a Transaction nor a Database/Tenant.
@@ -174,19 +303,37 @@ def run(
         return body(tr, Attempt())
     check_transactor(tr)
     transaction = tr.create_transaction()
-    attempt = Attempt()
-    while True:
-        attempt.effects = None
-        try:
-            result = body(transaction, attempt)
-            transaction.commit().wait()
-            return result
-        except impl.FDBError as e:
-            if stats is not None:
-                stats.retries += 1
-            if e.code == COMMIT_UNKNOWN_RESULT and attempt.effects is not None:
-                attempt.uncertain.append(attempt.effects)
-            transaction.on_error(e).wait()
+    call = Call(receipts) if receipts is not None else None
+    committed = False
+    try:
+        while True:
+            attempt = Attempt()
+            signed = False
+            try:
+                if call is not None:
+                    done, result = call.settled(transaction)
+                    if done:
+                        return cast(T, result)
+                result = body(transaction, attempt)
+                if call is not None and (call.doubt or not attempt.idle):
+                    # (after a doubtful attempt even an idle one signs: its write of
+                    # the receipt makes the doubtful one conflict if it lands later)
+                    call.sign(transaction)
+                    signed = True
+                transaction.commit().wait()
+                committed = True
+                return result
+            except impl.FDBError as e:
+                if stats is not None:
+                    stats.retries += 1
+                    if e.code == NOT_COMMITTED:
+                        stats.last_conflict = time.monotonic()
+                if call is not None and signed:
+                    call.failed(result, e.code)
+                transaction.on_error(e).wait()
+    finally:
+        if call is not None:
+            call.end(committed)
 
 
 def check_transactor(tr: Transactor, *, writes: bool = True) -> None:
@@ -392,7 +539,7 @@ def add(tr: Any, key: bytes, delta: int) -> None:
 
     Atomic adds take no read conflict, so concurrent writers never conflict on a
     counter.  ``compare_and_clear`` after a decrement removes a counter that dropped
-    to zero, so empty structures leave no keys behind.
+    to zero, so counters of an empty structure leave no keys behind.
     """
     if delta == 0:
         return
@@ -655,6 +802,7 @@ class Ordered:
         S/"d"/(deadline, lease_id, item, kind)    = ''       holds by deadline
         S/"r"/(end, ticket, request_id)           = int64    waiting high-contention pops
         S/"k"/(id,), S/"g"/(expiry, id)                      idempotency ids
+        S/"c"/(version, call id)                  = int      commit receipts (Receipts)
     """
 
     def __init__(
@@ -690,6 +838,7 @@ class Ordered:
         self.floor_key = bytes(self.subspace.pack(("f",)))
         self._contended_until = 0.0
         self.stats = Stats()
+        self.receipts = Receipts(self.subspace)
 
     # -- item tuples -----------------------------------------------------------------
 
@@ -830,9 +979,6 @@ class Ordered:
     def push(self, tr: Any, attempt: Attempt, batch: Sequence[Tuple[Tuple[Any, ...], bytes]],
              id_: Optional[bytes]) -> None:
         """Store ``(group, encoded value)`` pairs, in order, after the last of each group."""
-        for keys in attempt.uncertain:  # an earlier attempt's commit outcome is unknown
-            if any(get_value(f) is not None for f in [tr.get(k) for k in keys]):
-                return
         if id_ is not None:
             id_key = self.ids.key(id_)
             known = tr.get(id_key)
@@ -845,6 +991,7 @@ class Ordered:
                 lasts[group] = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
         if id_ is not None:
             if get_value(known) is not None:
+                attempt.idle = True
                 return
             self.ids.collect(tr, gc, self.clock(tr))
             tr.set(id_key, b"")
@@ -856,36 +1003,30 @@ class Ordered:
                 0 if kv is None else self.items.unpack(kv.key)[self.g] + 1,
                 0 if floor is None else read_le64(floor) + 1,
             )
-        keys = []
         for group, value in batch:
             item = group + (seqs[group], random_suffix())
             if id_ is not None:
                 item += (0, id_)
             seqs[group] += 1
-            key = bytes(self.items.pack(item))
-            tr.set(key, value)
-            keys.append(key)
+            tr.set(self.items.pack(item), value)
         add(tr, self.count_key, len(batch))
         add(tr, self.wake_key, 1)
-        if id_ is None:
-            attempt.effects = keys
 
     # -- pop, peek ------------------------------------------------------------------------
 
     def pop(self, tr: Any, attempt: Attempt, end: int, n: int) -> List[bytes]:
         """Remove and return the first ``n`` encoded values (fewer if fewer exist)."""
-        for taken in attempt.uncertain:
-            if all(get_value(f) is None for f in [tr.get(k) for k, _ in taken]):
-                return [v for _, v in taken]
         entries, extra, now = self.front(tr, end, n, snapshot=False)
+        return self.pop_entries(tr, attempt, entries, extra, now)
+
+    def pop_entries(self, tr: Any, attempt: Attempt, entries: List[Entry],
+                    extra: List[Entry], now: int) -> List[bytes]:
+        """Remove ``entries`` for good, put ``extra`` back; return the values taken."""
         self.put_back(tr, extra)
-        taken = []
         for entry in entries:
-            item = self.take(tr, entry)
-            self.gone(tr, item, 1, now)
-            taken.append((entry.held[0] if entry.held else entry.key, entry.value))
-        attempt.effects = taken
-        return [v for _, v in taken]
+            self.gone(tr, self.take(tr, entry), 1, now)
+        attempt.idle = not entries  # (no entries: no expired holds to put back either)
+        return [e.value for e in entries]
 
     def peek(self, tr: Any, end: int, n: Optional[int]) -> List[bytes]:
         """The encoded values the next pops would return, without removing them."""
@@ -912,20 +1053,14 @@ class Ordered:
     def claim(self, tr: Any, attempt: Attempt, end: int, seconds: float,
               lease_id: bytes) -> Optional[Lease]:
         """Take the first item and hold it under a lease for ``seconds``."""
-        if attempt.uncertain:  # did an earlier attempt's claim commit?
-            r = self.held.range((lease_id,))
-            kv = first(tr.get_range(r.start, r.stop, limit=1))
-            if kv is not None:
-                _, item, deadline, _ = self.held.unpack(kv.key)
-                return self.lease(item, kv.value, lease_id, deadline)
         entries, extra, now = self.front(tr, end, 1, snapshot=False)
         self.put_back(tr, extra)
         if not entries:
+            attempt.idle = True
             return None
         item = self.take(tr, entries[0])
         deadline = now + seconds_to_versions(seconds)
         self.hold(tr, item, entries[0].value, lease_id, deadline, LEASE)
-        attempt.effects = True
         return self.lease(item, entries[0].value, lease_id, deadline)
 
     def _held_lease(self, tr: Any, lease: Any) -> Tuple[bytes, bytes, Tuple[Any, ...], int, Any]:
@@ -934,27 +1069,21 @@ class Ordered:
         due_key = bytes(self.due.pack((deadline, lease_id, item, LEASE)))
         return held_key, due_key, item, deadline, tr.get(held_key)
 
-    def ack(self, tr: Any, attempt: Attempt, lease: Any) -> None:
+    def ack(self, tr: Any, lease: Any) -> None:
         """Remove a leased item for good."""
         held_key, due_key, item, deadline, value = self._held_lease(tr, lease)
         now = self.clock(tr)
-        if get_value(value) is None and attempt.uncertain:
-            return  # the earlier attempt, whose outcome was unknown, did commit
         if get_value(value) is None or now > deadline:
             raise LeaseExpiredError("cannot ack: the lease expired; its item may have "
                                     "been delivered to another consumer")
         tr.clear(held_key)
         tr.clear(due_key)
         self.gone(tr, item, 1, now)
-        attempt.effects = True
 
-    def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Lease:
+    def extend(self, tr: Any, lease: Any, seconds: float) -> Lease:
         """Move a live lease's deadline to now + ``seconds``."""
         held_key, due_key, item, deadline, value = self._held_lease(tr, lease)
         lease_id = lease_parts(lease)[0]
-        for new_key, new_lease in attempt.uncertain:
-            if get_value(tr.get(new_key)) is not None:
-                return new_lease  # type: ignore[no-any-return]
         now = self.clock(tr)
         encoded = get_value(value)
         if encoded is None or now > deadline:
@@ -963,10 +1092,8 @@ class Ordered:
         tr.clear(held_key)
         tr.clear(due_key)
         new_deadline = now + seconds_to_versions(seconds)
-        new_key = self.hold(tr, item, encoded, lease_id, new_deadline, LEASE)
-        new_lease = self.lease(item, encoded, lease_id, new_deadline)
-        attempt.effects = (new_key, new_lease)
-        return new_lease
+        self.hold(tr, item, encoded, lease_id, new_deadline, LEASE)
+        return self.lease(item, encoded, lease_id, new_deadline)
 
     def release(self, tr: Any, attempt: Attempt, lease: Any) -> bool:
         """Put a leased item back at its place now; False if the lease had expired."""
@@ -974,10 +1101,10 @@ class Ordered:
         now = self.clock(tr)
         encoded = get_value(value)
         if encoded is None or now > deadline:
-            return encoded is None and bool(attempt.uncertain)
+            attempt.idle = True
+            return False
         entry = Entry(item, encoded, bytes(self.items.pack(item)), (held_key, due_key, LEASE))
         self.put_back(tr, [entry])
-        attempt.effects = True
         return True
 
     # -- waiting for items ----------------------------------------------------------------
@@ -1017,99 +1144,62 @@ class Ordered:
         3. A served requester collects its held item.  A result nobody collects before
            its deadline goes back to its place in the queue, like an expired lease; a
            request whose owner went silent is served (or dropped) by another waiter.
+
+        Every step is a :func:`run` call with receipts, so ``commit_unknown_result``
+        neither loses nor doubles an item.
         """
         while True:
-            rid = random_id()
-            started = self._hc_start(db, end, rid)
-            if started[0] == "done":
-                return started[1]  # type: ignore[no-any-return]
-            outcome = self._hc_wait(db, end, rid, started[1], started[2])
+            outcome = self._hc_request(db, end, random_id())
             if outcome is not RESTART:
                 return outcome  # type: ignore[no-any-return]
 
-    def _hc_start(self, db: Any, end: int, rid: bytes) -> Tuple[Any, ...]:
-        impl = fdb_impl()
-        tr = db.create_transaction()
-        attempt = Attempt()
-        while True:
-            contended = time.monotonic() < self._contended_until
-            attempt.effects = None
-            registering = False
-            req_key = b""
-            try:
-                for taken in attempt.uncertain:
-                    if all(get_value(tr.get(k)) is None for k, _ in taken):
-                        return ("done", taken[0][1])
-                r = self.requests.range((end,))
-                waiting = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
-                entries, extra, now = self.front(tr, end, 1, snapshot=contended)
-                last = first(waiting)
-                if not entries:
-                    self.put_back(tr, extra)
-                    tr.commit().wait()
-                    return ("done", None)
-                if last is None and not contended:
-                    self.put_back(tr, extra)
-                    item = self.take(tr, entries[0])
-                    self.gone(tr, item, 1, now)
-                    attempt.effects = [(entries[0].held[0] if entries[0].held else entries[0].key,
-                                        entries[0].value)]
-                    tr.commit().wait()
-                    return ("done", entries[0].value)
-                self._contended_until = time.monotonic() + HC_CONTENDED
-                registering = True
-                ticket = 0 if last is None else self.requests.unpack(last.key)[1] + 1
-                req_key = bytes(self.requests.pack((end, ticket, rid)))
-                tr.set(req_key, le64(now))
-                watch = tr.watch(req_key)
-                tr.commit().wait()
-                return ("wait", req_key, watch)
-            except impl.FDBError as e:
-                self.stats.retries += 1
-                if e.code == NOT_COMMITTED:
-                    self._contended_until = time.monotonic() + HC_CONTENDED
-                if e.code == COMMIT_UNKNOWN_RESULT:
-                    if registering:  # the request may exist: look for it while waiting
-                        return ("wait", req_key, None)
-                    if attempt.effects:
-                        attempt.uncertain.append(attempt.effects)
-                tr.on_error(e).wait()
+    def _hc_request(self, db: Any, end: int, rid: bytes) -> Any:
+        """One request's life: the value, None (empty), or RESTART."""
+        started = self.write(db, lambda t, a: self._hc_start(t, a, end, rid))
+        if started[0] is not WAIT:
+            return started[0]
+        return self._hc_wait(db, end, rid, started[1], started[2])
+
+    def write(self, tr: Transactor, body: Callable[[Any, Attempt], T]) -> T:
+        """:func:`run` a body that writes: retries counted, 1021 settled by receipts."""
+        return run(tr, body, stats=self.stats, receipts=self.receipts)
+
+    def _hc_start(self, tr: Any, attempt: Attempt, end: int, rid: bytes) -> Tuple[Any, ...]:
+        """Pop at once, or register request ``rid``: (value or None,) or (WAIT, key, watch)."""
+        recent = max(self._contended_until, self.stats.last_conflict + HC_CONTENDED)
+        contended = time.monotonic() < recent
+        r = self.requests.range((end,))
+        waiting = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
+        entries, extra, now = self.front(tr, end, 1, snapshot=contended)
+        last = first(waiting)
+        if not entries or (last is None and not contended):
+            taken = self.pop_entries(tr, attempt, entries, extra, now)
+            return (taken[0] if taken else None,)
+        self._contended_until = time.monotonic() + HC_CONTENDED
+        ticket = 0 if last is None else self.requests.unpack(last.key)[1] + 1
+        req_key = bytes(self.requests.pack((end, ticket, rid)))
+        tr.set(req_key, le64(now))
+        return WAIT, req_key, tr.watch(req_key)
 
     def _hc_wait(self, db: Any, end: int, rid: bytes, req_key: bytes, watch: Any) -> Any:
-        impl = fdb_impl()
         delay = 0.0
         while True:
-            if delay > 0:
-                if watch is not None:
-                    wait_on_watch(watch, delay)
-                else:  # no watch (the registration's outcome was unknown): back off
-                    time.sleep(delay)
+            if delay > 0 and watch is not None:
+                wait_on_watch(watch, delay)
             delay = min(max(delay * 2, HC_FIRST_WAIT), HC_MAX_WAIT)
-            tr = db.create_transaction()
-            attempt = Attempt()
-            while True:
-                attempt.effects = None
-                try:
-                    outcome = self._hc_check(tr, attempt, end, rid, req_key)
-                    if outcome is WAIT:
-                        watch = tr.watch(req_key)
-                    tr.commit().wait()
-                    break
-                except impl.FDBError as e:
-                    self.stats.retries += 1
-                    if e.code == COMMIT_UNKNOWN_RESULT and attempt.effects:
-                        attempt.uncertain.append(attempt.effects)
-                    tr.on_error(e).wait()
+            outcome, watch = self.write(
+                db, lambda t, a: self._hc_check(t, a, end, rid, req_key))
             if outcome is AGAIN:
                 delay = 0.0
             elif outcome is not WAIT:
                 return outcome
 
     def _hc_check(self, tr: Any, attempt: Attempt, end: int, rid: bytes, req_key: bytes) -> Any:
-        """One look at a waiting request: collect, fulfil, wait, or start over."""
-        for taken in attempt.uncertain:
-            if all(get_value(tr.get(k)) is None for k, _ in taken):
-                return taken[0][1]
+        """One look at a waiting request: (outcome, watch on the request or None).
+
+        The outcome is the value collected or taken, None (the queue is empty),
+        RESTART, WAIT (with the watch) or AGAIN.
+        """
         mine = tr.get(req_key)
         h = self.held.range((rid,))
         result = tr.get_range(h.start, h.stop, limit=1)
@@ -1122,21 +1212,22 @@ class Ordered:
             tr.clear(kv.key)
             tr.clear(self.due.pack((deadline, rid, item, kind)))
             self.gone(tr, item, 1, now)
-            attempt.effects = [(bytes(kv.key), kv.value)]
-            return kv.value
+            return kv.value, None
+        attempt.idle = True
         if get_value(mine) is None:
-            return RESTART  # dropped: the queue ran empty, or we were too slow
+            return RESTART, None  # dropped: the queue ran empty, or we were too slow
         requests = list(queue)
         now = self.clock(tr)
-        if not requests:
-            return WAIT
-        oldest = requests[0]
-        silent = now - read_le64(oldest.value) > seconds_to_versions(HC_STALE)
-        if oldest.key != req_key and not silent:
-            return WAIT
-        return self._fulfil(tr, attempt, end, requests, rid, now)
+        oldest = requests[0] if requests else None
+        if oldest is None or (
+            oldest.key != req_key
+            and now - read_le64(oldest.value) <= seconds_to_versions(HC_STALE)
+        ):
+            return WAIT, tr.watch(req_key)
+        attempt.idle = False
+        return self._fulfil(tr, end, requests, rid, now), None
 
-    def _fulfil(self, tr: Any, attempt: Attempt, end: int, requests: List[Any],
+    def _fulfil(self, tr: Any, end: int, requests: List[Any],
                 rid: bytes, now: int) -> Any:
         """Serve waiting requests in order with the first items in order."""
         entries, extra, _ = self.front(tr, end, len(requests), snapshot=True)
@@ -1156,7 +1247,6 @@ class Ordered:
                 item = self.take(tr, entry)
                 if owner == rid:
                     self.gone(tr, item, 1, now)
-                    attempt.effects = [(entry.held[0] if entry.held else entry.key, entry.value)]
                     outcome = entry.value
                 else:
                     self.hold(tr, item, entry.value, owner, now + self.result_timeout, RESULT)
@@ -1248,7 +1338,7 @@ class OrderedAPI:
             TypeError/ValueError: ``lease`` is not a Lease or a lease token.
         """
         lease_parts(lease)
-        run(tr, lambda t, a: self._o.ack(t, a, lease), stats=self._o.stats)
+        self._o.write(tr, lambda t, _a: self._o.ack(t, lease))
 
     def extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Lease:
         """Keep working on a claimed item: its lease now ends ``seconds`` from now.
@@ -1262,8 +1352,7 @@ class OrderedAPI:
         """
         lease_parts(lease)
         seconds = check_seconds(seconds, "seconds")
-        return run(tr, lambda t, a: self._o.extend(t, a, lease, seconds),
-                   stats=self._o.stats)
+        return self._o.write(tr, lambda t, _a: self._o.extend(t, lease, seconds))
 
     def release(self, tr: Transactor, lease: Union[Lease, bytes]) -> bool:
         """Give a claimed item back now, at its original place in the order.
@@ -1273,7 +1362,7 @@ class OrderedAPI:
         item back, touches the wake key.  Cost: 1 read, 1 round trip, O(1) in n.
         """
         lease_parts(lease)
-        return run(tr, lambda t, a: self._o.release(t, a, lease), stats=self._o.stats)
+        return self._o.write(tr, lambda t, a: self._o.release(t, a, lease))
 
     # -- helpers for the public classes --------------------------------------------------
 
@@ -1282,7 +1371,7 @@ class OrderedAPI:
         if id_ is not None:  # the id becomes part of the item's key
             group = batch[0][0]
             check_key(self._o.items.pack(group + (2**64, bytes(20), 2**32, id_)), "id")
-        run(tr, lambda t, a: self._o.push(t, a, batch, id_), stats=self._o.stats)
+        self._o.write(tr, lambda t, a: self._o.push(t, a, batch, id_))
 
     def _push_batch(self, tr: Transactor, batch: List[Tuple[Tuple[Any, ...], bytes]],
                     name: str) -> None:
@@ -1300,7 +1389,7 @@ class OrderedAPI:
             check_database(tr, "tr")
             encoded = self._o.hc_pop(tr, end)
             return None if encoded is None else decode_value(encoded)
-        values = run(tr, lambda t, a: self._o.pop(t, a, end, 1), stats=self._o.stats)
+        values = self._o.write(tr, lambda t, a: self._o.pop(t, a, end, 1))
         return decode_value(values[0]) if values else None
 
     def _pop_many(self, tr: Transactor, end: int, n: Any) -> List[Value]:
@@ -1308,7 +1397,7 @@ class OrderedAPI:
         if n == 0:
             check_transactor(tr)
             return []
-        values = run(tr, lambda t, a: self._o.pop(t, a, end, n), stats=self._o.stats)
+        values = self._o.write(tr, lambda t, a: self._o.pop(t, a, end, n))
         return [decode_value(v) for v in values]
 
     def _peek(self, tr: Transactor, end: int) -> Optional[Value]:
@@ -1327,8 +1416,7 @@ class OrderedAPI:
     def _claim(self, tr: Transactor, end: int, lease_seconds: Any) -> Optional[Lease]:
         seconds = check_seconds(lease_seconds, "lease_seconds")
         lease_id = random_id()
-        return run(tr, lambda t, a: self._o.claim(t, a, end, seconds, lease_id),
-                   stats=self._o.stats)
+        return self._o.write(tr, lambda t, a: self._o.claim(t, a, end, seconds, lease_id))
 
     def _pop_wait(self, db: Any, end: int, timeout: Any) -> Optional[Value]:
         deadline = _deadline(check_timeout(timeout))

@@ -56,7 +56,8 @@ class PriorityQueue(OrderedAPI):
     bool, not float: the tuple encoding orders every int before every float).
     Every method takes ``tr`` first: a Transaction or a Database/Tenant, as for
     :class:`fdbrecipes.Queue`; the constructor's arguments are those of Queue
-    (``high_contention`` applies to pop_min and pop_max).
+    (``high_contention`` applies to pop_min and pop_max).  Given a Database, writing
+    methods also write a commit receipt, as Queue's do.
     """
 
     _group_len = 1

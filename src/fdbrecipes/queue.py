@@ -32,6 +32,10 @@ class Queue(OrderedAPI):
     part of the caller's transaction and commits, or not, with it) or an
     ``fdb.Database``/``fdb.Tenant`` (the operation runs in its own retry loop).
 
+    Given a Database, a method that writes also writes a commit receipt (one small
+    key in the subspace, cleared by a later call), which lets its retry loop settle
+    ``commit_unknown_result`` exactly: the docstrings below leave it out.
+
     Args:
         subspace: where the queue keeps its keys (any ``fdb.Subspace``, including a
             DirectorySubspace).  The queue never writes outside it.

@@ -11,6 +11,7 @@ O(log n).  On FoundationDB the tree is a fixed-fanout sum tree over sequence num
                                                  seq in [index*64**level, (index+1)*64**level)
     S/"t" = int64 total weight, S/"n" = int64 item count, S/"z" = wake counter
     S/"k"/(id,), S/"g"/(expiry, id)              idempotency ids
+    S/"c"/(version, call id) = int               commit receipts (see _core.Receipts)
 
 Sums are maintained with atomic ADD (conflict-free) and removed with atomic
 compare-and-clear when they reach zero.  A pick reads the nodes with snapshot reads
@@ -33,7 +34,9 @@ from ._core import (
     Clock,
     FdbRecipesError,
     Ids,
+    Receipts,
     Stats,
+    T,
     Transactor,
     Value,
     add,
@@ -164,6 +167,10 @@ class WeightTree:
     Every method takes ``tr`` first: an ``fdb.Transaction`` (part of the caller's
     transaction) or an ``fdb.Database``/``fdb.Tenant`` (own retry loop).
 
+    Given a Database, a method that writes also writes a commit receipt (one small
+    key in the subspace, cleared by a later call), which lets its retry loop settle
+    ``commit_unknown_result`` exactly: the docstrings below leave it out.
+
     Points: the items, in :meth:`items` order, split [0, total) into contiguous
     intervals whose lengths are their weights; ``pop(tr, point=p)`` removes the item
     whose interval contains ``p``.  The pick is a pure function of the tree's contents
@@ -200,6 +207,7 @@ class WeightTree:
         self._count_key = bytes(self.subspace.pack(("n",)))
         self._wake_key = bytes(self.subspace.pack(("z",)))
         self.stats = Stats()
+        self._receipts = Receipts(self.subspace)
 
     def __repr__(self) -> str:
         return f"WeightTree({self.subspace!r})"
@@ -226,8 +234,7 @@ class WeightTree:
         encoded = encode_value(value)
         weight = _check_weight(weight)
         id_ = check_id(id)
-        return run(tr, lambda t, a: self._push(t, a, [(encoded, weight)], id_)[0],
-                   stats=self.stats)
+        return self._write(tr, lambda t, a: self._push(t, a, [(encoded, weight)], id_)[0])
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]]) -> List[bytes]:
         """Add every ``(value, weight)`` pair in one transaction; return their handles.
@@ -250,7 +257,7 @@ class WeightTree:
         if not batch:
             check_transactor(tr)
             return []
-        return run(tr, lambda t, a: self._push(t, a, batch, None), stats=self.stats)
+        return self._write(tr, lambda t, a: self._push(t, a, batch, None))
 
     def pop(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """Remove an item, chosen with probability weight / total; None when empty.
@@ -269,7 +276,7 @@ class WeightTree:
             ValueError: ``point`` is outside [0, total weight) (nothing is written).
         """
         point = self._check_point(point)
-        return run(tr, lambda t, a: self._pop(t, a, point), stats=self.stats)
+        return self._write(tr, lambda t, a: self._pop(t, a, point))
 
     def pop_many(self, tr: Transactor, n: int) -> List[Value]:
         """Remove up to ``n`` items, each chosen as :meth:`pop` chooses (without
@@ -279,7 +286,7 @@ class WeightTree:
         if n == 0:
             check_transactor(tr)
             return []
-        return run(tr, lambda t, a: self._pop_many(t, a, n), stats=self.stats)
+        return self._write(tr, lambda t, a: self._pop_many(t, a, n))
 
     def peek(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """The value :meth:`pop` with this point would remove, without removing it.
@@ -314,7 +321,7 @@ class WeightTree:
         Cost: 1 round trip, O(log n) writes.
         """
         key = _check_handle(handle)
-        return run(tr, lambda t, a: self._remove(t, a, key), stats=self.stats)
+        return self._write(tr, lambda t, a: self._remove(t, a, key))
 
     def set_weight(self, tr: Transactor, handle: bytes, weight: int) -> Optional[int]:
         """Give the item ``handle`` names a new weight; return the old weight, or None
@@ -329,7 +336,7 @@ class WeightTree:
         """
         key = _check_handle(handle)
         weight = _check_weight(weight)
-        return run(tr, lambda t, a: self._set_weight(t, a, key, weight), stats=self.stats)
+        return self._write(tr, lambda t, a: self._set_weight(t, a, key, weight))
 
     def total_weight(self, tr: Transactor) -> int:
         """Sum of the weights of all items.
@@ -405,6 +412,10 @@ class WeightTree:
             )
 
     # -- the tree ------------------------------------------------------------------------
+
+    def _write(self, tr: Transactor, body: Callable[[Any, Attempt], T]) -> T:
+        """:func:`run` a body that writes: retries counted, 1021 settled by receipts."""
+        return run(tr, body, stats=self.stats, receipts=self._receipts)
 
     def _check_point(self, point: Any) -> Optional[int]:
         return None if point is None else check_int(point, "point", low=0)
@@ -482,29 +493,16 @@ class WeightTree:
         if id_ is not None:
             self._ids.retire(tr, id_, self._clock(tr))
 
-    def _settled(self, tr: Any, attempt: Attempt) -> Optional[List[bytes]]:
-        """Values an earlier attempt removed, if its unknown commit did happen."""
-        for taken in attempt.uncertain:
-            if all(get_value(f) is None for f in [tr.get(k) for k, _ in taken]):
-                return [v for _, v in taken]
-        return None
-
     def _pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:
-        settled = self._settled(tr, attempt)
-        if settled is not None:
-            return decode_value(settled[0])
         picked = self._pick(tr, point)
         if picked is None:
+            attempt.idle = True
             return None
         key, leaf, encoded = picked
         self._unlink(tr, key, leaf)
-        attempt.effects = [(self._leaves.pack(key), encoded)]
         return decode_value(encoded)
 
     def _pop_many(self, tr: Any, attempt: Attempt, n: int) -> List[Value]:
-        settled = self._settled(tr, attempt)
-        if settled is not None:
-            return [decode_value(v) for v in settled]
         taken = []
         for _ in range(n):
             picked = self._pick(tr, None)
@@ -512,34 +510,29 @@ class WeightTree:
                 break
             key, leaf, encoded = picked
             self._unlink(tr, key, leaf)
-            taken.append((self._leaves.pack(key), encoded))
-        attempt.effects = taken
-        return [decode_value(v) for _, v in taken]
+            taken.append(decode_value(encoded))
+        attempt.idle = not taken
+        return taken
 
     def _peek(self, tr: Any, point: Optional[int]) -> Optional[Value]:
         picked = self._pick(tr, point)
         return None if picked is None else decode_value(picked[2])
 
     def _remove(self, tr: Any, attempt: Attempt, key: Key) -> Optional[Value]:
-        settled = self._settled(tr, attempt)
-        if settled is not None:
-            return decode_value(settled[0])
         leaf_f, value_f = tr.get(self._leaves.pack(key)), tr.get(self._values.pack(key))
         leaf, encoded = get_value(leaf_f), get_value(value_f)
         if leaf is None or encoded is None:
+            attempt.idle = True
             return None
         self._unlink(tr, key, leaf)
-        attempt.effects = [(self._leaves.pack(key), encoded)]
         return decode_value(encoded)
 
     def _set_weight(self, tr: Any, attempt: Attempt, key: Key, weight: int) -> Optional[int]:
         leaf_key = self._leaves.pack(key)
         leaf_f, total_f = tr.get(leaf_key), tr.snapshot.get(self._total_key)
         leaf = get_value(leaf_f)
-        for new_leaf, old_weight in attempt.uncertain:
-            if leaf == new_leaf:
-                return old_weight  # type: ignore[no-any-return]
         if leaf is None:
+            attempt.idle = True
             return None
         old, id_ = _split(leaf)
         delta = weight - old
@@ -548,10 +541,8 @@ class WeightTree:
             raise ValueError(
                 f"weight: the total weight would pass 2**62 ({total} + {delta})"
             )
-        new_leaf = le64(weight) + (id_ or b"")
-        tr.set(leaf_key, new_leaf)
+        tr.set(leaf_key, le64(weight) + (id_ or b""))
         self._adjust(tr, key[0], delta)
-        attempt.effects = (new_leaf, old)
         return old
 
     def _push(
@@ -561,10 +552,6 @@ class WeightTree:
         batch: List[Tuple[bytes, int]],
         id_: Optional[bytes],
     ) -> List[bytes]:
-        for handles in attempt.uncertain:
-            keys = [self._leaves.pack(fdb.tuple.unpack(h)) for h in handles]
-            if any(get_value(f) is not None for f in [tr.get(k) for k in keys]):
-                return handles  # type: ignore[no-any-return]
         if id_ is not None:
             id_key = self._ids.key(id_)
             known_f = tr.get(id_key)
@@ -573,6 +560,7 @@ class WeightTree:
         if id_ is not None:
             known = get_value(known_f)
             if known is not None:
+                attempt.idle = True
                 return [known]
             self._ids.collect(tr, gc, self._clock(tr))
         added = sum(w for _, w in batch)
@@ -599,6 +587,4 @@ class WeightTree:
         add(tr, self._wake_key, 1)
         if id_ is not None:
             tr.set(id_key, handles[0])
-        else:
-            attempt.effects = handles
         return handles
