@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 
@@ -39,11 +40,14 @@ def everything(db: Any) -> Dict[bytes, bytes]:
 def run_threads(
     threads: Sequence[threading.Thread], errors: List[BaseException], timeout: float
 ) -> None:
-    """Start ``threads``, join them, and fail on any error they recorded or a hang."""
+    """Start ``threads``, join them, and fail on any error they recorded or on a
+    thread still running ``timeout`` seconds after the start."""
+    deadline = time.monotonic() + timeout
     for t in threads:
+        t.daemon = True  # a thread that hangs must not keep the test run alive
         t.start()
     for t in threads:
-        t.join(timeout=timeout)
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
     assert not errors, errors
     assert not any(t.is_alive() for t in threads), "a thread did not finish"
 
