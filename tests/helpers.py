@@ -86,11 +86,10 @@ def unknown_results(
             fault = plan()
             if fault is None:
                 return super().commit()
+            assert fault in ("applied", "dropped"), fault
             if fault == "applied":
                 super().commit().wait()
-            else:
-                assert fault == "dropped", fault
-                self.reset()
+            self.reset()  # as the client leaves it: nothing pending, ready for on_error
             if between is not None:
                 between()
             return _Reported(1021)
