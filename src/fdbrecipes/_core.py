@@ -75,7 +75,6 @@ VERSIONS_PER_SECOND = 1_000_000
 MIN_API_VERSION = 630
 
 NOT_COMMITTED = 1020
-COMMIT_UNKNOWN_RESULT = 1021
 WANT_ALL = -2  # fdb.StreamingMode.want_all, usable before the API version is selected
 
 
@@ -1032,10 +1031,6 @@ class Ordered:
         """The encoded values the next pops would return, without removing them."""
         entries, _, _ = self.front(tr, end, n, snapshot=False)
         return [e.value for e in entries]
-
-    def peek_items(self, tr: Any, end: int, n: Optional[int]) -> List[Entry]:
-        entries, _, _ = self.front(tr, end, n, snapshot=False)
-        return entries
 
     def size(self, tr: Any) -> int:
         return read_le64(get_value(tr.get(self.count_key)))
