@@ -249,13 +249,14 @@ class Call:
 
     def sign(self, tr: Any) -> None:
         """After an attempt's body: write the receipt, with a read conflict on it."""
-        version: int = tr.get_read_version().wait()
         if self.key is None:
+            version: int = tr.get_read_version().wait()
             self.key = bytes(self.receipts.space.pack((version, random_id())))
         tr.add_read_conflict_key(self.key)
         tr.set(self.key, fdb.tuple.pack((self.attempts,)))
         if self.old is not None:
-            horizon = version - RECEIPT_RETENTION * VERSIONS_PER_SECOND
+            now: int = tr.get_read_version().wait()
+            horizon = now - RECEIPT_RETENTION * VERSIONS_PER_SECOND
             for kv in self.old:
                 if self.receipts.space.unpack(kv.key)[0] >= horizon:
                     break
@@ -272,6 +273,20 @@ class Call:
         if self.key is not None:
             spent.append(self.key)
         self.receipts.give_back(spent)
+
+
+class Writes:
+    """A structure's retry loop for calls that write: :func:`run` with the retries
+    counted in :attr:`stats` and ``commit_unknown_result`` settled by :attr:`receipts`."""
+
+    __slots__ = ("receipts", "stats")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.stats = Stats()
+        self.receipts = Receipts(subspace)
+
+    def __call__(self, tr: Transactor, body: Callable[[Any, Attempt], T]) -> T:
+        return run(tr, body, stats=self.stats, receipts=self.receipts)
 
 
 def run(
@@ -836,8 +851,8 @@ class Ordered:
         self.wake_key = bytes(self.subspace.pack(("w",)))
         self.floor_key = bytes(self.subspace.pack(("f",)))
         self._contended_until = 0.0
-        self.stats = Stats()
-        self.receipts = Receipts(self.subspace)
+        self.write = Writes(self.subspace)
+        self.stats = self.write.stats
 
     # -- item tuples -----------------------------------------------------------------
 
@@ -1155,10 +1170,6 @@ class Ordered:
             return started[0]
         return self._hc_wait(db, end, rid, started[1], started[2])
 
-    def write(self, tr: Transactor, body: Callable[[Any, Attempt], T]) -> T:
-        """:func:`run` a body that writes: retries counted, 1021 settled by receipts."""
-        return run(tr, body, stats=self.stats, receipts=self.receipts)
-
     def _hc_start(self, tr: Any, attempt: Attempt, end: int, rid: bytes) -> Tuple[Any, ...]:
         """Pop at once, or register request ``rid``: (value or None,) or (WAIT, key, watch)."""
         recent = max(self._contended_until, self.stats.last_conflict + HC_CONTENDED)
@@ -1208,8 +1219,8 @@ class Ordered:
             tr.clear(self.due.pack((deadline, rid, item, kind)))
             self.gone(tr, item, 1, now)
             return kv.value, None
-        attempt.idle = True
         if get_value(mine) is None:
+            attempt.idle = True
             return RESTART, None  # dropped: the queue ran empty, or we were too slow
         requests = list(queue)
         now = self.clock(tr)
@@ -1218,8 +1229,8 @@ class Ordered:
             oldest.key != req_key
             and now - read_le64(oldest.value) <= seconds_to_versions(HC_STALE)
         ):
+            attempt.idle = True
             return WAIT, tr.watch(req_key)
-        attempt.idle = False
         return self._fulfil(tr, end, requests, rid, now), None
 
     def _fulfil(self, tr: Any, end: int, requests: List[Any],

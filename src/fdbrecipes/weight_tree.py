@@ -34,11 +34,9 @@ from ._core import (
     Clock,
     FdbRecipesError,
     Ids,
-    Receipts,
-    Stats,
-    T,
     Transactor,
     Value,
+    Writes,
     add,
     check_batch_bytes,
     check_database,
@@ -206,8 +204,8 @@ class WeightTree:
         self._total_key = bytes(self.subspace.pack(("t",)))
         self._count_key = bytes(self.subspace.pack(("n",)))
         self._wake_key = bytes(self.subspace.pack(("z",)))
-        self.stats = Stats()
-        self._receipts = Receipts(self.subspace)
+        self._write = Writes(self.subspace)
+        self.stats = self._write.stats
 
     def __repr__(self) -> str:
         return f"WeightTree({self.subspace!r})"
@@ -412,10 +410,6 @@ class WeightTree:
             )
 
     # -- the tree ------------------------------------------------------------------------
-
-    def _write(self, tr: Transactor, body: Callable[[Any, Attempt], T]) -> T:
-        """:func:`run` a body that writes: retries counted, 1021 settled by receipts."""
-        return run(tr, body, stats=self.stats, receipts=self._receipts)
 
     def _check_point(self, point: Any) -> Optional[int]:
         return None if point is None else check_int(point, "point", low=0)
