@@ -6,7 +6,11 @@ loop).  The application selects the API version (``fdb.api_version(730)``); impo
 this package needs neither that nor ``libfdb_c``.
 """
 
-from ._core import FdbRecipesError, Lease, LeaseExpiredError, Stats, Transactor, Value
+from ._fdb import Transactor
+from ._leases import Lease
+from ._run import Stats
+from ._values import Value
+from .errors import FdbRecipesError, LeaseExpiredError
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .weight_tree import WeightTree

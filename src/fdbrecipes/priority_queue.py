@@ -16,18 +16,11 @@ from typing import Any, Iterable, List, Optional, Tuple
 
 import fdb.tuple
 
-from ._core import (
-    MAX,
-    MIN,
-    Lease,
-    OrderedAPI,
-    Transactor,
-    Value,
-    check_id,
-    check_int,
-    encode_value,
-    materialize,
-)
+from ._fdb import Transactor
+from ._leases import Lease
+from ._ordered import MAX, MIN
+from ._ordered_api import OrderedAPI
+from ._values import Value, check_id, check_int, encode_value, materialize
 
 __all__ = ["PriorityQueue"]
 

@@ -11,16 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, List, Optional
 
-from ._core import (
-    MIN,
-    Lease,
-    OrderedAPI,
-    Transactor,
-    Value,
-    check_id,
-    encode_value,
-    materialize,
-)
+from ._fdb import Transactor
+from ._leases import Lease
+from ._ordered import MIN
+from ._ordered_api import OrderedAPI
+from ._values import Value, check_id, encode_value, materialize
 
 __all__ = ["Queue"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Tuple
 
@@ -11,7 +10,6 @@ import fdb
 import pytest
 
 from fdbrecipes import PriorityQueue, Queue
-from fdbrecipes._core import MIN
 from tests.helpers import run_threads
 
 pytestmark = pytest.mark.integration
@@ -63,7 +61,7 @@ def run_workload(db: Any, make: Any, push: Any, pop: str) -> List[Tuple[bytes, A
                 value, stamp = pop_with_versionstamp(db, q, pop)
                 if value is None:
                     # Nothing visible: block on the queue's watch (pushes touch it).
-                    q._o.wait_for_items(db, MIN, time.monotonic() + 0.5)
+                    q.wait(db, timeout=0.5)
                     continue
                 with lock:
                     popped.append((stamp, value))

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from fdbrecipes import PriorityQueue, Queue
+from fdbrecipes.testing.hooks import hooks
 from tests.helpers import dump, run_threads
 
 pytestmark = pytest.mark.integration
@@ -85,7 +86,7 @@ def test_empty_queue_returns_none_promptly_and_leaves_no_request(db: Any,
                                                                   fdb_subspace: Any) -> None:
     q = Queue(fdb_subspace, high_contention=True)
     assert q.pop(db) is None
-    q._o._contended_until = float("inf")  # behave as if contended: register at once
+    hooks(q).contended = True  # behave as if contended: register at once
     assert q.pop(db) is None
     q.push(db, b"one")
     assert q.pop(db) == b"one"
@@ -95,7 +96,7 @@ def test_empty_queue_returns_none_promptly_and_leaves_no_request(db: Any,
 
 def test_requests_are_served_in_order_with_items_in_order(db: Any, fdb_subspace: Any) -> None:
     q = Queue(fdb_subspace, high_contention=True)
-    q._o._contended_until = float("inf")
+    hooks(q).contended = True
     q.push_many(db, range(10))
     assert [q.pop(db) for _ in range(10)] == list(range(10))
     assert requests_left(db, fdb_subspace) == []
@@ -103,7 +104,7 @@ def test_requests_are_served_in_order_with_items_in_order(db: Any, fdb_subspace:
 
 def test_priority_queue_high_contention(db: Any, fdb_subspace: Any) -> None:
     pq = PriorityQueue(fdb_subspace, high_contention=True)
-    pq._o._contended_until = float("inf")
+    hooks(pq).contended = True
     pq.push_many(db, [("a", 1), ("b", 9), ("c", 5), ("d", 9)])
     assert pq.pop_max(db) == "b"
     assert pq.pop_min(db) == "a"
@@ -128,18 +129,18 @@ STUCK_POPPER = textwrap.dedent(
     import fdb
     fdb.api_version(int(sys.argv[3]))
     from fdbrecipes import Queue
-    from fdbrecipes import _core
+    from fdbrecipes.testing.hooks import hooks
 
     db = fdb.open(sys.argv[1])
     q = Queue(fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2])), high_contention=True,
               result_timeout=2)
-    q._o._contended_until = float("inf")  # register a request instead of popping
+    hooks(q).contended = True  # register a request instead of popping
 
-    def stuck(*args):
+    def stuck(request):
         print("registered", flush=True)
         threading.Event().wait()  # never collects: killed here
 
-    _core.Ordered._hc_wait = stuck
+    hooks(q).on_register = stuck
     q.pop(db)
     """
 )
@@ -174,7 +175,7 @@ def test_a_killed_popper_strands_nothing(db: Any, fdb_subspace: Any, fdb_cluster
             child.kill()
     # The dead client's request is the oldest: a live popper serves it (after it has
     # been silent a while), then itself.
-    q._o._contended_until = float("inf")
+    hooks(q).contended = True
     got = [q.pop(db)]
     held = [k for k in dump(db, fdb_subspace) if fdb_subspace["h"].contains(k)]
     assert len(held) == 1, "the dead client's item should be held for it"

@@ -5,7 +5,7 @@ act in between.  ``tests.helpers.unknown_results`` is the real database with 102
 reported on chosen commits, after really committing ("applied") or after dropping
 the transaction ("dropped"), with another client's work run in that window.  Each
 test passes under both outcomes only if the retry tells them apart (receipts, see
-``fdbrecipes._core.Receipts``): checking whether the item is still there is not
+``fdbrecipes._receipts``): checking whether the item is still there is not
 enough once another client may have taken it.
 """
 

@@ -8,7 +8,8 @@ from typing import Any, List
 
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue, WeightTree, _core
+from fdbrecipes import PriorityQueue, Queue, WeightTree
+from fdbrecipes.testing.hooks import hooks
 
 pytestmark = pytest.mark.integration
 
@@ -29,17 +30,15 @@ def test_times_out_with_none(db: Any, fdb_subspace: Any) -> None:
 
 
 @pytest.mark.parametrize("kind", ["queue", "priority", "tree"])
-def test_a_push_wakes_a_waiting_consumer(db: Any, fdb_subspace: Any, kind: str,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_push_wakes_a_waiting_consumer(db: Any, fdb_subspace: Any, kind: str) -> None:
     """The waiter has a 60 s timeout and no timer: only the watch can wake it."""
     blocked = threading.Event()
-    real_wait = _core.wait_ready
+    timeouts: List[Any] = []
 
-    def spy(future: Any, timeout: Any) -> bool:
+    def asleep(timeout: Any) -> None:
+        timeouts.append(timeout)
         blocked.set()  # the watch is set: the waiter is about to block on it
-        return real_wait(future, timeout)
 
-    monkeypatch.setattr(_core, "wait_ready", spy)
     if kind == "queue":
         q: Any = Queue(fdb_subspace)
         wait, push = (lambda: q.pop_wait(db, timeout=60)), (lambda: q.push(db, b"job"))
@@ -49,6 +48,7 @@ def test_a_push_wakes_a_waiting_consumer(db: Any, fdb_subspace: Any, kind: str,
     else:
         q = WeightTree(fdb_subspace)
         wait, push = (lambda: q.pop_wait(db, timeout=60)), (lambda: q.push(db, b"job", 3))
+    hooks(q).on_block = asleep
     got: List[Any] = []
     woke = threading.Event()
     waiting = threading.Thread(target=lambda: (got.append(wait()), woke.set()))
@@ -62,6 +62,7 @@ def test_a_push_wakes_a_waiting_consumer(db: Any, fdb_subspace: Any, kind: str,
     waiting.join()
     assert got == [b"job"]
     assert latency < 5, f"woke {latency:.2f} s after the push"
+    assert timeouts and timeouts[0] > 50, "the waiter should block on the watch, not a timer"
 
 
 def test_claim_wait_wakes_when_a_lease_expires(db: Any, fdb_subspace: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import struct
 import threading
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Tuple
@@ -12,9 +13,14 @@ import pytest
 from scipy.stats import chisquare
 
 from fdbrecipes import WeightTree
-from fdbrecipes._core import read_le64
-from fdbrecipes.weight_tree import LEVELS, node_index
+from fdbrecipes._tree import LEVELS, node_index
 from tests.helpers import dump, run_threads
+
+
+def read_le64(data: bytes) -> int:
+    """A counter written by FoundationDB's atomic ADD (little-endian int64)."""
+    return int(struct.unpack("<q", data[:8].ljust(8, b"\x00"))[0])
+
 
 pytestmark = pytest.mark.integration
 

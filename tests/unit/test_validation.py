@@ -11,7 +11,8 @@ from typing import Any, Callable
 import pytest
 from fdb.subspace_impl import Subspace
 
-from fdbrecipes import PriorityQueue, Queue, WeightTree
+from fdbrecipes import Lease, PriorityQueue, Queue, WeightTree
+from fdbrecipes._values import check_id, check_int, check_seconds, check_timeout
 
 S = Subspace(("v",))
 
@@ -61,8 +62,7 @@ def test_queue() -> None:
     refuses(ValueError, "^lease_seconds", lambda: q.claim(TR, 0))
     refuses(TypeError, "^lease", lambda: q.ack(TR, "lease"))  # type: ignore[arg-type]
     refuses(ValueError, "^lease", lambda: q.ack(TR, b"not a token"))
-    refuses(ValueError, "^seconds", lambda: q.extend(TR, q._o.lease(
-        (1, b"r" * 20), b"\x01x\x00", b"l" * 16, 5), -3))
+    refuses(ValueError, "^seconds", lambda: q.extend(TR, Lease(b"x", 1, 5, b"token"), -3))
     refuses(ValueError, "^timeout", lambda: q.pop_wait(TR, timeout=-1))
 
 
@@ -112,3 +112,42 @@ def test_using_a_structure_needs_an_api_version_or_a_transaction() -> None:
     if fdb.is_api_version_selected():
         pytest.skip("this process already selected an API version")
     refuses(RuntimeError, r"fdb.api_version\(730\)", lambda: Queue(S).push(TR, b"x"))
+
+
+# -- the validators the methods use ---------------------------------------------------
+
+
+def test_check_int_refuses_bools_and_floats() -> None:
+    assert check_int(5, "n", low=0) == 5
+    with pytest.raises(TypeError, match="^n must be an int"):
+        check_int(True, "n")
+    with pytest.raises(TypeError, match="^n must be an int"):
+        check_int(1.0, "n")
+    with pytest.raises(ValueError, match="^n must be >= 0"):
+        check_int(-1, "n", low=0)
+    with pytest.raises(ValueError, match="^n must be <= 3"):
+        check_int(4, "n", high=3)
+
+
+def test_seconds_and_timeouts() -> None:
+    assert check_seconds(2, "lease_seconds") == 2.0
+    for bad in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="^lease_seconds"):
+            check_seconds(bad, "lease_seconds")
+    with pytest.raises(TypeError, match="^lease_seconds"):
+        check_seconds("1", "lease_seconds")
+    assert check_timeout(None) is None
+    assert check_timeout(0) == 0.0
+    with pytest.raises(ValueError, match="^timeout"):
+        check_timeout(-1)
+
+
+def test_ids() -> None:
+    assert check_id(None) is None
+    assert check_id(b"x") == b"x"
+    with pytest.raises(TypeError, match="^id"):
+        check_id("x")
+    with pytest.raises(ValueError, match="^id"):
+        check_id(b"")
+    with pytest.raises(ValueError, match="^id"):
+        check_id(b"x" * 1001)

@@ -1,4 +1,5 @@
-"""Value encoding and validation (no server needed)."""
+"""Value encoding: every value round-trips exactly, bad ones are refused (no server
+needed).  Argument validation is in test_validation.py."""
 
 from __future__ import annotations
 
@@ -11,15 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._core import (
-    MAX_VALUE_BYTES,
-    check_id,
-    check_int,
-    check_seconds,
-    check_timeout,
-    decode_value,
-    encode_value,
-)
+from fdbrecipes._values import MAX_VALUE_BYTES, decode_value, encode_value
 
 scalars = st.one_of(
     st.binary(max_size=64),
@@ -101,39 +94,3 @@ def test_size_limit_is_on_the_encoded_value() -> None:
     encode_value(b"x" * (MAX_VALUE_BYTES - overhead))
     with pytest.raises(ValueError, match=r"value encodes to 100,001 bytes"):
         encode_value(b"x" * (MAX_VALUE_BYTES - overhead + 1))
-
-
-def test_check_int_refuses_bools_and_floats() -> None:
-    assert check_int(5, "n", low=0) == 5
-    with pytest.raises(TypeError, match="^n must be an int"):
-        check_int(True, "n")
-    with pytest.raises(TypeError, match="^n must be an int"):
-        check_int(1.0, "n")
-    with pytest.raises(ValueError, match="^n must be >= 0"):
-        check_int(-1, "n", low=0)
-    with pytest.raises(ValueError, match="^n must be <= 3"):
-        check_int(4, "n", high=3)
-
-
-def test_seconds_and_timeouts() -> None:
-    assert check_seconds(2, "lease_seconds") == 2.0
-    for bad in (0, -1, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="^lease_seconds"):
-            check_seconds(bad, "lease_seconds")
-    with pytest.raises(TypeError, match="^lease_seconds"):
-        check_seconds("1", "lease_seconds")
-    assert check_timeout(None) is None
-    assert check_timeout(0) == 0.0
-    with pytest.raises(ValueError, match="^timeout"):
-        check_timeout(-1)
-
-
-def test_ids() -> None:
-    assert check_id(None) is None
-    assert check_id(b"x") == b"x"
-    with pytest.raises(TypeError, match="^id"):
-        check_id("x")
-    with pytest.raises(ValueError, match="^id"):
-        check_id(b"")
-    with pytest.raises(ValueError, match="^id"):
-        check_id(b"x" * 1001)

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fdbrecipes import FdbRecipesError
-from fdbrecipes.weight_tree import BITS, FANOUT, LEVELS, descend, node_index, start_level
+from fdbrecipes._tree import BITS, FANOUT, LEVELS, descend, node_index, start_level
 
 Item = Tuple[int, bytes, int]  # seq, random, weight
 

@@ -1,0 +1,141 @@
+"""Talking to the fdb bindings: the classes, futures, range reads, atomic counters.
+
+The module deliberately does not import ``fdb.impl`` at import time: that module
+loads ``libfdb_c``, and ``import fdbrecipes`` must work where the C library is
+missing (for type checking, docs and ``--help``).  The classes that tell a
+Transaction from a Database are looked up when a structure is first used, after
+the application has called ``fdb.api_version()``.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from typing import Any, Iterable, Optional, Tuple
+
+import fdb
+
+#: What a method's ``tr`` argument may be: an ``fdb.Transaction`` (the call becomes
+#: part of the caller's transaction) or an ``fdb.Database`` / ``fdb.Tenant`` (the call
+#: runs in its own retry loop, like a function decorated with ``@fdb.transactional``).
+Transactor = Any
+
+#: Lowest API version the library supports.
+MIN_API_VERSION = 630
+#: FoundationDB's error codes the library acts on.
+NOT_COMMITTED = 1020
+#: ``fdb.StreamingMode.want_all``, usable before the API version is selected.
+WANT_ALL = -2
+#: Versions per second: FoundationDB's read versions advance about 1,000,000 per second.
+VERSIONS_PER_SECOND = 1_000_000
+
+
+def fdb_impl() -> Any:
+    """Return ``fdb.impl`` once the application has selected an API version.
+
+    Raises:
+        RuntimeError: no API version is selected yet, or it is below 630.
+    """
+    if not fdb.is_api_version_selected():
+        raise RuntimeError(
+            "fdbrecipes needs the FoundationDB API version selected first: call "
+            "fdb.api_version(730) (or any version >= 630) before using a structure"
+        )
+    version = fdb.get_api_version()
+    if version < MIN_API_VERSION:
+        raise RuntimeError(
+            f"fdbrecipes supports FoundationDB API versions >= {MIN_API_VERSION}; "
+            f"this process selected {version}"
+        )
+    return sys.modules["fdb.impl"]
+
+
+def is_transaction(tr: Any, *, writes: bool = True) -> bool:
+    """True if ``tr`` is a Transaction (or, for reads, a snapshot view of one)."""
+    impl = fdb_impl()
+    return isinstance(tr, impl.Transaction) or (
+        not writes and isinstance(tr, impl.TransactionRead)
+    )
+
+
+def check_transactor(tr: Transactor, *, writes: bool = True) -> None:
+    """Raise TypeError unless ``tr`` is a Transaction, Database or Tenant (or, for
+    reads, a snapshot view)."""
+    impl = fdb_impl()
+    allowed: Tuple[type, ...] = (impl.Transaction, impl.Database, impl.Tenant)
+    if not writes:
+        allowed += (impl.TransactionRead,)
+    if not isinstance(tr, allowed):
+        raise TypeError(
+            "tr must be an fdb Transaction, Database or Tenant, not "
+            f"{type(tr).__name__}"
+        )
+
+
+def check_database(db: Any, name: str = "db") -> Any:
+    """Return ``db`` if it is a Database or Tenant, else raise TypeError."""
+    impl = fdb_impl()
+    if not isinstance(db, (impl.Database, impl.Tenant)):
+        raise TypeError(
+            f"{name} must be an fdb Database or Tenant (this call runs its own "
+            f"transactions), not {type(db).__name__}"
+        )
+    return db
+
+
+def seconds_to_versions(seconds: float) -> int:
+    """Convert seconds to read-version units (at least 1)."""
+    return max(1, int(seconds * VERSIONS_PER_SECOND))
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def get_value(future: Any) -> Optional[bytes]:
+    """The bytes of a ``tr.get`` future, or None when the key is absent."""
+    value: Optional[bytes] = future.wait().value
+    return value
+
+
+def first(kvs: Iterable[Any]) -> Optional[Any]:
+    """The first KeyValue of a range read, or None."""
+    for kv in kvs:
+        return kv
+    return None
+
+
+def snap(tr: Any) -> Any:
+    """The snapshot view of ``tr`` (``tr`` itself when it is one already)."""
+    return getattr(tr, "snapshot", tr)
+
+
+# -- counters -------------------------------------------------------------------------
+
+_LE64 = struct.Struct("<q")
+ZERO = _LE64.pack(0)
+
+
+def le64(n: int) -> bytes:
+    """Little-endian int64, the format of FoundationDB's atomic ADD."""
+    return _LE64.pack(n)
+
+
+def read_le64(data: Optional[bytes]) -> int:
+    """Decode a counter written by atomic ADD; a missing key is 0."""
+    if not data:
+        return 0
+    return int(_LE64.unpack(data[:8].ljust(8, b"\x00"))[0])
+
+
+def add(tr: Any, key: bytes, delta: int) -> None:
+    """Atomically add ``delta`` to a counter; clear it when it reaches zero.
+
+    Atomic adds take no read conflict, so concurrent writers never conflict on a
+    counter.  ``compare_and_clear`` after a decrement removes a counter that dropped
+    to zero, so counters of an empty structure leave no keys behind.
+    """
+    if delta == 0:
+        return
+    tr.add(key, le64(delta))
+    if delta < 0:
+        tr.compare_and_clear(key, ZERO)

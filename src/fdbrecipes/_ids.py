@@ -1,0 +1,60 @@
+"""Idempotency ids: ``push(..., id=...)`` stores at most one item per id.
+
+Keys inside the structure's subspace ``S``::
+
+    S/"k"/(id,)           = ''  (WeightTree: the item's handle)   an id remembered
+    S/"g"/(expiry, id)    = ''                                    when to forget it
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fdb.subspace_impl import Subspace
+
+from ._fdb import WANT_ALL, seconds_to_versions
+from ._values import check_seconds
+
+#: Scheduled expiries a push with an id looks at, and collects, per transaction.
+COLLECT_BATCH = 4
+
+
+class Ids:
+    """Idempotency ids: ``k/(id)`` exists while an id is remembered.
+
+    A push with an id reads its id key (a read conflict on that key only, so pushes
+    with different ids never conflict); when the item leaves the structure for good,
+    ``g/(expiry, id)`` schedules the id to be forgotten after the retention period.
+    Pushes with ids collect a few expired ids each, so ids do not pile up.
+    """
+
+    __slots__ = ("gc", "ids", "retention")
+
+    def __init__(self, subspace: Subspace, retention: Any) -> None:
+        self.ids = subspace["k"]
+        self.gc = subspace["g"]
+        self.retention = seconds_to_versions(check_seconds(retention, "id_retention"))
+
+    def key(self, id_: bytes) -> bytes:
+        """The key that remembers ``id_``."""
+        return bytes(self.ids.pack((id_,)))
+
+    def start_collect(self, tr: Any) -> Any:
+        """Start a snapshot read of the oldest scheduled expiries (no conflicts)."""
+        r = self.gc.range()
+        return tr.snapshot.get_range(r.start, r.stop, limit=COLLECT_BATCH,
+                                     streaming_mode=WANT_ALL)
+
+    def collect(self, tr: Any, started: Any, now: int) -> None:
+        """Forget the ids whose retention has passed (from :meth:`start_collect`)."""
+        for kv in started:
+            expiry, id_ = self.gc.unpack(kv.key)
+            if expiry > now:
+                break
+            tr.clear(kv.key)
+            tr.clear(self.key(id_))
+
+    def retire(self, tr: Any, id_: Optional[bytes], now: int) -> None:
+        """An item with this id left the structure: forget the id after retention."""
+        if id_ is not None:
+            tr.set(self.gc.pack((now + self.retention, id_)), b"")

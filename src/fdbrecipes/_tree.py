@@ -1,0 +1,353 @@
+"""The engine behind WeightTree: a fixed-fanout sum tree over sequence numbers.
+
+Following the ``pi_weight`` crate: every node keeps its subtree's weight sum, and a
+pick skips whole subtrees whose sum is below the remaining point, so it costs
+O(log n).  The keys are those of :class:`._layout.TreeLayout`.  Sums are maintained
+with atomic ADD (conflict-free) and removed with atomic compare-and-clear when they
+reach zero.  A pick reads the nodes with snapshot reads (hints, no conflicts) and
+takes a read conflict only on the item it chose: two picks of the same item
+conflict, picks of different items and pushes do not.
+
+Every method here runs inside one transaction; :mod:`._run` decides which.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import fdb.tuple
+
+from ._fdb import WANT_ALL, add, first, get_value, le64, read_le64, snap
+from ._ids import Ids
+from ._layout import TreeLayout
+from ._run import Attempt
+from ._values import Value, decode_value, random_suffix
+from ._wait import Clock, Readiness
+from .errors import FdbRecipesError
+
+#: Largest weight of one item.
+MAX_WEIGHT = 2**32
+#: The tree refuses pushes that would take the total weight past this.
+MAX_TOTAL_WEIGHT = 2**62
+
+BITS = 6  # fanout 64: a node sums up to 64 children
+FANOUT = 1 << BITS
+LEVELS = 5  # stored node levels 1..5: one level-5 node covers 2**30 sequence numbers
+
+Key = Tuple[int, bytes]  # (seq, random): names an item
+
+
+# -- handles and leaves ----------------------------------------------------------------
+
+
+def parse_handle(handle: Any) -> Key:
+    """The item key a handle names.
+
+    Raises:
+        TypeError/ValueError: ``handle`` is not a handle made by ``push``.
+    """
+    if type(handle) is not bytes:
+        raise TypeError(f"handle must be bytes (from push), not {type(handle).__name__}")
+    try:
+        key = fdb.tuple.unpack(handle)
+    except Exception:
+        key = None
+    if (
+        type(key) is not tuple
+        or len(key) != 2
+        or type(key[0]) is not int
+        or key[0] < 0
+        or type(key[1]) is not bytes
+        or len(key[1]) != 20
+    ):
+        raise ValueError("handle is not a handle returned by WeightTree.push")
+    return key[0], key[1]
+
+
+def make_handle(key: Key) -> bytes:
+    """The handle naming item ``key``."""
+    handle: bytes = fdb.tuple.pack(key)
+    return handle
+
+
+def split_leaf(leaf: bytes) -> Tuple[int, Optional[bytes]]:
+    """A leaf's value is the weight (int64) followed by the item's id, if any."""
+    return read_le64(leaf[:8]), (leaf[8:] or None)
+
+
+# -- the arithmetic of a pick (pure) ---------------------------------------------------
+
+
+def node_index(level: int, seq: int) -> int:
+    """Index of the level-``level`` node covering sequence number ``seq``."""
+    return seq >> (BITS * level)
+
+
+def start_level(max_seq: int) -> int:
+    """The lowest level whose node 0 covers every sequence number up to ``max_seq``.
+
+    A pick starts by reading that node's children (its sum is the total), so a small
+    tree is shallow: 2 levels below 4,096 sequence numbers, 4 below 16.7 million.
+    Returns ``LEVELS + 1`` when even the top level needs several nodes.
+    """
+    level = 1
+    while level <= LEVELS and node_index(level, max(max_seq, 0)):
+        level += 1
+    return level
+
+
+def descend(
+    children: Callable[[int, Optional[int]], Iterable[Tuple[Any, int]]],
+    point: int,
+    max_seq: int,
+) -> Tuple[Any, int]:
+    """Walk from the top to the leaf whose interval contains ``point``.
+
+    ``children(level, parent)`` yields ``(name, weight sum)`` for the children at
+    ``level`` of node ``parent`` (parent None: every node of that level), in key
+    order; names are node indexes above level 0 and leaf names at level 0.  Each
+    step skips whole children whose sum is below the remaining point.  Returns the
+    leaf's name and the point's offset inside its interval.
+
+    Raises:
+        FdbRecipesError: the sums do not add up (never happens to a tree kept by
+            this module, whose sums change only in the transactions that change items).
+    """
+    top = start_level(max_seq)
+    level, parent = (LEVELS, None) if top > LEVELS else (top - 1, 0)
+    while True:
+        chosen: Optional[Tuple[Any, int]] = None
+        for child in children(level, parent):
+            if point < child[1]:
+                chosen = child
+                break
+            point -= child[1]
+        if chosen is None:
+            raise FdbRecipesError("weight tree sums disagree with its items")
+        if level == 0:
+            return chosen[0], point
+        level, parent = level - 1, chosen[0]
+
+
+# -- the engine --------------------------------------------------------------------------
+
+
+class Tree:
+    """A weight tree's transactional operations (see the module docstring)."""
+
+    __slots__ = ("clock", "ids", "k", "rng")
+
+    def __init__(self, layout: TreeLayout, rng: random.Random, clock: Clock,
+                 ids: Ids) -> None:
+        self.k = layout
+        self.rng = rng
+        self.clock = clock
+        self.ids = ids
+
+    def node(self, level: int, seq: int) -> bytes:
+        """Key of the level-``level`` node covering sequence number ``seq``."""
+        return bytes(self.k.nodes.pack((level, node_index(level, seq))))
+
+    def head(self, tr: Any) -> Tuple[int, int]:
+        """(total weight, largest sequence number or -1), by snapshot, in parallel."""
+        total = snap(tr).get(self.k.total_key)
+        r = self.k.leaves.range()
+        last = first(snap(tr).get_range(r.start, r.stop, limit=1, reverse=True))
+        max_seq = -1 if last is None else int(self.k.leaves.unpack(last.key)[0])
+        return read_le64(get_value(total)), max_seq
+
+    def children_range(self, level: int, parent: int) -> Tuple[bytes, bytes]:
+        """Key range of the children of node ``parent`` one level above ``level``."""
+        lo, hi = parent * FANOUT, (parent + 1) * FANOUT
+        space = self.k.leaves if level == 0 else self.k.nodes.subspace((level,))
+        return bytes(space.pack((lo,))), bytes(space.pack((hi,)))
+
+    def find(self, tr: Any, point: int, max_seq: int) -> Tuple[Key, bytes]:
+        """Find the item whose interval contains ``point``: (key, leaf value).
+
+        Reads one range of at most 64 sums per level, by snapshot (see :func:`descend`).
+        """
+        snapshot = snap(tr)
+
+        def children(level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
+            if parent is None:  # every node of the top level
+                r = self.k.nodes.range((level,))
+                begin, end = bytes(r.start), bytes(r.stop)
+            else:
+                begin, end = self.children_range(level, parent)
+            for kv in snapshot.get_range(begin, end, streaming_mode=WANT_ALL):
+                if level == 0:
+                    seq, suffix = self.k.leaves.unpack(kv.key)
+                    yield ((seq, suffix), bytes(kv.value)), split_leaf(kv.value)[0]
+                else:
+                    yield self.k.nodes.unpack(kv.key)[1], read_le64(kv.value)
+
+        (key, leaf), _ = descend(children, point, max_seq)
+        return key, leaf
+
+    def adjust(self, tr: Any, seq: int, delta: int) -> None:
+        """Add ``delta`` to every node above item ``seq`` and to the total."""
+        for level in range(1, LEVELS + 1):
+            add(tr, self.node(level, seq), delta)
+        add(tr, self.k.total_key, delta)
+
+    def pick(self, tr: Any, point: Optional[int]) -> Optional[Tuple[Key, bytes, bytes]]:
+        """(key, leaf, encoded value) of the item for ``point``, or None when empty."""
+        total, max_seq = self.head(tr)
+        if point is None:
+            if total == 0:
+                return None
+            point = self.rng.randrange(total)
+        elif point >= total:
+            raise ValueError(f"point must be < the total weight {total}, got {point}")
+        key, leaf = self.find(tr, point, max_seq)
+        encoded = get_value(tr.get(self.k.values.pack(key)))  # read conflict: our pick
+        if encoded is None:
+            raise FdbRecipesError("weight tree leaf without a value")
+        return key, leaf, encoded
+
+    def unlink(self, tr: Any, key: Key, leaf: bytes) -> None:
+        """Remove an item whose leaf was read in this transaction."""
+        weight, id_ = split_leaf(leaf)
+        leaf_key = self.k.leaves.pack(key)
+        tr.add_read_conflict_key(leaf_key)
+        tr.clear(leaf_key)
+        tr.clear(self.k.values.pack(key))
+        self.adjust(tr, key[0], -weight)
+        add(tr, self.k.count_key, -1)
+        if id_ is not None:
+            self.ids.retire(tr, id_, self.clock(tr))
+
+    # -- operations -------------------------------------------------------------------
+
+    def push(self, tr: Any, attempt: Attempt, batch: List[Tuple[bytes, int]],
+             id_: Optional[bytes]) -> List[bytes]:
+        """Store ``(encoded value, weight)`` pairs after the last item; their handles."""
+        if id_ is not None:
+            id_key = self.ids.key(id_)
+            known_f = tr.get(id_key)
+            gc = self.ids.start_collect(tr)
+        total, max_seq = self.head(tr)
+        if id_ is not None:
+            known = get_value(known_f)
+            if known is not None:
+                attempt.idle = True
+                return [known]
+            self.ids.collect(tr, gc, self.clock(tr))
+        added = sum(w for _, w in batch)
+        if total + added > MAX_TOTAL_WEIGHT:
+            raise ValueError(
+                f"weight: the total weight would pass 2**62 ({total} + {added})"
+            )
+        sums: Dict[bytes, int] = {}
+        handles = []
+        seq = max_seq + 1
+        for encoded, weight in batch:
+            key = (seq, random_suffix())
+            tr.set(self.k.leaves.pack(key), le64(weight) + (id_ or b""))
+            tr.set(self.k.values.pack(key), encoded)
+            for level in range(1, LEVELS + 1):
+                node = self.node(level, seq)
+                sums[node] = sums.get(node, 0) + weight
+            handles.append(make_handle(key))
+            seq += 1
+        for node, delta in sums.items():
+            add(tr, node, delta)
+        add(tr, self.k.total_key, added)
+        add(tr, self.k.count_key, len(batch))
+        add(tr, self.k.wake_key, 1)
+        if id_ is not None:
+            tr.set(id_key, handles[0])
+        return handles
+
+    def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:
+        """Remove the item ``point`` picks (a random one when None)."""
+        picked = self.pick(tr, point)
+        if picked is None:
+            attempt.idle = True
+            return None
+        key, leaf, encoded = picked
+        self.unlink(tr, key, leaf)
+        return decode_value(encoded)
+
+    def pop_many(self, tr: Any, attempt: Attempt, n: int) -> List[Value]:
+        """Remove up to ``n`` random picks, one after the other."""
+        taken = []
+        for _ in range(n):
+            picked = self.pick(tr, None)
+            if picked is None:
+                break
+            key, leaf, encoded = picked
+            self.unlink(tr, key, leaf)
+            taken.append(decode_value(encoded))
+        attempt.idle = not taken
+        return taken
+
+    def peek(self, tr: Any, point: Optional[int]) -> Optional[Value]:
+        """The value ``pop`` with ``point`` would remove."""
+        picked = self.pick(tr, point)
+        return None if picked is None else decode_value(picked[2])
+
+    def get(self, tr: Any, key: Key) -> Optional[Tuple[Value, int]]:
+        """(value, weight) of item ``key``, or None."""
+        leaf, value = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
+        leaf_bytes, encoded = get_value(leaf), get_value(value)
+        if leaf_bytes is None or encoded is None:
+            return None
+        return decode_value(encoded), split_leaf(leaf_bytes)[0]
+
+    def remove(self, tr: Any, attempt: Attempt, key: Key) -> Optional[Value]:
+        """Remove item ``key``; its value, or None if it is gone."""
+        leaf_f, value_f = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
+        leaf, encoded = get_value(leaf_f), get_value(value_f)
+        if leaf is None or encoded is None:
+            attempt.idle = True
+            return None
+        self.unlink(tr, key, leaf)
+        return decode_value(encoded)
+
+    def set_weight(self, tr: Any, attempt: Attempt, key: Key, weight: int) -> Optional[int]:
+        """Give item ``key`` a new weight; the old one, or None if it is gone."""
+        leaf_key = self.k.leaves.pack(key)
+        leaf_f, total_f = tr.get(leaf_key), tr.snapshot.get(self.k.total_key)
+        leaf = get_value(leaf_f)
+        if leaf is None:
+            attempt.idle = True
+            return None
+        old, id_ = split_leaf(leaf)
+        delta = weight - old
+        total = read_le64(get_value(total_f))
+        if total + delta > MAX_TOTAL_WEIGHT:
+            raise ValueError(
+                f"weight: the total weight would pass 2**62 ({total} + {delta})"
+            )
+        tr.set(leaf_key, le64(weight) + (id_ or b""))
+        self.adjust(tr, key[0], delta)
+        return old
+
+    def counter(self, tr: Any, key: bytes) -> int:
+        """One counter's value (read conflict on it)."""
+        return read_le64(get_value(tr.get(key)))
+
+    def clear(self, tr: Any, _attempt: Attempt) -> None:
+        """Remove every key of the tree."""
+        r = self.k.subspace.range()
+        tr.clear_range(r.start, r.stop)
+
+    def items(self, tr: Any, limit: Optional[int]) -> List[Tuple[bytes, Value, int]]:
+        """(handle, value, weight) of the first ``limit`` items (all when None)."""
+        lr, vr = self.k.leaves.range(), self.k.values.range()
+        leaves = tr.get_range(lr.start, lr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
+        values = tr.get_range(vr.start, vr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
+        out = []
+        for leaf, value in zip(list(leaves), list(values)):
+            key = self.k.leaves.unpack(leaf.key)
+            if key != self.k.values.unpack(value.key):
+                raise FdbRecipesError("weight tree leaves and values disagree")
+            out.append((make_handle(key), decode_value(value.value), split_leaf(leaf.value)[0]))
+        return out
+
+    def ready(self, tr: Any) -> Readiness:
+        """Whether the tree holds an item (no expiry makes one appear)."""
+        return self.counter(tr, self.k.count_key) > 0, None

@@ -1,0 +1,200 @@
+"""What may be stored, and the arguments that say how: values, limits, validation.
+
+Every public method checks its arguments here before anything is written, so bad
+input raises ``TypeError``/``ValueError`` naming the argument.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Iterable, List, Optional, Tuple, Union, cast
+
+import fdb.tuple
+from fdb.subspace_impl import Subspace
+
+#: A value a structure can store: one tuple-encodable value, returned exactly as given.
+Value = Union[bytes, str, int, float, bool, uuid.UUID, Tuple[Any, ...]]
+
+# -- FoundationDB's documented limits ----------------------------------------------------
+
+#: Largest encoded value FoundationDB stores under one key.
+MAX_VALUE_BYTES = 100_000
+#: Largest key FoundationDB accepts.
+MAX_KEY_BYTES = 10_000
+#: FoundationDB refuses transactions whose writes exceed 10,000,000 bytes (error 2101).
+#: A batch is refused above this budget, which leaves room for keys, conflict ranges
+#: and the caller's own writes.
+MAX_BATCH_BYTES = 9_000_000
+#: Bytes a write costs beyond its key and value, a rough upper bound of FoundationDB's
+#: own accounting per mutation.
+MUTATION_OVERHEAD = 64
+#: Largest idempotency id, in bytes.
+MAX_ID_BYTES = 1_000
+
+# -- arguments ----------------------------------------------------------------------
+
+
+def check_subspace(subspace: Any) -> Subspace:
+    """Return ``subspace`` if it is an ``fdb.Subspace`` (or DirectorySubspace)."""
+    if not isinstance(subspace, Subspace):
+        raise TypeError(
+            "subspace must be an fdb.Subspace (or a DirectorySubspace), not "
+            f"{type(subspace).__name__}"
+        )
+    return subspace
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` if it is a bool."""
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def check_int(
+    value: Any,
+    name: str,
+    *,
+    low: Optional[int] = None,
+    high: Optional[int] = None,
+) -> int:
+    """Return ``value`` if it is an int (not a bool) within [low, high]."""
+    if type(value) is not int:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value}")
+    return value
+
+
+def check_limit(value: Any) -> Optional[int]:
+    """Return a ``limit`` argument: None (no limit) or an int >= 0."""
+    return None if value is None else check_int(value, "limit", low=0)
+
+
+def check_seconds(value: Any, name: str) -> float:
+    """Return ``value`` as float seconds if it is a positive finite real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not (0 < seconds < 1e9):
+        raise ValueError(f"{name} must be > 0 and finite, got {value!r}")
+    return seconds
+
+
+def check_timeout(value: Any) -> Optional[float]:
+    """Return a timeout in seconds (None = wait forever); 0 is allowed."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"timeout must be None or seconds, not {type(value).__name__}")
+    if not (0 <= float(value) < 1e9):
+        raise ValueError(f"timeout must be >= 0 and finite, got {value!r}")
+    return float(value)
+
+
+def check_id(value: Any) -> Optional[bytes]:
+    """Return an idempotency id: None, or 1 to 1,000 bytes."""
+    if value is None:
+        return None
+    if type(value) is not bytes:
+        raise TypeError(f"id must be bytes, not {type(value).__name__}")
+    if not 0 < len(value) <= MAX_ID_BYTES:
+        raise ValueError(f"id must be 1 to {MAX_ID_BYTES} bytes, got {len(value)}")
+    return value
+
+
+def check_clock(clock: Any) -> Any:
+    """Return ``clock`` if it is None or callable (a function of a transaction)."""
+    if clock is not None and not callable(clock):
+        raise TypeError("clock must be a callable taking a transaction")
+    return clock
+
+
+def materialize(values: Iterable[Any], name: str) -> List[Any]:
+    """Turn an iterable argument into a list (a TypeError names it otherwise)."""
+    if isinstance(values, (bytes, str)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be an iterable of items, not {type(values).__name__}")
+    return list(values)
+
+
+def check_batch_bytes(total: int, count: int, name: str) -> None:
+    """Refuse a batch whose writes would not fit in one transaction."""
+    if total > MAX_BATCH_BYTES:
+        raise ValueError(
+            f"{name}: {count:,} items need about {total:,} bytes of writes, over the "
+            f"{MAX_BATCH_BYTES:,}-byte budget for one transaction (FoundationDB "
+            f"refuses transactions over 10,000,000 bytes); split the batch"
+        )
+
+
+def check_key(key: bytes, name: str) -> bytes:
+    """Refuse a key FoundationDB would refuse (over 10,000 bytes)."""
+    if len(key) > MAX_KEY_BYTES:
+        raise ValueError(
+            f"{name} makes a key of {len(key):,} bytes; FoundationDB keys are at "
+            f"most {MAX_KEY_BYTES:,} bytes"
+        )
+    return key
+
+
+# -- values -------------------------------------------------------------------------
+
+_SCALARS = (bytes, str, int, float, bool, uuid.UUID)
+
+
+def _check_encodable(value: Any, name: str, nested: bool) -> None:
+    kind = type(value)
+    if kind in _SCALARS:
+        return
+    if value is None and nested:
+        return
+    if kind is tuple:
+        for element in value:
+            _check_encodable(element, name, True)
+        return
+    if value is None:
+        raise ValueError(
+            f"{name} must not be None (pop returns None to mean 'empty')"
+        )
+    raise TypeError(
+        f"{name} must be bytes, str, int, float, bool, uuid.UUID or a tuple of "
+        f"these, not {kind.__name__}"
+    )
+
+
+def encode_value(value: Any, name: str = "value") -> bytes:
+    """Tuple-pack one value; raise TypeError/ValueError naming ``name`` if impossible.
+
+    Only types that round-trip exactly are accepted (subclasses such as IntEnum,
+    lists and the tuple layer's Versionstamp are refused).  ``None`` is refused at top
+    level (it means "empty" to pop) but allowed inside a tuple.
+    """
+    _check_encodable(value, name, False)
+    try:
+        packed: bytes = fdb.tuple.pack((value,))
+    except Exception as e:  # UnicodeEncodeError, struct.error for ints beyond 2**2040
+        raise ValueError(f"{name} cannot be tuple-encoded: {e}") from None
+    if len(packed) > MAX_VALUE_BYTES:
+        raise ValueError(
+            f"{name} encodes to {len(packed):,} bytes; FoundationDB stores at most "
+            f"{MAX_VALUE_BYTES:,} bytes per value"
+        )
+    return packed
+
+
+def decode_value(data: bytes) -> Value:
+    """Inverse of :func:`encode_value`."""
+    return cast(Value, fdb.tuple.unpack(data)[0])
+
+
+def random_suffix() -> bytes:
+    """20 random bytes: two writers that chose the same position still write distinct keys."""
+    return os.urandom(20)
+
+
+def random_id() -> bytes:
+    """16 random bytes naming a lease, a hold or a pop request."""
+    return os.urandom(16)
