@@ -7,7 +7,7 @@ turns it off). Fixtures:
   ``fdbserver`` started for the session (memory engine) and killed after it.
 * ``fdb_database`` (session): ``fdb.open()`` on that cluster file. If no API version is
   selected yet it selects ``$FDB_API_VERSION`` (default 730, or the newest the installed
-  bindings know if that is lower).
+  bindings know if that is lower), as the ``fdbrecipes`` command does.
 * ``fdb_subspace``: a fresh, empty ``fdb.Subspace`` per test, cleared afterwards.
 * ``fdb_local_cluster``: a factory making extra :class:`LocalCluster` servers (other
   engines, killable, restartable), cleaned up after the test.
@@ -18,22 +18,31 @@ one-line reason; with ``FDBRECIPES_REQUIRE_SERVER=1`` that is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from typing import Any, Callable, Iterator, List, NoReturn
 
 import pytest
 
-from . import LocalCluster, ServerNotFoundError, client_library_problem
+from .._cluster import (
+    LocalCluster,
+    ServerNotFoundError,
+    client_library_problem,
+    local_cluster,
+    open_database,
+)
 
 
 def _unavailable(reason: str) -> NoReturn:
+    """Skip the test for ``reason``; fail it instead with FDBRECIPES_REQUIRE_SERVER=1."""
     if os.environ.get("FDBRECIPES_REQUIRE_SERVER") == "1":
         pytest.fail(f"FDBRECIPES_REQUIRE_SERVER=1 but {reason}", pytrace=False)
     pytest.skip(reason)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``integration`` marker."""
     config.addinivalue_line(
         "markers", "integration: needs a FoundationDB server (see fdbrecipes.testing)"
     )
@@ -45,38 +54,18 @@ def fdb_cluster_file() -> Iterator[str]:
     problem = client_library_problem()
     if problem:
         _unavailable(problem)
-    configured = os.environ.get("FDB_CLUSTER_FILE")
-    if configured:
-        yield configured
-        return
-    try:
-        cluster = LocalCluster()
-    except ServerNotFoundError as e:
-        _unavailable(str(e))
-    try:
-        cluster.start()
-        yield cluster.cluster_file
-    finally:
-        cluster.cleanup()
-
-
-def select_api_version() -> int:
-    """Select ``$FDB_API_VERSION`` (default 730) unless a version is selected already."""
-    import fdb
-
-    if not fdb.is_api_version_selected():
-        wanted = int(os.environ.get("FDB_API_VERSION", "730"))
-        fdb.api_version(min(wanted, fdb.LATEST_API_VERSION))
-    return int(fdb.get_api_version())
+    with contextlib.ExitStack() as stack:
+        try:
+            cluster_file = stack.enter_context(local_cluster())
+        except ServerNotFoundError as e:
+            _unavailable(str(e))
+        yield cluster_file
 
 
 @pytest.fixture(scope="session")
 def fdb_database(fdb_cluster_file: str) -> Any:
     """An open ``fdb.Database`` on :func:`fdb_cluster_file`."""
-    select_api_version()
-    import fdb
-
-    return fdb.open(fdb_cluster_file)
+    return open_database(fdb_cluster_file)
 
 
 @pytest.fixture

@@ -1,0 +1,72 @@
+"""The ``fdbrecipes`` command without a server: help, dispatch, and the one-line reason
+a command gives when it has no cluster to run on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from fdbrecipes import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_python(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter with ``args`` in the project's root."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          check=False, timeout=60, cwd=ROOT)
+
+
+def test_cli_help_needs_no_client_library(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["bench", "--help"])
+    assert exit_info.value.code == 0
+    assert "--clients" in capsys.readouterr().out
+
+
+def test_building_the_parser_loads_no_client_library() -> None:
+    done = run_python("-c", "import sys; from fdbrecipes.cli import build_parser; "
+                      "build_parser().format_help(); print('fdb.impl' in sys.modules)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_python_m_fdbrecipes_help() -> None:
+    done = run_python("-m", "fdbrecipes", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "demo" in done.stdout and "bench" in done.stdout
+
+
+def test_benchmarks_run_py_help() -> None:
+    done = run_python(str(ROOT / "benchmarks" / "run.py"), "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--quick" in done.stdout
+
+
+def test_each_command_runs_its_function() -> None:
+    parser = cli.build_parser()
+    assert [c.name for c in cli.COMMANDS] == ["demo", "bench"]
+    for command in cli.COMMANDS:
+        assert parser.parse_args([command.name]).run is command.run
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["bench", "--quick"]])
+def test_a_command_without_a_cluster_says_why(
+    argv: List[str], no_cluster: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"fdbrecipes {argv[0]}: cannot run: {no_cluster}")
+    assert captured.err.count("\n") == 1
+
+
+def test_benchmarks_run_py_without_a_cluster_says_why(no_cluster: str) -> None:
+    done = run_python(str(ROOT / "benchmarks" / "run.py"), "--quick")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"fdbrecipes bench: cannot run: {no_cluster}")
+    assert done.stdout == ""
