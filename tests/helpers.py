@@ -53,14 +53,17 @@ def run_threads(
 
 
 class _Reported:
-    """What a faulty commit returns: a future whose wait() raises ``FDBError(code)``."""
+    """What a faulty commit returns: a future whose wait() raises ``FDBError(code)``,
+    or KeyboardInterrupt (code None), as Ctrl-C during the wait would."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: Optional[int]) -> None:
         self.code = code
 
     def wait(self) -> None:
         import fdb
 
+        if self.code is None:
+            raise KeyboardInterrupt
         raise fdb.FDBError(self.code)
 
 
@@ -75,9 +78,12 @@ def unknown_results(
     (a proxy failed mid-commit, say).  Before each commit ``plan()`` picks what
     happens: None, a normal commit; ``"applied"``, the commit happens, then 1021 is
     reported; ``"dropped"``, the transaction is reset without committing and 1021 is
-    reported.  ``between()`` runs after a faulty commit, before the error is
-    reported: another client working in that window.  Everything else is the real
-    database.
+    reported.  A suffix reports something else: ``"applied:1031"`` reports
+    ``transaction_timed_out`` (which a commit already sent can also end in, and which
+    is not retryable), ``"dropped:interrupt"`` raises KeyboardInterrupt (Ctrl-C
+    while the commit was in flight).  ``between()`` runs after a faulty commit,
+    before the error is reported: another client working in that window.
+    Everything else is the real database.
     """
     import fdb.impl
 
@@ -86,13 +92,14 @@ def unknown_results(
             fault = plan()
             if fault is None:
                 return super().commit()
-            assert fault in ("applied", "dropped"), fault
-            if fault == "applied":
+            outcome, _, report = fault.partition(":")
+            assert outcome in ("applied", "dropped"), fault
+            if outcome == "applied":
                 super().commit().wait()
             self.reset()  # as the client leaves it: nothing pending, ready for on_error
             if between is not None:
                 between()
-            return _Reported(1021)
+            return _Reported(None if report == "interrupt" else int(report or 1021))
 
     class FaultyDatabase(fdb.impl.Database):  # type: ignore[misc]
         def create_transaction(self) -> Any:
@@ -120,5 +127,10 @@ class Faulty:
         return self.pending.pop(0) if self.pending else None
 
     def once(self, fault: str, call: Callable[[Any], Any]) -> Any:
-        self.pending[:] = [fault]
+        return self.each([fault], call)
+
+    def each(self, faults: List[str], call: Callable[[Any], Any]) -> Any:
+        """Run the call with its first commits faulty, one fault each, in order
+        (the call's own retries and settling transactions included)."""
+        self.pending[:] = faults
         return call(self.db)

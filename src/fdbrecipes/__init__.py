@@ -6,11 +6,14 @@ loop).  The application selects the API version (``fdb.api_version(730)``); impo
 this package needs neither that nor ``libfdb_c``.
 """
 
+from ._dead import DeadLetter
 from ._fdb import Transactor
 from ._leases import Lease
-from ._run import Stats
+from ._ordered import QueueStats
+from ._receipts import InterruptedCall, Outcome, UnknownResultError
+from ._run import RetryStats
 from ._values import Value
-from .errors import FdbRecipesError, LeaseExpiredError
+from .errors import FdbRecipesError, LeaseExpiredError, WorkTooLargeError
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .weight_tree import WeightTree
@@ -18,14 +21,20 @@ from .weight_tree import WeightTree
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeadLetter",
     "FdbRecipesError",
+    "InterruptedCall",
     "Lease",
     "LeaseExpiredError",
     "PriorityQueue",
     "Queue",
-    "Stats",
+    "Outcome",
+    "QueueStats",
+    "RetryStats",
     "Transactor",
+    "UnknownResultError",
     "Value",
     "WeightTree",
+    "WorkTooLargeError",
     "__version__",
 ]

@@ -1,185 +1,184 @@
-"""High-contention pops: many poppers served in order by batch fulfilments.
+"""High-contention pops: one commit takes items for many pops, in order.
 
-See docs/design.md ("the high-contention protocol").  In short:
+Under contention every plain pop reads the same first item, so of ``k`` concurrent
+pops one commits and ``k - 1`` conflict.  A popper object in contended mode (it saw
+a conflict in the last :data:`HC_CONTENDED` seconds) instead *fetches*: one
+transaction takes the first :data:`HC_BATCH` items in order, returns the first and
+sets the others aside for this popper under holds of kind RESULT, each with a
+deadline ``result_timeout`` away.  Its next pops *collect* them, oldest first, each
+in a small transaction of its own that conflicts with nothing but the expiry of that
+same hold, and that reads nothing: while the hold's deadline is ahead, it is still
+there, so the collect only takes a read conflict on it, with a read version known
+to be recent (the previous commit's), and commits.
 
-1. If nobody is waiting, try a plain pop.  If it conflicts, or others are waiting,
-   register a request ``r/(end, ticket, id)`` (ticket from a snapshot read:
-   concurrent registrations never conflict) and watch it.
-2. The owner of the oldest request fulfils a batch: it takes the first items in
-   order, one per request, oldest request first; its own item it keeps, the others
-   it holds for their requesters (``h/(request id, ...)``, kind RESULT) with a
-   deadline, and it clears the requests, which fires their watches.
-3. A served requester collects its held item.  A result nobody collects before its
-   deadline goes back to its place in the queue, like an expired lease; a request
-   whose owner went silent is served (or dropped) by another waiter.
+* Order: fetches take the front in order, with a read conflict on it (a fetch and a
+  concurrent pop or fetch cannot both take the same items); a popper returns its
+  items oldest first, so no consumer receives an older item of a producer after a
+  newer one.
+* Crash safety: an item set aside for a popper that stops popping (or dies) is a hold
+  like a lease: at its deadline it counts as visible again at its original place and
+  the next writer puts it back.  Nothing is stranded, nothing is lost.
+* ``commit_unknown_result``: every fetch and collect is a call of the structure's
+  :class:`._run.Loop`, with receipts.
 
-Every step is a call of the structure's :class:`._run.Loop`, with receipts, so
-``commit_unknown_result`` neither loses nor doubles an item.
+Cost per pop in contended mode: one collect (a commit, no reads) plus one fetch
+shared by :data:`HC_BATCH` pops.  Without contention a pop is a plain pop.
 """
 
 from __future__ import annotations
 
-import enum
+import threading
 import time
-from typing import Any, List, NamedTuple, Optional
+from collections import deque
+from typing import Any, Deque, Dict, List, NamedTuple, Optional, cast
 
-from ._fdb import WANT_ALL, first, get_value, le64, read_le64, seconds_to_versions
+from ._fdb import Tally, get_value, seconds_to_versions
 from ._hooks import Hooks
-from ._ordered import RESULT, Ordered
+from ._layout import RESULT
+from ._ordered import Entry, Hold, Ordered, value_of
 from ._run import Attempt, Loop
-from ._values import random_id
-from ._wait import wait_on_watch
+from ._values import Value, decode_value, random_id
 
-HC_BATCH = 64  # pop requests one high-contention fulfilment serves at most
-HC_BATCH_BYTES = 4_000_000  # value bytes one fulfilment moves at most
-HC_FIRST_WAIT = 0.002  # seconds a waiting popper first waits for its request's watch
-HC_MAX_WAIT = 0.1  # ... doubling up to this
-HC_STALE = 0.5  # seconds after which any waiter serves a request whose owner is silent
-HC_CONTENDED = 1.0  # seconds a popper stays in high-contention mode after a conflict
-
-
-class Outcome(enum.Enum):
-    """What one step of a high-contention pop came to."""
-
-    TAKEN = "taken"  # the pop has its value
-    EMPTY = "empty"  # the queue is empty: the pop returns None
-    WAIT = "wait"  # the request waits (on ``Step.watch``)
-    AGAIN = "again"  # this popper served others first: look again at once
-    RESTART = "restart"  # the request was dropped: register a new one
+#: Items one fetch takes at most: the first is popped, the others set aside.
+HC_BATCH = 8
+#: Value bytes one fetch sets aside at most.
+HC_BATCH_BYTES = 1_000_000
+#: Seconds a popper stays in contended mode after it saw a conflict.
+HC_CONTENDED = 1.0
+#: A collect trusts a hold without reading it only while its deadline is at least
+#: this many seconds ahead of the read version.
+HC_MARGIN = 0.5
+#: A read version this many seconds old is not reused.
+HC_VERSION_AGE = 1.0
 
 
-class Step(NamedTuple):
-    """One step's result: the outcome, the value taken, the request and its watch."""
+class Held(NamedTuple):
+    """An item set aside for this popper: its entry (item, value, hold) and the
+    version after which the hold is known to exist (the fetch's commit)."""
 
-    outcome: Outcome
-    value: Optional[bytes] = None
-    request: Optional[bytes] = None
-    watch: Any = None
+    entry: Entry
+    since_version: int
 
 
-TAKEN_NOTHING = Step(Outcome.EMPTY)
-AGAIN = Step(Outcome.AGAIN)
-RESTART = Step(Outcome.RESTART)
+class Fetched(NamedTuple):
+    """What a fetch did: the value popped now (None: the queue is empty) and the
+    items set aside, oldest first."""
+
+    value: Optional[Value]
+    held: List[Entry]
+
+
+#: A collect's answer when the hold was gone (the item went back to the queue).
+GONE = object()
 
 
 class Contention:
-    """The high-contention pop of one structure object (see the module docstring)."""
+    """The high-contention pop of one structure object (see the module docstring).
 
-    __slots__ = ("contended_until", "hooks", "loop", "o", "result_timeout")
+    Thread-safe: the items set aside are shared by the threads using the object.
+    """
 
-    def __init__(self, engine: Ordered, loop: Loop, hooks: Hooks, result_timeout: int) -> None:
+    __slots__ = ("contended_until", "held", "hooks", "lock", "loop", "o", "result_timeout")
+
+    def __init__(self, engine: Ordered, loop: Loop, hooks: Hooks,
+                 result_timeout: float) -> None:
         self.o = engine
         self.loop = loop
         self.hooks = hooks
-        self.result_timeout = result_timeout  # in versions
+        self.result_timeout = seconds_to_versions(result_timeout)
         self.contended_until = 0.0
+        self.held: Dict[int, Deque[Held]] = {}
+        self.lock = threading.Lock()
 
-    def pop(self, db: Any, end: int) -> Optional[bytes]:
-        """Pop through the request protocol: the encoded value, or None when empty."""
+    def pop(self, db: Any, end: int) -> Optional[Value]:
+        """Pop at ``end``: collect an item set aside, or fetch."""
         while True:
-            step = self.loop(db, self.start, end, random_id())
-            if step.outcome is Outcome.WAIT:
-                assert step.request is not None
-                if self.hooks.on_register is not None:
-                    self.hooks.on_register(step.request)
-                step = self.wait(db, end, step)
-            if step.outcome is not Outcome.RESTART:
-                return step.value
+            held = self.next_held(end)
+            if held is None:
+                break
+            value = self.loop(db, self.collect, held.entry, self.read_version(held))
+            if value is not GONE:
+                return cast(Optional[Value], value)
+        batch = HC_BATCH if self.contended() else 1
+        fetched: Fetched = self.loop(db, self.fetch, end, batch)
+        if fetched.held:
+            since = self.loop.stats.committed_version
+            with self.lock:
+                self.held.setdefault(end, deque()).extend(
+                    Held(entry, since) for entry in fetched.held)
+            if self.hooks.on_fetch is not None:
+                self.hooks.on_fetch(len(fetched.held))
+        return fetched.value
 
     def contended(self) -> bool:
         """Whether this popper saw contention in the last :data:`HC_CONTENDED` seconds."""
         recent = max(self.contended_until, self.loop.stats.last_conflict + HC_CONTENDED)
         return self.hooks.contended or time.monotonic() < recent
 
-    def start(self, tr: Any, attempt: Attempt, end: int, rid: bytes) -> Step:
-        """Pop at once, or register request ``rid`` and watch it."""
-        contended = self.contended()
-        r = self.o.k.requests.range((end,))
-        waiting = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
-        entries, extra, now = self.o.front(tr, end, 1, snapshot=contended)
-        last = first(waiting)
-        if not entries or (last is None and not contended):
-            taken = self.o.pop_entries(tr, attempt, entries, extra, now)
-            return Step(Outcome.TAKEN, taken[0]) if taken else TAKEN_NOTHING
-        self.contended_until = time.monotonic() + HC_CONTENDED
-        ticket = 0 if last is None else self.o.k.requests.unpack(last.key)[1] + 1
-        req_key = self.o.k.request_key(end, ticket, rid)
-        tr.set(req_key, le64(now))
-        return Step(Outcome.WAIT, request=req_key, watch=tr.watch(req_key))
+    def next_held(self, end: int) -> Optional[Held]:
+        """The oldest item set aside at ``end``, or None."""
+        with self.lock:
+            waiting = self.held.get(end)
+            return waiting.popleft() if waiting else None
 
-    def wait(self, db: Any, end: int, step: Step) -> Step:
-        """Wait for request ``step.request`` to be served, serving others meanwhile."""
-        assert step.request is not None
-        rid = self.o.k.requests.unpack(step.request)[2]
-        delay = 0.0
-        watch = step.watch
-        while True:
-            if delay > 0 and watch is not None:
-                wait_on_watch(watch, delay, self.hooks)
-            delay = min(max(delay * 2, HC_FIRST_WAIT), HC_MAX_WAIT)
-            step = self.loop(db, self.check, end, rid, step.request)
-            if step.outcome is Outcome.AGAIN:
-                delay = 0.0
-            elif step.outcome is not Outcome.WAIT:
-                return step
-            watch = step.watch
+    def read_version(self, held: Held) -> int:
+        """A recent version at which ``held`` is known to exist, or 0 (fetch one)."""
+        stats = self.loop.stats
+        if time.monotonic() - stats.committed_at > HC_VERSION_AGE:
+            return 0
+        version = stats.committed_version
+        return version if version >= held.since_version else 0
 
-    def check(self, tr: Any, attempt: Attempt, end: int, rid: bytes, req_key: bytes) -> Step:
-        """One look at a waiting request: collect its result, serve a batch, or wait."""
-        mine = tr.get(req_key)
-        h = self.o.k.held.range((rid,))
-        result = tr.get_range(h.start, h.stop, limit=1)
-        r = self.o.k.requests.range((end,))
-        queue = tr.snapshot.get_range(r.start, r.stop, limit=HC_BATCH, streaming_mode=WANT_ALL)
-        kv = first(result)
-        if kv is not None:  # served: collect the item held for us
-            _, item, deadline, kind = self.o.k.held.unpack(kv.key)
-            now = self.o.clock(tr)
-            tr.clear(kv.key)
-            tr.clear(self.o.k.due_key(rid, item, deadline, kind))
-            self.o.gone(tr, item, 1, now)
-            return Step(Outcome.TAKEN, kv.value)
-        if get_value(mine) is None:
-            attempt.idle = True
-            return RESTART  # dropped: the queue ran empty, or we were too slow
-        requests = list(queue)
+    # -- the two transactions ------------------------------------------------------------
+
+    def fetch(self, tr: Any, attempt: Attempt, end: int, batch: int) -> Fetched:
+        """Pop the first item; with ``batch`` > 1 also set aside the next ones (up to
+        ``batch`` in all) for this popper.  A read conflict on the front."""
+        front = self.o.front(tr, end, batch, conflict=True)
+        tally = Tally()
+        settled = self.o.settle(tr, front, tally)
+        if not front.entries:
+            tally.write(tr)
+            attempt.idle = not settled
+            return Fetched(None, [])
+        first, rest = front.entries[0], front.entries[1:]
+        value = decode_value(self.o.remove(tr, [first], front.now, tally)[0])
+        deadline = front.now + self.result_timeout
+        held: List[Entry] = []
+        size = 0
+        for entry in rest:
+            size += len(value_of(entry))
+            if size > HC_BATCH_BYTES:
+                break
+            item = self.o.take(tr, entry, front.now, tally)
+            hold = Hold(random_id(), deadline, RESULT)
+            self.o.hold(tr, item, value_of(entry), hold.hold_id, deadline, RESULT, tally)
+            held.append(Entry(item, entry.key, entry.value, hold))
+        tally.write(tr)
+        return Fetched(value, held)
+
+    def collect(self, tr: Any, attempt: Attempt, entry: Entry, version: int) -> Any:
+        """Take the item set aside under ``entry``'s hold for good: its value, or
+        :data:`GONE` if the hold has ended (its item went back to the queue).
+
+        Reads nothing while the deadline is comfortably ahead (given a recent
+        ``version``, not even a read version): a hold that exists at the read version
+        and has not expired can only be taken away by a transaction reading at or
+        after its deadline, which then conflicts with this one's read conflict.
+        """
+        hold = entry.hold
+        assert hold is not None
+        if attempt.first and version:
+            tr.set_read_version(version)
         now = self.o.clock(tr)
-        oldest = requests[0] if requests else None
-        if oldest is None or (
-            oldest.key != req_key
-            and now - read_le64(oldest.value) <= seconds_to_versions(HC_STALE)
-        ):
+        held_key = self.o.held_key(entry)
+        # Near or past the deadline the hold may be gone: read it (a conflict).
+        near = now + seconds_to_versions(HC_MARGIN) > hold.deadline
+        if near and get_value(tr.get(held_key)) is None:
             attempt.idle = True
-            return Step(Outcome.WAIT, request=req_key, watch=tr.watch(req_key))
-        return self.fulfil(tr, end, requests, rid, now)
+            return GONE
+        tally = Tally()
+        self.o.remove(tr, [entry], now, tally)
+        tally.write(tr)
+        return decode_value(value_of(entry))
 
-    def fulfil(self, tr: Any, end: int, requests: List[Any], rid: bytes, now: int) -> Step:
-        """Serve waiting requests in order with the first items in order."""
-        entries, extra, _ = self.o.front(tr, end, len(requests), snapshot=True)
-        self.o.put_back(tr, extra)
-        outcome = AGAIN
-        moved = 0
-        served = 0
-        for request in requests:
-            _, _, owner = self.o.k.requests.unpack(request.key)
-            silent = now - read_le64(request.value) > self.result_timeout
-            if served < len(entries) and not (silent and owner != rid):
-                entry = entries[served]
-                if moved > 0 and moved + len(entry.value) > HC_BATCH_BYTES:
-                    break  # the rest wait for the next batch
-                moved += len(entry.value)
-                served += 1
-                item = self.o.take(tr, entry)
-                if owner == rid:
-                    self.o.gone(tr, item, 1, now)
-                    outcome = Step(Outcome.TAKEN, entry.value)
-                else:
-                    self.o.hold(tr, item, entry.value, owner, now + self.result_timeout,
-                                RESULT)
-            elif owner == rid:
-                outcome = TAKEN_NOTHING  # nothing left for us: the pop finds it empty
-            # Served, or dropped: nothing left for it (its pop finds the queue empty)
-            # or its owner has been silent longer than a result is kept.
-            tr.add_read_conflict_key(request.key)
-            tr.clear(request.key)
-        return outcome

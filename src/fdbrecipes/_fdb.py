@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import fdb
 
@@ -30,12 +30,18 @@ WANT_ALL = -2
 VERSIONS_PER_SECOND = 1_000_000
 
 
+_impl: Any = None  # fdb.impl, once checked (an API version, once selected, stays)
+
+
 def fdb_impl() -> Any:
     """Return ``fdb.impl`` once the application has selected an API version.
 
     Raises:
         RuntimeError: no API version is selected yet, or it is below 630.
     """
+    global _impl
+    if _impl is not None:
+        return _impl
     if not fdb.is_api_version_selected():
         raise RuntimeError(
             "fdbrecipes needs the FoundationDB API version selected first: call "
@@ -47,7 +53,8 @@ def fdb_impl() -> Any:
             f"fdbrecipes supports FoundationDB API versions >= {MIN_API_VERSION}; "
             f"this process selected {version}"
         )
-    return sys.modules["fdb.impl"]
+    _impl = sys.modules["fdb.impl"]
+    return _impl
 
 
 def is_transaction(tr: Any, *, writes: bool = True) -> bool:
@@ -125,6 +132,46 @@ def read_le64(data: Optional[bytes]) -> int:
     if not data:
         return 0
     return int(_LE64.unpack(data[:8].ljust(8, b"\x00"))[0])
+
+
+class Tally:
+    """The counter changes of one operation, written at its end as one atomic ADD per
+    counter.  Many changes of one key in a transaction would make its commit grow
+    quadratically (FoundationDB keeps every mutation of a key); a batch of n items
+    writes each counter once."""
+
+    __slots__ = ("deltas", "maxima")
+
+    def __init__(self) -> None:
+        self.deltas: Dict[bytes, int] = {}
+        self.maxima: Dict[bytes, int] = {}
+
+    def add(self, key: bytes, delta: int) -> None:
+        """Count ``delta`` more on counter ``key``."""
+        self.deltas[key] = self.deltas.get(key, 0) + delta
+
+    def max(self, key: bytes, value: int) -> None:
+        """Raise counter ``key`` to at least ``value`` (atomic MAX)."""
+        self.maxima[key] = max(value, self.maxima.get(key, value))
+
+    def write(self, tr: Any) -> None:
+        """Write the changes (see :func:`add`) and forget them."""
+        for key, delta in self.deltas.items():
+            add(tr, key, delta)
+        for key, value in self.maxima.items():
+            tr.max(key, le64(value))
+        self.deltas.clear()
+        self.maxima.clear()
+
+
+def clear_except(tr: Any, begin: bytes, end: bytes, kept: List[Tuple[bytes, bytes]]) -> None:
+    """Clear ``[begin, end)`` except the key ranges ``kept`` (sorted, inside it)."""
+    for keep_begin, keep_end in kept:
+        if begin < keep_begin:
+            tr.clear_range(begin, keep_begin)
+        begin = max(begin, keep_end)
+    if begin < end:
+        tr.clear_range(begin, end)
 
 
 def add(tr: Any, key: bytes, delta: int) -> None:

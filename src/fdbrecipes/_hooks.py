@@ -16,18 +16,19 @@ class Hooks:
 
     Attributes:
         contended: high-contention pops behave as if contention had just been seen:
-            they register a request at once instead of trying a plain pop first.
-        on_register: called (with the request key) right after a high-contention pop
-            has registered its request, before it waits: a test can stop a popper
-            there, as a crash would.
+            they fetch a batch (one item popped, the next set aside for this popper)
+            instead of popping one item.
+        on_fetch: called (with the number of items set aside) right after a
+            high-contention pop's fetch committed: a test can stop a popper there,
+            holding items, as a crash would.
         on_block: called (with the timeout in seconds, None for none) right before a
             waiting call blocks on a FoundationDB watch: a test learns that the waiter
             is asleep, so a push now must wake it.
     """
 
-    __slots__ = ("contended", "on_block", "on_register")
+    __slots__ = ("contended", "on_block", "on_fetch")
 
     def __init__(self) -> None:
         self.contended = False
-        self.on_register: Optional[Callable[[bytes], None]] = None
+        self.on_fetch: Optional[Callable[[int], None]] = None
         self.on_block: Optional[Callable[[Optional[float]], None]] = None

@@ -46,13 +46,23 @@ class Ids:
                                      streaming_mode=WANT_ALL)
 
     def collect(self, tr: Any, started: Any, now: int) -> None:
-        """Forget the ids whose retention has passed (from :meth:`start_collect`)."""
+        """Forget the ids whose retention has passed (from :meth:`start_collect`).
+
+        Takes a read conflict on each entry and id key it clears: a collector with an
+        older read version must not clear an id that a push wrote after that version
+        (the id would be forgotten while its item is queued), nor race another
+        collector.  Pushes with different ids still never conflict: only two
+        collectors of the same expired id, or a collector and a push of that id.
+        """
         for kv in started:
             expiry, id_ = self.gc.unpack(kv.key)
             if expiry > now:
                 break
+            id_key = self.key(id_)
+            tr.add_read_conflict_key(kv.key)
+            tr.add_read_conflict_key(id_key)
             tr.clear(kv.key)
-            tr.clear(self.key(id_))
+            tr.clear(id_key)
 
     def retire(self, tr: Any, id_: Optional[bytes], now: int) -> None:
         """An item with this id left the structure: forget the id after retention."""

@@ -7,34 +7,56 @@ keys small.  Counters are little-endian int64 changed only by atomic operations.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+import os
+from typing import Any, List, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
-__all__ = ["OrderedLayout", "TreeLayout"]
+__all__ = ["DELAY", "LEASE", "RESULT", "Item", "OrderedLayout", "TreeLayout"]
 
-#: An item of a Queue or PriorityQueue: ``group + (seq, random)``, then
-#: ``(deliveries, id)`` when it has metadata.  The group is ``()`` for a Queue and
-#: ``(priority,)`` for a PriorityQueue.
+#: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
+#: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
+#: PriorityQueue; ``seq`` is its push order within the group and ``random`` 20 random
+#: bytes, so ``group + (seq, random)`` fixes its place; ``deliveries`` counts earlier
+#: deliveries, ``id`` is its idempotency id or None, ``since`` the clock reading
+#: when it last became visible.
 Item = Tuple[Any, ...]
+
+#: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
+LEASE, RESULT, DELAY = 0, 1, 2
+
+
+def kept_by_clear(subspace: Subspace, wake_key: bytes) -> List[Tuple[bytes, bytes]]:
+    """The key ranges a structure's ``clear`` leaves alone, in key order: its wake
+    counter (it must only grow, or a waiter's watch could miss a change) and its
+    commit receipts (in-flight calls of other clients rely on theirs)."""
+    receipts = subspace["c"].range()
+    kept = [(wake_key, wake_key + b"\x00"), (bytes(receipts.start), bytes(receipts.stop))]
+    return sorted(kept)
 
 
 class OrderedLayout:
     """Keys of a Queue (``group_len`` 0) or PriorityQueue (``group_len`` 1)::
 
-        S/"i"/(*g, seq, random[, deliveries, id]) = value    items, in order
-        S/"n"                                     = int64    size (atomic ADD)
-        S/"w"                                     = int64    wake counter, touched by pushes
-        S/"f"                                     = int64    floor: highest seq ever held
-        S/"h"/(lease_id, item, deadline, kind)    = value    held items (leases, pop results)
-        S/"d"/(deadline, lease_id, item, kind)    = ''       holds by deadline
-        S/"r"/(end, ticket, request_id)           = int64    waiting high-contention pops
-        S/"k"/(id,), S/"g"/(expiry, id)                      idempotency ids (see _ids)
-        S/"c"/(version, call id)                  = int      commit receipts (see _receipts)
+        S/"i"/(*g, seq, random, deliveries, id, since) = value   visible items, in order
+        S/"n"/("size",)                     = int64   items: visible + delayed + in flight
+        S/"n"/("held",)                     = int64   ... of which in flight (leases, results)
+        S/"n"/("delayed",)                  = int64   ... of which delayed
+        S/"n"/("dead",)                     = int64   dead letters (not in size)
+        S/"w"                               = int64   wake counter, touched by pushes
+        S/"f"                               = int64   floor: highest seq ever held
+        S/"h"/(hold id, item, deadline, kind) = value held items (leases, results, delays)
+        S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
+        S/"x"/(died, item, died_at)         = value   dead letters, oldest first
+        S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
+        S/"c"/(version, call id)            = int     commit receipts (see _receipts)
+
+    Times (``deadline``, ``since``, ``died``) are clock readings: read versions,
+    about 1,000,000 per second; ``died_at`` is seconds since the epoch.
     """
 
-    __slots__ = ("count_key", "due", "floor_key", "g", "held", "items", "requests",
-                 "subspace", "wake_key")
+    __slots__ = ("dead", "dead_key", "delayed_key", "due", "floor_key", "g", "held",
+                 "held_count_key", "items", "size_key", "subspace", "wake_key")
 
     def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
@@ -42,44 +64,75 @@ class OrderedLayout:
         self.items = subspace["i"]
         self.held = subspace["h"]
         self.due = subspace["d"]
-        self.requests = subspace["r"]
-        self.count_key = bytes(subspace.pack(("n",)))
+        self.dead = subspace["x"]
+        counts = subspace["n"]
+        self.size_key = bytes(counts.pack(("size",)))
+        self.held_count_key = bytes(counts.pack(("held",)))
+        self.delayed_key = bytes(counts.pack(("delayed",)))
+        self.dead_key = bytes(counts.pack(("dead",)))
         self.wake_key = bytes(subspace.pack(("w",)))
         self.floor_key = bytes(subspace.pack(("f",)))
 
+    def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
+        """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
+        return kept_by_clear(self.subspace, self.wake_key)
+
     # -- item tuples -----------------------------------------------------------------
+
+    def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int) -> Item:
+        """A new item tuple at ``seq`` within ``group``, never delivered."""
+        return group + (seq, os.urandom(20), 0, id_, since)
+
+    def group(self, item: Item) -> Item:
+        """The item's group: ``()`` in a Queue, ``(priority,)`` in a PriorityQueue."""
+        return item[: self.g]
 
     def seq(self, item: Item) -> int:
         """The sequence number of an item (its push order within its group)."""
         seq: int = item[self.g]
         return seq
 
-    def meta(self, item: Item) -> Tuple[int, Optional[bytes]]:
-        """(previous deliveries, id) of an item tuple."""
-        if len(item) == self.g + 2:
-            return 0, None
-        return item[self.g + 2], item[self.g + 3]
+    def deliveries(self, item: Item) -> int:
+        """How many times the item was delivered before."""
+        n: int = item[self.g + 2]
+        return n
 
-    def with_deliveries(self, item: Item, deliveries: int) -> Item:
-        """The item tuple with its delivery count set (its place is unchanged)."""
-        _, id_ = self.meta(item)
-        return item[: self.g + 2] + (deliveries, id_)
+    def item_id(self, item: Item) -> Optional[bytes]:
+        """The item's idempotency id, or None."""
+        id_: Optional[bytes] = item[self.g + 3]
+        return id_
+
+    def since(self, item: Item) -> int:
+        """When the item last became visible (a clock reading)."""
+        since: int = item[self.g + 4]
+        return since
+
+    def renewed(self, item: Item, deliveries: int, since: int) -> Item:
+        """The item at the same place with another delivery count and visibility time."""
+        return item[: self.g + 2] + (deliveries, self.item_id(item), since)
+
+    def place(self, item: Item) -> Item:
+        """What fixes an item's place in the order: ``group + (seq, random)``."""
+        return item[: self.g + 2]
+
+    # -- keys ------------------------------------------------------------------------
 
     def item_key(self, item: Item) -> bytes:
         """The key of a visible item."""
         return bytes(self.items.pack(item))
 
-    def held_key(self, lease_id: bytes, item: Item, deadline: int, kind: int) -> bytes:
+    def held_key(self, hold_id: bytes, item: Item, deadline: int, kind: int) -> bytes:
         """The key of an item under a hold."""
-        return bytes(self.held.pack((lease_id, item, deadline, kind)))
+        return bytes(self.held.pack((hold_id, item, deadline, kind)))
 
-    def due_key(self, lease_id: bytes, item: Item, deadline: int, kind: int) -> bytes:
+    def due_key(self, hold_id: bytes, item: Item, deadline: int, kind: int) -> bytes:
         """The key indexing a hold by its deadline."""
-        return bytes(self.due.pack((deadline, lease_id, item, kind)))
+        return bytes(self.due.pack((deadline, hold_id, item, kind)))
 
-    def request_key(self, end: int, ticket: int, request_id: bytes) -> bytes:
-        """The key of a waiting high-contention pop."""
-        return bytes(self.requests.pack((end, ticket, request_id)))
+    def dead_letter_key(self, died: int, item: Item, died_at: float) -> bytes:
+        """The key of a dead letter: by when it died (a clock reading), then by place."""
+        return bytes(self.dead.pack((died, item, died_at)))
+
 
 
 class TreeLayout:
@@ -105,3 +158,7 @@ class TreeLayout:
         self.total_key = bytes(subspace.pack(("t",)))
         self.count_key = bytes(subspace.pack(("n",)))
         self.wake_key = bytes(subspace.pack(("z",)))
+
+    def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
+        """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
+        return kept_by_clear(self.subspace, self.wake_key)

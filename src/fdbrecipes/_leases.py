@@ -1,25 +1,28 @@
 """Leases: an item claimed by a consumer stays hidden until ack, release or expiry.
 
-A claim moves the first visible item under a hold of kind LEASE (see
-:class:`._ordered.Ordered`); ``ack`` removes it for good, ``extend`` moves its
-deadline, ``release`` puts it back at its place.  An expired lease's item counts as
-visible again, with one more delivery.
+A claim moves an item under a hold of kind LEASE (see :class:`._ordered.Ordered`):
+``h/(lease id, item, deadline, LEASE)``.  A lease is named by its id alone, so it
+keeps its identity when ``extend`` moves its deadline: the original Lease object and
+its token stay valid until the lease really expires or is acked.  ``ack`` removes the
+item for good, ``release`` puts it back (at once, or after a delay), and an expired
+lease's item counts as visible again with one more delivery, or, once it has been
+delivered ``max_deliveries`` times, goes to the dead letters.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional
 
 import fdb.tuple
 
-from ._fdb import get_value, seconds_to_versions
-from ._layout import Item
-from ._ordered import LEASE, Entry, Ordered
+from ._fdb import Tally, first, seconds_to_versions
+from ._layout import DELAY, LEASE
+from ._ordered import Entry, Hold, Ordered, choose
 from ._run import Attempt
-from ._values import decode_value
+from ._values import BATCH_BYTES, decode_value, random_id
 from .errors import LeaseExpiredError
 
-__all__ = ["Lease", "Leases", "lease_parts"]
+__all__ = ["Lease", "Leases", "lease_id"]
 
 
 class Lease:
@@ -30,9 +33,10 @@ class Lease:
         deliveries: how many times the item has been delivered, this time included
             (1 the first time; more after leases expired or were released).
         deadline: when the lease expires, in the cluster's read-version units
-            (about 1,000,000 per second).
+            (about 1,000,000 per second), as of the call that made this object.
         token: bytes naming the lease; ``ack``/``extend``/``release`` accept the token in
-            place of the Lease, so another process can finish the work.
+            place of the Lease, so another process can finish the work.  It names
+            the lease, not a deadline: it stays valid across ``extend``.
     """
 
     __slots__ = ("deadline", "deliveries", "token", "value")
@@ -56,22 +60,37 @@ class Lease:
         return hash(self.token)
 
 
-def lease_parts(lease: Any) -> Tuple[bytes, Item, int]:
-    """Split a Lease or its token into (lease id, item tuple, deadline).
+def lease_id(lease: Any, name: str = "lease") -> bytes:
+    """The id a Lease or its token names.
 
     Raises:
         TypeError/ValueError: ``lease`` is not a Lease or a token made by the library.
     """
     token = lease.token if isinstance(lease, Lease) else lease
     if type(token) is not bytes:
-        raise TypeError(f"lease must be a Lease or its token (bytes), not {type(lease).__name__}")
+        raise TypeError(f"{name} must be a Lease or its token (bytes), not {type(lease).__name__}")
     try:
-        lease_id, item, deadline = fdb.tuple.unpack(token)
+        parts = fdb.tuple.unpack(token)
     except Exception:
-        raise ValueError("lease is not a token made by this library") from None
-    if type(lease_id) is not bytes or type(item) is not tuple or type(deadline) is not int:
-        raise ValueError("lease is not a token made by this library")
-    return lease_id, item, deadline
+        parts = None
+    if type(parts) is not tuple or len(parts) != 2 or parts[0] != "lease" \
+            or type(parts[1]) is not bytes:
+        raise ValueError(f"{name} is not a lease token made by this library")
+    found: bytes = parts[1]
+    return found
+
+
+def token_of(hold_id: bytes) -> bytes:
+    """The token naming lease ``hold_id``."""
+    token: bytes = fdb.tuple.pack(("lease", hold_id))
+    return token
+
+
+class Live(NamedTuple):
+    """A lease found alive: its entry (item, value, hold) and the clock's reading."""
+
+    entry: Entry
+    now: int
 
 
 class Leases:
@@ -82,64 +101,127 @@ class Leases:
     def __init__(self, engine: Ordered) -> None:
         self.o = engine
 
-    def make(self, item: Item, value: bytes, lease_id: bytes, deadline: int) -> Lease:
+    def make(self, entry: Entry) -> Lease:
         """The Lease handed to the consumer of a held item."""
-        token = fdb.tuple.pack((lease_id, item, deadline))
-        return Lease(decode_value(value), self.o.k.meta(item)[0] + 1, deadline, token)
+        assert entry.hold is not None and entry.value is not None
+        return Lease(decode_value(entry.value), self.o.k.deliveries(entry.item) + 1,
+                     entry.hold.deadline, token_of(entry.hold.hold_id))
 
-    def claim(self, tr: Any, attempt: Attempt, end: int, seconds: float,
-              lease_id: bytes) -> Optional[Lease]:
-        """Take the first item and hold it under a lease for ``seconds``."""
-        entries, extra, now = self.o.front(tr, end, 1, snapshot=False)
-        self.o.put_back(tr, extra)
-        if not entries:
-            attempt.idle = True
-            return None
-        item = self.o.take(tr, entries[0])
-        deadline = now + seconds_to_versions(seconds)
-        self.o.hold(tr, item, entries[0].value, lease_id, deadline, LEASE)
-        return self.make(item, entries[0].value, lease_id, deadline)
+    def claim(self, tr: Any, attempt: Attempt, end: int, n: int, seconds: float,
+              spread: int, budget: int) -> List[Lease]:
+        """Take ``n`` items (fewer if fewer are visible, or once their values pass
+        ``budget`` bytes), each among the first ``n + spread - 1``, and hold each under
+        a lease of its own for ``seconds``.  A single strict claim takes a read
+        conflict on the front; otherwise only on the items taken."""
+        strict = n == 1 and spread == 1
+        front = self.o.front(tr, end, n + spread - 1, conflict=strict)
+        tally = Tally()
+        settled = self.o.settle(tr, front, tally)
+        deadline = front.now + seconds_to_versions(seconds)
+        leases: List[Lease] = []
+        size = 0
+        for entry in choose(front.entries, n, spread):
+            assert entry.value is not None
+            size += len(entry.value)
+            if leases and size > budget:
+                break
+            item = self.o.take(tr, entry, front.now, tally)
+            hold = Hold(random_id(), deadline, LEASE)
+            self.o.hold(tr, item, entry.value, hold.hold_id, deadline, LEASE, tally)
+            leases.append(self.make(Entry(item, entry.key, entry.value, hold)))
+        tally.write(tr)
+        attempt.idle = not (leases or settled)
+        return leases
 
-    def _held(self, tr: Any, lease: Any) -> Tuple[bytes, bytes, Item, int, Any]:
-        lease_id, item, deadline = lease_parts(lease)
-        held_key = self.o.k.held_key(lease_id, item, deadline, LEASE)
-        due_key = self.o.k.due_key(lease_id, item, deadline, LEASE)
-        return held_key, due_key, item, deadline, tr.get(held_key)
+    def claim_one(self, tr: Any, attempt: Attempt, end: int, seconds: float,
+                  spread: int) -> Optional[Lease]:
+        """:meth:`claim` of one item: its Lease, or None when none is visible."""
+        leases = self.claim(tr, attempt, end, 1, seconds, spread, BATCH_BYTES)
+        return leases[0] if leases else None
+
+    def find(self, tr: Any, lease: Any, doing: str) -> Live:
+        """The live lease ``lease`` names, read with a conflict on it.
+
+        Raises:
+            LeaseExpiredError: it is gone (acked, taken back, cleared) or its deadline
+                has passed (even if nobody took the item back yet).
+        """
+        hold_id = lease_id(lease)
+        r = self.o.k.held.range((hold_id,))
+        kv = first(tr.get_range(r.start, r.stop, limit=1))
+        now = self.o.clock(tr)
+        if kv is not None:
+            _, item, deadline, kind = self.o.k.held.unpack(kv.key)
+            if kind == LEASE and now <= deadline:
+                return Live(Entry(item, self.o.k.item_key(item), kv.value,
+                                  Hold(hold_id, deadline, kind)), now)
+        raise LeaseExpiredError(f"cannot {doing}: the lease expired; its item may have "
+                                "been delivered to another consumer")
 
     def ack(self, tr: Any, _attempt: Attempt, lease: Any) -> None:
         """Remove a leased item for good."""
-        held_key, due_key, item, deadline, value = self._held(tr, lease)
+        live = self.find(tr, lease, "ack")
+        tally = Tally()
+        self.o.remove(tr, [live.entry], live.now, tally)
+        tally.write(tr)
+
+    def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> List[bool]:
+        """Ack every lease still alive; for each, whether it was (all reads in parallel)."""
+        futures = []
+        for lease in leases:
+            r = self.o.k.held.range((lease_id(lease),))
+            futures.append(tr.get_range(r.start, r.stop, limit=1))
         now = self.o.clock(tr)
-        if get_value(value) is None or now > deadline:
-            raise LeaseExpiredError("cannot ack: the lease expired; its item may have "
-                                    "been delivered to another consumer")
-        tr.clear(held_key)
-        tr.clear(due_key)
-        self.o.gone(tr, item, 1, now)
+        tally = Tally()
+        done = []
+        for lease, found in zip(leases, futures):
+            kv = first(found)
+            alive = False
+            if kv is not None:
+                _, item, deadline, kind = self.o.k.held.unpack(kv.key)
+                alive = kind == LEASE and now <= deadline
+                if alive:
+                    entry = Entry(item, self.o.k.item_key(item), kv.value,
+                                  Hold(lease_id(lease), deadline, kind))
+                    self.o.remove(tr, [entry], now, tally)
+            done.append(alive)
+        tally.write(tr)
+        attempt.idle = not any(done)
+        return done
 
     def extend(self, tr: Any, _attempt: Attempt, lease: Any, seconds: float) -> Lease:
-        """Move a live lease's deadline to now + ``seconds``."""
-        held_key, due_key, item, deadline, value = self._held(tr, lease)
-        lease_id = lease_parts(lease)[0]
-        now = self.o.clock(tr)
-        encoded = get_value(value)
-        if encoded is None or now > deadline:
-            raise LeaseExpiredError("cannot extend: the lease expired; its item may have "
-                                    "been delivered to another consumer")
-        tr.clear(held_key)
-        tr.clear(due_key)
-        new_deadline = now + seconds_to_versions(seconds)
-        self.o.hold(tr, item, encoded, lease_id, new_deadline, LEASE)
-        return self.make(item, encoded, lease_id, new_deadline)
+        """Move a live lease's deadline to now + ``seconds``; the same lease, renewed."""
+        live = self.find(tr, lease, "extend")
+        entry, hold = live.entry, live.entry.hold
+        assert hold is not None and entry.value is not None
+        tr.clear(self.o.held_key(entry))
+        tr.clear(self.o.k.due_key(hold.hold_id, entry.item, hold.deadline, LEASE))
+        deadline = live.now + seconds_to_versions(seconds)
+        tr.set(self.o.k.held_key(hold.hold_id, entry.item, deadline, LEASE), entry.value)
+        tr.set(self.o.k.due_key(hold.hold_id, entry.item, deadline, LEASE), b"")
+        return self.make(Entry(entry.item, entry.key, entry.value,
+                               Hold(hold.hold_id, deadline, LEASE)))
 
-    def release(self, tr: Any, attempt: Attempt, lease: Any) -> bool:
-        """Put a leased item back at its place now; False if the lease had expired."""
-        held_key, due_key, item, deadline, value = self._held(tr, lease)
-        now = self.o.clock(tr)
-        encoded = get_value(value)
-        if encoded is None or now > deadline:
+    def release(self, tr: Any, attempt: Attempt, lease: Any, delay: int) -> bool:
+        """End a live lease without ack: the item goes back to its place, visible at
+        once or after ``delay`` clock units, or to the dead letters once it has been
+        delivered ``max_deliveries`` times.  False (nothing written) if the lease had
+        already expired."""
+        try:
+            live = self.find(tr, lease, "release")
+        except LeaseExpiredError:
             attempt.idle = True
             return False
-        entry = Entry(item, encoded, self.o.k.item_key(item), (held_key, due_key, LEASE))
-        self.o.put_back(tr, [entry])
+        entry = live.entry
+        tally = Tally()
+        if self.o.dies(entry.item):
+            self.o.bury(tr, entry, live.now, tally)
+        elif delay > 0:
+            item = self.o.take(tr, entry, live.now, tally)
+            assert entry.value is not None
+            self.o.hold(tr, item, entry.value, random_id(), live.now + delay, DELAY, tally)
+            tally.add(self.o.k.wake_key, 1)  # waiters learn of the new deadline
+        else:
+            self.o.put_back(tr, entry, live.now, tally)
+        tally.write(tr)
         return True

@@ -1,46 +1,112 @@
 """The engine behind Queue and PriorityQueue: items in key order, taken from either end.
 
 Queue is this with an empty group; PriorityQueue with the group ``(priority,)``.  The
-keys are those of :class:`._layout.OrderedLayout`.  Held items (leases, and results
-of high-contention pops) live in :mod:`._leases` and :mod:`._contention`; an item
-whose hold expired counts as visible again, at its original place, and the next
-writer puts it back.
+keys are those of :class:`._layout.OrderedLayout`.  An item is *visible* (under
+``i``), *held* (under ``h``, with a deadline: a lease, a high-contention result or a
+delay) or *dead* (under ``x``).  A hold whose deadline has passed counts as visible
+again at its original place; writers put such items back (or, for a lease whose
+item reached ``max_deliveries``, bury them among the dead letters) as they meet them.
 
 Every method here runs inside one transaction; :mod:`._run` decides which.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
+import random
+import time
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
-from ._fdb import VERSIONS_PER_SECOND, WANT_ALL, add, first, get_value, le64, read_le64, snap
+from ._fdb import (
+    VERSIONS_PER_SECOND,
+    WANT_ALL,
+    Tally,
+    clear_except,
+    first,
+    get_value,
+    read_le64,
+    snap,
+)
 from ._ids import Ids
-from ._layout import Item, OrderedLayout
+from ._layout import DELAY, LEASE, RESULT, Item, OrderedLayout
 from ._run import Attempt
-from ._values import random_suffix
+from ._values import Value, decode_value, random_id
 from ._wait import Clock, Readiness
 
 MIN, MAX = 0, 1  # the end of the order a pop takes from
-LEASE, RESULT = 0, 1  # why an item is held: a consumer's lease, or a high-contention result
-EXPIRED_BATCH = 16  # expired holds one pop looks at, and puts back, per transaction
+#: Expired holds read in one go; beyond this a reader reads every expired hold.
+EXPIRED_PAGE = 64
+#: Expired holds one writing transaction puts back or buries, beside its own work.
+RESTORE_BATCH = 64
+
+_chance = random.Random()
+
+
+class Hold(NamedTuple):
+    """Where an item is held: the hold's id, deadline and kind (LEASE, RESULT, DELAY)."""
+
+    hold_id: bytes
+    deadline: int
+    kind: int
 
 
 class Entry:
-    """One item at the front of the order, visible or held under an expired hold."""
+    """One item in the order: visible, or under a hold that has expired."""
 
-    __slots__ = ("held", "item", "key", "value")
+    __slots__ = ("_item", "hold", "key", "space", "value")
 
-    def __init__(
-        self,
-        item: Item,
-        value: bytes,
-        key: bytes,
-        held: Optional[Tuple[bytes, bytes, int]] = None,
-    ) -> None:
-        self.item = item  # the item tuple: group + (seq, random) [+ (deliveries, id)]
-        self.value = value  # the encoded value
+    def __init__(self, item: Optional[Item], key: bytes, value: Optional[bytes],
+                 hold: Optional[Hold] = None, space: Any = None) -> None:
+        self._item = item  # the item tuple (see _layout.Item), or None until needed
+        self.space = space  # the items' subspace, to decode the key when needed
         self.key = key  # its key among the visible items
-        self.held = held  # (held key, due key, kind) for an item under an expired hold
+        self.value = value  # the encoded value (None until read, for a hold)
+        self.hold = hold  # where it is held, for an item under an expired hold
+
+    @property
+    def item(self) -> Item:
+        """The item tuple, decoded from the key the first time it is needed (a range
+        read of the front decodes only the items it takes)."""
+        if self._item is None:
+            self._item = self.space.unpack(self.key)
+        return self._item
+
+
+class Front(NamedTuple):
+    """What :meth:`Ordered.front` read.
+
+    Attributes:
+        entries: the first items in the order asked for, values read.
+        expired: expired holds behind them, for a writer to put back (values read).
+        dead: expired leases whose item reached ``max_deliveries``, for a writer to
+            bury (values read).
+        now: the clock's reading.
+        holds: every expired hold (values not read).
+    """
+
+    entries: List[Entry]
+    expired: List[Entry]
+    dead: List[Entry]
+    now: int
+    holds: List[Entry]
+
+
+class QueueStats(NamedTuple):
+    """Where a queue's items are, at one read version.
+
+    Attributes:
+        visible: items a pop or claim could take now.
+        delayed: items pushed (or released) with a delay that has not passed yet.
+        in_flight: items under a live lease, or held for a high-contention pop.
+        dead: dead letters.
+        oldest_age: seconds since the item at the front (the next ``pop`` /
+            ``pop_min``) became visible; None when nothing is visible.
+    """
+
+    visible: int
+    delayed: int
+    in_flight: int
+    dead: int
+    oldest_age: Optional[float]
 
 
 def min_order(entry: Entry) -> Any:
@@ -58,210 +124,397 @@ def order(end: int) -> Callable[[Entry], Any]:
     return min_order if end == MIN else max_order
 
 
+def choose(entries: List[Entry], n: int, spread: int) -> List[Entry]:
+    """``n`` entries (fewer if fewer) chosen at random among the first ``n + spread - 1``,
+    kept in order: when one is taken, at most ``spread - 1`` older ones stay."""
+    window = entries[: n + spread - 1]
+    if len(window) <= n:
+        return window
+    picked = sorted(_chance.sample(range(len(window)), n))
+    return [window[i] for i in picked]
+
+
+def value_of(entry: Entry) -> bytes:
+    """The encoded value of an entry whose value was read."""
+    assert entry.value is not None
+    return entry.value
+
+
 class Ordered:
     """Items kept in key order, taken from either end (see the module docstring)."""
 
-    __slots__ = ("clock", "ids", "k")
+    __slots__ = ("clock", "ids", "k", "max_deliveries", "restore_pending")
 
-    def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids) -> None:
+    def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
+                 max_deliveries: Optional[int]) -> None:
         self.k = layout
         self.clock = clock
         self.ids = ids
+        self.max_deliveries = max_deliveries
+        #: A reader met more expired holds than one transaction puts back: the next
+        #: call given a Database runs :meth:`restore` first.  A hint, not a lock.
+        self.restore_pending = False
 
     # -- reading the front --------------------------------------------------------------
 
-    def _visible(self, reader: Any, end: int, n: Optional[int]) -> List[Entry]:
-        """The first ``n`` (all when None) visible items in ``end`` order."""
-        r = self.k.items.range()
-        limit = n or 0
-        if end == MIN:
-            kvs = reader.get_range(r.start, r.stop, limit=limit, streaming_mode=WANT_ALL)
-            return [self._entry(kv) for kv in kvs]
-        # MAX: a reverse read finds the highest priorities, newest first.  Every
-        # priority it passed completely is reversed to oldest first; the lowest one
-        # it reached may hold older items it did not see, so read that one forward.
-        top = [self._entry(kv) for kv in reader.get_range(
-            r.start, r.stop, limit=limit, reverse=True, streaming_mode=WANT_ALL)]
-        if not top:
-            return []
-        lowest = top[-1].item[0]
-        above = [e for e in top if e.item[0] != lowest]
-        above.sort(key=max_order)
-        rest = None if n is None else n - len(above)
-        g = self.k.items.range((lowest,))
-        oldest = reader.get_range(g.start, g.stop, limit=rest or 0, streaming_mode=WANT_ALL)
-        return above + [self._entry(kv) for kv in oldest]
+    def dies(self, item: Item) -> bool:
+        """Whether a lease on ``item`` that ends without ack makes it a dead letter."""
+        limit = self.max_deliveries
+        return limit is not None and self.k.deliveries(item) + 1 >= limit
+
+    def split_dead(self, holds: List[Entry]) -> Tuple[List[Entry], List[Entry]]:
+        """(expired holds whose items become visible, expired leases whose items die)."""
+        live: List[Entry] = []
+        dead: List[Entry] = []
+        for e in holds:
+            dying = e.hold is not None and e.hold.kind == LEASE and self.dies(e.item)
+            (dead if dying else live).append(e)
+        return live, dead
 
     def _entry(self, kv: Any) -> Entry:
-        return Entry(self.k.items.unpack(kv.key), kv.value, kv.key)
+        return Entry(None, bytes(kv.key), kv.value, space=self.k.items)
 
-    def front(
-        self, tr: Any, end: int, n: Optional[int], *, snapshot: bool
-    ) -> Tuple[List[Entry], List[Entry], int]:
-        """Read the first ``n`` items in ``end`` order, counting expired holds.
+    def _range(self, reader: Any, begin: bytes, end: bytes, limit: Optional[int],
+               reverse: bool = False) -> Any:
+        return reader.get_range(begin, end, limit=limit or 0, reverse=reverse,
+                                streaming_mode=WANT_ALL)
 
-        Returns ``(entries, extra, now)``: the front entries (at most ``n``), the
-        expired holds that were read but are not among them (a writer puts those
-        back), and the clock's reading.  ``snapshot=False`` takes a read conflict on
-        the visible range it scanned (a concurrent change at the front conflicts).
-        Holds are found through a snapshot read of the oldest deadlines; with ``n``
-        None (a full listing) every expired hold is read.
+    def _visible(self, reader: Any, end: int, n: Optional[int],
+                 after: Optional[Entry]) -> List[Entry]:
+        """The first ``n`` (all when None) visible items in ``end`` order, after
+        ``after`` when given."""
+        r = self.k.items.range()
+        if end == MIN:
+            begin = r.start if after is None else after.key + b"\x00"
+            return [self._entry(kv) for kv in self._range(reader, begin, r.stop, n)]
+        head: List[Entry] = []
+        upper = r.stop
+        if after is not None:  # the rest of the cursor's priority, then lower ones
+            g = self.k.items.range((after.item[0],))
+            head = [self._entry(kv) for kv in
+                    self._range(reader, after.key + b"\x00", g.stop, n)]
+            upper = g.start
+            if n is not None and len(head) >= n:
+                return head[:n]
+        rest = None if n is None else n - len(head)
+        # A reverse read finds the highest priorities, newest first.  Every priority
+        # it passed completely is reversed to oldest first; the lowest one it reached
+        # may hold older items it did not see, so read that one forward.
+        top = [self._entry(kv) for kv in self._range(reader, r.start, upper, rest, True)]
+        if not top:
+            return head
+        lowest = top[-1].item[0]
+        above = sorted((e for e in top if e.item[0] != lowest), key=max_order)
+        left = None if rest is None else rest - len(above)
+        g = self.k.items.range((lowest,))
+        oldest = self._range(reader, g.start, min(g.stop, upper), left)
+        return head + above + [self._entry(kv) for kv in oldest]
+
+    def start_expired(self, tr: Any, now: int) -> Any:
+        """Start a snapshot read of the first expired holds (see :meth:`expired_holds`)."""
+        begin, end = self.k.due.range().start, self.k.due.pack((now + 1,))
+        return self._range(snap(tr), begin, end, EXPIRED_PAGE + 1)
+
+    def expired_holds(self, tr: Any, now: int, started: Any) -> List[Entry]:
+        """Every hold whose deadline has passed, by deadline (snapshot reads).
+
+        ``started`` (from :meth:`start_expired`) reads :data:`EXPIRED_PAGE` + 1 keys;
+        only when there are more are they all read (after a mass expiry; writers soon
+        put them back).
         """
-        reader = snap(tr) if snapshot else tr
-        r = self.k.due.range()
-        due = snap(tr).get_range(
-            r.start, r.stop, limit=0 if n is None else EXPIRED_BATCH,
-            streaming_mode=WANT_ALL,
-        )
-        visible = self._visible(reader, end, n)
-        now = self.clock(tr)
-        expired = []
+        due = list(started)
+        if len(due) > EXPIRED_PAGE:
+            begin, end = self.k.due.range().start, self.k.due.pack((now + 1,))
+            due = list(self._range(snap(tr), begin, end, None))
+        holds = []
         for kv in due:
-            deadline, lease_id, item, kind = self.k.due.unpack(kv.key)
-            if deadline > now:
-                break
-            held_key = self.k.held_key(lease_id, item, deadline, kind)
-            expired.append((reader.get(held_key), item, held_key, bytes(kv.key), kind))
-        entries = list(visible)
-        for future, item, held_key, due_key, kind in expired:
-            value = get_value(future)
-            if value is not None:
-                entries.append(Entry(item, value, self.k.item_key(item),
-                                     (held_key, due_key, kind)))
-        if not expired:
-            return entries, [], now
-        entries.sort(key=order(end))
-        cut = len(entries) if n is None else n
-        chosen = entries[:cut]
-        extra = [e for e in entries[cut:] if e.held is not None]
-        return chosen, extra, now
+            deadline, hold_id, item, kind = self.k.due.unpack(kv.key)
+            holds.append(Entry(item, self.k.item_key(item), None,
+                               Hold(hold_id, deadline, kind)))
+        return holds
 
-    # -- taking and putting back ----------------------------------------------------------
+    def front(self, tr: Any, end: int, n: Optional[int], *, conflict: bool,
+              after: Optional[Entry] = None, writing: bool = True) -> Front:
+        """The first ``n`` items (all when None) in ``end`` order, counting expired holds.
 
-    def take(self, tr: Any, entry: Entry) -> Item:
-        """Remove ``entry`` from where it is; return its item tuple as delivered now.
+        ``conflict=True`` takes a read conflict on the visible range read, so a
+        concurrent change at the front conflicts; otherwise only snapshot reads.
+        Expired holds are found with a snapshot read of the deadline index, however
+        many there are, and merged at their places.  With ``writing``, it also names
+        up to :data:`RESTORE_BATCH` expired holds behind the front to put back or
+        bury, and reads their values.
+        """
+        reader = tr if conflict else snap(tr)
+        now = self.clock(tr)
+        started = self.start_expired(tr, now)
+        visible = self._visible(reader, end, n, after)
+        holds = self.expired_holds(tr, now, started)
+        if not holds:
+            return Front(visible, [], [], now, holds)
+        key = order(end)
+        live, dead = self.split_dead(holds)
+        if after is not None:
+            live = [e for e in live if key(e) > key(after)]
+        merged = sorted(visible + live, key=key)
+        entries = merged if n is None else merged[:n]
+        expired: List[Entry] = []
+        if writing:
+            expired = [e for e in merged[len(entries):] if e.hold is not None]
+            self.restore_pending = len(expired) + len(dead) > RESTORE_BATCH
+            expired, dead = expired[:RESTORE_BATCH], dead[:RESTORE_BATCH]
+        else:
+            dead = []
+        entries, expired, dead = self._read_held(reader, (entries, expired, dead))
+        return Front(entries, expired, dead, now, holds)
+
+    def _read_held(self, reader: Any, groups: Tuple[List[Entry], ...]) -> List[List[Entry]]:
+        """Read the values of the held entries in ``groups`` (in parallel); drop those
+        whose hold is gone (only possible when this transaction itself took them and
+        snapshot reads do not see its writes)."""
+        futures = {id(e): reader.get(self.held_key(e)) for g in groups for e in g
+                   if e.hold is not None}
+        out = []
+        for group in groups:
+            kept = []
+            for e in group:
+                if e.hold is not None:
+                    e.value = get_value(futures[id(e)])
+                if e.value is not None:
+                    kept.append(e)
+            out.append(kept)
+        return out
+
+    # -- moving items -----------------------------------------------------------------
+
+    def held_key(self, entry: Entry) -> bytes:
+        assert entry.hold is not None
+        h = entry.hold
+        return self.k.held_key(h.hold_id, entry.item, h.deadline, h.kind)
+
+    def take(self, tr: Any, entry: Entry, now: int, tally: Tally) -> Item:
+        """Remove ``entry`` from where it is; return its item tuple as visible now.
 
         Takes a read conflict on the removed key, so two transactions can never both
-        take the same item.  An item coming back from an expired lease counts one more
-        delivery.
+        take the same item.  An item coming back from a lease counts one more
+        delivery; one coming back from any hold became visible at its deadline (or
+        now, if the hold ends early).
         """
-        if entry.held is None:
+        h = entry.hold
+        if h is None:
             tr.add_read_conflict_key(entry.key)
             tr.clear(entry.key)
             return entry.item
-        held_key, due_key, kind = entry.held
+        held_key = self.held_key(entry)
         tr.add_read_conflict_key(held_key)
         tr.clear(held_key)
-        tr.clear(due_key)
-        if kind == LEASE:
-            return self.k.with_deliveries(entry.item, self.k.meta(entry.item)[0] + 1)
-        return entry.item
+        tr.clear(self.k.due_key(h.hold_id, entry.item, h.deadline, h.kind))
+        tally.add(self.k.delayed_key if h.kind == DELAY else self.k.held_count_key, -1)
+        deliveries = self.k.deliveries(entry.item) + (h.kind == LEASE)
+        return self.k.renewed(entry.item, deliveries, min(h.deadline, now))
 
-    def put_back(self, tr: Any, entries: Iterable[Entry]) -> None:
-        """Return items under expired holds to their places in the order."""
-        for entry in entries:
-            item = self.take(tr, entry)
-            tr.set(self.k.item_key(item), entry.value)
-            add(tr, self.k.wake_key, 1)
+    def put_back(self, tr: Any, entry: Entry, now: int, tally: Tally) -> None:
+        """Return an item under a hold to its place in the order."""
+        assert entry.value is not None
+        tr.set(self.k.item_key(self.take(tr, entry, now, tally)), entry.value)
+        tally.add(self.k.wake_key, 1)
 
-    def hold(self, tr: Any, item: Item, value: bytes, lease_id: bytes,
-             deadline: int, kind: int) -> bytes:
-        """Hide an item (already taken) under a hold; return its held key.
+    def bury(self, tr: Any, entry: Entry, now: int, tally: Tally) -> None:
+        """Move an item under an ended lease to the dead letters, in the order the
+        leases ended (at their deadlines, or now if released)."""
+        assert entry.value is not None and entry.hold is not None
+        died = min(entry.hold.deadline, now)
+        item = self.take(tr, entry, now, tally)
+        tr.set(self.k.dead_letter_key(died, item, time.time()), entry.value)
+        tally.add(self.k.dead_key, 1)
+        tally.add(self.k.size_key, -1)
+
+    def hold(self, tr: Any, item: Item, value: bytes, hold_id: bytes, deadline: int,
+             kind: int, tally: Tally) -> None:
+        """Hide an item (already taken, or new) under a hold until ``deadline``.
 
         Raises the floor (atomic MAX, conflict-free) to the item's sequence number, so
         later pushes land after it even if the visible items run out meanwhile: when
-        the hold ends early the item returns to a place before them.
+        the hold ends the item returns to a place before them.
         """
-        held_key = self.k.held_key(lease_id, item, deadline, kind)
-        tr.set(held_key, value)
-        tr.set(self.k.due_key(lease_id, item, deadline, kind), b"")
-        tr.max(self.k.floor_key, le64(self.k.seq(item)))
-        return held_key
+        tr.set(self.k.held_key(hold_id, item, deadline, kind), value)
+        tr.set(self.k.due_key(hold_id, item, deadline, kind), b"")
+        tally.max(self.k.floor_key, self.k.seq(item))
+        tally.add(self.k.delayed_key if kind == DELAY else self.k.held_count_key, 1)
 
-    def gone(self, tr: Any, item: Item, count: int, now: int) -> None:
-        """``count`` items left the structure for good (pop, ack, collected result)."""
-        add(tr, self.k.count_key, -count)
-        self.ids.retire(tr, self.k.meta(item)[1], now)
+    def gone(self, tr: Any, item: Item, now: int, tally: Tally) -> None:
+        """An item left the structure for good (pop, ack, collected result)."""
+        tally.add(self.k.size_key, -1)
+        self.ids.retire(tr, self.k.item_id(item), now)
+
+    def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
+        """Put back the expired holds ``front`` named, bury its dead; True if any."""
+        for entry in front.expired:
+            self.put_back(tr, entry, front.now, tally)
+        for entry in front.dead:
+            self.bury(tr, entry, front.now, tally)
+        return bool(front.expired or front.dead)
+
+    def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally) -> List[bytes]:
+        """Take ``entries`` out of the structure for good; their values."""
+        values = []
+        for entry in entries:
+            self.gone(tr, self.take(tr, entry, now, tally), now, tally)
+            assert entry.value is not None
+            values.append(entry.value)
+        return values
 
     # -- push ----------------------------------------------------------------------------
 
     def push(self, tr: Any, attempt: Attempt, batch: Sequence[Tuple[Item, bytes]],
-             id_: Optional[bytes]) -> None:
-        """Store ``(group, encoded value)`` pairs, in order, after the last of each group."""
+             id_: Optional[bytes], delay: int) -> None:
+        """Store ``(group, encoded value)`` pairs, in order, after the last of each
+        group; with ``delay`` (in clock units, 0 for none) each under a DELAY hold."""
         if id_ is not None:
             id_key = self.ids.key(id_)
             known = tr.get(id_key)
             gc = self.ids.start_collect(tr)
-        floor_f = tr.snapshot.get(self.k.floor_key)
-        lasts = {}
-        for group, _ in batch:
-            if group not in lasts:
-                r = self.k.items.range(group)
-                lasts[group] = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
+        seqs = self.next_seqs(tr, {group for group, _ in batch})
+        now = self.clock(tr)
         if id_ is not None:
             if get_value(known) is not None:
                 attempt.idle = True
                 return
-            self.ids.collect(tr, gc, self.clock(tr))
+            self.ids.collect(tr, gc, now)
             tr.set(id_key, b"")
+        tally = Tally()
+        for group, value in batch:
+            self.append(tr, group, seqs, value, (0, id_), now, delay, tally)
+        tally.add(self.k.wake_key, 1)
+        tally.write(tr)
+
+    def next_seqs(self, tr: Any, groups: Any) -> Any:
+        """The next free sequence number of each group, from snapshot reads in parallel
+        (no conflicts): after the group's last item and after the floor."""
+        floor_f = tr.snapshot.get(self.k.floor_key)
+        lasts = {}
+        for group in groups:
+            r = self.k.items.range(group)
+            lasts[group] = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
         floor = get_value(floor_f)
+        lowest = 0 if floor is None else read_le64(floor) + 1
         seqs = {}
         for group, kvs in lasts.items():
             kv = first(kvs)
-            seqs[group] = max(
-                0 if kv is None else self.k.seq(self.k.items.unpack(kv.key)) + 1,
-                0 if floor is None else read_le64(floor) + 1,
-            )
-        for group, value in batch:
-            item = group + (seqs[group], random_suffix())
-            if id_ is not None:
-                item += (0, id_)
-            seqs[group] += 1
+            last = -1 if kv is None else self.k.seq(self.k.items.unpack(kv.key))
+            seqs[group] = max(last + 1, lowest)
+        return seqs
+
+    def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
+               meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally) -> None:
+        """Write one item at its group's next sequence number (advancing it);
+        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold."""
+        deliveries, id_ = meta
+        item = self.k.new_item(group, seqs[group], id_, now + delay)
+        if deliveries:
+            item = self.k.renewed(item, deliveries, now + delay)
+        seqs[group] += 1
+        tally.add(self.k.size_key, 1)
+        if delay > 0:
+            self.hold(tr, item, value, random_id(), now + delay, DELAY, tally)
+        else:
             tr.set(self.k.item_key(item), value)
-        add(tr, self.k.count_key, len(batch))
-        add(tr, self.k.wake_key, 1)
 
     # -- pop, peek ------------------------------------------------------------------------
 
-    def pop(self, tr: Any, attempt: Attempt, end: int, n: int) -> List[bytes]:
-        """Remove and return the first ``n`` encoded values (fewer if fewer exist)."""
-        entries, extra, now = self.front(tr, end, n, snapshot=False)
-        return self.pop_entries(tr, attempt, entries, extra, now)
+    def pop(self, tr: Any, attempt: Attempt, end: int, n: int, spread: int) -> List[Value]:
+        """Remove and return ``n`` values (fewer if fewer are visible), each among the
+        first ``n + spread - 1``.  A single strict pop (``n`` = ``spread`` = 1) takes
+        a read conflict on the front; otherwise only on the items taken."""
+        strict = n == 1 and spread == 1
+        front = self.front(tr, end, n + spread - 1, conflict=strict)
+        tally = Tally()
+        settled = self.settle(tr, front, tally)
+        values = self.remove(tr, choose(front.entries, n, spread), front.now, tally)
+        tally.write(tr)
+        attempt.idle = not (values or settled)
+        return [decode_value(v) for v in values]
 
-    def pop_entries(self, tr: Any, attempt: Attempt, entries: List[Entry],
-                    extra: List[Entry], now: int) -> List[bytes]:
-        """Remove ``entries`` for good, put ``extra`` back; return the values taken."""
-        self.put_back(tr, extra)
-        for entry in entries:
-            self.gone(tr, self.take(tr, entry), 1, now)
-        attempt.idle = not entries  # (no entries: no expired holds to put back either)
-        return [e.value for e in entries]
+    def pop_one(self, tr: Any, attempt: Attempt, end: int, spread: int) -> Optional[Value]:
+        """:meth:`pop` of one item: the value, or None when none is visible."""
+        values = self.pop(tr, attempt, end, 1, spread)
+        return values[0] if values else None
 
-    def peek(self, tr: Any, end: int, n: Optional[int]) -> List[bytes]:
-        """The encoded values the next pops would return, without removing them."""
-        entries, _, _ = self.front(tr, end, n, snapshot=False)
-        return [e.value for e in entries]
+    def peek(self, tr: Any, end: int, n: Optional[int],
+             after: Optional[Entry] = None) -> List[Entry]:
+        """The entries the next pops would take, without removing them (read
+        conflict on the visible range read)."""
+        return self.front(tr, end, n, conflict=True, after=after, writing=False).entries
+
+    def restore(self, tr: Any, attempt: Attempt, limit: int) -> int:
+        """Put back (or bury) up to ``limit`` expired holds, earliest deadline first;
+        the number handled."""
+        now = self.clock(tr)
+        holds = self.expired_holds(tr, now, self.start_expired(tr, now))[:limit]
+        live, dead = self._read_held(tr, self.split_dead(holds))
+        tally = Tally()
+        handled = self.settle(tr, Front([], live, dead, now, holds), tally)
+        tally.write(tr)
+        attempt.idle = not handled
+        return len(holds)
+
+    def clear(self, tr: Any, _attempt: Attempt) -> None:
+        """Remove every key of the structure except its wake counter (touched, so
+        waiters look again and it never returns to a value a watch holds) and the
+        commit receipts."""
+        r = self.k.subspace.range()
+        clear_except(tr, bytes(r.start), bytes(r.stop), self.k.kept_by_clear())
+        tally = Tally()
+        tally.add(self.k.wake_key, 1)
+        tally.write(tr)
+
+    # -- counters -----------------------------------------------------------------------
 
     def size(self, tr: Any) -> int:
         """The size counter."""
-        return read_le64(get_value(tr.get(self.k.count_key)))
+        return read_le64(get_value(tr.get(self.k.size_key)))
 
-    def clear(self, tr: Any, _attempt: Attempt) -> None:
-        """Remove every key of the structure."""
-        r = self.k.subspace.range()
-        tr.clear_range(r.start, r.stop)
+    def stats(self, tr: Any) -> QueueStats:
+        """Counters, corrected for holds that expired without a write, and the age of
+        the front item; snapshot reads only (no conflicts)."""
+        r = self.k.subspace["n"].range()
+        started = snap(tr).get_range(r.start, r.stop, streaming_mode=WANT_ALL)
+        front = self.front(tr, MIN, 1, conflict=False, writing=False)
+        counts = {bytes(kv.key): read_le64(kv.value) for kv in started}
+        size, held, delayed, dead = (counts.get(key, 0) for key in (
+            self.k.size_key, self.k.held_count_key, self.k.delayed_key, self.k.dead_key))
+        dying = self.split_dead(front.holds)[1]
+        late = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == DELAY)
+        in_flight = held - (len(front.holds) - late)
+        delayed -= late
+        oldest = None
+        if front.entries:
+            entry = front.entries[0]
+            since = self.k.since(entry.item) if entry.hold is None else entry.hold.deadline
+            oldest = max(0.0, (front.now - since) / VERSIONS_PER_SECOND)
+        return QueueStats(size - in_flight - delayed - len(dying), delayed, in_flight,
+                          dead + len(dying), oldest)
 
     # -- waiting ---------------------------------------------------------------------------
 
     def ready(self, tr: Any, end: int) -> Readiness:
-        """Whether an item is visible at ``end``; if not, the seconds until the earliest
+        """Whether an item is visible at ``end``; if not, the seconds until the next
         hold expires (its item becomes visible without any write), or None."""
-        entries, _, now = self.front(tr, end, 1, snapshot=True)
-        if entries:
+        front = self.front(tr, end, 1, conflict=False, writing=False)
+        if front.entries:
             return True, None
-        r = self.k.due.range()
-        kv = first(tr.snapshot.get_range(r.start, r.stop, limit=1))
+        due = self.k.due
+        kv = first(tr.snapshot.get_range(due.pack((front.now + 1,)), due.range().stop,
+                                         limit=1))
         if kv is None:
             return False, None
-        until = (self.k.due.unpack(kv.key)[0] - now) / VERSIONS_PER_SECOND
+        until = (due.unpack(kv.key)[0] - front.now) / VERSIONS_PER_SECOND
         return False, max(0.0, until) + 0.001
+
+    # -- results of high-contention pops ----------------------------------------------
+
+    def hold_result(self, tr: Any, entry: Entry, owner: bytes, now: int, deadline: int,
+                    tally: Tally) -> None:
+        """Take ``entry`` and hold it for the high-contention pop ``owner``."""
+        assert entry.value is not None
+        item = self.take(tr, entry, now, tally)
+        self.hold(tr, item, entry.value, owner, deadline, RESULT, tally)

@@ -1,43 +1,55 @@
-"""What Queue and PriorityQueue share: construction, size, clear and leases.
+"""What Queue and PriorityQueue share: construction, size, stats, leases, dead letters.
 
 The public classes (:mod:`.queue`, :mod:`.priority_queue`) inherit from
 :class:`OrderedAPI`; each method validates its arguments, then hands one operation of
-the engine (:mod:`._ordered`, :mod:`._leases`, :mod:`._contention`) to the
-structure's retry loop (:mod:`._run`).
+the engine (:mod:`._ordered`, :mod:`._leases`, :mod:`._dead`, :mod:`._contention`)
+to the structure's retry loop (:mod:`._run`).
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
 from ._contention import Contention
-from ._fdb import Transactor, check_database, check_transactor, is_transaction, seconds_to_versions
+from ._dead import DEAD_BATCH, DeadLetter, DeadLetters
+from ._fdb import Transactor, check_database, check_transactor, is_transaction
+from ._heartbeat import claimed
 from ._hooks import Hooks
 from ._ids import Ids
 from ._layout import Item, OrderedLayout
-from ._leases import Lease, Leases, lease_parts
-from ._ordered import MIN, Ordered
-from ._run import Loop, Stats, read
+from ._leases import Lease, Leases, lease_id
+from ._ordered import MIN, Entry, Ordered, QueueStats, value_of
+from ._run import Loop, RetryStats, read
 from ._values import (
-    MUTATION_OVERHEAD,
+    BATCH_BYTES,
+    MAX_TAKE,
+    TAKE_BATCH,
     Value,
     check_batch_bytes,
     check_bool,
     check_clock,
+    check_delay,
     check_int,
     check_key,
     check_limit,
     check_seconds,
+    check_spread,
     check_subspace,
+    check_timeout,
     decode_value,
-    random_id,
+    materialize,
+    push_bytes,
 )
 from ._wait import Clock, Wake, database_clock, take_or_wait, wait_until_ready
 
 #: A validated batch to push: (group, encoded value) pairs.
 Batch = List[Tuple[Item, bytes]]
+#: Items one page of ``items`` reads, in its own transaction, given a Database.
+ITEMS_PAGE = 1_000
+#: Expired holds one restoring transaction puts back.
+RESTORE_LIMIT = 1_000
 
 
 class OrderedAPI:
@@ -53,16 +65,20 @@ class OrderedAPI:
         clock: Optional[Clock] = None,
         id_retention: float = 3600.0,
         result_timeout: float = 10.0,
+        max_deliveries: Optional[int] = None,
     ) -> None:
         subspace = check_subspace(subspace)
         self._high_contention = check_bool(high_contention, "high_contention")
+        if max_deliveries is not None:
+            check_int(max_deliveries, "max_deliveries", low=1)
         layout = OrderedLayout(subspace, self._group_len)
         self._engine = Ordered(layout, check_clock(clock) or database_clock,
-                               Ids(subspace, id_retention))
+                               Ids(subspace, id_retention), max_deliveries)
         self._leases = Leases(self._engine)
+        self._dead = DeadLetters(self._engine)
         self._loop = Loop(subspace)
         self._hooks = Hooks()
-        timeout = seconds_to_versions(check_seconds(result_timeout, "result_timeout"))
+        timeout = check_seconds(result_timeout, "result_timeout")
         self._contention = Contention(self._engine, self._loop, self._hooks, timeout)
 
     def __repr__(self) -> str:
@@ -74,12 +90,15 @@ class OrderedAPI:
         return self._engine.k.subspace
 
     @property
-    def stats(self) -> Stats:
+    def retry_stats(self) -> RetryStats:
         """Retry counters of the loops this object ran (calls given a Database)."""
         return self._loop.stats
 
+    # -- size, stats, clear --------------------------------------------------------------
+
     def size(self, tr: Transactor) -> int:
-        """Number of items held: visible ones plus those under a lease or in transit.
+        """Number of items: visible, delayed and in flight (dead letters are not
+        counted; see :meth:`stats`).
 
         Reads one counter key (kept with atomic adds).  The read takes a conflict on
         that key, so a transaction that calls ``size`` and also writes conflicts with
@@ -88,132 +107,308 @@ class OrderedAPI:
         """
         return read(tr, self._engine.size)
 
+    def stats(self, tr: Transactor) -> QueueStats:
+        """Where the items are: visible, delayed, in flight, dead, and how long the
+        front item has waited (see :class:`fdbrecipes.QueueStats`).
+
+        Exact at the transaction's read version, also under concurrency and faults:
+        the counters change in the same transactions as the items, and holds whose
+        deadline passed without a write are counted where they now are.  Snapshot
+        reads only (no conflicts): the counters (one range read), the front item and
+        the expired holds.  Cost: 1 round trip, O(1) in n (plus the expired holds
+        not yet put back).
+        """
+        return read(tr, self._engine.stats)
+
     def is_empty(self, tr: Transactor) -> bool:
         """True when no item is visible: a pop now would return None.
 
-        Items under a live lease are not visible (they still count in :meth:`size`).
-        Reads the first item (read conflict on the front of the order) and, with a
-        snapshot read, the earliest lease deadlines.  Cost: 1 round trip (2 when a
-        lease has expired), O(1) in n.
+        Items under a live lease or a delay are not visible (they still count in
+        :meth:`size`).  Reads the first item (read conflict on the front of the
+        order) and, by snapshot, the expired holds.  Cost: 1 round trip, O(1) in n.
         """
         return not read(tr, self._engine.peek, MIN, 1)
 
     def clear(self, tr: Transactor) -> None:
-        """Remove everything: items, leases, waiting pops and remembered ids.
+        """Remove every item (visible, delayed, in flight, dead), waiting pops and
+        remembered ids.
 
-        One range clear of the whole subspace; reads nothing, conflicts with every
-        transaction that read any of its keys.  Cost: 0 reads, O(1) in n.  A consumer
-        holding a lease from before the clear gets LeaseExpiredError on ack.
+        Clears the subspace with range clears, except the wake counter (touched
+        instead, so waiters look again) and other clients' commit receipts; reads
+        nothing, conflicts with every transaction that read a cleared key.  Cost: 0
+        reads, O(1) in n.  A consumer holding a lease from before the clear gets
+        LeaseExpiredError on ack.
         """
         self._loop.idempotent(tr, self._engine.clear)
+
+    # -- leases ------------------------------------------------------------------------
 
     def ack(self, tr: Transactor, lease: Union[Lease, bytes]) -> None:
         """Remove a claimed item for good: the work it stood for is done.
 
-        Reads the lease's held key (read conflict on it: an ack racing the item's
-        redelivery conflicts), clears it and its deadline entry, decrements the size
-        counter.  Cost: 1 read, 1 round trip, O(1) in n.
+        Reads the lease (read conflict on it: an ack racing the item's redelivery
+        conflicts), clears it and its deadline entry, decrements the counters.
+        Cost: 1 read, 1 round trip, O(1) in n.
 
         Raises:
             LeaseExpiredError: the lease's deadline has passed (even if nobody took the
                 item back yet) or the item is no longer held under it.
             TypeError/ValueError: ``lease`` is not a Lease or a lease token.
         """
-        lease_parts(lease)
+        lease_id(lease)
         self._loop(tr, self._leases.ack, lease)
+
+    def ack_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]]) -> List[bool]:
+        """Ack every lease still alive, in one transaction; for each, whether it was
+        acked (False: expired, as :meth:`ack` would have raised).
+
+        Reads the leases in parallel (a read conflict on each), one counter update
+        for all.  Cost: 1 round trip, O(k) keys for k leases.
+
+        Raises:
+            TypeError/ValueError: any lease is not a Lease or a token (named by index).
+        """
+        batch = materialize(leases, "leases")
+        for i, lease in enumerate(batch):
+            lease_id(lease, f"leases[{i}]")
+        if len(batch) > MAX_TAKE:
+            raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
+        if not batch:
+            check_transactor(tr)
+            return []
+        return self._loop(tr, self._leases.ack_many, batch)
 
     def extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Lease:
         """Keep working on a claimed item: its lease now ends ``seconds`` from now.
 
-        Returns the new Lease (use it, not the old one, from now on).  Reads the held
-        key (read conflict), rewrites it and its deadline entry.  Cost: 1 read, 1 round
-        trip, O(1) in n.
+        Returns the lease with its new deadline; the lease keeps its identity, so the
+        original Lease object and its token stay valid.  Reads the lease (read
+        conflict), rewrites it and its deadline entry.  Cost: 1 read, 1 round trip,
+        O(1) in n.
 
         Raises:
             LeaseExpiredError: the lease had already expired.
         """
         seconds = check_seconds(seconds, "seconds")
-        lease_parts(lease)
+        lease_id(lease)
         return self._loop(tr, self._leases.extend, lease, seconds)
 
-    def release(self, tr: Transactor, lease: Union[Lease, bytes]) -> bool:
-        """Give a claimed item back now, at its original place in the order.
+    def release(self, tr: Transactor, lease: Union[Lease, bytes], *,
+                delay: Optional[float] = None) -> bool:
+        """Give a claimed item back, at its original place in the order: visible at
+        once, or ``delay`` seconds from now (retry with backoff).
 
-        Its delivery count goes up by one.  Returns False (and changes nothing) when
-        the lease had already expired.  Reads the held key (read conflict), moves the
-        item back, touches the wake key.  Cost: 1 read, 1 round trip, O(1) in n.
+        Its delivery count goes up by one; once it has been delivered
+        ``max_deliveries`` times it goes to the dead letters instead.  Returns False
+        (and changes nothing) when the lease had already expired.  Reads the lease
+        (read conflict), moves the item, touches the wake key.  Cost: 1 read, 1 round
+        trip, O(1) in n.
         """
-        lease_parts(lease)
-        return self._loop(tr, self._leases.release, lease)
+        versions = check_delay(delay)
+        lease_id(lease)
+        return self._loop(tr, self._leases.release, lease, versions)
+
+    # -- dead letters --------------------------------------------------------------------
+
+    def dead(self, tr: Transactor, limit: Optional[int] = None) -> List[DeadLetter]:
+        """The dead letters, oldest first (up to ``limit``).
+
+        Reads the dead-letter range (read conflict on the part read).  Cost: 1 round
+        trip, O(k) keys for k dead letters.
+        """
+        limit = check_limit(limit)
+        if limit == 0:
+            check_transactor(tr, writes=False)
+            return []
+        return read(tr, self._dead.letters, limit)
+
+    def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        """Push the oldest dead letters (up to ``limit``; all when None) back at the
+        tail, delivery count reset, ids kept; return how many moved.
+
+        Reads them (read conflict), the tail position by snapshot, writes each item
+        and one counter update.  Given a Database, moves at most 1,000 per
+        transaction, in as many transactions as needed; given a Transaction, at most
+        1,000 (a larger ``limit``, or None with more dead letters, is refused).
+        Cost: O(k) keys, O(k / 1,000) transactions.
+        """
+        return self._dead_batches(tr, self._dead.requeue, check_limit(limit), "requeue_dead")
+
+    def purge_dead(self, tr: Transactor) -> int:
+        """Remove every dead letter for good; return how many.
+
+        Reads them (their ids are forgotten after ``id_retention``), clears each,
+        one counter update.  Given a Database, in transactions of 1,000; given a
+        Transaction, refused when there are more than 1,000.  Cost: O(k) keys.
+        """
+        return self._dead_batches(tr, self._dead.purge, None, "purge_dead")
+
+    def _dead_batches(self, tr: Transactor, op: Any, limit: Optional[int], name: str) -> int:
+        """``op(tr, attempt, k)`` over the dead letters: given a Transaction once (at
+        most :data:`DEAD_BATCH`), given a Database until ``limit`` (or all) are done."""
+        if limit == 0:
+            check_transactor(tr)
+            return 0
+        if is_transaction(tr):
+            if limit is None:
+                if read(tr, self._dead.count) > DEAD_BATCH:
+                    raise ValueError(f"{name}: more than {DEAD_BATCH:,} dead letters for "
+                                     "one transaction; pass a Database (it splits the work)")
+                limit = DEAD_BATCH
+            elif limit > DEAD_BATCH:
+                raise ValueError(f"limit: at most {DEAD_BATCH:,} in one transaction, got "
+                                 f"{limit:,}; pass a Database (it splits the work)")
+            count: int = self._loop(tr, op, limit)
+            return count
+        total = 0
+        while limit is None or total < limit:
+            ask = DEAD_BATCH if limit is None else min(DEAD_BATCH, limit - total)
+            moved: int = self._loop(tr, op, ask)
+            total += moved
+            if moved == 0:
+                break
+        return total
+
+    # -- waiting ------------------------------------------------------------------------
 
     def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
         """Block until an item is visible, or ``timeout`` seconds pass; True if one is.
 
         For consumers that pop in their own transactions: wait, then pop.  Blocks on a
         watch of the key every push touches, set in a transaction that writes nothing,
-        and wakes when a lease expires.  Needs a Database.  Cost per wake-up: 1
-        read-only check.
+        and wakes when a lease or a delay ends.  Needs a Database.  Cost per wake-up:
+        1 read-only check.
         """
         return wait_until_ready(db, timeout, self._wake(MIN))
 
     # -- what the public classes call --------------------------------------------------
 
-    def _push(self, tr: Transactor, batch: Batch, id_: Optional[bytes]) -> None:
+    def _wake(self, end: int) -> Wake:
+        return Wake(self._engine.k.wake_key, self._engine.ready, (end,), self._hooks)
+
+    def _push(self, tr: Transactor, batch: Batch, id_: Optional[bytes], delay: Any,
+              name: str) -> None:
+        """Push a validated batch, refusing one that cannot fit in a transaction."""
+        versions = check_delay(delay)
+        prefix = len(self.subspace.key())
+        check_batch_bytes(sum(push_bytes(prefix, group, value, id_) for group, value in batch),
+                          len(batch), name)
         if id_ is not None:  # the id becomes part of the item's key
             group = batch[0][0]
-            check_key(self._engine.k.item_key(group + (2**64, bytes(20), 2**32, id_)), "id")
-        self._loop(tr, self._engine.push, batch, id_)
-
-    def _push_batch(self, tr: Transactor, batch: Batch, name: str) -> None:
-        """Push a validated batch, refusing one that cannot fit in a transaction."""
-        items = self._engine.k.items
-        total = sum(len(items.pack(group)) + 40 + len(value) + MUTATION_OVERHEAD
-                    for group, value in batch)
-        check_batch_bytes(total, len(batch), name)
+            check_key(self._engine.k.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)),
+                      "id")
         if not batch:
             check_transactor(tr)
             return
-        self._push(tr, batch, None)
+        self._loop(tr, self._engine.push, batch, id_, versions)
 
-    def _pop(self, tr: Transactor, end: int) -> Optional[Value]:
-        if self._high_contention and not is_transaction(tr, writes=False):
+    def _restore(self, tr: Transactor) -> None:
+        """Given a Database: put back (or bury) a backlog of expired holds, if a reader
+        saw one, in transactions of their own.  Writing calls run it before and after
+        their work, so a mass expiry is dealt with in O(backlog) work in all."""
+        while self._engine.restore_pending and not is_transaction(tr, writes=False):
             check_database(tr, "tr")
-            encoded = self._contention.pop(tr, end)
-            return None if encoded is None else decode_value(encoded)
-        values = self._loop(tr, self._engine.pop, end, 1)
-        return decode_value(values[0]) if values else None
+            self._engine.restore_pending = False
+            if self._loop(tr, self._engine.restore, RESTORE_LIMIT) >= RESTORE_LIMIT:
+                self._engine.restore_pending = True
 
-    def _pop_many(self, tr: Transactor, end: int, n: Any) -> List[Value]:
-        n = check_int(n, "n", low=0)
+    def _pop(self, tr: Transactor, end: int, spread: Any) -> Optional[Value]:
+        spread = check_spread(spread)
+        self._restore(tr)
+        if self._high_contention and spread == 1 and not is_transaction(tr, writes=False):
+            check_database(tr, "tr")
+            popped = self._contention.pop(tr, end)
+            self._restore(tr)
+            return popped
+        value: Optional[Value] = self._loop(tr, self._engine.pop_one, end, spread)
+        self._restore(tr)
+        return value
+
+    def _pop_many(self, tr: Transactor, end: int, n: Any, spread: Any) -> List[Value]:
+        n, spread = check_int(n, "n", low=0), check_spread(spread)
+        return self._take_many(tr, n, False, self._engine.pop, end, spread)
+
+    def _claim_many(self, tr: Transactor, end: int, n: Any, lease_seconds: Any,
+                    spread: Any) -> List[Lease]:
+        n, spread = check_int(n, "n", low=0), check_spread(spread)
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        return self._take_many(tr, n, True, self._leases.claim, end, seconds, spread,
+                               BATCH_BYTES)
+
+    def _take_many(self, tr: Transactor, n: int, budgeted: bool, op: Any,
+                   *args: Any) -> List[Any]:
+        """``op(tr, attempt, end, k, *rest)`` for ``n`` items in all: given a
+        Transaction in one call (at most :data:`MAX_TAKE`), given a Database in
+        transactions of at most :data:`TAKE_BATCH`, each with its own receipt, results
+        in order.  ``budgeted``: a call may return fewer than asked while more remain."""
+        end, rest = args[0], args[1:]
         if n == 0:
             check_transactor(tr)
             return []
-        values = self._loop(tr, self._engine.pop, end, n)
-        return [decode_value(v) for v in values]
+        if is_transaction(tr):
+            if n > MAX_TAKE:
+                raise ValueError(f"n: at most {MAX_TAKE:,} in one transaction, got {n:,}; "
+                                 "pass a Database (it splits the work)")
+            taken: List[Any] = self._loop(tr, op, end, n, *rest)
+            return taken
+        self._restore(tr)
+        out: List[Any] = []
+        while len(out) < n:
+            ask = min(TAKE_BATCH, n - len(out))
+            got: List[Any] = self._loop(tr, op, end, ask, *rest)
+            out.extend(got)
+            if not got or (len(got) < ask and not budgeted):
+                break
+        self._restore(tr)
+        return out
+
+    def _claim(self, tr: Transactor, end: int, lease_seconds: Any,
+               spread: Any) -> Optional[Lease]:
+        spread = check_spread(spread)
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        self._restore(tr)
+        lease: Optional[Lease] = self._loop(tr, self._leases.claim_one, end, seconds, spread)
+        self._restore(tr)
+        return lease
 
     def _peek(self, tr: Transactor, end: int) -> Optional[Value]:
-        values = read(tr, self._engine.peek, end, 1)
-        return decode_value(values[0]) if values else None
+        entries = read(tr, self._engine.peek, end, 1)
+        return decode_value(value_of(entries[0])) if entries else None
 
     def _items(self, tr: Transactor, end: int, limit: Any) -> List[Value]:
+        """The visible items in ``end`` order; given a Database, in pages of
+        :data:`ITEMS_PAGE`, each its own transaction (not one snapshot)."""
         limit = check_limit(limit)
         if limit == 0:
             check_transactor(tr, writes=False)
             return []
-        values = read(tr, self._engine.peek, end, limit)
-        return [decode_value(v) for v in values]
-
-    def _claim(self, tr: Transactor, end: int, lease_seconds: Any) -> Optional[Lease]:
-        seconds = check_seconds(lease_seconds, "lease_seconds")
-        return self._loop(tr, self._leases.claim, end, seconds, random_id())
-
-    def _wake(self, end: int) -> Wake:
-        return Wake(self._engine.k.wake_key, self._engine.ready, (end,), self._hooks)
+        if is_transaction(tr, writes=False):
+            return [decode_value(value_of(e)) for e in read(tr, self._engine.peek, end, limit)]
+        out: List[Value] = []
+        after: Optional[Entry] = None
+        while limit is None or len(out) < limit:
+            ask = ITEMS_PAGE if limit is None else min(ITEMS_PAGE, limit - len(out))
+            page: List[Entry] = read(tr, self._engine.peek, end, ask, after)
+            out.extend(decode_value(value_of(e)) for e in page)
+            if len(page) < ask:
+                break
+            after = page[-1]
+        return out
 
     def _pop_wait(self, db: Any, end: int, timeout: Any) -> Optional[Value]:
-        value: Optional[Value] = take_or_wait(db, timeout, self._pop, (end,), self._wake(end))
+        value: Optional[Value] = take_or_wait(db, timeout, self._pop, (end, 1),
+                                              self._wake(end))
         return value
 
     def _claim_wait(self, db: Any, end: int, lease_seconds: Any, timeout: Any) -> Optional[Lease]:
         check_seconds(lease_seconds, "lease_seconds")
-        return take_or_wait(db, timeout, self._claim, (end, lease_seconds), self._wake(end))
+        return take_or_wait(db, timeout, self._claim, (end, lease_seconds, 1), self._wake(end))
+
+    def _claimed(self, db: Any, end: int, lease_seconds: Any, timeout: Any,
+                 release_delay: Any) -> ContextManager[Optional[Lease]]:
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        check_delay(release_delay, "release_delay")
+        check_timeout(timeout)
+        check_database(db)
+        return claimed(self, db, self._claim_wait, (end, seconds, timeout), seconds,
+                       release_delay)

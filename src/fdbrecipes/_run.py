@@ -22,14 +22,20 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 from fdb.subspace_impl import Subspace
 
 from ._fdb import NOT_COMMITTED, Transactor, check_transactor, fdb_impl, is_transaction
-from ._receipts import Call, Receipts
+from ._receipts import Call, InterruptedCall, Receipts, UnknownResultError
+from .errors import WorkTooLargeError
 
-__all__ = ["Attempt", "Loop", "Stats", "read"]
+__all__ = ["Attempt", "Loop", "RetryStats", "read"]
 
 T = TypeVar("T")
 
+#: FoundationDB's transaction_too_old: the transaction outlived the 5-second limit.
+TRANSACTION_TOO_OLD = 1007
+#: Attempts in a row that may fail with transaction_too_old before the call gives up.
+MAX_TOO_OLD = 5
 
-class Stats:
+
+class RetryStats:
     """Counters a structure keeps about its own retry loops (for benchmarks, metrics).
 
     Attributes:
@@ -38,27 +44,35 @@ class Stats:
             given a Database.  Updated without a lock: exact with one thread per
             structure object, approximate otherwise.
         last_conflict: ``time.monotonic()`` of the latest conflict (1020) among them.
+        committed_version: the commit version of the latest transaction these loops
+            committed with writes (0 before any), and ``committed_at`` its
+            ``time.monotonic()``: a version known to be recent.
     """
 
-    __slots__ = ("last_conflict", "retries")
+    __slots__ = ("committed_at", "committed_version", "last_conflict", "retries")
 
     def __init__(self) -> None:
         self.retries = 0
         self.last_conflict = float("-inf")
+        self.committed_version = 0
+        self.committed_at = float("-inf")
 
 
 class Attempt:
-    """What an operation tells the loop about one attempt.
+    """What an operation tells the loop about one attempt, and learns of it.
 
     Attributes:
         idle: the attempt wrote nothing (an empty pop, a refused release), so its
             commit needs no receipt.  Operations set it; it starts False.
+        first: this is the call's first attempt in a fresh transaction (so an
+            operation may give it a read version it knows to be recent).
     """
 
-    __slots__ = ("idle",)
+    __slots__ = ("first", "idle")
 
-    def __init__(self) -> None:
+    def __init__(self, first: bool = False) -> None:
         self.idle = False
+        self.first = first
 
 
 class Loop:
@@ -68,7 +82,7 @@ class Loop:
     __slots__ = ("receipts", "stats")
 
     def __init__(self, subspace: Subspace) -> None:
-        self.stats = Stats()
+        self.stats = RetryStats()
         self.receipts = Receipts(subspace)
 
     def __call__(self, tr: Transactor, op: Callable[..., T], *args: Any) -> T:
@@ -101,7 +115,7 @@ def run(
     args: Sequence[Any],
     *,
     writes: bool = True,
-    stats: Optional[Stats] = None,
+    stats: Optional[RetryStats] = None,
     receipts: Optional[Receipts] = None,
 ) -> T:
     """Run ``op(transaction, attempt, *args)`` in the caller's transaction or a loop.
@@ -111,45 +125,111 @@ def run(
     transaction which is committed; retryable errors retry as ``@fdb.transactional``
     does, except that with ``receipts`` a ``commit_unknown_result`` is settled
     exactly: the call returns the result of the attempt that committed, and no
-    attempt's work is done twice.  Read-only calls (``writes=False``) also accept a
-    snapshot view (``tr.snapshot``).
+    attempt's work is done twice.  A call that stops while an attempt is in doubt
+    settles first (see :mod:`._receipts`): if that attempt committed, its result is
+    returned after all.  Read-only calls (``writes=False``) also accept a snapshot
+    view (``tr.snapshot``).
 
     Raises:
         TypeError: ``tr`` is neither a Transaction nor a Database/Tenant.
+        WorkTooLargeError: the operation keeps outliving FoundationDB's 5-second
+            transaction limit.
+        UnknownResultError: it stopped in doubt and could not settle.
+        InterruptedCall: Ctrl-C arrived while a commit was in flight (settled).
     """
     if is_transaction(tr, writes=writes):
         return op(tr, Attempt(), *args)
     check_transactor(tr)
-    impl = fdb_impl()
-    transaction = tr.create_transaction()
-    call = Call(receipts) if receipts is not None else None
-    committed = False
+    call = None if receipts is None else Call(receipts, tr)
+    loop = _Loop(tr, call, stats, writes)
     try:
+        return loop.run(op, args)
+    except UnknownResultError:
+        raise
+    except BaseException as e:
+        if call is None or not (call.doubt or loop.sent):
+            raise
+        if loop.sent:
+            call.failed(None)
+        try:
+            outcome = call.settle()
+        except UnknownResultError as unknown:
+            if isinstance(e, KeyboardInterrupt):
+                raise InterruptedCall(None, unknown) from e
+            raise unknown from e
+        if outcome.committed:
+            loop.committed = True
+            if isinstance(e, KeyboardInterrupt):
+                raise InterruptedCall(outcome) from e
+            return cast(T, outcome.result)
+        if isinstance(e, KeyboardInterrupt):
+            raise InterruptedCall(outcome) from e
+        raise
+    finally:
+        if call is not None:
+            call.end(loop.committed)
+
+
+class _Loop:
+    """The state of one library retry loop (see :func:`run`)."""
+
+    __slots__ = ("call", "committed", "impl", "sent", "stats", "too_old", "tr", "writes")
+
+    def __init__(self, db: Any, call: Optional[Call], stats: Optional[RetryStats],
+                 writes: bool) -> None:
+        self.impl = fdb_impl()
+        self.writes = writes  # False: the operation only reads; nothing to commit
+        self.tr = db.create_transaction()
+        self.call = call
+        self.stats = stats
+        self.committed = False
+        self.sent = False  # the current attempt's commit was sent, and signed
+        self.too_old = 0  # attempts in a row that failed with transaction_too_old
+
+    def run(self, op: Callable[..., T], args: Sequence[Any]) -> T:
+        call, transaction = self.call, self.tr
+        first = True
         while True:
-            attempt = Attempt()
-            signed = False
+            attempt = Attempt(first)
+            first = False
+            self.sent = False
             try:
                 if call is not None:
                     done, result = call.settled(transaction)
                     if done:
+                        self.committed = True
                         return cast(T, result)
                 result = op(transaction, attempt, *args)
-                if call is not None and (call.doubt or not attempt.idle):
+                if not self.writes:
+                    return result
+                signed = call is not None and (call.doubt or not attempt.idle)
+                if call is not None and signed:
                     # (after a doubtful attempt even an idle one signs: its write of
                     # the receipt makes the doubtful one conflict if it lands later)
-                    call.sign(transaction)
-                    signed = True
+                    call.sign(transaction, result)
+                self.sent = signed
                 transaction.commit().wait()
-                committed = True
+                self.committed = True
+                if self.stats is not None and not attempt.idle:
+                    self.stats.committed_version = transaction.get_committed_version()
+                    self.stats.committed_at = time.monotonic()
                 return result
-            except impl.FDBError as e:
-                if stats is not None:
-                    stats.retries += 1
-                    if e.code == NOT_COMMITTED:
-                        stats.last_conflict = time.monotonic()
-                if call is not None and signed:
-                    call.failed(result, e.code)
+            except self.impl.FDBError as e:
+                self.failed(e)
                 transaction.on_error(e).wait()
-    finally:
-        if call is not None:
-            call.end(committed)
+
+    def failed(self, e: Any) -> None:
+        """Count a failed attempt; note doubt; refuse work that cannot fit in time."""
+        if self.stats is not None:
+            self.stats.retries += 1
+            if e.code == NOT_COMMITTED:
+                self.stats.last_conflict = time.monotonic()
+        if self.call is not None and self.sent:
+            self.call.failed(e.code)
+        self.sent = False
+        self.too_old = self.too_old + 1 if e.code == TRANSACTION_TOO_OLD else 0
+        if self.too_old >= MAX_TOO_OLD:
+            raise WorkTooLargeError(
+                f"an operation failed {MAX_TOO_OLD} times in a row with "
+                "transaction_too_old: it cannot finish within FoundationDB's 5-second "
+                "transaction limit; split the work") from e

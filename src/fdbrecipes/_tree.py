@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import fdb.tuple
 
-from ._fdb import WANT_ALL, add, first, get_value, le64, read_le64, snap
+from ._fdb import WANT_ALL, Tally, clear_except, first, get_value, le64, read_le64, snap
 from ._ids import Ids
 from ._layout import TreeLayout
 from ._run import Attempt
@@ -97,18 +97,24 @@ def start_level(max_seq: int) -> int:
     return level
 
 
+def _same(_level: int, name: Any) -> Any:
+    return name
+
+
 def descend(
     children: Callable[[int, Optional[int]], Iterable[Tuple[Any, int]]],
     point: int,
     max_seq: int,
+    index: Callable[[int, Any], Any] = _same,
 ) -> Tuple[Any, int]:
     """Walk from the top to the leaf whose interval contains ``point``.
 
     ``children(level, parent)`` yields ``(name, weight sum)`` for the children at
     ``level`` of node ``parent`` (parent None: every node of that level), in key
-    order; names are node indexes above level 0 and leaf names at level 0.  Each
-    step skips whole children whose sum is below the remaining point.  Returns the
-    leaf's name and the point's offset inside its interval.
+    order; ``index(level, name)`` turns the chosen child's name into its node index
+    (by default the name is the index), so only the chosen child's name is ever
+    decoded.  Each step skips whole children whose sum is below the remaining
+    point.  Returns the leaf's name and the point's offset inside its interval.
 
     Raises:
         FdbRecipesError: the sums do not add up (never happens to a tree kept by
@@ -127,16 +133,97 @@ def descend(
             raise FdbRecipesError("weight tree sums disagree with its items")
         if level == 0:
             return chosen[0], point
-        level, parent = level - 1, chosen[0]
+        level, parent = level - 1, index(level, chosen[0])
 
 
 # -- the engine --------------------------------------------------------------------------
+
+#: Picks one call given a Transaction makes at most; given a Database, picks per
+#: transaction (each pick is a few round trips: all must fit in 5 seconds).
+MAX_PICKS = 1_000
+PICK_BATCH = 100
+
+
+class View:
+    """What one operation has read of the tree (snapshot reads, hints without
+    conflicts), with the operation's own removals applied, so that several picks in
+    one transaction read each range of sums at most once."""
+
+    __slots__ = ("cache", "max_seq", "t", "total", "tr")
+
+    def __init__(self, tree: Tree, tr: Any) -> None:
+        self.t = tree
+        self.tr = tr
+        #: (level, parent) -> [key, weight, leaf value] of each child, in key order.
+        self.cache: Dict[Tuple[int, Optional[int]], List[List[Any]]] = {}
+        guess = tree.max_seq_hint
+        started = None
+        if guess is not None:  # read the first level beside the head (a hint)
+            started = self._start(*self.first_range(guess))
+        self.total, self.max_seq = tree.head(tr)
+        tree.max_seq_hint = self.max_seq
+        if started is not None and self.first_range(self.max_seq) == started[0]:
+            self.cache[started[0]] = self._finish(started[0][0], started[1])
+
+    @staticmethod
+    def first_range(max_seq: int) -> Tuple[int, Optional[int]]:
+        """(level, parent) of the first range a pick reads (see :func:`descend`)."""
+        top = start_level(max_seq)
+        return (LEVELS, None) if top > LEVELS else (top - 1, 0)
+
+    def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Any]:
+        if parent is None:  # every node of the top level
+            r = self.t.k.nodes.range((level,))
+            begin, end = bytes(r.start), bytes(r.stop)
+        else:
+            begin, end = self.t.children_range(level, parent)
+        return (level, parent), snap(self.tr).get_range(begin, end, streaming_mode=WANT_ALL)
+
+    @staticmethod
+    def _finish(level: int, started: Any) -> List[List[Any]]:
+        if level == 0:
+            return [[bytes(kv.key), read_le64(kv.value[:8]), bytes(kv.value)] for kv in started]
+        return [[bytes(kv.key), read_le64(kv.value), None] for kv in started]
+
+    def children(self, level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
+        """``(child, weight)`` for :func:`descend`; a child is its cached entry."""
+        entries = self.cache.get((level, parent))
+        if entries is None:
+            where, started = self._start(level, parent)
+            entries = self.cache[where] = self._finish(level, started)
+        for entry in entries:
+            yield entry, entry[1]
+
+    def index(self, level: int, entry: Any) -> int:
+        """The node index a chosen child entry stands for."""
+        index: int = self.t.k.nodes.unpack(entry[0])[1]
+        return index
+
+    def pick(self, point: int) -> Tuple[Key, bytes]:
+        """(key, leaf value) of the item whose interval contains ``point``."""
+        entry, _ = descend(self.children, point, self.max_seq, self.index)
+        seq, suffix = self.t.k.leaves.unpack(entry[0])
+        return (seq, suffix), entry[2]
+
+    def removed(self, key: Key, weight: int) -> None:
+        """Apply the removal of item ``key`` (of ``weight``) to what was read."""
+        seq = key[0]
+        self.total -= weight
+        leaf = bytes(self.t.k.leaves.pack(key))
+        for level in range(LEVELS + 1):
+            node = leaf if level == 0 else self.t.node(level, seq)
+            parents: List[Tuple[int, Optional[int]]] = [
+                (level, node_index(level + 1, seq)), (level, None)]
+            for where in parents:
+                for entry in self.cache.get(where, ()):
+                    if entry[0] == node:
+                        entry[1] -= weight
 
 
 class Tree:
     """A weight tree's transactional operations (see the module docstring)."""
 
-    __slots__ = ("clock", "ids", "k", "rng")
+    __slots__ = ("clock", "ids", "k", "max_seq_hint", "rng")
 
     def __init__(self, layout: TreeLayout, rng: random.Random, clock: Clock,
                  ids: Ids) -> None:
@@ -144,6 +231,9 @@ class Tree:
         self.rng = rng
         self.clock = clock
         self.ids = ids
+        #: The largest sequence number the last pick saw: where the next one starts
+        #: reading, beside the head (checked against the head before use).
+        self.max_seq_hint: Optional[int] = None
 
     def node(self, level: int, seq: int) -> bytes:
         """Key of the level-``level`` node covering sequence number ``seq``."""
@@ -163,61 +253,51 @@ class Tree:
         space = self.k.leaves if level == 0 else self.k.nodes.subspace((level,))
         return bytes(space.pack((lo,))), bytes(space.pack((hi,)))
 
-    def find(self, tr: Any, point: int, max_seq: int) -> Tuple[Key, bytes]:
-        """Find the item whose interval contains ``point``: (key, leaf value).
-
-        Reads one range of at most 64 sums per level, by snapshot (see :func:`descend`).
-        """
-        snapshot = snap(tr)
-
-        def children(level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
-            if parent is None:  # every node of the top level
-                r = self.k.nodes.range((level,))
-                begin, end = bytes(r.start), bytes(r.stop)
-            else:
-                begin, end = self.children_range(level, parent)
-            for kv in snapshot.get_range(begin, end, streaming_mode=WANT_ALL):
-                if level == 0:
-                    seq, suffix = self.k.leaves.unpack(kv.key)
-                    yield ((seq, suffix), bytes(kv.value)), split_leaf(kv.value)[0]
-                else:
-                    yield self.k.nodes.unpack(kv.key)[1], read_le64(kv.value)
-
-        (key, leaf), _ = descend(children, point, max_seq)
-        return key, leaf
-
-    def adjust(self, tr: Any, seq: int, delta: int) -> None:
+    def adjust(self, seq: int, delta: int, tally: Tally) -> None:
         """Add ``delta`` to every node above item ``seq`` and to the total."""
         for level in range(1, LEVELS + 1):
-            add(tr, self.node(level, seq), delta)
-        add(tr, self.k.total_key, delta)
+            tally.add(self.node(level, seq), delta)
+        tally.add(self.k.total_key, delta)
 
-    def pick(self, tr: Any, point: Optional[int]) -> Optional[Tuple[Key, bytes, bytes]]:
-        """(key, leaf, encoded value) of the item for ``point``, or None when empty."""
-        total, max_seq = self.head(tr)
+    def pick(self, tr: Any, view: View, point: Optional[int]
+             ) -> Optional[Tuple[Key, bytes, bytes]]:
+        """(key, leaf, encoded value) of the item for ``point``, or None when empty.
+
+        The sums are snapshot reads; the chosen value is a normal read: the pick's
+        only read conflict.
+
+        Raises:
+            ValueError: ``point`` is not below the total weight.
+            FdbRecipesError: the chosen item is gone from this transaction's own view
+                (the transaction disabled snapshot read-your-writes, which the tree
+                needs), or the sums disagree with the items.
+        """
         if point is None:
-            if total == 0:
+            if view.total <= 0:
                 return None
-            point = self.rng.randrange(total)
-        elif point >= total:
-            raise ValueError(f"point must be < the total weight {total}, got {point}")
-        key, leaf = self.find(tr, point, max_seq)
-        encoded = get_value(tr.get(self.k.values.pack(key)))  # read conflict: our pick
+            point = self.rng.randrange(view.total)
+        elif point >= view.total:
+            raise ValueError(f"point must be < the total weight {view.total}, got {point}")
+        key, leaf = view.pick(point)
+        encoded = get_value(tr.get(self.k.values.pack(key)))
         if encoded is None:
-            raise FdbRecipesError("weight tree leaf without a value")
+            raise FdbRecipesError(
+                "weight tree: the chosen item is gone from this transaction's own view; "
+                "the tree needs snapshot reads that see the transaction's writes (do "
+                "not set snapshot_ryw_disable on transactions given to it)")
         return key, leaf, encoded
 
-    def unlink(self, tr: Any, key: Key, leaf: bytes) -> None:
-        """Remove an item whose leaf was read in this transaction."""
+    def unlink(self, tr: Any, key: Key, leaf: bytes, now: int, tally: Tally) -> int:
+        """Remove an item whose leaf was read in this transaction; its weight."""
         weight, id_ = split_leaf(leaf)
         leaf_key = self.k.leaves.pack(key)
         tr.add_read_conflict_key(leaf_key)
         tr.clear(leaf_key)
         tr.clear(self.k.values.pack(key))
-        self.adjust(tr, key[0], -weight)
-        add(tr, self.k.count_key, -1)
-        if id_ is not None:
-            self.ids.retire(tr, id_, self.clock(tr))
+        self.adjust(key[0], -weight, tally)
+        tally.add(self.k.count_key, -1)
+        self.ids.retire(tr, id_, now)
+        return weight
 
     # -- operations -------------------------------------------------------------------
 
@@ -240,53 +320,51 @@ class Tree:
             raise ValueError(
                 f"weight: the total weight would pass 2**62 ({total} + {added})"
             )
-        sums: Dict[bytes, int] = {}
+        tally = Tally()
         handles = []
         seq = max_seq + 1
         for encoded, weight in batch:
             key = (seq, random_suffix())
             tr.set(self.k.leaves.pack(key), le64(weight) + (id_ or b""))
             tr.set(self.k.values.pack(key), encoded)
-            for level in range(1, LEVELS + 1):
-                node = self.node(level, seq)
-                sums[node] = sums.get(node, 0) + weight
+            self.adjust(seq, weight, tally)
             handles.append(make_handle(key))
             seq += 1
-        for node, delta in sums.items():
-            add(tr, node, delta)
-        add(tr, self.k.total_key, added)
-        add(tr, self.k.count_key, len(batch))
-        add(tr, self.k.wake_key, 1)
+        tally.add(self.k.count_key, len(batch))
+        tally.add(self.k.wake_key, 1)
+        tally.write(tr)
         if id_ is not None:
             tr.set(id_key, handles[0])
         return handles
 
     def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:
         """Remove the item ``point`` picks (a random one when None)."""
-        picked = self.pick(tr, point)
-        if picked is None:
-            attempt.idle = True
-            return None
-        key, leaf, encoded = picked
-        self.unlink(tr, key, leaf)
-        return decode_value(encoded)
+        taken = self.take(tr, attempt, 1, point)
+        return taken[0] if taken else None
 
     def pop_many(self, tr: Any, attempt: Attempt, n: int) -> List[Value]:
-        """Remove up to ``n`` random picks, one after the other."""
+        """Remove up to ``n`` random picks, one after the other (without replacement)."""
+        return self.take(tr, attempt, n, None)
+
+    def take(self, tr: Any, attempt: Attempt, n: int, point: Optional[int]) -> List[Value]:
+        view = View(self, tr)
+        now = self.clock(tr)
+        tally = Tally()
         taken = []
         for _ in range(n):
-            picked = self.pick(tr, None)
+            picked = self.pick(tr, view, point)
             if picked is None:
                 break
             key, leaf, encoded = picked
-            self.unlink(tr, key, leaf)
+            view.removed(key, self.unlink(tr, key, leaf, now, tally))
             taken.append(decode_value(encoded))
+        tally.write(tr)
         attempt.idle = not taken
         return taken
 
     def peek(self, tr: Any, point: Optional[int]) -> Optional[Value]:
         """The value ``pop`` with ``point`` would remove."""
-        picked = self.pick(tr, point)
+        picked = self.pick(tr, View(self, tr), point)
         return None if picked is None else decode_value(picked[2])
 
     def get(self, tr: Any, key: Key) -> Optional[Tuple[Value, int]]:
@@ -304,7 +382,9 @@ class Tree:
         if leaf is None or encoded is None:
             attempt.idle = True
             return None
-        self.unlink(tr, key, leaf)
+        tally = Tally()
+        self.unlink(tr, key, leaf, self.clock(tr), tally)
+        tally.write(tr)
         return decode_value(encoded)
 
     def set_weight(self, tr: Any, attempt: Attempt, key: Key, weight: int) -> Optional[int]:
@@ -323,7 +403,9 @@ class Tree:
                 f"weight: the total weight would pass 2**62 ({total} + {delta})"
             )
         tr.set(leaf_key, le64(weight) + (id_ or b""))
-        self.adjust(tr, key[0], delta)
+        tally = Tally()
+        self.adjust(key[0], delta, tally)
+        tally.write(tr)
         return old
 
     def counter(self, tr: Any, key: bytes) -> int:
@@ -331,15 +413,26 @@ class Tree:
         return read_le64(get_value(tr.get(key)))
 
     def clear(self, tr: Any, _attempt: Attempt) -> None:
-        """Remove every key of the tree."""
+        """Remove every key of the tree except its wake counter (touched, so waiters
+        look again) and the commit receipts."""
         r = self.k.subspace.range()
-        tr.clear_range(r.start, r.stop)
+        clear_except(tr, bytes(r.start), bytes(r.stop), self.k.kept_by_clear())
+        tally = Tally()
+        tally.add(self.k.wake_key, 1)
+        tally.write(tr)
 
-    def items(self, tr: Any, limit: Optional[int]) -> List[Tuple[bytes, Value, int]]:
-        """(handle, value, weight) of the first ``limit`` items (all when None)."""
+    def items(self, tr: Any, limit: Optional[int],
+              after: Optional[bytes] = None) -> List[Tuple[bytes, Value, int]]:
+        """(handle, value, weight) of the first ``limit`` items (all when None), after
+        the item handle ``after`` names when given."""
         lr, vr = self.k.leaves.range(), self.k.values.range()
-        leaves = tr.get_range(lr.start, lr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
-        values = tr.get_range(vr.start, vr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
+        lb, vb = lr.start, vr.start
+        if after is not None:
+            key = parse_handle(after)
+            lb = self.k.leaves.pack(key) + b"\x00"
+            vb = self.k.values.pack(key) + b"\x00"
+        leaves = tr.get_range(lb, lr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
+        values = tr.get_range(vb, vr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
         out = []
         for leaf, value in zip(list(leaves), list(values)):
             key = self.k.leaves.unpack(leaf.key)

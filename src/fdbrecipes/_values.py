@@ -13,6 +13,8 @@ from typing import Any, Iterable, List, Optional, Tuple, Union, cast
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from ._fdb import VERSIONS_PER_SECOND
+
 #: A value a structure can store: one tuple-encodable value, returned exactly as given.
 Value = Union[bytes, str, int, float, bool, uuid.UUID, Tuple[Any, ...]]
 
@@ -31,6 +33,16 @@ MAX_BATCH_BYTES = 9_000_000
 MUTATION_OVERHEAD = 64
 #: Largest idempotency id, in bytes.
 MAX_ID_BYTES = 1_000
+#: Items one call takes (pops, claims, acks) at most in a caller's transaction.
+MAX_TAKE = 10_000
+#: Items a call given a Database takes per transaction.
+TAKE_BATCH = 1_000
+#: Value bytes one transaction rewrites at most when it moves items under holds.
+BATCH_BYTES = 4_000_000
+#: Largest ``spread``.
+MAX_SPREAD = 10_000
+#: Longest delay, in seconds (about 31 years).
+MAX_DELAY = 1e9
 
 # -- arguments ----------------------------------------------------------------------
 
@@ -84,6 +96,22 @@ def check_seconds(value: Any, name: str) -> float:
     return seconds
 
 
+def check_delay(value: Any, name: str = "delay") -> int:
+    """Return a delay in clock units (read versions): None or 0 mean none (0)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be None or seconds, not {type(value).__name__}")
+    if not (0 <= float(value) < MAX_DELAY):
+        raise ValueError(f"{name} must be >= 0 and finite, got {value!r}")
+    return int(float(value) * VERSIONS_PER_SECOND)
+
+
+def check_spread(value: Any) -> int:
+    """Return ``spread``: an int from 1 (strict order) to :data:`MAX_SPREAD`."""
+    return check_int(value, "spread", low=1, high=MAX_SPREAD)
+
+
 def check_timeout(value: Any) -> Optional[float]:
     """Return a timeout in seconds (None = wait forever); 0 is allowed."""
     if value is None:
@@ -128,6 +156,13 @@ def check_batch_bytes(total: int, count: int, name: str) -> None:
             f"{MAX_BATCH_BYTES:,}-byte budget for one transaction (FoundationDB "
             f"refuses transactions over 10,000,000 bytes); split the batch"
         )
+
+
+def push_bytes(prefix: int, group: Tuple[Any, ...], value: bytes, id_: Optional[bytes]) -> int:
+    """About how many bytes of writes one pushed item costs: its key (subspace prefix,
+    group, sequence number, random bytes, metadata, id) and value, plus overhead."""
+    return (prefix + len(fdb.tuple.pack(group)) + 60 + len(id_ or b"") + len(value)
+            + MUTATION_OVERHEAD)
 
 
 def check_key(key: bytes, name: str) -> bytes:

@@ -1,18 +1,20 @@
 """A priority queue on FoundationDB (the priority-queue recipe, made complete).
 
-Items live under ``S/"i"/(priority, count, random)``: ordered by priority, then by
+Items live under ``S/"i"/(priority, count, random, ...)``: ordered by priority, then by
 push order within a priority (``count`` is the last count of that priority + 1, from a
 snapshot read), then at random among concurrent pushes.  The lowest priority is at the
 front of the range, the highest at the back.
 
 Ties: among items of equal priority, both :meth:`PriorityQueue.pop_min` and
 :meth:`PriorityQueue.pop_max` return the oldest first (the recipe's pop_max returns the
-newest; we keep FIFO at both ends).
+newest; we keep FIFO at both ends).  The whole key layout is
+:class:`fdbrecipes._layout.OrderedLayout`; what Queue and PriorityQueue share is
+:class:`fdbrecipes._ordered_api.OrderedAPI`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, ContextManager, Iterable, List, Optional, Tuple
 
 import fdb.tuple
 
@@ -51,28 +53,32 @@ class PriorityQueue(OrderedAPI):
     :class:`fdbrecipes.Queue`; the constructor's arguments are those of Queue
     (``high_contention`` applies to pop_min and pop_max).  Given a Database, writing
     methods also write a commit receipt, as Queue's do.
+
+    Both ends take the oldest item first among equal priorities; ``spread``, leases,
+    delays and dead letters work as for Queue, at either end.
     """
 
     _group_len = 1
 
-    def push(
-        self, tr: Transactor, value: Value, priority: int, *, id: Optional[bytes] = None
-    ) -> None:
+    def push(self, tr: Transactor, value: Value, priority: int, *,
+             id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
         """Add ``value`` with ``priority``, after the items already at that priority.
 
-        ``id`` makes the push idempotent, as for :meth:`fdbrecipes.Queue.push`.
-        Reads the last key of that priority with a snapshot read (no read conflict);
-        writes the item and two atomic counters.  Conflicts with: nothing, except a
-        concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
+        ``id`` makes the push idempotent and ``delay`` hides the item for that many
+        seconds, as for :meth:`fdbrecipes.Queue.push`.  Reads the last key of that
+        priority and the floor with snapshot reads (no read conflict); writes the item
+        and the counters.  Conflicts with: nothing, except a concurrent push of the
+        same ``id``.  Cost: 1 round trip, O(1) in n.
 
         Raises:
             TypeError/ValueError: bad ``value`` (as for Queue), ``priority`` not an int
-                (bools and floats are refused), bad ``id``.
+                (bools and floats are refused), bad ``id`` or ``delay``.
         """
         group = _check_priority(priority)
-        self._push(tr, [(group, encode_value(value))], check_id(id))
+        self._push(tr, [(group, encode_value(value))], check_id(id), delay, "value")
 
-    def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]]) -> None:
+    def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]], *,
+                  delay: Optional[float] = None) -> None:
         """Add every ``(value, priority)`` pair in one transaction.
 
         The batch is checked whole before anything is written.  One snapshot read per
@@ -83,26 +89,36 @@ class PriorityQueue(OrderedAPI):
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
         batch = [_check_pair(p, i) for i, p in enumerate(materialize(items, "items"))]
-        self._push_batch(tr, list(batch), "items")
+        self._push(tr, list(batch), None, delay, "items")
 
-    def pop_min(self, tr: Transactor) -> Optional[Value]:
+    def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
         """Remove and return the oldest item of the lowest priority; None when empty.
 
         Reads the first item (read conflict on it), clears it.  Conflicts with
-        concurrent pop_min calls (unless ``high_contention``; see Queue.pop).
-        Cost: 1 round trip, O(1) in n.
+        concurrent pop_min calls (unless ``high_contention``; see Queue.pop).  With
+        ``spread=k``, takes one of the first ``k`` at random, with a conflict on it
+        only (see Queue.pop).  Cost: 1 round trip, O(1) in n.
         """
-        return self._pop(tr, MIN)
+        return self._pop(tr, MIN, spread)
 
-    def pop_max(self, tr: Transactor) -> Optional[Value]:
+    def pop_max(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
         """Remove and return the oldest item of the highest priority; None when empty.
 
         Reads the last key (to learn the highest priority), then the first key of
         that priority; read conflicts from the highest priority's oldest item to the
         end.  Conflicts with concurrent pop_max calls and with pushes of a priority at
-        least as high.  Cost: 2 round trips, O(1) in n.
+        least as high.  ``spread`` as for :meth:`pop_min`.  Cost: 2 round trips, O(1)
+        in n.
         """
-        return self._pop(tr, MAX)
+        return self._pop(tr, MAX, spread)
+
+    def pop_min_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+        """Remove up to ``n`` items in pop_min order (see Queue.pop_many)."""
+        return self._pop_many(tr, MIN, n, spread)
+
+    def pop_max_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+        """Remove up to ``n`` items in pop_max order (see Queue.pop_many)."""
+        return self._pop_many(tr, MAX, n, spread)
 
     def peek_min(self, tr: Transactor) -> Optional[Value]:
         """The value pop_min would return, without removing it.  Cost: 1 round trip."""
@@ -119,20 +135,43 @@ class PriorityQueue(OrderedAPI):
 
         ``reverse=False``: lowest priority first (pop_min order); ``reverse=True``:
         highest priority first (pop_max order), oldest first within a priority.
-        Reads the item range (read conflict on the part read).  Cost: 1 to 3 round
-        trips, O(n) keys (O(limit) with a limit).
+        Reads the item range (read conflict on the part read); given a Database, in
+        pages of 1,000, each its own transaction.  Cost: 1 to 3 round trips per page,
+        O(n) keys (O(limit) with a limit).
         """
         if type(reverse) is not bool:
             raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
         return self._items(tr, MAX if reverse else MIN, limit)
 
-    def claim_min(self, tr: Transactor, lease_seconds: float) -> Optional[Lease]:
+    def claim_min(self, tr: Transactor, lease_seconds: float, *,
+                  spread: int = 1) -> Optional[Lease]:
         """Take the pop_min item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
-        return self._claim(tr, MIN, lease_seconds)
+        return self._claim(tr, MIN, lease_seconds, spread)
 
-    def claim_max(self, tr: Transactor, lease_seconds: float) -> Optional[Lease]:
+    def claim_max(self, tr: Transactor, lease_seconds: float, *,
+                  spread: int = 1) -> Optional[Lease]:
         """Take the pop_max item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
-        return self._claim(tr, MAX, lease_seconds)
+        return self._claim(tr, MAX, lease_seconds, spread)
+
+    def claim_min_many(self, tr: Transactor, n: int, lease_seconds: float, *,
+                       spread: int = 1) -> List[Lease]:
+        """Up to ``n`` leases in pop_min order (see Queue.claim_many)."""
+        return self._claim_many(tr, MIN, n, lease_seconds, spread)
+
+    def claim_max_many(self, tr: Transactor, n: int, lease_seconds: float, *,
+                       spread: int = 1) -> List[Lease]:
+        """Up to ``n`` leases in pop_max order (see Queue.claim_many)."""
+        return self._claim_many(tr, MAX, n, lease_seconds, spread)
+
+    def claimed_min(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
+                    release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
+        """:meth:`fdbrecipes.Queue.claimed` at the pop_min end."""
+        return self._claimed(db, MIN, lease_seconds, timeout, release_delay)
+
+    def claimed_max(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
+                    release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
+        """:meth:`fdbrecipes.Queue.claimed` at the pop_max end."""
+        return self._claimed(db, MAX, lease_seconds, timeout, release_delay)
 
     def pop_min_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """pop_min, waiting on a watch until an item arrives (see Queue.pop_wait)."""
@@ -153,4 +192,3 @@ class PriorityQueue(OrderedAPI):
     ) -> Optional[Lease]:
         """claim_max, waiting on a watch until an item is visible."""
         return self._claim_wait(db, MAX, lease_seconds, timeout)
-

@@ -1,15 +1,17 @@
 """A FIFO queue on FoundationDB (the queue recipe, made complete).
 
-Items live under ``S/"i"/(index, random)``.  A push reads the last index with a
+Items live under ``S/"i"/(index, random, ...)``.  A push reads the last index with a
 snapshot read (no read conflict) and writes at index + 1 with a 20-byte random
 suffix, so concurrent pushers never conflict and never overwrite each other; items
 pushed concurrently share an index and are ordered among themselves at random.  A pop
-reads the first item.  See docs/data-model for the whole key layout.
+reads the first item.  The whole key layout is :class:`fdbrecipes._layout.OrderedLayout`
+(drawn in docs/data-model.md); leases, dead letters and stats are shared with
+PriorityQueue in :class:`fdbrecipes._ordered_api.OrderedAPI`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from typing import Any, ContextManager, Iterable, List, Optional
 
 from ._fdb import Transactor
 from ._leases import Lease
@@ -37,11 +39,15 @@ class Queue(OrderedAPI):
         high_contention: make :meth:`pop` given a Database use the high-contention
             protocol, which keeps many concurrent poppers from conflicting with each
             other (see docs/design).  Given a Transaction, pop is always the plain pop.
-        clock: where leases read the time; defaults to the transaction's read version
-            (the cluster's clock, ~1,000,000 per second).  Tests pass their own.
+        clock: where leases and delays read the time; defaults to the transaction's
+            read version (the cluster's clock, ~1,000,000 per second).  Tests pass
+            their own.
         id_retention: seconds an idempotency id is remembered after its item left.
         result_timeout: seconds a high-contention pop result waits for its requester
             before the item goes back to the queue.
+        max_deliveries: when a lease ends without ack (it expires, or is released)
+            and its item has been delivered this many times, the item moves to the
+            dead letters (:meth:`dead`) instead of back into the queue.  None: never.
 
     Example::
 
@@ -57,29 +63,38 @@ class Queue(OrderedAPI):
 
     _group_len = 0
 
-    def push(self, tr: Transactor, value: Value, *, id: Optional[bytes] = None) -> None:
+    def push(self, tr: Transactor, value: Value, *, id: Optional[bytes] = None,
+             delay: Optional[float] = None) -> None:
         """Append ``value`` at the back of the queue.
 
         With ``id``, pushing again with the same id stores nothing: a push retried
         after ``commit_unknown_result`` is not duplicated.  The id is remembered while
         the item is in the queue and for ``id_retention`` seconds after it left.
+        With ``delay`` (seconds), the item counts in :meth:`size` at once but no pop,
+        claim, peek or ``items`` sees it before the delay has passed; then it takes
+        its place by push order.
 
-        Reads the last item key with a snapshot read (no read conflict); with ``id``,
-        also the id's key (a read conflict on that key only).  Writes the item, adds to
-        the size and wake counters (atomic, conflict-free).  Conflicts with: nothing,
-        except a concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
+        Reads the last item key and the floor with snapshot reads (no read conflict);
+        with ``id``, also the id's key (a read conflict on that key only).  Writes the
+        item (delayed: under a hold and its deadline entry), adds to the counters
+        (atomic, conflict-free).  Conflicts with: nothing, except a concurrent push of
+        the same ``id``.  Cost: 1 round trip, O(1) in n however many items are delayed.
 
         Raises:
             TypeError/ValueError: ``value`` is None, not tuple-encodable or over
-                100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes.
+                100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
+                not None or seconds >= 0.
         """
-        self._push(tr, [((), encode_value(value))], check_id(id))
+        self._push(tr, [((), encode_value(value))], check_id(id), delay, "value")
 
-    def push_many(self, tr: Transactor, values: Iterable[Value]) -> None:
-        """Append every value, in order, in one transaction.
+    def push_many(self, tr: Transactor, values: Iterable[Value], *,
+                  delay: Optional[float] = None) -> None:
+        """Append every value, in order, in one transaction (each delayed by ``delay``
+        seconds, if given).
 
         The whole batch is checked before anything is written.  Reads and conflicts
-        as :meth:`push`; writes one key per value.  Cost: 1 round trip.
+        as :meth:`push`; writes one key per value (two when delayed) and each counter
+        once.  Cost: 1 round trip, O(k) keys.
 
         Raises:
             TypeError/ValueError: any value is invalid (the message names its index),
@@ -87,34 +102,47 @@ class Queue(OrderedAPI):
         """
         batch = [((), encode_value(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
-        self._push_batch(tr, batch, "values")
+        self._push(tr, batch, None, delay, "values")
 
-    def pop(self, tr: Transactor) -> Optional[Value]:
-        """Remove and return the oldest item; None when the queue is empty.
+    def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
+        """Remove and return the oldest visible item; None when none is visible.
 
-        Plain pop (given a Transaction, or without ``high_contention``): reads the
-        first item with a read conflict on it (and, by snapshot, the earliest lease
-        deadlines), clears it, decrements the size counter.  Conflicts with every
-        concurrent pop of the same queue: one commits, the others retry.  Cost: 1 round
-        trip (2 when an expired lease is being returned), O(1) in n.
+        Plain pop (``spread=1``; given a Transaction, or without
+        ``high_contention``): reads the first item with a read conflict on it (and,
+        by snapshot, the expired holds), clears it, decrements the size counter.
+        Conflicts with every concurrent pop of the same queue: one commits, the others
+        retry.  Cost: 1 round trip, O(1) in n.
 
-        High-contention pop (``high_contention=True`` and given a Database): when
-        other pops are contending it registers a request and is served in request
-        order by a batch fulfilment; about 2 commits per pop, few conflicts however
-        many poppers run.  See docs/design.
-        """
-        return self._pop(tr, MIN)
+        ``spread=k`` (work queues): takes one of the ``k`` oldest visible items at
+        random, with snapshot reads and a read conflict on the item taken only, so
+        ``k`` concurrent poppers mostly take different items.  When it takes an item,
+        at most ``k - 1`` older visible items (at its read version) are still waiting.
 
-    def pop_many(self, tr: Transactor, n: int) -> List[Value]:
-        """Remove and return up to ``n`` items, oldest first.
-
-        Reads the first ``n`` items (one range read, read conflict on that range),
-        clears them.  Cost: 1 round trip, O(n) keys.
+        High-contention pop (``high_contention=True``, ``spread=1``, given a
+        Database): when other pops are contending it registers a request and is
+        served in request order by a batch fulfilment; few conflicts however many
+        poppers run.  See docs/design.
 
         Raises:
-            TypeError/ValueError: ``n`` is not an int >= 0.
+            TypeError/ValueError: ``spread`` is not an int >= 1.
         """
-        return self._pop_many(tr, MIN, n)
+        return self._pop(tr, MIN, spread)
+
+    def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+        """Remove and return up to ``n`` items, oldest first (with ``spread=k``, ``n``
+        of the ``n + k - 1`` oldest, chosen at random).
+
+        Reads the first items with a snapshot read and takes a read conflict on each
+        item taken only (a concurrent pop conflicts only if it takes one of them).
+        Given a Database, works in transactions of at most 1,000 items, each settled
+        by its own receipt, results in order; given a Transaction, at most 10,000.
+        Cost: 1 round trip per 1,000 items, O(n) keys; time and memory linear in n.
+
+        Raises:
+            TypeError/ValueError: ``n`` is not an int >= 0 (or over 10,000 given a
+                Transaction); bad ``spread``.
+        """
+        return self._pop_many(tr, MIN, n, spread)
 
     def peek(self, tr: Transactor) -> Optional[Value]:
         """The value :meth:`pop` would return now, without removing it.
@@ -126,20 +154,56 @@ class Queue(OrderedAPI):
     def items(self, tr: Transactor, limit: Optional[int] = None) -> List[Value]:
         """The visible items, oldest first, without removing them (up to ``limit``).
 
-        Reads the item range (read conflict on the part read) and every expired lease.
-        Cost: 1 to 2 round trips, O(n) keys (O(limit) with a limit).
+        Reads the item range (read conflict on the part read) and the expired holds.
+        Given a Database, reads pages of 1,000 items, each in its own transaction
+        (so a huge queue is listed in full, though not as one snapshot).  Cost: O(n)
+        keys (O(limit) with a limit), 1 round trip per 1,000.
         """
         return self._items(tr, MIN, limit)
 
-    def claim(self, tr: Transactor, lease_seconds: float) -> Optional[Lease]:
-        """Take the oldest item under a lease: hidden until ack, release or expiry.
+    def claim(self, tr: Transactor, lease_seconds: float, *,
+              spread: int = 1) -> Optional[Lease]:
+        """Take the oldest visible item under a lease: hidden until ack, release or
+        expiry.  Returns None when no item is visible.
 
         If the lease expires before :meth:`ack`, the item becomes visible again at its
         original place and is delivered again (``lease.deliveries`` counts).  Reads
-        and conflicts as :meth:`pop`; moves the item under the lease (2 writes).
-        Cost: 1 round trip, O(1) in n.  Returns None when no item is visible.
+        and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
+        lease (2 writes).  Cost: 1 round trip, O(1) in n.
         """
-        return self._claim(tr, MIN, lease_seconds)
+        return self._claim(tr, MIN, lease_seconds, spread)
+
+    def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
+                   spread: int = 1) -> List[Lease]:
+        """Take up to ``n`` items, oldest first, each under a lease of its own.
+
+        Reads and conflicts as :meth:`pop_many` (``spread`` likewise); moves each item
+        under its lease.  One transaction rewrites at most 4 MB of values (it returns
+        fewer leases past that); given a Database, transactions of at most 1,000
+        items follow one another until ``n`` are claimed or none is visible.  Ack
+        them together with :meth:`ack_many`.  Cost: 1 round trip per 1,000 items.
+        """
+        return self._claim_many(tr, MIN, n, lease_seconds, spread)
+
+    def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
+                release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
+        """A context manager around one claimed item, with heartbeats::
+
+            with jobs.claimed(db, lease_seconds=30, timeout=10) as lease:
+                if lease is not None:
+                    work(lease.value)
+
+        Waits up to ``timeout`` for an item (as :meth:`claim_wait`) and yields its
+        Lease, or None.  While the block runs, a background thread extends the lease
+        about every ``lease_seconds / 3``.  When the block exits normally the item is
+        acked; when it raises, the item is released (visible again after
+        ``release_delay`` seconds) and the exception propagates.
+
+        Raises:
+            LeaseExpiredError: on exit, if the lease was lost despite the heartbeat
+                (the process stalled past the deadline).
+        """
+        return self._claimed(db, MIN, lease_seconds, timeout, release_delay)
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """Pop, waiting until an item arrives; None if ``timeout`` seconds pass first.

@@ -14,12 +14,20 @@ from typing import Any, Iterable, List, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import Transactor, check_transactor
+from ._fdb import Transactor, check_transactor, is_transaction
 from ._hooks import Hooks
 from ._ids import Ids
 from ._layout import TreeLayout
-from ._run import Loop, Stats, read
-from ._tree import LEVELS, MAX_TOTAL_WEIGHT, MAX_WEIGHT, Tree, parse_handle
+from ._run import Loop, RetryStats, read
+from ._tree import (
+    LEVELS,
+    MAX_PICKS,
+    MAX_TOTAL_WEIGHT,
+    MAX_WEIGHT,
+    PICK_BATCH,
+    Tree,
+    parse_handle,
+)
 from ._values import (
     MUTATION_OVERHEAD,
     Value,
@@ -35,6 +43,9 @@ from ._values import (
 from ._wait import Clock, Wake, database_clock, take_or_wait
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "WeightTree"]
+
+#: Items one page of ``items`` reads, in its own transaction, given a Database.
+ITEMS_PAGE = 1_000
 
 
 def _check_weight(weight: Any, name: str = "weight") -> int:
@@ -98,7 +109,7 @@ class WeightTree:
         return self._tree.k.subspace
 
     @property
-    def stats(self) -> Stats:
+    def retry_stats(self) -> RetryStats:
         """Retry counters of the loops this object ran (calls given a Database)."""
         return self._loop.stats
 
@@ -140,7 +151,9 @@ class WeightTree:
                 raise TypeError(f"items[{i}] must be a (value, weight) tuple")
             batch.append((encode_value(pair[0], f"items[{i}] value"),
                           _check_weight(pair[1], f"items[{i}] weight")))
-        total = sum(len(v) + 2 * (60 + MUTATION_OVERHEAD) + LEVELS * 40 for v, _ in batch)
+        prefix = len(self.subspace.key())
+        total = sum(len(v) + 2 * (prefix + 60 + MUTATION_OVERHEAD) + LEVELS * 40
+                    for v, _ in batch)
         check_batch_bytes(total, len(batch), "items")
         if not batch:
             check_transactor(tr)
@@ -154,11 +167,11 @@ class WeightTree:
         contains it; without, draw the point from the tree's ``rng``.
 
         Reads the total and the tree's nodes with snapshot reads (one range read of at
-        most 64 sums per level), then the chosen item with a normal read: the only
-        read conflict is on the chosen item, so two pops conflict only when they pick
-        the same item.  Writes: clears the item, one atomic add (and compare-and-clear)
-        per level.  Cost: O(log n) round trips: 3 + log64(max sequence number),
-        i.e. 4 at a thousand items, 6 at a million.
+        most 64 sums per level; the first beside the total), then the chosen item with
+        a normal read: the only read conflict is on the chosen item, so two pops
+        conflict only when they pick the same item.  Writes: clears the item, one
+        atomic add (and compare-and-clear) per level.  Cost: O(log n) round trips:
+        2 + log64(max sequence number), i.e. 3 at a thousand items, 5 at a million.
 
         Raises:
             ValueError: ``point`` is outside [0, total weight) (nothing is written).
@@ -167,13 +180,36 @@ class WeightTree:
 
     def pop_many(self, tr: Transactor, n: int) -> List[Value]:
         """Remove up to ``n`` items, each chosen as :meth:`pop` chooses (without
-        replacement), in one transaction.  Cost: n pops' round trips.
+        replacement, one after the other).
+
+        Reads and conflicts as :meth:`pop`, each range of sums at most once per
+        transaction.  Given a Database, picks at most 100 items per transaction (each
+        with its own receipt), results in order; given a Transaction, at most 1,000
+        (more is refused: the picks must fit in FoundationDB's 5 seconds).  Cost:
+        about 2 round trips per item once the upper levels are read.
+
+        Raises:
+            TypeError/ValueError: ``n`` is not an int >= 0 (or over 1,000 given a
+                Transaction).
         """
         n = check_int(n, "n", low=0)
         if n == 0:
             check_transactor(tr)
             return []
-        return self._loop(tr, self._tree.pop_many, n)
+        if is_transaction(tr):
+            if n > MAX_PICKS:
+                raise ValueError(f"n: at most {MAX_PICKS:,} picks in one transaction, got "
+                                 f"{n:,}; pass a Database (it splits the work)")
+            taken: List[Value] = self._loop(tr, self._tree.pop_many, n)
+            return taken
+        out: List[Value] = []
+        while len(out) < n:
+            ask = min(PICK_BATCH, n - len(out))
+            got: List[Value] = self._loop(tr, self._tree.pop_many, ask)
+            out.extend(got)
+            if len(got) < ask:
+                break
+        return out
 
     def peek(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """The value :meth:`pop` with this point would remove, without removing it.
@@ -231,7 +267,9 @@ class WeightTree:
         return self.size(tr) == 0
 
     def clear(self, tr: Transactor) -> None:
-        """Remove every item, sum and remembered id: one range clear, no reads."""
+        """Remove every item, sum and remembered id: range clears, no reads.  The wake
+        counter is touched instead of cleared (waiters look again) and other clients'
+        commit receipts stay."""
         self._loop.idempotent(tr, self._tree.clear)
 
     def items(
@@ -239,14 +277,27 @@ class WeightTree:
     ) -> List[Tuple[bytes, Value, int]]:
         """``(handle, value, weight)`` for every item, in point order (up to ``limit``).
 
-        Two range reads in parallel (read conflicts on the ranges read).  Cost: 1 round
-        trip, O(n) keys.
+        Two range reads in parallel (read conflicts on the ranges read).  Given a
+        Database, pages of 1,000 items, each in its own transaction (a huge tree is
+        listed in full, though not as one snapshot).  Cost: 1 round trip per page,
+        O(n) keys.
         """
         limit = check_limit(limit)
         if limit == 0:
             check_transactor(tr, writes=False)
             return []
-        return read(tr, self._tree.items, limit)
+        if is_transaction(tr, writes=False):
+            return read(tr, self._tree.items, limit)
+        out: List[Tuple[bytes, Value, int]] = []
+        after: Optional[bytes] = None
+        while limit is None or len(out) < limit:
+            ask = ITEMS_PAGE if limit is None else min(ITEMS_PAGE, limit - len(out))
+            page = read(tr, self._tree.items, ask, after)
+            out.extend(page)
+            if len(page) < ask:
+                break
+            after = page[-1][0]
+        return out
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """:meth:`pop`, waiting on a watch (touched by every push) until an item

@@ -1,5 +1,5 @@
 """High-contention pops: many poppers, each item delivered once, order kept, nothing
-stranded when a popping client dies mid-protocol."""
+stranded when a popping client dies holding items set aside for it."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from tests.helpers import dump, run_threads
 pytestmark = pytest.mark.integration
 
 
-def requests_left(db: Any, subspace: Any) -> List[bytes]:
-    return [k for k in dump(db, subspace) if subspace["r"].contains(k)]
+def held_left(db: Any, subspace: Any) -> List[bytes]:
+    """Keys of items still set aside (held) for some popper."""
+    return [k for k in dump(db, subspace) if subspace["h"].contains(k)]
 
 
 @pytest.mark.slow
@@ -77,8 +78,8 @@ def test_8_producers_16_consumers_20000_items(db: Any, fdb_subspace: Any) -> Non
             mine = [j for q, j in values if q == p]
             assert mine == sorted(mine), f"consumer {c} got producer {p}'s items out of order"
     assert Queue(fdb_subspace).size(db) == 0
-    assert requests_left(db, fdb_subspace) == []
-    retries = sum(q.stats.retries for q in queues)
+    assert held_left(db, fdb_subspace) == []
+    retries = sum(q.retry_stats.retries for q in queues)
     print(f"high-contention retries per pop: {retries / total:.3f}")
 
 
@@ -91,7 +92,7 @@ def test_empty_queue_returns_none_promptly_and_leaves_no_request(db: Any,
     q.push(db, b"one")
     assert q.pop(db) == b"one"
     assert q.pop(db) is None
-    assert requests_left(db, fdb_subspace) == []
+    assert held_left(db, fdb_subspace) == []
 
 
 def test_requests_are_served_in_order_with_items_in_order(db: Any, fdb_subspace: Any) -> None:
@@ -99,7 +100,7 @@ def test_requests_are_served_in_order_with_items_in_order(db: Any, fdb_subspace:
     hooks(q).contended = True
     q.push_many(db, range(10))
     assert [q.pop(db) for _ in range(10)] == list(range(10))
-    assert requests_left(db, fdb_subspace) == []
+    assert held_left(db, fdb_subspace) == []
 
 
 def test_priority_queue_high_contention(db: Any, fdb_subspace: Any) -> None:
@@ -111,7 +112,7 @@ def test_priority_queue_high_contention(db: Any, fdb_subspace: Any) -> None:
     assert pq.pop_max(db) == "d"
     assert pq.pop_max(db) == "c"
     assert pq.pop_max(db) is None
-    assert requests_left(db, fdb_subspace) == []
+    assert held_left(db, fdb_subspace) == []
 
 
 def test_given_a_transaction_pop_is_the_plain_pop(db: Any, fdb_subspace: Any) -> None:
@@ -120,7 +121,7 @@ def test_given_a_transaction_pop_is_the_plain_pop(db: Any, fdb_subspace: Any) ->
     tr = db.create_transaction()
     assert q.pop(tr) == b"x"
     tr.commit().wait()
-    assert requests_left(db, fdb_subspace) == []
+    assert held_left(db, fdb_subspace) == []
 
 
 STUCK_POPPER = textwrap.dedent(
@@ -133,14 +134,14 @@ STUCK_POPPER = textwrap.dedent(
 
     db = fdb.open(sys.argv[1])
     q = Queue(fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2])), high_contention=True,
-              result_timeout=2)
-    hooks(q).contended = True  # register a request instead of popping
+              result_timeout=3)
+    hooks(q).contended = True  # fetch a batch: pop one item, set the next ones aside
 
-    def stuck(request):
-        print("registered", flush=True)
-        threading.Event().wait()  # never collects: killed here
+    def stuck(count):
+        print("fetched", count, flush=True)
+        threading.Event().wait()  # never collects them: killed here
 
-    hooks(q).on_register = stuck
+    hooks(q).on_fetch = stuck
     q.pop(db)
     """
 )
@@ -148,14 +149,13 @@ STUCK_POPPER = textwrap.dedent(
 
 def test_a_killed_popper_strands_nothing(db: Any, fdb_subspace: Any, fdb_cluster_file: str,
                                         tmp_path: Any) -> None:
-    """A popping client registers a request and dies.  Another popper serves its
-    request in order (the item is held for it as a result), and once the result's
-    deadline passes the item goes back to its place: every item is found again."""
+    """A popping client fetches a batch (it pops item 0 and sets items 1..4 aside for
+    itself) and dies before collecting them.  Once their holds' deadline passes, the
+    items are visible again at their places, before newer items, and another popper
+    gets every one of them."""
     import fdb
 
-    # Requests silent longer than result_timeout are dropped rather than served; 5 s
-    # leaves ample time to serve the dead client's request before that.
-    q = Queue(fdb_subspace, high_contention=True, result_timeout=5)
+    q = Queue(fdb_subspace, high_contention=True)
     q.push_many(db, range(5))
     script = tmp_path / "stuck.py"
     script.write_text(STUCK_POPPER)
@@ -166,24 +166,21 @@ def test_a_killed_popper_strands_nothing(db: Any, fdb_subspace: Any, fdb_cluster
     )
     try:
         assert child.stdout is not None
-        assert child.stdout.readline().strip() == "registered"
-        assert len(requests_left(db, fdb_subspace)) == 1
+        assert child.stdout.readline().split() == ["fetched", "4"]
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
     finally:
         if child.poll() is None:
             child.kill()
-    # The dead client's request is the oldest: a live popper serves it (after it has
-    # been silent a while), then itself.
+    assert len(held_left(db, fdb_subspace)) == 4, "the dead client's items are held"
+    assert q.size(db) == 4 and q.stats(db).in_flight == 4
+    q.push(db, 5)
+    assert q.pop(db) == 5  # the held items are not visible yet
     hooks(q).contended = True
-    got = [q.pop(db)]
-    held = [k for k in dump(db, fdb_subspace) if fdb_subspace["h"].contains(k)]
-    assert len(held) == 1, "the dead client's item should be held for it"
-    assert requests_left(db, fdb_subspace) == []
-    while len(got) < 5:
+    got = []
+    while len(got) < 4:
         value = q.pop_wait(db, timeout=30)
         assert value is not None, f"items stranded; got {got}"
         got.append(value)
-    assert sorted(got) == [0, 1, 2, 3, 4]
-    assert q.size(db) == 0
-    assert not [k for k in dump(db, fdb_subspace) if fdb_subspace["h"].contains(k)]
+    assert got == [1, 2, 3, 4]
+    assert q.size(db) == 0 and held_left(db, fdb_subspace) == []

@@ -79,11 +79,12 @@ def test_extend(db: Any, q: Queue, clock: TestClock) -> None:
     clock.advance(8)
     longer = q.extend(db, lease, 10)
     assert longer.deadline > lease.deadline and longer.value == b"x"
+    assert longer == lease and longer.token == lease.token  # the same lease
     clock.advance(8)  # past the first deadline, within the second
     assert q.is_empty(db)
+    q.ack(db, lease)  # the original Lease object still names it
     with pytest.raises(LeaseExpiredError):
-        q.ack(db, lease)  # the old lease is gone
-    q.ack(db, longer.token)  # a token works as well as the Lease
+        q.ack(db, longer.token)  # acked already
     assert q.size(db) == 0
 
 

@@ -1,7 +1,9 @@
 """Model-based tests: random sequences of operations against plain-Python models.
 
 Each machine drives a structure on a real server and a model side by side and checks
-every result; lease expiry is driven by advancing a shared test clock."""
+every result; lease expiry and delays are driven by advancing a shared test clock.
+The ordered machines cover delays, releases with delay, dead letters (max_deliveries
+3), requeues and purges, and check stats() against the model after every step."""
 
 from __future__ import annotations
 
@@ -31,15 +33,25 @@ pytestmark = pytest.mark.integration
 
 values = st.one_of(st.integers(-1000, 1000), st.binary(max_size=8), st.text(max_size=4))
 ids = st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c", b"d"]))
-LEASE_SECONDS = 100  # never expires on its own during a run; expire_all advances 1000 s
+# Times in seconds on the test clock.  Steps of the clock are multiples of STEP and
+# every deadline is an odd multiple of 1,000 away from its start, so a deadline
+# never falls on a step, and the real time that passes during a run (seconds) never
+# decides whether it has passed.
+LEASE_SECONDS = 1_000
+STEP = 2_000
+delays = st.sampled_from([None, 0, 1_000, 9_000])
+MAX_DELIVERIES = 3
 MACHINE_SETTINGS = settings(max_examples=25, stateful_step_count=30, deadline=None)
 
 
 class Item:
-    """The model of one item: its place in the order, value, earlier deliveries."""
+    """The model of one item: its place in the order, value, earlier deliveries, and
+    when it is visible (a clock reading in seconds)."""
 
-    def __init__(self, place: Tuple[Any, ...], value: Any, deliveries: int = 0) -> None:
+    def __init__(self, place: Tuple[Any, ...], value: Any, visible_at: float,
+                 deliveries: int = 0) -> None:
         self.place, self.value, self.deliveries = place, value, deliveries
+        self.visible_at = visible_at
 
 
 class OrderedModel(RuleBasedStateMachine):
@@ -52,8 +64,11 @@ class OrderedModel(RuleBasedStateMachine):
         self.db = db
         self.space = fdb.Subspace(("fdbrecipes-test", "machine", uuid.uuid4().hex))
         self.clock = TestClock()
-        self.visible: List[Item] = []
-        self.held: Dict[bytes, Item] = {}  # token -> item, for live leases
+        self.now = 0.0
+        self.waiting: List[Item] = []  # visible or delayed, by visible_at
+        self.held: Dict[bytes, Tuple[Item, float, int]] = {}  # token -> (item, deadline, n)
+        self.deadlines = 0  # deadlines set so far: ties end in the order they were set
+        self.dead_letters: List[Item] = []
         self.known_ids: set[bytes] = set()
         self.pushes = 0
 
@@ -67,27 +82,40 @@ class OrderedModel(RuleBasedStateMachine):
         self.pushes += 1
         return (priority, self.pushes) if priority is not None else (self.pushes,)
 
-    def take(self, end: str) -> Optional[Item]:
-        if not self.visible:
-            return None
+    def visible(self) -> List[Item]:
+        return [i for i in self.waiting if i.visible_at <= self.now]
+
+    def ordered(self, end: str) -> List[Item]:
         if end == "min":
-            item = min(self.visible, key=lambda i: i.place)
-        else:
-            item = min(self.visible, key=lambda i: (-i.place[0], i.place[1]))
-        self.visible.remove(item)
-        return item
+            return sorted(self.visible(), key=lambda i: i.place)
+        return sorted(self.visible(), key=lambda i: (-i.place[0], i.place[1]))
+
+    def take(self, end: str) -> Optional[Item]:
+        order = self.ordered(end)
+        if not order:
+            return None
+        self.waiting.remove(order[0])
+        return order[0]
 
     def order(self, end: str) -> List[Any]:
-        if end == "min":
-            return [i.value for i in sorted(self.visible, key=lambda i: i.place)]
-        return [i.value for i in sorted(self.visible, key=lambda i: (-i.place[0], i.place[1]))]
+        return [i.value for i in self.ordered(end)]
 
-    def accept_push(self, value: Any, priority: Optional[int], id_: Optional[bytes]) -> None:
+    def accept_push(self, value: Any, priority: Optional[int], id_: Optional[bytes],
+                    delay: Optional[int]) -> None:
         if id_ is not None:
             if id_ in self.known_ids:
                 return
             self.known_ids.add(id_)
-        self.visible.append(Item(self.place(priority), value))
+        self.waiting.append(Item(self.place(priority), value, self.now + (delay or 0)))
+
+    def end_lease(self, item: Item, visible_at: float) -> None:
+        """A lease ended without ack: the item comes back, or dies."""
+        item.deliveries += 1
+        if item.deliveries >= MAX_DELIVERIES:
+            self.dead_letters.append(item)
+        else:
+            item.visible_at = visible_at
+            self.waiting.append(item)
 
     # -- rules shared by both structures ---------------------------------------------
 
@@ -95,9 +123,11 @@ class OrderedModel(RuleBasedStateMachine):
     def extend(self, lease: Lease) -> Lease:
         if lease.token in self.held:
             longer = self.s.extend(self.db, lease, LEASE_SECONDS)
-            assert longer.value == lease.value and longer.deliveries == lease.deliveries
-            self.held[longer.token] = self.held.pop(lease.token)
-            return longer
+            assert longer == lease and longer.value == lease.value
+            assert longer.deliveries == lease.deliveries
+            item = self.held[lease.token][0]
+            self.hold(lease.token, item)
+            return lease  # the original keeps working
         with pytest.raises(LeaseExpiredError):
             self.s.extend(self.db, lease, LEASE_SECONDS)
         return lease
@@ -111,33 +141,59 @@ class OrderedModel(RuleBasedStateMachine):
             with pytest.raises(LeaseExpiredError):
                 self.s.ack(self.db, lease)
 
-    @rule(lease=consumes(leases))
-    def release(self, lease: Lease) -> None:
-        item = self.held.pop(lease.token, None)
-        assert self.s.release(self.db, lease) is (item is not None)
-        if item is not None:
-            item.deliveries += 1
-            self.visible.append(item)
+    @rule(lease=consumes(leases), delay=delays)
+    def release(self, lease: Lease, delay: Optional[int]) -> None:
+        held = self.held.pop(lease.token, None)
+        assert self.s.release(self.db, lease, delay=delay) is (held is not None)
+        if held is not None:
+            self.end_lease(held[0], self.now + (delay or 0))
 
     @rule()
-    def expire_all(self) -> None:
-        self.clock.advance(10 * LEASE_SECONDS)
-        for item in self.held.values():
-            item.deliveries += 1
-            self.visible.append(item)
-        self.held.clear()
+    def advance(self) -> None:
+        self.clock.advance(STEP)
+        self.now += STEP
+        ending = sorted((deadline, n, token) for token, (_, deadline, n) in self.held.items()
+                        if deadline <= self.now)
+        for deadline, _, token in ending:
+            self.end_lease(self.held.pop(token)[0], deadline)
+
+    @rule(limit=st.none() | st.integers(1, 3))
+    def requeue_dead(self, limit: Optional[int]) -> None:
+        moved = self.dead_letters[:limit] if limit is not None else list(self.dead_letters)
+        assert self.s.requeue_dead(self.db, limit) == len(moved)
+        for item in moved:
+            self.dead_letters.remove(item)
+            self.waiting.append(Item(self.place(item.place[0] if len(item.place) == 2
+                                                else None), item.value, self.now))
+
+    @rule()
+    def purge_dead(self) -> None:
+        assert self.s.purge_dead(self.db) == len(self.dead_letters)
+        self.dead_letters.clear()
+
+    @rule()
+    def dead(self) -> None:
+        letters = self.s.dead(self.db)
+        assert [d.value for d in letters] == [i.value for i in self.dead_letters]
+        assert [d.deliveries for d in letters] == [MAX_DELIVERIES] * len(letters)
 
     @rule()
     def clear(self) -> None:
         self.s.clear(self.db)
-        self.visible.clear()
+        self.waiting.clear()
         self.held.clear()
+        self.dead_letters.clear()
         self.known_ids.clear()
 
     @invariant()
     def sizes(self) -> None:
-        assert self.s.size(self.db) == len(self.visible) + len(self.held)
-        assert self.s.is_empty(self.db) == (not self.visible)
+        visible = len(self.visible())
+        assert self.s.size(self.db) == len(self.waiting) + len(self.held)
+        assert self.s.is_empty(self.db) == (not visible)
+        stats = self.s.stats(self.db)
+        assert (stats.visible, stats.delayed, stats.in_flight, stats.dead) == (
+            visible, len(self.waiting) - visible, len(self.held), len(self.dead_letters))
+        assert (stats.oldest_age is None) == (visible == 0)
 
     def check_lease(self, lease: Optional[Lease], item: Optional[Item]) -> Optional[Lease]:
         if item is None:
@@ -145,25 +201,30 @@ class OrderedModel(RuleBasedStateMachine):
             return None
         assert lease is not None
         assert lease.value == item.value and lease.deliveries == item.deliveries + 1
-        self.held[lease.token] = item
+        self.hold(lease.token, item)
         return lease
+
+    def hold(self, token: bytes, item: Item) -> None:
+        self.deadlines += 1
+        self.held[token] = (item, self.now + LEASE_SECONDS, self.deadlines)
 
 
 class QueueMachine(OrderedModel):
     def __init__(self, db: Any) -> None:
         super().__init__(db)
-        self.s = Queue(self.space, clock=self.clock, id_retention=10**6)
+        self.s = Queue(self.space, clock=self.clock, id_retention=10**6,
+                       max_deliveries=MAX_DELIVERIES)
 
-    @rule(value=values, id_=ids)
-    def push(self, value: Any, id_: Optional[bytes]) -> None:
-        self.s.push(self.db, value, id=id_)
-        self.accept_push(value, None, id_)
+    @rule(value=values, id_=ids, delay=delays)
+    def push(self, value: Any, id_: Optional[bytes], delay: Optional[int]) -> None:
+        self.s.push(self.db, value, id=id_, delay=delay)
+        self.accept_push(value, None, id_, delay)
 
-    @rule(batch=st.lists(values, max_size=5))
-    def push_many(self, batch: List[Any]) -> None:
-        self.s.push_many(self.db, batch)
+    @rule(batch=st.lists(values, max_size=5), delay=delays)
+    def push_many(self, batch: List[Any], delay: Optional[int]) -> None:
+        self.s.push_many(self.db, batch, delay=delay)
         for value in batch:
-            self.accept_push(value, None, None)
+            self.accept_push(value, None, None, delay)
 
     @rule()
     def pop(self) -> None:
@@ -191,29 +252,44 @@ class QueueMachine(OrderedModel):
         lease = self.check_lease(self.s.claim(self.db, LEASE_SECONDS), item)
         return lease if lease is not None else multiple()
 
+    @rule(target=OrderedModel.leases, n=st.integers(0, 3))
+    def claim_many(self, n: int) -> Any:
+        items = [item for item in (self.take("min") for _ in range(n)) if item]
+        leases = self.s.claim_many(self.db, n, LEASE_SECONDS)
+        assert len(leases) == len(items)
+        return multiple(*[self.check_lease(lease, item) for lease, item in zip(leases, items)])
+
 
 class PriorityQueueMachine(OrderedModel):
     def __init__(self, db: Any) -> None:
         super().__init__(db)
-        self.s = PriorityQueue(self.space, clock=self.clock, id_retention=10**6)
+        self.s = PriorityQueue(self.space, clock=self.clock, id_retention=10**6,
+                               max_deliveries=MAX_DELIVERIES)
 
     @rule(value=values, priority=st.integers(-3, 3) | st.sampled_from([-(2**70), 2**70]),
-          id_=ids)
-    def push(self, value: Any, priority: int, id_: Optional[bytes]) -> None:
-        self.s.push(self.db, value, priority, id=id_)
-        self.accept_push(value, priority, id_)
+          id_=ids, delay=delays)
+    def push(self, value: Any, priority: int, id_: Optional[bytes],
+             delay: Optional[int]) -> None:
+        self.s.push(self.db, value, priority, id=id_, delay=delay)
+        self.accept_push(value, priority, id_, delay)
 
-    @rule(batch=st.lists(st.tuples(values, st.integers(-3, 3)), max_size=5))
-    def push_many(self, batch: List[Tuple[Any, int]]) -> None:
-        self.s.push_many(self.db, batch)
+    @rule(batch=st.lists(st.tuples(values, st.integers(-3, 3)), max_size=5), delay=delays)
+    def push_many(self, batch: List[Tuple[Any, int]], delay: Optional[int]) -> None:
+        self.s.push_many(self.db, batch, delay=delay)
         for value, priority in batch:
-            self.accept_push(value, priority, None)
+            self.accept_push(value, priority, None, delay)
 
     @rule(end=st.sampled_from(["min", "max"]))
     def pop(self, end: str) -> None:
         item = self.take(end)
         got = self.s.pop_min(self.db) if end == "min" else self.s.pop_max(self.db)
         assert got == (None if item is None else item.value)
+
+    @rule(end=st.sampled_from(["min", "max"]), n=st.integers(0, 3))
+    def pop_many(self, end: str, n: int) -> None:
+        expected = [item.value for item in (self.take(end) for _ in range(n)) if item]
+        pop_many = self.s.pop_min_many if end == "min" else self.s.pop_max_many
+        assert pop_many(self.db, n) == expected
 
     @rule(end=st.sampled_from(["min", "max"]))
     def peek(self, end: str) -> None:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fdbrecipes._layout import OrderedLayout, TreeLayout
-from fdbrecipes._leases import Lease, lease_parts
+from fdbrecipes._leases import Lease, lease_id, token_of
 from fdbrecipes._ordered import MAX, MIN, Entry, order
 
 S = Subspace(("app", "jobs"))
@@ -21,12 +21,12 @@ QUEUE, PRIORITY = OrderedLayout(S, 0), OrderedLayout(S, 1)
 priorities = st.integers(min_value=-(2**200), max_value=2**200)
 
 
-def pq_item(priority: int, count: int, *meta: Any) -> Tuple[Any, ...]:
-    return (priority, count, os.urandom(20), *meta)
+def pq_item(priority: int, count: int) -> Tuple[Any, ...]:
+    return (priority, count, os.urandom(20), 0, None, 0)
 
 
 def entries(items: List[Tuple[Any, ...]]) -> List[Entry]:
-    return [Entry(t, b"", PRIORITY.item_key(t)) for t in items]
+    return [Entry(t, PRIORITY.item_key(t), b"") for t in items]
 
 
 @given(st.lists(st.tuples(priorities, st.integers(0, 2**40)), min_size=1, max_size=40))
@@ -56,26 +56,33 @@ def test_ties_keep_push_order_then_random() -> None:
     assert a < b < c
 
 
-def test_metadata_suffix_keeps_an_item_in_place() -> None:
+def test_metadata_keeps_an_item_in_place() -> None:
     o = QUEUE
-    plain = (5, b"\x10" * 20)
-    redelivered = o.with_deliveries(plain, 3)
-    assert o.meta(plain) == (0, None)
-    assert o.meta(redelivered) == (3, None)
-    before = o.item_key((5, b"\x0f" * 20))
-    after = o.item_key((5, b"\x11" * 20))
-    assert before < o.item_key(redelivered) < after
-    with_id = plain + (0, b"id-1")
-    assert o.meta(with_id) == (0, b"id-1")
-    assert o.meta(o.with_deliveries(with_id, 1)) == (1, b"id-1")
+    item = o.new_item((), 5, None, 1000)
+    assert (o.seq(item), o.deliveries(item), o.item_id(item), o.since(item)) == (5, 0, None, 1000)
+    redelivered = o.renewed(item, 3, 2000)
+    assert (o.deliveries(redelivered), o.since(redelivered)) == (3, 2000)
+    assert o.place(redelivered) == o.place(item)
+    middle = (5, b"\x10" * 20, 0, None, 0)
+    before = o.item_key((5, b"\x0f" * 20, 9, b"z", 10**9))
+    after = o.item_key((5, b"\x11" * 20, 0, None, 0))
+    assert before < o.item_key(o.renewed(middle, 7, 10**9)) < after
+    with_id = o.new_item((), 5, b"id-1", 7)
+    assert o.item_id(o.renewed(with_id, 1, 8)) == b"id-1"
+
+
+def test_priority_items_carry_their_group() -> None:
+    item = PRIORITY.new_item((9,), 3, None, 0)
+    assert PRIORITY.group(item) == (9,) and PRIORITY.seq(item) == 3
 
 
 def test_every_key_is_inside_the_subspace() -> None:
     o, t = QUEUE, TreeLayout(S)
+    item = o.new_item((), 1, None, 0)
     keys = [
-        o.item_key((1, b"r" * 20)), o.held_key(b"l", (1, b"r"), 5, 0),
-        o.due_key(b"l", (1, b"r"), 5, 0), o.request_key(MIN, 0, b"i"),
-        o.count_key, o.wake_key, o.floor_key,
+        o.item_key(item), o.held_key(b"l", item, 5, 0), o.due_key(b"l", item, 5, 0),
+        o.dead_letter_key(5, item, 1.5),
+        o.size_key, o.held_count_key, o.delayed_key, o.dead_key, o.wake_key, o.floor_key,
     ]
     tree = [t.leaves.pack((1, b"r")), t.values.pack((1, b"r")), t.nodes.pack((1, 0)),
             t.total_key, t.count_key, t.wake_key]
@@ -84,13 +91,23 @@ def test_every_key_is_inside_the_subspace() -> None:
     assert len(set(keys)) == len(keys) and len(set(tree)) == len(tree)
 
 
-def test_lease_tokens() -> None:
-    token = fdb.tuple.pack((b"L" * 16, (3, b"r" * 20), 1234))
+def test_clear_keeps_the_wake_key_and_receipts_only() -> None:
+    kept = QUEUE.kept_by_clear()
+    receipt = S["c"].pack((1, b"x"))
+    inside = [k for k in (QUEUE.wake_key, receipt) if any(b <= k < e for b, e in kept)]
+    assert inside == [QUEUE.wake_key, receipt]
+    others = [QUEUE.size_key, QUEUE.floor_key, QUEUE.item_key(QUEUE.new_item((), 1, None, 0))]
+    assert not [k for k in others if any(b <= k < e for b, e in kept)]
+
+
+def test_lease_tokens_name_the_lease_not_its_deadline() -> None:
+    token = token_of(b"L" * 16)
     lease = Lease(b"v", 1, 1234, token)
-    assert lease_parts(lease) == (b"L" * 16, (3, b"r" * 20), 1234)
-    assert lease_parts(lease.token) == lease_parts(lease)
+    assert lease_id(lease) == b"L" * 16 == lease_id(token)
     assert lease == Lease(b"other", 2, 99, token) and hash(lease) == hash(token)
     with pytest.raises(TypeError, match="^lease"):
-        lease_parts("token")
+        lease_id("token")
     with pytest.raises(ValueError, match="^lease"):
-        lease_parts(b"\x99garbage")
+        lease_id(b"\x99garbage")
+    with pytest.raises(ValueError, match="^leases.3."):
+        lease_id(fdb.tuple.pack((b"L", (3, b"r"), 5)), "leases[3]")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
+import fdb.tuple
 import pytest
 from fdb.subspace_impl import Subspace
 
@@ -103,6 +104,42 @@ def test_weight_tree() -> None:
     refuses(ValueError, "^handle", lambda: t.set_weight(TR, b"", 3))
     refuses(ValueError, r"^items\[1\] weight", lambda: t.push_many(TR, [(b"a", 1), (b"b", 0)]))
     refuses(ValueError, "^n", lambda: t.pop_many(TR, -2))
+
+
+def test_job_queue_arguments() -> None:
+    q, pq = Queue(S), PriorityQueue(S)
+    refuses(ValueError, "^max_deliveries", lambda: Queue(S, max_deliveries=0))
+    refuses(TypeError, "^max_deliveries", lambda: Queue(S, max_deliveries=2.0))  # type: ignore[arg-type]
+    refuses(ValueError, "^delay", lambda: q.push(TR, b"x", delay=-1))
+    refuses(ValueError, "^delay", lambda: q.push(TR, b"x", delay=float("inf")))
+    refuses(TypeError, "^delay", lambda: q.push_many(TR, [b"x"], delay="1"))  # type: ignore[arg-type]
+    refuses(TypeError, "^delay", lambda: pq.push(TR, b"x", 1, delay=True))
+    refuses(ValueError, "^delay", lambda: q.release(TR, Lease(b"x", 1, 5, b"t"), delay=-2))
+    refuses(ValueError, "^spread", lambda: q.pop(TR, spread=0))
+    refuses(TypeError, "^spread", lambda: pq.pop_max(TR, spread=1.5))  # type: ignore[arg-type]
+    refuses(ValueError, "^spread", lambda: q.claim(TR, 5, spread=0))
+    refuses(ValueError, "^n", lambda: q.claim_many(TR, -1, 5))
+    refuses(ValueError, "^lease_seconds", lambda: pq.claim_max_many(TR, 2, 0))
+    refuses(ValueError, "^spread", lambda: pq.pop_min_many(TR, 2, spread=-1))
+    token = fdb.tuple.pack(("lease", b"L" * 16))
+    refuses(TypeError, r"^leases\[1\]", lambda: q.ack_many(TR, [Lease(b"x", 1, 5, token), 7]))
+    refuses(ValueError, r"^leases\[0\]", lambda: q.ack_many(TR, [b"not a token"]))
+    refuses(TypeError, "^leases", lambda: q.ack_many(TR, 7))  # type: ignore[arg-type]
+    refuses(ValueError, "^limit", lambda: q.dead(TR, limit=-1))
+    refuses(TypeError, "^limit", lambda: q.requeue_dead(TR, limit="all"))  # type: ignore[arg-type]
+    refuses(ValueError, "^lease_seconds", lambda: q.claimed(TR, 0))
+    refuses(ValueError, "^release_delay", lambda: q.claimed(TR, 5, release_delay=-1))
+    refuses(ValueError, "^timeout", lambda: q.wait(TR, timeout=-1))
+
+
+def test_batch_size_estimates_count_the_subspace_prefix() -> None:
+    """A long prefix makes every key longer: a batch that fits with a short prefix is
+    refused with the library's ValueError, not FoundationDB's error 2101."""
+    long = Subspace((b"p" * 5_000,))
+    values = [b"x" * 700] * 1_600  # ~1.2 MB of values; ~8 MB of keys with this prefix
+    refuses(ValueError, "^values: 1,600 items", lambda: Queue(long).push_many(TR, values))
+    refuses(ValueError, "^items: 1,600 items",
+            lambda: WeightTree(long).push_many(TR, [(v, 1) for v in values]))
 
 
 def test_using_a_structure_needs_an_api_version_or_a_transaction() -> None:

@@ -5,8 +5,8 @@ The library never sets these; tests do, instead of reaching into private state::
     from fdbrecipes.testing.hooks import hooks
 
     q = Queue(subspace, high_contention=True)
-    hooks(q).contended = True                # pops register a request at once
-    hooks(q).on_register = stop_here         # called with the request key
+    hooks(q).contended = True                # pops fetch a batch at once
+    hooks(q).on_fetch = stop_here            # called with the items set aside
     hooks(q).on_block = note_that_it_sleeps  # called before blocking on a watch
 
 See :class:`fdbrecipes._hooks.Hooks` for each field.
