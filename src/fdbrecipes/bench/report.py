@@ -1,16 +1,16 @@
 """What a run leaves behind: the tables and targets on stdout, ``results.json`` and
-``bench.png`` in ``--out``."""
+``bench.png`` (:mod:`~fdbrecipes.bench.chart`) in ``--out``."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence
 
-from .results import Latency, Results, Row, Target, check_targets, growth
-from .settings import HC_POP, LIMIT, POP, RECIPE_POP, Kind
+from .chart import write_chart
+from .results import Latency, Results, Row, growth
+from .targets import Target, check_targets
 
 # --------------------------------------------------------------------------------------
 # Tables
@@ -23,17 +23,30 @@ def _cell(value: Optional[float], spec: str) -> str:
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    """The throughput table: measurement, clients, rate, ratios, retries per item."""
+    """The throughput table: measurement, clients, rate, ratios, retries per item, and
+    the client and server CPU milliseconds per item."""
     head = (f"{'measurement':<27} {'clients':>7} {'rate':>11} {'unit':<7} "
-            f"{'x limit':>8} {'x recipe':>8} {'retries/op':>10}")
+            f"{'x limit':>8} {'x recipe':>8} {'retries/op':>10} "
+            f"{'client CPU ms/op':>16} {'server CPU ms/op':>16}")
     lines = [head, "-" * len(head)]
     for row in rows:
         lines.append(
             f"{row.name:<27} {row.clients:>7} {row.rate:>11,.0f} {row.unit:<7} "
             f"{_cell(row.ratio_limit, '.2f'):>8} {_cell(row.ratio_recipe, '.2f'):>8} "
-            f"{_cell(row.retries_per_op, '.3f'):>10}"
+            f"{_cell(row.retries_per_op, '.3f'):>10} "
+            f"{_cell(row.cpu_ms_per_op, '.3f'):>16} {_cell(row.server_cpu_ms_per_op, '.3f'):>16}"
         )
     return "\n".join(lines)
+
+
+def format_cpu_note(machine: Dict[str, Any]) -> str:
+    """How the CPU columns were measured, and why the server's may be missing."""
+    sampled = machine.get("server_processes_sampled") or 0
+    server = (f"server: {sampled} fdbserver process{'' if sampled == 1 else 'es'} on this "
+              "machine" if sampled else
+              "server: not measured (no fdbserver process for this cluster file here)")
+    return ("CPU ms/op: CPU time over the measured loop / items moved.  Client: all client "
+            f"processes,\nnetwork threads included; {server}.")
 
 
 def format_latencies(latencies: Sequence[Latency]) -> str:
@@ -60,53 +73,9 @@ def format_targets(targets: Sequence[Target]) -> str:
     return "\n".join(lines)
 
 
-
 # --------------------------------------------------------------------------------------
-# Chart and JSON
+# Files
 # --------------------------------------------------------------------------------------
-
-
-def _series(rows: Sequence[Row], kind: Kind) -> Tuple[List[int], List[float]]:
-    """The client counts and rates of ``kind``'s rows, by client count."""
-    points = sorted((row.clients, row.rate) for row in rows if row.name == kind.label)
-    return [c for c, _ in points], [r for _, r in points]
-
-
-def write_chart(rows: Sequence[Row], latencies: Sequence[Latency], path: Path) -> None:
-    """Write a PNG: pops/s against poppers (three pops and the limit), and WeightTree
-    pop latency against n on a log axis.
-
-    Raises:
-        ImportError: matplotlib (the ``bench`` extra) is not installed.
-    """
-    # Imported by name: matplotlib is an optional extra, absent where mypy runs in CI.
-    figure_module = importlib.import_module("matplotlib.figure")
-    fig = figure_module.Figure(figsize=(12, 4.8), tight_layout=True)
-    pops, tree = fig.subplots(1, 2)
-    for kind, style in ((RECIPE_POP, "s-"), (POP, "o-"), (HC_POP, "^-"), (LIMIT, "k--")):
-        x, y = _series(rows, kind)
-        if x:
-            pops.plot(x, y, style, label=f"{kind.label} ({kind.unit})")
-    counts = sorted({row.clients for row in rows})
-    if counts:
-        pops.set_xscale("log", base=2)
-        pops.set_xticks(counts)
-        pops.set_xticklabels([str(c) for c in counts])
-    pops.set(xlabel="client processes (poppers)", ylabel="per second",
-             title="Pops per second while draining a queue")
-    pops.minorticks_off()
-    pops.set_ylim(bottom=0)
-    pops.legend()
-    pops.grid(True, alpha=0.3)
-    sizes = [lat.n for lat in latencies]
-    tree.plot(sizes, [lat.median_ms for lat in latencies], "o-", label="median")
-    tree.plot(sizes, [lat.p90_ms for lat in latencies], "^--", label="p90")
-    tree.set_xscale("log")
-    tree.set(xlabel="live items (n)", ylabel="ms per pop", title="WeightTree.pop latency")
-    tree.set_ylim(bottom=0)
-    tree.legend()
-    tree.grid(True, alpha=0.3)
-    fig.savefig(path, dpi=110)
 
 
 def write_json(results: Results, targets: Sequence[Target], path: Path) -> None:
@@ -126,6 +95,7 @@ def publish(results: Results) -> None:
     """Print the tables and targets; write results.json and bench.png to ``--out``."""
     targets = check_targets(results.rows, results.latencies, results.settings.most)
     print(format_table(results.rows))
+    print(format_cpu_note(results.machine))
     print()
     print(format_latencies(results.latencies))
     print()
@@ -140,4 +110,3 @@ def publish(results: Results) -> None:
         print("No chart: matplotlib is not installed (pip install 'fdbrecipes[bench]')")
         return
     print(f"Chart written to {out / 'bench.png'}")
-

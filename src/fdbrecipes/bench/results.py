@@ -1,35 +1,61 @@
-"""The figures of a run: client reports combined into rows, ratios, latencies, and the
-project's performance targets checked against them.
+"""The figures of a run: client reports combined into rows, ratios and latencies.
 
 Everything here is arithmetic on what the clients reported: no database, no output.
+The targets checked against these figures are in :mod:`~fdbrecipes.bench.targets`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .settings import HC_POP, LIMIT, PUSH, Kind, Settings
+from .settings import LIMIT, Kind, Settings
 
 
 class Report(NamedTuple):
-    """What one client process reports: items moved, seconds from the barrier's
-    release to its last operation's end, retried transactions (None: not counted),
-    and an error message if it failed."""
+    """What one client process reports.
+
+    Attributes:
+        client: its index.
+        items: items moved.
+        seconds: from the barrier's release to its last operation's end.
+        retries: retried transactions (None: not counted).
+        cpu_seconds: the process's CPU time over those seconds (all its threads).
+        server_cpu: the servers' total CPU seconds read at the start and at the end of
+            its loop (None: no server process found on this machine).
+        error: what went wrong, if it failed.
+    """
 
     client: int
     items: int
     seconds: float
     retries: Optional[int]
+    cpu_seconds: float = 0.0
+    server_cpu: Optional[Tuple[float, float]] = None
     error: Optional[str] = None
+
+
+def per_op_ms(seconds: Optional[float], count: int) -> Optional[float]:
+    """``seconds`` per item moved, in milliseconds (None: not measured, or no item)."""
+    if seconds is None or count <= 0:
+        return None
+    return seconds / count * 1000
+
+
+def cores(cpu_seconds: Optional[float], seconds: float) -> Optional[float]:
+    """CPU seconds over wall seconds: cores kept busy on average (None: not measured)."""
+    return None if cpu_seconds is None else ratio(cpu_seconds, seconds)
 
 
 @dataclass(frozen=True)
 class Row:
-    """One measurement: ``count`` items in ``seconds`` by ``clients`` processes."""
+    """One measurement: ``count`` items in ``seconds`` by ``clients`` processes, which
+    used ``cpu_seconds`` of CPU between them while the servers used
+    ``server_cpu_seconds`` (None: not measured)."""
 
     name: str
     clients: int
@@ -40,6 +66,8 @@ class Row:
     recipe: Optional[str] = None
     ratio_limit: Optional[float] = None
     ratio_recipe: Optional[float] = None
+    cpu_seconds: Optional[float] = None
+    server_cpu_seconds: Optional[float] = None
 
     @property
     def rate(self) -> float:
@@ -53,10 +81,32 @@ class Row:
             return None
         return self.retries / self.count if self.count else float(self.retries)
 
+    @property
+    def cpu_ms_per_op(self) -> Optional[float]:
+        """Client CPU milliseconds per item moved, over all client processes."""
+        return per_op_ms(self.cpu_seconds, self.count)
+
+    @property
+    def server_cpu_ms_per_op(self) -> Optional[float]:
+        """Server CPU milliseconds per item moved (None: not measured)."""
+        return per_op_ms(self.server_cpu_seconds, self.count)
+
     def to_json(self) -> Dict[str, Any]:
-        """The row's fields, its rate and its retries per item, for results.json."""
+        """The row's fields and derived figures, for results.json.
+
+        Besides the rate, the retries and the CPU per item, ``client_cpu_cores`` and
+        ``server_cpu_cores`` are the CPU seconds over the wall seconds: how many cores
+        the clients (all together) and the servers kept busy on average.
+        """
         data = dataclasses.asdict(self)
-        data.update(rate=self.rate, retries_per_op=self.retries_per_op)
+        data.update(
+            rate=self.rate,
+            retries_per_op=self.retries_per_op,
+            client_cpu_ms_per_op=self.cpu_ms_per_op,
+            server_cpu_ms_per_op=self.server_cpu_ms_per_op,
+            client_cpu_cores=cores(self.cpu_seconds, self.seconds),
+            server_cpu_cores=cores(self.server_cpu_seconds, self.seconds),
+        )
         return data
 
 
@@ -80,12 +130,22 @@ class Results:
     latencies: List[Latency]
 
 
+def server_window(reports: Sequence[Report]) -> Optional[float]:
+    """The servers' CPU seconds from the earliest start to the latest end the clients
+    read (None unless every client read both)."""
+    windows = [r.server_cpu for r in reports if r.server_cpu is not None]
+    if not reports or len(windows) < len(reports):
+        return None
+    return max(end for _, end in windows) - min(start for start, _ in windows)
+
+
 def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
     """Combine the clients' reports into one row.
 
     All clients leave the barrier together, so the wall time is the longest client's
-    time: from the release to the last client finishing.  Retries are summed (None if
-    any client could not count them).
+    time: from the release to the last client finishing.  Retries and client CPU are
+    summed (retries None if any client could not count them); the server CPU is read
+    over the same window (:func:`server_window`).
     """
     retries = [r.retries for r in reports]
     return Row(
@@ -96,6 +156,8 @@ def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
         retries=None if None in retries else sum(r or 0 for r in retries),
         unit=kind.unit,
         recipe=kind.recipe,
+        cpu_seconds=sum(r.cpu_seconds for r in reports),
+        server_cpu_seconds=server_window(reports),
     )
 
 
@@ -144,77 +206,10 @@ def growth(latencies: Sequence[Latency]) -> Optional[float]:
     """Median pop latency at the largest size over that at the smallest."""
     if len(latencies) < 2:
         return None
-    ordered = sorted(latencies, key=lambda lat: lat.n)
+    ordered = sorted(latencies, key=operator.attrgetter("n"))
     return ratio(ordered[-1].median_ms, ordered[0].median_ms)
-
-
-# --------------------------------------------------------------------------------------
-# Targets
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """One of the project's performance targets, checked against this run."""
-
-    name: str
-    value: Optional[float]
-    threshold: float
-    at_most: bool = False
-    note: str = ""
-
-    @property
-    def status(self) -> str:
-        """PASS, FAIL, or SKIP when the run did not measure the figure."""
-        if self.value is None:
-            return "SKIP"
-        met = self.value <= self.threshold if self.at_most else self.value >= self.threshold
-        return "PASS" if met else "FAIL"
 
 
 def plural(count: int, word: str) -> str:
     """``"1 client"``, ``"4 clients"``."""
     return f"{count} {word}{'' if count == 1 else 's'}"
-
-
-def _scope_note(clients: int) -> str:
-    """Why a target measured at ``clients`` (not 16) speaks of a smaller scope."""
-    return "" if clients == 16 else f"measured at {plural(clients, 'client')}; the target is at 16"
-
-
-def _field(row: Optional[Row], name: str) -> Optional[float]:
-    """The figure ``name`` of ``row``, or None when the row was not measured."""
-    value: Optional[float] = None if row is None else getattr(row, name)
-    return value
-
-
-def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int) -> List[Target]:
-    """The issue's targets, checked against ``rows`` (with ratios) and ``latencies``.
-
-    Client-count targets are checked at K = ``most`` (16 by default); the WeightTree
-    target over the sizes measured (10^3 to 10^6 by default).  A figure the run did not
-    measure gives SKIP.
-    """
-    hc = find(rows, HC_POP, most)
-    note = _scope_note(most)
-    poppers = plural(most, "popper")
-    targets = [
-        Target(f"high-contention pop, {poppers}: x recipe pop", _field(hc, "ratio_recipe"),
-               5.0, note=note),
-        Target(f"high-contention pop, {poppers}: x limit", _field(hc, "ratio_limit"),
-               0.5, note=note),
-        Target(f"high-contention pop, {poppers}: conflicts per pop",
-               _field(hc, "retries_per_op"), 0.2, at_most=True, note=note),
-    ]
-    for clients in sorted({1, most}):
-        targets.append(Target(f"Queue.push, {plural(clients, 'client')}: x limit",
-                              _field(find(rows, PUSH, clients), "ratio_limit"), 0.8,
-                              note="" if clients == 1 else note))
-    sizes = sorted(lat.n for lat in latencies) or [10**3, 10**6]
-    full = sizes[0] <= 10**3 and sizes[-1] >= 10**6
-    targets.append(Target(
-        f"WeightTree pop median growth, {sizes[0]:,} to {sizes[-1]:,} items",
-        growth(latencies), 2.0, at_most=True,
-        note="" if full else "the target is from 10^3 to 10^6 items",
-    ))
-    return targets

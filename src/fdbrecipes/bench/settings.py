@@ -1,6 +1,7 @@
 """What the benchmark measures, and the run's parameters from the command line.
 
 A :class:`Kind` says what the clients of one measurement do and how its rate is named;
+the kinds are grouped (:data:`GROUPS`) so that ``--only`` can rerun a few of them.
 :class:`Settings` holds the run's parameters, which :func:`add_arguments` and
 :func:`settings_from_args` make from ``fdbrecipes bench``'s options.
 """
@@ -15,11 +16,25 @@ from typing import Optional, Tuple
 
 #: Client process counts the suite measures at (capped by ``--clients``).
 CLIENT_COUNTS = (1, 2, 4, 8, 16)
+#: Client counts of the WeightTree and PriorityQueue pops (capped by ``--clients``).
+COARSE_COUNTS = (1, 4, 16)
 #: WeightTree sizes (``--quick`` stops at 10^5).
 TREE_SIZES = (10**3, 10**4, 10**5, 10**6)
 QUICK_TREE_SIZES = TREE_SIZES[:3]
 DEFAULT_DURATION = 5.0
 QUICK_DURATION = 1.0
+#: ``spread`` of the relaxed-order pop.
+SPREAD = 16
+#: Items per ``claim_many`` (and so per ``ack_many``).
+CLAIM_BATCH = 100
+#: Lease of the claimed items: far longer than a claim and its ack take.
+LEASE_SECONDS = 30.0
+#: ``claim_many`` calls each client makes at least, when the queue is drained.
+CLAIM_ROUNDS = 10
+#: Most items a claim measurement pre-fills beyond ``--items``.
+CLAIM_FILL_CAP = 100_000
+#: Priorities a PriorityQueue is pre-filled over (item i has priority i mod this).
+PQ_PRIORITIES = 4
 
 
 # --------------------------------------------------------------------------------------
@@ -33,12 +48,14 @@ class Kind:
 
     Attributes:
         label: its name in the table.
-        op: the client operation (a key of :data:`fdbrecipes.bench.clients.FACTORIES`).
-        batch: items per operation (keys per transaction, values per push_many).
+        op: the client operation (a key of :data:`fdbrecipes.bench.operations.FACTORIES`;
+            for the kinds that drain, also of :data:`fdbrecipes.bench.fill.FILLS`).
+        batch: items per operation (keys per transaction, values per push_many, leases
+            per claim_many).
         unit: what the rate counts.
         recipe: label of the recipe baseline it is compared with (None: none).
-        drains: True for pops, which empty a pre-filled queue; False for operations
-            run for ``--duration`` seconds.
+        drains: True for pops and claims, which empty a pre-filled structure; False
+            for operations run for ``--duration`` seconds.
     """
 
     label: str
@@ -52,13 +69,33 @@ class Kind:
 LIMIT = Kind("limit: 1-key write tx", "write", 1, "tx/s", None)
 LIMIT_BATCH = Kind("limit: 100-key write tx", "write", 100, "keys/s", None)
 RECIPE_PUSH = Kind("recipe push", "recipe-push", 1, "items/s", "recipe push")
-PUSH = Kind("Queue.push", "push", 1, "items/s", RECIPE_PUSH.label)
+PUSH = Kind("Queue.push(db)", "push", 1, "items/s", RECIPE_PUSH.label)
+PUSH_TR = Kind("Queue.push(tr)", "push-tr", 1, "items/s", RECIPE_PUSH.label)
 PUSH_MANY = Kind("Queue.push_many(100)", "push", 100, "items/s", RECIPE_PUSH.label)
 RECIPE_POP = Kind("recipe pop", "recipe-pop", 1, "pops/s", "recipe pop", drains=True)
 POP = Kind("Queue.pop", "pop", 1, "pops/s", RECIPE_POP.label, drains=True)
+SPREAD_POP = Kind(f"Queue.pop spread={SPREAD}", "spread-pop", 1, "pops/s", RECIPE_POP.label,
+                  drains=True)
 HC_POP = Kind("Queue.pop high_contention", "hc-pop", 1, "pops/s", RECIPE_POP.label,
               drains=True)
-POP_KINDS = (RECIPE_POP, POP, HC_POP)
+CLAIM_ACK = Kind(f"claim_many({CLAIM_BATCH})+ack", "claim-ack", CLAIM_BATCH, "items/s",
+                 RECIPE_POP.label, drains=True)
+TREE_POP = Kind("WeightTree.pop", "tree-pop", 1, "pops/s", None, drains=True)
+PQ_POP_MIN = Kind("PriorityQueue.pop_min", "pq-pop-min", 1, "pops/s", RECIPE_POP.label,
+                  drains=True)
+PQ_POP_MAX = Kind("PriorityQueue.pop_max", "pq-pop-max", 1, "pops/s", RECIPE_POP.label,
+                  drains=True)
+
+PUSH_KINDS = (PUSH, PUSH_TR, PUSH_MANY, RECIPE_PUSH)
+POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)
+PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
+#: Every kind, in table order.
+KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS)
+
+#: The groups ``--only`` selects from, in the order a run measures them: the limit
+#: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
+#: WeightTree.pop throughput, the PriorityQueue pops, and WeightTree.pop latency.
+GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "latency")
 
 
 @dataclass(frozen=True)
@@ -73,6 +110,7 @@ class Settings:
     out: Path
     seed: int
     quick: bool
+    only: Tuple[str, ...] = GROUPS
 
     @property
     def most(self) -> int:
@@ -81,8 +119,24 @@ class Settings:
 
     @property
     def ends(self) -> Tuple[int, ...]:
-        """1 and K (once when K is 1): where pushes and batched writes are measured."""
+        """1 and K (once when K is 1): where pushes, batched writes and claims are
+        measured."""
         return tuple(sorted({1, self.most}))
+
+    @property
+    def coarse(self) -> Tuple[int, ...]:
+        """1, 4, 16 up to K, and K: where WeightTree and PriorityQueue pops are measured."""
+        return tuple(sorted({c for c in COARSE_COUNTS if c <= self.most} | {self.most}))
+
+    def runs(self, group: str) -> bool:
+        """Whether this run measures ``group`` (one of :data:`GROUPS`)."""
+        return group in self.only
+
+    def claim_items(self, clients: int) -> int:
+        """Items pre-filled for ``clients`` claimers: ``--items``, or enough for
+        :data:`CLAIM_ROUNDS` full claims per client (at most :data:`CLAIM_FILL_CAP`)
+        if that is more."""
+        return max(self.items, min(CLAIM_BATCH * clients * CLAIM_ROUNDS, CLAIM_FILL_CAP))
 
 
 def client_counts(most: int) -> Tuple[int, ...]:
@@ -117,12 +171,25 @@ def positive_int(text: str) -> int:
     return int(value)
 
 
+def groups(text: str) -> Tuple[str, ...]:
+    """argparse type: comma-separated names of :data:`GROUPS`, returned in run order
+    with "limit" added (every ratio needs it)."""
+    names = {name.strip() for name in text.split(",")}
+    unknown = sorted(name for name in names if name not in GROUPS)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown group {unknown[0]!r} (groups: {', '.join(GROUPS)})")
+    return tuple(g for g in GROUPS if g in names or g == "limit")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's options (``fdbrecipes bench`` and ``benchmarks/run.py``)."""
     parser.description = (
-        "Measure the limit (raw write transactions), pushes, plain and high-contention "
-        "pops against the recipe's, and WeightTree pop latency, against FDB_CLUSTER_FILE "
-        "or a throwaway local fdbserver; print a table, write bench.png and results.json."
+        "Measure the limit (raw write transactions), pushes, Queue pops (plain, "
+        f"spread={SPREAD}, high-contention) against the recipe's, claim_many+ack, "
+        "WeightTree and PriorityQueue pops, and WeightTree pop latency, with the client "
+        "CPU per operation, against FDB_CLUSTER_FILE or a throwaway local fdbserver; "
+        "print a table, write bench.png and results.json."
     )
     parser.add_argument("--clients", type=positive_int, default=16, metavar="K",
                         help="most client processes (counts 1, 2, 4, 8, 16 up to K; "
@@ -131,7 +198,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"seconds per timed measurement (default {DEFAULT_DURATION:g}, "
                         f"{QUICK_DURATION:g} with --quick)")
     parser.add_argument("--items", type=positive_int, default=2000,
-                        help="items in the queue each pop measurement drains (default 2000)")
+                        help="items in the structure each pop measurement drains (default "
+                        f"2000; claims: at least {CLAIM_BATCH * CLAIM_ROUNDS} per client)")
     parser.add_argument("--samples", type=positive_int, default=500,
                         help="timed WeightTree pops per size (default 500)")
     parser.add_argument("--out", type=Path, default=Path("bench-results"), metavar="DIR",
@@ -140,6 +208,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the WeightTree's weights and picks (default 0)")
     parser.add_argument("--quick", action="store_true",
                         help="WeightTree up to 10^5 items, 1-second timed measurements")
+    parser.add_argument("--only", type=groups, default=GROUPS, metavar="GROUPS",
+                        help="comma-separated groups to measure, of "
+                        f"{','.join(GROUPS)} (default: all; the limit is always measured)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -154,4 +225,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         out=args.out,
         seed=args.seed,
         quick=args.quick,
+        only=args.only,
     )

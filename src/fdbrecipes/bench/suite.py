@@ -13,30 +13,32 @@ import time
 import uuid
 from typing import Iterator, List, Optional, Tuple
 
-import fdb
+from fdb.subspace_impl import Subspace
 
-from .. import Queue, WeightTree
+from .. import WeightTree
 from .._cluster import open_database, with_cluster
-from .clients import QUEUE_FILL_BATCH, BenchError, Job, RecipeQueue, chunks, run_clients
+from .clients import BenchError, Job, run_clients
+from .cpu import server_pids
+from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH
 from .machine import format_machine, machine_info
+from .recipe import chunks
 from .report import publish
 from .results import Latency, Results, Row, latency, plural, summarize, with_ratios
 from .settings import (
+    CLAIM_ACK,
     LIMIT,
     LIMIT_BATCH,
     POP_KINDS,
-    PUSH,
-    PUSH_MANY,
+    PQ_KINDS,
+    PUSH_KINDS,
     RECIPE_POP,
-    RECIPE_PUSH,
+    TREE_POP,
     Kind,
     Settings,
     add_arguments,
     settings_from_args,
 )
 
-#: Items per push_many when filling a WeightTree.
-TREE_FILL_BATCH = 5_000
 #: First element of every measurement's subspace prefix.
 ROOT = "fdbrecipes-bench"
 
@@ -47,20 +49,37 @@ def progress(message: str) -> None:
 
 
 class Suite:
-    """Runs every measurement against one cluster (the parent process)."""
+    """Runs every measurement against one cluster (the parent process).
+
+    The servers' CPU time is read from the ``fdbserver`` processes found on this
+    machine for ``cluster_file`` (:func:`~fdbrecipes.bench.cpu.server_pids`), if any.
+    """
 
     def __init__(self, cluster_file: str, settings: Settings) -> None:
         self.cluster_file = cluster_file
         self.settings = settings
         self.db = open_database(cluster_file)
         self.context = multiprocessing.get_context("spawn")
+        self.server_pids = server_pids(cluster_file)
 
     def run(self, cluster: str) -> Results:
-        """Every measurement, in order: limit, pushes, pops, WeightTree."""
+        """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
+        Queue pops, claims, WeightTree pops, PriorityQueue pops, WeightTree latency."""
         machine = machine_info(self.db, cluster)
+        machine["server_processes_sampled"] = len(self.server_pids)
         print(format_machine(machine), flush=True)
-        rows = self.limits() + self.pushes() + self.pops()
-        return Results(machine, self.settings, with_ratios(rows), self.weight_tree())
+        rows = self.limits()
+        if self.settings.runs("push"):
+            rows += self.pushes()
+        rows += self.pops() if self.settings.runs("pops") else self.baselines()
+        if self.settings.runs("claim"):
+            rows += self.claims()
+        if self.settings.runs("tree"):
+            rows += self.tree_pops()
+        if self.settings.runs("pq"):
+            rows += self.pq_pops()
+        latencies = self.weight_tree() if self.settings.runs("latency") else []
+        return Results(machine, self.settings, with_ratios(rows), latencies)
 
     @contextlib.contextmanager
     def space(self, name: str) -> Iterator[Tuple[str, ...]]:
@@ -69,13 +88,13 @@ class Suite:
         try:
             yield prefix
         finally:
-            r = fdb.Subspace(prefix).range()
+            r = Subspace(prefix).range()
             self.db.clear_range(r.start, r.stop)
 
     def measure(self, kind: Kind, clients: int, prefix: Tuple[str, ...]) -> Row:
         """Run ``kind`` with ``clients`` processes in the subspace ``prefix``."""
         duration = None if kind.drains else self.settings.duration
-        job = Job(kind.op, kind.batch, self.cluster_file, prefix, duration)
+        job = Job(kind.op, kind.batch, self.cluster_file, prefix, duration, self.server_pids)
         progress(f"{kind.label}, {plural(clients, 'client')}")
         return summarize(kind, clients, run_clients(self.context, job, clients))
 
@@ -84,6 +103,18 @@ class Suite:
         with self.space(f"{kind.op}-{kind.batch}-{clients}") as prefix:
             return self.measure(kind, clients, prefix)
 
+    def drained(self, kind: Kind, clients: int, items: Optional[int] = None) -> Row:
+        """``clients`` processes emptying a structure pre-filled with ``items`` items
+        (default ``--items``), each until its pop or claim gets nothing."""
+        items = self.settings.items if items is None else items
+        with self.space(f"{kind.op}-{clients}") as prefix:
+            FILLS[kind.op](self.db, Subspace(prefix), items, self.settings.seed)
+            row = self.measure(kind, clients, prefix)
+        if row.count != items:
+            print(f"warning: {kind.label} with {plural(clients, 'client')} took {row.count} "
+                  f"of {items} items", file=sys.stderr)
+        return row
+
     def limits(self) -> List[Row]:
         """The limit: 1-key write transactions at every client count, then 100-key
         write transactions at 1 and K clients."""
@@ -91,33 +122,38 @@ class Suite:
         return rows + [self.timed(LIMIT_BATCH, c) for c in self.settings.ends]
 
     def pushes(self) -> List[Row]:
-        """Queue.push, Queue.push_many(100) and the recipe's push at 1 and K clients."""
-        return [self.timed(kind, c) for kind in (PUSH, PUSH_MANY, RECIPE_PUSH)
-                for c in self.settings.ends]
-
-    def fill(self, kind: Kind, prefix: Tuple[str, ...]) -> None:
-        """Pre-fill the queue that ``kind`` drains with ``--items`` items."""
-        subspace = fdb.Subspace(prefix)
-        if kind is RECIPE_POP:
-            RecipeQueue(subspace).fill(self.db, self.settings.items)
-            return
-        queue = Queue(subspace)
-        for chunk in chunks(0, self.settings.items, QUEUE_FILL_BATCH):
-            queue.push_many(self.db, chunk)
-
-    def drained(self, kind: Kind, poppers: int) -> Row:
-        """``poppers`` processes popping a pre-filled queue until each gets None."""
-        with self.space(f"{kind.op}-{poppers}") as prefix:
-            self.fill(kind, prefix)
-            row = self.measure(kind, poppers, prefix)
-        if row.count != self.settings.items:
-            print(f"warning: {kind.label} with {plural(poppers, 'popper')} popped {row.count} of "
-                  f"{self.settings.items} items", file=sys.stderr)
-        return row
+        """Queue.push(db), Queue.push(tr), Queue.push_many(100) and the recipe's push at
+        1 and K clients."""
+        return [self.timed(kind, c) for kind in PUSH_KINDS for c in self.settings.ends]
 
     def pops(self) -> List[Row]:
-        """The recipe's pop, Queue.pop and the high-contention pop at every popper count."""
+        """The recipe's pop, Queue.pop, Queue.pop(spread=16) and the high-contention pop,
+        interleaved at every popper count."""
         return [self.drained(kind, p) for p in self.settings.clients for kind in POP_KINDS]
+
+    def baselines(self) -> List[Row]:
+        """Instead of the "pops" group (which measures it everywhere): the recipe's pop
+        at the client counts where a selected group (claim, pq) compares with it."""
+        counts = set()
+        if self.settings.runs("claim"):
+            counts |= set(self.settings.ends)
+        if self.settings.runs("pq"):
+            counts |= set(self.settings.coarse)
+        return [self.drained(RECIPE_POP, c) for c in sorted(counts)]
+
+    def claims(self) -> List[Row]:
+        """claim_many(100) + ack_many at 1 and K clients, each draining a queue of
+        :meth:`Settings.claim_items` items."""
+        return [self.drained(CLAIM_ACK, c, self.settings.claim_items(c))
+                for c in self.settings.ends]
+
+    def tree_pops(self) -> List[Row]:
+        """WeightTree.pop draining a tree of ``--items`` items at 1, 4, 16 clients."""
+        return [self.drained(TREE_POP, c) for c in self.settings.coarse]
+
+    def pq_pops(self) -> List[Row]:
+        """PriorityQueue.pop_min and pop_max, interleaved, at 1, 4, 16 clients."""
+        return [self.drained(kind, c) for c in self.settings.coarse for kind in PQ_KINDS]
 
     def weight_tree(self) -> List[Latency]:
         """WeightTree.pop latency at each size: grow the tree with push_many (random
@@ -126,12 +162,12 @@ class Suite:
         rng = random.Random(self.settings.seed)
         latencies = []
         with self.space("weight-tree") as prefix:
-            tree = WeightTree(fdb.Subspace(prefix), rng=random.Random(self.settings.seed + 1))
+            tree = WeightTree(Subspace(prefix), rng=random.Random(self.settings.seed + 1))
             n = 0
             for size in self.settings.sizes:
                 progress(f"WeightTree: filling to {size:,} items")
                 for chunk in chunks(n, size, TREE_FILL_BATCH):
-                    tree.push_many(self.db, [(i, rng.randint(1, 100)) for i in chunk])
+                    tree.push_many(self.db, [(i, rng.randint(1, MAX_WEIGHT)) for i in chunk])
                 n = size
                 progress(f"WeightTree: {self.settings.samples} pops at {size:,} items")
                 latencies.append(latency(size, self.time_pops(tree, rng)))
@@ -146,7 +182,7 @@ class Suite:
             seconds.append(time.perf_counter() - start)
             if value is None:
                 raise BenchError("the WeightTree was empty during the latency measurement")
-            tree.push(self.db, value, rng.randint(1, 100))
+            tree.push(self.db, value, rng.randint(1, MAX_WEIGHT))
         return seconds
 
 

@@ -1,0 +1,111 @@
+"""The project's performance targets, checked against a run's figures.
+
+Client-count targets are defined at 16 clients and checked at K (``--clients``); the
+WeightTree latency target is defined from 10^3 to 10^6 items and checked over the sizes
+measured.  A target whose figure the run did not measure is SKIP; a miss is reported,
+never an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from .results import Latency, Row, find, growth, plural
+from .settings import CLAIM_ACK, HC_POP, PUSH, SPREAD, SPREAD_POP, TREE_POP, Kind
+
+#: Where the client-count targets are defined.
+TARGET_CLIENTS = 16
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of the project's performance targets, checked against this run."""
+
+    name: str
+    value: Optional[float]
+    threshold: float
+    at_most: bool = False
+    note: str = ""
+
+    @property
+    def status(self) -> str:
+        """PASS, FAIL, or SKIP when the run did not measure the figure."""
+        if self.value is None:
+            return "SKIP"
+        met = self.value <= self.threshold if self.at_most else self.value >= self.threshold
+        return "PASS" if met else "FAIL"
+
+
+def scope_note(clients: int) -> str:
+    """Why a target measured at ``clients`` (not 16) speaks of a different scope."""
+    if clients == TARGET_CLIENTS:
+        return ""
+    return f"measured at {plural(clients, 'client')}; the target is at {TARGET_CLIENTS}"
+
+
+def field(row: Optional[Row], name: str) -> Optional[float]:
+    """The figure ``name`` of ``row``, or None when the row was not measured."""
+    value: Optional[float] = None if row is None else getattr(row, name)
+    return value
+
+
+class _Checker:
+    """Makes the targets of one run at K = ``most`` clients."""
+
+    def __init__(self, rows: Sequence[Row], most: int) -> None:
+        self.rows = rows
+        self.most = most
+
+    def at_k(self, kind: Kind, what: str, name: str, threshold: float,
+             at_most: bool = False) -> Target:
+        """The target that ``kind``'s figure ``name`` at K clients is at least (or at
+        most) ``threshold``; ``what`` names it in the output."""
+        value = field(find(self.rows, kind, self.most), name)
+        return Target(what, value, threshold, at_most, scope_note(self.most))
+
+    def at(self, kind: Kind, clients: int, what: str, name: str,
+           threshold: float) -> Target:
+        """The target that ``kind``'s figure ``name`` at ``clients`` is at least
+        ``threshold`` (clients 1: no scope note, the target is at 1 client)."""
+        value = field(find(self.rows, kind, clients), name)
+        note = "" if clients == 1 else scope_note(clients)
+        return Target(what, value, threshold, note=note)
+
+
+def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int) -> List[Target]:
+    """The targets, checked against ``rows`` (with ratios) and ``latencies``.
+
+    In order: the high-contention pop, the spread pop, claim_many+ack, Queue.push at
+    1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth.
+    """
+    check = _Checker(rows, most)
+    poppers = plural(most, "popper")
+    hc = f"high-contention pop, {poppers}"
+    spread = f"pop spread={SPREAD}, {poppers}"
+    targets = [
+        check.at_k(HC_POP, f"{hc}: x recipe pop", "ratio_recipe", 5.0),
+        check.at_k(HC_POP, f"{hc}: x recipe pop", "ratio_recipe", 3.0),
+        check.at_k(HC_POP, f"{hc}: x limit", "ratio_limit", 0.5),
+        check.at_k(HC_POP, f"{hc}: conflicts per pop", "retries_per_op", 0.2, at_most=True),
+        check.at_k(SPREAD_POP, f"{spread}: x limit", "ratio_limit", 0.5),
+        check.at_k(SPREAD_POP, f"{spread}: x recipe pop", "ratio_recipe", 2.5),
+        check.at_k(SPREAD_POP, f"{spread}: retries per pop", "retries_per_op", 0.5,
+                   at_most=True),
+        check.at_k(CLAIM_ACK, f"{CLAIM_ACK.label}, {plural(most, 'client')}: x limit",
+                   "ratio_limit", 5.0),
+    ]
+    for clients in sorted({1, most}):
+        push = f"{PUSH.label}, {plural(clients, 'client')}"
+        targets.append(check.at(PUSH, clients, f"{push}: x limit", "ratio_limit", 0.8))
+        targets.append(check.at(PUSH, clients, f"{push}: x recipe push", "ratio_recipe", 0.95))
+    targets.append(check.at_k(TREE_POP, f"{TREE_POP.label}, {plural(most, 'client')}: x limit",
+                              "ratio_limit", 0.4))
+    sizes = sorted(lat.n for lat in latencies) or [10**3, 10**6]
+    full = sizes[0] <= 10**3 and sizes[-1] >= 10**6
+    targets.append(Target(
+        f"WeightTree pop median growth, {sizes[0]:,} to {sizes[-1]:,} items",
+        growth(latencies), 2.0, at_most=True,
+        note="" if full else "the target is from 10^3 to 10^6 items",
+    ))
+    return targets

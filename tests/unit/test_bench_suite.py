@@ -1,0 +1,131 @@
+"""The suite's order and groups, without a server: which measurements a run makes, with
+how many clients, on how many pre-filled items, for each ``--only``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from fdbrecipes.bench import suite
+from fdbrecipes.bench.clients import Job
+from fdbrecipes.bench.results import Report
+from fdbrecipes.bench.settings import add_arguments, settings_from_args
+
+Measured = Tuple[str, int, int, Any]  # op, batch, clients, duration
+
+
+class FakeDatabase:
+    """Only clears the measurements' subspaces."""
+
+    def __init__(self) -> None:
+        self.cleared = 0
+
+    def clear_range(self, _start: bytes, _stop: bytes) -> None:
+        self.cleared += 1
+
+
+class Recorder:
+    """Stands in for the fills and the client processes; records what the suite asked."""
+
+    def __init__(self) -> None:
+        self.filled: Dict[Tuple[str, ...], Tuple[str, int, int]] = {}
+        self.jobs: List[Measured] = []
+        self.fills: List[Tuple[str, int]] = []
+
+    def fill(self, op: str) -> Any:
+        def fill(_db: Any, subspace: Any, items: int, seed: int) -> None:
+            self.filled[subspace.key()] = (op, items, seed)
+            self.fills.append((op, items))
+
+        return fill
+
+    def run_clients(self, _context: Any, job: Job, clients: int) -> List[Report]:
+        self.jobs.append((job.op, job.batch, clients, job.duration))
+        assert job.server_pids == (4242,)
+        total = 100 * clients
+        for key, (op, items, _seed) in self.filled.items():
+            if key.startswith(suite.Subspace(job.prefix).key()):
+                assert op == job.op
+                total = items
+        share, rest = divmod(total, clients)
+        return [Report(i, share + (rest if i == 0 else 0), 1.0, 0, 0.01, (1.0, 1.5))
+                for i in range(clients)]
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    rec = Recorder()
+    monkeypatch.setattr(suite, "open_database", lambda _cluster_file: FakeDatabase())
+    monkeypatch.setattr(suite, "server_pids", lambda _cluster_file: (4242,))
+    monkeypatch.setattr(suite, "machine_info", lambda _db, cluster: {"cluster": cluster})
+    monkeypatch.setattr(suite, "format_machine", str)
+    monkeypatch.setattr(suite, "run_clients", rec.run_clients)
+    monkeypatch.setattr(suite, "FILLS", {op: rec.fill(op) for op in suite.FILLS})
+    monkeypatch.setattr(suite.Suite, "weight_tree", lambda _self: [])
+    return rec
+
+
+def run(*argv: str) -> Any:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    settings = settings_from_args(parser.parse_args(["--duration", "2", *argv]))
+    return suite.Suite("/fake/fdb.cluster", settings).run("fake")
+
+
+LIMITS: List[Measured] = [("write", 1, c, 2.0) for c in (1, 2, 4, 8, 16)] + [
+    ("write", 100, 1, 2.0), ("write", 100, 16, 2.0)]
+
+
+def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
+    results = run()
+    pops = [(op, 1, c, None) for c in (1, 2, 4, 8, 16)
+            for op in ("recipe-pop", "pop", "spread-pop", "hc-pop")]
+    assert recorder.jobs == LIMITS + [
+        (op, batch, c, 2.0) for op, batch in (("push", 1), ("push-tr", 1), ("push", 100),
+                                              ("recipe-push", 1)) for c in (1, 16)
+    ] + pops + [
+        ("claim-ack", 100, 1, None), ("claim-ack", 100, 16, None),
+        ("tree-pop", 1, 1, None), ("tree-pop", 1, 4, None), ("tree-pop", 1, 16, None),
+    ] + [(op, 1, c, None) for c in (1, 4, 16) for op in ("pq-pop-min", "pq-pop-max")]
+    claims = [items for op, items in recorder.fills if op == "claim-ack"]
+    assert claims == [2000, 16_000]
+    assert {items for op, items in recorder.fills if op != "claim-ack"} == {2000}
+    assert len(results.rows) == len(recorder.jobs)
+    hc = next(r for r in results.rows if r.name == "Queue.pop high_contention"
+              and r.clients == 16)
+    assert hc.count == 2000 and hc.cpu_seconds == pytest.approx(0.16)
+    assert hc.server_cpu_seconds == pytest.approx(0.5)
+    assert hc.ratio_recipe == pytest.approx(1.0) and hc.ratio_limit is not None
+    assert results.machine["server_processes_sampled"] == 1
+
+
+def test_only_one_group_keeps_the_limit(recorder: Recorder) -> None:
+    run("--only", "pops")
+    assert recorder.jobs[:len(LIMITS)] == LIMITS
+    assert {op for op, *_ in recorder.jobs[len(LIMITS):]} == {
+        "recipe-pop", "pop", "spread-pop", "hc-pop"}
+
+
+@pytest.mark.parametrize("only, counts", [("pq", (1, 4, 16)), ("claim", (1, 16)),
+                                          ("claim,pq", (1, 4, 16)), ("push,tree", ())])
+def test_without_pops_the_recipe_pop_is_measured_where_compared(
+        recorder: Recorder, only: str, counts: Tuple[int, ...]) -> None:
+    results = run("--only", only)
+    recipe = [c for op, _, c, _ in recorder.jobs if op == "recipe-pop"]
+    assert tuple(recipe) == counts
+    compared = [r for r in results.rows if r.recipe == "recipe pop" and r.name != "recipe pop"]
+    assert all(r.ratio_recipe is not None for r in compared)
+
+
+def test_a_drain_that_took_other_than_it_filled_warns(
+        recorder: Recorder, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def short(_context: Any, job: Job, clients: int) -> List[Report]:
+        return [Report(i, 10, 1.0, 0) for i in range(clients)]
+
+    monkeypatch.setattr(suite, "run_clients", short)
+    run("--only", "limit,tree", "--clients", "1")
+    assert "warning: WeightTree.pop with 1 client took 10 of 2000 items" in \
+        capsys.readouterr().err

@@ -1,0 +1,175 @@
+"""The benchmark's targets, without a server: each passes at its threshold, fails just
+past it, is skipped when not measured, and says when it was measured at another scope."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import pytest
+
+from fdbrecipes.bench import results, targets
+from fdbrecipes.bench.results import Latency, Row
+from fdbrecipes.bench.settings import (
+    CLAIM_ACK,
+    HC_POP,
+    LIMIT,
+    POP,
+    PUSH,
+    RECIPE_POP,
+    RECIPE_PUSH,
+    SPREAD_POP,
+    TREE_POP,
+    Kind,
+)
+from fdbrecipes.bench.targets import Target
+
+
+def row(kind: Kind, clients: int, rate: float, retries: Optional[int] = 0) -> Row:
+    """A row of ``kind`` whose rate is ``rate`` (count over one second)."""
+    return Row(kind.label, clients, int(rate), 1.0, retries, kind.unit, kind.recipe)
+
+
+def sample_rows() -> List[Row]:
+    """A run at 1 and 16 clients, with round figures meeting every target."""
+    return results.with_ratios([
+        row(LIMIT, 1, 600), row(LIMIT, 16, 2000),
+        row(PUSH, 1, 540), row(PUSH, 16, 1800),
+        row(RECIPE_PUSH, 1, 500, None), row(RECIPE_PUSH, 16, 1000, None),
+        row(RECIPE_POP, 1, 500), row(RECIPE_POP, 16, 200, 124),
+        row(POP, 16, 250, 300),
+        row(SPREAD_POP, 16, 1000, 300),
+        row(HC_POP, 1, 450), row(HC_POP, 16, 1200, 120),
+        row(CLAIM_ACK, 1, 4000), row(CLAIM_ACK, 16, 12000),
+        row(TREE_POP, 16, 900),
+    ])
+
+
+LATENCIES = [Latency(10**3, 500, 2.0, 3.0), Latency(10**4, 500, 2.4, 3.5),
+             Latency(10**5, 500, 2.8, 4.0), Latency(10**6, 500, 3.2, 5.0)]
+
+#: Every target's name at 16 clients and its threshold, in the order they are printed.
+NAMES = [
+    ("high-contention pop, 16 poppers: x recipe pop", 5.0),
+    ("high-contention pop, 16 poppers: x recipe pop", 3.0),
+    ("high-contention pop, 16 poppers: x limit", 0.5),
+    ("high-contention pop, 16 poppers: conflicts per pop", 0.2),
+    ("pop spread=16, 16 poppers: x limit", 0.5),
+    ("pop spread=16, 16 poppers: x recipe pop", 2.5),
+    ("pop spread=16, 16 poppers: retries per pop", 0.5),
+    ("claim_many(100)+ack, 16 clients: x limit", 5.0),
+    ("Queue.push(db), 1 client: x limit", 0.8),
+    ("Queue.push(db), 1 client: x recipe push", 0.95),
+    ("Queue.push(db), 16 clients: x limit", 0.8),
+    ("Queue.push(db), 16 clients: x recipe push", 0.95),
+    ("WeightTree.pop, 16 clients: x limit", 0.4),
+    ("WeightTree pop median growth, 1,000 to 1,000,000 items", 2.0),
+]
+
+
+def check(rows: Sequence[Row], latencies: Sequence[Latency] = LATENCIES,
+          most: int = 16) -> List[Target]:
+    return targets.check_targets(rows, latencies, most)
+
+
+def test_every_target_in_order_and_passing() -> None:
+    checked = check(sample_rows())
+    assert [(t.name, t.threshold) for t in checked] == NAMES
+    assert [t.status for t in checked] == ["PASS"] * len(NAMES)
+    assert [t.note for t in checked] == [""] * len(NAMES)
+
+
+def test_unmeasured_targets_are_skipped() -> None:
+    assert [t.status for t in check([], [])] == ["SKIP"] * len(NAMES)
+
+
+def test_targets_fail() -> None:
+    rows = results.with_ratios([
+        row(LIMIT, 1, 600), row(LIMIT, 16, 2000), row(PUSH, 1, 300), row(PUSH, 16, 1800),
+        row(RECIPE_PUSH, 1, 500, None), row(RECIPE_PUSH, 16, 2000, None),
+        row(RECIPE_POP, 16, 300), row(HC_POP, 16, 1200, 500),
+        row(SPREAD_POP, 16, 600, 700), row(CLAIM_ACK, 16, 9000), row(TREE_POP, 16, 600),
+    ])
+    slow = [Latency(10**3, 500, 1.0, 1.0), Latency(10**6, 500, 2.5, 3.0)]
+    assert [t.status for t in check(rows, slow)] == [
+        "FAIL", "PASS", "PASS", "FAIL",  # hc: 4x recipe, 0.6x limit, 0.42 conflicts
+        "FAIL", "FAIL", "FAIL",  # spread: 0.3x limit, 2x recipe, 1.17 retries
+        "FAIL",  # claim: 4.5x limit
+        "FAIL", "FAIL", "PASS", "FAIL",  # push: 0.5x limit at 1, 0.9x recipe at 16
+        "FAIL",  # WeightTree.pop 0.3x limit
+        "FAIL",  # growth 2.5x
+    ]
+
+
+# Each case: the kind, its rate, its retries and the recipe's rate (16 clients, limit
+# 1000/s) that put one target exactly at its threshold; the target's index in NAMES.
+AT_THRESHOLD = [
+    (0, HC_POP, 1000, 0, 200),
+    (1, HC_POP, 600, 0, 200),
+    (2, HC_POP, 500, 0, 100),
+    (3, HC_POP, 1000, 200, 100),
+    (4, SPREAD_POP, 500, 0, 100),
+    (5, SPREAD_POP, 1000, 0, 400),
+    (6, SPREAD_POP, 1000, 500, 100),
+    (7, CLAIM_ACK, 5000, 0, 100),
+    (10, PUSH, 800, 0, 100),
+    (11, PUSH, 950, 0, 1000),
+    (12, TREE_POP, 400, 0, 100),
+]
+
+
+def at(kind: Kind, rate: int, retries: int, recipe: int) -> List[Row]:
+    """Rows at 16 clients: the limit at 1000/s, the recipe, and ``kind``."""
+    baseline = RECIPE_PUSH if kind is PUSH else RECIPE_POP
+    return results.with_ratios([row(LIMIT, 16, 1000), row(baseline, 16, recipe),
+                                row(kind, 16, rate, retries)])
+
+
+@pytest.mark.parametrize("index, kind, rate, retries, recipe", AT_THRESHOLD)
+def test_a_target_at_its_threshold_passes_and_just_past_it_fails(
+        index: int, kind: Kind, rate: int, retries: int, recipe: int) -> None:
+    target = check(at(kind, rate, retries, recipe))[index]
+    assert target.value == pytest.approx(target.threshold)
+    assert target.status == "PASS"
+    past = (rate, retries + 1) if target.at_most else (rate - 1, retries)
+    assert check(at(kind, *past, recipe))[index].status == "FAIL"
+    assert check(results.with_ratios([row(LIMIT, 16, 1000)]))[index].status == "SKIP"
+
+
+def test_a_target_at_the_threshold_passes() -> None:
+    assert Target("x", 2.0, 2.0, at_most=True).status == "PASS"
+    assert Target("x", 0.5, 0.5).status == "PASS"
+    assert Target("x", 0.49, 0.5).status == "FAIL"
+    assert Target("x", None, 0.5).status == "SKIP"
+
+
+def test_targets_say_when_the_scope_is_smaller() -> None:
+    rows = results.with_ratios([row(k, 8, r.rate) for r in sample_rows()
+                                for k in (LIMIT, PUSH, RECIPE_PUSH, RECIPE_POP, HC_POP,
+                                          SPREAD_POP, CLAIM_ACK, TREE_POP)
+                                if r.name == k.label and r.clients == 16])
+    checked = check(rows, LATENCIES[:3], 8)
+    scoped = [t for t in checked if "the target is at 16" in t.note]
+    assert [t.name for t in scoped] == [
+        "high-contention pop, 8 poppers: x recipe pop",
+        "high-contention pop, 8 poppers: x recipe pop",
+        "high-contention pop, 8 poppers: x limit",
+        "high-contention pop, 8 poppers: conflicts per pop",
+        "pop spread=16, 8 poppers: x limit",
+        "pop spread=16, 8 poppers: x recipe pop",
+        "pop spread=16, 8 poppers: retries per pop",
+        "claim_many(100)+ack, 8 clients: x limit",
+        "Queue.push(db), 8 clients: x limit",
+        "Queue.push(db), 8 clients: x recipe push",
+        "WeightTree.pop, 8 clients: x limit",
+    ]
+    assert all(t.status == "PASS" for t in scoped)
+    push1 = [t for t in checked if t.name.startswith("Queue.push(db), 1 client")]
+    assert [t.note for t in push1] == ["", ""] and {t.status for t in push1} == {"SKIP"}
+    assert "10^6" in checked[-1].note
+    assert "1,000 to 100,000 items" in checked[-1].name
+
+
+def test_one_client_checks_push_once() -> None:
+    names = [t.name for t in check([], [], 1)]
+    assert sum(n.startswith("Queue.push(db)") for n in names) == 2
+    assert len(names) == len(NAMES) - 2
