@@ -47,11 +47,36 @@ def test_benchmarks_run_py_help() -> None:
     assert "--quick" in done.stdout
 
 
+#: Arguments each command needs besides its name.
+REQUIRED = {"stats": ["--tuple", "('jobs',)", "--kind", "queue"]}
+
+
 def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
-    assert [c.name for c in cli.COMMANDS] == ["demo", "bench"]
+    assert [c.name for c in cli.COMMANDS] == [
+        "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead"]
     for command in cli.COMMANDS:
-        assert parser.parse_args([command.name]).run is command.run
+        needs = REQUIRED["stats"] if command.name not in ("demo", "bench") else []
+        assert parser.parse_args([command.name, *needs]).run is command.run
+
+
+def test_help_lists_the_operator_commands() -> None:
+    done = run_python("-m", "fdbrecipes", "--help")
+    assert done.returncode == 0, done.stderr
+    for name in ("stats", "peek", "dead", "requeue-dead", "purge-dead", "--directory",
+                 "--tuple", "--kind"):
+        assert name in done.stdout
+
+
+@pytest.mark.parametrize("name", ["stats", "peek", "dead", "requeue-dead", "purge-dead"])
+def test_operator_command_help_needs_no_client_library(name: str) -> None:
+    done = run_python("-c", "import sys; from fdbrecipes.cli import main\n"
+                      f"try:\n    main([{name!r}, '--help'])\n"
+                      "except SystemExit as e:\n    assert e.code == 0\n"
+                      "print('fdb.impl' in sys.modules)")
+    assert done.returncode == 0, done.stderr
+    assert "--cluster-file" in done.stdout and "--json" in done.stdout
+    assert done.stdout.strip().endswith("False")
 
 
 @pytest.mark.parametrize("argv", [["demo"], ["bench", "--quick"]])

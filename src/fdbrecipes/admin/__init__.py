@@ -1,0 +1,71 @@
+"""The operator commands: look into a Queue, PriorityQueue or WeightTree on a running
+cluster, and deal with a queue's dead letters.
+
+Usage::
+
+    fdbrecipes stats        --directory app/jobs --kind queue
+    fdbrecipes peek         --tuple '("tasks",)' --kind priority-queue --end max --limit 5
+    fdbrecipes peek         --tuple '("pool",)' --kind weight-tree --json
+    fdbrecipes dead         --directory app/jobs --kind queue
+    fdbrecipes requeue-dead --directory app/jobs --kind queue --limit 100 --yes
+    fdbrecipes purge-dead   --directory app/jobs --kind queue --yes
+
+Every command names one structure:
+
+* where: ``--directory a/b`` (a directory-layer path, components split on "/", opened
+  with ``fdb.directory.open``: it must exist and is never created) or ``--tuple
+  '("jobs",)'`` (a Python tuple literal; the subspace is ``fdb.Subspace(that tuple)``),
+  exactly one of the two;
+* what: ``--kind queue|priority-queue|weight-tree``.  The keys found there must be of
+  that kind (an empty place is an empty structure).  ``--max-deliveries N`` (queue
+  kinds) gives the commands the application's ``max_deliveries``, so that a lease that
+  expired on an item's last delivery counts as dead, as the application will see it;
+* the cluster: ``--cluster-file PATH``, by default the one ``fdb.open()`` uses
+  (``$FDB_CLUSTER_FILE``, else the platform's default cluster file).  No server is ever
+  started.  Every transaction is cancelled after ``--timeout`` seconds (default 10), so
+  a cluster that does not answer is an error, not a hang.
+
+``stats``, ``peek`` and ``dead`` only read (they commit no write).  ``requeue-dead`` and
+``purge-dead`` write, and refuse to run without ``--yes``.
+
+Output: a table, values shown with ``repr()`` (cut at 80 characters), or with
+``--json`` one JSON object on one line.  In JSON a value is: a str, int (any size), bool
+or finite float as the JSON scalar; None (inside tuples) as null; bytes as ``{"bytes":
+"<base64>"}``; a uuid.UUID as ``{"uuid": "<canonical form>"}``; a tuple as ``{"tuple":
+[elements, encoded alike]}``; a NaN or infinite float as ``{"float": "nan"}`` (or
+``"inf"``, ``"-inf"``); anything else the tuple layer decodes as ``{"repr": "..."}``.
+Times are ISO 8601 in UTC; weight-tree handles and dead-letter tokens are hex.
+
+Exit status: 0 done; 1 the command failed (one line on stderr: no such directory, keys
+of another kind there, the cluster does not answer, ``libfdb_c`` is missing); 2 a
+usage error (one line on stderr for the checks made here: a bad ``--tuple``, dead
+letters of a weight-tree, a missing ``--yes``; argparse's own errors add its usage).
+
+The parts: :mod:`.arguments` (options), :mod:`.places` (where a structure is, and what
+is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them).
+Importing this package needs no ``libfdb_c``.
+"""
+
+from .arguments import (
+    dead_arguments,
+    peek_arguments,
+    purge_dead_arguments,
+    requeue_dead_arguments,
+    stats_arguments,
+)
+from .commands import DEAD, PEEK, PURGE_DEAD, REQUEUE_DEAD, STATS, Operation, run
+
+__all__ = [
+    "DEAD",
+    "PEEK",
+    "PURGE_DEAD",
+    "REQUEUE_DEAD",
+    "STATS",
+    "Operation",
+    "dead_arguments",
+    "peek_arguments",
+    "purge_dead_arguments",
+    "requeue_dead_arguments",
+    "run",
+    "stats_arguments",
+]

@@ -1,0 +1,176 @@
+"""The operator commands' options, and the checks made on them before connecting.
+
+Everything here is decided by the command line alone: a bad ``--tuple``, dead letters
+asked of a weight-tree or a missing ``--yes`` are usage errors (exit status 2) found
+before ``libfdb_c`` is loaded or a cluster contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from typing import Optional
+
+import fdb.tuple
+
+from .places import Place, UsageError
+
+__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "PEEK_LIMIT", "check_usage",
+           "dead_arguments", "parse_directory", "parse_tuple", "peek_arguments",
+           "purge_dead_arguments", "requeue_dead_arguments", "stats_arguments"]
+
+KINDS = ("queue", "priority-queue", "weight-tree")
+#: Seconds a transaction may take before it is cancelled (``--timeout``).
+DEFAULT_TIMEOUT = 10.0
+#: Items ``peek`` lists, and dead letters ``dead`` lists, unless ``--limit`` says.
+PEEK_LIMIT, DEAD_LIMIT = 10, 100
+
+EPILOG = ("The structure is --directory PATH (a directory-layer path, which must exist) "
+          "or --tuple LITERAL (a Python tuple literal naming the subspace), with --kind.  "
+          "Values are shown with repr(); see --json.  Exit status: 0 done, 1 failed, 2 "
+          "usage error; errors are one line on stderr.")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: seconds, more than 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= 86400 seconds, got {text}")
+    return value
+
+
+def place_arguments(parser: argparse.ArgumentParser, description: str) -> None:
+    """The options every operator command takes, and its ``--help`` texts."""
+    parser.description = description
+    parser.epilog = EPILOG
+    where = parser.add_argument_group("the structure")
+    one = where.add_mutually_exclusive_group(required=True)
+    one.add_argument("--directory", metavar="PATH",
+                     help="directory-layer path, components separated by '/' (e.g. "
+                     "app/jobs); it must exist, it is never created")
+    one.add_argument("--tuple", metavar="LITERAL", dest="tuple_literal",
+                     help="Python tuple literal naming the subspace, e.g. '(\"jobs\",)'")
+    where.add_argument("--kind", required=True, choices=KINDS, help="what is stored there")
+    where.add_argument("--max-deliveries", type=positive_int, metavar="N",
+                       help="queue kinds: the application's max_deliveries (a lease that "
+                       "expired on a last delivery then counts as dead)")
+    cluster = parser.add_argument_group("the cluster and the output")
+    cluster.add_argument("--cluster-file", metavar="PATH",
+                         help="cluster file (default: $FDB_CLUSTER_FILE, else the "
+                         "platform's default); no server is ever started")
+    cluster.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
+                         metavar="SECONDS", help="cancel any transaction taking longer "
+                         f"(default {DEFAULT_TIMEOUT:g})")
+    cluster.add_argument("--json", action="store_true",
+                         help="print one JSON object (values encoded as documented in "
+                         "fdbrecipes.admin) instead of a table")
+
+
+def stats_arguments(parser: argparse.ArgumentParser) -> None:
+    """``stats``' options."""
+    place_arguments(parser, "Show where a structure's items are: for queue kinds the "
+                    "size and how many are visible, delayed, in flight and dead, and the "
+                    "age of the front item; for a weight-tree the size and total weight.  "
+                    "Reads only.")
+
+
+def peek_arguments(parser: argparse.ArgumentParser) -> None:
+    """``peek``'s options."""
+    place_arguments(parser, "List the next visible items without removing them (for a "
+                    "weight-tree: its items with their weights and handles, in point "
+                    "order).  Reads only.")
+    parser.add_argument("--limit", type=positive_int, default=PEEK_LIMIT, metavar="N",
+                        help=f"items to list (default {PEEK_LIMIT})")
+    parser.add_argument("--end", choices=("min", "max"),
+                        help="priority-queue: list in pop_min order (default) or in "
+                        "pop_max order")
+
+
+def dead_arguments(parser: argparse.ArgumentParser) -> None:
+    """``dead``'s options."""
+    place_arguments(parser, "List the dead letters of a queue or priority-queue, oldest "
+                    "first: value, deliveries, when it died.  Reads only.")
+    parser.add_argument("--limit", type=positive_int, default=DEAD_LIMIT, metavar="N",
+                        help=f"dead letters to list (default {DEAD_LIMIT})")
+
+
+def requeue_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    """``requeue-dead``'s options."""
+    place_arguments(parser, "Push dead letters back at the tail, oldest first, delivery "
+                    "count reset.  Writes: refuses to run without --yes.")
+    parser.add_argument("--limit", type=positive_int, metavar="N",
+                        help="requeue at most N (default: all)")
+    parser.add_argument("--yes", action="store_true", help="really requeue them")
+
+
+def purge_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    """``purge-dead``'s options."""
+    place_arguments(parser, "Delete every dead letter for good.  Writes: refuses to run "
+                    "without --yes.")
+    parser.add_argument("--yes", action="store_true", help="really delete them")
+
+
+def parse_directory(text: str) -> Place:
+    """``--directory``: "app/jobs" (a leading or trailing "/" is ignored)."""
+    parts = tuple(text.strip("/").split("/"))
+    if not text.strip("/") or "" in parts:
+        raise UsageError(f"--directory {text!r}: give a path like app/jobs (non-empty "
+                         "components separated by '/')")
+    return Place(directory=parts)
+
+
+def parse_tuple(text: str) -> Place:
+    """``--tuple``: a Python literal that is a tuple the tuple layer can encode."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise UsageError(f"--tuple {text!r} is not a Python literal; write a tuple such "
+                         "as '(\"jobs\",)'") from None
+    if type(value) is not tuple:
+        raise UsageError(f"--tuple {text!r} is a {type(value).__name__}, not a tuple: write "
+                         "e.g. '(\"jobs\",)' (a one-element tuple needs its comma)")
+    try:
+        fdb.tuple.pack(value)
+    except Exception as e:
+        raise UsageError(f"--tuple {text!r} cannot be tuple-encoded ({e})") from None
+    return Place(prefix=value)
+
+
+def check_usage(args: argparse.Namespace, dead_letters: bool, confirm: Optional[str]) -> Place:
+    """The place ``args`` name, once every check of the command line alone passed.
+
+    ``dead_letters``: the command works on dead letters (queue kinds only).
+    ``confirm``: for a command that writes, what ``--yes`` confirms.
+
+    Raises:
+        UsageError: the first check that failed.
+    """
+    if args.directory is not None:
+        place = parse_directory(args.directory)
+    else:
+        place = parse_tuple(args.tuple_literal)
+    if args.kind == "weight-tree":
+        if dead_letters:
+            raise UsageError("a weight-tree has no dead letters (queue and priority-queue "
+                             "have)")
+        if args.max_deliveries is not None:
+            raise UsageError("--max-deliveries applies to queue kinds only")
+    if getattr(args, "end", None) is not None and args.kind != "priority-queue":
+        raise UsageError("--end applies to --kind priority-queue only")
+    if confirm and not args.yes:
+        raise UsageError(f"refusing to {confirm} without --yes")
+    return place

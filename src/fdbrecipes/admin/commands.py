@@ -1,0 +1,274 @@
+"""Running an operator command: check the command line, connect, open and survey the
+place, act, print.
+
+Each command is an :class:`Operation`; :func:`run` does the rest.  Reading commands
+use the library's reading methods only, given the Database (each runs in a transaction
+it does not write to) or, for ``stats``, in one transaction that is never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+
+from .._cluster import client_library_problem, select_api_version
+from ..errors import FdbRecipesError
+from ..priority_queue import PriorityQueue
+from ..queue import Queue
+from ..weight_tree import WeightTree
+from .arguments import check_usage
+from .output import cut, iso_time, json_value, table
+from .places import OperatorError, Place, Structure, UsageError, make_structure, open_place, survey
+
+__all__ = ["DEAD", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "STATS", "Operation", "Report",
+           "Target", "run"]
+
+T = TypeVar("T")
+
+#: FoundationDB's transaction_timed_out.
+TIMED_OUT = 1031
+
+
+@dataclass(frozen=True)
+class Target:
+    """An opened structure: the database, where it is, its kind, the library object."""
+
+    db: Any
+    place: Place
+    kind: str
+    structure: Structure
+
+    def header(self) -> Dict[str, Any]:
+        """The first fields of every JSON answer."""
+        return {"kind": self.kind, "place": str(self.place)}
+
+    def title(self) -> str:
+        """The first line of every table."""
+        return f"{self.kind} at {self.place}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a command prints: ``data`` with ``--json``, else ``text``."""
+
+    data: Dict[str, Any]
+    text: str
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operator command: its name, its action, and what it needs.
+
+    Attributes:
+        dead_letters: it works on dead letters (queue kinds only).
+        confirm: for a command that writes, what ``--yes`` confirms (the refusal to
+            run without it names it).
+    """
+
+    name: str
+    act: Callable[[Target, argparse.Namespace], Report]
+    dead_letters: bool = False
+    confirm: Optional[str] = None
+
+
+# -- connecting and opening ----------------------------------------------------------
+
+
+def read_only(db: Any, op: Callable[..., T], *args: Any) -> T:
+    """``op(transaction, *args)`` in a transaction that is never committed, retried on
+    retryable errors (the database's transaction timeout bounds the whole)."""
+    import fdb.impl
+
+    tr = db.create_transaction()
+    while True:
+        try:
+            return op(tr, *args)
+        except fdb.impl.FDBError as e:
+            tr.on_error(e).wait()
+
+
+def connect(args: argparse.Namespace) -> Any:
+    """The database ``--cluster-file`` names, its transactions bounded by ``--timeout``.
+
+    Raises:
+        OperatorError: ``libfdb_c`` cannot be loaded, or the cluster file is missing.
+    """
+    problem = client_library_problem()
+    if problem:
+        raise OperatorError(f"cannot run: {problem}")
+    if args.cluster_file is not None and not os.path.isfile(args.cluster_file):
+        raise OperatorError(f"cluster file {args.cluster_file} does not exist")
+    select_api_version()
+    import fdb
+
+    db = fdb.open(args.cluster_file)
+    db.options.set_transaction_timeout(int(args.timeout * 1000))
+    return db
+
+
+def open_target(db: Any, place: Place, args: argparse.Namespace) -> Target:
+    """Open ``place`` and check that what is stored there is a ``--kind``."""
+    subspace = read_only(db, open_place, place)
+    found = read_only(db, survey, subspace, args.kind)
+    if found is not None:
+        raise OperatorError(f"no {args.kind} at {place}: found {found}")
+    structure = make_structure(args.kind, subspace, args.max_deliveries)
+    return Target(db, place, args.kind, structure)
+
+
+def cluster_problem(e: BaseException, args: argparse.Namespace) -> Optional[str]:
+    """The line to print for a FoundationDB error, or None if ``e`` is not one."""
+    impl = sys.modules.get("fdb.impl")
+    if impl is None or not isinstance(e, impl.FDBError):
+        return None
+    path = args.cluster_file or os.environ.get("FDB_CLUSTER_FILE")
+    where = f"cluster file {path}" if path else "the default cluster file"
+    if e.code == TIMED_OUT:
+        return (f"the cluster ({where}) did not answer within {args.timeout:g} s: is it "
+                "running and reachable? (--timeout SECONDS waits longer)")
+    return f"FoundationDB error {e.code} ({e.description}) with {where}"
+
+
+def say(prefix: str, message: object) -> None:
+    """Print ``prefix message`` on stderr as one line (a multi-line message joined)."""
+    print(prefix, " ".join(str(message).splitlines()), file=sys.stderr)
+
+
+def run(args: argparse.Namespace, operation: Operation) -> int:
+    """Run ``operation`` as ``args`` say, print its report, return the exit status.
+
+    A failure is one line on stderr, ``fdbrecipes <command>: <reason>`` (usage errors:
+    ``fdbrecipes <command>: error: <reason>``), and exit status 1 (usage: 2).
+    """
+    prefix = f"fdbrecipes {operation.name}:"
+    try:
+        place = check_usage(args, operation.dead_letters, operation.confirm)
+        target = open_target(connect(args), place, args)
+        report = operation.act(target, args)
+    except UsageError as e:
+        say(f"{prefix} error:", e)
+        return e.status
+    except OperatorError as e:
+        say(prefix, e)
+        return e.status
+    except FdbRecipesError as e:
+        say(prefix, e)
+        return 1
+    except KeyboardInterrupt as e:
+        say(prefix, f"interrupted: {e}" if str(e) else "interrupted")
+        return 130
+    except Exception as e:
+        line = cluster_problem(e, args)
+        if line is None:
+            raise
+        say(prefix, line)
+        return 1
+    print(json.dumps(report.data, allow_nan=False) if args.json else report.text)
+    return 0
+
+
+# -- the commands --------------------------------------------------------------------
+
+
+def _counts(tr: Any, structure: Structure) -> Dict[str, Any]:
+    if isinstance(structure, WeightTree):
+        return {"size": structure.size(tr), "total_weight": structure.total_weight(tr)}
+    return {"size": structure.size(tr), **structure.stats(tr)._asdict()}
+
+
+def _shown(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f} s" if name.endswith("age") else f"{value:,}"
+
+
+def stats(target: Target, args: argparse.Namespace) -> Report:
+    """``stats``: the counters, read in one transaction (never committed)."""
+    data = read_only(target.db, _counts, target.structure)
+    rows = [(name.replace("_", " "), _shown(name, v)) for name, v in data.items()]
+    return Report({**target.header(), **data}, f"{target.title()}\n{table(rows)}")
+
+
+def _listing(title: str, rows: Sequence[Sequence[str]], headers: Sequence[str], none: str,
+             limit: Optional[int]) -> str:
+    """A titled table, or ``none`` when empty; says so when ``limit`` was reached."""
+    lines = [title, table(rows, headers) if rows else none]
+    if limit is not None and len(rows) >= limit:
+        lines.append(f"(--limit {limit} reached: there may be more)")
+    return "\n".join(lines)
+
+
+def peek(target: Target, args: argparse.Namespace) -> Report:
+    """``peek``: the next ``--limit`` visible items (a weight-tree's, with weights)."""
+    structure, limit = target.structure, args.limit
+    if isinstance(structure, WeightTree):
+        return _peek_tree(target, structure, limit)
+    extra: Dict[str, Any] = {}
+    title = target.title()
+    if isinstance(structure, PriorityQueue):
+        end = args.end or "min"
+        values = structure.items(target.db, limit, reverse=end == "max")
+        extra, title = {"end": end}, f"{title}, in pop_{end} order"
+    else:
+        values = structure.items(target.db, limit)
+    rows = [(str(i), cut(repr(v))) for i, v in enumerate(values, 1)]
+    return Report({**target.header(), **extra, "items": [json_value(v) for v in values]},
+                  _listing(title, rows, ("#", "value"), "(no visible items)", limit))
+
+
+def _peek_tree(target: Target, tree: WeightTree, limit: int) -> Report:
+    items = tree.items(target.db, limit)
+    rows = [(str(i), f"{w:,}", cut(repr(v)), h.hex()) for i, (h, v, w) in enumerate(items, 1)]
+    data = [{"value": json_value(v), "weight": w, "handle": h.hex()} for h, v, w in items]
+    return Report({**target.header(), "items": data},
+                  _listing(f"{target.title()}, in point order", rows,
+                           ("#", "weight", "value", "handle"), "(no items)", limit))
+
+
+def _ordered(target: Target) -> Union[Queue, PriorityQueue]:
+    """The structure of a dead-letter command (never a weight-tree: see check_usage)."""
+    structure = target.structure
+    if isinstance(structure, WeightTree):
+        raise UsageError("a weight-tree has no dead letters")
+    return structure
+
+
+def dead(target: Target, args: argparse.Namespace) -> Report:
+    """``dead``: the oldest ``--limit`` dead letters."""
+    letters = _ordered(target).dead(target.db, args.limit)
+    rows = [(str(i), str(d.deliveries), iso_time(d.died_at), cut(repr(d.value)))
+            for i, d in enumerate(letters, 1)]
+    data: List[Dict[str, Any]] = [
+        {"value": json_value(d.value), "deliveries": d.deliveries,
+         "died_at": iso_time(d.died_at), "died_at_epoch": d.died_at, "token": d.token.hex()}
+        for d in letters]
+    return Report({**target.header(), "dead_letters": data},
+                  _listing(target.title(), rows, ("#", "deliveries", "died at (UTC)", "value"),
+                           "(no dead letters)", args.limit))
+
+
+def requeue_dead(target: Target, args: argparse.Namespace) -> Report:
+    """``requeue-dead``: push up to ``--limit`` dead letters back (all by default)."""
+    moved = _ordered(target).requeue_dead(target.db, args.limit)
+    return Report({**target.header(), "requeued": moved},
+                  f"{target.title()}: requeued {moved:,} dead letter(s)")
+
+
+def purge_dead(target: Target, args: argparse.Namespace) -> Report:
+    """``purge-dead``: delete every dead letter."""
+    removed = _ordered(target).purge_dead(target.db)
+    return Report({**target.header(), "purged": removed},
+                  f"{target.title()}: purged {removed:,} dead letter(s)")
+
+
+STATS = Operation("stats", stats)
+PEEK = Operation("peek", peek)
+DEAD = Operation("dead", dead, dead_letters=True)
+REQUEUE_DEAD = Operation("requeue-dead", requeue_dead, dead_letters=True,
+                         confirm="move dead letters back into the queue")
+PURGE_DEAD = Operation("purge-dead", purge_dead, dead_letters=True,
+                       confirm="delete dead letters for good")

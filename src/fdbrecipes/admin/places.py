@@ -1,0 +1,149 @@
+"""Where a structure is, and what is stored there.
+
+A place is a directory-layer path or a tuple (:class:`Place`).  :func:`survey` reads
+the first key of each range a kind keeps, to refuse a place holding another kind's
+keys before anything is shown or changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from fdb.subspace_impl import Subspace
+
+from ..priority_queue import PriorityQueue
+from ..queue import Queue
+from ..weight_tree import WeightTree
+from .output import cut
+
+__all__ = ["NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS", "QUEUE_RANGES", "TREE_KEYS",
+           "TREE_RANGES", "OperatorError", "Place", "Structure", "UsageError",
+           "make_structure", "open_place", "survey"]
+
+Structure = Union[Queue, PriorityQueue, WeightTree]
+
+#: The first tuple element of a structure's keys says what they are (the key layout of
+#: :mod:`fdbrecipes._layout`, drawn in docs/data-model.md; the unit tests check these
+#: against it).  Queue kinds: ranges of items, holds, deadlines, dead letters and
+#: counters; the floor key.
+QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x", "n"), ("f",)
+#: A weight tree: ranges of leaves, values and sums; the total weight and count keys.
+TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t", "n")
+#: What any structure, even a cleared one, may leave: commit receipts, idempotency
+#: ids, and the wake counters of a Queue ("w", a single key) and a WeightTree ("z").
+NEUTRAL = ("c", "g", "k", "w", "z")
+#: Elements of a Queue's item tuple; a PriorityQueue's has one more, the priority.
+QUEUE_ITEM_LEN = 5
+
+
+class OperatorError(Exception):
+    """A command failed; the message is the line printed, ``status`` the exit status."""
+
+    status = 1
+
+
+class UsageError(OperatorError):
+    """The command line asks for something that cannot be done (exit status 2)."""
+
+    status = 2
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a structure lives: a directory path, or a tuple naming a subspace."""
+
+    directory: Optional[Tuple[str, ...]] = None
+    prefix: Tuple[Any, ...] = ()
+
+    def __str__(self) -> str:
+        if self.directory is not None:
+            return "directory " + "/".join(self.directory)
+        return f"tuple {self.prefix!r}"
+
+
+def open_place(tr: Any, place: Place) -> Subspace:
+    """The subspace of ``place``: a directory is opened (read only), never created.
+
+    Raises:
+        OperatorError: no such directory, or it cannot hold data (a partition).
+    """
+    if place.directory is None:
+        return Subspace(place.prefix)
+    import fdb.directory_impl  # loads libfdb_c: only once a command runs
+
+    try:
+        opened: Subspace = fdb.directory.open(tr, place.directory)
+    except ValueError as e:
+        if "does not exist" in str(e):
+            raise OperatorError(f"no such directory: {'/'.join(place.directory)}") from None
+        raise OperatorError(f"cannot open {place}: {e}") from None
+    if isinstance(opened, fdb.directory_impl.DirectoryPartition):
+        raise OperatorError(f"{place} is a directory partition: name a directory in it")
+    return opened
+
+
+def _first(tr: Any, subspace: Subspace) -> Any:
+    """Start reading the first key of ``subspace`` (a snapshot read)."""
+    r = subspace.range()
+    return tr.snapshot.get_range(r.start, r.stop, limit=1)
+
+
+def _item_length(subspace: Subspace, firsts: Dict[str, List[Any]]) -> int:
+    """The length of the item tuple in the first item, hold or dead-letter key read
+    (the item is the whole key, its second and its second element); 0 if none."""
+    for marker, index in (("i", None), ("h", 1), ("x", 1)):
+        for kv in firsts[marker]:
+            try:
+                key = subspace[marker].unpack(kv.key)
+                item = key if index is None else key[index]
+            except Exception:
+                continue
+            if type(item) is tuple:
+                return len(item)
+    return 0
+
+
+def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
+    """What is stored at ``subspace`` if it is not a ``kind`` ("keys of a queue",
+    ...); None if it is one, or if the place holds none of a structure's keys.
+
+    Snapshot reads, all issued at once: the first key of each range a kind keeps, its
+    single keys, and the first key of the place.  A queue's item tuple is one element
+    shorter than a priority queue's, which tells those two apart when an item, a hold
+    or a dead letter is there (otherwise either is accepted).
+    """
+    ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES}
+    keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
+    anything = _first(tr, subspace)
+    firsts = {m: list(kvs) for m, kvs in ranges.items()}
+    found = {m for m, f in keys.items() if f.wait().value is not None}
+    is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))
+    is_tree = any(firsts[m] for m in TREE_RANGES) or bool(found & set(TREE_KEYS))
+    if is_queue and is_tree:
+        return "keys of both a queue and a weight-tree"
+    if is_tree:
+        return None if kind == "weight-tree" else "keys of a weight-tree"
+    if is_queue:
+        length = _item_length(subspace, firsts)
+        seen = {QUEUE_ITEM_LEN: "queue", QUEUE_ITEM_LEN + 1: "priority-queue"}.get(length)
+        if kind == "weight-tree":
+            return f"keys of a {seen or 'queue'}"
+        return None if seen in (None, kind) else f"keys of a {seen}"
+    for kv in anything:
+        try:
+            head = subspace.unpack(kv.key)[:1]
+        except Exception:
+            head = (bytes(kv.key[len(subspace.key()):]),)
+        if not (head and head[0] in NEUTRAL):
+            return f"keys of no fdbrecipes structure (first: {cut(repr(head[0]), 40)})"
+    return None
+
+
+def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int]) -> Structure:
+    """The library object for a structure of ``kind`` at ``subspace``."""
+    if kind == "weight-tree":
+        return WeightTree(subspace)
+    if kind == "queue":
+        return Queue(subspace, max_deliveries=max_deliveries)
+    return PriorityQueue(subspace, max_deliveries=max_deliveries)
