@@ -56,8 +56,7 @@ def report(runs: List[str]) -> Dict[str, float]:
 
 
 def main() -> None:
-    from fdbrecipes.cli import open_database
-    from fdbrecipes.testing import local_cluster
+    from fdbrecipes.testing import local_cluster, open_database
 
     with local_cluster() as cluster_file:
         db = open_database(cluster_file)

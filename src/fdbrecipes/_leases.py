@@ -19,7 +19,7 @@ from ._fdb import Tally, first, seconds_to_versions
 from ._layout import DELAY, LEASE
 from ._ordered import Entry, Hold, Ordered, choose
 from ._run import Attempt
-from ._values import BATCH_BYTES, decode_value, random_id
+from ._values import BATCH_BYTES, decode_value, random_id, unpack_token
 from .errors import LeaseExpiredError
 
 __all__ = ["Lease", "Leases", "lease_id"]
@@ -67,14 +67,8 @@ def lease_id(lease: Any, name: str = "lease") -> bytes:
         TypeError/ValueError: ``lease`` is not a Lease or a token made by the library.
     """
     token = lease.token if isinstance(lease, Lease) else lease
-    if type(token) is not bytes:
-        raise TypeError(f"{name} must be a Lease or its token (bytes), not {type(lease).__name__}")
-    try:
-        parts = fdb.tuple.unpack(token)
-    except Exception:
-        parts = None
-    if type(parts) is not tuple or len(parts) != 2 or parts[0] != "lease" \
-            or type(parts[1]) is not bytes:
+    parts = unpack_token(token, name, "a Lease or its token (bytes)")
+    if parts is None or len(parts) != 2 or parts[0] != "lease" or type(parts[1]) is not bytes:
         raise ValueError(f"{name} is not a lease token made by this library")
     found: bytes = parts[1]
     return found

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 
-from fdb.subspace_impl import Subspace
-
 from ._contention import Contention
 from ._dead import DEAD_BATCH, DeadLetter, DeadLetters
 from ._fdb import Transactor, check_database, check_transactor, is_transaction
 from ._heartbeat import claimed
-from ._hooks import Hooks
 from ._ids import Ids
 from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
 from ._ordered import MIN, Entry, Ordered, QueueStats, value_of
-from ._run import Loop, RetryStats, read
+from ._run import Structure, read
 from ._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -52,7 +49,7 @@ ITEMS_PAGE = 1_000
 RESTORE_LIMIT = 1_000
 
 
-class OrderedAPI:
+class OrderedAPI(Structure):
     """The public methods Queue and PriorityQueue share (see those classes)."""
 
     _group_len: int  # key elements before the sequence number: 0 Queue, 1 priority
@@ -72,27 +69,13 @@ class OrderedAPI:
         if max_deliveries is not None:
             check_int(max_deliveries, "max_deliveries", low=1)
         layout = OrderedLayout(subspace, self._group_len)
+        timeout = check_seconds(result_timeout, "result_timeout")
+        super().__init__(subspace)
         self._engine = Ordered(layout, check_clock(clock) or database_clock,
                                Ids(subspace, id_retention), max_deliveries)
         self._leases = Leases(self._engine)
         self._dead = DeadLetters(self._engine)
-        self._loop = Loop(subspace)
-        self._hooks = Hooks()
-        timeout = check_seconds(result_timeout, "result_timeout")
         self._contention = Contention(self._engine, self._loop, self._hooks, timeout)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.subspace!r})"
-
-    @property
-    def subspace(self) -> Subspace:
-        """The subspace holding every key of this structure."""
-        return self._engine.k.subspace
-
-    @property
-    def retry_stats(self) -> RetryStats:
-        """Retry counters of the loops this object ran (calls given a Database)."""
-        return self._loop.stats
 
     # -- size, stats, clear --------------------------------------------------------------
 

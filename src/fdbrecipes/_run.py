@@ -22,10 +22,11 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, cast
 from fdb.subspace_impl import Subspace
 
 from ._fdb import NOT_COMMITTED, Transactor, check_transactor, fdb_impl, is_transaction
+from ._hooks import Hooks
 from ._receipts import Call, InterruptedCall, Receipts, UnknownResultError
 from .errors import WorkTooLargeError
 
-__all__ = ["Attempt", "Loop", "RetryStats", "read"]
+__all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read"]
 
 T = TypeVar("T")
 
@@ -93,6 +94,29 @@ class Loop:
         """As calling the loop, without a receipt: for operations that may commit
         twice without harm (a range clear)."""
         return run(tr, op, args, stats=self.stats)
+
+
+class Structure:
+    """What every structure object has: its subspace, its retry loop (with the retry
+    counters) and its testing hooks (see :mod:`fdbrecipes.testing.hooks`)."""
+
+    def __init__(self, subspace: Subspace) -> None:
+        self._subspace = subspace
+        self._loop = Loop(subspace)
+        self._hooks = Hooks()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._subspace!r})"
+
+    @property
+    def subspace(self) -> Subspace:
+        """The subspace holding every key of this structure."""
+        return self._subspace
+
+    @property
+    def retry_stats(self) -> RetryStats:
+        """Retry counters of the loops this object ran (calls given a Database)."""
+        return self._loop.stats
 
 
 def read(tr: Transactor, op: Callable[..., T], *args: Any) -> T:

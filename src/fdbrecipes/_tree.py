@@ -22,7 +22,7 @@ from ._fdb import WANT_ALL, Tally, clear_except, first, get_value, le64, read_le
 from ._ids import Ids
 from ._layout import TreeLayout
 from ._run import Attempt
-from ._values import Value, decode_value, random_suffix
+from ._values import Value, decode_value, random_suffix, unpack_token
 from ._wait import Clock, Readiness
 from .errors import FdbRecipesError
 
@@ -47,14 +47,9 @@ def parse_handle(handle: Any) -> Key:
     Raises:
         TypeError/ValueError: ``handle`` is not a handle made by ``push``.
     """
-    if type(handle) is not bytes:
-        raise TypeError(f"handle must be bytes (from push), not {type(handle).__name__}")
-    try:
-        key = fdb.tuple.unpack(handle)
-    except Exception:
-        key = None
+    key = unpack_token(handle, "handle", "bytes (from push)")
     if (
-        type(key) is not tuple
+        key is None
         or len(key) != 2
         or type(key[0]) is not int
         or key[0] < 0

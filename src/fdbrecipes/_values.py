@@ -165,6 +165,23 @@ def push_bytes(prefix: int, group: Tuple[Any, ...], value: bytes, id_: Optional[
             + MUTATION_OVERHEAD)
 
 
+def unpack_token(value: Any, name: str, what: str) -> Optional[Tuple[Any, ...]]:
+    """The tuple a token made by the library (``value``, bytes) encodes, or None if it
+    encodes none.
+
+    Raises:
+        TypeError: ``value`` is not bytes (the message names ``name`` and ``what`` it
+            must be).
+    """
+    if type(value) is not bytes:
+        raise TypeError(f"{name} must be {what}, not {type(value).__name__}")
+    try:
+        parts = fdb.tuple.unpack(value)
+    except Exception:
+        return None
+    return parts if type(parts) is tuple else None
+
+
 def check_key(key: bytes, name: str) -> bytes:
     """Refuse a key FoundationDB would refuse (over 10,000 bytes)."""
     if len(key) > MAX_KEY_BYTES:

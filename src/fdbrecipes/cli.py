@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from . import __version__
-from ._cluster import INSTALL_HINT, open_database, with_cluster
+from ._cluster import INSTALL_HINT, with_cluster
 
-# open_database: re-exported for docs/examples/scheduler.py.
-__all__ = ["COMMANDS", "Command", "main", "open_database"]
+__all__ = ["COMMANDS", "Command", "main"]
 
 
 def no_options(parser: argparse.ArgumentParser) -> None:

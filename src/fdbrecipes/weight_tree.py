@@ -12,13 +12,10 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, List, Optional, Tuple
 
-from fdb.subspace_impl import Subspace
-
 from ._fdb import Transactor, check_transactor, is_transaction
-from ._hooks import Hooks
 from ._ids import Ids
 from ._layout import TreeLayout
-from ._run import Loop, RetryStats, read
+from ._run import Structure, read
 from ._tree import (
     LEVELS,
     MAX_PICKS,
@@ -56,7 +53,7 @@ def _check_point(point: Any) -> Optional[int]:
     return None if point is None else check_int(point, "point", low=0)
 
 
-class WeightTree:
+class WeightTree(Structure):
     """A transactional pool of weighted items; a pop removes one with probability
     weight / total weight.
 
@@ -97,21 +94,7 @@ class WeightTree:
             check_clock(clock) or database_clock,
             Ids(subspace, id_retention),
         )
-        self._loop = Loop(subspace)
-        self._hooks = Hooks()
-
-    def __repr__(self) -> str:
-        return f"WeightTree({self.subspace!r})"
-
-    @property
-    def subspace(self) -> Subspace:
-        """The subspace holding every key of this tree."""
-        return self._tree.k.subspace
-
-    @property
-    def retry_stats(self) -> RetryStats:
-        """Retry counters of the loops this object ran (calls given a Database)."""
-        return self._loop.stats
+        super().__init__(subspace)
 
     def push(
         self, tr: Transactor, value: Value, weight: int, *, id: Optional[bytes] = None

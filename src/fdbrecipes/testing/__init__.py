@@ -6,9 +6,12 @@ directory, configured ``single memory`` and killed on exit.  :class:`LocalCluste
 gives tests more control (another storage engine, SIGKILL, restart on the same data).
 The pytest plugin in :mod:`fdbrecipes.testing.pytest_plugin` wraps both as fixtures.
 
-Nothing here selects an FDB API version or imports ``libfdb_c``; the server is driven
-through the ``fdbserver`` and ``fdbcli`` programs.  These names are defined in
-``fdbrecipes._cluster``, which the ``fdbrecipes`` command shares.
+Nothing here selects an FDB API version or imports ``libfdb_c`` at import time; the
+server is driven through the ``fdbserver`` and ``fdbcli`` programs.
+``open_database(cluster_file)`` is for scripts and examples that are applications: it
+selects the API version the library's own tools use (730, or ``$FDB_API_VERSION``)
+and opens the database.  These names are defined in ``fdbrecipes._cluster``, which
+the ``fdbrecipes`` command shares.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from .._cluster import (
     client_library_problem,
     find_program,
     local_cluster,
+    open_database,
 )
 
 __all__ = [
@@ -27,4 +31,5 @@ __all__ = [
     "client_library_problem",
     "find_program",
     "local_cluster",
+    "open_database",
 ]
