@@ -92,6 +92,9 @@ class Contention:
 
     def pop(self, db: Any, end: int) -> Optional[Value]:
         """Pop at ``end``: collect an item set aside, or fetch."""
+        other = self.take_held(1 - end)
+        if other:  # set aside for the other end: back to their places first
+            self.loop(db, self.give_back, other)
         while True:
             held = self.next_held(end)
             if held is None:
@@ -120,6 +123,12 @@ class Contention:
         with self.lock:
             waiting = self.held.get(end)
             return waiting.popleft() if waiting else None
+
+    def take_held(self, end: int) -> List[Entry]:
+        """Every item set aside at ``end``, no longer this popper's to collect."""
+        with self.lock:
+            waiting = self.held.pop(end, None)
+        return [held.entry for held in waiting or ()]
 
     def read_version(self, held: Held) -> int:
         """A recent version at which ``held`` is known to exist, or 0 (fetch one)."""
@@ -157,6 +166,26 @@ class Contention:
         tally.write(tr)
         return Fetched(value, held)
 
+    def give_back(self, tr: Any, attempt: Attempt, entries: List[Entry]) -> None:
+        """Put items set aside for this popper back at their places (those whose
+        holds still exist: a hold near its deadline is read first)."""
+        now = self.o.clock(tr)
+        tally = Tally()
+        held = [entry for entry in entries if self.still_held(tr, entry, now)]
+        for entry in held:
+            self.o.put_back(tr, entry, now, tally)
+        tally.write(tr)
+        attempt.idle = not held
+
+    def still_held(self, tr: Any, entry: Entry, now: int) -> bool:
+        """Whether ``entry``'s hold may be taken without reading it: its deadline is
+        comfortably ahead (see :meth:`collect`); otherwise read it (a conflict)."""
+        hold = entry.hold
+        assert hold is not None
+        if now + seconds_to_versions(HC_MARGIN) <= hold.deadline:
+            return True
+        return get_value(tr.get(self.o.held_key(entry))) is not None
+
     def collect(self, tr: Any, attempt: Attempt, entry: Entry, version: int) -> Any:
         """Take the item set aside under ``entry``'s hold for good: its value, or
         :data:`GONE` if the hold has ended (its item went back to the queue).
@@ -166,15 +195,10 @@ class Contention:
         and has not expired can only be taken away by a transaction reading at or
         after its deadline, which then conflicts with this one's read conflict.
         """
-        hold = entry.hold
-        assert hold is not None
         if attempt.first and version:
             tr.set_read_version(version)
         now = self.o.clock(tr)
-        held_key = self.o.held_key(entry)
-        # Near or past the deadline the hold may be gone: read it (a conflict).
-        near = now + seconds_to_versions(HC_MARGIN) > hold.deadline
-        if near and get_value(tr.get(held_key)) is None:
+        if not self.still_held(tr, entry, now):
             attempt.idle = True
             return GONE
         tally = Tally()

@@ -7,12 +7,13 @@ count reset) or purges them.  See :class:`._ordered.Ordered` for how they get th
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional
+import time
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from ._fdb import WANT_ALL, Tally, get_value, read_le64
-from ._ordered import Ordered
+from ._fdb import VERSIONS_PER_SECOND, WANT_ALL, Tally, get_value, read_le64
+from ._ordered import Ordered, value_of
 from ._run import Attempt
 from ._values import Value, decode_value
 
@@ -42,6 +43,12 @@ class DeadLetter(NamedTuple):
     token: bytes
 
 
+def dead_order(letter: Tuple[Any, ...]) -> Tuple[Any, ...]:
+    """Sort key of a dead letter found by :meth:`DeadLetters.letters`: when it died,
+    then its place (the order of ``x``)."""
+    return letter[0], letter[1]
+
+
 class DeadLetters:
     """The dead letters of an :class:`._ordered.Ordered` engine."""
 
@@ -55,27 +62,46 @@ class DeadLetters:
         return tr.get_range(r.start, r.stop, limit=limit or 0, streaming_mode=WANT_ALL)
 
     def letters(self, tr: Any, limit: Optional[int]) -> List[DeadLetter]:
-        """The oldest ``limit`` dead letters (all when None), oldest first."""
-        out = []
-        for kv in self._read(tr, limit):
+        """The oldest ``limit`` dead letters (all when None), oldest first: those moved
+        under ``x``, and the expired leases whose items died but were not moved yet
+        (read by snapshot), at the places they will take."""
+        started = self._read(tr, limit)
+        now = self.o.clock(tr)
+        dying = self.o.dying(tr, now)
+        found = []
+        for kv in started:
             died, item, died_at = self.o.k.dead.unpack(kv.key)
-            token: bytes = fdb.tuple.pack(("dead", died, self.o.k.place(item)))
-            out.append(DeadLetter(decode_value(kv.value), self.o.k.deliveries(item),
-                                  died_at, token))
+            found.append((died, self.o.k.place(item), kv.value, item, died_at))
+        wall = time.time()
+        for entry in dying:
+            assert entry.hold is not None
+            died = entry.hold.deadline
+            item = self.o.k.renewed(entry.item, self.o.k.deliveries(entry.item) + 1, died)
+            found.append((died, self.o.k.place(item), value_of(entry), item,
+                          wall - (now - died) / VERSIONS_PER_SECOND))
+        found.sort(key=dead_order)
+        out = []
+        for died, place, value, item, died_at in found[:limit]:
+            token: bytes = fdb.tuple.pack(("dead", died, place))
+            out.append(DeadLetter(decode_value(value), self.o.k.deliveries(item), died_at,
+                                  token))
         return out
 
     def count(self, tr: Any) -> int:
-        """The dead-letter counter, by snapshot."""
-        return read_le64(get_value(tr.snapshot.get(self.o.k.dead_key)))
+        """The number of dead letters, from the counters, by snapshot."""
+        died, revived = tr.snapshot.get(self.o.k.dead_in), tr.snapshot.get(self.o.k.dead_out)
+        return read_le64(get_value(died)) - read_le64(get_value(revived))
 
     def requeue(self, tr: Any, attempt: Attempt, limit: int) -> int:
         """Push the oldest ``limit`` dead letters back at the tail of their groups, with
-        a fresh delivery count (ids kept); the number moved."""
+        a fresh delivery count (ids kept); the number moved.  Expired leases whose items
+        died are moved to the dead letters first."""
+        now = self.o.clock(tr)
+        tally = Tally()
+        buried = self.o.bury_dying(tr, now, tally)
         letters = list(self._read(tr, limit))
         items = [self.o.k.dead.unpack(kv.key)[1] for kv in letters]
         seqs = self.o.next_seqs(tr, {self.o.k.group(item) for item in items})
-        now = self.o.clock(tr)
-        tally = Tally()
         moved = 0
         size = 0
         for kv, item in zip(letters, items):
@@ -87,22 +113,22 @@ class DeadLetters:
                           (0, self.o.k.item_id(item)), now, 0, tally)
             moved += 1
         if moved:
-            tally.add(self.o.k.dead_key, -moved)
-            tally.add(self.o.k.wake_key, 1)
+            tally.add(self.o.k.dead_out, moved)
         tally.write(tr)
-        attempt.idle = not moved
+        attempt.idle = not (moved or buried)
         return moved
 
     def purge(self, tr: Any, attempt: Attempt, limit: int) -> int:
         """Remove the oldest ``limit`` dead letters for good; the number removed.  The
         range read takes a read conflict, so a concurrent new dead letter conflicts."""
-        letters = list(self._read(tr, limit))
         now = self.o.clock(tr)
+        tally = Tally()
+        buried = self.o.bury_dying(tr, now, tally)
+        letters = list(self._read(tr, limit))
         for kv in letters:
             tr.clear(kv.key)
             self.o.ids.retire(tr, self.o.k.item_id(self.o.k.dead.unpack(kv.key)[1]), now)
-        tally = Tally()
-        tally.add(self.o.k.dead_key, -len(letters))
+        tally.add(self.o.k.dead_out, len(letters))
         tally.write(tr)
-        attempt.idle = not letters
+        attempt.idle = not (letters or buried)
         return len(letters)

@@ -135,32 +135,46 @@ def read_le64(data: Optional[bytes]) -> int:
 
 
 class Tally:
-    """The counter changes of one operation, written at its end as one atomic ADD per
-    counter.  Many changes of one key in a transaction would make its commit grow
-    quadratically (FoundationDB keeps every mutation of a key); a batch of n items
-    writes each counter once."""
+    """The counter changes of one operation, written at its end as one atomic
+    operation per counter.  Many changes of one key in a transaction would make its
+    commit grow quadratically (FoundationDB keeps every mutation of a key); a batch
+    of n items writes each counter once."""
 
-    __slots__ = ("deltas", "maxima")
+    __slots__ = ("deltas", "maxima", "sums")
 
     def __init__(self) -> None:
         self.deltas: Dict[bytes, int] = {}
+        self.sums: Dict[bytes, int] = {}
         self.maxima: Dict[bytes, int] = {}
 
-    def add(self, key: bytes, delta: int) -> None:
-        """Count ``delta`` more on counter ``key``."""
+    def add(self, key: bytes, delta: int = 1) -> None:
+        """Count ``delta`` (> 0) more on the only-growing counter ``key``."""
         self.deltas[key] = self.deltas.get(key, 0) + delta
+
+    def add_sum(self, key: bytes, delta: int) -> None:
+        """Add ``delta`` (any sign) to the sum ``key``, removed when it reaches zero."""
+        self.sums[key] = self.sums.get(key, 0) + delta
+
+    def written(self) -> bool:
+        """Whether anything is waiting to be written."""
+        return bool(self.deltas or self.sums or self.maxima)
 
     def max(self, key: bytes, value: int) -> None:
         """Raise counter ``key`` to at least ``value`` (atomic MAX)."""
         self.maxima[key] = max(value, self.maxima.get(key, value))
 
     def write(self, tr: Any) -> None:
-        """Write the changes (see :func:`add`) and forget them."""
+        """Write the changes and forget them: one atomic ADD per counter, an ADD (and
+        a compare-and-clear when it went down) per sum, an atomic MAX per maximum."""
         for key, delta in self.deltas.items():
+            if delta:
+                tr.add(key, le64(delta))
+        for key, delta in self.sums.items():
             add(tr, key, delta)
         for key, value in self.maxima.items():
             tr.max(key, le64(value))
         self.deltas.clear()
+        self.sums.clear()
         self.maxima.clear()
 
 

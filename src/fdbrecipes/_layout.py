@@ -28,8 +28,9 @@ LEASE, RESULT, DELAY = 0, 1, 2
 
 def kept_by_clear(subspace: Subspace, wake_key: bytes) -> List[Tuple[bytes, bytes]]:
     """The key ranges a structure's ``clear`` leaves alone, in key order: its wake
-    counter (it must only grow, or a waiter's watch could miss a change) and its
-    commit receipts (in-flight calls of other clients rely on theirs)."""
+    counter ("pushed": it must only grow, or a waiter's watch could miss a change;
+    clear sets "taken" to match it) and its commit receipts (in-flight calls of
+    other clients rely on theirs)."""
     receipts = subspace["c"].range()
     kept = [(wake_key, wake_key + b"\x00"), (bytes(receipts.start), bytes(receipts.stop))]
     return sorted(kept)
@@ -39,24 +40,30 @@ class OrderedLayout:
     """Keys of a Queue (``group_len`` 0) or PriorityQueue (``group_len`` 1)::
 
         S/"i"/(*g, seq, random, deliveries, id, since) = value   visible items, in order
-        S/"n"/("size",)                     = int64   items: visible + delayed + in flight
-        S/"n"/("held",)                     = int64   ... of which in flight (leases, results)
-        S/"n"/("delayed",)                  = int64   ... of which delayed
-        S/"n"/("dead",)                     = int64   dead letters (not in size)
-        S/"w"                               = int64   wake counter, touched by pushes
-        S/"f"                               = int64   floor: highest seq ever held
+        S/"i"/(True,)                       = int64   Queue: floor, highest seq ever held
+        S/"f"                               = int64   PriorityQueue: the same floor
+        S/"n"/(name,)                       = int64   counters (atomic ADD, only growing):
+            pushed, taken                             items in and out; size = their
+                                                      difference; "pushed" is the wake key
+            held in, held out                         in flight: leases, pop results
+            delayed in, delayed out                   delayed
+            dead in, dead out                         dead letters (not in size)
         S/"h"/(hold id, item, deadline, kind) = value held items (leases, results, delays)
         S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
         S/"x"/(died, item, died_at)         = value   dead letters, oldest first
         S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
-        S/"c"/(version, call id)            = int     commit receipts (see _receipts)
+        S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
 
-    Times (``deadline``, ``since``, ``died``) are clock readings: read versions,
-    about 1,000,000 per second; ``died_at`` is seconds since the epoch.
+    The Queue's floor sorts after every item, inside the item range, so a push reads
+    the last item and the floor in one range read.  Counters only grow: each change is
+    one atomic ADD (no compare-and-clear), and a watch on "pushed" never sees it return
+    to an earlier value.  Times (``deadline``, ``since``, ``died``) are clock readings:
+    read versions, about 1,000,000 per second; ``died_at`` is seconds since the epoch.
     """
 
-    __slots__ = ("dead", "dead_key", "delayed_key", "due", "floor_key", "g", "held",
-                 "held_count_key", "items", "size_key", "subspace", "wake_key")
+    __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
+                 "floor_key", "g", "held", "held_in", "held_out", "items", "items_end",
+                 "pushed", "subspace", "taken", "wake_key")
 
     def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
@@ -66,12 +73,21 @@ class OrderedLayout:
         self.due = subspace["d"]
         self.dead = subspace["x"]
         counts = subspace["n"]
-        self.size_key = bytes(counts.pack(("size",)))
-        self.held_count_key = bytes(counts.pack(("held",)))
-        self.delayed_key = bytes(counts.pack(("delayed",)))
-        self.dead_key = bytes(counts.pack(("dead",)))
-        self.wake_key = bytes(subspace.pack(("w",)))
-        self.floor_key = bytes(subspace.pack(("f",)))
+        self.pushed = bytes(counts.pack(("pushed",)))
+        self.taken = bytes(counts.pack(("taken",)))
+        self.held_in = bytes(counts.pack(("held in",)))
+        self.held_out = bytes(counts.pack(("held out",)))
+        self.delayed_in = bytes(counts.pack(("delayed in",)))
+        self.delayed_out = bytes(counts.pack(("delayed out",)))
+        self.dead_in = bytes(counts.pack(("dead in",)))
+        self.dead_out = bytes(counts.pack(("dead out",)))
+        self.wake_key = self.pushed
+        if group_len == 0:  # after every item: read with the last one
+            self.floor_key = bytes(self.items.pack((True,)))
+            self.items_end = self.floor_key
+        else:
+            self.floor_key = bytes(subspace.pack(("f",)))
+            self.items_end = bytes(self.items.range().stop)
 
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
@@ -142,12 +158,14 @@ class TreeLayout:
         S/"v"/(seq, random)  = value                 the item's value
         S/"s"/(level, index) = int64 sum             node ``index`` at ``level`` covers
                                                      seq in [index*64**level, (index+1)*64**level)
-        S/"t" = int64 total weight, S/"n" = int64 item count, S/"z" = wake counter
+        S/"t" = int64 total weight
+        S/"n"/("pushed",), S/"n"/("taken",)          items in and out (only growing);
+                                                     "pushed" is the wake key
         S/"k"/(id,), S/"g"/(expiry, id)              idempotency ids (see _ids)
-        S/"c"/(version, call id) = int               commit receipts (see _receipts)
+        S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
     """
 
-    __slots__ = ("count_key", "leaves", "nodes", "subspace", "total_key", "values",
+    __slots__ = ("leaves", "nodes", "pushed", "subspace", "taken", "total_key", "values",
                  "wake_key")
 
     def __init__(self, subspace: Subspace) -> None:
@@ -156,8 +174,10 @@ class TreeLayout:
         self.values = subspace["v"]
         self.nodes = subspace["s"]
         self.total_key = bytes(subspace.pack(("t",)))
-        self.count_key = bytes(subspace.pack(("n",)))
-        self.wake_key = bytes(subspace.pack(("z",)))
+        counts = subspace["n"]
+        self.pushed = bytes(counts.pack(("pushed",)))
+        self.taken = bytes(counts.pack(("taken",)))
+        self.wake_key = self.pushed
 
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""

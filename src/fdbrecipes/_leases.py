@@ -214,7 +214,7 @@ class Leases:
             item = self.o.take(tr, entry, live.now, tally)
             assert entry.value is not None
             self.o.hold(tr, item, entry.value, random_id(), live.now + delay, DELAY, tally)
-            tally.add(self.o.k.wake_key, 1)  # waiters learn of the new deadline
+            self.o.wake(tally)  # waiters learn of the new deadline
         else:
             self.o.put_back(tr, entry, live.now, tally)
         tally.write(tr)

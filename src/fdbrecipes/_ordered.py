@@ -23,6 +23,7 @@ from ._fdb import (
     clear_except,
     first,
     get_value,
+    le64,
     read_le64,
     snap,
 )
@@ -186,7 +187,7 @@ class Ordered:
         r = self.k.items.range()
         if end == MIN:
             begin = r.start if after is None else after.key + b"\x00"
-            return [self._entry(kv) for kv in self._range(reader, begin, r.stop, n)]
+            return [self._entry(kv) for kv in self._range(reader, begin, self.k.items_end, n)]
         head: List[Entry] = []
         upper = r.stop
         if after is not None:  # the rest of the cursor's priority, then lower ones
@@ -308,7 +309,7 @@ class Ordered:
         tr.add_read_conflict_key(held_key)
         tr.clear(held_key)
         tr.clear(self.k.due_key(h.hold_id, entry.item, h.deadline, h.kind))
-        tally.add(self.k.delayed_key if h.kind == DELAY else self.k.held_count_key, -1)
+        tally.add(self.k.delayed_out if h.kind == DELAY else self.k.held_out)
         deliveries = self.k.deliveries(entry.item) + (h.kind == LEASE)
         return self.k.renewed(entry.item, deliveries, min(h.deadline, now))
 
@@ -316,7 +317,13 @@ class Ordered:
         """Return an item under a hold to its place in the order."""
         assert entry.value is not None
         tr.set(self.k.item_key(self.take(tr, entry, now, tally)), entry.value)
-        tally.add(self.k.wake_key, 1)
+        self.wake(tally)
+
+    def wake(self, tally: Tally) -> None:
+        """Touch the wake key (waiters look again) without changing the size: one more
+        in and one more out."""
+        tally.add(self.k.pushed)
+        tally.add(self.k.taken)
 
     def bury(self, tr: Any, entry: Entry, now: int, tally: Tally) -> None:
         """Move an item under an ended lease to the dead letters, in the order the
@@ -325,8 +332,8 @@ class Ordered:
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.k.dead_letter_key(died, item, time.time()), entry.value)
-        tally.add(self.k.dead_key, 1)
-        tally.add(self.k.size_key, -1)
+        tally.add(self.k.dead_in)
+        tally.add(self.k.taken)
 
     def hold(self, tr: Any, item: Item, value: bytes, hold_id: bytes, deadline: int,
              kind: int, tally: Tally) -> None:
@@ -339,11 +346,11 @@ class Ordered:
         tr.set(self.k.held_key(hold_id, item, deadline, kind), value)
         tr.set(self.k.due_key(hold_id, item, deadline, kind), b"")
         tally.max(self.k.floor_key, self.k.seq(item))
-        tally.add(self.k.delayed_key if kind == DELAY else self.k.held_count_key, 1)
+        tally.add(self.k.delayed_in if kind == DELAY else self.k.held_in)
 
     def gone(self, tr: Any, item: Item, now: int, tally: Tally) -> None:
         """An item left the structure for good (pop, ack, collected result)."""
-        tally.add(self.k.size_key, -1)
+        tally.add(self.k.taken)
         self.ids.retire(tr, self.k.item_id(item), now)
 
     def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
@@ -353,6 +360,22 @@ class Ordered:
         for entry in front.dead:
             self.bury(tr, entry, front.now, tally)
         return bool(front.expired or front.dead)
+
+    def dying(self, tr: Any, now: int) -> List[Entry]:
+        """The expired leases whose items are dead letters now but not moved yet,
+        values read (snapshot reads; none without ``max_deliveries``)."""
+        if self.max_deliveries is None:
+            return []
+        dead = self.split_dead(self.expired_holds(tr, now, self.start_expired(tr, now)))[1]
+        return self._read_held(snap(tr), (dead,))[0]
+
+    def bury_dying(self, tr: Any, now: int, tally: Tally) -> int:
+        """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
+        letters (a read conflict on each); how many."""
+        dead = self.dying(tr, now)[:RESTORE_BATCH]
+        for entry in dead:
+            self.bury(tr, entry, now, tally)
+        return len(dead)
 
     def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally) -> List[bytes]:
         """Take ``entries`` out of the structure for good; their values."""
@@ -384,19 +407,30 @@ class Ordered:
         tally = Tally()
         for group, value in batch:
             self.append(tr, group, seqs, value, (0, id_), now, delay, tally)
-        tally.add(self.k.wake_key, 1)
         tally.write(tr)
 
     def next_seqs(self, tr: Any, groups: Any) -> Any:
         """The next free sequence number of each group, from snapshot reads in parallel
-        (no conflicts): after the group's last item and after the floor."""
+        (no conflicts): after the group's last item and after the floor.  A Queue's
+        floor sorts after its items: one reverse read of two keys finds both."""
+        if self.k.g == 0:
+            r = self.k.items.range()
+            found = tr.snapshot.get_range(r.start, r.stop, limit=2, reverse=True)
+            floor, last = -1, -1
+            for kv in found:
+                if kv.key == self.k.floor_key:
+                    floor = read_le64(kv.value)
+                else:
+                    last = self.k.seq(self.k.items.unpack(kv.key))
+                    break
+            return {(): max(last, floor) + 1}
         floor_f = tr.snapshot.get(self.k.floor_key)
         lasts = {}
         for group in groups:
             r = self.k.items.range(group)
             lasts[group] = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
-        floor = get_value(floor_f)
-        lowest = 0 if floor is None else read_le64(floor) + 1
+        floor_value = get_value(floor_f)
+        lowest = 0 if floor_value is None else read_le64(floor_value) + 1
         seqs = {}
         for group, kvs in lasts.items():
             kv = first(kvs)
@@ -413,7 +447,7 @@ class Ordered:
         if deliveries:
             item = self.k.renewed(item, deliveries, now + delay)
         seqs[group] += 1
-        tally.add(self.k.size_key, 1)
+        tally.add(self.k.pushed)
         if delay > 0:
             self.hold(tr, item, value, random_id(), now + delay, DELAY, tally)
         else:
@@ -458,20 +492,30 @@ class Ordered:
         return len(holds)
 
     def clear(self, tr: Any, _attempt: Attempt) -> None:
-        """Remove every key of the structure except its wake counter (touched, so
-        waiters look again and it never returns to a value a watch holds) and the
-        commit receipts."""
+        """Remove every key of the structure except the wake counter "pushed" (it
+        must only grow, or a waiter's watch could miss the next push: it is touched,
+        and "taken" set to match it, so the size is 0) and the receipt slots.  Reads
+        "pushed" (a conflict with concurrent pushes, so the reset is exact)."""
+        pushed = read_le64(get_value(tr.get(self.k.pushed)))
         r = self.k.subspace.range()
         clear_except(tr, bytes(r.start), bytes(r.stop), self.k.kept_by_clear())
-        tally = Tally()
-        tally.add(self.k.wake_key, 1)
-        tally.write(tr)
+        tr.add(self.k.pushed, le64(1))
+        tr.set(self.k.taken, le64(pushed + 1))
 
     # -- counters -----------------------------------------------------------------------
 
     def size(self, tr: Any) -> int:
-        """The size counter."""
-        return read_le64(get_value(tr.get(self.k.size_key)))
+        """Items in the structure: "pushed" - "taken" (two reads in parallel, read
+        conflicts on both), less the expired leases whose items are dead letters now
+        but not yet moved (with ``max_deliveries``: a snapshot read of the expired
+        holds)."""
+        pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
+        dying = 0
+        if self.max_deliveries is not None:
+            now = self.clock(tr)
+            dying = len(self.split_dead(
+                self.expired_holds(tr, now, self.start_expired(tr, now)))[1])
+        return read_le64(get_value(pushed)) - read_le64(get_value(taken)) - dying
 
     def stats(self, tr: Any) -> QueueStats:
         """Counters, corrected for holds that expired without a write, and the age of
@@ -480,8 +524,10 @@ class Ordered:
         started = snap(tr).get_range(r.start, r.stop, streaming_mode=WANT_ALL)
         front = self.front(tr, MIN, 1, conflict=False, writing=False)
         counts = {bytes(kv.key): read_le64(kv.value) for kv in started}
-        size, held, delayed, dead = (counts.get(key, 0) for key in (
-            self.k.size_key, self.k.held_count_key, self.k.delayed_key, self.k.dead_key))
+        k = self.k
+        size, held, delayed, dead = (counts.get(a, 0) - counts.get(b, 0) for a, b in (
+            (k.pushed, k.taken), (k.held_in, k.held_out), (k.delayed_in, k.delayed_out),
+            (k.dead_in, k.dead_out)))
         dying = self.split_dead(front.holds)[1]
         late = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == DELAY)
         in_flight = held - (len(front.holds) - late)

@@ -83,10 +83,12 @@ class OrderedAPI(Structure):
         """Number of items: visible, delayed and in flight (dead letters are not
         counted; see :meth:`stats`).
 
-        Reads one counter key (kept with atomic adds).  The read takes a conflict on
-        that key, so a transaction that calls ``size`` and also writes conflicts with
-        every concurrent push, pop and ack; pass ``tr.snapshot`` to avoid that.
-        Cost: 1 read, 1 round trip, O(1) in n.
+        Reads two counters ("pushed" and "taken", kept with atomic adds), in
+        parallel.  The reads take conflicts on them, so a transaction that calls
+        ``size`` and also writes conflicts with every concurrent push, pop and ack; pass
+        ``tr.snapshot`` to avoid that.  With ``max_deliveries``, it also reads the
+        expired holds by snapshot (leases that ended on their last delivery are dead
+        letters, not counted).  Cost: 2 reads, 1 round trip, O(1) in n.
         """
         return read(tr, self._engine.size)
 
@@ -116,11 +118,12 @@ class OrderedAPI(Structure):
         """Remove every item (visible, delayed, in flight, dead), waiting pops and
         remembered ids.
 
-        Clears the subspace with range clears, except the wake counter (touched
-        instead, so waiters look again) and other clients' commit receipts; reads
-        nothing, conflicts with every transaction that read a cleared key.  Cost: 0
-        reads, O(1) in n.  A consumer holding a lease from before the clear gets
-        LeaseExpiredError on ack.
+        Clears the subspace with range clears, except the wake counter "pushed"
+        (touched instead, so waiters look again; "taken" is set to match it) and
+        the receipt slots of calls that may be in flight.  Reads "pushed" (a conflict
+        with concurrent pushes, so the count restarts exactly at 0); conflicts with
+        every transaction that read a cleared key.  Cost: 1 read, O(1) in n.  A
+        consumer holding a lease from before the clear gets LeaseExpiredError on ack.
         """
         self._loop.idempotent(tr, self._engine.clear)
 

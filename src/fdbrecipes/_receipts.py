@@ -3,43 +3,40 @@
 FoundationDB raises ``commit_unknown_result`` (1021) when it cannot tell whether a
 commit happened; ``@fdb.transactional`` then runs the function again, which may do
 its work twice (a second push) or lose it (a pop whose item is gone).  A library
-call given a Database instead writes, in every attempt that writes anything, one
-receipt ``c/(version, call id) = attempt number``, and takes a read conflict on
-it.  After an attempt fails in a way that may have committed, the next attempt
-first reads the receipt:
+call given a Database instead writes, in every attempt that writes anything, a
+receipt ``c/(process token, thread, generation) = call id, attempt, version`` in its
+thread's *receipt slot*, and takes a read conflict on it.  After an attempt fails in
+a way that may have committed, the next attempt first reads the slot:
 
-* present: that attempt committed; the call returns that attempt's result.
-* absent: no attempt has committed before this one's read version.  An earlier
+* it names this call: that attempt committed; the call returns that attempt's result.
+* it does not: no attempt has committed before this one's read version.  An earlier
   attempt still in flight either lands before this attempt commits, and this
-  attempt conflicts on its read of the receipt (the retry after that finds it),
-  or lands after, and then it conflicts itself, on its read conflict on the
-  receipt this attempt wrote.  At most one attempt of a call ever commits.
+  attempt conflicts on its read of the slot (the retry after that finds it), or
+  lands after, and then it conflicts itself, on its read conflict on the slot this
+  attempt wrote.  At most one attempt of a call ever commits.
 
-A call that must stop while an attempt is in doubt (a timeout, an exhausted retry
-limit, an error raised by the operation, Ctrl-C) first *settles*: a fresh
-transaction reads the receipt and, if it is absent, writes a fence there, so the
-doubtful attempt can never commit.  Then the call knows, and returns the committed
-attempt's result or raises; if even settling fails it raises
-:class:`fdbrecipes.errors.UnknownResultError`, which can settle later.
-
-A receipt is spent when its call returns; a later call on the same database in the
-same process clears it (blind clears in an attempt that writes anyway: no reads, no
-conflicts, and read-only calls stay read-only).  Receipts left by a process that
-exited are cleared once older than :data:`RECEIPT_RETENTION` by an occasional
-snapshot scan of each structure's oldest receipts.  See docs/design.md.
+A thread makes one call at a time, so its slot is simply overwritten by its next
+call: nothing to clear, one small key per thread.  A call that must stop while an
+attempt is in doubt (a timeout, an exhausted retry limit, an error raised by the
+operation, Ctrl-C) first *settles*: a fresh transaction reads the slot and, if it
+does not name the call, writes a fence there, so the doubtful attempt can never
+commit.  Then the call knows, and returns the committed attempt's result or raises;
+if even settling fails it raises :class:`UnknownResultError`, which can settle later,
+and the thread moves to a new slot so that the old one keeps the evidence.  Slots
+left by processes that exited are cleared once older than :data:`RECEIPT_RETENTION`
+by an occasional snapshot scan.  See docs/design.md.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 import threading
-import weakref
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
 
-import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from ._fdb import NOT_COMMITTED, VERSIONS_PER_SECOND, WANT_ALL, fdb_impl, get_value
-from ._values import random_id
 from .errors import FdbRecipesError
 
 #: Seconds after which a receipt left behind (by a client that exited) is cleared.
@@ -50,8 +47,6 @@ TRUST_ABSENCE = RECEIPT_RETENTION / 2
 #: A structure object looks for receipts left behind at its 1st, 17th, 33rd... call,
 #: and clears at most this many per look.
 RECEIPT_GC_EVERY, RECEIPT_GC_BATCH = 16, 64
-#: Spent receipts one call clears at most.
-RECEIPT_CLEARS = 16
 #: Milliseconds a settling transaction may take, whatever the database's options.
 SETTLE_TIMEOUT_MS = 30_000
 #: The attempt number a fence writes: no attempt (attempts count from 1).
@@ -74,13 +69,16 @@ class UnknownResultError(FdbRecipesError):
     commit; either way it returns the :class:`Outcome`.
 
     Attributes:
-        receipt: the call's receipt key.
+        receipt: the key of the call's receipt slot.
+        call_id: the call's id, which the receipt names if an attempt committed.
         results: the result of each attempt that may have committed, by number.
     """
 
-    def __init__(self, message: str, receipt: bytes, results: Dict[int, Any]) -> None:
+    def __init__(self, message: str, receipt: bytes, call_id: bytes,
+                 results: Dict[int, Any]) -> None:
         super().__init__(message)
         self.receipt = receipt
+        self.call_id = call_id
         self.results = results
 
     def settle(self, db: Any) -> Outcome:
@@ -89,7 +87,7 @@ class UnknownResultError(FdbRecipesError):
         Raises:
             FDBError: the cluster still cannot be reached.
         """
-        attempt = settle(db, self.receipt)
+        attempt = settle(db, self.receipt, self.call_id)
         if attempt == FENCE:
             return Outcome(False, None)
         return Outcome(True, self.results[attempt])
@@ -112,53 +110,76 @@ class InterruptedCall(KeyboardInterrupt):
         self.unknown = unknown
 
 
-class Spent:
-    """Spent receipts of one database in this process, waiting to be cleared."""
+#: A receipt's value: the call id (16 bytes), the version it was signed at, the attempt.
+_RECEIPT = struct.Struct("<16sqH")
 
-    __slots__ = ("keys", "lock")
+
+class Process:
+    """This process's token (new after a fork) and the receipt slots its threads use.
+
+    A thread makes one call at a time, but a call may start another inside it (a
+    callback): each running call of a thread has a slot number of its own, the lowest
+    free one.  A slot left to a call that could not settle is never used again.
+    """
+
+    __slots__ = ("busy", "lock", "pid", "retired", "token")
 
     def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.token = os.urandom(8)
+        self.busy: Dict[int, Set[int]] = {}  # thread ident -> slot numbers in use
+        self.retired: Dict[int, Set[int]] = {}  # thread ident -> slots left to evidence
         self.lock = threading.Lock()
-        self.keys: List[bytes] = []
 
-    def take(self) -> List[bytes]:
-        """Up to :data:`RECEIPT_CLEARS` receipts for a call to clear."""
+    def acquire(self) -> Tuple[bytes, int, int]:
+        """A free slot for a call starting in this thread: (token, thread, number)."""
+        thread = threading.get_ident()
         with self.lock:
-            clearing = self.keys[:RECEIPT_CLEARS]
-            del self.keys[:RECEIPT_CLEARS]
-            return clearing
+            busy = self.busy.setdefault(thread, set())
+            retired = self.retired.get(thread, ())
+            number = 0
+            while number in busy or number in retired:
+                number += 1
+            busy.add(number)
+        return self.token, thread, number
 
-    def give_back(self, keys: List[bytes]) -> None:
-        """Hand receipts (or clears that may not have committed) to later calls."""
-        if keys:
-            with self.lock:
-                self.keys.extend(keys)
+    def release(self, slot: Tuple[bytes, int, int], retire: bool) -> None:
+        """The call using ``slot`` ended; ``retire``: never use the slot again."""
+        _, thread, number = slot
+        with self.lock:
+            self.busy[thread].discard(number)
+            if retire:
+                self.retired.setdefault(thread, set()).add(number)
 
 
-# Database or Tenant -> its spent receipts.  Keyed by the object, not by a prefix:
-# two clusters (or tenants) may hold structures under the same prefix.
-_SPENT: weakref.WeakKeyDictionary[Any, Spent] = weakref.WeakKeyDictionary()
-_SPENT_LOCK = threading.Lock()
+_PROCESS = Process()
 
 
-def spent_of(db: Any) -> Spent:
-    """The spent receipts of ``db`` (a Database or Tenant) in this process."""
-    with _SPENT_LOCK:
-        spent = _SPENT.get(db)
-        if spent is None:
-            spent = _SPENT[db] = Spent()
-        return spent
+def this_process() -> Process:
+    """The current process's receipt identity."""
+    global _PROCESS
+    if _PROCESS.pid != os.getpid():
+        _PROCESS = Process()
+    return _PROCESS
 
 
 class Receipts:
-    """Where one structure keeps its receipts, and when it sweeps old ones."""
+    """Where one structure keeps its receipt slots, and when it sweeps old ones."""
 
-    __slots__ = ("calls", "lock", "space")
+    __slots__ = ("calls", "keys", "lock", "space")
 
     def __init__(self, subspace: Subspace) -> None:
         self.space = subspace["c"]
         self.calls = 0
         self.lock = threading.Lock()
+        self.keys: Dict[Tuple[bytes, int, int], bytes] = {}  # slot -> its key
+
+    def key(self, slot: Tuple[bytes, int, int]) -> bytes:
+        """The key of receipt slot ``slot`` in this structure."""
+        key = self.keys.get(slot)
+        if key is None:
+            key = self.keys[slot] = bytes(self.space.pack(slot))
+        return key
 
     def sweeps(self) -> bool:
         """Whether this call looks for receipts left behind (calls 1, 17, 33...)."""
@@ -167,9 +188,23 @@ class Receipts:
             return self.calls % RECEIPT_GC_EVERY == 1
 
 
-def settle(db: Any, key: bytes) -> int:
-    """Read receipt ``key`` in a fresh transaction, fencing it if absent; return the
-    attempt number that committed, or :data:`FENCE` if none did (and none can now).
+def receipt(call_id: bytes, version: int, attempt: int) -> bytes:
+    """A receipt's value."""
+    return _RECEIPT.pack(call_id, version, attempt)
+
+
+def read_receipt(data: Optional[bytes]) -> Tuple[bytes, int, int]:
+    """(call id, version, attempt) of a receipt's value (empty for an absent one)."""
+    if data is None or len(data) != _RECEIPT.size:
+        return b"", 0, FENCE
+    call_id, version, attempt = _RECEIPT.unpack(data)
+    return call_id, version, attempt
+
+
+def settle(db: Any, key: bytes, call_id: bytes) -> int:
+    """Read receipt slot ``key`` in a fresh transaction, fencing it unless it names
+    ``call_id``; return the attempt of that call that committed, or :data:`FENCE` if
+    none did (and none can now).
 
     Raises:
         FDBError: the settling transaction itself failed (not retryable, or it
@@ -181,11 +216,10 @@ def settle(db: Any, key: bytes) -> int:
     tr.options.set_retry_limit(-1)
     while True:
         try:
-            data = get_value(tr.get(key))
-            if data is not None:
-                found: int = fdb.tuple.unpack(data)[0]
-                return found
-            tr.set(key, fdb.tuple.pack((FENCE,)))
+            found, _, attempt = read_receipt(get_value(tr.get(key)))
+            if found == call_id:
+                return attempt
+            tr.set(key, receipt(call_id, tr.get_read_version().wait(), FENCE))
             tr.commit().wait()
             return FENCE
         except impl.FDBError as e:
@@ -195,19 +229,22 @@ def settle(db: Any, key: bytes) -> int:
 class Call:
     """One library call's receipt, across its attempts (see the module docstring)."""
 
-    __slots__ = ("attempts", "clearing", "db", "doubt", "key", "receipts", "results",
-                 "spent", "sweeping")
+    __slots__ = ("attempts", "call_id", "db", "doubt", "key", "process", "receipts",
+                 "results", "retire", "signed_at", "slot", "sweeping")
 
     def __init__(self, receipts: Receipts, db: Any) -> None:
         self.receipts = receipts
         self.db = db
-        self.spent = spent_of(db)
-        self.key: Optional[bytes] = None  # the call's receipt, named at its first write
+        self.process = this_process()
+        self.slot = self.process.acquire()
+        self.key = receipts.key(self.slot)  # this call's receipt slot
+        self.retire = False  # the slot keeps evidence of a call that could not settle
+        self.call_id = os.urandom(16)
         self.results: Dict[int, Any] = {}  # attempt number -> result, for signed attempts
         self.doubt = False  # a signed attempt failed in a way that may have committed
         self.attempts = 0
+        self.signed_at = 0  # read version of the first signed attempt
         self.sweeping = receipts.sweeps()  # at the first attempt that signs
-        self.clearing: Optional[List[bytes]] = None  # spent receipts it clears
 
     def settled(self, tr: Any) -> Tuple[bool, Any]:
         """Before an attempt: (True, result) if an earlier attempt did commit.
@@ -217,44 +254,36 @@ class Call:
                 that a sweep may have removed it: absence proves nothing.
         """
         self.attempts += 1
-        if not (self.doubt and self.key is not None):
+        if not self.doubt:
             return False, None
-        data = get_value(tr.get(self.key))
-        if data is not None:
-            return True, self.results[fdb.tuple.unpack(data)[0]]
+        found, _, attempt = read_receipt(get_value(tr.get(self.key)))
+        if found == self.call_id:
+            return True, self.results[attempt]
         now: int = tr.get_read_version().wait()
-        signed_at = self.receipts.space.unpack(self.key)[0]
-        if now - signed_at > TRUST_ABSENCE * VERSIONS_PER_SECOND:
+        if now - self.signed_at > TRUST_ABSENCE * VERSIONS_PER_SECOND:
             raise self.unknown("the call's receipt is older than half its retention; "
                                "its absence no longer proves the attempt did not commit")
         return False, None
 
     def sign(self, tr: Any, result: Any) -> None:
-        """After an attempt's body: write the receipt, with a read conflict on it, and
-        clear spent receipts (the same ones in every attempt)."""
-        if self.key is None:
-            version: int = tr.get_read_version().wait()
-            self.key = bytes(self.receipts.space.pack((version, random_id())))
+        """After an attempt's body: write the receipt, with a read conflict on it."""
+        version: int = tr.get_read_version().wait()
+        if not self.signed_at:
+            self.signed_at = version
         self.results[self.attempts] = result
         tr.add_read_conflict_key(self.key)
-        tr.set(self.key, fdb.tuple.pack((self.attempts,)))
-        if self.clearing is None:
-            self.clearing = self.spent.take()
-        for key in self.clearing:
-            tr.clear(key)
+        tr.set(self.key, receipt(self.call_id, version, self.attempts))
         if self.sweeping:
-            self.sweep(tr)
+            self.sweep(tr, version)
 
-    def sweep(self, tr: Any) -> None:
-        """Clear this structure's receipts older than :data:`RECEIPT_RETENTION`."""
+    def sweep(self, tr: Any, now: int) -> None:
+        """Clear this structure's receipt slots not written for :data:`RECEIPT_RETENTION`."""
         r = self.receipts.space.range()
-        old = tr.snapshot.get_range(r.start, r.stop, limit=RECEIPT_GC_BATCH,
-                                    streaming_mode=WANT_ALL)
-        horizon = tr.get_read_version().wait() - RECEIPT_RETENTION * VERSIONS_PER_SECOND
-        for kv in old:
-            if self.receipts.space.unpack(kv.key)[0] >= horizon:
-                break
-            tr.clear(kv.key)
+        horizon = now - RECEIPT_RETENTION * VERSIONS_PER_SECOND
+        for kv in tr.snapshot.get_range(r.start, r.stop, limit=RECEIPT_GC_BATCH,
+                                        streaming_mode=WANT_ALL):
+            if read_receipt(kv.value)[1] < horizon and kv.key != self.key:
+                tr.clear(kv.key)
         self.sweeping = False
 
     def failed(self, code: Optional[int]) -> None:
@@ -268,25 +297,21 @@ class Call:
         Raises:
             UnknownResultError: settling failed too.
         """
-        assert self.key is not None
         try:
-            attempt = settle(self.db, self.key)
+            attempt = settle(self.db, self.key, self.call_id)
         except Exception as e:
             raise self.unknown(f"settling failed too ({e})") from e
         if attempt == FENCE:
             return Outcome(False, None)
         return Outcome(True, self.results[attempt])
 
-    def unknown(self, why: str) -> UnknownResultError:
-        """The error for a call whose outcome cannot be learnt now."""
-        assert self.key is not None
-        return UnknownResultError(
-            f"the call may or may not have committed: {why}", self.key, dict(self.results))
+    def end(self) -> None:
+        """The call returns or raises: its slot is free again (unless retired)."""
+        self.process.release(self.slot, self.retire)
 
-    def end(self, committed: bool) -> None:
-        """The call returns: its receipt is spent; clears that may not have committed
-        go back to the pool."""
-        spent = [] if committed else list(self.clearing or ())
-        if self.key is not None:
-            spent.append(self.key)
-        self.spent.give_back(spent)
+    def unknown(self, why: str) -> UnknownResultError:
+        """The error for a call whose outcome cannot be learnt now; the slot is left
+        to it, as evidence for :meth:`UnknownResultError.settle`."""
+        self.retire = True
+        return UnknownResultError(f"the call may or may not have committed: {why}",
+                                  self.key, self.call_id, dict(self.results))

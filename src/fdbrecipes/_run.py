@@ -191,7 +191,7 @@ def run(
         raise
     finally:
         if call is not None:
-            call.end(loop.committed)
+            call.end()
 
 
 class _Loop:

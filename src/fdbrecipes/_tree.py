@@ -251,8 +251,8 @@ class Tree:
     def adjust(self, seq: int, delta: int, tally: Tally) -> None:
         """Add ``delta`` to every node above item ``seq`` and to the total."""
         for level in range(1, LEVELS + 1):
-            tally.add(self.node(level, seq), delta)
-        tally.add(self.k.total_key, delta)
+            tally.add_sum(self.node(level, seq), delta)
+        tally.add_sum(self.k.total_key, delta)
 
     def pick(self, tr: Any, view: View, point: Optional[int]
              ) -> Optional[Tuple[Key, bytes, bytes]]:
@@ -290,7 +290,7 @@ class Tree:
         tr.clear(leaf_key)
         tr.clear(self.k.values.pack(key))
         self.adjust(key[0], -weight, tally)
-        tally.add(self.k.count_key, -1)
+        tally.add(self.k.taken)
         self.ids.retire(tr, id_, now)
         return weight
 
@@ -325,8 +325,7 @@ class Tree:
             self.adjust(seq, weight, tally)
             handles.append(make_handle(key))
             seq += 1
-        tally.add(self.k.count_key, len(batch))
-        tally.add(self.k.wake_key, 1)
+        tally.add(self.k.pushed, len(batch))
         tally.write(tr)
         if id_ is not None:
             tr.set(id_key, handles[0])
@@ -408,13 +407,19 @@ class Tree:
         return read_le64(get_value(tr.get(key)))
 
     def clear(self, tr: Any, _attempt: Attempt) -> None:
-        """Remove every key of the tree except its wake counter (touched, so waiters
-        look again) and the commit receipts."""
+        """Remove every key of the tree except the wake counter "pushed" (touched,
+        and "taken" set to match it, so the size is 0: see ``Ordered.clear``) and the
+        receipt slots.  Reads "pushed"."""
+        pushed = read_le64(get_value(tr.get(self.k.pushed)))
         r = self.k.subspace.range()
         clear_except(tr, bytes(r.start), bytes(r.stop), self.k.kept_by_clear())
-        tally = Tally()
-        tally.add(self.k.wake_key, 1)
-        tally.write(tr)
+        tr.add(self.k.pushed, le64(1))
+        tr.set(self.k.taken, le64(pushed + 1))
+
+    def size(self, tr: Any) -> int:
+        """Items in the tree: "pushed" - "taken" (read conflicts on both)."""
+        pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
+        return read_le64(get_value(pushed)) - read_le64(get_value(taken))
 
     def items(self, tr: Any, limit: Optional[int],
               after: Optional[bytes] = None) -> List[Tuple[bytes, Value, int]]:
@@ -438,4 +443,4 @@ class Tree:
 
     def ready(self, tr: Any) -> Readiness:
         """Whether the tree holds an item (no expiry makes one appear)."""
-        return self.counter(tr, self.k.count_key) > 0, None
+        return self.size(tr) > 0, None

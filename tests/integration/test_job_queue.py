@@ -34,7 +34,9 @@ def test_a_delayed_item_counts_at_once_and_shows_after_its_delay(db: Any,
     assert q.pop(db) == b"now"
     clock.advance(100)
     assert q.items(db) == [b"later", b"after"]  # in push order, once visible
-    assert q.claim(db, 30) is not None and q.peek(db) == b"after"
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == b"later" and q.peek(db) == b"after"
+    q.ack(db, lease)
     clock.advance(1000)
     assert q.pop_many(db, 10) == [b"much later", b"much later too", b"after"]
 
@@ -304,7 +306,7 @@ def test_stats_equal_a_model_after_random_workloads_with_faults(
             q.push(faulty, step, delay=1_500)
             delayed[step] = now + 1_500
         elif action == "claim":
-            lease = q.claim(faulty, 1000)
+            lease = q.claim(faulty, 10**7)  # never expires during the run
             assert (lease is None) == (not visible)
             if lease is not None:
                 visible.discard(lease.value)

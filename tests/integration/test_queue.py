@@ -197,11 +197,13 @@ def test_nothing_is_written_outside_the_subspace(db: Any, q: Queue, fdb_subspace
     Queue(fdb_subspace, high_contention=True).pop(db)
     assert outside() == before
     q.clear(db)
-    # clear() keeps the wake counter (waiters must see it change) and the receipts of
-    # calls that may be in flight; nothing else.
+    # clear() keeps the counters "pushed" (the wake key: waiters must see it change)
+    # and "taken" (set to match it) and the receipts of calls that may be in flight;
+    # nothing else.
+    counters = {fdb_subspace.pack(("n", "pushed")), fdb_subspace.pack(("n", "taken"))}
     kept = [k for k in dump(db, fdb_subspace)
-            if k != fdb_subspace.pack(("w",)) and not fdb_subspace["c"].contains(k)]
-    assert kept == []
+            if k not in counters and not fdb_subspace["c"].contains(k)]
+    assert kept == [] and q.size(db) == 0
 
 
 def test_read_methods_accept_a_snapshot_view(db: Any, q: Queue) -> None:

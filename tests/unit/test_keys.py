@@ -82,13 +82,20 @@ def test_every_key_is_inside_the_subspace() -> None:
     keys = [
         o.item_key(item), o.held_key(b"l", item, 5, 0), o.due_key(b"l", item, 5, 0),
         o.dead_letter_key(5, item, 1.5),
-        o.size_key, o.held_count_key, o.delayed_key, o.dead_key, o.wake_key, o.floor_key,
+        o.pushed, o.taken, o.held_in, o.held_out, o.delayed_in, o.delayed_out, o.dead_in,
+        o.dead_out, o.floor_key, PRIORITY.floor_key,
     ]
     tree = [t.leaves.pack((1, b"r")), t.values.pack((1, b"r")), t.nodes.pack((1, 0)),
-            t.total_key, t.count_key, t.wake_key]
+            t.total_key, t.pushed, t.taken]
     r = S.range()
     assert all(r.start <= k < r.stop for k in keys + tree)
     assert len(set(keys)) == len(keys) and len(set(tree)) == len(tree)
+
+
+def test_a_queue_floor_sorts_after_every_item() -> None:
+    items = [QUEUE.new_item((), seq, b"i" * 100, 2**60) for seq in (0, 2**40, 2**2000)]
+    assert all(QUEUE.item_key(i) < QUEUE.floor_key == QUEUE.items_end for i in items)
+    assert PRIORITY.items_end == PRIORITY.items.range().stop
 
 
 def test_clear_keeps_the_wake_key_and_receipts_only() -> None:
@@ -96,7 +103,7 @@ def test_clear_keeps_the_wake_key_and_receipts_only() -> None:
     receipt = S["c"].pack((1, b"x"))
     inside = [k for k in (QUEUE.wake_key, receipt) if any(b <= k < e for b, e in kept)]
     assert inside == [QUEUE.wake_key, receipt]
-    others = [QUEUE.size_key, QUEUE.floor_key, QUEUE.item_key(QUEUE.new_item((), 1, None, 0))]
+    others = [QUEUE.taken, QUEUE.floor_key, QUEUE.item_key(QUEUE.new_item((), 1, None, 0))]
     assert not [k for k in others if any(b <= k < e for b, e in kept)]
 
 

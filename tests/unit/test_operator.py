@@ -334,13 +334,12 @@ def queue_keys(group: Tuple[Any, ...] = (), where: str = "items") -> Dict[bytes,
     key = {"items": layout.item_key(item),
            "held": layout.held_key(os.urandom(16), item, 10, 0),
            "dead": layout.dead_letter_key(10, item, 1.7e9)}[where]
-    return {key: fdb.tuple.pack((b"v",)), layout.size_key: bytes(8),
-            layout.wake_key: bytes(8)}
+    return {key: fdb.tuple.pack((b"v",)), layout.pushed: bytes(8), layout.taken: bytes(8)}
 
 
 def tree_keys(items: bool = True) -> Dict[bytes, bytes]:
     t = TreeLayout(S)
-    data = {t.total_key: bytes(8), t.count_key: bytes(8), t.wake_key: bytes(8)}
+    data = {t.total_key: bytes(8), t.pushed: bytes(8), t.taken: bytes(8)}
     if items:
         key = (1, os.urandom(20))
         data[t.leaves.pack(key)] = bytes(8)
@@ -356,16 +355,18 @@ def survey(data: Dict[bytes, bytes], kind: str) -> Optional[str]:
 def test_markers_follow_the_library_layout() -> None:
     q, pq, t = OrderedLayout(S, 0), OrderedLayout(S, 1), TreeLayout(S)
     assert [s.key() for s in (q.items, q.held, q.due, q.dead)] == [
-        S[m].key() for m in QUEUE_RANGES[:4]]
-    for key in (q.size_key, q.held_count_key, q.delayed_key, q.dead_key):
-        assert key.startswith(S[QUEUE_RANGES[4]].key())
-    assert [q.floor_key] == [S.pack((m,)) for m in QUEUE_KEYS]
+        S[m].key() for m in QUEUE_RANGES]
+    assert q.items.contains(q.floor_key)  # a Queue's floor is among its items
+    assert [pq.floor_key] == [S.pack((m,)) for m in QUEUE_KEYS]
     assert [s.key() for s in (t.leaves, t.values, t.nodes)] == [
         S[m].key() for m in TREE_RANGES]
-    assert [t.total_key, t.count_key] == [S.pack((m,)) for m in TREE_KEYS]
-    assert {q.wake_key, t.wake_key} == {S.pack(("w",)), S.pack(("z",))}
+    assert [t.total_key] == [S.pack((m,)) for m in TREE_KEYS]
+    counters = (q.pushed, q.taken, q.held_in, q.held_out, q.delayed_in, q.delayed_out,
+                q.dead_in, q.dead_out, t.pushed, t.taken)
+    assert all(S["n"].contains(key) for key in counters) and "n" in NEUTRAL
+    assert q.wake_key == q.pushed and t.wake_key == t.pushed
     assert {r[0] for r in q.kept_by_clear()} >= {S["c"].range().start}
-    assert set(NEUTRAL) >= {"c", "w", "z"}
+    assert set(NEUTRAL) >= {"c", "g", "k"}
     assert len(q.new_item((), 0, None, 0)) == QUEUE_ITEM_LEN
     assert len(pq.new_item((3,), 0, None, 0)) == QUEUE_ITEM_LEN + 1
 
@@ -373,8 +374,8 @@ def test_markers_follow_the_library_layout() -> None:
 @pytest.mark.parametrize("kind", ["queue", "priority-queue", "weight-tree"])
 def test_an_empty_place_is_any_kind(kind: str) -> None:
     assert survey({}, kind) is None
-    neutral = {S.pack(("c", 5, b"id")): b"", S.pack(("w",)): bytes(8),
-               S.pack(("z",)): bytes(8), S.pack(("k", b"id")): b""}
+    neutral = {S.pack(("c", 5, b"id")): b"", S.pack(("n", "pushed")): bytes(8),
+               S.pack(("n", "taken")): bytes(8), S.pack(("k", b"id")): b""}
     assert survey(neutral, kind) is None
 
 
@@ -388,12 +389,11 @@ def test_queue_and_priority_queue_told_apart(where: str) -> None:
     assert survey(queue_keys((5,), where), "weight-tree") == "keys of a priority-queue"
 
 
-def test_queue_counters_alone_fit_both_queue_kinds() -> None:
-    counters = {OrderedLayout(S, 0).size_key: bytes(8)}
-    assert survey(counters, "queue") is None
-    assert survey(counters, "priority-queue") is None
-    assert survey(counters, "weight-tree") == "keys of a queue"
-    assert survey({OrderedLayout(S, 0).floor_key: bytes(8)}, "weight-tree") == (
+def test_counters_alone_fit_every_kind() -> None:
+    counters = {OrderedLayout(S, 0).pushed: bytes(8), OrderedLayout(S, 0).taken: bytes(8)}
+    for kind in ("queue", "priority-queue", "weight-tree"):
+        assert survey(counters, kind) is None
+    assert survey({OrderedLayout(S, 1).floor_key: bytes(8)}, "weight-tree") == (
         "keys of a queue")
 
 

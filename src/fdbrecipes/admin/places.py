@@ -25,14 +25,14 @@ Structure = Union[Queue, PriorityQueue, WeightTree]
 
 #: The first tuple element of a structure's keys says what they are (the key layout of
 #: :mod:`fdbrecipes._layout`, drawn in docs/data-model.md; the unit tests check these
-#: against it).  Queue kinds: ranges of items, holds, deadlines, dead letters and
-#: counters; the floor key.
-QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x", "n"), ("f",)
-#: A weight tree: ranges of leaves, values and sums; the total weight and count keys.
-TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t", "n")
-#: What any structure, even a cleared one, may leave: commit receipts, idempotency
-#: ids, and the wake counters of a Queue ("w", a single key) and a WeightTree ("z").
-NEUTRAL = ("c", "g", "k", "w", "z")
+#: against it).  Queue kinds: ranges of items (a Queue's floor among them),
+#: holds, deadlines and dead letters; a PriorityQueue's floor key.
+QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x"), ("f",)
+#: A weight tree: ranges of leaves, values and sums; the total weight key.
+TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
+#: What any structure, even a cleared one, may leave: receipt slots, idempotency ids
+#: and its counters (the wake counter "pushed" among them).
+NEUTRAL = ("c", "g", "k", "n")
 #: Elements of a Queue's item tuple; a PriorityQueue's has one more, the priority.
 QUEUE_ITEM_LEN = 5
 
