@@ -35,16 +35,19 @@ from typing import Any, Deque, Dict, List, NamedTuple, Optional, cast
 from ._fdb import Tally, get_value, seconds_to_versions
 from ._hooks import Hooks
 from ._layout import RESULT
-from ._ordered import Entry, Hold, Ordered, value_of
+from ._ordered import Entry, Ordered, value_of
 from ._run import Attempt, Loop
 from ._values import Value, decode_value, random_id
 
 #: Items one fetch takes at most: the first is popped, the others set aside.
-HC_BATCH = 8
+HC_BATCH = 16
 #: Value bytes one fetch sets aside at most.
 HC_BATCH_BYTES = 1_000_000
 #: Seconds a popper stays in contended mode after it saw a conflict.
-HC_CONTENDED = 1.0
+HC_CONTENDED = 5.0
+#: A popper that popped this many items within the last second is busy: it fetches
+#: batches too (a popper that pops now and then takes one item at a time).
+HC_BUSY = 8
 #: A collect trusts a hold without reading it only while its deadline is at least
 #: this many seconds ahead of the read version.
 HC_MARGIN = 0.5
@@ -78,7 +81,8 @@ class Contention:
     Thread-safe: the items set aside are shared by the threads using the object.
     """
 
-    __slots__ = ("contended_until", "held", "hooks", "lock", "loop", "o", "result_timeout")
+    __slots__ = ("contended_until", "held", "hooks", "lock", "loop", "o", "pops",
+                 "result_timeout", "window")
 
     def __init__(self, engine: Ordered, loop: Loop, hooks: Hooks,
                  result_timeout: float) -> None:
@@ -87,6 +91,8 @@ class Contention:
         self.hooks = hooks
         self.result_timeout = seconds_to_versions(result_timeout)
         self.contended_until = 0.0
+        self.window = 0.0  # time.monotonic() when the current second of pops began
+        self.pops = 0  # pops in it
         self.held: Dict[int, Deque[Held]] = {}
         self.lock = threading.Lock()
 
@@ -114,9 +120,14 @@ class Contention:
         return fetched.value
 
     def contended(self) -> bool:
-        """Whether this popper saw contention in the last :data:`HC_CONTENDED` seconds."""
+        """Whether this popper fetches batches: it saw contention in the last
+        :data:`HC_CONTENDED` seconds, or it is busy (:data:`HC_BUSY`)."""
+        now = time.monotonic()
+        if now - self.window > 1.0:
+            self.window, self.pops = now, 0
+        self.pops += 1
         recent = max(self.contended_until, self.loop.stats.last_conflict + HC_CONTENDED)
-        return self.hooks.contended or time.monotonic() < recent
+        return self.hooks.contended or now < recent or self.pops > HC_BUSY
 
     def next_held(self, end: int) -> Optional[Held]:
         """The oldest item set aside at ``end``, or None."""
@@ -160,8 +171,7 @@ class Contention:
             if size > HC_BATCH_BYTES:
                 break
             item = self.o.take(tr, entry, front.now, tally)
-            hold = Hold(random_id(), deadline, RESULT)
-            self.o.hold(tr, item, value_of(entry), hold.hold_id, deadline, RESULT, tally)
+            hold = self.o.hold(tr, item, value_of(entry), random_id(), deadline, RESULT, tally)
             held.append(Entry(item, entry.key, entry.value, hold))
         tally.write(tr)
         return Fetched(value, held)

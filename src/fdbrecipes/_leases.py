@@ -120,8 +120,7 @@ class Leases:
             if leases and size > budget:
                 break
             item = self.o.take(tr, entry, front.now, tally)
-            hold = Hold(random_id(), deadline, LEASE)
-            self.o.hold(tr, item, entry.value, hold.hold_id, deadline, LEASE, tally)
+            hold = self.o.hold(tr, item, entry.value, random_id(), deadline, LEASE, tally)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold)))
         tally.write(tr)
         attempt.idle = not (leases or settled)

@@ -34,8 +34,9 @@ from ._values import Value, decode_value, random_id
 from ._wait import Clock, Readiness
 
 MIN, MAX = 0, 1  # the end of the order a pop takes from
-#: Expired holds read in one go; beyond this a reader reads every expired hold.
-EXPIRED_PAGE = 64
+#: Earliest deadlines a reader reads first (beside its other reads); when every one
+#: of them has passed, it reads every expired hold.
+EXPIRED_PAGE = 8
 #: Expired holds one writing transaction puts back or buries, beside its own work.
 RESTORE_BATCH = 64
 
@@ -43,11 +44,13 @@ _chance = random.Random()
 
 
 class Hold(NamedTuple):
-    """Where an item is held: the hold's id, deadline and kind (LEASE, RESULT, DELAY)."""
+    """Where an item is held: the hold's id, deadline and kind (LEASE, RESULT, DELAY),
+    and, when known, its two keys (packing them costs more than keeping them)."""
 
     hold_id: bytes
     deadline: int
     kind: int
+    keys: Optional[Tuple[bytes, bytes]] = None
 
 
 class Entry:
@@ -211,25 +214,29 @@ class Ordered:
         oldest = self._range(reader, g.start, min(g.stop, upper), left)
         return head + above + [self._entry(kv) for kv in oldest]
 
-    def start_expired(self, tr: Any, now: int) -> Any:
-        """Start a snapshot read of the first expired holds (see :meth:`expired_holds`)."""
-        begin, end = self.k.due.range().start, self.k.due.pack((now + 1,))
-        return self._range(snap(tr), begin, end, EXPIRED_PAGE + 1)
+    def start_expired(self, tr: Any) -> Any:
+        """Start a snapshot read of the earliest deadlines (see :meth:`expired_holds`);
+        it needs no read version first, so it goes out beside the other reads."""
+        r = self.k.due.range()
+        return self._range(snap(tr), r.start, r.stop, EXPIRED_PAGE + 1)
 
     def expired_holds(self, tr: Any, now: int, started: Any) -> List[Entry]:
-        """Every hold whose deadline has passed, by deadline (snapshot reads).
+        """Every hold whose deadline is at or before ``now``, by deadline (snapshot
+        reads).
 
-        ``started`` (from :meth:`start_expired`) reads :data:`EXPIRED_PAGE` + 1 keys;
-        only when there are more are they all read (after a mass expiry; writers soon
-        put them back).
+        ``started`` (from :meth:`start_expired`) reads the :data:`EXPIRED_PAGE` + 1
+        earliest deadlines; only when all of them have passed are the expired ones
+        all read (after a mass expiry; writers soon put them back).
         """
         due = list(started)
-        if len(due) > EXPIRED_PAGE:
+        if len(due) > EXPIRED_PAGE and self.k.due.unpack(due[-1].key)[0] <= now:
             begin, end = self.k.due.range().start, self.k.due.pack((now + 1,))
             due = list(self._range(snap(tr), begin, end, None))
         holds = []
         for kv in due:
             deadline, hold_id, item, kind = self.k.due.unpack(kv.key)
+            if deadline > now:
+                break
             holds.append(Entry(item, self.k.item_key(item), None,
                                Hold(hold_id, deadline, kind)))
         return holds
@@ -246,9 +253,9 @@ class Ordered:
         bury, and reads their values.
         """
         reader = tr if conflict else snap(tr)
-        now = self.clock(tr)
-        started = self.start_expired(tr, now)
+        started = self.start_expired(tr)
         visible = self._visible(reader, end, n, after)
+        now = self.clock(tr)
         holds = self.expired_holds(tr, now, started)
         if not holds:
             return Front(visible, [], [], now, holds)
@@ -287,10 +294,19 @@ class Ordered:
 
     # -- moving items -----------------------------------------------------------------
 
-    def held_key(self, entry: Entry) -> bytes:
-        assert entry.hold is not None
+    def hold_keys(self, entry: Entry) -> Tuple[bytes, bytes]:
+        """(held key, deadline index key) of an entry under a hold."""
         h = entry.hold
-        return self.k.held_key(h.hold_id, entry.item, h.deadline, h.kind)
+        assert h is not None
+        if h.keys is not None:
+            return h.keys
+        item = entry.item
+        return (self.k.held_key(h.hold_id, item, h.deadline, h.kind),
+                self.k.due_key(h.hold_id, item, h.deadline, h.kind))
+
+    def held_key(self, entry: Entry) -> bytes:
+        """The held key of an entry under a hold."""
+        return self.hold_keys(entry)[0]
 
     def take(self, tr: Any, entry: Entry, now: int, tally: Tally) -> Item:
         """Remove ``entry`` from where it is; return its item tuple as visible now.
@@ -305,10 +321,10 @@ class Ordered:
             tr.add_read_conflict_key(entry.key)
             tr.clear(entry.key)
             return entry.item
-        held_key = self.held_key(entry)
+        held_key, due_key = self.hold_keys(entry)
         tr.add_read_conflict_key(held_key)
         tr.clear(held_key)
-        tr.clear(self.k.due_key(h.hold_id, entry.item, h.deadline, h.kind))
+        tr.clear(due_key)
         tally.add(self.k.delayed_out if h.kind == DELAY else self.k.held_out)
         deliveries = self.k.deliveries(entry.item) + (h.kind == LEASE)
         return self.k.renewed(entry.item, deliveries, min(h.deadline, now))
@@ -336,17 +352,21 @@ class Ordered:
         tally.add(self.k.taken)
 
     def hold(self, tr: Any, item: Item, value: bytes, hold_id: bytes, deadline: int,
-             kind: int, tally: Tally) -> None:
-        """Hide an item (already taken, or new) under a hold until ``deadline``.
+             kind: int, tally: Tally) -> Hold:
+        """Hide an item (already taken, or new) under a hold until ``deadline``; the
+        hold, with its keys.
 
         Raises the floor (atomic MAX, conflict-free) to the item's sequence number, so
         later pushes land after it even if the visible items run out meanwhile: when
         the hold ends the item returns to a place before them.
         """
-        tr.set(self.k.held_key(hold_id, item, deadline, kind), value)
-        tr.set(self.k.due_key(hold_id, item, deadline, kind), b"")
+        keys = (self.k.held_key(hold_id, item, deadline, kind),
+                self.k.due_key(hold_id, item, deadline, kind))
+        tr.set(keys[0], value)
+        tr.set(keys[1], b"")
         tally.max(self.k.floor_key, self.k.seq(item))
         tally.add(self.k.delayed_in if kind == DELAY else self.k.held_in)
+        return Hold(hold_id, deadline, kind, keys)
 
     def gone(self, tr: Any, item: Item, now: int, tally: Tally) -> None:
         """An item left the structure for good (pop, ack, collected result)."""
@@ -366,7 +386,7 @@ class Ordered:
         values read (snapshot reads; none without ``max_deliveries``)."""
         if self.max_deliveries is None:
             return []
-        dead = self.split_dead(self.expired_holds(tr, now, self.start_expired(tr, now)))[1]
+        dead = self.split_dead(self.expired_holds(tr, now, self.start_expired(tr)))[1]
         return self._read_held(snap(tr), (dead,))[0]
 
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> int:
@@ -483,7 +503,7 @@ class Ordered:
         """Put back (or bury) up to ``limit`` expired holds, earliest deadline first;
         the number handled."""
         now = self.clock(tr)
-        holds = self.expired_holds(tr, now, self.start_expired(tr, now))[:limit]
+        holds = self.expired_holds(tr, now, self.start_expired(tr))[:limit]
         live, dead = self._read_held(tr, self.split_dead(holds))
         tally = Tally()
         handled = self.settle(tr, Front([], live, dead, now, holds), tally)
@@ -514,7 +534,7 @@ class Ordered:
         if self.max_deliveries is not None:
             now = self.clock(tr)
             dying = len(self.split_dead(
-                self.expired_holds(tr, now, self.start_expired(tr, now)))[1])
+                self.expired_holds(tr, now, self.start_expired(tr)))[1])
         return read_le64(get_value(pushed)) - read_le64(get_value(taken)) - dying
 
     def stats(self, tr: Any) -> QueueStats:
