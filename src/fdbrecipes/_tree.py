@@ -142,15 +142,18 @@ PICK_BATCH = 100
 class View:
     """What one operation has read of the tree (snapshot reads, hints without
     conflicts), with the operation's own removals applied, so that several picks in
-    one transaction read each range of sums at most once."""
+    one transaction read each range of sums at most once.  A child's weight is
+    decoded only when a pick walks past it."""
 
-    __slots__ = ("cache", "max_seq", "t", "total", "tr")
+    __slots__ = ("adjust", "cache", "max_seq", "t", "total", "tr")
 
     def __init__(self, tree: Tree, tr: Any) -> None:
         self.t = tree
         self.tr = tr
-        #: (level, parent) -> [key, weight, leaf value] of each child, in key order.
-        self.cache: Dict[Tuple[int, Optional[int]], List[List[Any]]] = {}
+        #: (level, parent) -> the children read (KeyValues, in key order).
+        self.cache: Dict[Tuple[int, Optional[int]], List[Any]] = {}
+        #: key -> change of its weight by this operation's removals.
+        self.adjust: Dict[bytes, int] = {}
         guess = tree.max_seq_hint
         started = None
         if guess is not None:  # read the first level beside the head (a hint)
@@ -158,7 +161,7 @@ class View:
         self.total, self.max_seq = tree.head(tr)
         tree.max_seq_hint = self.max_seq
         if started is not None and self.first_range(self.max_seq) == started[0]:
-            self.cache[started[0]] = self._finish(started[0][0], started[1])
+            self.cache[started[0]] = list(started[1])
 
     @staticmethod
     def first_range(max_seq: int) -> Tuple[int, Optional[int]]:
@@ -174,45 +177,33 @@ class View:
             begin, end = self.t.children_range(level, parent)
         return (level, parent), snap(self.tr).get_range(begin, end, streaming_mode=WANT_ALL)
 
-    @staticmethod
-    def _finish(level: int, started: Any) -> List[List[Any]]:
-        if level == 0:
-            return [[bytes(kv.key), read_le64(kv.value[:8]), bytes(kv.value)] for kv in started]
-        return [[bytes(kv.key), read_le64(kv.value), None] for kv in started]
-
     def children(self, level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
-        """``(child, weight)`` for :func:`descend`; a child is its cached entry."""
-        entries = self.cache.get((level, parent))
-        if entries is None:
+        """``(child, weight)`` for :func:`descend`; a child is its KeyValue."""
+        kvs = self.cache.get((level, parent))
+        if kvs is None:
             where, started = self._start(level, parent)
-            entries = self.cache[where] = self._finish(level, started)
-        for entry in entries:
-            yield entry, entry[1]
+            kvs = self.cache[where] = list(started)
+        adjust = self.adjust
+        for kv in kvs:
+            yield kv, read_le64(kv.value[:8]) + adjust.get(kv.key, 0)
 
-    def index(self, level: int, entry: Any) -> int:
-        """The node index a chosen child entry stands for."""
-        index: int = self.t.k.nodes.unpack(entry[0])[1]
+    def index(self, level: int, kv: Any) -> int:
+        """The node index a chosen child stands for."""
+        index: int = self.t.k.nodes.unpack(kv.key)[1]
         return index
 
     def pick(self, point: int) -> Tuple[Key, bytes]:
         """(key, leaf value) of the item whose interval contains ``point``."""
-        entry, _ = descend(self.children, point, self.max_seq, self.index)
-        seq, suffix = self.t.k.leaves.unpack(entry[0])
-        return (seq, suffix), entry[2]
+        kv, _ = descend(self.children, point, self.max_seq, self.index)
+        seq, suffix = self.t.k.leaves.unpack(kv.key)
+        return (seq, suffix), bytes(kv.value)
 
     def removed(self, key: Key, weight: int) -> None:
         """Apply the removal of item ``key`` (of ``weight``) to what was read."""
-        seq = key[0]
         self.total -= weight
         leaf = bytes(self.t.k.leaves.pack(key))
-        for level in range(LEVELS + 1):
-            node = leaf if level == 0 else self.t.node(level, seq)
-            parents: List[Tuple[int, Optional[int]]] = [
-                (level, node_index(level + 1, seq)), (level, None)]
-            for where in parents:
-                for entry in self.cache.get(where, ()):
-                    if entry[0] == node:
-                        entry[1] -= weight
+        for node in [leaf] + [self.t.node(level, key[0]) for level in range(1, LEVELS + 1)]:
+            self.adjust[node] = self.adjust.get(node, 0) - weight
 
 
 class Tree:
