@@ -45,9 +45,9 @@ HC_BATCH = 16
 HC_BATCH_BYTES = 1_000_000
 #: Seconds a popper stays in contended mode after it saw a conflict.
 HC_CONTENDED = 5.0
-#: A popper that popped this many items within the last second is busy: it fetches
-#: batches too (a popper that pops now and then takes one item at a time).
-HC_BUSY = 8
+#: A popper not contended fetches 2 items at its first pop in a second, then 4, 8...
+#: up to :data:`HC_BATCH`: a busy popper soon fetches whole batches, one that pops
+#: now and then sets aside at most one item.
 #: A collect trusts a hold without reading it only while its deadline is at least
 #: this many seconds ahead of the read version.
 HC_MARGIN = 0.5
@@ -108,8 +108,7 @@ class Contention:
             value = self.loop(db, self.collect, held.entry, self.read_version(held))
             if value is not GONE:
                 return cast(Optional[Value], value)
-        batch = HC_BATCH if self.contended() else 1
-        fetched: Fetched = self.loop(db, self.fetch, end, batch)
+        fetched: Fetched = self.loop(db, self.fetch, end, self.batch())
         if fetched.held:
             since = self.loop.stats.committed_version
             with self.lock:
@@ -119,15 +118,18 @@ class Contention:
                 self.hooks.on_fetch(len(fetched.held))
         return fetched.value
 
-    def contended(self) -> bool:
-        """Whether this popper fetches batches: it saw contention in the last
-        :data:`HC_CONTENDED` seconds, or it is busy (:data:`HC_BUSY`)."""
+    def batch(self) -> int:
+        """How many items the next fetch takes: :data:`HC_BATCH` when this popper saw
+        contention in the last :data:`HC_CONTENDED` seconds; otherwise 2 for its first
+        fetch in a second, doubling with each one after."""
         now = time.monotonic()
         if now - self.window > 1.0:
             self.window, self.pops = now, 0
         self.pops += 1
         recent = max(self.contended_until, self.loop.stats.last_conflict + HC_CONTENDED)
-        return self.hooks.contended or now < recent or self.pops > HC_BUSY
+        if self.hooks.contended or now < recent:
+            return HC_BATCH
+        return int(min(HC_BATCH, 2 ** self.pops))
 
     def next_held(self, end: int) -> Optional[Held]:
         """The oldest item set aside at ``end``, or None."""

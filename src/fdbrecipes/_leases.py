@@ -17,7 +17,7 @@ import fdb.tuple
 
 from ._fdb import Tally, first, seconds_to_versions
 from ._layout import DELAY, LEASE
-from ._ordered import Entry, Hold, Ordered, choose
+from ._ordered import Entry, Hold, Ordered
 from ._run import Attempt
 from ._values import BATCH_BYTES, decode_value, random_id, unpack_token
 from .errors import LeaseExpiredError
@@ -104,17 +104,16 @@ class Leases:
     def claim(self, tr: Any, attempt: Attempt, end: int, n: int, seconds: float,
               spread: int, budget: int) -> List[Lease]:
         """Take ``n`` items (fewer if fewer are visible, or once their values pass
-        ``budget`` bytes), each among the first ``n + spread - 1``, and hold each under
-        a lease of its own for ``seconds``.  A single strict claim takes a read
-        conflict on the front; otherwise only on the items taken."""
-        strict = n == 1 and spread == 1
-        front = self.o.front(tr, end, n + spread - 1, conflict=strict)
+        ``budget`` bytes), each among the first ``n + spread - 1`` (see
+        :meth:`Ordered.chosen`), and hold each under a lease of its own for
+        ``seconds``."""
+        front, entries = self.o.chosen(tr, end, n, spread)
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         deadline = front.now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
-        for entry in choose(front.entries, n, spread):
+        for entry in entries:
             assert entry.value is not None
             size += len(entry.value)
             if leases and size > budget:

@@ -21,6 +21,7 @@ from ._fdb import (
     WANT_ALL,
     Tally,
     clear_except,
+    fdb_impl,
     first,
     get_value,
     le64,
@@ -184,12 +185,15 @@ class Ordered:
                                 streaming_mode=WANT_ALL)
 
     def _visible(self, reader: Any, end: int, n: Optional[int],
-                 after: Optional[Entry]) -> List[Entry]:
+                 after: Optional[Entry], skip: int = 0) -> List[Entry]:
         """The first ``n`` (all when None) visible items in ``end`` order, after
-        ``after`` when given."""
+        ``after`` when given; at the MIN end, after skipping ``skip`` items (a key
+        selector: the server skips them, the client reads only the ``n``)."""
         r = self.k.items.range()
         if end == MIN:
-            begin = r.start if after is None else after.key + b"\x00"
+            begin: Any = r.start if after is None else after.key + b"\x00"
+            if skip:
+                begin = fdb_impl().KeySelector.first_greater_or_equal(begin) + skip
             return [self._entry(kv) for kv in self._range(reader, begin, self.k.items_end, n)]
         head: List[Entry] = []
         upper = r.stop
@@ -242,7 +246,7 @@ class Ordered:
         return holds
 
     def front(self, tr: Any, end: int, n: Optional[int], *, conflict: bool,
-              after: Optional[Entry] = None, writing: bool = True) -> Front:
+              after: Optional[Entry] = None, writing: bool = True, skip: int = 0) -> Front:
         """The first ``n`` items (all when None) in ``end`` order, counting expired holds.
 
         ``conflict=True`` takes a read conflict on the visible range read, so a
@@ -254,7 +258,7 @@ class Ordered:
         """
         reader = tr if conflict else snap(tr)
         started = self.start_expired(tr)
-        visible = self._visible(reader, end, n, after)
+        visible = self._visible(reader, end, n, after, skip)
         now = self.clock(tr)
         holds = self.expired_holds(tr, now, started)
         if not holds:
@@ -475,15 +479,33 @@ class Ordered:
 
     # -- pop, peek ------------------------------------------------------------------------
 
+    def chosen(self, tr: Any, end: int, n: int, spread: int) -> Tuple[Front, List[Entry]]:
+        """What a pop or claim of ``n`` items with ``spread`` reads, and the entries it
+        takes: ``n`` among the first ``n + spread - 1`` in ``end`` order.
+
+        A single strict take (``n`` = ``spread`` = 1) reads the front with a read
+        conflict.  With a spread, at the MIN end, the items are a block of ``n`` at a
+        random offset below ``spread``, read alone (the server skips the offset), so
+        concurrent takers mostly read different items; when expired holds are about
+        (they are items too) or the queue is shorter than the block, it reads the whole
+        window and chooses in it.  Only snapshot reads then: conflicts come from the
+        items taken.
+        """
+        if spread > 1 and end == MIN:
+            offset = _chance.randrange(spread)
+            front = self.front(tr, end, n, conflict=False, skip=offset)
+            if not offset or not (front.holds or len(front.entries) < n):
+                return front, front.entries
+        front = self.front(tr, end, n + spread - 1, conflict=n == 1 and spread == 1)
+        return front, choose(front.entries, n, spread)
+
     def pop(self, tr: Any, attempt: Attempt, end: int, n: int, spread: int) -> List[Value]:
         """Remove and return ``n`` values (fewer if fewer are visible), each among the
-        first ``n + spread - 1``.  A single strict pop (``n`` = ``spread`` = 1) takes
-        a read conflict on the front; otherwise only on the items taken."""
-        strict = n == 1 and spread == 1
-        front = self.front(tr, end, n + spread - 1, conflict=strict)
+        first ``n + spread - 1`` (see :meth:`chosen`)."""
+        front, entries = self.chosen(tr, end, n, spread)
         tally = Tally()
         settled = self.settle(tr, front, tally)
-        values = self.remove(tr, choose(front.entries, n, spread), front.now, tally)
+        values = self.remove(tr, entries, front.now, tally)
         tally.write(tr)
         attempt.idle = not (values or settled)
         return [decode_value(v) for v in values]

@@ -30,7 +30,7 @@ class Queue(OrderedAPI):
     ``fdb.Database``/``fdb.Tenant`` (the operation runs in its own retry loop).
 
     Given a Database, a method that writes also writes a commit receipt (one small
-    key in the subspace, cleared by a later call), which lets its retry loop settle
+    key per client thread, overwritten by its next call), which lets its retry loop settle
     ``commit_unknown_result`` exactly: the docstrings below leave it out.
 
     Args:

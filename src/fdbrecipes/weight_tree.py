@@ -61,7 +61,7 @@ class WeightTree(Structure):
     transaction) or an ``fdb.Database``/``fdb.Tenant`` (own retry loop).
 
     Given a Database, a method that writes also writes a commit receipt (one small
-    key in the subspace, cleared by a later call), which lets its retry loop settle
+    key per client thread, overwritten by its next call), which lets its retry loop settle
     ``commit_unknown_result`` exactly: the docstrings below leave it out.
 
     Points: the items, in :meth:`items` order, split [0, total) into contiguous

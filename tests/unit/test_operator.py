@@ -190,17 +190,22 @@ def test_a_missing_client_library_is_one_line(
         "fdbrecipes stats: cannot run: libfdb_c is not loadable (gone): install it")
 
 
-def test_the_real_missing_client_library_is_one_line() -> None:
+def test_the_real_client_library_check_is_one_line(tmp_path: Any) -> None:
+    """Where libfdb_c is missing, the command says so in one line; where it is
+    installed, it gets past that check (and fails, in one line, on a cluster file
+    that does not exist)."""
     from fdbrecipes._cluster import client_library_problem
 
     problem = client_library_problem()
-    if problem is None:
-        pytest.skip("libfdb_c is installed here")
+    missing = str(tmp_path / "no.cluster")
     done = subprocess.run([sys.executable, "-m", "fdbrecipes", "dead", *JOBS, "--kind",
-                           "queue"], capture_output=True, text=True, check=False,
-                          timeout=60, cwd=ROOT)
+                           "queue", "--cluster-file", missing], capture_output=True,
+                          text=True, check=False, timeout=60, cwd=ROOT)
     assert done.returncode == 1 and done.stdout == ""
-    assert one_line(done.stderr) == f"fdbrecipes dead: cannot run: {problem}"
+    if problem is not None:
+        assert one_line(done.stderr) == f"fdbrecipes dead: cannot run: {problem}"
+    else:
+        assert "libfdb_c" not in done.stderr and missing in one_line(done.stderr)
 
 
 def test_a_missing_cluster_file_is_one_line(
