@@ -146,10 +146,11 @@ def test_batch_size_estimates_count_the_subspace_prefix() -> None:
 
 USE_BEFORE_API_VERSION = """
 import fdb
+from fdb.subspace_impl import Subspace
 from fdbrecipes import Queue
 assert not fdb.is_api_version_selected()
 try:
-    Queue(fdb.Subspace(("v",))).push(object(), b"x")
+    Queue(Subspace(("v",))).push(object(), b"x")
 except RuntimeError as e:
     print(e)
 """
