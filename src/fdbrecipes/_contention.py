@@ -33,9 +33,10 @@ from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional, cast
 
 from ._fdb import Tally, get_value, seconds_to_versions
+from ._front import Entry, value_of
 from ._hooks import Hooks
 from ._layout import RESULT
-from ._ordered import Entry, Ordered, value_of
+from ._ordered import Ordered
 from ._run import Attempt, Loop
 from ._values import Value, decode_value, random_id
 

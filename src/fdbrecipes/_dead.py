@@ -13,7 +13,8 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 import fdb.tuple
 
 from ._fdb import VERSIONS_PER_SECOND, WANT_ALL, Tally, get_value, read_le64
-from ._ordered import Ordered, value_of
+from ._front import value_of
+from ._ordered import Ordered
 from ._run import Attempt
 from ._values import Value, decode_value
 

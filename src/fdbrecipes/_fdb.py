@@ -188,6 +188,20 @@ def clear_except(tr: Any, begin: bytes, end: bytes, kept: List[Tuple[bytes, byte
         tr.clear_range(begin, end)
 
 
+def clear_structure(tr: Any, subspace: Any, kept: List[Tuple[bytes, bytes]],
+                    pushed: bytes, taken: bytes) -> None:
+    """Clear a structure's subspace except the ranges ``kept`` (which hold its wake
+    counter ``pushed`` and its receipt slots): touch ``pushed`` and set ``taken`` to
+    match it, so the size restarts at 0 and the wake counter never returns to a value a
+    watch holds.  Reads ``pushed`` (a conflict with concurrent pushes: the reset is
+    exact)."""
+    count = read_le64(get_value(tr.get(pushed)))
+    r = subspace.range()
+    clear_except(tr, bytes(r.start), bytes(r.stop), kept)
+    tr.add(pushed, le64(1))
+    tr.set(taken, le64(count + 1))
+
+
 def add(tr: Any, key: bytes, delta: int) -> None:
     """Atomically add ``delta`` to a counter; clear it when it reaches zero.
 

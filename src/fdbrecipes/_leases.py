@@ -16,8 +16,9 @@ from typing import Any, List, NamedTuple, Optional
 import fdb.tuple
 
 from ._fdb import Tally, first, seconds_to_versions
+from ._front import Entry, Hold
 from ._layout import DELAY, LEASE
-from ._ordered import Entry, Hold, Ordered
+from ._ordered import Ordered
 from ._run import Attempt
 from ._values import BATCH_BYTES, decode_value, random_id, unpack_token
 from .errors import LeaseExpiredError

@@ -13,11 +13,12 @@ from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 from ._contention import Contention
 from ._dead import DEAD_BATCH, DeadLetter, DeadLetters
 from ._fdb import Transactor, check_database, check_transactor, is_transaction
+from ._front import MIN, Entry, value_of
 from ._heartbeat import claimed
 from ._ids import Ids
 from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
-from ._ordered import MIN, Entry, Ordered, QueueStats, value_of
+from ._ordered import Ordered, QueueStats
 from ._run import Structure, read
 from ._values import (
     BATCH_BYTES,

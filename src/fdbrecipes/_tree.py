@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import fdb.tuple
 
-from ._fdb import WANT_ALL, Tally, clear_except, first, get_value, le64, read_le64, snap
+from ._fdb import WANT_ALL, Tally, clear_structure, first, get_value, le64, read_le64, snap
 from ._ids import Ids
 from ._layout import TreeLayout
 from ._run import Attempt
@@ -401,11 +401,8 @@ class Tree:
         """Remove every key of the tree except the wake counter "pushed" (touched,
         and "taken" set to match it, so the size is 0: see ``Ordered.clear``) and the
         receipt slots.  Reads "pushed"."""
-        pushed = read_le64(get_value(tr.get(self.k.pushed)))
-        r = self.k.subspace.range()
-        clear_except(tr, bytes(r.start), bytes(r.stop), self.k.kept_by_clear())
-        tr.add(self.k.pushed, le64(1))
-        tr.set(self.k.taken, le64(pushed + 1))
+        clear_structure(tr, self.k.subspace, self.k.kept_by_clear(), self.k.pushed,
+                        self.k.taken)
 
     def size(self, tr: Any) -> int:
         """Items in the tree: "pushed" - "taken" (read conflicts on both)."""

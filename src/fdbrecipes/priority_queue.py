@@ -19,8 +19,8 @@ from typing import Any, ContextManager, Iterable, List, Optional, Tuple
 import fdb.tuple
 
 from ._fdb import Transactor
+from ._front import MAX, MIN
 from ._leases import Lease
-from ._ordered import MAX, MIN
 from ._ordered_api import OrderedAPI
 from ._values import Value, check_id, check_int, encode_value, materialize
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any, ContextManager, Iterable, List, Optional
 
 from ._fdb import Transactor
+from ._front import MIN
 from ._leases import Lease
-from ._ordered import MIN
 from ._ordered_api import OrderedAPI
 from ._values import Value, check_id, encode_value, materialize
 
