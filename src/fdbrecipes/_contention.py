@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Deque, Dict, List, NamedTuple, Optional, cast
+from typing import Any, Deque, Dict, List, NamedTuple, Optional
 
 from ._fdb import Tally, get_value, seconds_to_versions
 from ._front import Entry, value_of
@@ -72,8 +72,15 @@ class Fetched(NamedTuple):
     held: List[Entry]
 
 
-#: A collect's answer when the hold was gone (the item went back to the queue).
-GONE = object()
+class Collected(NamedTuple):
+    """What a collect did: ``found`` False when the hold was gone (its item went back
+    to the queue); else the value taken."""
+
+    found: bool
+    value: Optional[Value] = None
+
+
+GONE = Collected(False)
 
 
 class Contention:
@@ -106,9 +113,10 @@ class Contention:
             held = self.next_held(end)
             if held is None:
                 break
-            value = self.loop(db, self.collect, held.entry, self.read_version(held))
-            if value is not GONE:
-                return cast(Optional[Value], value)
+            collected: Collected = self.loop(db, self.collect, held.entry,
+                                             self.read_version(held))
+            if collected.found:
+                return collected.value
         fetched: Fetched = self.loop(db, self.fetch, end, self.batch())
         if fetched.held:
             since = self.loop.stats.committed_version
@@ -199,7 +207,7 @@ class Contention:
             return True
         return get_value(tr.get(self.o.held_key(entry))) is not None
 
-    def collect(self, tr: Any, attempt: Attempt, entry: Entry, version: int) -> Any:
+    def collect(self, tr: Any, attempt: Attempt, entry: Entry, version: int) -> Collected:
         """Take the item set aside under ``entry``'s hold for good: its value, or
         :data:`GONE` if the hold has ended (its item went back to the queue).
 
@@ -217,5 +225,5 @@ class Contention:
         tally = Tally()
         self.o.remove(tr, [entry], now, tally)
         tally.write(tr)
-        return decode_value(value_of(entry))
+        return Collected(True, decode_value(value_of(entry)))
 

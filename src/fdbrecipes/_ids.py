@@ -8,15 +8,23 @@ Keys inside the structure's subspace ``S``::
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import WANT_ALL, seconds_to_versions
+from ._fdb import WANT_ALL, get_value, seconds_to_versions
 from ._values import check_seconds
 
 #: Scheduled expiries a push with an id looks at, and collects, per transaction.
 COLLECT_BATCH = 4
+
+
+class IdCheck(NamedTuple):
+    """A push's id being checked: its key, the read of it, the expiries being read."""
+
+    key: bytes
+    known: Any
+    collecting: Any
 
 
 class Ids:
@@ -38,6 +46,24 @@ class Ids:
     def key(self, id_: bytes) -> bytes:
         """The key that remembers ``id_``."""
         return bytes(self.ids.pack((id_,)))
+
+    def check(self, tr: Any, id_: Optional[bytes]) -> Optional[IdCheck]:
+        """For a push with ``id_`` (None: no id, no reads): start reading the id's key
+        (a read conflict on it) and, by snapshot, the oldest scheduled expiries."""
+        if id_ is None:
+            return None
+        key = self.key(id_)
+        return IdCheck(key, tr.get(key), self.start_collect(tr))
+
+    def known(self, check: IdCheck) -> Optional[bytes]:
+        """What the id's key holds: None if the id is new (the push goes ahead)."""
+        return get_value(check.known)
+
+    def remember(self, tr: Any, check: IdCheck, now: int, value: bytes = b"") -> None:
+        """The push with a new id goes ahead: remember the id (its key holds
+        ``value``), and forget a few ids whose retention has passed."""
+        self.collect(tr, check.collecting, now)
+        tr.set(check.key, value)
 
     def start_collect(self, tr: Any) -> Any:
         """Start a snapshot read of the oldest scheduled expiries (no conflicts)."""

@@ -161,18 +161,14 @@ class Ordered(FrontReader):
              id_: Optional[bytes], delay: int) -> None:
         """Store ``(group, encoded value)`` pairs, in order, after the last of each
         group; with ``delay`` (in clock units, 0 for none) each under a DELAY hold."""
-        if id_ is not None:
-            id_key = self.ids.key(id_)
-            known = tr.get(id_key)
-            gc = self.ids.start_collect(tr)
+        check = self.ids.check(tr, id_)
         seqs = self.next_seqs(tr, {group for group, _ in batch})
         now = self.clock(tr)
-        if id_ is not None:
-            if get_value(known) is not None:
+        if check is not None:
+            if self.ids.known(check) is not None:
                 attempt.idle = True
                 return
-            self.ids.collect(tr, gc, now)
-            tr.set(id_key, b"")
+            self.ids.remember(tr, check, now)
         tally = Tally()
         for group, value in batch:
             self.append(tr, group, seqs, value, (0, id_), now, delay, tally)

@@ -290,17 +290,13 @@ class Tree:
     def push(self, tr: Any, attempt: Attempt, batch: List[Tuple[bytes, int]],
              id_: Optional[bytes]) -> List[bytes]:
         """Store ``(encoded value, weight)`` pairs after the last item; their handles."""
-        if id_ is not None:
-            id_key = self.ids.key(id_)
-            known_f = tr.get(id_key)
-            gc = self.ids.start_collect(tr)
+        check = self.ids.check(tr, id_)
         total, max_seq = self.head(tr)
-        if id_ is not None:
-            known = get_value(known_f)
+        if check is not None:
+            known = self.ids.known(check)
             if known is not None:
                 attempt.idle = True
                 return [known]
-            self.ids.collect(tr, gc, self.clock(tr))
         added = sum(w for _, w in batch)
         if total + added > MAX_TOTAL_WEIGHT:
             raise ValueError(
@@ -318,8 +314,8 @@ class Tree:
             seq += 1
         tally.add(self.k.pushed, len(batch))
         tally.write(tr)
-        if id_ is not None:
-            tr.set(id_key, handles[0])
+        if check is not None:
+            self.ids.remember(tr, check, self.clock(tr), handles[0])
         return handles
 
     def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:

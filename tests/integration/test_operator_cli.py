@@ -344,3 +344,18 @@ def test_a_missing_client_library(fdb_cluster_file: str) -> None:
     line = failed(done, 1)
     assert line.startswith("fdbrecipes dead: cannot run: libfdb_c is not loadable (")
     assert "foundationdb-clients" in line
+
+
+def test_max_deliveries_counts_an_expired_last_delivery_as_dead(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
+    q = Queue(fdb_subspace, max_deliveries=1)
+    q.push(db, b"once")
+    assert q.claim(db, 0.2) is not None
+    # Without the limit, the expired lease's item is visible again: wait for that.
+    assert Queue(fdb_subspace).wait(db, timeout=30)
+    where = [*place(fdb_subspace), "--kind", "queue"]
+    plain = answer(fdbrecipes(fdb_cluster_file, "stats", *where, "--json"))
+    assert (plain["visible"], plain["dead"]) == (1, 0)  # the tool cannot know the limit
+    told = answer(fdbrecipes(fdb_cluster_file, "stats", *where, "--max-deliveries", "1",
+                             "--json"))
+    assert (told["visible"], told["dead"], told["size"]) == (0, 1, 0)

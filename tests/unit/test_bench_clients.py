@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import pytest
 
-from fdbrecipes.bench import clients, operations
+from fdbrecipes.bench import clients
 from fdbrecipes.bench.clients import BenchError, Job
 from fdbrecipes.bench.operations import Client
 from fdbrecipes.bench.recipe import chunks
@@ -124,16 +124,14 @@ def counting_factory(_db: Any, _subspace: Any, _index: int, batch: int) -> Clien
 
 
 @pytest.mark.parametrize("pids", [(), (os.getpid(),)])
-def test_a_client_reports_its_cpu_and_the_servers(
-        monkeypatch: pytest.MonkeyPatch, pids: Any) -> None:
-    monkeypatch.setitem(operations.FACTORIES, "count", counting_factory)
-
+def test_a_client_reports_its_cpu_and_the_servers(pids: Any) -> None:
     def connect(_cluster_file: str) -> Any:
         return FakeDatabase()
 
     results = reports_queue()
     job = Job("count", 50, "/nonexistent", ("p",), None, pids)
-    clients.client_main(job, 0, threading.Barrier(1), results, connect=connect)
+    clients.client_main(job, 0, threading.Barrier(1), results, connect=connect,
+                        factories={"count": counting_factory})
     report = results.get_nowait()
     assert report.error is None
     assert (report.items, report.retries) == (100, 50)

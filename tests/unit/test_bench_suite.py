@@ -54,24 +54,38 @@ class Recorder:
                 for i in range(clients)]
 
 
+def fake_database(_cluster_file: str) -> FakeDatabase:
+    return FakeDatabase()
+
+
+def fake_pids(_cluster_file: str) -> Tuple[int, ...]:
+    return (4242,)
+
+
+def fake_machine(_db: Any, cluster: str) -> Dict[str, Any]:
+    return {"cluster": cluster}
+
+
 @pytest.fixture
-def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    rec = Recorder()
-    monkeypatch.setattr(suite, "open_database", lambda _cluster_file: FakeDatabase())
-    monkeypatch.setattr(suite, "server_pids", lambda _cluster_file: (4242,))
-    monkeypatch.setattr(suite, "machine_info", lambda _db, cluster: {"cluster": cluster})
-    monkeypatch.setattr(suite, "format_machine", str)
-    monkeypatch.setattr(suite, "run_clients", rec.run_clients)
-    monkeypatch.setattr(suite, "FILLS", {op: rec.fill(op) for op in suite.FILLS})
-    monkeypatch.setattr(suite.Suite, "weight_tree", lambda _self: [])
-    return rec
+def recorder() -> Recorder:
+    return Recorder()
 
 
-def run(*argv: str) -> Any:
+def runtime(rec: Recorder, **changes: Any) -> suite.Runtime:
+    """The suite's documented testing hook: every contact with the world replaced."""
+    parts: Dict[str, Any] = dict(
+        open_database=fake_database, server_pids=fake_pids, machine_info=fake_machine,
+        format_machine=str, run_clients=rec.run_clients,
+        fills={op: rec.fill(op) for op in suite.FILLS}, latency=False)
+    parts.update(changes)
+    return suite.Runtime(**parts)
+
+
+def run(rec: Recorder, *argv: str, **changes: Any) -> Any:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     settings = settings_from_args(parser.parse_args(["--duration", "2", *argv]))
-    return suite.Suite("/fake/fdb.cluster", settings).run("fake")
+    return suite.Suite("/fake/fdb.cluster", settings, runtime(rec, **changes)).run("fake")
 
 
 LIMITS: List[Measured] = [("write", 1, c, 2.0) for c in (1, 2, 4, 8, 16)] + [
@@ -79,7 +93,7 @@ LIMITS: List[Measured] = [("write", 1, c, 2.0) for c in (1, 2, 4, 8, 16)] + [
 
 
 def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
-    results = run()
+    results = run(recorder)
     pops = [(op, 1, c, None) for c in (1, 2, 4, 8, 16)
             for op in ("recipe-pop", "pop", "spread-pop", "hc-pop")]
     assert recorder.jobs == LIMITS + [
@@ -102,7 +116,7 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
 
 
 def test_only_one_group_keeps_the_limit(recorder: Recorder) -> None:
-    run("--only", "pops")
+    run(recorder, "--only", "pops")
     assert recorder.jobs[:len(LIMITS)] == LIMITS
     assert {op for op, *_ in recorder.jobs[len(LIMITS):]} == {
         "recipe-pop", "pop", "spread-pop", "hc-pop"}
@@ -112,20 +126,20 @@ def test_only_one_group_keeps_the_limit(recorder: Recorder) -> None:
                                           ("claim,pq", (1, 4, 16)), ("push,tree", ())])
 def test_without_pops_the_recipe_pop_is_measured_where_compared(
         recorder: Recorder, only: str, counts: Tuple[int, ...]) -> None:
-    results = run("--only", only)
+    results = run(recorder, "--only", only)
     recipe = [c for op, _, c, _ in recorder.jobs if op == "recipe-pop"]
     assert tuple(recipe) == counts
     compared = [r for r in results.rows if r.recipe == "recipe pop" and r.name != "recipe pop"]
     assert all(r.ratio_recipe is not None for r in compared)
 
 
-def test_a_drain_that_took_other_than_it_filled_warns(
-        recorder: Recorder, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    def short(_context: Any, job: Job, clients: int) -> List[Report]:
-        return [Report(i, 10, 1.0, 0) for i in range(clients)]
+def short(_context: Any, job: Job, clients: int) -> List[Report]:
+    """Client processes that each took only 10 items."""
+    return [Report(i, 10, 1.0, 0) for i in range(clients)]
 
-    monkeypatch.setattr(suite, "run_clients", short)
-    run("--only", "limit,tree", "--clients", "1")
+
+def test_a_drain_that_took_other_than_it_filled_warns(
+        recorder: Recorder, capsys: pytest.CaptureFixture[str]) -> None:
+    run(recorder, "--only", "limit,tree", "--clients", "1", run_clients=short)
     assert "warning: WeightTree.pop with 1 client took 10 of 2000 items" in \
         capsys.readouterr().err

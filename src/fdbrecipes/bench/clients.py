@@ -14,13 +14,23 @@ from __future__ import annotations
 import queue as queue_module
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from fdb.subspace_impl import Subspace
 
 from .._cluster import open_database
 from .cpu import server_cpu
-from .operations import FACTORIES, Client
+from .operations import FACTORIES, Client, Factory
 from .results import Report
 
 if TYPE_CHECKING:
@@ -86,6 +96,7 @@ def client_main(
     barrier: Barrier,
     results: ProcessQueue[Report],
     connect: Callable[[str], Any] = open_database,
+    factories: Optional[Mapping[str, Factory]] = None,
 ) -> None:
     """Entry point of one client process: connect, wait for the others, run, report.
 
@@ -94,12 +105,13 @@ def client_main(
     servers' (``job.server_pids``) read just before and after it.  On any failure the
     barrier is broken, so the other clients stop waiting, and the error is reported.
     ``connect`` opens the database from the cluster file (default: select the tools'
-    API version and open); tests pass their own to make connecting fail.
+    API version and open) and ``factories`` makes the client for ``job.op`` (default:
+    :data:`~fdbrecipes.bench.operations.FACTORIES`); tests pass their own.
     """
     try:
         db = connect(job.cluster_file)
         subspace = Subspace(job.prefix)
-        client = FACTORIES[job.op](db, subspace, index, job.batch)
+        client = (factories or FACTORIES)[job.op](db, subspace, index, job.batch)
         db.get(subspace.pack(("warm-up",)))  # connect before the clock starts
         barrier.wait(BARRIER_TIMEOUT)
         before = server_cpu(job.server_pids)

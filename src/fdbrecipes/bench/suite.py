@@ -11,7 +11,8 @@ import random
 import sys
 import time
 import uuid
-from typing import Iterator, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
@@ -19,11 +20,11 @@ from .. import WeightTree
 from .._cluster import open_database, with_cluster
 from .clients import BenchError, Job, run_clients
 from .cpu import server_pids
-from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH
+from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH, Filler
 from .machine import format_machine, machine_info
 from .recipe import chunks
 from .report import publish
-from .results import Latency, Results, Row, latency, plural, summarize, with_ratios
+from .results import Latency, Report, Results, Row, latency, plural, summarize, with_ratios
 from .settings import (
     CLAIM_ACK,
     LIMIT,
@@ -48,6 +49,31 @@ def progress(message: str) -> None:
     print(f"  ... {message}", file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """How a suite reaches the world: the cluster, this machine, the client
+    processes, the fills.  The defaults are the real ones; tests of the suite's order
+    pass stand-ins (a documented testing hook, instead of patching the module).
+
+    Attributes:
+        open_database: opens the cluster file (selects the API version).
+        server_pids: the ``fdbserver`` processes on this machine for a cluster file.
+        machine_info: (db, cluster name) -> the machine's description.
+        format_machine: that description -> the lines printed.
+        run_clients: (context, job, clients) -> one report per client process.
+        fills: by operation, how a drained structure is pre-filled.
+        latency: whether the WeightTree latency is measured (in this process).
+    """
+
+    open_database: Callable[[str], Any] = open_database
+    server_pids: Callable[[str], Tuple[int, ...]] = server_pids
+    machine_info: Callable[[Any, str], Dict[str, Any]] = machine_info
+    format_machine: Callable[[Dict[str, Any]], str] = format_machine
+    run_clients: Callable[[Any, Job, int], List[Report]] = run_clients
+    fills: Mapping[str, Filler] = field(default_factory=lambda: dict(FILLS))
+    latency: bool = True
+
+
 class Suite:
     """Runs every measurement against one cluster (the parent process).
 
@@ -55,19 +81,21 @@ class Suite:
     machine for ``cluster_file`` (:func:`~fdbrecipes.bench.cpu.server_pids`), if any.
     """
 
-    def __init__(self, cluster_file: str, settings: Settings) -> None:
+    def __init__(self, cluster_file: str, settings: Settings,
+                 runtime: Optional[Runtime] = None) -> None:
         self.cluster_file = cluster_file
         self.settings = settings
-        self.db = open_database(cluster_file)
+        self.io = runtime if runtime is not None else Runtime()
+        self.db = self.io.open_database(cluster_file)
         self.context = multiprocessing.get_context("spawn")
-        self.server_pids = server_pids(cluster_file)
+        self.server_pids = self.io.server_pids(cluster_file)
 
     def run(self, cluster: str) -> Results:
         """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
         Queue pops, claims, WeightTree pops, PriorityQueue pops, WeightTree latency."""
-        machine = machine_info(self.db, cluster)
+        machine = self.io.machine_info(self.db, cluster)
         machine["server_processes_sampled"] = len(self.server_pids)
-        print(format_machine(machine), flush=True)
+        print(self.io.format_machine(machine), flush=True)
         rows = self.limits()
         if self.settings.runs("push"):
             rows += self.pushes()
@@ -78,7 +106,8 @@ class Suite:
             rows += self.tree_pops()
         if self.settings.runs("pq"):
             rows += self.pq_pops()
-        latencies = self.weight_tree() if self.settings.runs("latency") else []
+        latencies = (self.weight_tree()
+                     if self.settings.runs("latency") and self.io.latency else [])
         return Results(machine, self.settings, with_ratios(rows), latencies)
 
     @contextlib.contextmanager
@@ -96,7 +125,7 @@ class Suite:
         duration = None if kind.drains else self.settings.duration
         job = Job(kind.op, kind.batch, self.cluster_file, prefix, duration, self.server_pids)
         progress(f"{kind.label}, {plural(clients, 'client')}")
-        return summarize(kind, clients, run_clients(self.context, job, clients))
+        return summarize(kind, clients, self.io.run_clients(self.context, job, clients))
 
     def timed(self, kind: Kind, clients: int) -> Row:
         """``clients`` processes doing ``kind`` for ``--duration`` seconds."""
@@ -108,7 +137,7 @@ class Suite:
         (default ``--items``), each until its pop or claim gets nothing."""
         items = self.settings.items if items is None else items
         with self.space(f"{kind.op}-{clients}") as prefix:
-            FILLS[kind.op](self.db, Subspace(prefix), items, self.settings.seed)
+            self.io.fills[kind.op](self.db, Subspace(prefix), items, self.settings.seed)
             row = self.measure(kind, clients, prefix)
         if row.count != items:
             print(f"warning: {kind.label} with {plural(clients, 'client')} took {row.count} "
