@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -110,6 +111,24 @@ def unknown_results(
     db = fdb.impl.create_database(cluster_file)
     db.__class__ = FaultyDatabase
     return db
+
+
+class RandomFaults:
+    """A plan for :func:`unknown_results`: each commit, from a seeded generator, is
+    faulty with probability ``rate``, half of those applied and half dropped
+    (thread-safe)."""
+
+    def __init__(self, seed: int, rate: float = 0.2) -> None:
+        self.rng = random.Random(seed)
+        self.rate = rate
+        self.lock = threading.Lock()
+
+    def __call__(self) -> Optional[str]:
+        with self.lock:
+            roll = self.rng.random()
+        if roll < self.rate / 2:
+            return "applied"
+        return "dropped" if roll < self.rate else None
 
 
 class Faulty:

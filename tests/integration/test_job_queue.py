@@ -7,12 +7,12 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Set
 
 import pytest
 
 from fdbrecipes import LeaseExpiredError, PriorityQueue, Queue, QueueStats
-from tests.helpers import Faulty, TestClock, run_threads, unknown_results
+from tests.helpers import Faulty, RandomFaults, TestClock, run_threads, unknown_results
 
 pytestmark = pytest.mark.integration
 
@@ -282,14 +282,7 @@ def test_stats_equal_a_model_after_random_workloads_with_faults(
     exact."""
     rng = random.Random(13)
     clock = TestClock()
-    plan_lock = threading.Lock()
-
-    def plan() -> Optional[str]:
-        with plan_lock:
-            roll = rng.random()
-        return "applied" if roll < 0.1 else "dropped" if roll < 0.2 else None
-
-    faulty = unknown_results(fdb_cluster_file, plan)
+    faulty = unknown_results(fdb_cluster_file, RandomFaults(13))
     q = Queue(fdb_subspace, clock=clock, max_deliveries=2)
     visible: Set[int] = set()
     delayed: Dict[int, float] = {}

@@ -11,15 +11,14 @@ enough once another client may have taken it.
 
 from __future__ import annotations
 
-import random
 import threading
 from collections import Counter
-from typing import Any, List, Optional
+from typing import Any, List
 
 import pytest
 
 from fdbrecipes import PriorityQueue, Queue, WeightTree
-from tests.helpers import Faulty, dump, run_threads, unknown_results
+from tests.helpers import Faulty, RandomFaults, dump, run_threads, unknown_results
 
 pytestmark = pytest.mark.integration
 
@@ -110,15 +109,8 @@ def test_many_clients_under_unknown_results(
     (half of them applied): every item is delivered exactly once."""
     producers, consumers, per_producer = 4, 8, 500
     total = producers * per_producer
-    rng = random.Random(1021)
     lock = threading.Lock()
-
-    def plan() -> Optional[str]:
-        with lock:
-            roll = rng.random()
-        return "applied" if roll < 0.1 else "dropped" if roll < 0.2 else None
-
-    faulty = unknown_results(fdb_cluster_file, plan)
+    faulty = unknown_results(fdb_cluster_file, RandomFaults(1021))
     received: List[Any] = []
     done = threading.Event()
     errors: List[BaseException] = []
