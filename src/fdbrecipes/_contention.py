@@ -46,9 +46,6 @@ HC_BATCH = 16
 HC_BATCH_BYTES = 1_000_000
 #: Seconds a popper stays in contended mode after it saw a conflict.
 HC_CONTENDED = 5.0
-#: A popper not contended fetches 2 items at its first pop in a second, then 4, 8...
-#: up to :data:`HC_BATCH`: a busy popper soon fetches whole batches, one that pops
-#: now and then sets aside at most one item.
 #: A collect trusts a hold without reading it only while its deadline is at least
 #: this many seconds ahead of the read version.
 HC_MARGIN = 0.5
@@ -89,7 +86,7 @@ class Contention:
     Thread-safe: the items set aside are shared by the threads using the object.
     """
 
-    __slots__ = ("contended_until", "held", "hooks", "lock", "loop", "o", "pops",
+    __slots__ = ("held", "hooks", "lock", "loop", "o", "pops",
                  "result_timeout", "window")
 
     def __init__(self, engine: Ordered, loop: Loop, hooks: Hooks,
@@ -98,7 +95,6 @@ class Contention:
         self.loop = loop
         self.hooks = hooks
         self.result_timeout = seconds_to_versions(result_timeout)
-        self.contended_until = 0.0
         self.window = 0.0  # time.monotonic() when the current second of pops began
         self.pops = 0  # pops in it
         self.held: Dict[int, Deque[Held]] = {}
@@ -135,8 +131,7 @@ class Contention:
         if now - self.window > 1.0:
             self.window, self.pops = now, 0
         self.pops += 1
-        recent = max(self.contended_until, self.loop.stats.last_conflict + HC_CONTENDED)
-        if self.hooks.contended or now < recent:
+        if self.hooks.contended or now < self.loop.stats.last_conflict + HC_CONTENDED:
             return HC_BATCH
         return int(min(HC_BATCH, 2 ** self.pops))
 

@@ -155,10 +155,6 @@ class Tally:
         """Add ``delta`` (any sign) to the sum ``key``, removed when it reaches zero."""
         self.sums[key] = self.sums.get(key, 0) + delta
 
-    def written(self) -> bool:
-        """Whether anything is waiting to be written."""
-        return bool(self.deltas or self.sums or self.maxima)
-
     def max(self, key: bytes, value: int) -> None:
         """Raise counter ``key`` to at least ``value`` (atomic MAX)."""
         self.maxima[key] = max(value, self.maxima.get(key, value))

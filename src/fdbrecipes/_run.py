@@ -182,7 +182,6 @@ def run(
                 raise InterruptedCall(None, unknown) from e
             raise unknown from e
         if outcome.committed:
-            loop.committed = True
             if isinstance(e, KeyboardInterrupt):
                 raise InterruptedCall(outcome) from e
             return cast(T, outcome.result)
@@ -197,7 +196,7 @@ def run(
 class _Loop:
     """The state of one library retry loop (see :func:`run`)."""
 
-    __slots__ = ("call", "committed", "impl", "sent", "stats", "too_old", "tr", "writes")
+    __slots__ = ("call", "impl", "sent", "stats", "too_old", "tr", "writes")
 
     def __init__(self, db: Any, call: Optional[Call], stats: Optional[RetryStats],
                  writes: bool) -> None:
@@ -206,7 +205,6 @@ class _Loop:
         self.tr = db.create_transaction()
         self.call = call
         self.stats = stats
-        self.committed = False
         self.sent = False  # the current attempt's commit was sent, and signed
         self.too_old = 0  # attempts in a row that failed with transaction_too_old
 
@@ -221,7 +219,6 @@ class _Loop:
                 if call is not None:
                     done, result = call.settled(transaction)
                     if done:
-                        self.committed = True
                         return cast(T, result)
                 result = op(transaction, attempt, *args)
                 if not self.writes:
@@ -233,7 +230,6 @@ class _Loop:
                     call.sign(transaction, result)
                 self.sent = signed
                 transaction.commit().wait()
-                self.committed = True
                 if self.stats is not None and not attempt.idle:
                     self.stats.committed_version = transaction.get_committed_version()
                     self.stats.committed_at = time.monotonic()
