@@ -263,9 +263,7 @@ class FrontReader:
         assert h is not None
         if h.keys is not None:
             return h.keys
-        item = entry.item
-        return (self.k.held_key(h.hold_id, item, h.deadline, h.kind),
-                self.k.due_key(h.hold_id, item, h.deadline, h.kind))
+        return self.k.hold_keys(h.hold_id, entry.item, h.deadline, h.kind)
 
     def held_key(self, entry: Entry) -> bytes:
         """The held key of an entry under a hold."""

@@ -7,10 +7,11 @@ keys small.  Counters are little-endian int64 changed only by atomic operations.
 
 from __future__ import annotations
 
-import os
 from typing import Any, List, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
+
+from ._values import random_suffix
 
 __all__ = ["DELAY", "LEASE", "RESULT", "Item", "OrderedLayout", "TreeLayout"]
 
@@ -97,7 +98,7 @@ class OrderedLayout:
 
     def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int) -> Item:
         """A new item tuple at ``seq`` within ``group``, never delivered."""
-        return group + (seq, os.urandom(20), 0, id_, since)
+        return group + (seq, random_suffix(), 0, id_, since)
 
     def group(self, item: Item) -> Item:
         """The item's group: ``()`` in a Queue, ``(priority,)`` in a PriorityQueue."""
@@ -137,13 +138,12 @@ class OrderedLayout:
         """The key of a visible item."""
         return bytes(self.items.pack(item))
 
-    def held_key(self, hold_id: bytes, item: Item, deadline: int, kind: int) -> bytes:
-        """The key of an item under a hold."""
-        return bytes(self.held.pack((hold_id, item, deadline, kind)))
-
-    def due_key(self, hold_id: bytes, item: Item, deadline: int, kind: int) -> bytes:
-        """The key indexing a hold by its deadline."""
-        return bytes(self.due.pack((deadline, hold_id, item, kind)))
+    def hold_keys(self, hold_id: bytes, item: Item, deadline: int,
+                  kind: int) -> Tuple[bytes, bytes]:
+        """The two keys of an item under a hold: where it is held (under ``h``, the
+        value) and the index of the hold by its deadline (under ``d``)."""
+        return (bytes(self.held.pack((hold_id, item, deadline, kind))),
+                bytes(self.due.pack((deadline, hold_id, item, kind))))
 
     def dead_letter_key(self, died: int, item: Item, died_at: float) -> bytes:
         """The key of a dead letter: by when it died (a clock reading), then by place."""

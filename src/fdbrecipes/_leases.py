@@ -140,16 +140,29 @@ class Leases:
                 has passed (even if nobody took the item back yet).
         """
         hold_id = lease_id(lease)
-        r = self.o.k.held.range((hold_id,))
-        kv = first(tr.get_range(r.start, r.stop, limit=1))
+        found = self.start_read(tr, hold_id)
         now = self.o.clock(tr)
-        if kv is not None:
-            _, item, deadline, kind = self.o.k.held.unpack(kv.key)
-            if kind == LEASE and now <= deadline:
-                return Live(Entry(item, self.o.k.item_key(item), kv.value,
-                                  Hold(hold_id, deadline, kind)), now)
+        entry = self.alive(found, hold_id, now)
+        if entry is not None:
+            return Live(entry, now)
         raise LeaseExpiredError(f"cannot {doing}: the lease expired; its item may have "
                                 "been delivered to another consumer")
+
+    def start_read(self, tr: Any, hold_id: bytes) -> Any:
+        """Start reading lease ``hold_id``'s held key (a read conflict on its range)."""
+        r = self.o.k.held.range((hold_id,))
+        return tr.get_range(r.start, r.stop, limit=1)
+
+    def alive(self, found: Any, hold_id: bytes, now: int) -> Optional[Entry]:
+        """The leased entry ``found`` (from :meth:`start_read`) holds, if the lease is
+        still alive at ``now``; else None."""
+        kv = first(found)
+        if kv is None:
+            return None
+        _, item, deadline, kind = self.o.k.held.unpack(kv.key)
+        if kind != LEASE or now > deadline:
+            return None
+        return Entry(item, self.o.k.item_key(item), kv.value, Hold(hold_id, deadline, kind))
 
     def ack(self, tr: Any, _attempt: Attempt, lease: Any) -> None:
         """Remove a leased item for good."""
@@ -160,24 +173,16 @@ class Leases:
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> List[bool]:
         """Ack every lease still alive; for each, whether it was (all reads in parallel)."""
-        futures = []
-        for lease in leases:
-            r = self.o.k.held.range((lease_id(lease),))
-            futures.append(tr.get_range(r.start, r.stop, limit=1))
+        ids = [lease_id(lease) for lease in leases]
+        futures = [self.start_read(tr, hold_id) for hold_id in ids]
         now = self.o.clock(tr)
         tally = Tally()
         done = []
-        for lease, found in zip(leases, futures):
-            kv = first(found)
-            alive = False
-            if kv is not None:
-                _, item, deadline, kind = self.o.k.held.unpack(kv.key)
-                alive = kind == LEASE and now <= deadline
-                if alive:
-                    entry = Entry(item, self.o.k.item_key(item), kv.value,
-                                  Hold(lease_id(lease), deadline, kind))
-                    self.o.remove(tr, [entry], now, tally)
-            done.append(alive)
+        for hold_id, found in zip(ids, futures):
+            entry = self.alive(found, hold_id, now)
+            if entry is not None:
+                self.o.remove(tr, [entry], now, tally)
+            done.append(entry is not None)
         tally.write(tr)
         attempt.idle = not any(done)
         return done
@@ -187,13 +192,14 @@ class Leases:
         live = self.find(tr, lease, "extend")
         entry, hold = live.entry, live.entry.hold
         assert hold is not None and entry.value is not None
-        tr.clear(self.o.held_key(entry))
-        tr.clear(self.o.k.due_key(hold.hold_id, entry.item, hold.deadline, LEASE))
+        for key in self.o.hold_keys(entry):
+            tr.clear(key)
         deadline = live.now + seconds_to_versions(seconds)
-        tr.set(self.o.k.held_key(hold.hold_id, entry.item, deadline, LEASE), entry.value)
-        tr.set(self.o.k.due_key(hold.hold_id, entry.item, deadline, LEASE), b"")
+        keys = self.o.k.hold_keys(hold.hold_id, entry.item, deadline, LEASE)
+        tr.set(keys[0], entry.value)
+        tr.set(keys[1], b"")
         return self.make(Entry(entry.item, entry.key, entry.value,
-                               Hold(hold.hold_id, deadline, LEASE)))
+                               Hold(hold.hold_id, deadline, LEASE, keys)))
 
     def release(self, tr: Any, attempt: Attempt, lease: Any, delay: int) -> bool:
         """End a live lease without ack: the item goes back to its place, visible at

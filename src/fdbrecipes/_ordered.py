@@ -117,8 +117,7 @@ class Ordered(FrontReader):
         later pushes land after it even if the visible items run out meanwhile: when
         the hold ends the item returns to a place before them.
         """
-        keys = (self.k.held_key(hold_id, item, deadline, kind),
-                self.k.due_key(hold_id, item, deadline, kind))
+        keys = self.k.hold_keys(hold_id, item, deadline, kind)
         tr.set(keys[0], value)
         tr.set(keys[1], b"")
         tally.max(self.k.floor_key, self.k.seq(item))

@@ -80,7 +80,7 @@ def test_every_key_is_inside_the_subspace() -> None:
     o, t = QUEUE, TreeLayout(S)
     item = o.new_item((), 1, None, 0)
     keys = [
-        o.item_key(item), o.held_key(b"l", item, 5, 0), o.due_key(b"l", item, 5, 0),
+        o.item_key(item), *o.hold_keys(b"l", item, 5, 0),
         o.dead_letter_key(5, item, 1.5),
         o.pushed, o.taken, o.held_in, o.held_out, o.delayed_in, o.delayed_out, o.dead_in,
         o.dead_out, o.floor_key, PRIORITY.floor_key,
