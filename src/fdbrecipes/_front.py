@@ -289,10 +289,19 @@ class FrontReader:
         front = self.front(tr, end, n + spread - 1, conflict=n == 1 and spread == 1)
         return front, choose(front.entries, n, spread)
 
-    def dying(self, tr: Any, now: int) -> List[Entry]:
-        """The expired leases whose items are dead letters now but not moved yet,
-        values read (snapshot reads; none without ``max_deliveries``)."""
+    def expired_now(self, tr: Any, now: int) -> List[Entry]:
+        """Every hold whose deadline is at or before ``now`` (:meth:`expired_holds`,
+        read on its own)."""
+        return self.expired_holds(tr, now, self.start_expired(tr))
+
+    def dead_holds(self, tr: Any, now: int) -> List[Entry]:
+        """The expired leases whose items are dead letters now but not moved yet, by
+        deadline (snapshot reads, values not read; none without ``max_deliveries``)."""
         if self.max_deliveries is None:
             return []
-        dead = self.split_dead(self.expired_holds(tr, now, self.start_expired(tr)))[1]
-        return self._read_held(snap(tr), (dead,))[0]
+        return self.split_dead(self.expired_now(tr, now))[1]
+
+    def dying(self, tr: Any, now: int, limit: Optional[int] = None) -> List[Entry]:
+        """The first ``limit`` (all when None) of :meth:`dead_holds`, values read
+        (snapshot reads)."""
+        return self._read_held(snap(tr), (self.dead_holds(tr, now)[:limit],))[0]

@@ -140,7 +140,7 @@ class Ordered(FrontReader):
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> int:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
         letters (a read conflict on each); how many."""
-        dead = self.dying(tr, now)[:RESTORE_BATCH]
+        dead = self.dying(tr, now, RESTORE_BATCH)
         for entry in dead:
             self.bury(tr, entry, now, tally)
         return len(dead)
@@ -245,7 +245,7 @@ class Ordered(FrontReader):
         """Put back (or bury) up to ``limit`` expired holds, earliest deadline first;
         the number handled."""
         now = self.clock(tr)
-        holds = self.expired_holds(tr, now, self.start_expired(tr))[:limit]
+        holds = self.expired_now(tr, now)[:limit]
         live, dead = self._read_held(tr, self.split_dead(holds))
         tally = Tally()
         handled = self.settle(tr, Front([], live, dead, now, holds), tally)
@@ -271,9 +271,7 @@ class Ordered(FrontReader):
         pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
         dying = 0
         if self.max_deliveries is not None:
-            now = self.clock(tr)
-            dying = len(self.split_dead(
-                self.expired_holds(tr, now, self.start_expired(tr)))[1])
+            dying = len(self.dead_holds(tr, self.clock(tr)))
         return read_le64(get_value(pushed)) - read_le64(get_value(taken)) - dying
 
     def stats(self, tr: Any) -> QueueStats:
