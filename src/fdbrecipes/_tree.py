@@ -66,6 +66,13 @@ def make_handle(key: Key) -> bytes:
     return handle
 
 
+def check_total(total: int, delta: int) -> None:
+    """Refuse a change of ``delta`` to a total weight of ``total`` past
+    :data:`MAX_TOTAL_WEIGHT`."""
+    if total + delta > MAX_TOTAL_WEIGHT:
+        raise ValueError(f"weight: the total weight would pass 2**62 ({total} + {delta})")
+
+
 def split_leaf(leaf: bytes) -> Tuple[int, Optional[bytes]]:
     """A leaf's value is the weight (int64) followed by the item's id, if any."""
     return read_le64(leaf[:8]), (leaf[8:] or None)
@@ -297,11 +304,7 @@ class Tree:
             if known is not None:
                 attempt.idle = True
                 return [known]
-        added = sum(w for _, w in batch)
-        if total + added > MAX_TOTAL_WEIGHT:
-            raise ValueError(
-                f"weight: the total weight would pass 2**62 ({total} + {added})"
-            )
+        check_total(total, sum(w for _, w in batch))
         tally = Tally()
         handles = []
         seq = max_seq + 1
@@ -348,21 +351,28 @@ class Tree:
         picked = self.pick(tr, View(self, tr), point)
         return None if picked is None else decode_value(picked[2])
 
+    def read_item(self, tr: Any, key: Key) -> Optional[Tuple[bytes, bytes]]:
+        """(leaf, encoded value) of item ``key``, read in parallel (read conflicts on
+        both), or None if it is gone."""
+        leaf_f, value_f = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
+        leaf, encoded = get_value(leaf_f), get_value(value_f)
+        return None if leaf is None or encoded is None else (leaf, encoded)
+
     def get(self, tr: Any, key: Key) -> Optional[Tuple[Value, int]]:
         """(value, weight) of item ``key``, or None."""
-        leaf, value = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
-        leaf_bytes, encoded = get_value(leaf), get_value(value)
-        if leaf_bytes is None or encoded is None:
+        found = self.read_item(tr, key)
+        if found is None:
             return None
-        return decode_value(encoded), split_leaf(leaf_bytes)[0]
+        leaf, encoded = found
+        return decode_value(encoded), split_leaf(leaf)[0]
 
     def remove(self, tr: Any, attempt: Attempt, key: Key) -> Optional[Value]:
         """Remove item ``key``; its value, or None if it is gone."""
-        leaf_f, value_f = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
-        leaf, encoded = get_value(leaf_f), get_value(value_f)
-        if leaf is None or encoded is None:
+        found = self.read_item(tr, key)
+        if found is None:
             attempt.idle = True
             return None
+        leaf, encoded = found
         tally = Tally()
         self.unlink(tr, key, leaf, self.clock(tr), tally)
         tally.write(tr)
@@ -378,11 +388,7 @@ class Tree:
             return None
         old, id_ = split_leaf(leaf)
         delta = weight - old
-        total = read_le64(get_value(total_f))
-        if total + delta > MAX_TOTAL_WEIGHT:
-            raise ValueError(
-                f"weight: the total weight would pass 2**62 ({total} + {delta})"
-            )
+        check_total(read_le64(get_value(total_f)), delta)
         tr.set(leaf_key, le64(weight) + (id_ or b""))
         tally = Tally()
         self.adjust(key[0], delta, tally)
