@@ -118,3 +118,19 @@ def test_bad_inputs_leave_the_subspace_unchanged(db: Any, pq: PriorityQueue,
         with pytest.raises((TypeError, ValueError)):
             call()
     assert dump(db, fdb_subspace) == before
+
+
+def test_items_given_a_database_run_across_pages_in_both_orders(
+    db: Any, pq: PriorityQueue
+) -> None:
+    """Given a Database, items() reads pages of 1,000, each in its own transaction;
+    the pages join up: every item once, in order, at both ends, with a limit too."""
+    pairs = [(f"p{p}-{i:04}", p) for p in range(3) for i in range(900)]
+    for start in range(0, len(pairs), 500):
+        pq.push_many(db, pairs[start:start + 500])
+    in_order = [v for v, _ in pairs]
+    reverse = [v for p in (2, 1, 0) for v, q in pairs if q == p]
+    assert pq.items(db) == in_order
+    assert pq.items(db, reverse=True) == reverse
+    assert pq.items(db, limit=1_500, reverse=True) == reverse[:1_500]
+    assert pq.items(db, limit=2_000) == in_order[:2_000]

@@ -54,6 +54,16 @@ def test_push_many_and_pop_many_keep_order(db: Any, q: Queue) -> None:
     assert q.pop_many(db, 100) == list(range(4, 13))
 
 
+def test_items_given_a_database_run_across_pages(db: Any, q: Queue) -> None:
+    """Given a Database, items() reads pages of 1,000, each in its own transaction;
+    the pages join up, also when the last one is exactly full."""
+    for start in range(0, 2_000, 500):
+        q.push_many(db, range(start, start + 500))
+    assert q.items(db) == list(range(2_000))
+    assert q.items(db, limit=1_000) == list(range(1_000))
+    assert q.items(db, limit=1_999) == list(range(1_999))
+
+
 def test_peek_does_not_remove(db: Any, q: Queue) -> None:
     q.push(db, b"first")
     q.push(db, b"second")

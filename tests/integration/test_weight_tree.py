@@ -292,3 +292,22 @@ def test_read_methods_accept_a_snapshot_view(db: Any, tree: WeightTree) -> None:
     assert tree.total_weight(tr.snapshot) == 2
     assert tree.items(tr.snapshot) == [(h, "a", 2)]
     tr.cancel()
+
+
+def test_items_given_a_database_run_across_pages(db: Any, tree: WeightTree) -> None:
+    """Given a Database, items() reads pages of 1,000, each in its own transaction;
+    the pages join up as one transaction's listing does."""
+    handles: List[bytes] = []
+    for start in range(0, 2_300, 500):
+        chunk = range(start, min(start + 500, 2_300))
+        handles += tree.push_many(db, [(i, i % 7 + 1) for i in chunk])
+    listed = tree.items(db)
+    assert [h for h, _, _ in listed] == handles
+    assert [(v, w) for _, v, w in listed] == [(i, i % 7 + 1) for i in range(2_300)]
+    assert tree.items(db, limit=1_200) == listed[:1_200]
+
+    @fdb.transactional
+    def in_one(tr: Any) -> Any:
+        return tree.items(tr)
+
+    assert in_one(db) == listed
