@@ -13,13 +13,13 @@ from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 from ._contention import Contention
 from ._dead import DEAD_BATCH, DeadLetter, DeadLetters
 from ._fdb import Transactor, check_database, check_transactor, is_transaction
-from ._front import MIN, Entry, value_of
+from ._front import MIN, value_of
 from ._heartbeat import claimed
 from ._ids import Ids
 from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
 from ._ordered import Ordered, QueueStats
-from ._run import Structure, read
+from ._run import Structure, read, read_pages
 from ._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -44,8 +44,6 @@ from ._wait import Clock, Wake, database_clock, take_or_wait, wait_until_ready
 
 #: A validated batch to push: (group, encoded value) pairs.
 Batch = List[Tuple[Item, bytes]]
-#: Items one page of ``items`` reads, in its own transaction, given a Database.
-ITEMS_PAGE = 1_000
 #: Expired holds one restoring transaction puts back.
 RESTORE_LIMIT = 1_000
 
@@ -363,24 +361,10 @@ class OrderedAPI(Structure):
         return decode_value(value_of(entries[0])) if entries else None
 
     def _items(self, tr: Transactor, end: int, limit: Any) -> List[Value]:
-        """The visible items in ``end`` order; given a Database, in pages of
-        :data:`ITEMS_PAGE`, each its own transaction (not one snapshot)."""
-        limit = check_limit(limit)
-        if limit == 0:
-            check_transactor(tr, writes=False)
-            return []
-        if is_transaction(tr, writes=False):
-            return [decode_value(value_of(e)) for e in read(tr, self._engine.peek, end, limit)]
-        out: List[Value] = []
-        after: Optional[Entry] = None
-        while limit is None or len(out) < limit:
-            ask = ITEMS_PAGE if limit is None else min(ITEMS_PAGE, limit - len(out))
-            page: List[Entry] = read(tr, self._engine.peek, end, ask, after)
-            out.extend(decode_value(value_of(e)) for e in page)
-            if len(page) < ask:
-                break
-            after = page[-1]
-        return out
+        """The visible items in ``end`` order; given a Database, in pages, each its
+        own transaction (not one snapshot: see :func:`._run.read_pages`)."""
+        entries = read_pages(tr, self._engine.peek, (end,), check_limit(limit))
+        return [decode_value(value_of(e)) for e in entries]
 
     def _pop_wait(self, db: Any, end: int, timeout: Any) -> Optional[Value]:
         value: Optional[Value] = take_or_wait(db, timeout, self._pop, (end, 1),

@@ -17,7 +17,7 @@ A writing operation's first two parameters are the transaction and an
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Sequence, TypeVar, cast
+from typing import Any, Callable, List, Optional, Sequence, TypeVar, cast
 
 from fdb.subspace_impl import Subspace
 
@@ -26,7 +26,7 @@ from ._hooks import Hooks
 from ._receipts import Call, InterruptedCall, Receipts, UnknownResultError
 from .errors import WorkTooLargeError
 
-__all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read"]
+__all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read", "read_pages"]
 
 T = TypeVar("T")
 
@@ -34,6 +34,8 @@ T = TypeVar("T")
 TRANSACTION_TOO_OLD = 1007
 #: Attempts in a row that may fail with transaction_too_old before the call gives up.
 MAX_TOO_OLD = 5
+#: Results one page of a listing reads, in its own transaction, given a Database.
+PAGE = 1_000
 
 
 class RetryStats:
@@ -127,6 +129,33 @@ def read(tr: Transactor, op: Callable[..., T], *args: Any) -> T:
     nothing).
     """
     return cast(T, run(tr, _reading, (op, *args), writes=False))
+
+
+def read_pages(tr: Transactor, op: Callable[..., List[T]], args: Sequence[Any],
+               limit: Optional[int]) -> List[T]:
+    """``op(transaction, *args, k, after)``'s first ``limit`` results (all when None),
+    in order, for a listing.
+
+    Given a Transaction or a snapshot view, one call with ``k`` = ``limit``.  Given a
+    Database or Tenant, pages of :data:`PAGE`, each read in its own transaction (so
+    not one snapshot), each after ``after``, the last result of the page before (None
+    for the first).
+    """
+    if limit == 0:
+        check_transactor(tr, writes=False)
+        return []
+    if is_transaction(tr, writes=False):
+        return read(tr, op, *args, limit)
+    out: List[T] = []
+    after: Optional[T] = None
+    while limit is None or len(out) < limit:
+        ask = PAGE if limit is None else min(PAGE, limit - len(out))
+        page = read(tr, op, *args, ask, after)
+        out.extend(page)
+        if len(page) < ask:
+            break
+        after = page[-1]
+    return out
 
 
 def _reading(tr: Any, _attempt: Attempt, op: Callable[..., T], *args: Any) -> T:

@@ -412,13 +412,14 @@ class Tree:
         return read_le64(get_value(pushed)) - read_le64(get_value(taken))
 
     def items(self, tr: Any, limit: Optional[int],
-              after: Optional[bytes] = None) -> List[Tuple[bytes, Value, int]]:
+              after: Optional[Tuple[bytes, Value, int]] = None
+              ) -> List[Tuple[bytes, Value, int]]:
         """(handle, value, weight) of the first ``limit`` items (all when None), after
-        the item handle ``after`` names when given."""
+        the item ``after`` (a row of an earlier page) when given."""
         lr, vr = self.k.leaves.range(), self.k.values.range()
         lb, vb = lr.start, vr.start
         if after is not None:
-            key = parse_handle(after)
+            key = parse_handle(after[0])
             lb = self.k.leaves.pack(key) + b"\x00"
             vb = self.k.values.pack(key) + b"\x00"
         leaves = tr.get_range(lb, lr.stop, limit=limit or 0, streaming_mode=WANT_ALL)

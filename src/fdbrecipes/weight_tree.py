@@ -15,7 +15,7 @@ from typing import Any, Iterable, List, Optional, Tuple
 from ._fdb import Transactor, check_transactor, is_transaction
 from ._ids import Ids
 from ._layout import TreeLayout
-from ._run import Structure, read
+from ._run import Structure, read, read_pages
 from ._tree import (
     LEVELS,
     MAX_PICKS,
@@ -40,9 +40,6 @@ from ._values import (
 from ._wait import Clock, Wake, database_clock, take_or_wait
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "WeightTree"]
-
-#: Items one page of ``items`` reads, in its own transaction, given a Database.
-ITEMS_PAGE = 1_000
 
 
 def _check_weight(weight: Any, name: str = "weight") -> int:
@@ -267,22 +264,7 @@ class WeightTree(Structure):
         listed in full, though not as one snapshot).  Cost: 1 round trip per page,
         O(n) keys.
         """
-        limit = check_limit(limit)
-        if limit == 0:
-            check_transactor(tr, writes=False)
-            return []
-        if is_transaction(tr, writes=False):
-            return read(tr, self._tree.items, limit)
-        out: List[Tuple[bytes, Value, int]] = []
-        after: Optional[bytes] = None
-        while limit is None or len(out) < limit:
-            ask = ITEMS_PAGE if limit is None else min(ITEMS_PAGE, limit - len(out))
-            page = read(tr, self._tree.items, ask, after)
-            out.extend(page)
-            if len(page) < ask:
-                break
-            after = page[-1][0]
-        return out
+        return read_pages(tr, self._tree.items, (), check_limit(limit))
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """:meth:`pop`, waiting on a watch (touched by every push) until an item
