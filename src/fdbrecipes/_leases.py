@@ -102,7 +102,7 @@ class Leases:
         return Lease(decode_value(entry.value), self.o.k.deliveries(entry.item) + 1,
                      entry.hold.deadline, token_of(entry.hold.hold_id))
 
-    def claim(self, tr: Any, attempt: Attempt, end: int, n: int, seconds: float,
+    def claim(self, tr: Any, attempt: Attempt, n: int, end: int, seconds: float,
               spread: int, budget: int) -> List[Lease]:
         """Take ``n`` items (fewer if fewer are visible, or once their values pass
         ``budget`` bytes), each among the first ``n + spread - 1`` (see
@@ -129,7 +129,7 @@ class Leases:
     def claim_one(self, tr: Any, attempt: Attempt, end: int, seconds: float,
                   spread: int) -> Optional[Lease]:
         """:meth:`claim` of one item: its Lease, or None when none is visible."""
-        leases = self.claim(tr, attempt, end, 1, seconds, spread, BATCH_BYTES)
+        leases = self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
         return leases[0] if leases else None
 
     def find(self, tr: Any, lease: Any, doing: str) -> Live:

@@ -219,7 +219,7 @@ class Ordered(FrontReader):
 
     # -- pop, peek ------------------------------------------------------------------------
 
-    def pop(self, tr: Any, attempt: Attempt, end: int, n: int, spread: int) -> List[Value]:
+    def pop(self, tr: Any, attempt: Attempt, n: int, end: int, spread: int) -> List[Value]:
         """Remove and return ``n`` values (fewer if fewer are visible), each among the
         first ``n + spread - 1`` (see :meth:`chosen`)."""
         front, entries = self.chosen(tr, end, n, spread)
@@ -232,7 +232,7 @@ class Ordered(FrontReader):
 
     def pop_one(self, tr: Any, attempt: Attempt, end: int, spread: int) -> Optional[Value]:
         """:meth:`pop` of one item: the value, or None when none is visible."""
-        values = self.pop(tr, attempt, end, 1, spread)
+        values = self.pop(tr, attempt, 1, end, spread)
         return values[0] if values else None
 
     def peek(self, tr: Any, end: int, n: Optional[int],

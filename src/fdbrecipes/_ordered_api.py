@@ -322,30 +322,14 @@ class OrderedAPI(Structure):
 
     def _take_many(self, tr: Transactor, n: int, budgeted: bool, op: Any,
                    *args: Any) -> List[Any]:
-        """``op(tr, attempt, end, k, *rest)`` for ``n`` items in all: given a
-        Transaction in one call (at most :data:`MAX_TAKE`), given a Database in
-        transactions of at most :data:`TAKE_BATCH`, each with its own receipt, results
-        in order.  ``budgeted``: a call may return fewer than asked while more remain."""
-        end, rest = args[0], args[1:]
-        if n == 0:
-            check_transactor(tr)
-            return []
-        if is_transaction(tr):
-            if n > MAX_TAKE:
-                raise ValueError(f"n: at most {MAX_TAKE:,} in one transaction, got {n:,}; "
-                                 "pass a Database (it splits the work)")
-            taken: List[Any] = self._loop(tr, op, end, n, *rest)
-            return taken
+        """``op(tr, attempt, k, *args)`` for ``n`` items in all, in batches
+        (:meth:`._run.Loop.batches`: at most :data:`MAX_TAKE` given a Transaction,
+        transactions of :data:`TAKE_BATCH` given a Database), putting back a backlog
+        of expired holds before and after."""
         self._restore(tr)
-        out: List[Any] = []
-        while len(out) < n:
-            ask = min(TAKE_BATCH, n - len(out))
-            got: List[Any] = self._loop(tr, op, end, ask, *rest)
-            out.extend(got)
-            if not got or (len(got) < ask and not budgeted):
-                break
+        taken = self._loop.batches(tr, op, n, args, MAX_TAKE, TAKE_BATCH, budgeted)
         self._restore(tr)
-        return out
+        return taken
 
     def _claim(self, tr: Transactor, end: int, lease_seconds: Any,
                spread: Any) -> Optional[Lease]:

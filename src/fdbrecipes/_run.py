@@ -97,6 +97,39 @@ class Loop:
         twice without harm (a range clear)."""
         return run(tr, op, args, stats=self.stats)
 
+    def batches(self, tr: Transactor, op: Callable[..., List[T]], n: int,
+                args: Sequence[Any], most: int, batch: int,
+                budgeted: bool = False, what: str = "") -> List[T]:
+        """``op(transaction, attempt, k, *args)`` for ``n`` results in all, in order.
+
+        Given a Transaction, one call with ``k`` = ``n`` (more than ``most`` is
+        refused; the message counts them as ``what``, if given).  Given a Database or
+        Tenant, calls of at most ``batch``, each in its own transaction with its own
+        receipt, until ``n`` are done or a call returns fewer than it was asked for
+        (``budgeted``: until one returns none, for an operation that may stop short
+        while more remain).
+
+        Raises:
+            ValueError: given a Transaction, ``n`` is over ``most``.
+        """
+        if n == 0:
+            check_transactor(tr)
+            return []
+        if is_transaction(tr):
+            if n > most:
+                bound = f"{most:,} {what}".rstrip()
+                raise ValueError(f"n: at most {bound} in one transaction, got {n:,}; "
+                                 "pass a Database (it splits the work)")
+            return self(tr, op, n, *args)
+        out: List[T] = []
+        while len(out) < n:
+            ask = min(batch, n - len(out))
+            got = self(tr, op, ask, *args)
+            out.extend(got)
+            if not got or (len(got) < ask and not budgeted):
+                break
+        return out
+
 
 class Structure:
     """What every structure object has: its subspace, its retry loop (with the retry

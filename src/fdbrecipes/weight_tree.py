@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ._fdb import Transactor, check_transactor, is_transaction
+from ._fdb import Transactor, check_transactor
 from ._ids import Ids
 from ._layout import TreeLayout
 from ._run import Structure, read, read_pages
@@ -173,23 +173,8 @@ class WeightTree(Structure):
                 Transaction).
         """
         n = check_int(n, "n", low=0)
-        if n == 0:
-            check_transactor(tr)
-            return []
-        if is_transaction(tr):
-            if n > MAX_PICKS:
-                raise ValueError(f"n: at most {MAX_PICKS:,} picks in one transaction, got "
-                                 f"{n:,}; pass a Database (it splits the work)")
-            taken: List[Value] = self._loop(tr, self._tree.pop_many, n)
-            return taken
-        out: List[Value] = []
-        while len(out) < n:
-            ask = min(PICK_BATCH, n - len(out))
-            got: List[Value] = self._loop(tr, self._tree.pop_many, ask)
-            out.extend(got)
-            if len(got) < ask:
-                break
-        return out
+        return self._loop.batches(tr, self._tree.pop_many, n, (), MAX_PICKS, PICK_BATCH,
+                                  what="picks")
 
     def peek(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """The value :meth:`pop` with this point would remove, without removing it.
