@@ -3,8 +3,10 @@
 Each subcommand is a function ``name(args) -> exit status``, listed in :data:`COMMANDS`
 with its one-line help and, if it takes options, a function adding them to its parser.
 To add a subcommand, write those functions and add a :class:`Command` row.  The
-machinery behind a command is imported when the command runs (or, for its options,
-when the parser is built), so ``fdbrecipes --help`` needs no ``libfdb_c``.
+machinery behind ``demo`` and ``bench`` is imported when the command runs (or, for its
+options, when the parser is built); the operator commands are the rows of
+:data:`fdbrecipes.admin.OPERATIONS`, whose import needs no ``libfdb_c`` either, so
+``fdbrecipes --help`` needs none.
 
 This is an application, so unlike the library it selects the FDB API version (through
 :mod:`fdbrecipes._cluster`, shared with the benchmark and the pytest plugin).
@@ -21,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
-from . import __version__
+from . import __version__, admin
 from ._cluster import INSTALL_HINT, with_cluster
 
 __all__ = ["COMMANDS", "Command", "main"]
@@ -65,88 +67,11 @@ def bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
-def stats_options(parser: argparse.ArgumentParser) -> None:
-    """``fdbrecipes stats``'s options: the structure, the cluster, ``--json``."""
-    from . import admin
-
-    admin.stats_arguments(parser)
-
-
-def stats(args: argparse.Namespace) -> int:
-    """``fdbrecipes stats``: where a structure's items are (read only)."""
-    from . import admin
-
-    return admin.run(args, admin.STATS)
-
-
-def peek_options(parser: argparse.ArgumentParser) -> None:
-    """``fdbrecipes peek``'s options: those of stats, ``--limit``, ``--end``."""
-    from . import admin
-
-    admin.peek_arguments(parser)
-
-
-def peek(args: argparse.Namespace) -> int:
-    """``fdbrecipes peek``: the next visible items, not removed (read only)."""
-    from . import admin
-
-    return admin.run(args, admin.PEEK)
-
-
-def dead_options(parser: argparse.ArgumentParser) -> None:
-    """``fdbrecipes dead``'s options: those of stats, ``--limit``."""
-    from . import admin
-
-    admin.dead_arguments(parser)
-
-
-def dead(args: argparse.Namespace) -> int:
-    """``fdbrecipes dead``: a queue's dead letters (read only)."""
-    from . import admin
-
-    return admin.run(args, admin.DEAD)
-
-
-def requeue_dead_options(parser: argparse.ArgumentParser) -> None:
-    """``fdbrecipes requeue-dead``'s options: those of stats, ``--limit``, ``--yes``."""
-    from . import admin
-
-    admin.requeue_dead_arguments(parser)
-
-
-def requeue_dead(args: argparse.Namespace) -> int:
-    """``fdbrecipes requeue-dead``: dead letters back into the queue (needs --yes)."""
-    from . import admin
-
-    return admin.run(args, admin.REQUEUE_DEAD)
-
-
-def purge_dead_options(parser: argparse.ArgumentParser) -> None:
-    """``fdbrecipes purge-dead``'s options: those of stats, ``--yes``."""
-    from . import admin
-
-    admin.purge_dead_arguments(parser)
-
-
-def purge_dead(args: argparse.Namespace) -> int:
-    """``fdbrecipes purge-dead``: delete a queue's dead letters (needs --yes)."""
-    from . import admin
-
-    return admin.run(args, admin.PURGE_DEAD)
-
-
 #: Every subcommand, in the order ``--help`` lists them.
 COMMANDS = (
     Command("demo", "push and pop through every structure", demo),
     Command("bench", "run the benchmark suite (table + PNG chart)", bench, bench_options),
-    Command("stats", "show a structure's counts (read only)", stats, stats_options),
-    Command("peek", "list the next items without removing them (read only)", peek,
-            peek_options),
-    Command("dead", "list a queue's dead letters (read only)", dead, dead_options),
-    Command("requeue-dead", "push dead letters back into the queue (needs --yes)",
-            requeue_dead, requeue_dead_options),
-    Command("purge-dead", "delete a queue's dead letters (needs --yes)", purge_dead,
-            purge_dead_options),
+    *(Command(op.name, op.help, op.main, op.arguments) for op in admin.OPERATIONS),
 )
 
 #: What ``fdbrecipes --help`` says after the list of commands.

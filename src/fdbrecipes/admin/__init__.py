@@ -46,26 +46,7 @@ is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running th
 Importing this package needs no ``libfdb_c``.
 """
 
-from .arguments import (
-    dead_arguments,
-    peek_arguments,
-    purge_dead_arguments,
-    requeue_dead_arguments,
-    stats_arguments,
-)
-from .commands import DEAD, PEEK, PURGE_DEAD, REQUEUE_DEAD, STATS, Operation, run
+from .commands import DEAD, OPERATIONS, PEEK, PURGE_DEAD, REQUEUE_DEAD, STATS, Operation, run
 
-__all__ = [
-    "DEAD",
-    "PEEK",
-    "PURGE_DEAD",
-    "REQUEUE_DEAD",
-    "STATS",
-    "Operation",
-    "dead_arguments",
-    "peek_arguments",
-    "purge_dead_arguments",
-    "requeue_dead_arguments",
-    "run",
-    "stats_arguments",
-]
+__all__ = ["DEAD", "OPERATIONS", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "STATS", "Operation",
+           "run"]

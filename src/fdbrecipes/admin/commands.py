@@ -20,12 +20,19 @@ from ..errors import FdbRecipesError
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..weight_tree import WeightTree
-from .arguments import check_usage
+from .arguments import (
+    check_usage,
+    dead_arguments,
+    peek_arguments,
+    purge_dead_arguments,
+    requeue_dead_arguments,
+    stats_arguments,
+)
 from .output import cut, iso_time, json_value, table
 from .places import OperatorError, Place, Structure, UsageError, make_structure, open_place, survey
 
-__all__ = ["DEAD", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "STATS", "Operation", "Report",
-           "Target", "run"]
+__all__ = ["DEAD", "OPERATIONS", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "STATS", "Operation",
+           "Report", "Target", "run"]
 
 T = TypeVar("T")
 
@@ -61,7 +68,8 @@ class Report:
 
 @dataclass(frozen=True)
 class Operation:
-    """One operator command: its name, its action, and what it needs.
+    """One operator command: its name, its help line, its options, its action, and
+    what it needs.
 
     Attributes:
         dead_letters: it works on dead letters (queue kinds only).
@@ -70,9 +78,15 @@ class Operation:
     """
 
     name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
     act: Callable[[Target, argparse.Namespace], Report]
     dead_letters: bool = False
     confirm: Optional[str] = None
+
+    def main(self, args: argparse.Namespace) -> int:
+        """Run the command on the parsed command line; its exit status."""
+        return run(args, self)
 
 
 # -- connecting and opening ----------------------------------------------------------
@@ -265,10 +279,16 @@ def purge_dead(target: Target, args: argparse.Namespace) -> Report:
                   f"{target.title()}: purged {removed:,} dead letter(s)")
 
 
-STATS = Operation("stats", stats)
-PEEK = Operation("peek", peek)
-DEAD = Operation("dead", dead, dead_letters=True)
-REQUEUE_DEAD = Operation("requeue-dead", requeue_dead, dead_letters=True,
+STATS = Operation("stats", "show a structure's counts (read only)", stats_arguments, stats)
+PEEK = Operation("peek", "list the next items without removing them (read only)",
+                 peek_arguments, peek)
+DEAD = Operation("dead", "list a queue's dead letters (read only)", dead_arguments, dead,
+                 dead_letters=True)
+REQUEUE_DEAD = Operation("requeue-dead", "push dead letters back into the queue (needs --yes)",
+                         requeue_dead_arguments, requeue_dead, dead_letters=True,
                          confirm="move dead letters back into the queue")
-PURGE_DEAD = Operation("purge-dead", purge_dead, dead_letters=True,
+PURGE_DEAD = Operation("purge-dead", "delete a queue's dead letters (needs --yes)",
+                       purge_dead_arguments, purge_dead, dead_letters=True,
                        confirm="delete dead letters for good")
+#: Every operator command, in the order ``fdbrecipes --help`` lists them.
+OPERATIONS = (STATS, PEEK, DEAD, REQUEUE_DEAD, PURGE_DEAD)
