@@ -84,6 +84,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _created(_code: int, out: str) -> bool:
+    """Whether ``fdbcli``'s ``configure new`` left a database (new or existing)."""
+    return "Database created" in out or "already exists" in out
+
+
+def _succeeded(code: int, out: str) -> bool:
+    """Whether an ``fdbcli`` command succeeded."""
+    return code == 0 and "ERROR" not in out
+
+
 class LocalCluster:
     """A single-process FoundationDB cluster on 127.0.0.1, for tests and the tools.
 
@@ -152,11 +162,10 @@ class LocalCluster:
             )
         deadline = time.monotonic() + self.startup_timeout
         if not self._configured:
-            self._until(deadline, f"configure new single {self.engine}",
-                        lambda code, out: "Database created" in out or "already exists" in out)
+            self._until(deadline, f"configure new single {self.engine}", _created)
             self._configured = True
         self._until(deadline, "writemode on; set fdbrecipes/probe 1; clear fdbrecipes/probe",
-                    lambda code, out: code == 0 and "ERROR" not in out)
+                    _succeeded)
         return self.cluster_file
 
     def stop(self) -> None:

@@ -70,7 +70,7 @@ class Runtime:
     machine_info: Callable[[Any, str], Dict[str, Any]] = machine_info
     format_machine: Callable[[Dict[str, Any]], str] = format_machine
     run_clients: Callable[[Any, Job, int], List[Report]] = run_clients
-    fills: Mapping[str, Filler] = field(default_factory=lambda: dict(FILLS))
+    fills: Mapping[str, Filler] = field(default_factory=FILLS.copy)
     latency: bool = True
 
 
