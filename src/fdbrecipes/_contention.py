@@ -109,8 +109,8 @@ class Contention:
             held = self.next_held(end)
             if held is None:
                 break
-            collected: Collected = self.loop(db, self.collect, held.entry,
-                                             self.read_version(held))
+            collected: Collected = self.loop.reading_at(db, self.read_version(held),
+                                                        self.collect, held.entry)
             if collected.found:
                 return collected.value
         fetched: Fetched = self.loop(db, self.fetch, end, self.batch())
@@ -160,7 +160,7 @@ class Contention:
     def fetch(self, tr: Any, attempt: Attempt, end: int, batch: int) -> Fetched:
         """Pop the first item; with ``batch`` > 1 also set aside the next ones (up to
         ``batch`` in all) for this popper.  A read conflict on the front."""
-        front = self.o.front(tr, end, batch, conflict=True)
+        front = self.o.front(tr, end, batch, conflict=True, attempt=attempt)
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         if not front.entries:
@@ -185,7 +185,7 @@ class Contention:
     def give_back(self, tr: Any, attempt: Attempt, entries: List[Entry]) -> None:
         """Put items set aside for this popper back at their places (those whose
         holds still exist: a hold near its deadline is read first)."""
-        now = self.o.clock(tr)
+        now = attempt.now(tr, self.o.clock)
         tally = Tally()
         held = [entry for entry in entries if self.still_held(tr, entry, now)]
         for entry in held:
@@ -202,18 +202,17 @@ class Contention:
             return True
         return get_value(tr.get(self.o.held_key(entry))) is not None
 
-    def collect(self, tr: Any, attempt: Attempt, entry: Entry, version: int) -> Collected:
+    def collect(self, tr: Any, attempt: Attempt, entry: Entry) -> Collected:
         """Take the item set aside under ``entry``'s hold for good: its value, or
         :data:`GONE` if the hold has ended (its item went back to the queue).
 
-        Reads nothing while the deadline is comfortably ahead (given a recent
-        ``version``, not even a read version): a hold that exists at the read version
-        and has not expired can only be taken away by a transaction reading at or
-        after its deadline, which then conflicts with this one's read conflict.
+        Reads nothing while the deadline is comfortably ahead (run at a recent
+        version, it does not even ask for a read version): a hold that exists at the
+        read version and has not expired can only be taken away by a transaction
+        reading at or after its deadline, which then conflicts with this one's read
+        conflict.
         """
-        if attempt.first and version:
-            tr.set_read_version(version)
-        now = self.o.clock(tr)
+        now = attempt.now(tr, self.o.clock)
         if not self.still_held(tr, entry, now):
             attempt.idle = True
             return GONE

@@ -97,7 +97,7 @@ class DeadLetters:
         """Push the oldest ``limit`` dead letters back at the tail of their groups, with
         a fresh delivery count (ids kept); the number moved.  Expired leases whose items
         died are moved to the dead letters first."""
-        now = self.o.clock(tr)
+        now = attempt.now(tr, self.o.clock)
         tally = Tally()
         buried = self.o.bury_dying(tr, now, tally)
         letters = list(self._read(tr, limit))
@@ -122,7 +122,7 @@ class DeadLetters:
     def purge(self, tr: Any, attempt: Attempt, limit: int) -> int:
         """Remove the oldest ``limit`` dead letters for good; the number removed.  The
         range read takes a read conflict, so a concurrent new dead letter conflicts."""
-        now = self.o.clock(tr)
+        now = attempt.now(tr, self.o.clock)
         tally = Tally()
         buried = self.o.bury_dying(tr, now, tally)
         letters = list(self._read(tr, limit))

@@ -15,6 +15,7 @@ from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from ._fdb import WANT_ALL, fdb_impl, get_value, snap
 from ._layout import LEASE, Item, OrderedLayout
+from ._run import Attempt
 from ._wait import Clock
 
 MIN, MAX = 0, 1  # the end of the order a pop takes from
@@ -207,7 +208,8 @@ class FrontReader:
         return holds
 
     def front(self, tr: Any, end: int, n: Optional[int], *, conflict: bool,
-              after: Optional[Entry] = None, writing: bool = True, skip: int = 0) -> Front:
+              after: Optional[Entry] = None, writing: bool = True, skip: int = 0,
+              attempt: Optional[Attempt] = None) -> Front:
         """The first ``n`` items (all when None) in ``end`` order, counting expired holds.
 
         ``conflict=True`` takes a read conflict on the visible range read, so a
@@ -215,12 +217,13 @@ class FrontReader:
         Expired holds are found with a snapshot read of the deadline index, however
         many there are, and merged at their places.  With ``writing``, it also names
         up to :data:`RESTORE_BATCH` expired holds behind the front to put back or
-        bury, and reads their values.
+        bury, and reads their values.  In a writing ``attempt``, the time is its
+        (see :meth:`Attempt.now`).
         """
         reader = tr if conflict else snap(tr)
         started = self.start_expired(tr)
         visible = self._visible(reader, end, n, after, skip)
-        now = self.clock(tr)
+        now = self.clock(tr) if attempt is None else attempt.now(tr, self.clock)
         holds = self.expired_holds(tr, now, started)
         if not holds:
             return Front(visible, [], [], now, holds)
@@ -269,7 +272,8 @@ class FrontReader:
         """The held key of an entry under a hold."""
         return self.hold_keys(entry)[0]
 
-    def chosen(self, tr: Any, end: int, n: int, spread: int) -> Tuple[Front, List[Entry]]:
+    def chosen(self, tr: Any, attempt: Attempt, end: int, n: int,
+               spread: int) -> Tuple[Front, List[Entry]]:
         """What a pop or claim of ``n`` items with ``spread`` reads, and the entries it
         takes: ``n`` among the first ``n + spread - 1`` in ``end`` order.
 
@@ -283,10 +287,11 @@ class FrontReader:
         """
         if spread > 1 and end == MIN:
             offset = _chance.randrange(spread)
-            front = self.front(tr, end, n, conflict=False, skip=offset)
+            front = self.front(tr, end, n, conflict=False, skip=offset, attempt=attempt)
             if not offset or not (front.holds or len(front.entries) < n):
                 return front, front.entries
-        front = self.front(tr, end, n + spread - 1, conflict=n == 1 and spread == 1)
+        front = self.front(tr, end, n + spread - 1, conflict=n == 1 and spread == 1,
+                           attempt=attempt)
         return front, choose(front.entries, n, spread)
 
     def expired_now(self, tr: Any, now: int) -> List[Entry]:

@@ -108,7 +108,7 @@ class Leases:
         ``budget`` bytes), each among the first ``n + spread - 1`` (see
         :meth:`Ordered.chosen`), and hold each under a lease of its own for
         ``seconds``."""
-        front, entries = self.o.chosen(tr, end, n, spread)
+        front, entries = self.o.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         deadline = front.now + seconds_to_versions(seconds)
@@ -132,7 +132,7 @@ class Leases:
         leases = self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
         return leases[0] if leases else None
 
-    def find(self, tr: Any, lease: Any, doing: str) -> Live:
+    def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Live:
         """The live lease ``lease`` names, read with a conflict on it.
 
         Raises:
@@ -141,7 +141,7 @@ class Leases:
         """
         hold_id = lease_id(lease)
         found = self.start_read(tr, hold_id)
-        now = self.o.clock(tr)
+        now = attempt.now(tr, self.o.clock)
         entry = self.alive(found, hold_id, now)
         if entry is not None:
             return Live(entry, now)
@@ -164,9 +164,9 @@ class Leases:
             return None
         return Entry(item, self.o.k.item_key(item), kv.value, Hold(hold_id, deadline, kind))
 
-    def ack(self, tr: Any, _attempt: Attempt, lease: Any) -> None:
+    def ack(self, tr: Any, attempt: Attempt, lease: Any) -> None:
         """Remove a leased item for good."""
-        live = self.find(tr, lease, "ack")
+        live = self.find(tr, attempt, lease, "ack")
         tally = Tally()
         self.o.remove(tr, [live.entry], live.now, tally)
         tally.write(tr)
@@ -175,7 +175,7 @@ class Leases:
         """Ack every lease still alive; for each, whether it was (all reads in parallel)."""
         ids = [lease_id(lease) for lease in leases]
         futures = [self.start_read(tr, hold_id) for hold_id in ids]
-        now = self.o.clock(tr)
+        now = attempt.now(tr, self.o.clock)
         tally = Tally()
         done = []
         for hold_id, found in zip(ids, futures):
@@ -187,9 +187,9 @@ class Leases:
         attempt.idle = not any(done)
         return done
 
-    def extend(self, tr: Any, _attempt: Attempt, lease: Any, seconds: float) -> Lease:
+    def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Lease:
         """Move a live lease's deadline to now + ``seconds``; the same lease, renewed."""
-        live = self.find(tr, lease, "extend")
+        live = self.find(tr, attempt, lease, "extend")
         entry, hold = live.entry, live.entry.hold
         assert hold is not None and entry.value is not None
         for key in self.o.hold_keys(entry):
@@ -207,7 +207,7 @@ class Leases:
         delivered ``max_deliveries`` times.  False (nothing written) if the lease had
         already expired."""
         try:
-            live = self.find(tr, lease, "release")
+            live = self.find(tr, attempt, lease, "release")
         except LeaseExpiredError:
             attempt.idle = True
             return False

@@ -162,7 +162,7 @@ class Ordered(FrontReader):
         group; with ``delay`` (in clock units, 0 for none) each under a DELAY hold."""
         check = self.ids.check(tr, id_)
         seqs = self.next_seqs(tr, {group for group, _ in batch})
-        now = self.clock(tr)
+        now = attempt.now(tr, self.clock)
         if check is not None:
             if self.ids.known(check) is not None:
                 attempt.idle = True
@@ -222,7 +222,7 @@ class Ordered(FrontReader):
     def pop(self, tr: Any, attempt: Attempt, n: int, end: int, spread: int) -> List[Value]:
         """Remove and return ``n`` values (fewer if fewer are visible), each among the
         first ``n + spread - 1`` (see :meth:`chosen`)."""
-        front, entries = self.chosen(tr, end, n, spread)
+        front, entries = self.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.settle(tr, front, tally)
         values = self.remove(tr, entries, front.now, tally)
@@ -244,7 +244,7 @@ class Ordered(FrontReader):
     def restore(self, tr: Any, attempt: Attempt, limit: int) -> int:
         """Put back (or bury) up to ``limit`` expired holds, earliest deadline first;
         the number handled."""
-        now = self.clock(tr)
+        now = attempt.now(tr, self.clock)
         holds = self.expired_now(tr, now)[:limit]
         live, dead = self._read_held(tr, self.split_dead(holds))
         tally = Tally()

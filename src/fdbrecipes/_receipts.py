@@ -265,9 +265,9 @@ class Call:
                                "its absence no longer proves the attempt did not commit")
         return False, None
 
-    def sign(self, tr: Any, result: Any) -> None:
-        """After an attempt's body: write the receipt, with a read conflict on it."""
-        version: int = tr.get_read_version().wait()
+    def sign(self, tr: Any, version: int, result: Any) -> None:
+        """After an attempt's body: write the receipt, with a read conflict on it
+        (``version``: the transaction's read version)."""
         if not self.signed_at:
             self.signed_at = version
         self.results[self.attempts] = result

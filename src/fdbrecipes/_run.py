@@ -24,6 +24,7 @@ from fdb.subspace_impl import Subspace
 from ._fdb import NOT_COMMITTED, Transactor, check_transactor, fdb_impl, is_transaction
 from ._hooks import Hooks
 from ._receipts import Call, InterruptedCall, Receipts, UnknownResultError
+from ._wait import Clock, database_clock
 from .errors import WorkTooLargeError
 
 __all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read", "read_pages"]
@@ -64,18 +65,38 @@ class RetryStats:
 class Attempt:
     """What an operation tells the loop about one attempt, and learns of it.
 
+    An attempt asks for its transaction's read version as it begins (or is given one
+    known to be recent), so that :meth:`read_version` after the operation's first
+    read waits for nothing: a read version asked for *after* a read is a new future,
+    and waiting for it is a switch to FoundationDB's network thread and back.
+
     Attributes:
         idle: the attempt wrote nothing (an empty pop, a refused release), so its
             commit needs no receipt.  Operations set it; it starts False.
-        first: this is the call's first attempt in a fresh transaction (so an
-            operation may give it a read version it knows to be recent).
     """
 
-    __slots__ = ("first", "idle")
+    __slots__ = ("_future", "_version", "idle")
 
-    def __init__(self, first: bool = False) -> None:
+    def __init__(self, tr: Any, version: int = 0) -> None:
         self.idle = False
-        self.first = first
+        self._version = version
+        if version:
+            tr.set_read_version(version)
+            self._future = None
+        else:
+            self._future = tr.get_read_version()
+
+    def read_version(self) -> int:
+        """The transaction's read version."""
+        if not self._version:
+            assert self._future is not None
+            self._version = self._future.wait()
+        return self._version
+
+    def now(self, tr: Any, clock: Clock) -> int:
+        """``clock(tr)``, the time in this attempt; with the database clock (the
+        default), :meth:`read_version`, which costs no wait."""
+        return self.read_version() if clock is database_clock else clock(tr)
 
 
 class Loop:
@@ -91,6 +112,11 @@ class Loop:
     def __call__(self, tr: Transactor, op: Callable[..., T], *args: Any) -> T:
         """``op(transaction, attempt, *args)`` in ``tr`` or in a loop with receipts."""
         return run(tr, op, args, stats=self.stats, receipts=self.receipts)
+
+    def reading_at(self, db: Any, version: int, op: Callable[..., T], *args: Any) -> T:
+        """As calling the loop given a Database, whose first attempt reads at
+        ``version`` (a version known to be recent: no request for one; 0: ask)."""
+        return run(db, op, args, stats=self.stats, receipts=self.receipts, version=version)
 
     def idempotent(self, tr: Transactor, op: Callable[..., T], *args: Any) -> T:
         """As calling the loop, without a receipt: for operations that may commit
@@ -203,6 +229,7 @@ def run(
     writes: bool = True,
     stats: Optional[RetryStats] = None,
     receipts: Optional[Receipts] = None,
+    version: int = 0,
 ) -> T:
     """Run ``op(transaction, attempt, *args)`` in the caller's transaction or a loop.
 
@@ -214,7 +241,8 @@ def run(
     attempt's work is done twice.  A call that stops while an attempt is in doubt
     settles first (see :mod:`._receipts`): if that attempt committed, its result is
     returned after all.  Read-only calls (``writes=False``) also accept a snapshot
-    view (``tr.snapshot``).
+    view (``tr.snapshot``).  Given a Database, ``version`` (if not 0) is the first
+    attempt's read version.
 
     Raises:
         TypeError: ``tr`` is neither a Transaction nor a Database/Tenant.
@@ -224,12 +252,12 @@ def run(
         InterruptedCall: Ctrl-C arrived while a commit was in flight (settled).
     """
     if is_transaction(tr, writes=writes):
-        return op(tr, Attempt(), *args)
+        return op(tr, Attempt(tr), *args)
     check_transactor(tr)
     call = None if receipts is None else Call(receipts, tr)
     loop = _Loop(tr, call, stats, writes)
     try:
-        return loop.run(op, args)
+        return loop.run(op, args, version)
     except UnknownResultError:
         raise
     except BaseException as e:
@@ -270,12 +298,11 @@ class _Loop:
         self.sent = False  # the current attempt's commit was sent, and signed
         self.too_old = 0  # attempts in a row that failed with transaction_too_old
 
-    def run(self, op: Callable[..., T], args: Sequence[Any]) -> T:
+    def run(self, op: Callable[..., T], args: Sequence[Any], version: int) -> T:
         call, transaction = self.call, self.tr
-        first = True
         while True:
-            attempt = Attempt(first)
-            first = False
+            attempt = Attempt(transaction, version)
+            version = 0  # a retry asks for a new one
             self.sent = False
             try:
                 if call is not None:
@@ -289,7 +316,7 @@ class _Loop:
                 if call is not None and signed:
                     # (after a doubtful attempt even an idle one signs: its write of
                     # the receipt makes the doubtful one conflict if it lands later)
-                    call.sign(transaction, result)
+                    call.sign(transaction, attempt.read_version(), result)
                 self.sent = signed
                 transaction.commit().wait()
                 if self.stats is not None and not attempt.idle:

@@ -318,7 +318,7 @@ class Tree:
         tally.add(self.k.pushed, len(batch))
         tally.write(tr)
         if check is not None:
-            self.ids.remember(tr, check, self.clock(tr), handles[0])
+            self.ids.remember(tr, check, attempt.now(tr, self.clock), handles[0])
         return handles
 
     def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:
@@ -332,7 +332,7 @@ class Tree:
 
     def take(self, tr: Any, attempt: Attempt, n: int, point: Optional[int]) -> List[Value]:
         view = View(self, tr)
-        now = self.clock(tr)
+        now = attempt.now(tr, self.clock)
         tally = Tally()
         taken = []
         for _ in range(n):
@@ -374,7 +374,7 @@ class Tree:
             return None
         leaf, encoded = found
         tally = Tally()
-        self.unlink(tr, key, leaf, self.clock(tr), tally)
+        self.unlink(tr, key, leaf, attempt.now(tr, self.clock), tally)
         tally.write(tr)
         return decode_value(encoded)
 
