@@ -96,17 +96,21 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     results = run(recorder)
     pops = [(op, 1, c, None) for c in (1, 2, 4, 8, 16)
             for op in ("recipe-pop", "pop", "spread-pop", "hc-pop")]
-    assert recorder.jobs == LIMITS + [
-        (op, batch, c, 2.0) for op, batch in (("push", 1), ("push-tr", 1), ("push", 100),
-                                              ("recipe-push", 1)) for c in (1, 16)
-    ] + pops + [
+    pushes = [("push", 1), ("push-tr", 1), ("push", 100), ("recipe-push", 1)]
+    rotated = [(op, batch, c, 0.5) for c in (1, 16) for turn in range(4)
+               for op, batch in pushes[turn:] + pushes[:turn]]
+    assert recorder.jobs == LIMITS + rotated + pops + [
         ("claim-ack", 100, 1, None), ("claim-ack", 100, 16, None),
         ("tree-pop", 1, 1, None), ("tree-pop", 1, 4, None), ("tree-pop", 1, 16, None),
     ] + [(op, 1, c, None) for c in (1, 4, 16) for op in ("pq-pop-min", "pq-pop-max")]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
     assert claims == [2000, 16_000]
     assert {items for op, items in recorder.fills if op != "claim-ack"} == {2000}
-    assert len(results.rows) == len(recorder.jobs)
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4  # push rounds: one row
+    push = next(r for r in results.rows if r.name == "Queue.push(db)" and r.clients == 16)
+    assert (push.count, push.seconds, push.retries) == (4 * 1600, 4.0, 0)
+    assert push.cpu_seconds == pytest.approx(4 * 0.16)
+    assert push.server_cpu_seconds == pytest.approx(4 * 0.5)
     hc = next(r for r in results.rows if r.name == "Queue.pop high_contention"
               and r.clients == 16)
     assert hc.count == 2000 and hc.cpu_seconds == pytest.approx(0.16)

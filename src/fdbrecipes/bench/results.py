@@ -161,6 +161,21 @@ def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
     )
 
 
+def combined(rows: Sequence[Row]) -> Row:
+    """Rounds of one measurement as one row: their items, seconds, retries and CPU
+    summed (retries or server CPU None if any round lacks them)."""
+    retries = [row.retries for row in rows]
+    server = [row.server_cpu_seconds for row in rows]
+    return dataclasses.replace(
+        rows[0],
+        count=sum(row.count for row in rows),
+        seconds=sum(row.seconds for row in rows),
+        retries=None if None in retries else sum(r or 0 for r in retries),
+        cpu_seconds=sum(row.cpu_seconds or 0.0 for row in rows),
+        server_cpu_seconds=None if None in server else sum(s or 0.0 for s in server),
+    )
+
+
 def ratio(value: float, reference: Optional[float]) -> Optional[float]:
     """``value / reference``, or None when there is no (positive) reference."""
     if reference is None or reference <= 0:

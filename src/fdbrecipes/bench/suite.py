@@ -24,7 +24,17 @@ from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH, Filler
 from .machine import format_machine, machine_info
 from .recipe import chunks
 from .report import publish
-from .results import Latency, Report, Results, Row, latency, plural, summarize, with_ratios
+from .results import (
+    Latency,
+    Report,
+    Results,
+    Row,
+    combined,
+    latency,
+    plural,
+    summarize,
+    with_ratios,
+)
 from .settings import (
     CLAIM_ACK,
     LIMIT,
@@ -120,17 +130,36 @@ class Suite:
             r = Subspace(prefix).range()
             self.db.clear_range(r.start, r.stop)
 
-    def measure(self, kind: Kind, clients: int, prefix: Tuple[str, ...]) -> Row:
-        """Run ``kind`` with ``clients`` processes in the subspace ``prefix``."""
-        duration = None if kind.drains else self.settings.duration
+    def measure(self, kind: Kind, clients: int, prefix: Tuple[str, ...],
+                duration: Optional[float] = None) -> Row:
+        """Run ``kind`` with ``clients`` processes in the subspace ``prefix``: for
+        ``duration`` seconds (default ``--duration``), or until drained."""
+        if kind.drains:
+            duration = None
+        elif duration is None:
+            duration = self.settings.duration
         job = Job(kind.op, kind.batch, self.cluster_file, prefix, duration, self.server_pids)
         progress(f"{kind.label}, {plural(clients, 'client')}")
         return summarize(kind, clients, self.io.run_clients(self.context, job, clients))
 
-    def timed(self, kind: Kind, clients: int) -> Row:
-        """``clients`` processes doing ``kind`` for ``--duration`` seconds."""
+    def timed(self, kind: Kind, clients: int, duration: Optional[float] = None) -> Row:
+        """``clients`` processes doing ``kind`` for ``duration`` seconds (default
+        ``--duration``)."""
         with self.space(f"{kind.op}-{kind.batch}-{clients}") as prefix:
-            return self.measure(kind, clients, prefix)
+            return self.measure(kind, clients, prefix, duration)
+
+    def rotated(self, kinds: Tuple[Kind, ...], clients: int) -> List[Row]:
+        """Each of ``kinds`` timed with ``clients`` processes for ``--duration``
+        seconds in all, in as many rounds as there are kinds, the order rotated each
+        round (every kind runs once in every position): a passing load on the
+        cluster, such as its clearing of the writes measured just before, weighs on
+        them alike.  A kind's rounds are summed into one row."""
+        share = self.settings.duration / len(kinds)
+        rounds: Dict[str, List[Row]] = {kind.label: [] for kind in kinds}
+        for turn in range(len(kinds)):
+            for kind in kinds[turn:] + kinds[:turn]:
+                rounds[kind.label].append(self.timed(kind, clients, share))
+        return [combined(rounds[kind.label]) for kind in kinds]
 
     def drained(self, kind: Kind, clients: int, items: Optional[int] = None) -> Row:
         """``clients`` processes emptying a structure pre-filled with ``items`` items
@@ -152,8 +181,8 @@ class Suite:
 
     def pushes(self) -> List[Row]:
         """Queue.push(db), Queue.push(tr), Queue.push_many(100) and the recipe's push at
-        1 and K clients."""
-        return [self.timed(kind, c) for kind in PUSH_KINDS for c in self.settings.ends]
+        1 and K clients, rotated (:meth:`rotated`)."""
+        return [row for c in self.settings.ends for row in self.rotated(PUSH_KINDS, c)]
 
     def pops(self) -> List[Row]:
         """The recipe's pop, Queue.pop, Queue.pop(spread=16) and the high-contention pop,
