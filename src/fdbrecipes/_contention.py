@@ -41,7 +41,7 @@ from ._run import Attempt, Loop
 from ._values import Value, decode_value, random_id
 
 #: Items one fetch takes at most: the first is popped, the others set aside.
-HC_BATCH = 16
+HC_BATCH = 32
 #: Value bytes one fetch sets aside at most.
 HC_BATCH_BYTES = 1_000_000
 #: Seconds a popper stays in contended mode after it saw a conflict.
