@@ -230,7 +230,7 @@ class Call:
     """One library call's receipt, across its attempts (see the module docstring)."""
 
     __slots__ = ("attempts", "call_id", "db", "doubt", "key", "process", "receipts",
-                 "results", "retire", "signed_at", "slot", "sweeping")
+                 "results", "retire", "signed_at", "slot", "sweeping", "swept")
 
     def __init__(self, receipts: Receipts, db: Any) -> None:
         self.receipts = receipts
@@ -245,6 +245,7 @@ class Call:
         self.attempts = 0
         self.signed_at = 0  # read version of the first signed attempt
         self.sweeping = receipts.sweeps()  # at the first attempt that signs
+        self.swept: Any = None  # the sweep's read, started as the attempt began
 
     def settled(self, tr: Any) -> Tuple[bool, Any]:
         """Before an attempt: (True, result) if an earlier attempt did commit.
@@ -254,6 +255,10 @@ class Call:
                 that a sweep may have removed it: absence proves nothing.
         """
         self.attempts += 1
+        if self.sweeping:  # started now, it is there when the attempt signs
+            r = self.receipts.space.range()
+            self.swept = tr.snapshot.get_range(r.start, r.stop, limit=RECEIPT_GC_BATCH,
+                                               streaming_mode=WANT_ALL)
         if not self.doubt:
             return False, None
         found, _, attempt = read_receipt(get_value(tr.get(self.key)))
@@ -278,10 +283,8 @@ class Call:
 
     def sweep(self, tr: Any, now: int) -> None:
         """Clear this structure's receipt slots not written for :data:`RECEIPT_RETENTION`."""
-        r = self.receipts.space.range()
         horizon = now - RECEIPT_RETENTION * VERSIONS_PER_SECOND
-        for kv in tr.snapshot.get_range(r.start, r.stop, limit=RECEIPT_GC_BATCH,
-                                        streaming_mode=WANT_ALL):
+        for kv in self.swept:
             if read_receipt(kv.value)[1] < horizon and kv.key != self.key:
                 tr.clear(kv.key)
         self.sweeping = False

@@ -11,6 +11,7 @@ enough once another client may have taken it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from typing import Any, List
@@ -18,6 +19,8 @@ from typing import Any, List
 import pytest
 
 from fdbrecipes import PriorityQueue, Queue, WeightTree
+from fdbrecipes._fdb import VERSIONS_PER_SECOND
+from fdbrecipes._receipts import RECEIPT_RETENTION, Receipts, receipt
 from tests.helpers import Faulty, RandomFaults, dump, run_threads, unknown_results
 
 pytestmark = pytest.mark.integration
@@ -146,3 +149,16 @@ def test_many_clients_under_unknown_results(
     assert [v for v, n in counts.items() if n > 1] == []
     assert len(counts) == total
     assert Queue(fdb_subspace).size(db) == 0
+
+
+def test_receipts_left_behind_are_swept_and_live_ones_kept(db: Any, fdb_subspace: Any) -> None:
+    """A structure object's first call clears receipt slots not written for
+    RECEIPT_RETENTION (left by processes that exited), and only those."""
+    receipts = Receipts(fdb_subspace)
+    tr = db.create_transaction()
+    now = tr.get_read_version().wait()
+    stale, live = (receipts.key((os.urandom(8), 1, 0)), receipts.key((os.urandom(8), 1, 0)))
+    db[stale] = receipt(os.urandom(16), now - 2 * RECEIPT_RETENTION * VERSIONS_PER_SECOND, 1)
+    db[live] = receipt(os.urandom(16), now, 1)
+    Queue(fdb_subspace).push(db, b"job")
+    assert db[stale] is None and db[live] is not None, "swept the wrong slots"
