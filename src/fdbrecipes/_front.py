@@ -217,8 +217,8 @@ class FrontReader:
         Expired holds are found with a snapshot read of the deadline index, however
         many there are, and merged at their places.  With ``writing``, it also names
         up to :data:`RESTORE_BATCH` expired holds behind the front to put back or
-        bury, and reads their values.  In a writing ``attempt``, the time is its
-        (see :meth:`Attempt.now`).
+        bury, and reads their values.  Given the ``attempt`` it runs in, the time is
+        the attempt's (see :meth:`Attempt.now`); otherwise the structure's clock.
         """
         reader = tr if conflict else snap(tr)
         started = self.start_expired(tr)
