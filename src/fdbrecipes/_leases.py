@@ -140,8 +140,8 @@ class Leases:
                 has passed (even if nobody took the item back yet).
         """
         hold_id = lease_id(lease)
-        found = self.start_read(tr, hold_id)
-        now = attempt.now(tr, self.o.clock)
+        found = first(self.start_read(tr, hold_id))
+        now = attempt.now(tr, self.o.clock)  # after the read: no wait
         entry = self.alive(found, hold_id, now)
         if entry is not None:
             return Live(entry, now)
@@ -153,10 +153,9 @@ class Leases:
         r = self.o.k.held.range((hold_id,))
         return tr.get_range(r.start, r.stop, limit=1)
 
-    def alive(self, found: Any, hold_id: bytes, now: int) -> Optional[Entry]:
-        """The leased entry ``found`` (from :meth:`start_read`) holds, if the lease is
-        still alive at ``now``; else None."""
-        kv = first(found)
+    def alive(self, kv: Any, hold_id: bytes, now: int) -> Optional[Entry]:
+        """The leased entry held under ``kv`` (the first result of :meth:`start_read`,
+        or None), if the lease is still alive at ``now``; else None."""
         if kv is None:
             return None
         _, item, deadline, kind = self.o.k.held.unpack(kv.key)
@@ -175,11 +174,12 @@ class Leases:
         """Ack every lease still alive; for each, whether it was (all reads in parallel)."""
         ids = [lease_id(lease) for lease in leases]
         futures = [self.start_read(tr, hold_id) for hold_id in ids]
-        now = attempt.now(tr, self.o.clock)
+        found = [first(f) for f in futures]
+        now = attempt.now(tr, self.o.clock)  # after the reads: no wait
         tally = Tally()
         done = []
-        for hold_id, found in zip(ids, futures):
-            entry = self.alive(found, hold_id, now)
+        for hold_id, kv in zip(ids, found):
+            entry = self.alive(kv, hold_id, now)
             if entry is not None:
                 self.o.remove(tr, [entry], now, tally)
             done.append(entry is not None)
