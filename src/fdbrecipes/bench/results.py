@@ -11,7 +11,7 @@ import math
 import operator
 import statistics
 from dataclasses import dataclass
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 from .settings import LIMIT, Kind, Settings
 
@@ -139,6 +139,15 @@ def server_window(reports: Sequence[Report]) -> Optional[float]:
     return max(end for _, end in windows) - min(start for start, _ in windows)
 
 
+N = TypeVar("N", int, float)
+
+
+def known_sum(values: Sequence[Optional[N]]) -> Optional[N]:
+    """The sum of ``values``, or None if any of them was not measured (None)."""
+    known = [v for v in values if v is not None]
+    return sum(known) if len(known) == len(values) else None
+
+
 def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
     """Combine the clients' reports into one row.
 
@@ -147,13 +156,12 @@ def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
     summed (retries None if any client could not count them); the server CPU is read
     over the same window (:func:`server_window`).
     """
-    retries = [r.retries for r in reports]
     return Row(
         name=kind.label,
         clients=clients,
         count=sum(r.items for r in reports),
         seconds=max((r.seconds for r in reports), default=0.0),
-        retries=None if None in retries else sum(r or 0 for r in retries),
+        retries=known_sum([r.retries for r in reports]),
         unit=kind.unit,
         recipe=kind.recipe,
         cpu_seconds=sum(r.cpu_seconds for r in reports),
@@ -164,15 +172,13 @@ def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
 def combined(rows: Sequence[Row]) -> Row:
     """Rounds of one measurement as one row: their items, seconds, retries and CPU
     summed (retries or server CPU None if any round lacks them)."""
-    retries = [row.retries for row in rows]
-    server = [row.server_cpu_seconds for row in rows]
     return dataclasses.replace(
         rows[0],
         count=sum(row.count for row in rows),
         seconds=sum(row.seconds for row in rows),
-        retries=None if None in retries else sum(r or 0 for r in retries),
+        retries=known_sum([row.retries for row in rows]),
         cpu_seconds=sum(row.cpu_seconds or 0.0 for row in rows),
-        server_cpu_seconds=None if None in server else sum(s or 0.0 for s in server),
+        server_cpu_seconds=known_sum([row.server_cpu_seconds for row in rows]),
     )
 
 
