@@ -187,7 +187,7 @@ def read(tr: Transactor, op: Callable[..., T], *args: Any) -> T:
     Tenant, in a transaction of its own, retried on retryable errors (it commits
     nothing).
     """
-    return cast(T, run(tr, _reading, (op, *args), writes=False))
+    return run(tr, op, args, writes=False)
 
 
 def read_pages(tr: Transactor, op: Callable[..., List[T]], args: Sequence[Any],
@@ -217,10 +217,6 @@ def read_pages(tr: Transactor, op: Callable[..., List[T]], args: Sequence[Any],
     return out
 
 
-def _reading(tr: Any, _attempt: Attempt, op: Callable[..., T], *args: Any) -> T:
-    return op(tr, *args)
-
-
 def run(
     tr: Transactor,
     op: Callable[..., T],
@@ -231,7 +227,9 @@ def run(
     receipts: Optional[Receipts] = None,
     version: int = 0,
 ) -> T:
-    """Run ``op(transaction, attempt, *args)`` in the caller's transaction or a loop.
+    """Run ``op(transaction, attempt, *args)`` in the caller's transaction or a loop
+    (``op(transaction, *args)`` for a call that only reads: no attempt, no read
+    version asked for).
 
     Given a Transaction, the operation runs once inside it and nothing is committed
     (the caller owns the transaction).  Given a Database or Tenant, it runs in a new
@@ -252,7 +250,7 @@ def run(
         InterruptedCall: Ctrl-C arrived while a commit was in flight (settled).
     """
     if is_transaction(tr, writes=writes):
-        return op(tr, Attempt(tr), *args)
+        return op(tr, Attempt(tr), *args) if writes else op(tr, *args)
     check_transactor(tr)
     call = None if receipts is None else Call(receipts, tr)
     loop = _Loop(tr, call, stats, writes)
@@ -301,17 +299,17 @@ class _Loop:
     def run(self, op: Callable[..., T], args: Sequence[Any], version: int) -> T:
         call, transaction = self.call, self.tr
         while True:
-            attempt = Attempt(transaction, version)
-            version = 0  # a retry asks for a new one
             self.sent = False
             try:
+                if not self.writes:
+                    return op(transaction, *args)
+                attempt = Attempt(transaction, version)
+                version = 0  # a retry asks for a new one
                 if call is not None:
                     done, result = call.settled(transaction)
                     if done:
                         return cast(T, result)
                 result = op(transaction, attempt, *args)
-                if not self.writes:
-                    return result
                 signed = call is not None and (call.doubt or not attempt.idle)
                 if call is not None and signed:
                     # (after a doubtful attempt even an idle one signs: its write of
