@@ -19,7 +19,7 @@ from ._ids import Ids
 from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
 from ._ordered import Ordered, QueueStats
-from ._run import Structure, read, read_pages
+from ._run import Structure, read, read_pages, too_many
 from ._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -241,8 +241,7 @@ class OrderedAPI(Structure):
                                      "one transaction; pass a Database (it splits the work)")
                 limit = DEAD_BATCH
             elif limit > DEAD_BATCH:
-                raise ValueError(f"limit: at most {DEAD_BATCH:,} in one transaction, got "
-                                 f"{limit:,}; pass a Database (it splits the work)")
+                raise too_many("limit", DEAD_BATCH, limit)
             count: int = self._loop(tr, op, limit)
             return count
         total = 0

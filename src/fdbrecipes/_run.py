@@ -27,7 +27,7 @@ from ._receipts import Call, InterruptedCall, Receipts, UnknownResultError
 from ._wait import Clock, database_clock
 from .errors import WorkTooLargeError
 
-__all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read", "read_pages"]
+__all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read", "read_pages", "too_many"]
 
 T = TypeVar("T")
 
@@ -143,9 +143,7 @@ class Loop:
             return []
         if is_transaction(tr):
             if n > most:
-                bound = f"{most:,} {what}".rstrip()
-                raise ValueError(f"n: at most {bound} in one transaction, got {n:,}; "
-                                 "pass a Database (it splits the work)")
+                raise too_many("n", most, n, what)
             return self(tr, op, n, *args)
         out: List[T] = []
         while len(out) < n:
@@ -178,6 +176,14 @@ class Structure:
     def retry_stats(self) -> RetryStats:
         """Retry counters of the loops this object ran (calls given a Database)."""
         return self._loop.stats
+
+
+def too_many(name: str, most: int, got: int, what: str = "") -> ValueError:
+    """The error for asking one transaction (a caller's) for ``got`` of something
+    (``what``, if given) where at most ``most`` fit: argument ``name``."""
+    bound = f"{most:,} {what}".rstrip()
+    return ValueError(f"{name}: at most {bound} in one transaction, got {got:,}; "
+                      "pass a Database (it splits the work)")
 
 
 def read(tr: Transactor, op: Callable[..., T], *args: Any) -> T:
