@@ -87,6 +87,16 @@ def test_summarize_without_retry_counts_or_server_cpu() -> None:
     assert summary.server_cpu_seconds is None and summary.server_cpu_ms_per_op is None
     assert summary.cpu_ms_per_op == pytest.approx(10.0)
 
+def test_combined_rounds_sum_only_what_every_round_measured() -> None:
+    rounds = [row(PUSH, 1, 500, 2, cpu=0.25, server=0.5), row(PUSH, 1, 300, 1, cpu=0.15)]
+    total = results.combined(rounds)
+    assert (total.count, total.seconds, total.retries) == (800, 2.0, 3)
+    assert total.cpu_seconds == pytest.approx(0.4)
+    assert total.server_cpu_seconds is None  # the second round did not measure it
+    unmeasured = results.combined([rounds[0], row(PUSH, 1, 300, None)])
+    assert unmeasured.retries is None and unmeasured.cpu_seconds is None
+
+
 
 def test_cpu_per_op() -> None:
     assert results.per_op_ms(0.5, 1000) == pytest.approx(0.5)

@@ -171,13 +171,13 @@ def summarize(kind: Kind, clients: int, reports: Sequence[Report]) -> Row:
 
 def combined(rows: Sequence[Row]) -> Row:
     """Rounds of one measurement as one row: their items, seconds, retries and CPU
-    summed (retries or server CPU None if any round lacks them)."""
+    summed (retries, client or server CPU None if any round lacks them)."""
     return dataclasses.replace(
         rows[0],
         count=sum(row.count for row in rows),
         seconds=sum(row.seconds for row in rows),
         retries=known_sum([row.retries for row in rows]),
-        cpu_seconds=sum(row.cpu_seconds or 0.0 for row in rows),
+        cpu_seconds=known_sum([row.cpu_seconds for row in rows]),
         server_cpu_seconds=known_sum([row.server_cpu_seconds for row in rows]),
     )
 
