@@ -60,6 +60,14 @@ class Outcome(NamedTuple):
     result: Any
 
 
+def outcome(attempt: int, results: Dict[int, Any]) -> Outcome:
+    """The outcome :func:`settle` found: no attempt committed (:data:`FENCE`), or
+    attempt ``attempt``, whose result is in ``results``."""
+    if attempt == FENCE:
+        return Outcome(False, None)
+    return Outcome(True, results[attempt])
+
+
 class UnknownResultError(FdbRecipesError):
     """A call stopped while a commit of it may have gone through, and could not find
     out (settling failed too: the cluster was unreachable, say).
@@ -87,10 +95,7 @@ class UnknownResultError(FdbRecipesError):
         Raises:
             FDBError: the cluster still cannot be reached.
         """
-        attempt = settle(db, self.receipt, self.call_id)
-        if attempt == FENCE:
-            return Outcome(False, None)
-        return Outcome(True, self.results[attempt])
+        return outcome(settle(db, self.receipt, self.call_id), self.results)
 
 
 class InterruptedCall(KeyboardInterrupt):
@@ -304,9 +309,7 @@ class Call:
             attempt = settle(self.db, self.key, self.call_id)
         except Exception as e:
             raise self.unknown(f"settling failed too ({e})") from e
-        if attempt == FENCE:
-            return Outcome(False, None)
-        return Outcome(True, self.results[attempt])
+        return outcome(attempt, self.results)
 
     def end(self) -> None:
         """The call returns or raises: its slot is free again (unless retired)."""
