@@ -86,19 +86,6 @@ def node_index(level: int, seq: int) -> int:
     return seq >> (BITS * level)
 
 
-def start_level(max_seq: int) -> int:
-    """The lowest level whose node 0 covers every sequence number up to ``max_seq``.
-
-    A pick starts by reading that node's children (its sum is the total), so a small
-    tree is shallow: 2 levels below 4,096 sequence numbers, 4 below 16.7 million.
-    Returns ``LEVELS + 1`` when even the top level needs several nodes.
-    """
-    level = 1
-    while level <= LEVELS and node_index(level, max(max_seq, 0)):
-        level += 1
-    return level
-
-
 def _same(_level: int, name: Any) -> Any:
     return name
 
@@ -106,24 +93,24 @@ def _same(_level: int, name: Any) -> Any:
 def descend(
     children: Callable[[int, Optional[int]], Iterable[Tuple[Any, int]]],
     point: int,
-    max_seq: int,
+    top: int,
     index: Callable[[int, Any], Any] = _same,
 ) -> Tuple[Any, int]:
-    """Walk from the top to the leaf whose interval contains ``point``.
+    """Walk from level ``top`` to the leaf whose interval contains ``point``.
 
     ``children(level, parent)`` yields ``(name, weight sum)`` for the children at
-    ``level`` of node ``parent`` (parent None: every node of that level), in key
-    order; ``index(level, name)`` turns the chosen child's name into its node index
-    (by default the name is the index), so only the chosen child's name is ever
-    decoded.  Each step skips whole children whose sum is below the remaining
-    point.  Returns the leaf's name and the point's offset inside its interval.
+    ``level`` of node ``parent`` (parent None: every node of that level; level 0
+    holds the leaves), in key order; ``index(level, name)`` turns the chosen child's
+    name into its node index (by default the name is the index), so only the chosen
+    child's name is ever decoded.  The walk starts among every node of level ``top``;
+    each step skips whole children whose sum is below the remaining point.  Returns
+    the leaf's name and the point's offset inside its interval.
 
     Raises:
         FdbRecipesError: the sums do not add up (never happens to a tree kept by
             this module, whose sums change only in the transactions that change items).
     """
-    top = start_level(max_seq)
-    level, parent = (LEVELS, None) if top > LEVELS else (top - 1, 0)
+    level, parent = top, None
     while True:
         chosen: Optional[Tuple[Any, int]] = None
         for child in children(level, parent):
@@ -138,6 +125,16 @@ def descend(
         level, parent = level - 1, index(level, chosen[0])
 
 
+def top_level(sizes: Callable[[int], int], start: int = 0) -> int:
+    """The level a pick starts at: the lowest from ``start`` up whose nodes (leaves at
+    level 0) number at most :data:`FANOUT` (``sizes(level)``: how many, counted up to
+    ``FANOUT + 1``), or :data:`LEVELS` if none does (its nodes are all read)."""
+    level = start
+    while level < LEVELS and sizes(level) > FANOUT:
+        level += 1
+    return level
+
+
 # -- the engine --------------------------------------------------------------------------
 
 #: Picks one call given a Transaction makes at most; given a Database, picks per
@@ -150,39 +147,58 @@ class View:
     """What one operation has read of the tree (snapshot reads, hints without
     conflicts), with the operation's own removals applied, so that several picks in
     one transaction read each range of sums at most once.  A child's weight is
-    decoded only when a pick walks past it."""
+    decoded only when a pick walks past it.
 
-    __slots__ = ("adjust", "cache", "max_seq", "t", "total", "tr")
+    A pick starts among every node of the lowest level that has at most
+    :data:`FANOUT` of them (see :func:`top_level`): their sums add up to the total,
+    so neither the total nor the last sequence number is read.  That level is read
+    whole, :data:`FANOUT` + 1 keys at most; the tree remembers it for the next
+    operation, and when it has grown past it the levels above are read in parallel.
+    """
+
+    __slots__ = ("_levels", "adjust", "cache", "t", "top", "total", "tr")
 
     def __init__(self, tree: Tree, tr: Any) -> None:
         self.t = tree
         self.tr = tr
-        #: (level, parent) -> the children read (KeyValues, in key order).
+        #: (level, parent) -> the children read (KeyValues, in key order); parent
+        #: None: every node of the level.
         self.cache: Dict[Tuple[int, Optional[int]], List[Any]] = {}
         #: key -> change of its weight by this operation's removals.
         self.adjust: Dict[bytes, int] = {}
-        guess = tree.max_seq_hint
-        started = None
-        if guess is not None:  # read the first level beside the head (a hint)
-            started = self._start(*self.first_range(guess))
-        self.total, self.max_seq = tree.head(tr)
-        tree.max_seq_hint = self.max_seq
-        if started is not None and self.first_range(self.max_seq) == started[0]:
-            self.cache[started[0]] = list(started[1])
+        hint = tree.level_hint
+        levels = range(0, LEVELS + 1) if hint is None else (hint,)
+        #: level -> the read of every node of it, started (see :meth:`_size`).
+        self._levels: Dict[int, Any] = {level: self._start(level, None)[1] for level in levels}
+        self.top = top_level(self._size, 0 if hint is None else hint)
+        if (self.top, None) not in self.cache:  # the top level: never counted
+            self._size(self.top)
+        kvs = self.cache[(self.top, None)]
+        self.total = sum(read_le64(kv.value[:8]) for kv in kvs)
+        # One node (or none) at this level: the next operation can start lower.
+        tree.level_hint = self.top - 1 if len(kvs) <= 1 and self.top else self.top
 
-    @staticmethod
-    def first_range(max_seq: int) -> Tuple[int, Optional[int]]:
-        """(level, parent) of the first range a pick reads (see :func:`descend`)."""
-        top = start_level(max_seq)
-        return (LEVELS, None) if top > LEVELS else (top - 1, 0)
+    def _size(self, level: int) -> int:
+        """How many nodes level ``level`` has, up to ``FANOUT + 1`` (reads the level,
+        in parallel with every level above it if it was not started)."""
+        if level not in self._levels:
+            for above in range(level, LEVELS + 1):
+                self._levels[above] = self._start(above, None)[1]
+        kvs = self.cache[(level, None)] = list(self._levels[level])
+        return len(kvs)
 
     def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Any]:
-        if parent is None:  # every node of the top level
-            r = self.t.k.nodes.range((level,))
+        if parent is None:  # every node of the level: FANOUT + 1 at most, but the top
+            space = self.t.k.leaves if level == 0 else self.t.k.nodes.subspace((level,))
+            r = space.range()
             begin, end = bytes(r.start), bytes(r.stop)
+            limit = 0 if level == LEVELS else FANOUT + 1
         else:
             begin, end = self.t.children_range(level, parent)
-        return (level, parent), snap(self.tr).get_range(begin, end, streaming_mode=WANT_ALL)
+            limit = 0
+        reader = snap(self.tr)
+        return (level, parent), reader.get_range(begin, end, limit=limit,
+                                                 streaming_mode=WANT_ALL)
 
     def children(self, level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
         """``(child, weight)`` for :func:`descend`; a child is its KeyValue."""
@@ -201,7 +217,7 @@ class View:
 
     def pick(self, point: int) -> Tuple[Key, bytes]:
         """(key, leaf value) of the item whose interval contains ``point``."""
-        kv, _ = descend(self.children, point, self.max_seq, self.index)
+        kv, _ = descend(self.children, point, self.top, self.index)
         seq, suffix = self.t.k.leaves.unpack(kv.key)
         return (seq, suffix), bytes(kv.value)
 
@@ -216,7 +232,7 @@ class View:
 class Tree:
     """A weight tree's transactional operations (see the module docstring)."""
 
-    __slots__ = ("clock", "ids", "k", "max_seq_hint", "rng")
+    __slots__ = ("clock", "ids", "k", "level_hint", "rng")
 
     def __init__(self, layout: TreeLayout, rng: random.Random, clock: Clock,
                  ids: Ids) -> None:
@@ -224,9 +240,9 @@ class Tree:
         self.rng = rng
         self.clock = clock
         self.ids = ids
-        #: The largest sequence number the last pick saw: where the next one starts
-        #: reading, beside the head (checked against the head before use).
-        self.max_seq_hint: Optional[int] = None
+        #: The level the last operation's picks started at (see :class:`View`):
+        #: where the next one looks first.  None: look at every level at once.
+        self.level_hint: Optional[int] = None
 
     def node(self, level: int, seq: int) -> bytes:
         """Key of the level-``level`` node covering sequence number ``seq``."""

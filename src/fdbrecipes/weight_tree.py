@@ -146,12 +146,15 @@ class WeightTree(Structure):
         With ``point`` (0 <= point < total weight), remove the item whose interval
         contains it; without, draw the point from the tree's ``rng``.
 
-        Reads the total and the tree's nodes with snapshot reads (one range read of at
-        most 64 sums per level; the first beside the total), then the chosen item with
-        a normal read: the only read conflict is on the chosen item, so two pops
-        conflict only when they pick the same item.  Writes: clears the item, one
-        atomic add (and compare-and-clear) per level.  Cost: O(log n) round trips:
-        2 + log64(max sequence number), i.e. 3 at a thousand items, 5 at a million.
+        Reads the tree's nodes with snapshot reads: every node of the lowest level
+        that has at most 64 (their sums add up to the total), then at most 64 sums
+        per level below; then the chosen item with a normal read: the only read
+        conflict is on the chosen item, so two pops conflict only when they pick the
+        same item.  Writes: clears the item, one atomic add (and compare-and-clear)
+        per level.  Cost: O(log n) round trips: 1 + log64(n) rounded up for n items
+        pushed one after the other (more when the items left span a wider range of
+        sequence numbers), i.e. 3 at a thousand items, 5 at a million; one more when
+        the tree has outgrown the level this object's last pick started at.
 
         Raises:
             ValueError: ``point`` is outside [0, total weight) (nothing is written).

@@ -190,6 +190,37 @@ def test_sparse_sequence_numbers_use_more_levels(db: Any, tree: WeightTree,
     check_sums(db, tree, fdb_subspace)
 
 
+def test_picks_stay_exact_as_the_tree_grows_and_shrinks(db: Any, tree: WeightTree) -> None:
+    """A pick starts at the lowest level with at most 64 nodes, where the object's
+    previous operation started: one object follows the tree from 3 items (the leaves
+    themselves) to 5,003 (79 level-1 nodes: it starts at level 2) and back to 3."""
+    rng = random.Random(5)
+
+    def check() -> None:
+        rows = tree.items(db)
+        starts, total = [], 0
+        for _, _, weight in rows:
+            starts.append(total)
+            total += weight
+        assert tree.total_weight(db) == total
+        for i in {0, len(rows) - 1, *rng.sample(range(len(rows)), min(40, len(rows)))}:
+            for point in (starts[i], starts[i] + rows[i][2] - 1):
+                assert tree.peek(db, point=point) == rows[i][1]
+
+    tree.push_many(db, [("a", 2), ("b", 3), ("c", 1)])
+    check()
+    handles = tree.push_many(db, [(i, rng.randint(1, 9)) for i in range(5000)])
+    check()
+    for handle in handles[:4990]:
+        tree.remove(db, handle)
+    check()
+    for handle in handles[4990:]:
+        tree.remove(db, handle)
+    check()
+    assert [tree.pop(db, point=0) for _ in range(3)] == ["a", "b", "c"]
+    assert tree.pop(db) is None
+
+
 def test_the_total_is_capped(db: Any, tree: WeightTree, fdb_subspace: Any) -> None:
     """A push that would take the total past 2**62 is refused, nothing written.
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fdbrecipes import FdbRecipesError
-from fdbrecipes._tree import BITS, FANOUT, LEVELS, descend, node_index, start_level
+from fdbrecipes._tree import FANOUT, LEVELS, descend, node_index, top_level
 
 Item = Tuple[int, bytes, int]  # seq, random, weight
 
@@ -28,21 +28,25 @@ class Sums:
         for seq, _, weight in items:
             for level in range(1, LEVELS + 1):
                 self.nodes[(level, node_index(level, seq))] += weight
-        self.max_seq = max((s for s, _, _ in items), default=-1)
 
     def children(self, level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
         if level == 0:
-            assert parent is not None
             for seq, suffix, weight in self.leaves:
-                if parent * FANOUT <= seq < (parent + 1) * FANOUT:
+                if parent is None or parent * FANOUT <= seq < (parent + 1) * FANOUT:
                     yield (seq, suffix), weight
             return
         for (lv, index), total in sorted(self.nodes.items()):
             if lv == level and (parent is None or parent * FANOUT <= index < (parent + 1) * FANOUT):
                 yield index, total
 
-    def pick(self, point: int) -> Tuple[Any, int]:
-        return descend(self.children, point, self.max_seq)
+    def size(self, level: int) -> int:
+        return sum(1 for _ in self.children(level, None))
+
+    def top(self) -> int:
+        return top_level(self.size)
+
+    def pick(self, point: int, top: Optional[int] = None) -> Tuple[Any, int]:
+        return descend(self.children, point, self.top() if top is None else top)
 
 
 def linear(items: List[Item], point: int) -> Tuple[Tuple[int, bytes], int]:
@@ -64,8 +68,12 @@ trees = st.lists(
 def test_descend_agrees_with_a_linear_scan(items: List[Item], data: st.DataObject) -> None:
     sums = Sums(items)
     total = sum(w for _, _, w in items)
+    top = sums.top()
     for point in {0, total - 1, data.draw(st.integers(0, total - 1))}:
         assert sums.pick(point) == linear(items, point)
+        # Starting higher than needed changes nothing: the same nodes, in key order.
+        for level in range(top, LEVELS + 1):
+            assert sums.pick(point, level) == linear(items, point)
 
 
 @given(st.lists(st.integers(1, 9), min_size=1, max_size=30), st.integers(0, 3))
@@ -90,23 +98,32 @@ def test_concurrent_pushes_share_a_sequence_number() -> None:
     assert [sums.pick(p)[0][1][0] for p in range(6)] == [1, 1, 2, 2, 2, 0]
 
 
-def test_start_level() -> None:
-    assert start_level(-1) == 1 and start_level(0) == 1 and start_level(63) == 1
-    assert start_level(64) == 2 and start_level(4095) == 2 and start_level(4096) == 3
-    assert start_level(10**6) == 4
-    assert start_level(2**30 - 1) == 5
-    assert start_level(2**30) == LEVELS + 1  # several top-level nodes: read them all
-    assert 1 << (2 * BITS) == 64**2
+def test_top_level_is_the_lowest_with_at_most_a_fanout_of_nodes() -> None:
+    def sums(n: int) -> Sums:
+        return Sums([(seq, b"\x00" * 20, 1) for seq in range(n)])
+
+    assert sums(1).top() == 0 and sums(FANOUT).top() == 0
+    assert sums(FANOUT + 1).top() == 1 and sums(FANOUT**2).top() == 1
+    assert sums(FANOUT**2 + 1).top() == 2
+    # Few items spread over a wide range of sequence numbers: the leaves themselves.
+    assert Sums([(seq * 10**6, b"\x00" * 20, 1) for seq in range(30)]).top() == 0
+    # Counting starts where asked (the level the last operation used).
+    assert top_level(sums(FANOUT * 3).size, 1) == 1
 
 
 def test_round_trips_grow_slowly() -> None:
-    """Levels read per pick: the pick reads start_level - 1 node levels plus leaves."""
-    assert start_level(10**3) - 1 == 1
-    assert start_level(10**6) - 1 == 3
+    """Levels a pick reads below its first: 1 at a thousand items, 3 at a million
+    (sequence numbers 0 .. n - 1; level L holds n / 64**L nodes)."""
+    def top(n: int) -> int:
+        return top_level(lambda level: -(-n // FANOUT**level))
+
+    assert top(10**3) == 1
+    assert top(10**6) == 3
+    assert top(2**40) == LEVELS  # more than 64 top nodes: read them all
 
 
 def test_inconsistent_sums_are_reported() -> None:
     sums = Sums([(1, b"\x00" * 20, 4)])
     sums.nodes[(1, 0)] = 9  # claims more weight than its leaves hold
     with pytest.raises(FdbRecipesError, match="disagree"):
-        descend(sums.children, 6, sums.max_seq)
+        descend(sums.children, 6, 1)
