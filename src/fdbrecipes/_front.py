@@ -151,7 +151,7 @@ class FrontReader:
         """The first ``n`` (all when None) visible items in ``end`` order, after
         ``after`` when given; at the MIN end, after skipping ``skip`` items (a key
         selector: the server skips them, the client reads only the ``n``)."""
-        r = self.k.items.range()
+        r = self.k.items_range
         if end == MIN:
             begin: Any = r.start if after is None else after.key + b"\x00"
             if skip:
@@ -183,7 +183,7 @@ class FrontReader:
     def start_expired(self, tr: Any) -> Any:
         """Start a snapshot read of the earliest deadlines (see :meth:`expired_holds`);
         it needs no read version first, so it goes out beside the other reads."""
-        r = self.k.due.range()
+        r = self.k.due_range
         return self._range(snap(tr), r.start, r.stop, EXPIRED_PAGE + 1)
 
     def expired_holds(self, tr: Any, now: int, started: Any) -> List[Entry]:
@@ -196,7 +196,7 @@ class FrontReader:
         """
         due = list(started)
         if len(due) > EXPIRED_PAGE and self.k.due.unpack(due[-1].key)[0] <= now:
-            begin, end = self.k.due.range().start, self.k.due.pack((now + 1,))
+            begin, end = self.k.due_range.start, self.k.due.pack((now + 1,))
             due = list(self._range(snap(tr), begin, end, None))
         holds = []
         for kv in due:

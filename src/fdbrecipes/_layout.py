@@ -7,8 +7,9 @@ keys small.  Counters are little-endian int64 changed only by atomic operations.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
+import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from ._values import random_suffix
@@ -63,8 +64,9 @@ class OrderedLayout:
     """
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
-                 "floor_key", "g", "held", "held_in", "held_out", "items", "items_end",
-                 "pushed", "subspace", "taken", "wake_key")
+                 "due_prefix", "due_range", "floor_key", "g", "held", "held_in", "held_out",
+                 "held_prefix", "items", "items_end", "items_range", "pushed", "subspace",
+                 "taken", "wake_key")
 
     def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
@@ -73,6 +75,12 @@ class OrderedLayout:
         self.held = subspace["h"]
         self.due = subspace["d"]
         self.dead = subspace["x"]
+        #: The whole ranges of the items and of the deadline index (packed once: every
+        #: pop reads both).
+        self.items_range = self.items.range()
+        self.due_range = self.due.range()
+        self.held_prefix: bytes = self.held.key()
+        self.due_prefix: bytes = self.due.key()
         counts = subspace["n"]
         self.pushed = bytes(counts.pack(("pushed",)))
         self.taken = bytes(counts.pack(("taken",)))
@@ -88,7 +96,7 @@ class OrderedLayout:
             self.items_end = self.floor_key
         else:
             self.floor_key = bytes(subspace.pack(("f",)))
-            self.items_end = bytes(self.items.range().stop)
+            self.items_end = bytes(self.items_range.stop)
 
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
@@ -142,8 +150,21 @@ class OrderedLayout:
                   kind: int) -> Tuple[bytes, bytes]:
         """The two keys of an item under a hold: where it is held (under ``h``, the
         value) and the index of the hold by its deadline (under ``d``)."""
-        return (bytes(self.held.pack((hold_id, item, deadline, kind))),
-                bytes(self.due.pack((deadline, hold_id, item, kind))))
+        # A packed tuple is the concatenation of its packed elements: each element,
+        # the nested item above all, is encoded once for both keys.
+        pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
+        hold, nested, when, how = pack((hold_id,)), pack((item,)), pack((deadline,)), pack((kind,))
+        return (self.held_prefix + hold + nested + when + how,
+                self.due_prefix + when + hold + nested + how)
+
+    def due_key(self, held_key: bytes, hold_id: bytes, deadline: int, kind: int) -> bytes:
+        """The deadline index key of the hold stored under ``held_key`` (as
+        :meth:`hold_keys` makes it, with the item's encoding cut from ``held_key``
+        instead of encoded again)."""
+        pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
+        hold, when, how = pack((hold_id,)), pack((deadline,)), pack((kind,))
+        nested = held_key[len(self.held_prefix) + len(hold): -len(when) - len(how)]
+        return self.due_prefix + when + hold + nested + how
 
     def dead_letter_key(self, died: int, item: Item, died_at: float) -> bytes:
         """The key of a dead letter: by when it died (a clock reading), then by place."""

@@ -158,10 +158,12 @@ class Leases:
         or None), if the lease is still alive at ``now``; else None."""
         if kv is None:
             return None
-        _, item, deadline, kind = self.o.k.held.unpack(kv.key)
+        key = bytes(kv.key)
+        _, item, deadline, kind = self.o.k.held.unpack(key)
         if kind != LEASE or now > deadline:
             return None
-        return Entry(item, self.o.k.item_key(item), kv.value, Hold(hold_id, deadline, kind))
+        keys = (key, self.o.k.due_key(key, hold_id, deadline, kind))
+        return Entry(item, self.o.k.item_key(item), kv.value, Hold(hold_id, deadline, kind, keys))
 
     def ack(self, tr: Any, attempt: Attempt, lease: Any) -> None:
         """Remove a leased item for good."""

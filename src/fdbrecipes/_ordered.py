@@ -178,7 +178,7 @@ class Ordered(FrontReader):
         (no conflicts): after the group's last item and after the floor.  A Queue's
         floor sorts after its items: one reverse read of two keys finds both."""
         if self.k.g == 0:
-            r = self.k.items.range()
+            r = self.k.items_range
             found = tr.snapshot.get_range(r.start, r.stop, limit=2, reverse=True)
             floor, last = -1, -1
             for kv in found:
@@ -306,7 +306,7 @@ class Ordered(FrontReader):
         if front.entries:
             return True, None
         due = self.k.due
-        kv = first(tr.snapshot.get_range(due.pack((front.now + 1,)), due.range().stop,
+        kv = first(tr.snapshot.get_range(due.pack((front.now + 1,)), self.k.due_range.stop,
                                          limit=1))
         if kv is None:
             return False, None

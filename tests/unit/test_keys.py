@@ -92,6 +92,22 @@ def test_every_key_is_inside_the_subspace() -> None:
     assert len(set(keys)) == len(keys) and len(set(tree)) == len(tree)
 
 
+@given(st.one_of(st.none(), st.binary(max_size=30)), st.integers(-(2**70), 2**70),
+       st.integers(0, 2**62), st.integers(0, 3), st.booleans())
+def test_hold_keys_are_the_packed_tuples(id_: Any, seq: int, deadline: int, kind: int,
+                                         priority: bool) -> None:
+    """hold_keys packs each element once and joins them, and due_key cuts the item's
+    encoding from the held key: the keys stored are exactly those of packing the whole
+    tuples (None and zero bytes escape alike nested)."""
+    o = PRIORITY if priority else QUEUE
+    item = o.new_item((seq,) if priority else (), abs(seq), id_, deadline // 2)
+    hold_id = os.urandom(16) + b"\x00"
+    held, due = o.hold_keys(hold_id, item, deadline, kind)
+    assert (held, due) == (o.held.pack((hold_id, item, deadline, kind)),
+                           o.due.pack((deadline, hold_id, item, kind)))
+    assert o.due_key(held, hold_id, deadline, kind) == due
+
+
 def test_a_queue_floor_sorts_after_every_item() -> None:
     items = [QUEUE.new_item((), seq, b"i" * 100, 2**60) for seq in (0, 2**40, 2**2000)]
     assert all(QUEUE.item_key(i) < QUEUE.floor_key == QUEUE.items_end for i in items)
