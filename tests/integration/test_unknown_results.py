@@ -16,11 +16,13 @@ import threading
 from collections import Counter
 from typing import Any, List
 
+import fdb
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue, WeightTree
+from fdbrecipes import PriorityQueue, Queue, UnknownResultError, WeightTree
+from fdbrecipes._cluster import open_database
 from fdbrecipes._fdb import VERSIONS_PER_SECOND
-from fdbrecipes._receipts import RECEIPT_RETENTION, Receipts, receipt
+from fdbrecipes._receipts import RECEIPT_RETENTION, TRUST_ABSENCE, Receipts, receipt
 from tests.helpers import Faulty, RandomFaults, dump, run_threads, unknown_results
 
 pytestmark = pytest.mark.integration
@@ -162,3 +164,37 @@ def test_receipts_left_behind_are_swept_and_live_ones_kept(db: Any, fdb_subspace
     db[live] = receipt(os.urandom(16), now, 1)
     Queue(fdb_subspace).push(db, b"job")
     assert db[stale] is None and db[live] is not None, "swept the wrong slots"
+
+
+@pytest.mark.parametrize("fault", OUTCOMES)
+def test_a_receipt_too_old_to_trust_leaves_the_call_unknown(fdb_local_cluster: Any,
+                                                            fault: str) -> None:
+    """Receipts left behind are swept after RECEIPT_RETENTION, so a retry that finds
+    none more than TRUST_ABSENCE after the doubtful attempt cannot tell "it never
+    committed" from "it committed and the receipt was swept since".  Between the
+    faulty commit and the retry, the cluster's version is advanced past that age
+    (``fdbcli advanceversion``, on a server of this test's own).  A receipt that is
+    there still proves the commit; an absent one makes the call raise
+    UnknownResultError instead of pushing a second time, and settling it later
+    fences the receipt slot."""
+    cluster = fdb_local_cluster()
+    db = open_database(cluster.cluster_file)
+    q = Queue(fdb.Subspace(("fdbrecipes-test", "trust-absence", fault)))
+
+    def age_past_trust() -> None:
+        tr = db.create_transaction()
+        now = tr.get_read_version().wait()
+        target = now + int((TRUST_ABSENCE + 60) * VERSIONS_PER_SECOND)
+        done = cluster.cli(f"advanceversion {target}")
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    faulty = Faulty(cluster.cluster_file, between=age_past_trust)
+    if fault == "applied":
+        faulty.once(fault, lambda d: q.push(d, b"job"))
+    else:
+        with pytest.raises(UnknownResultError) as unknown:
+            faulty.once(fault, lambda d: q.push(d, b"job"))
+        outcome = unknown.value.settle(db)
+        assert not outcome.committed
+    assert q.items(db) == ([b"job"] if fault == "applied" else [])
+    assert q.size(db) == len(q.items(db))
