@@ -7,7 +7,8 @@ pytest plugin share this module:
   or that of a throwaway single-process ``fdbserver`` (:class:`LocalCluster`) on a free
   127.0.0.1 port, driven through the ``fdbserver`` and ``fdbcli`` programs;
 * the client library: :func:`client_library_problem` says why ``libfdb_c`` cannot be
-  loaded, if it cannot;
+  loaded, if it cannot, and :func:`tools_client_problem` also why the installed
+  bindings cannot use it (their version is newer than the library's);
 * the API version these tools select, chosen in one place (:func:`select_api_version`;
   the library itself never selects one), and :func:`open_database`;
 * :func:`with_cluster`, which runs a command's body on a cluster or says in one line
@@ -38,6 +39,10 @@ _SEARCH_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin",
 CLIENT_HINT = (
     "install the FoundationDB 7.3 client library (package foundationdb-clients from "
     "https://github.com/apple/foundationdb/releases)"
+)
+BINDINGS_HINT = (
+    "install the Python bindings of the client library's version, for 7.3: "
+    "pip install 'foundationdb==7.3.*'"
 )
 SERVER_HINT = (
     "install the FoundationDB 7.3 server (package foundationdb-server, same place) or set "
@@ -266,6 +271,21 @@ def wanted_api_version() -> int:
     return min(wanted, int(fdb.LATEST_API_VERSION))
 
 
+def tools_client_problem() -> Optional[str]:
+    """Why the tools cannot use the client library here, or None: either
+    :func:`client_library_problem`, or bindings that refuse the installed ``libfdb_c``
+    (bindings 8.0 need an 8.0 library).  When there is no problem, the tools' API
+    version is selected (:func:`select_api_version`): the check is the selection."""
+    problem = client_library_problem()
+    if problem:
+        return problem
+    try:
+        select_api_version()
+    except RuntimeError as e:
+        return f"{e} ({BINDINGS_HINT})"
+    return None
+
+
 def select_api_version() -> int:
     """Select :func:`wanted_api_version` unless a version is selected already; return
     the selected version.  Loads ``libfdb_c``."""
@@ -288,7 +308,7 @@ def with_cluster(
     command: str,
     body: Callable[[str], int],
     *,
-    check_client: Callable[[], Optional[str]] = client_library_problem,
+    check_client: Callable[[], Optional[str]] = tools_client_problem,
 ) -> int:
     """Run ``body(cluster_file)`` on FDB_CLUSTER_FILE or a throwaway local fdbserver.
 

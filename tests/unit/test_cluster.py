@@ -9,7 +9,8 @@ from typing import List, Optional
 import fdb
 import pytest
 
-from fdbrecipes._cluster import wanted_api_version, with_cluster
+from fdbrecipes import _cluster
+from fdbrecipes._cluster import tools_client_problem, wanted_api_version, with_cluster
 from fdbrecipes.testing import LocalCluster, ServerNotFoundError, local_cluster
 
 
@@ -45,6 +46,30 @@ def test_with_cluster_reports_a_missing_client_library(
 
     assert with_cluster("bench", body, check_client=lambda: "libfdb_c is missing") == 1
     assert capsys.readouterr().err == "fdbrecipes bench: cannot run: libfdb_c is missing\n"
+
+
+def test_the_tools_report_bindings_that_refuse_the_client_library(
+    cluster_file: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bindings 8.0 over a 7.3 libfdb_c fail when the API version is selected: the
+    tools say so in one line, with what to install, instead of a traceback."""
+    refusal = ("This version of the FoundationDB Python binding is not supported by the "
+               "installed FoundationDB C library.")
+
+    def refuse() -> int:
+        raise RuntimeError(refusal)
+
+    monkeypatch.setattr(_cluster, "client_library_problem", no_problem)
+    monkeypatch.setattr(_cluster, "select_api_version", refuse)
+    problem = tools_client_problem()
+    assert problem is not None and problem.startswith(refusal)
+    assert "pip install 'foundationdb==7.3.*'" in problem
+
+    def body(path: str) -> int:
+        raise AssertionError("the body must not run")
+
+    assert with_cluster("demo", body, check_client=tools_client_problem) == 1
+    assert capsys.readouterr().err == f"fdbrecipes demo: cannot run: {problem}\n"
 
 
 def test_with_cluster_reports_a_missing_server(

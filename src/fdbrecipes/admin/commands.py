@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
-from .._cluster import client_library_problem, select_api_version
+from .._cluster import tools_client_problem
 from ..errors import FdbRecipesError
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
@@ -109,14 +109,14 @@ def connect(args: argparse.Namespace) -> Any:
     """The database ``--cluster-file`` names, its transactions bounded by ``--timeout``.
 
     Raises:
-        OperatorError: ``libfdb_c`` cannot be loaded, or the cluster file is missing.
+        OperatorError: ``libfdb_c`` cannot be loaded or the bindings refuse it, or the
+            cluster file is missing.
     """
-    problem = client_library_problem()
+    problem = tools_client_problem()
     if problem:
         raise OperatorError(f"cannot run: {problem}")
     if args.cluster_file is not None and not os.path.isfile(args.cluster_file):
         raise OperatorError(f"cluster file {args.cluster_file} does not exist")
-    select_api_version()
     import fdb
 
     db = fdb.open(args.cluster_file)
