@@ -11,16 +11,16 @@ delivered ``max_deliveries`` times, goes to the dead letters.
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from ._fdb import Tally, first, seconds_to_versions
+from ._fdb import WANT_ALL, Tally, first, seconds_to_versions
 from ._front import Entry, Hold
 from ._layout import DELAY, LEASE
 from ._ordered import Ordered
 from ._run import Attempt
-from ._values import BATCH_BYTES, decode_value, random_id, unpack_token
+from ._values import BATCH_BYTES, BATCH_ID_LEN, batch_ids, decode_value, random_id, unpack_token
 from .errors import LeaseExpiredError
 
 __all__ = ["Lease", "Leases", "lease_id"]
@@ -114,13 +114,14 @@ class Leases:
         deadline = front.now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
-        for entry in entries:
+        ids = batch_ids(len(entries))  # one key range: ack_many reads them at once
+        for entry, hold_id in zip(entries, ids):
             assert entry.value is not None
             size += len(entry.value)
             if leases and size > budget:
                 break
             item = self.o.take(tr, entry, front.now, tally)
-            hold = self.o.hold(tr, item, entry.value, random_id(), deadline, LEASE, tally)
+            hold = self.o.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold)))
         tally.write(tr)
         attempt.idle = not (leases or settled)
@@ -153,13 +154,15 @@ class Leases:
         r = self.o.k.held.range((hold_id,))
         return tr.get_range(r.start, r.stop, limit=1)
 
-    def alive(self, kv: Any, hold_id: bytes, now: int) -> Optional[Entry]:
+    def alive(self, kv: Any, hold_id: bytes, now: int,
+              parts: Optional[Tuple[Any, ...]] = None) -> Optional[Entry]:
         """The leased entry held under ``kv`` (the first result of :meth:`start_read`,
-        or None), if the lease is still alive at ``now``; else None."""
+        or None), if the lease is still alive at ``now``; else None.  ``parts``: the
+        key, unpacked already."""
         if kv is None:
             return None
         key = bytes(kv.key)
-        _, item, deadline, kind = self.o.k.held.unpack(key)
+        _, item, deadline, kind = self.o.k.held.unpack(key) if parts is None else parts
         if kind != LEASE or now > deadline:
             return None
         keys = (key, self.o.k.due_key(key, hold_id, deadline, kind))
@@ -173,21 +176,51 @@ class Leases:
         tally.write(tr)
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> List[bool]:
-        """Ack every lease still alive; for each, whether it was (all reads in parallel)."""
+        """Ack every lease still alive; for each, whether it was (all reads in parallel,
+        see :meth:`read_many`).  A lease named twice is acked once: False the second
+        time, as a second :meth:`ack` would have raised."""
         ids = [lease_id(lease) for lease in leases]
-        futures = [self.start_read(tr, hold_id) for hold_id in ids]
-        found = [first(f) for f in futures]
+        found = self.read_many(tr, ids)
         now = attempt.now(tr, self.o.clock)  # after the reads: no wait
         tally = Tally()
         done = []
-        for hold_id, kv in zip(ids, found):
-            entry = self.alive(kv, hold_id, now)
+        for hold_id in ids:
+            kv, parts = found.pop(hold_id, (None, None))
+            entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
                 self.o.remove(tr, [entry], now, tally)
             done.append(entry is not None)
         tally.write(tr)
         attempt.idle = not any(done)
         return done
+
+    def read_many(self, tr: Any, ids: List[bytes]) -> Dict[bytes, Tuple[Any, Any]]:
+        """The held key-value of each lease in ``ids`` that is held, with its key
+        unpacked, by lease id; read in parallel with read conflicts.
+
+        Leases of one claim (ids of :data:`BATCH_ID_LEN` bytes sharing their first
+        16) are read with one range read of that claim's held keys, which conflicts
+        with any change to a lease of the claim; other leases one read each.
+        """
+        batches: Dict[bytes, List[bytes]] = {}
+        for hold_id in ids:
+            prefix = hold_id[:16] if len(hold_id) == BATCH_ID_LEN else hold_id
+            batches.setdefault(prefix, []).append(hold_id)
+        started = []
+        for prefix, members in batches.items():
+            if len(members) == 1:
+                started.append(self.start_read(tr, members[0]))
+            else:
+                begin, end = self.o.k.held_batch_range(prefix)
+                started.append(tr.get_range(begin, end, streaming_mode=WANT_ALL))
+        wanted = set(ids)
+        found: Dict[bytes, Tuple[Any, Any]] = {}
+        for kvs in started:
+            for kv in kvs:
+                parts = self.o.k.held.unpack(kv.key)
+                if parts[0] in wanted:
+                    found[parts[0]] = (kv, parts)
+        return found
 
     def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Lease:
         """Move a live lease's deadline to now + ``seconds``; the same lease, renewed."""

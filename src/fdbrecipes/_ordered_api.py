@@ -145,10 +145,14 @@ class OrderedAPI(Structure):
 
     def ack_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]]) -> List[bool]:
         """Ack every lease still alive, in one transaction; for each, whether it was
-        acked (False: expired, as :meth:`ack` would have raised).
+        acked (False: expired, or named earlier in ``leases``, as :meth:`ack` would
+        have raised).
 
-        Reads the leases in parallel (a read conflict on each), one counter update
-        for all.  Cost: 1 round trip, O(k) keys for k leases.
+        Reads the leases in parallel: those of one claim (``claim_many``) with one
+        range read of that claim's leases, which takes a read conflict on all of them
+        (a concurrent change to any lease of the claim conflicts), any other lease
+        with a read of its own (a read conflict on it); one counter update for all.
+        Cost: 1 round trip, O(k) keys for k leases, one read per claim.
 
         Raises:
             TypeError/ValueError: any lease is not a Lease or a token (named by index).

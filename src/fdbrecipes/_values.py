@@ -250,3 +250,15 @@ def random_suffix() -> bytes:
 def random_id() -> bytes:
     """16 random bytes naming a lease, a hold or a pop request."""
     return os.urandom(16)
+
+
+#: Bytes of a lease id made by :func:`batch_ids`: 16 random bytes shared by the batch,
+#: then the lease's index in it (big-endian).
+BATCH_ID_LEN = 20
+
+
+def batch_ids(n: int) -> List[bytes]:
+    """Ids for ``n`` leases taken together: one random 16-byte prefix, then each
+    lease's index, so the held keys of a batch are one key range."""
+    prefix = os.urandom(16)
+    return [prefix + i.to_bytes(4, "big") for i in range(n)]

@@ -190,3 +190,54 @@ def test_lease_records_live_inside_the_subspace(db: Any, q: Queue, fdb_subspace:
     q.ack(db, lease)
     keys = dump(db, fdb_subspace)
     assert not any(fdb_subspace["h"].contains(k) or fdb_subspace["d"].contains(k) for k in keys)
+
+
+def test_ack_many_acks_a_lease_named_twice_once(db: Any, q: Queue) -> None:
+    """Acking the same lease twice in one call acks it once (False the second time, as
+    a second ack would raise): the size and the in-flight count stay exact."""
+    q.push_many(db, [b"a", b"b"])
+    lease = q.claim(db, 30)
+    assert lease is not None
+    assert q.ack_many(db, [lease, lease, lease.token]) == [True, False, False]
+    assert q.size(db) == 1 and q.items(db) == [b"b"]
+    stats = q.stats(db)
+    assert (stats.visible, stats.in_flight) == (1, 0)
+
+
+def test_ack_many_over_several_claims(db: Any, q: Queue, clock: TestClock) -> None:
+    """Leases of one claim are read together (one range of keys): a part of a claim,
+    several claims, single claims and expired leases, in any order, each get their
+    own answer, and the leases not named stay leased."""
+    q.push_many(db, list(range(12)))
+    first = q.claim_many(db, 5, 30)
+    short = q.claim_many(db, 2, 1)
+    second = q.claim_many(db, 4, 30)
+    single = q.claim(db, 30)
+    assert single is not None
+    clock.advance(2)  # the two short leases expire
+    q.ack(db, first[4])
+    asked = [second[3], first[0], short[0], single, first[2], second[0], first[4],
+             second[2], short[1].token, second[1]]
+    assert q.ack_many(db, asked) == [True, True, False, True, True, True, False,
+                                     True, False, True]
+    assert sorted(q.items(db)) == [5, 6]  # the expired leases' items, visible again
+    assert q.ack_many(db, [first[3], first[1]]) == [True, True]
+    assert q.size(db) == 2 and q.stats(db).in_flight == 0
+
+
+def test_ack_many_conflicts_with_a_change_to_a_lease_of_the_same_claim(
+    db: Any, q: Queue
+) -> None:
+    """The leases of one claim are read as one range, with a read conflict on it: an
+    ack_many of some of them conflicts with a concurrent release of another."""
+    q.push_many(db, [b"a", b"b", b"c"])
+    leases = q.claim_many(db, 3, 30)
+    t1 = db.create_transaction()
+    assert q.ack_many(t1, leases[:2]) == [True, True]
+    assert q.release(db, leases[2]) is True
+    with pytest.raises(fdb.FDBError) as conflict:
+        t1.commit().wait()
+    assert conflict.value.code == 1020
+    assert q.items(db) == [b"c"]  # released; a and b still leased
+    assert q.ack_many(db, leases) == [True, True, False]
+    assert q.items(db) == [b"c"] and q.size(db) == 1

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from fdbrecipes._front import MAX, MIN, Entry, order
 from fdbrecipes._layout import OrderedLayout, TreeLayout
 from fdbrecipes._leases import Lease, lease_id, token_of
+from fdbrecipes._values import BATCH_ID_LEN, batch_ids
 
 S = Subspace(("app", "jobs"))
 QUEUE, PRIORITY = OrderedLayout(S, 0), OrderedLayout(S, 1)
@@ -106,6 +107,24 @@ def test_hold_keys_are_the_packed_tuples(id_: Any, seq: int, deadline: int, kind
     assert (held, due) == (o.held.pack((hold_id, item, deadline, kind)),
                            o.due.pack((deadline, hold_id, item, kind)))
     assert o.due_key(held, hold_id, deadline, kind) == due
+
+
+@given(st.binary(min_size=16, max_size=16), st.binary(min_size=16, max_size=20),
+       st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=5))
+def test_a_claims_held_keys_are_one_range(prefix: bytes, other: bytes,
+                                          indexes: List[int]) -> None:
+    """Lease ids of one claim share a 16-byte prefix; held_batch_range holds exactly
+    the held keys whose id starts with it (zero and 0xff bytes included)."""
+    o = QUEUE
+    begin, end = o.held_batch_range(prefix)
+    item = o.new_item((), 7, None, 0)
+    for i in indexes:
+        hold_id = prefix + i.to_bytes(4, "big")
+        assert begin <= o.hold_keys(hold_id, item, 10**9, 0)[0] < end
+    inside = begin <= o.hold_keys(other, item, 5, 0)[0] < end
+    assert inside == other.startswith(prefix)
+    ids = batch_ids(3)
+    assert {len(i) for i in ids} == {BATCH_ID_LEN} and len({i[:16] for i in ids}) == 1
 
 
 def test_a_queue_floor_sorts_after_every_item() -> None:
