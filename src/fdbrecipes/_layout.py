@@ -166,15 +166,14 @@ class OrderedLayout:
         nested = held_key[len(self.held_prefix) + len(hold): -len(when) - len(how)]
         return self.due_prefix + when + hold + nested + how
 
-    def held_batch_range(self, prefix: bytes) -> Tuple[bytes, bytes]:
-        """The range of the held keys whose hold id starts with ``prefix``: the leases
-        of one claim (see ``_values.batch_ids``).  An id's packed form starts with
-        its prefix's, less the terminator; the range ends where keys stop starting
-        with that."""
+    def held_span(self, low: bytes, high: bytes) -> Tuple[bytes, bytes]:
+        """The range of the held keys whose hold id is from ``low`` to ``high``, both
+        included (ids of one length: the leases of one claim, see
+        ``_values.batch_ids``).  A packed id less its terminator sorts before every
+        key of that id, and the range ends where keys stop starting with ``high``'s."""
         pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
-        start = self.held_prefix + pack((prefix,))[:-1]
-        last = start.rstrip(b"\xff")
-        return start, last[:-1] + bytes([last[-1] + 1])
+        last = (self.held_prefix + pack((high,))[:-1]).rstrip(b"\xff")
+        return self.held_prefix + pack((low,))[:-1], last[:-1] + bytes([last[-1] + 1])
 
     def dead_letter_key(self, died: int, item: Item, died_at: float) -> bytes:
         """The key of a dead letter: by when it died (a clock reading), then by place."""

@@ -199,19 +199,23 @@ class Leases:
         unpacked, by lease id; read in parallel with read conflicts.
 
         Leases of one claim (ids of :data:`BATCH_ID_LEN` bytes sharing their first
-        16) are read with one range read of that claim's held keys, which conflicts
-        with any change to a lease of the claim; other leases one read each.
+        16, then numbered) are read with one range read from the lowest number asked
+        for to the highest, when at most half the leases in that span are left out:
+        it conflicts with any change to a lease of the claim in the span.  Other
+        leases are read one by one (a read conflict on each).
         """
-        batches: Dict[bytes, List[bytes]] = {}
+        claims: Dict[bytes, List[bytes]] = {}
         for hold_id in ids:
             prefix = hold_id[:16] if len(hold_id) == BATCH_ID_LEN else hold_id
-            batches.setdefault(prefix, []).append(hold_id)
-        started = []
-        for prefix, members in batches.items():
-            if len(members) == 1:
-                started.append(self.start_read(tr, members[0]))
+            claims.setdefault(prefix, []).append(hold_id)
+        started: List[Any] = []
+        for members in claims.values():
+            low, high = min(members), max(members)
+            span = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big") + 1
+            if len(members) == 1 or span > 2 * len(set(members)):
+                started.extend(self.start_read(tr, hold_id) for hold_id in set(members))
             else:
-                begin, end = self.o.k.held_batch_range(prefix)
+                begin, end = self.o.k.held_span(low, high)
                 started.append(tr.get_range(begin, end, streaming_mode=WANT_ALL))
         wanted = set(ids)
         found: Dict[bytes, Tuple[Any, Any]] = {}

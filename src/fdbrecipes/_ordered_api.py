@@ -149,10 +149,12 @@ class OrderedAPI(Structure):
         have raised).
 
         Reads the leases in parallel: those of one claim (``claim_many``) with one
-        range read of that claim's leases, which takes a read conflict on all of them
-        (a concurrent change to any lease of the claim conflicts), any other lease
-        with a read of its own (a read conflict on it); one counter update for all.
-        Cost: 1 round trip, O(k) keys for k leases, one read per claim.
+        range read from the first of them asked for to the last, when at most half of
+        that span is left out, which takes a read conflict on the whole span (a
+        concurrent change to a lease of the claim inside it conflicts); any other
+        lease with a read of its own (a read conflict on it).  One counter update for
+        all.  Cost: 1 round trip, O(k) keys for k leases, one read per claim acked
+        whole.
 
         Raises:
             TypeError/ValueError: any lease is not a Lease or a token (named by index).

@@ -225,19 +225,33 @@ def test_ack_many_over_several_claims(db: Any, q: Queue, clock: TestClock) -> No
     assert q.size(db) == 2 and q.stats(db).in_flight == 0
 
 
-def test_ack_many_conflicts_with_a_change_to_a_lease_of_the_same_claim(
+def test_ack_many_conflicts_with_a_change_to_a_lease_in_the_span_it_read(
     db: Any, q: Queue
 ) -> None:
-    """The leases of one claim are read as one range, with a read conflict on it: an
-    ack_many of some of them conflicts with a concurrent release of another."""
-    q.push_many(db, [b"a", b"b", b"c"])
-    leases = q.claim_many(db, 3, 30)
-    t1 = db.create_transaction()
-    assert q.ack_many(t1, leases[:2]) == [True, True]
-    assert q.release(db, leases[2]) is True
+    """The leases of one claim are read as one range, from the first asked for to the
+    last, with a read conflict on it: an ack_many of leases 0 and 2 conflicts with a
+    concurrent release of lease 1, not with one of lease 3 (outside the span)."""
+    q.push_many(db, [b"a", b"b", b"c", b"d"])
+    leases = q.claim_many(db, 4, 30)
+    t1, t2 = db.create_transaction(), db.create_transaction()
+    assert q.ack_many(t1, [leases[0], leases[2]]) == [True, True]
+    assert q.ack_many(t2, [leases[0], leases[2]]) == [True, True]
+    assert q.release(db, leases[3]) is True
+    t2.commit().wait()  # lease 3 is outside the span t2 read
+    assert q.release(db, leases[1]) is True
     with pytest.raises(fdb.FDBError) as conflict:
-        t1.commit().wait()
+        t1.commit().wait()  # and t2's acks, too, changed what t1 read
     assert conflict.value.code == 1020
-    assert q.items(db) == [b"c"]  # released; a and b still leased
-    assert q.ack_many(db, leases) == [True, True, False]
-    assert q.items(db) == [b"c"] and q.size(db) == 1
+    assert sorted(q.items(db)) == [b"b", b"d"]
+    assert q.size(db) == 2 and q.stats(db).in_flight == 0
+    assert q.ack_many(db, leases) == [False, False, False, False]
+
+
+def test_ack_many_of_a_few_leases_of_a_large_claim(db: Any, q: Queue) -> None:
+    """Leases far apart in one claim are read one by one, not with the whole span."""
+    q.push_many(db, list(range(300)))
+    leases = q.claim_many(db, 300, 30)
+    assert q.ack_many(db, [leases[299], leases[0], leases[150]]) == [True, True, True]
+    assert q.ack_many(db, leases[1:150]) == [True] * 149
+    assert q.ack_many(db, leases) == [False] + [False] * 149 + [False] + [True] * 148 + [False]
+    assert q.size(db) == 0

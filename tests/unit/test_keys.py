@@ -110,21 +110,26 @@ def test_hold_keys_are_the_packed_tuples(id_: Any, seq: int, deadline: int, kind
 
 
 @given(st.binary(min_size=16, max_size=16), st.binary(min_size=16, max_size=20),
-       st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=5))
-def test_a_claims_held_keys_are_one_range(prefix: bytes, other: bytes,
-                                          indexes: List[int]) -> None:
-    """Lease ids of one claim share a 16-byte prefix; held_batch_range holds exactly
-    the held keys whose id starts with it (zero and 0xff bytes included)."""
+       st.lists(st.integers(0, 2**32 - 1), min_size=2, max_size=6, unique=True))
+def test_a_span_of_a_claims_leases_is_one_range(prefix: bytes, other: bytes,
+                                                indexes: List[int]) -> None:
+    """Lease ids of one claim share a 16-byte prefix, then a 4-byte number;
+    held_span(low, high) holds exactly the held keys whose id is from low to high
+    (zero and 0xff bytes included)."""
     o = QUEUE
-    begin, end = o.held_batch_range(prefix)
     item = o.new_item((), 7, None, 0)
-    for i in indexes:
-        hold_id = prefix + i.to_bytes(4, "big")
-        assert begin <= o.hold_keys(hold_id, item, 10**9, 0)[0] < end
-    inside = begin <= o.hold_keys(other, item, 5, 0)[0] < end
-    assert inside == other.startswith(prefix)
-    ids = batch_ids(3)
-    assert {len(i) for i in ids} == {BATCH_ID_LEN} and len({i[:16] for i in ids}) == 1
+    ids = sorted(prefix + i.to_bytes(4, "big") for i in indexes)
+    low, high = ids[1], ids[-1]
+    begin, end = o.held_span(low, high)
+    for hold_id in ids:
+        inside = begin <= o.hold_keys(hold_id, item, 10**9, 0)[0] < end
+        assert inside == (low <= hold_id <= high)
+    if len(other) == BATCH_ID_LEN:
+        inside = begin <= o.hold_keys(other, item, 5, 0)[0] < end
+        assert inside == (low <= other <= high)
+    made = batch_ids(3)
+    assert {len(i) for i in made} == {BATCH_ID_LEN} and len({i[:16] for i in made}) == 1
+    assert made == sorted(made)
 
 
 def test_a_queue_floor_sorts_after_every_item() -> None:
