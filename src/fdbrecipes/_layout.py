@@ -14,6 +14,9 @@ from fdb.subspace_impl import Subspace
 
 from ._values import random_suffix
 
+#: fdb.tuple.pack, typed: the key builders below join packed elements.
+_pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
+
 __all__ = ["DELAY", "LEASE", "RESULT", "Item", "OrderedLayout", "TreeLayout"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
@@ -152,8 +155,8 @@ class OrderedLayout:
         value) and the index of the hold by its deadline (under ``d``)."""
         # A packed tuple is the concatenation of its packed elements: each element,
         # the nested item above all, is encoded once for both keys.
-        pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
-        hold, nested, when, how = pack((hold_id,)), pack((item,)), pack((deadline,)), pack((kind,))
+        hold, nested = _pack((hold_id,)), _pack((item,))
+        when, how = _pack((deadline,)), _pack((kind,))
         return (self.held_prefix + hold + nested + when + how,
                 self.due_prefix + when + hold + nested + how)
 
@@ -161,8 +164,7 @@ class OrderedLayout:
         """The deadline index key of the hold stored under ``held_key`` (as
         :meth:`hold_keys` makes it, with the item's encoding cut from ``held_key``
         instead of encoded again)."""
-        pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
-        hold, when, how = pack((hold_id,)), pack((deadline,)), pack((kind,))
+        hold, when, how = _pack((hold_id,)), _pack((deadline,)), _pack((kind,))
         nested = held_key[len(self.held_prefix) + len(hold): -len(when) - len(how)]
         return self.due_prefix + when + hold + nested + how
 
@@ -171,9 +173,8 @@ class OrderedLayout:
         included (ids of one length: the leases of one claim, see
         ``_values.batch_ids``).  A packed id less its terminator sorts before every
         key of that id, and the range ends where keys stop starting with ``high``'s."""
-        pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
-        last = (self.held_prefix + pack((high,))[:-1]).rstrip(b"\xff")
-        return self.held_prefix + pack((low,))[:-1], last[:-1] + bytes([last[-1] + 1])
+        last = (self.held_prefix + _pack((high,))[:-1]).rstrip(b"\xff")
+        return self.held_prefix + _pack((low,))[:-1], last[:-1] + bytes([last[-1] + 1])
 
     def dead_letter_key(self, died: int, item: Item, died_at: float) -> bytes:
         """The key of a dead letter: by when it died (a clock reading), then by place."""

@@ -210,13 +210,14 @@ class Leases:
             claims.setdefault(prefix, []).append(hold_id)
         started: List[Any] = []
         for members in claims.values():
-            low, high = min(members), max(members)
-            span = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big") + 1
-            if len(members) == 1 or span > 2 * len(set(members)):
-                started.extend(self.start_read(tr, hold_id) for hold_id in set(members))
-            else:
+            distinct = sorted(set(members))
+            low, high = distinct[0], distinct[-1]
+            gap = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big")
+            if len(distinct) > 1 and gap < 2 * len(distinct):
                 begin, end = self.o.k.held_span(low, high)
                 started.append(tr.get_range(begin, end, streaming_mode=WANT_ALL))
+            else:
+                started.extend(self.start_read(tr, hold_id) for hold_id in distinct)
         wanted = set(ids)
         found: Dict[bytes, Tuple[Any, Any]] = {}
         for kvs in started:
