@@ -24,11 +24,16 @@ class Hooks:
         on_block: called (with the timeout in seconds, None for none) right before a
             waiting call blocks on a FoundationDB watch: a test learns that the waiter
             is asleep, so a push now must wake it.
+        batch: items one transaction of a batch call given a Database takes at most
+            (``pop_many``, ``claim_many`` and their PriorityQueue twins,
+            ``WeightTree.pop_many``); None: the library's own (1,000; 100 picks).  A
+            test makes a batch of a few items span several transactions.
     """
 
-    __slots__ = ("contended", "on_block", "on_fetch")
+    __slots__ = ("batch", "contended", "on_block", "on_fetch")
 
     def __init__(self) -> None:
         self.contended = False
+        self.batch: Optional[int] = None
         self.on_fetch: Optional[Callable[[int], None]] = None
         self.on_block: Optional[Callable[[Optional[float]], None]] = None

@@ -332,7 +332,8 @@ class OrderedAPI(Structure):
         transactions of :data:`TAKE_BATCH` given a Database), putting back a backlog
         of expired holds before and after."""
         self._restore(tr)
-        taken = self._loop.batches(tr, op, n, args, MAX_TAKE, TAKE_BATCH, budgeted)
+        batch = self._hooks.batch or TAKE_BATCH
+        taken = self._loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted)
         self._restore(tr)
         return taken
 

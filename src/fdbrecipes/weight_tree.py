@@ -176,7 +176,8 @@ class WeightTree(Structure):
                 Transaction).
         """
         n = check_int(n, "n", low=0)
-        return self._loop.batches(tr, self._tree.pop_many, n, (), MAX_PICKS, PICK_BATCH,
+        batch = self._hooks.batch or PICK_BATCH
+        return self._loop.batches(tr, self._tree.pop_many, n, (), MAX_PICKS, batch,
                                   what="picks")
 
     def peek(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:

@@ -1,4 +1,5 @@
-"""Testing hooks: force a structure's contended mode, or learn when it waits.
+"""Testing hooks: force a structure's contended mode, learn when it waits, shrink its
+batches.
 
 The library never sets these; tests do, instead of reaching into private state::
 
@@ -8,6 +9,7 @@ The library never sets these; tests do, instead of reaching into private state::
     hooks(q).contended = True                # pops fetch a batch at once
     hooks(q).on_fetch = stop_here            # called with the items set aside
     hooks(q).on_block = note_that_it_sleeps  # called before blocking on a watch
+    hooks(q).batch = 10                      # batches given a Database: 10 a transaction
 
 See :class:`fdbrecipes._hooks.Hooks` for each field.
 """
