@@ -139,7 +139,7 @@ class Faulty:
     """
 
     def __init__(self, cluster_file: str, between: Optional[Callable[[], Any]] = None) -> None:
-        self.pending: List[str] = []
+        self.pending: List[Optional[str]] = []
         self.db = unknown_results(cluster_file, self._next, between)
 
     def _next(self) -> Optional[str]:
@@ -148,8 +148,9 @@ class Faulty:
     def once(self, fault: str, call: Callable[[Any], Any]) -> Any:
         return self.each([fault], call)
 
-    def each(self, faults: List[str], call: Callable[[Any], Any]) -> Any:
+    def each(self, faults: List[Optional[str]], call: Callable[[Any], Any]) -> Any:
         """Run the call with its first commits faulty, one fault each, in order
-        (the call's own retries and settling transactions included)."""
+        (None: that commit is normal; the call's own retries and settling
+        transactions included)."""
         self.pending[:] = faults
         return call(self.db)

@@ -13,7 +13,7 @@ from ._ordered import QueueStats
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import RetryStats
 from ._values import Value
-from .errors import FdbRecipesError, LeaseExpiredError, WorkTooLargeError
+from .errors import FdbRecipesError, IncompleteBatchError, LeaseExpiredError, WorkTooLargeError
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .weight_tree import WeightTree
@@ -23,6 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DeadLetter",
     "FdbRecipesError",
+    "IncompleteBatchError",
     "InterruptedCall",
     "Lease",
     "LeaseExpiredError",

@@ -6,10 +6,8 @@ a conflict in the last :data:`HC_CONTENDED` seconds) instead *fetches*: one
 transaction takes the first :data:`HC_BATCH` items in order, returns the first and
 sets the others aside for this popper under holds of kind RESULT, each with a
 deadline ``result_timeout`` away.  Its next pops *collect* them, oldest first, each
-in a small transaction of its own that conflicts with nothing but the expiry of that
-same hold, and that reads nothing: while the hold's deadline is ahead, it is still
-there, so the collect only takes a read conflict on it, with a read version known
-to be recent (the previous commit's), and commits.
+in a small transaction of its own that conflicts with nothing but the removal of
+that same hold, and that reads nothing while it can prove the hold is there.
 
 * Order: fetches take the front in order, with a read conflict on it (a fetch and a
   concurrent pop or fetch cannot both take the same items); a popper returns its
@@ -18,8 +16,18 @@ to be recent (the previous commit's), and commits.
 * Crash safety: an item set aside for a popper that stops popping (or dies) is a hold
   like a lease: at its deadline it counts as visible again at its original place and
   the next writer puts it back.  Nothing is stranded, nothing is lost.
-* ``commit_unknown_result``: every fetch and collect is a call of the structure's
-  :class:`._run.Loop`, with receipts.
+* ``clear()``: it removes the holds without reading them.  A collect that reads
+  nothing is therefore pinned to a *chain*: the items of one fetch are all there at
+  the fetch's commit version, and each collect reads at the version its batch is
+  known good at and, when it commits, extends that version to its own commit
+  version: a clear in between conflicts with it (it clears the collect's hold, on
+  which the collect has a read conflict).  A collect that cannot pin (the version is
+  over :data:`HC_VERSION_AGE` old, or was learnt from a receipt), a retry, and every
+  give-back read the holds instead.
+* ``commit_unknown_result`` and Ctrl-C: every fetch and collect is a call of the
+  structure's :class:`._run.Loop`, with receipts; an interrupted or unknown call
+  reports the popped value (not this module's records), and the items its fetch may
+  have set aside stay this popper's to collect (each read first).
 
 Cost per pop in contended mode: one collect (a commit, no reads) plus one fetch
 shared by :data:`HC_BATCH` pops.  Without contention a pop is a plain pop.
@@ -37,6 +45,7 @@ from ._front import Entry, value_of
 from ._hooks import Hooks
 from ._layout import RESULT
 from ._ordered import Ordered
+from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import Attempt, Loop
 from ._values import Value, decode_value, random_id
 
@@ -49,16 +58,39 @@ HC_CONTENDED = 5.0
 #: A collect trusts a hold without reading it only while its deadline is at least
 #: this many seconds ahead of the read version.
 HC_MARGIN = 0.5
-#: A read version this many seconds old is not reused.
+#: A batch's known-good version this many seconds old is not pinned to.
 HC_VERSION_AGE = 1.0
 
 
+class Chain:
+    """The items set aside by one fetch: a version at which every one of them not yet
+    collected is known to be held (0: unknown, read them), and when it was learnt."""
+
+    __slots__ = ("at", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.at = time.monotonic()
+
+    def pin(self) -> int:
+        """The version a collect may read at without reading its hold, or 0."""
+        if time.monotonic() - self.at > HC_VERSION_AGE:
+            return 0
+        return self.version
+
+    def extend(self, pinned: int, committed: int) -> None:
+        """A collect that read at ``pinned`` committed at ``committed``: nothing
+        removed the batch's holds in between (it would have conflicted)."""
+        if pinned and committed and pinned <= self.version < committed:
+            self.version, self.at = committed, time.monotonic()
+
+
 class Held(NamedTuple):
-    """An item set aside for this popper: its entry (item, value, hold) and the
-    version after which the hold is known to exist (the fetch's commit)."""
+    """An item set aside for this popper: its entry (item, value, hold) and the chain
+    of its fetch."""
 
     entry: Entry
-    since_version: int
+    chain: Chain
 
 
 class Fetched(NamedTuple):
@@ -71,7 +103,7 @@ class Fetched(NamedTuple):
 
 class Collected(NamedTuple):
     """What a collect did: ``found`` False when the hold was gone (its item went back
-    to the queue); else the value taken."""
+    to the queue, or was cleared); else the value taken."""
 
     found: bool
     value: Optional[Value] = None
@@ -80,14 +112,35 @@ class Collected(NamedTuple):
 GONE = Collected(False)
 
 
+def popped(result: Any) -> Optional[Value]:
+    """The value a fetch or collect handed out (what the caller's pop returns)."""
+    return result.value if isinstance(result, (Fetched, Collected)) else None
+
+
+def committed(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C reaching a call whose commit was settled as landed."""
+    return (isinstance(error, InterruptedCall) and error.outcome is not None
+            and error.outcome.committed)
+
+
+def set_aside(results: Dict[int, Any]) -> List[Entry]:
+    """Every item the fetches among ``results`` (by attempt) may have set aside."""
+    return [e for r in results.values() if isinstance(r, Fetched) for e in r.held]
+
+
+def public_unknown(error: UnknownResultError) -> UnknownResultError:
+    """``error`` with the popped values in place of this module's records."""
+    return UnknownResultError(str(error), error.receipt, error.call_id,
+                              {n: popped(r) for n, r in error.results.items()})
+
+
 class Contention:
     """The high-contention pop of one structure object (see the module docstring).
 
     Thread-safe: the items set aside are shared by the threads using the object.
     """
 
-    __slots__ = ("held", "hooks", "lock", "loop", "o", "pops",
-                 "result_timeout", "window")
+    __slots__ = ("held", "hooks", "lock", "loop", "o", "result_timeout")
 
     def __init__(self, engine: Ordered, loop: Loop, hooks: Hooks,
                  result_timeout: float) -> None:
@@ -95,45 +148,80 @@ class Contention:
         self.loop = loop
         self.hooks = hooks
         self.result_timeout = seconds_to_versions(result_timeout)
-        self.window = 0.0  # time.monotonic() when the current second of pops began
-        self.pops = 0  # pops in it
         self.held: Dict[int, Deque[Held]] = {}
         self.lock = threading.Lock()
 
     def pop(self, db: Any, end: int) -> Optional[Value]:
-        """Pop at ``end``: collect an item set aside, or fetch."""
+        """Pop at ``end``: collect an item set aside, or fetch.
+
+        Raises:
+            InterruptedCall, UnknownResultError: as any call (see :mod:`._run`), with
+                the popped value as the result; what a fetch in doubt may have set
+                aside stays this popper's to collect.
+        """
         other = self.take_held(1 - end)
         if other:  # set aside for the other end: back to their places first
             self.loop(db, self.give_back, other)
-        while True:
-            held = self.next_held(end)
-            if held is None:
-                break
-            collected: Collected = self.loop.reading_at(db, self.read_version(held),
-                                                        self.collect, held.entry)
-            if collected.found:
-                return collected.value
-        fetched: Fetched = self.loop(db, self.fetch, end, self.batch())
+        try:
+            while True:
+                held = self.next_held(end)
+                if held is None:
+                    break
+                collected = self.collect_held(db, end, held)
+                if collected.found:
+                    return collected.value
+            return self.fetch_more(db, end)
+        except InterruptedCall as e:
+            outcome, inner = e.outcome, e.unknown
+            if outcome is not None:
+                if outcome.committed:
+                    self.keep(end, set_aside({0: outcome.result}), Chain(0))
+                outcome = Outcome(outcome.committed, popped(outcome.result))
+            if inner is not None:
+                self.keep(end, set_aside(inner.results), Chain(0))
+                inner = public_unknown(inner)
+            raise InterruptedCall(outcome, inner) from e
+        except UnknownResultError as e:
+            self.keep(end, set_aside(e.results), Chain(0))
+            raise public_unknown(e) from e
+
+    def collect_held(self, db: Any, end: int, held: Held) -> Collected:
+        """Collect one item set aside: pinned to its chain when it can be.  If the
+        call stops without having taken it, it stays first in line (read next time)."""
+        pinned = held.chain.pin()
+        try:
+            done = self.loop.pinned(db, pinned, self.collect, held.entry)
+        except BaseException as e:
+            if not committed(e):
+                with self.lock:
+                    self.held.setdefault(end, deque()).appendleft(Held(held.entry, Chain(0)))
+            raise
+        with self.lock:
+            held.chain.extend(pinned, done.version)
+        return done.result
+
+    def fetch_more(self, db: Any, end: int) -> Optional[Value]:
+        """Fetch: pop the first item, set the next ones aside when contended."""
+        done = self.loop.pinned(db, 0, self.fetch, end, self.batch())
+        fetched: Fetched = done.result
         if fetched.held:
-            since = self.loop.stats.committed_version
-            with self.lock:
-                self.held.setdefault(end, deque()).extend(
-                    Held(entry, since) for entry in fetched.held)
+            self.keep(end, fetched.held, Chain(done.version))
             if self.hooks.on_fetch is not None:
                 self.hooks.on_fetch(len(fetched.held))
         return fetched.value
 
+    def keep(self, end: int, entries: List[Entry], chain: Chain) -> None:
+        """Set ``entries`` aside for this popper at ``end``, after those there."""
+        if entries:
+            with self.lock:
+                self.held.setdefault(end, deque()).extend(Held(e, chain) for e in entries)
+
     def batch(self) -> int:
         """How many items the next fetch takes: :data:`HC_BATCH` when this popper saw
-        contention in the last :data:`HC_CONTENDED` seconds; otherwise 2 for its first
-        fetch in a second, doubling with each one after."""
-        now = time.monotonic()
-        if now - self.window > 1.0:
-            self.window, self.pops = now, 0
-        self.pops += 1
-        if self.hooks.contended or now < self.loop.stats.last_conflict + HC_CONTENDED:
-            return HC_BATCH
-        return int(min(HC_BATCH, 2 ** self.pops))
+        a conflict in the last :data:`HC_CONTENDED` seconds, else 1 (a plain pop:
+        nothing set aside)."""
+        contended = time.monotonic() < self.loop.stats.last_conflict + HC_CONTENDED
+        return HC_BATCH if self.hooks.contended or contended else 1
 
     def next_held(self, end: int) -> Optional[Held]:
         """The oldest item set aside at ``end``, or None."""
@@ -146,14 +234,6 @@ class Contention:
         with self.lock:
             waiting = self.held.pop(end, None)
         return [held.entry for held in waiting or ()]
-
-    def read_version(self, held: Held) -> int:
-        """A recent version at which ``held`` is known to exist, or 0 (fetch one)."""
-        stats = self.loop.stats
-        if time.monotonic() - stats.committed_at > HC_VERSION_AGE:
-            return 0
-        version = stats.committed_version
-        return version if version >= held.since_version else 0
 
     # -- the two transactions ------------------------------------------------------------
 
@@ -183,37 +263,32 @@ class Contention:
         return Fetched(value, held)
 
     def give_back(self, tr: Any, attempt: Attempt, entries: List[Entry]) -> None:
-        """Put items set aside for this popper back at their places (those whose
-        holds still exist: a hold near its deadline is read first)."""
-        now = attempt.now(tr, self.o.clock)
+        """Put items set aside for this popper back at their places: those whose holds
+        still exist (all are read, in parallel: a clear may have removed them)."""
+        reads = [tr.get(self.o.held_key(entry)) for entry in entries]
+        held = [entry for entry, read in zip(entries, reads) if get_value(read) is not None]
+        now = attempt.now(tr, self.o.clock)  # after the reads: no wait
         tally = Tally()
-        held = [entry for entry in entries if self.still_held(tr, entry, now)]
         for entry in held:
             self.o.put_back(tr, entry, now, tally)
         tally.write(tr)
         attempt.idle = not held
 
-    def still_held(self, tr: Any, entry: Entry, now: int) -> bool:
-        """Whether ``entry``'s hold may be taken without reading it: its deadline is
-        comfortably ahead (see :meth:`collect`); otherwise read it (a conflict)."""
-        hold = entry.hold
-        assert hold is not None
-        if now + seconds_to_versions(HC_MARGIN) <= hold.deadline:
-            return True
-        return get_value(tr.get(self.o.held_key(entry))) is not None
-
     def collect(self, tr: Any, attempt: Attempt, entry: Entry) -> Collected:
         """Take the item set aside under ``entry``'s hold for good: its value, or
-        :data:`GONE` if the hold has ended (its item went back to the queue).
+        :data:`GONE` if the hold has ended (its item went back to the queue, or was
+        cleared).
 
-        Reads nothing while the deadline is comfortably ahead (run at a recent
-        version, it does not even ask for a read version): a hold that exists at the
-        read version and has not expired can only be taken away by a transaction
-        reading at or after its deadline, which then conflicts with this one's read
-        conflict.
+        Reads nothing when the attempt is pinned to its batch's chain (see the module
+        docstring) and the deadline is comfortably ahead: a hold there at the read
+        version can then only be taken away by a transaction that writes it after
+        that version (a clear, or one that read at or after its deadline), which
+        conflicts with this one's read conflict on the hold.  Otherwise it reads the
+        hold (a read conflict on it).
         """
         now = attempt.now(tr, self.o.clock)
-        if not self.still_held(tr, entry, now):
+        trusted = attempt.pinned and now + seconds_to_versions(HC_MARGIN) <= self.deadline(entry)
+        if not trusted and get_value(tr.get(self.o.held_key(entry))) is None:
             attempt.idle = True
             return GONE
         tally = Tally()
@@ -221,3 +296,8 @@ class Contention:
         tally.write(tr)
         return Collected(True, decode_value(value_of(entry)))
 
+    @staticmethod
+    def deadline(entry: Entry) -> int:
+        """The deadline of the hold an item set aside is under."""
+        assert entry.hold is not None
+        return entry.hold.deadline

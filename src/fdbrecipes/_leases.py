@@ -228,7 +228,9 @@ class Leases:
         return found
 
     def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Lease:
-        """Move a live lease's deadline to now + ``seconds``; the same lease, renewed."""
+        """Move a live lease's deadline to now + ``seconds``; the same lease, renewed.
+        A deadline moved earlier touches the wake key: waiters sleeping until the
+        old one look again."""
         live = self.find(tr, attempt, lease, "extend")
         entry, hold = live.entry, live.entry.hold
         assert hold is not None and entry.value is not None
@@ -238,6 +240,10 @@ class Leases:
         keys = self.o.k.hold_keys(hold.hold_id, entry.item, deadline, LEASE)
         tr.set(keys[0], entry.value)
         tr.set(keys[1], b"")
+        if deadline < hold.deadline:
+            tally = Tally()
+            self.o.wake(tally)
+            tally.write(tr)
         return self.make(Entry(entry.item, entry.key, entry.value,
                                Hold(hold.hold_id, deadline, LEASE, keys)))
 

@@ -164,7 +164,7 @@ class Ordered(FrontReader):
         seqs = self.next_seqs(tr, {group for group, _ in batch})
         now = attempt.now(tr, self.clock)
         if check is not None:
-            if self.ids.known(check) is not None:
+            if self.ids.known(check, now) is not None:
                 attempt.idle = True
                 return
             self.ids.remember(tr, check, now)

@@ -174,8 +174,9 @@ class OrderedAPI(Structure):
 
         Returns the lease with its new deadline; the lease keeps its identity, so the
         original Lease object and its token stay valid.  Reads the lease (read
-        conflict), rewrites it and its deadline entry.  Cost: 1 read, 1 round trip,
-        O(1) in n.
+        conflict), rewrites it and its deadline entry; a deadline moved earlier also
+        touches the wake key (atomic), so waiters sleeping until the old deadline
+        look again.  Cost: 1 read, 1 round trip, O(1) in n.
 
         Raises:
             LeaseExpiredError: the lease had already expired.

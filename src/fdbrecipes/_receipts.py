@@ -4,8 +4,8 @@ FoundationDB raises ``commit_unknown_result`` (1021) when it cannot tell whether
 commit happened; ``@fdb.transactional`` then runs the function again, which may do
 its work twice (a second push) or lose it (a pop whose item is gone).  A library
 call given a Database instead writes, in every attempt that writes anything, a
-receipt ``c/(process token, thread, generation) = call id, attempt, version`` in its
-thread's *receipt slot*, and takes a read conflict on it.  After an attempt fails in
+receipt ``c/(process token, thread, slot number) = call id, version, attempt`` in
+its *receipt slot*, and takes a read conflict on it.  After an attempt fails in
 a way that may have committed, the next attempt first reads the slot:
 
 * it names this call: that attempt committed; the call returns that attempt's result.
@@ -15,14 +15,15 @@ a way that may have committed, the next attempt first reads the slot:
   lands after, and then it conflicts itself, on its read conflict on the slot this
   attempt wrote.  At most one attempt of a call ever commits.
 
-A thread makes one call at a time, so its slot is simply overwritten by its next
-call: nothing to clear, one small key per thread.  A call that must stop while an
+Each running call of a thread has a slot of its own (the lowest free number), and
+the thread's next call simply overwrites it: nothing to clear, one small key per
+client thread.  A call that must stop while an
 attempt is in doubt (a timeout, an exhausted retry limit, an error raised by the
 operation, Ctrl-C) first *settles*: a fresh transaction reads the slot and, if it
 does not name the call, writes a fence there, so the doubtful attempt can never
 commit.  Then the call knows, and returns the committed attempt's result or raises;
 if even settling fails it raises :class:`UnknownResultError`, which can settle later,
-and the thread moves to a new slot so that the old one keeps the evidence.  Slots
+and its slot is never used again: it keeps the evidence.  Slots
 left by processes that exited are cleared once older than :data:`RECEIPT_RETENTION`
 by an occasional snapshot scan.  See docs/design.md.
 """
@@ -123,8 +124,12 @@ class Process:
     """This process's token (new after a fork) and the receipt slots its threads use.
 
     A thread makes one call at a time, but a call may start another inside it (a
-    callback): each running call of a thread has a slot number of its own, the lowest
-    free one.  A slot left to a call that could not settle is never used again.
+    callback), and an event loop runs many: each running call of a thread has a slot
+    number of its own, the lowest free one.  A thread's slots are mostly written by
+    that thread alone, so a call that reads at the version of its thread's previous
+    commit does not conflict on its own slot.  The bookkeeping is as large as the
+    calls running at once: a thread with no call running has none.  A slot left to a
+    call that could not settle is never used again.
     """
 
     __slots__ = ("busy", "lock", "pid", "retired", "token")
@@ -152,7 +157,10 @@ class Process:
         """The call using ``slot`` ended; ``retire``: never use the slot again."""
         _, thread, number = slot
         with self.lock:
-            self.busy[thread].discard(number)
+            busy = self.busy[thread]
+            busy.discard(number)
+            if not busy:
+                del self.busy[thread]
             if retire:
                 self.retired.setdefault(thread, set()).add(number)
 
@@ -171,19 +179,23 @@ def this_process() -> Process:
 class Receipts:
     """Where one structure keeps its receipt slots, and when it sweeps old ones."""
 
-    __slots__ = ("calls", "keys", "lock", "space")
+    __slots__ = ("calls", "local", "lock", "space")
 
     def __init__(self, subspace: Subspace) -> None:
         self.space = subspace["c"]
         self.calls = 0
         self.lock = threading.Lock()
-        self.keys: Dict[Tuple[bytes, int, int], bytes] = {}  # slot -> its key
+        self.local = threading.local()  # .keys: slot -> its key, for this thread's slots
 
     def key(self, slot: Tuple[bytes, int, int]) -> bytes:
-        """The key of receipt slot ``slot`` in this structure."""
-        key = self.keys.get(slot)
+        """The key of receipt slot ``slot`` in this structure (kept per thread, and
+        forgotten with the thread)."""
+        keys: Optional[Dict[Tuple[bytes, int, int], bytes]] = getattr(self.local, "keys", None)
+        if keys is None:
+            keys = self.local.keys = {}
+        key = keys.get(slot)
         if key is None:
-            key = self.keys[slot] = bytes(self.space.pack(slot))
+            key = keys[slot] = bytes(self.space.pack(slot))
         return key
 
     def sweeps(self) -> bool:

@@ -17,17 +17,18 @@ A writing operation's first two parameters are the transaction and an
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List, Optional, Sequence, TypeVar, cast
+from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar, cast
 
 from fdb.subspace_impl import Subspace
 
 from ._fdb import NOT_COMMITTED, Transactor, check_transactor, fdb_impl, is_transaction
 from ._hooks import Hooks
-from ._receipts import Call, InterruptedCall, Receipts, UnknownResultError
+from ._receipts import Call, InterruptedCall, Outcome, Receipts, UnknownResultError
 from ._wait import Clock, database_clock
-from .errors import WorkTooLargeError
+from .errors import IncompleteBatchError, WorkTooLargeError
 
-__all__ = ["Attempt", "Loop", "RetryStats", "Structure", "read", "read_pages", "too_many"]
+__all__ = ["Attempt", "Committed", "Loop", "RetryStats", "Structure", "read", "read_pages",
+           "too_many"]
 
 T = TypeVar("T")
 
@@ -62,6 +63,18 @@ class RetryStats:
         self.committed_at = float("-inf")
 
 
+class Committed(Generic[T]):
+    """What a call given a Database returned, and the version its transaction
+    committed at: 0 when it wrote nothing, or when the commit was learnt from its
+    receipt (settled) rather than seen."""
+
+    __slots__ = ("result", "version")
+
+    def __init__(self, result: T, version: int) -> None:
+        self.result = result
+        self.version = version
+
+
 class Attempt:
     """What an operation tells the loop about one attempt, and learns of it.
 
@@ -73,12 +86,15 @@ class Attempt:
     Attributes:
         idle: the attempt wrote nothing (an empty pop, a refused release), so its
             commit needs no receipt.  Operations set it; it starts False.
+        pinned: the attempt reads at a version its caller gave (see
+            :meth:`Loop.pinned`), not at one it asked for.
     """
 
-    __slots__ = ("_future", "_version", "idle")
+    __slots__ = ("_future", "_version", "idle", "pinned")
 
     def __init__(self, tr: Any, version: int = 0) -> None:
         self.idle = False
+        self.pinned = bool(version)
         self._version = version
         if version:
             tr.set_read_version(version)
@@ -113,10 +129,11 @@ class Loop:
         """``op(transaction, attempt, *args)`` in ``tr`` or in a loop with receipts."""
         return run(tr, op, args, stats=self.stats, receipts=self.receipts)
 
-    def reading_at(self, db: Any, version: int, op: Callable[..., T], *args: Any) -> T:
+    def pinned(self, db: Any, version: int, op: Callable[..., T], *args: Any) -> Committed[T]:
         """As calling the loop given a Database, whose first attempt reads at
-        ``version`` (a version known to be recent: no request for one; 0: ask)."""
-        return run(db, op, args, stats=self.stats, receipts=self.receipts, version=version)
+        ``version`` (a version known to be recent: no request for one; 0: ask; see
+        :attr:`Attempt.pinned`); the result, with the version it committed at."""
+        return run_committed(db, op, args, self.stats, self.receipts, version)
 
     def idempotent(self, tr: Transactor, op: Callable[..., T], *args: Any) -> T:
         """As calling the loop, without a receipt: for operations that may commit
@@ -146,12 +163,17 @@ class Loop:
                 raise too_many("n", most, n, what)
             return self(tr, op, n, *args)
         out: List[T] = []
-        while len(out) < n:
-            ask = min(batch, n - len(out))
-            got = self(tr, op, ask, *args)
-            out.extend(got)
-            if not got or (len(got) < ask and not budgeted):
-                break
+        try:
+            while len(out) < n:
+                ask = min(batch, n - len(out))
+                got = self(tr, op, ask, *args)
+                out.extend(got)
+                if not got or (len(got) < ask and not budgeted):
+                    break
+        except BaseException as e:
+            if out:
+                raise incomplete(out, e) from e
+            raise
         return out
 
 
@@ -176,6 +198,20 @@ class Structure:
     def retry_stats(self) -> RetryStats:
         """Retry counters of the loops this object ran (calls given a Database)."""
         return self._loop.stats
+
+
+def incomplete(done: List[Any], error: BaseException) -> BaseException:
+    """The error a batch raises when ``error`` stopped it after its transactions took
+    ``done``: Ctrl-C as :class:`InterruptedCall` whose outcome holds everything
+    taken (what the last transaction took too, if it was settled as committed),
+    anything else as :class:`IncompleteBatchError` carrying ``done``."""
+    if isinstance(error, InterruptedCall):
+        outcome = error.outcome
+        last = outcome.result if outcome is not None and outcome.committed else []
+        return InterruptedCall(Outcome(True, done + last), error.unknown)
+    if isinstance(error, KeyboardInterrupt):
+        return InterruptedCall(Outcome(True, done))
+    return IncompleteBatchError(done)
 
 
 def too_many(name: str, most: int, got: int, what: str = "") -> ValueError:
@@ -231,7 +267,6 @@ def run(
     writes: bool = True,
     stats: Optional[RetryStats] = None,
     receipts: Optional[Receipts] = None,
-    version: int = 0,
 ) -> T:
     """Run ``op(transaction, attempt, *args)`` in the caller's transaction or a loop
     (``op(transaction, *args)`` for a call that only reads: no attempt, no read
@@ -245,8 +280,7 @@ def run(
     attempt's work is done twice.  A call that stops while an attempt is in doubt
     settles first (see :mod:`._receipts`): if that attempt committed, its result is
     returned after all.  Read-only calls (``writes=False``) also accept a snapshot
-    view (``tr.snapshot``).  Given a Database, ``version`` (if not 0) is the first
-    attempt's read version.
+    view (``tr.snapshot``).
 
     Raises:
         TypeError: ``tr`` is neither a Transaction nor a Database/Tenant.
@@ -258,10 +292,19 @@ def run(
     if is_transaction(tr, writes=writes):
         return op(tr, Attempt(tr), *args) if writes else op(tr, *args)
     check_transactor(tr)
-    call = None if receipts is None else Call(receipts, tr)
-    loop = _Loop(tr, call, stats, writes)
+    return run_committed(tr, op, args, stats, receipts, 0, writes).result
+
+
+def run_committed(db: Any, op: Callable[..., T], args: Sequence[Any],
+                  stats: Optional[RetryStats], receipts: Optional[Receipts],
+                  version: int, writes: bool = True) -> Committed[T]:
+    """:func:`run` given a Database or Tenant, whose first attempt reads at
+    ``version`` (if not 0); the result with the version it committed at."""
+    call = None if receipts is None else Call(receipts, db)
+    loop = _Loop(db, call, stats, writes)
     try:
-        return loop.run(op, args, version)
+        result = loop.run(op, args, version)
+        return Committed(result, loop.committed)
     except UnknownResultError:
         raise
     except BaseException as e:
@@ -275,12 +318,10 @@ def run(
             if isinstance(e, KeyboardInterrupt):
                 raise InterruptedCall(None, unknown) from e
             raise unknown from e
-        if outcome.committed:
-            if isinstance(e, KeyboardInterrupt):
-                raise InterruptedCall(outcome) from e
-            return cast(T, outcome.result)
         if isinstance(e, KeyboardInterrupt):
             raise InterruptedCall(outcome) from e
+        if outcome.committed:
+            return Committed(cast(T, outcome.result), 0)
         raise
     finally:
         if call is not None:
@@ -290,7 +331,7 @@ def run(
 class _Loop:
     """The state of one library retry loop (see :func:`run`)."""
 
-    __slots__ = ("call", "impl", "sent", "stats", "too_old", "tr", "writes")
+    __slots__ = ("call", "committed", "impl", "sent", "stats", "too_old", "tr", "writes")
 
     def __init__(self, db: Any, call: Optional[Call], stats: Optional[RetryStats],
                  writes: bool) -> None:
@@ -301,6 +342,7 @@ class _Loop:
         self.stats = stats
         self.sent = False  # the current attempt's commit was sent, and signed
         self.too_old = 0  # attempts in a row that failed with transaction_too_old
+        self.committed = 0  # the version the attempt that wrote committed at
 
     def run(self, op: Callable[..., T], args: Sequence[Any], version: int) -> T:
         call, transaction = self.call, self.tr
@@ -323,9 +365,11 @@ class _Loop:
                     call.sign(transaction, attempt.read_version(), result)
                 self.sent = signed
                 transaction.commit().wait()
-                if self.stats is not None and not attempt.idle:
-                    self.stats.committed_version = transaction.get_committed_version()
-                    self.stats.committed_at = time.monotonic()
+                if not attempt.idle:
+                    self.committed = transaction.get_committed_version()
+                    if self.stats is not None:
+                        self.stats.committed_version = self.committed
+                        self.stats.committed_at = time.monotonic()
                 return result
             except self.impl.FDBError as e:
                 self.failed(e)

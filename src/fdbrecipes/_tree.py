@@ -305,7 +305,7 @@ class Tree:
         tr.clear(self.k.values.pack(key))
         self.adjust(key[0], -weight, tally)
         tally.add(self.k.taken)
-        self.ids.retire(tr, id_, now)
+        self.ids.retire(tr, id_, now, make_handle(key))
         return weight
 
     # -- operations -------------------------------------------------------------------
@@ -315,8 +315,9 @@ class Tree:
         """Store ``(encoded value, weight)`` pairs after the last item; their handles."""
         check = self.ids.check(tr, id_)
         total, max_seq = self.head(tr)
+        now = attempt.now(tr, self.clock)
         if check is not None:
-            known = self.ids.known(check)
+            known = self.ids.known(check, now)
             if known is not None:
                 attempt.idle = True
                 return [known]
@@ -334,7 +335,7 @@ class Tree:
         tally.add(self.k.pushed, len(batch))
         tally.write(tr)
         if check is not None:
-            self.ids.remember(tr, check, attempt.now(tr, self.clock), handles[0])
+            self.ids.remember(tr, check, now, handles[0])
         return handles
 
     def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:

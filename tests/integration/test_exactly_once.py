@@ -8,18 +8,20 @@ transaction ("dropped").
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from typing import Any, List
+from typing import Any, Callable, List, Tuple
 
 import fdb
 import pytest
 
 from fdbrecipes import (
     FdbRecipesError,
+    IncompleteBatchError,
     InterruptedCall,
     LeaseExpiredError,
     PriorityQueue,
@@ -167,6 +169,80 @@ def test_batches_given_a_database_span_transactions(db: Any, fdb_subspace: Any) 
     taken = tree.pop_many(db, 3_000)
     assert sorted(taken) == list(range(3_000))  # type: ignore[type-var]
     assert tree.size(db) == 0 and tree.total_weight(db) == 0
+
+
+BATCHES = {
+    # kind: (a structure filled with 0..24, its batch call, what a result names)
+    "pop_many": (Queue, Queue.push_many, "pop_many"),
+    "claim_many": (Queue, Queue.push_many, "claim_many"),
+    "pop_max_many": (PriorityQueue, PriorityQueue.push_many, "pop_max_many"),
+    "claim_min_many": (PriorityQueue, PriorityQueue.push_many, "claim_min_many"),
+    "tree": (WeightTree, WeightTree.push_many, "pop_many"),
+}
+
+
+def filled_batch(db: Any, subspace: Any, kind: str) -> Tuple[Any, Callable[[Any], Any]]:
+    """A structure holding 0..24 whose batch calls given a Database take 10 items per
+    transaction, and its batch call of all 25."""
+    cls, push_many, name = BATCHES[kind]
+    s = cls(subspace)
+    hooks(s).batch = 10
+    push_many(s, db, range(25) if cls is Queue else [(i, 1) for i in range(25)])
+    method = getattr(s, name)
+    if name.startswith("claim"):
+        return s, functools.partial(claim_all, method)
+    return s, functools.partial(pop_all, method)
+
+
+def pop_all(method: Callable[..., Any], db: Any) -> Any:
+    return method(db, 25)
+
+
+def claim_all(method: Callable[..., Any], db: Any) -> Any:
+    return [lease.value for lease in method(db, 25, 60)]
+
+
+def values_of(taken: List[Any]) -> List[Any]:
+    """The values of what a batch took: popped values, or leases' values."""
+    return [getattr(t, "value", t) for t in taken]
+
+
+@pytest.mark.parametrize("kind", sorted(BATCHES))
+@pytest.mark.parametrize("fault", ["applied:interrupt", "dropped:interrupt"])
+def test_ctrl_c_in_a_later_transaction_of_a_batch_hands_over_everything_taken(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any, kind: str, fault: str) -> None:
+    """Issue 21, 2: the items the earlier, committed transactions of a batch took are
+    in the InterruptedCall's outcome, with the last one's if it landed; the rest stay."""
+    s, call = filled_batch(db, fdb_subspace, kind)
+    faulty = Faulty(fdb_cluster_file)
+    with pytest.raises(InterruptedCall) as raised:
+        faulty.each([None, fault], call)  # the second transaction's commit
+    outcome = raised.value.outcome
+    assert outcome is not None and outcome.committed
+    taken = 20 if fault.startswith("applied") else 10
+    assert len(outcome.result) == taken
+    assert s.size(db) == 25 - taken
+    if kind == "tree":
+        assert sorted(outcome.result + s.pop_many(db, 25)) == list(range(25))
+    else:  # one priority: both ends take the oldest first
+        assert values_of(outcome.result) == list(range(taken))
+        assert s.stats(db).in_flight == (taken if kind.startswith("claim") else 0)
+
+
+@pytest.mark.parametrize("kind", sorted(BATCHES))
+@pytest.mark.parametrize("fault", ["dropped:1031", "dropped:1021"])
+def test_an_error_in_a_later_transaction_of_a_batch_hands_over_everything_taken(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any, kind: str, fault: str) -> None:
+    """Issue 21, 2: a batch stopped by an error after its first transaction
+    committed raises IncompleteBatchError carrying what that transaction took."""
+    s, call = filled_batch(db, fdb_subspace, kind)
+    faulty = Faulty(fdb_cluster_file)
+    faulty.db.options.set_transaction_retry_limit(0)  # 1021 is not retried then
+    with pytest.raises(IncompleteBatchError) as raised:
+        faulty.each([None, fault], call)
+    assert isinstance(raised.value.__cause__, fdb.FDBError)
+    assert raised.value.__cause__.code == int(fault.split(":")[1])
+    assert len(raised.value.result) == 10 and s.size(db) == 15
 
 
 def test_batches_that_cannot_fit_a_transaction_are_refused_up_front(

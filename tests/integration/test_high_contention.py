@@ -14,9 +14,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue
+from fdbrecipes import InterruptedCall, PriorityQueue, Queue, QueueStats
 from fdbrecipes.testing.hooks import hooks
-from tests.helpers import dump, run_threads
+from tests.helpers import Faulty, dump, run_threads
 
 pytestmark = pytest.mark.integration
 
@@ -183,4 +183,94 @@ def test_a_killed_popper_strands_nothing(db: Any, fdb_subspace: Any, fdb_cluster
         assert value is not None, f"items stranded; got {got}"
         got.append(value)
     assert got == [1, 2, 3, 4]
+    assert q.size(db) == 0 and held_left(db, fdb_subspace) == []
+
+
+# -- the holes issue 21 closed ---------------------------------------------------------
+
+
+def test_after_a_clear_a_popper_hands_out_nothing_it_had_set_aside(db: Any,
+                                                                    fdb_subspace: Any) -> None:
+    """Issue 21, 1: another client's clear() removes the items set aside for a popper;
+    its next pop must not return one, and the counters stay exact."""
+    q = Queue(fdb_subspace, high_contention=True)
+    hooks(q).contended = True
+    q.push_many(db, [1, 2, 3, 4])
+    assert q.pop(db) == 1  # a fetch: 2, 3 and 4 set aside for this popper
+    Queue(fdb_subspace).clear(db)
+    assert q.pop(db) is None
+    assert q.size(db) == 0
+    assert q.stats(db) == QueueStats(0, 0, 0, 0, None)
+    q.push(db, 5)
+    assert q.pop(db) == 5 and q.pop(db) is None
+    assert q.size(db) == 0 and held_left(db, fdb_subspace) == []
+
+
+def test_after_a_clear_nothing_set_aside_comes_back_at_the_other_end(
+        db: Any, fdb_subspace: Any) -> None:
+    """Issue 21, 1: a popper switching ends gives back what it set aside; what a clear
+    removed meanwhile must stay removed."""
+    pq = PriorityQueue(fdb_subspace, high_contention=True)
+    hooks(pq).contended = True
+    pq.push_many(db, [("a", 1), ("b", 1), ("c", 1)])
+    assert pq.pop_min(db) == "a"  # b and c set aside at the min end
+    PriorityQueue(fdb_subspace).clear(db)
+    assert pq.pop_max(db) is None  # gives back b and c: they are gone
+    assert pq.items(db) == [] and pq.size(db) == 0
+    assert pq.stats(db) == QueueStats(0, 0, 0, 0, None)
+
+
+def test_a_lone_popper_sets_nothing_aside(db: Any, fdb_subspace: Any) -> None:
+    """Issue 21, 3: without contention a high-contention popper pops plainly: the next
+    item stays visible to every consumer, in order, and nothing is in flight, also
+    after many polls of an empty queue."""
+    q = Queue(fdb_subspace, high_contention=True)
+    for _ in range(20):
+        assert q.pop(db) is None  # an idle waiter polling
+    q.push_many(db, [1, 2, 3])
+    assert q.pop(db) == 1
+    assert q.stats(db).in_flight == 0 and held_left(db, fdb_subspace) == []
+    assert Queue(fdb_subspace).pop(db) == 2  # another consumer: the next in order
+    assert q.pop(db) == 3
+
+
+@pytest.mark.parametrize("fault", ["applied:interrupt", "dropped:interrupt"])
+def test_ctrl_c_during_a_fetch_hands_over_the_item_and_strands_nothing(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any, fault: str) -> None:
+    """Issue 21, 6: Ctrl-C while a fetch commits: InterruptedCall carries the popped
+    item itself, and what the fetch set aside is this popper's next pops."""
+    q = Queue(fdb_subspace, high_contention=True)
+    hooks(q).contended = True
+    q.push_many(db, range(5))
+    faulty = Faulty(fdb_cluster_file)
+    with pytest.raises(InterruptedCall) as raised:
+        faulty.once(fault, q.pop)
+    outcome = raised.value.outcome
+    assert outcome is not None
+    if fault.startswith("applied"):
+        assert outcome == (True, 0)
+        assert [q.pop(db) for _ in range(4)] == [1, 2, 3, 4]
+    else:
+        assert outcome == (False, None)
+        assert [q.pop(db) for _ in range(5)] == [0, 1, 2, 3, 4]
+    assert q.pop(db) is None
+    assert q.size(db) == 0 and held_left(db, fdb_subspace) == []
+
+
+@pytest.mark.parametrize("fault", ["applied:interrupt", "dropped:interrupt"])
+def test_ctrl_c_during_a_collect_hands_over_the_item_or_keeps_it_next(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any, fault: str) -> None:
+    """Issue 21, 6: Ctrl-C while a collect commits: the item is in the outcome if the
+    collect landed, else it is the popper's next pop."""
+    q = Queue(fdb_subspace, high_contention=True)
+    hooks(q).contended = True
+    q.push_many(db, range(4))
+    assert q.pop(db) == 0  # a fetch: 1, 2, 3 set aside
+    faulty = Faulty(fdb_cluster_file)
+    with pytest.raises(InterruptedCall) as raised:
+        faulty.once(fault, q.pop)
+    landed = fault.startswith("applied")
+    assert raised.value.outcome == ((True, 1) if landed else (False, None))
+    assert [q.pop(db) for _ in range(3)] == ([2, 3, None] if landed else [1, 2, 3])
+    assert q.pop(db) is None
     assert q.size(db) == 0 and held_left(db, fdb_subspace) == []

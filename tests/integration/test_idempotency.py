@@ -7,7 +7,7 @@ from typing import Any
 import fdb
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue
+from fdbrecipes import PriorityQueue, Queue, WeightTree
 from tests.helpers import TestClock, dump
 
 pytestmark = pytest.mark.integration
@@ -68,6 +68,40 @@ def test_ids_are_forgotten_after_the_retention(db: Any, fdb_subspace: Any,
     q.push(db, b"trigger", id=b"y")  # pushes with ids collect expired ids
     q.push(db, b"new life", id=b"x")
     assert q.items(db) == [b"trigger", b"new life"]
+
+
+def test_a_push_after_the_retention_is_a_new_push(db: Any, fdb_subspace: Any,
+                                                 clock: TestClock) -> None:
+    """Issue 21, 5: no push with a new id has collected the old one, yet a push that
+    reuses an id whose retention has passed stores its item; and the id, live again,
+    is not forgotten when the old retention's collection comes due."""
+    q = Queue(fdb_subspace, clock=clock, id_retention=1)
+    q.push(db, b"first", id=b"x")
+    assert q.pop(db) == b"first"
+    clock.advance(0.5)
+    q.push(db, b"too soon", id=b"x")
+    assert q.items(db) == []
+    clock.advance(2)
+    q.push(db, b"again", id=b"x")
+    assert q.items(db) == [b"again"]
+    clock.advance(5)
+    q.push(db, b"collector", id=b"y")  # collects expired ids: not x, which is live
+    q.push(db, b"again, twice", id=b"x")
+    assert q.items(db) == [b"again", b"collector"]
+
+
+def test_a_weight_tree_push_after_the_retention_is_a_new_push(db: Any, fdb_subspace: Any,
+                                                              clock: TestClock) -> None:
+    """Issue 21, 5, for a WeightTree: within the retention the removed item's handle
+    comes back and nothing is stored; after it, a new item and handle."""
+    tree = WeightTree(fdb_subspace, clock=clock, id_retention=1)
+    first = tree.push(db, b"first", 3, id=b"x")
+    assert tree.pop(db) == b"first"
+    assert tree.push(db, b"too soon", 3, id=b"x") == first and tree.size(db) == 0
+    clock.advance(2)
+    second = tree.push(db, b"again", 3, id=b"x")
+    assert second != first and tree.items(db) == [(second, b"again", 3)]
+    assert tree.push(db, b"again, twice", 3, id=b"x") == second and tree.size(db) == 1
 
 
 def test_ids_do_not_pile_up(db: Any, fdb_subspace: Any, clock: TestClock) -> None:

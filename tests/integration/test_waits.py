@@ -96,3 +96,26 @@ def test_many_waiters_each_get_one_item(db: Any, fdb_subspace: Any) -> None:
     for t in threads:
         t.join(timeout=90)
     assert sorted(got) == [0, 1, 2, 3, 4]
+
+
+def test_a_lease_extended_shorter_wakes_a_waiter_by_its_new_deadline(
+        db: Any, fdb_subspace: Any) -> None:
+    """Issue 21, 4: a waiter asleep until a 60-second lease ends looks again when the
+    lease is extended to 1 second, and gets the item soon after (not at its own
+    15-second timeout)."""
+    q = Queue(fdb_subspace)
+    q.push(db, b"job")
+    lease = q.claim(db, 60)
+    assert lease is not None
+    blocked = threading.Event()
+    hooks(q).on_block = lambda _timeout: blocked.set()
+    got: List[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(q.pop_wait(db, timeout=15)))
+    waiter.start()
+    assert blocked.wait(10), "the waiter never blocked"
+    extended_at = time.monotonic()
+    q.extend(db, lease, 1)
+    waiter.join(30)
+    took = time.monotonic() - extended_at
+    assert got == [b"job"]
+    assert took < 6, f"the waiter returned {took:.1f} s after the extend"

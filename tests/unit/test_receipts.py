@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import tracemalloc
 from typing import Any, List
 
 from fdb.subspace_impl import Subspace
@@ -46,6 +47,39 @@ def test_a_call_that_cannot_settle_leaves_its_slot_behind() -> None:
     slot = process.acquire()
     process.release(slot, True)
     assert process.acquire() != slot
+
+
+def test_a_million_calls_from_ever_new_threads_keep_the_bookkeeping_flat() -> None:
+    """A long-running worker makes calls from threads that come and go: the slots in
+    use, and the memory behind them, stay as many as the calls running at once."""
+    process, receipts = Process(), Receipts(S)
+
+    def calls(n: int) -> None:
+        for _ in range(n):
+            outer = process.acquire()
+            inner = process.acquire()  # a callback's call inside it
+            receipts.key(outer), receipts.key(inner)
+            process.release(inner, False)
+            process.release(outer, False)
+
+    def round_of_threads(per_thread: int) -> None:
+        threads = [threading.Thread(target=calls, args=(per_thread,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    round_of_threads(1_000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(60):  # 480 new threads, 960,000 calls in all
+            round_of_threads(1_000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 64 * 1024, f"the receipt bookkeeping grew by {grown:,} bytes"
+    assert [process.acquire()[2] for _ in range(3)] == [0, 1, 2]  # no slot leaked
 
 
 def test_slot_keys_live_inside_the_subspace() -> None:
