@@ -60,12 +60,33 @@ class _Reported:
     def __init__(self, code: Optional[int]) -> None:
         self.code = code
 
+    def is_ready(self) -> bool:
+        return True
+
+    def block_until_ready(self) -> None:
+        pass
+
     def wait(self) -> None:
         import fdb
 
         if self.code is None:
             raise KeyboardInterrupt
         raise fdb.FDBError(self.code)
+
+
+class _Hanging(_Reported):
+    """What a faulty commit returns for ``":hang"``: a commit still in flight, for an
+    awaiting caller to cancel (it never becomes ready; ``commit_unknown_result`` if
+    read)."""
+
+    def __init__(self) -> None:
+        super().__init__(1021)
+
+    def is_ready(self) -> bool:
+        return False
+
+    def on_ready(self, callback: Callable[[Any], None]) -> None:
+        self.callback = callback  # never called
 
 
 def unknown_results(
@@ -82,7 +103,8 @@ def unknown_results(
     reported.  A suffix reports something else: ``"applied:1031"`` reports
     ``transaction_timed_out`` (which a commit already sent can also end in, and which
     is not retryable), ``"dropped:interrupt"`` raises KeyboardInterrupt (Ctrl-C
-    while the commit was in flight).  ``between()`` runs after a faulty commit,
+    while the commit was in flight), ``"applied:hang"`` never reports (a commit in
+    flight, for an awaiting caller to cancel).  ``between()`` runs after a faulty commit,
     before the error is reported: another client working in that window.
     Everything else is the real database.
     """
@@ -100,6 +122,8 @@ def unknown_results(
             self.reset()  # as the client leaves it: nothing pending, ready for on_error
             if between is not None:
                 between()
+            if report == "hang":
+                return _Hanging()
             return _Reported(None if report == "interrupt" else int(report or 1021))
 
     class FaultyDatabase(fdb.impl.Database):  # type: ignore[misc]
@@ -154,3 +178,32 @@ class Faulty:
         transactions included)."""
         self.pending[:] = faults
         return call(self.db)
+
+
+class Blocking:
+    """An async structure (``fdbrecipes.aio``) called from sync code: each coroutine
+    method runs to its end on the adapter's own event loop, in asyncio's debug mode,
+    so a test written for the sync API drives the async one.  ``close()`` the loop
+    after use."""
+
+    def __init__(self, structure: Any) -> None:
+        import asyncio
+
+        self._structure = structure
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_debug(True)
+
+    def __getattr__(self, name: str) -> Any:
+        import asyncio
+
+        found = getattr(self._structure, name)
+        if not asyncio.iscoroutinefunction(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._loop.run_until_complete(found(*args, **kwargs))
+
+        return call
+
+    def close(self) -> None:
+        self._loop.close()

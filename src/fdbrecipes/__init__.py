@@ -14,17 +14,25 @@ from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import RetryStats
 from ._values import Value
 from .errors import FdbRecipesError, IncompleteBatchError, LeaseExpiredError, WorkTooLargeError
+from .jobs import Backoff, Discard, Job, JobFinished, JobStarted, Snooze, WorkerStopping
 from .priority_queue import PriorityQueue
 from .queue import Queue
+from .schedule import Schedule
 from .weight_tree import WeightTree
+from .worker import Worker
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backoff",
     "DeadLetter",
+    "Discard",
     "FdbRecipesError",
     "IncompleteBatchError",
     "InterruptedCall",
+    "Job",
+    "JobFinished",
+    "JobStarted",
     "Lease",
     "LeaseExpiredError",
     "PriorityQueue",
@@ -32,10 +40,14 @@ __all__ = [
     "Outcome",
     "QueueStats",
     "RetryStats",
+    "Schedule",
+    "Snooze",
     "Transactor",
     "UnknownResultError",
     "Value",
     "WeightTree",
     "WorkTooLargeError",
+    "Worker",
+    "WorkerStopping",
     "__version__",
 ]

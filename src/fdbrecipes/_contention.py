@@ -40,14 +40,14 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional
 
-from ._fdb import Tally, get_value, seconds_to_versions
+from ._fdb import Gen, Tally, read, seconds_to_versions
 from ._front import Entry, value_of
 from ._hooks import Hooks
 from ._layout import RESULT
 from ._ordered import Ordered
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import Attempt, Loop
-from ._values import Value, decode_value, random_id
+from ._values import Value, random_id
 
 #: Items one fetch takes at most: the first is popped, the others set aside.
 HC_BATCH = 32
@@ -151,7 +151,7 @@ class Contention:
         self.held: Dict[int, Deque[Held]] = {}
         self.lock = threading.Lock()
 
-    def pop(self, db: Any, end: int) -> Optional[Value]:
+    def pop(self, db: Any, end: int) -> Gen[Optional[Value]]:
         """Pop at ``end``: collect an item set aside, or fetch.
 
         Raises:
@@ -161,16 +161,16 @@ class Contention:
         """
         other = self.take_held(1 - end)
         if other:  # set aside for the other end: back to their places first
-            self.loop(db, self.give_back, other)
+            yield from self.loop(db, self.give_back, other)
         try:
             while True:
                 held = self.next_held(end)
                 if held is None:
                     break
-                collected = self.collect_held(db, end, held)
+                collected = yield from self.collect_held(db, end, held)
                 if collected.found:
                     return collected.value
-            return self.fetch_more(db, end)
+            return (yield from self.fetch_more(db, end))
         except InterruptedCall as e:
             outcome, inner = e.outcome, e.unknown
             if outcome is not None:
@@ -185,12 +185,12 @@ class Contention:
             self.keep(end, set_aside(e.results), Chain(0))
             raise public_unknown(e) from e
 
-    def collect_held(self, db: Any, end: int, held: Held) -> Collected:
+    def collect_held(self, db: Any, end: int, held: Held) -> Gen[Collected]:
         """Collect one item set aside: pinned to its chain when it can be.  If the
         call stops without having taken it, it stays first in line (read next time)."""
         pinned = held.chain.pin()
         try:
-            done = self.loop.pinned(db, pinned, self.collect, held.entry)
+            done = yield from self.loop.pinned(db, pinned, self.collect, held.entry)
         except BaseException as e:
             if not committed(e):
                 with self.lock:
@@ -200,9 +200,9 @@ class Contention:
             held.chain.extend(pinned, done.version)
         return done.result
 
-    def fetch_more(self, db: Any, end: int) -> Optional[Value]:
+    def fetch_more(self, db: Any, end: int) -> Gen[Optional[Value]]:
         """Fetch: pop the first item, set the next ones aside when contended."""
-        done = self.loop.pinned(db, 0, self.fetch, end, self.batch())
+        done = yield from self.loop.pinned(db, 0, self.fetch, end, self.batch())
         fetched: Fetched = done.result
         if fetched.held:
             self.keep(end, fetched.held, Chain(done.version))
@@ -237,10 +237,10 @@ class Contention:
 
     # -- the two transactions ------------------------------------------------------------
 
-    def fetch(self, tr: Any, attempt: Attempt, end: int, batch: int) -> Fetched:
+    def fetch(self, tr: Any, attempt: Attempt, end: int, batch: int) -> Gen[Fetched]:
         """Pop the first item; with ``batch`` > 1 also set aside the next ones (up to
         ``batch`` in all) for this popper.  A read conflict on the front."""
-        front = self.o.front(tr, end, batch, conflict=True, attempt=attempt)
+        front = yield from self.o.front(tr, end, batch, conflict=True, attempt=attempt)
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         if not front.entries:
@@ -248,7 +248,7 @@ class Contention:
             attempt.idle = not settled
             return Fetched(None, [])
         first, rest = front.entries[0], front.entries[1:]
-        value = decode_value(self.o.remove(tr, [first], front.now, tally)[0])
+        value = self.o.taken(tr, attempt, [first], front.now, tally)[0]
         deadline = front.now + self.result_timeout
         held: List[Entry] = []
         size = 0
@@ -260,21 +260,34 @@ class Contention:
             hold = self.o.hold(tr, item, value_of(entry), random_id(), deadline, RESULT, tally)
             held.append(Entry(item, entry.key, entry.value, hold))
         tally.write(tr)
+        if held and attempt.undo is not None:  # cancelled: all of it back in place
+            attempt.undo = (self.unfetch, (attempt.undo, held))
         return Fetched(value, held)
 
-    def give_back(self, tr: Any, attempt: Attempt, entries: List[Entry]) -> None:
+    def unfetch(self, tr: Any, attempt: Attempt, unpop: Any, held: List[Entry]) -> Gen[None]:
+        """Undo a fetch whose caller was cancelled: the item popped back at its place
+        (``unpop``: that pop's undo), the items set aside too."""
+        undo_op, undo_args = unpop
+        yield from undo_op(tr, attempt, *undo_args)
+        yield from self.give_back(tr, attempt, held)
+        attempt.idle = False
+
+    def give_back(self, tr: Any, attempt: Attempt, entries: List[Entry]) -> Gen[None]:
         """Put items set aside for this popper back at their places: those whose holds
         still exist (all are read, in parallel: a clear may have removed them)."""
         reads = [tr.get(self.o.held_key(entry)) for entry in entries]
-        held = [entry for entry, read in zip(entries, reads) if get_value(read) is not None]
-        now = attempt.now(tr, self.o.clock)  # after the reads: no wait
+        held = []
+        for entry, found in zip(entries, reads):
+            if (yield from read(found)) is not None:
+                held.append(entry)
+        now = yield from attempt.now(tr, self.o.clock)  # after the reads: no wait
         tally = Tally()
         for entry in held:
             self.o.put_back(tr, entry, now, tally)
         tally.write(tr)
         attempt.idle = not held
 
-    def collect(self, tr: Any, attempt: Attempt, entry: Entry) -> Collected:
+    def collect(self, tr: Any, attempt: Attempt, entry: Entry) -> Gen[Collected]:
         """Take the item set aside under ``entry``'s hold for good: its value, or
         :data:`GONE` if the hold has ended (its item went back to the queue, or was
         cleared).
@@ -286,15 +299,17 @@ class Contention:
         conflicts with this one's read conflict on the hold.  Otherwise it reads the
         hold (a read conflict on it).
         """
-        now = attempt.now(tr, self.o.clock)
+        held_key = self.o.held_key(entry)
+        hold = None if attempt.pinned else tr.get(held_key)  # beside the read version
+        now = yield from attempt.now(tr, self.o.clock)
         trusted = attempt.pinned and now + seconds_to_versions(HC_MARGIN) <= self.deadline(entry)
-        if not trusted and get_value(tr.get(self.o.held_key(entry))) is None:
+        if not trusted and (yield from read(tr.get(held_key) if hold is None else hold)) is None:
             attempt.idle = True
             return GONE
         tally = Tally()
-        self.o.remove(tr, [entry], now, tally)
+        value = self.o.taken(tr, attempt, [entry], now, tally)[0]
         tally.write(tr)
-        return Collected(True, decode_value(value_of(entry)))
+        return Collected(True, value)
 
     @staticmethod
     def deadline(entry: Entry) -> int:

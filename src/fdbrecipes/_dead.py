@@ -12,11 +12,12 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from ._fdb import VERSIONS_PER_SECOND, WANT_ALL, Tally, get_value, read_le64
+from ._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, get_value, read_le64
 from ._front import value_of
 from ._ordered import Ordered
 from ._run import Attempt
 from ._values import Value, decode_value
+from ._wait import reading
 
 __all__ = ["DeadLetter", "DeadLetters"]
 
@@ -36,12 +37,15 @@ class DeadLetter(NamedTuple):
         died_at: when it became a dead letter, in seconds since the epoch (the clock
             of the client that moved it).
         token: bytes naming this dead letter.
+        reason: why it was buried (``bury(..., reason=...)``, a Worker's
+            ``Discard``), or None (its deliveries ran out).
     """
 
     value: Value
     deliveries: int
     died_at: float
     token: bytes
+    reason: Optional[str] = None
 
 
 def dead_order(letter: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -58,51 +62,54 @@ class DeadLetters:
     def __init__(self, engine: Ordered) -> None:
         self.o = engine
 
-    def _read(self, tr: Any, limit: Optional[int]) -> Any:
+    def _read(self, tr: Any, limit: Optional[int]) -> Range:
         r = self.o.k.dead.range()
-        return tr.get_range(r.start, r.stop, limit=limit or 0, streaming_mode=WANT_ALL)
+        return Range(tr, r.start, r.stop, limit or 0)
 
-    def letters(self, tr: Any, limit: Optional[int]) -> List[DeadLetter]:
+    def letters(self, tr: Any, limit: Optional[int]) -> Gen[List[DeadLetter]]:
         """The oldest ``limit`` dead letters (all when None), oldest first: those moved
         under ``x``, and the expired leases whose items died but were not moved yet
         (read by snapshot), at the places they will take."""
         started = self._read(tr, limit)
-        now = self.o.clock(tr)
-        dying = self.o.dying(tr, now)
+        now = yield from reading(tr, self.o.clock)
+        dying = yield from self.o.dying(tr, now)
         found = []
-        for kv in started:
-            died, item, died_at = self.o.k.dead.unpack(kv.key)
-            found.append((died, self.o.k.place(item), kv.value, item, died_at))
+        for kv in (yield from started.read()):
+            died, item, died_at, *why = self.o.k.dead.unpack(kv.key)
+            found.append((died, self.o.k.place(item), kv.value, item, died_at,
+                          why[0] if why else None))
         wall = time.time()
         for entry in dying:
             assert entry.hold is not None
             died = entry.hold.deadline
             item = self.o.k.renewed(entry.item, self.o.k.deliveries(entry.item) + 1, died)
             found.append((died, self.o.k.place(item), value_of(entry), item,
-                          wall - (now - died) / VERSIONS_PER_SECOND))
+                          wall - (now - died) / VERSIONS_PER_SECOND, None))
         found.sort(key=dead_order)
         out = []
-        for died, place, value, item, died_at in found[:limit]:
+        for died, place, value, item, died_at, reason in found[:limit]:
             token: bytes = fdb.tuple.pack(("dead", died, place))
             out.append(DeadLetter(decode_value(value), self.o.k.deliveries(item), died_at,
-                                  token))
+                                  token, reason))
         return out
 
-    def count(self, tr: Any) -> int:
+    def count(self, tr: Any) -> Gen[int]:
         """The number of dead letters, from the counters, by snapshot."""
         died, revived = tr.snapshot.get(self.o.k.dead_in), tr.snapshot.get(self.o.k.dead_out)
+        yield died
+        yield revived
         return read_le64(get_value(died)) - read_le64(get_value(revived))
 
-    def requeue(self, tr: Any, attempt: Attempt, limit: int) -> int:
+    def requeue(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
         """Push the oldest ``limit`` dead letters back at the tail of their groups, with
         a fresh delivery count (ids kept); the number moved.  Expired leases whose items
         died are moved to the dead letters first."""
-        now = attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.o.clock)
         tally = Tally()
-        buried = self.o.bury_dying(tr, now, tally)
-        letters = list(self._read(tr, limit))
+        buried = yield from self.o.bury_dying(tr, now, tally)
+        letters = yield from self._read(tr, limit).read()
         items = [self.o.k.dead.unpack(kv.key)[1] for kv in letters]
-        seqs = self.o.next_seqs(tr, {self.o.k.group(item) for item in items})
+        seqs = yield from self.o.next_seqs(tr, {self.o.k.group(item) for item in items})
         moved = 0
         size = 0
         for kv, item in zip(letters, items):
@@ -119,13 +126,13 @@ class DeadLetters:
         attempt.idle = not (moved or buried)
         return moved
 
-    def purge(self, tr: Any, attempt: Attempt, limit: int) -> int:
+    def purge(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
         """Remove the oldest ``limit`` dead letters for good; the number removed.  The
         range read takes a read conflict, so a concurrent new dead letter conflicts."""
-        now = attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.o.clock)
         tally = Tally()
-        buried = self.o.bury_dying(tr, now, tally)
-        letters = list(self._read(tr, limit))
+        buried = yield from self.o.bury_dying(tr, now, tally)
+        letters = yield from self._read(tr, limit).read()
         for kv in letters:
             tr.clear(kv.key)
             self.o.ids.retire(tr, self.o.k.item_id(self.o.k.dead.unpack(kv.key)[1]), now)

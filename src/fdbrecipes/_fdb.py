@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Generator, Iterable, List, Optional, Tuple, TypeVar
 
 import fdb
+
+T = TypeVar("T")
 
 #: What a method's ``tr`` argument may be: an ``fdb.Transaction`` (the call becomes
 #: part of the caller's transaction) or an ``fdb.Database`` / ``fdb.Tenant`` (the call
@@ -95,20 +97,91 @@ def seconds_to_versions(seconds: float) -> int:
     return max(1, int(seconds * VERSIONS_PER_SECOND))
 
 
-# -- reading ----------------------------------------------------------------------------
+# -- reading: operations as generators ----------------------------------------------------
+#
+# Every operation is a generator that yields the FoundationDB futures it needs and
+# goes on once they are ready (it then reads them without waiting): the blocking
+# driver (:func:`._run.drive`) and the awaiting one (:mod:`.aio`) run the same code.
+
+#: An operation: a generator yielding FoundationDB futures (waiting operations also
+#: yield ``_wait.Watch`` and ``_wait.Pause``) and returning its result.
+Gen = Generator[Any, Any, T]
 
 
 def get_value(future: Any) -> Optional[bytes]:
-    """The bytes of a ``tr.get`` future, or None when the key is absent."""
+    """The bytes of a ``tr.get`` future, or None when the key is absent (the future
+    must be ready, or this blocks)."""
     value: Optional[bytes] = future.wait().value
     return value
 
 
+def read(future: Any) -> Gen[Optional[bytes]]:
+    """The bytes of a ``tr.get`` future once it is ready, or None."""
+    yield future
+    return get_value(future)
+
+
+def ready(future: Any) -> Gen[Any]:
+    """What ``future.wait()`` returns, once the future is ready."""
+    yield future
+    return future.wait()
+
+
 def first(kvs: Iterable[Any]) -> Optional[Any]:
-    """The first KeyValue of a range read, or None."""
+    """The first KeyValue of a list of them, or None."""
     for kv in kvs:
         return kv
     return None
+
+
+class Range:
+    """A range read, started: its first batch is on its way as soon as it is made,
+    so reads started together go out together; :meth:`read` collects it.
+
+    It reads in ``want_all`` mode, and asks for the next batch while the server says
+    there is more (through the bindings' ``_get_range``, the call their own range
+    iterator makes, unchanged from 7.1 to 8.0).
+    """
+
+    __slots__ = ("begin", "end", "future", "limit", "reader", "reverse")
+
+    def __init__(self, reader: Any, begin: Any, end: Any, limit: int = 0,
+                 reverse: bool = False) -> None:
+        impl = fdb_impl()
+        self.reader = reader
+        self.begin = begin if isinstance(begin, impl.KeySelector) else \
+            impl.KeySelector.first_greater_or_equal(begin)
+        self.end = end if isinstance(end, impl.KeySelector) else \
+            impl.KeySelector.first_greater_or_equal(end)
+        self.limit = limit
+        self.reverse = reverse
+        self.future = reader._get_range(self.begin, self.end, limit, WANT_ALL, 1, reverse)
+
+    def read(self) -> Gen[List[Any]]:
+        """Every KeyValue of the range (up to the limit), in the order read."""
+        impl = fdb_impl()
+        out: List[Any] = []
+        future, iteration, limit = self.future, 1, self.limit
+        begin, end = self.begin, self.end
+        while True:
+            yield future
+            kvs, count, more = future.wait()
+            out.extend(kvs)
+            if not count or not more or (self.limit and len(out) >= self.limit):
+                return out
+            iteration += 1
+            if limit:
+                limit -= count
+            if self.reverse:
+                end = impl.KeySelector.first_greater_or_equal(kvs[-1].key)
+            else:
+                begin = impl.KeySelector.first_greater_than(kvs[-1].key)
+            future = self.reader._get_range(begin, end, limit, WANT_ALL, iteration,
+                                            self.reverse)
+
+    def first(self) -> Gen[Optional[Any]]:
+        """The first KeyValue read, or None."""
+        return first((yield from self.read()))
 
 
 def snap(tr: Any) -> Any:
@@ -185,13 +258,13 @@ def clear_except(tr: Any, begin: bytes, end: bytes, kept: List[Tuple[bytes, byte
 
 
 def clear_structure(tr: Any, subspace: Any, kept: List[Tuple[bytes, bytes]],
-                    pushed: bytes, taken: bytes) -> None:
+                    pushed: bytes, taken: bytes) -> Gen[None]:
     """Clear a structure's subspace except the ranges ``kept`` (which hold its wake
     counter ``pushed`` and its receipt slots): touch ``pushed`` and set ``taken`` to
     match it, so the size restarts at 0 and the wake counter never returns to a value a
     watch holds.  Reads ``pushed`` (a conflict with concurrent pushes: the reset is
     exact)."""
-    count = read_le64(get_value(tr.get(pushed)))
+    count = read_le64((yield from read(tr.get(pushed))))
     r = subspace.range()
     clear_except(tr, bytes(r.start), bytes(r.stop), kept)
     tr.add(pushed, le64(1))

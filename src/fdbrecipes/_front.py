@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
-from ._fdb import WANT_ALL, fdb_impl, get_value, snap
+from ._fdb import Gen, Range, fdb_impl, get_value, snap
 from ._layout import LEASE, Item, OrderedLayout
 from ._run import Attempt
-from ._wait import Clock
+from ._wait import Clock, reading
 
 MIN, MAX = 0, 1  # the end of the order a pop takes from
 #: Earliest deadlines a reader reads first (beside its other reads); when every one
@@ -141,13 +141,13 @@ class FrontReader:
     def _entry(self, kv: Any) -> Entry:
         return Entry(None, bytes(kv.key), kv.value, space=self.k.items)
 
-    def _range(self, reader: Any, begin: bytes, end: bytes, limit: Optional[int],
-               reverse: bool = False) -> Any:
-        return reader.get_range(begin, end, limit=limit or 0, reverse=reverse,
-                                streaming_mode=WANT_ALL)
+    def _entries(self, reader: Any, begin: Any, end: bytes, limit: Optional[int],
+                 reverse: bool = False) -> Gen[List[Entry]]:
+        kvs = yield from Range(reader, begin, end, limit or 0, reverse).read()
+        return [self._entry(kv) for kv in kvs]
 
     def _visible(self, reader: Any, end: int, n: Optional[int],
-                 after: Optional[Entry], skip: int = 0) -> List[Entry]:
+                 after: Optional[Entry], skip: int = 0) -> Gen[List[Entry]]:
         """The first ``n`` (all when None) visible items in ``end`` order, after
         ``after`` when given; at the MIN end, after skipping ``skip`` items (a key
         selector: the server skips them, the client reads only the ``n``)."""
@@ -156,13 +156,12 @@ class FrontReader:
             begin: Any = r.start if after is None else after.key + b"\x00"
             if skip:
                 begin = fdb_impl().KeySelector.first_greater_or_equal(begin) + skip
-            return [self._entry(kv) for kv in self._range(reader, begin, self.k.items_end, n)]
+            return (yield from self._entries(reader, begin, self.k.items_end, n))
         head: List[Entry] = []
         upper = r.stop
         if after is not None:  # the rest of the cursor's priority, then lower ones
             g = self.k.items.range((after.item[0],))
-            head = [self._entry(kv) for kv in
-                    self._range(reader, after.key + b"\x00", g.stop, n)]
+            head = yield from self._entries(reader, after.key + b"\x00", g.stop, n)
             upper = g.start
             if n is not None and len(head) >= n:
                 return head[:n]
@@ -170,23 +169,23 @@ class FrontReader:
         # A reverse read finds the highest priorities, newest first.  Every priority
         # it passed completely is reversed to oldest first; the lowest one it reached
         # may hold older items it did not see, so read that one forward.
-        top = [self._entry(kv) for kv in self._range(reader, r.start, upper, rest, True)]
+        top = yield from self._entries(reader, r.start, upper, rest, True)
         if not top:
             return head
         lowest = top[-1].item[0]
         above = sorted((e for e in top if e.item[0] != lowest), key=max_order)
         left = None if rest is None else rest - len(above)
         g = self.k.items.range((lowest,))
-        oldest = self._range(reader, g.start, min(g.stop, upper), left)
-        return head + above + [self._entry(kv) for kv in oldest]
+        oldest = yield from self._entries(reader, g.start, min(g.stop, upper), left)
+        return head + above + oldest
 
-    def start_expired(self, tr: Any) -> Any:
+    def start_expired(self, tr: Any) -> Range:
         """Start a snapshot read of the earliest deadlines (see :meth:`expired_holds`);
         it needs no read version first, so it goes out beside the other reads."""
         r = self.k.due_range
-        return self._range(snap(tr), r.start, r.stop, EXPIRED_PAGE + 1)
+        return Range(snap(tr), r.start, r.stop, EXPIRED_PAGE + 1)
 
-    def expired_holds(self, tr: Any, now: int, started: Any) -> List[Entry]:
+    def expired_holds(self, tr: Any, now: int, started: Range) -> Gen[List[Entry]]:
         """Every hold whose deadline is at or before ``now``, by deadline (snapshot
         reads).
 
@@ -194,10 +193,10 @@ class FrontReader:
         earliest deadlines; only when all of them have passed are the expired ones
         all read (after a mass expiry; writers soon put them back).
         """
-        due = list(started)
+        due = yield from started.read()
         if len(due) > EXPIRED_PAGE and self.k.due.unpack(due[-1].key)[0] <= now:
             begin, end = self.k.due_range.start, self.k.due.pack((now + 1,))
-            due = list(self._range(snap(tr), begin, end, None))
+            due = yield from Range(snap(tr), begin, end).read()
         holds = []
         for kv in due:
             deadline, hold_id, item, kind = self.k.due.unpack(kv.key)
@@ -209,7 +208,7 @@ class FrontReader:
 
     def front(self, tr: Any, end: int, n: Optional[int], *, conflict: bool,
               after: Optional[Entry] = None, writing: bool = True, skip: int = 0,
-              attempt: Optional[Attempt] = None) -> Front:
+              attempt: Optional[Attempt] = None) -> Gen[Front]:
         """The first ``n`` items (all when None) in ``end`` order, counting expired holds.
 
         ``conflict=True`` takes a read conflict on the visible range read, so a
@@ -222,9 +221,12 @@ class FrontReader:
         """
         reader = tr if conflict else snap(tr)
         started = self.start_expired(tr)
-        visible = self._visible(reader, end, n, after, skip)
-        now = self.clock(tr) if attempt is None else attempt.now(tr, self.clock)
-        holds = self.expired_holds(tr, now, started)
+        visible = yield from self._visible(reader, end, n, after, skip)
+        if attempt is None:
+            now = yield from reading(tr, self.clock)
+        else:
+            now = yield from attempt.now(tr, self.clock)
+        holds = yield from self.expired_holds(tr, now, started)
         if not holds:
             return Front(visible, [], [], now, holds)
         key = order(end)
@@ -240,15 +242,17 @@ class FrontReader:
             expired, dead = expired[:RESTORE_BATCH], dead[:RESTORE_BATCH]
         else:
             dead = []
-        entries, expired, dead = self._read_held(reader, (entries, expired, dead))
+        entries, expired, dead = yield from self._read_held(reader, (entries, expired, dead))
         return Front(entries, expired, dead, now, holds)
 
-    def _read_held(self, reader: Any, groups: Tuple[List[Entry], ...]) -> List[List[Entry]]:
+    def _read_held(self, reader: Any, groups: Tuple[List[Entry], ...]
+                   ) -> Gen[List[List[Entry]]]:
         """Read the values of the held entries in ``groups`` (in parallel); drop those
         whose hold is gone (only possible when this transaction itself took them and
         snapshot reads do not see its writes)."""
         futures = {id(e): reader.get(self.held_key(e)) for g in groups for e in g
                    if e.hold is not None}
+        yield from futures.values()
         out = []
         for group in groups:
             kept = []
@@ -273,7 +277,7 @@ class FrontReader:
         return self.hold_keys(entry)[0]
 
     def chosen(self, tr: Any, attempt: Attempt, end: int, n: int,
-               spread: int) -> Tuple[Front, List[Entry]]:
+               spread: int) -> Gen[Tuple[Front, List[Entry]]]:
         """What a pop or claim of ``n`` items with ``spread`` reads, and the entries it
         takes: ``n`` among the first ``n + spread - 1`` in ``end`` order.
 
@@ -287,26 +291,28 @@ class FrontReader:
         """
         if spread > 1 and end == MIN:
             offset = _chance.randrange(spread)
-            front = self.front(tr, end, n, conflict=False, skip=offset, attempt=attempt)
+            front = yield from self.front(tr, end, n, conflict=False, skip=offset,
+                                          attempt=attempt)
             if not offset or not (front.holds or len(front.entries) < n):
                 return front, front.entries
-        front = self.front(tr, end, n + spread - 1, conflict=n == 1 and spread == 1,
-                           attempt=attempt)
+        front = yield from self.front(tr, end, n + spread - 1,
+                                      conflict=n == 1 and spread == 1, attempt=attempt)
         return front, choose(front.entries, n, spread)
 
-    def expired_now(self, tr: Any, now: int) -> List[Entry]:
+    def expired_now(self, tr: Any, now: int) -> Gen[List[Entry]]:
         """Every hold whose deadline is at or before ``now`` (:meth:`expired_holds`,
         read on its own)."""
-        return self.expired_holds(tr, now, self.start_expired(tr))
+        return (yield from self.expired_holds(tr, now, self.start_expired(tr)))
 
-    def dead_holds(self, tr: Any, now: int) -> List[Entry]:
+    def dead_holds(self, tr: Any, now: int) -> Gen[List[Entry]]:
         """The expired leases whose items are dead letters now but not moved yet, by
         deadline (snapshot reads, values not read; none without ``max_deliveries``)."""
         if self.max_deliveries is None:
             return []
-        return self.split_dead(self.expired_now(tr, now))[1]
+        return self.split_dead((yield from self.expired_now(tr, now)))[1]
 
-    def dying(self, tr: Any, now: int, limit: Optional[int] = None) -> List[Entry]:
+    def dying(self, tr: Any, now: int, limit: Optional[int] = None) -> Gen[List[Entry]]:
         """The first ``limit`` (all when None) of :meth:`dead_holds`, values read
         (snapshot reads)."""
-        return self._read_held(snap(tr), (self.dead_holds(tr, now)[:limit],))[0]
+        dead = yield from self.dead_holds(tr, now)
+        return (yield from self._read_held(snap(tr), (dead[:limit],)))[0]

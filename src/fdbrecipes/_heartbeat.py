@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Iterator, Optional
 
+from ._fdb import Gen
 from ._leases import Lease
+from ._wait import drive
 from .errors import LeaseExpiredError
 
-__all__ = ["Heartbeat", "claimed"]
+__all__ = ["LOST", "Heartbeat", "claimed"]
+
+#: Why a block that ended normally raises: its lease was lost meanwhile.
+LOST = ("the lease expired while the block ran (the process stalled past its deadline); "
+        "the item may have been delivered to another consumer")
 
 
 class Heartbeat(threading.Thread):
@@ -58,12 +64,11 @@ class Heartbeat(threading.Thread):
 def claimed(
     structure: Any,
     db: Any,
-    claim: Callable[..., Optional[Lease]],
-    claim_args: Tuple[Any, ...],
+    claim: Gen[Optional[Lease]],
     seconds: float,
     release_delay: Any,
 ) -> Iterator[Optional[Lease]]:
-    """Yield ``claim(db, *claim_args)``'s lease (or None), kept alive by a
+    """Yield the lease the operation ``claim`` takes (or None), kept alive by a
     :class:`Heartbeat` extending it by ``seconds`` at a time.
 
     On a normal exit the item is acked; if the block raises, it is released (after
@@ -73,7 +78,7 @@ def claimed(
     Raises:
         LeaseExpiredError: the block ended normally but the lease was lost meanwhile.
     """
-    lease = claim(db, *claim_args)
+    lease = drive(claim)
     if lease is None:
         yield None
         return
@@ -89,7 +94,5 @@ def claimed(
         raise
     beat.stop()
     if beat.lost:
-        raise LeaseExpiredError("the lease expired while the block ran (the process "
-                                "stalled past its deadline); the item may have been "
-                                "delivered to another consumer")
+        raise LeaseExpiredError(LOST)
     structure.ack(db, lease)

@@ -9,11 +9,11 @@ Keys inside the structure's subspace ``S``::
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, Dict, Iterable, Optional
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import WANT_ALL, get_value, le64, read_le64, seconds_to_versions
+from ._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions
 from ._values import check_seconds
 
 #: Scheduled expiries a push with an id looks at, and collects, per transaction.
@@ -24,14 +24,19 @@ COLLECT_BATCH = 4
 RETIRED = b"\xff"
 
 
-class IdCheck(NamedTuple):
-    """A push's id being checked: the id, its key, the read of it, the expiries
-    being read."""
+class IdChecks:
+    """The ids of one push operation being checked: each id's key and the read of it
+    (started together), the oldest scheduled expiries being read, and the ids this
+    operation has remembered already (a second push of one of them stores nothing)."""
 
-    id: bytes
-    key: bytes
-    known: Any
-    collecting: Any
+    __slots__ = ("collecting", "keys", "reads", "remembered")
+
+    def __init__(self, keys: Dict[bytes, bytes], reads: Dict[bytes, Any],
+                 collecting: Range) -> None:
+        self.keys = keys
+        self.reads = reads
+        self.collecting = collecting
+        self.remembered: Dict[bytes, bytes] = {}
 
 
 class Ids:
@@ -42,7 +47,9 @@ class Ids:
     the id key is marked with its expiry (``id_retention`` later) and ``g/(expiry,
     id)`` schedules the id to be forgotten.  Pushes with new ids collect a few
     expired ids each, so ids do not pile up; a push of an id whose retention has
-    passed is a new push, whether or not a collector got to it first.
+    passed is a new push, whether or not a collector got to it first.  One push
+    operation may push several items with ids (async pushes sharing a transaction):
+    it reads their keys together and collects once.
     """
 
     __slots__ = ("gc", "ids", "retention")
@@ -56,41 +63,44 @@ class Ids:
         """The key that remembers ``id_``."""
         return bytes(self.ids.pack((id_,)))
 
-    def check(self, tr: Any, id_: Optional[bytes]) -> Optional[IdCheck]:
-        """For a push with ``id_`` (None: no id, no reads): start reading the id's key
-        (a read conflict on it) and, by snapshot, the oldest scheduled expiries."""
-        if id_ is None:
+    def check(self, tr: Any, ids: Iterable[Optional[bytes]]) -> Optional[IdChecks]:
+        """For pushes with ``ids`` (None: no id; no ids at all: no reads, None): start
+        reading each id's key (a read conflict on it) and, by snapshot, the oldest
+        scheduled expiries."""
+        keys = {id_: self.key(id_) for id_ in ids if id_ is not None}
+        if not keys:
             return None
-        key = self.key(id_)
-        return IdCheck(id_, key, tr.get(key), self.start_collect(tr))
+        reads = {id_: tr.get(key) for id_, key in keys.items()}
+        return IdChecks(keys, reads, self.start_collect(tr))
 
-    def known(self, check: IdCheck, now: int) -> Optional[bytes]:
-        """What the id's key holds while the id is remembered at ``now`` (empty, or a
-        WeightTree's handle); None if the id is new, or its retention has passed (the
-        push goes ahead)."""
-        value = get_value(check.known)
+    def known(self, checks: IdChecks, id_: bytes, now: int) -> Gen[Optional[bytes]]:
+        """What ``id_``'s key holds while the id is remembered at ``now`` (empty, or a
+        WeightTree's handle), this operation's own pushes included; None if the id is
+        new, or its retention has passed (the push goes ahead)."""
+        if id_ in checks.remembered:
+            return checks.remembered[id_]
+        value = yield from read(checks.reads[id_])
         if value is None or not value.startswith(RETIRED):
             return value
         return None if read_le64(value[1:9]) <= now else value[9:]
 
-    def remember(self, tr: Any, check: IdCheck, now: int, value: bytes = b"") -> None:
-        """The push with a new id goes ahead: remember the id (its key holds
-        ``value``), forget a few ids whose retention has passed, and cancel the
-        scheduled forgetting of this id if it was used before."""
-        self.collect(tr, check.collecting, now)
-        before = get_value(check.known)
+    def remember(self, tr: Any, checks: IdChecks, id_: bytes, value: bytes = b"") -> Gen[None]:
+        """The push of the new id ``id_`` goes ahead: remember the id (its key holds
+        ``value``), and cancel its scheduled forgetting if it was used before."""
+        before = yield from read(checks.reads[id_])
         if before is not None and before.startswith(RETIRED):
-            tr.clear(self.gc.pack((read_le64(before[1:9]), check.id)))
-        tr.set(check.key, value)
+            tr.clear(self.gc.pack((read_le64(before[1:9]), id_)))
+        tr.set(checks.keys[id_], value)
+        checks.remembered[id_] = value
 
-    def start_collect(self, tr: Any) -> Any:
+    def start_collect(self, tr: Any) -> Range:
         """Start a snapshot read of the oldest scheduled expiries (no conflicts)."""
         r = self.gc.range()
-        return tr.snapshot.get_range(r.start, r.stop, limit=COLLECT_BATCH,
-                                     streaming_mode=WANT_ALL)
+        return Range(tr.snapshot, r.start, r.stop, COLLECT_BATCH)
 
-    def collect(self, tr: Any, started: Any, now: int) -> None:
-        """Forget the ids whose retention has passed (from :meth:`start_collect`).
+    def collect(self, tr: Any, checks: IdChecks, now: int) -> Gen[None]:
+        """Forget a few ids whose retention has passed (the expiries :meth:`check`
+        read), except those this operation remembered again.
 
         Takes a read conflict on each entry and id key it clears: a collector with an
         older read version must not clear an id that a push wrote after that version
@@ -98,10 +108,12 @@ class Ids:
         collector.  Pushes with different ids still never conflict: only two
         collectors of the same expired id, or a collector and a push of that id.
         """
-        for kv in started:
+        for kv in (yield from checks.collecting.read()):
             expiry, id_ = self.gc.unpack(kv.key)
             if expiry > now:
                 break
+            if id_ in checks.remembered:
+                continue
             id_key = self.key(id_)
             tr.add_read_conflict_key(kv.key)
             tr.add_read_conflict_key(id_key)
@@ -115,3 +127,11 @@ class Ids:
             expiry = now + self.retention
             tr.set(self.key(id_), RETIRED + le64(expiry) + value)
             tr.set(self.gc.pack((expiry, id_)), b"")
+
+    def unretire(self, tr: Any, id_: Optional[bytes], retired_at: int,
+                 value: bytes = b"") -> None:
+        """Undo :meth:`retire` (called at ``retired_at``): the item is back, its id
+        live again (its key holding ``value``)."""
+        if id_ is not None:
+            tr.set(self.key(id_), value)
+            tr.clear(self.gc.pack((retired_at + self.retention, id_)))

@@ -55,7 +55,7 @@ class OrderedLayout:
             dead in, dead out                         dead letters (not in size)
         S/"h"/(hold id, item, deadline, kind) = value held items (leases, results, delays)
         S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
-        S/"x"/(died, item, died_at)         = value   dead letters, oldest first
+        S/"x"/(died, item, died_at[, reason]) = value dead letters, oldest first
         S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
 
@@ -176,9 +176,12 @@ class OrderedLayout:
         last = (self.held_prefix + _pack((high,))[:-1]).rstrip(b"\xff")
         return self.held_prefix + _pack((low,))[:-1], last[:-1] + bytes([last[-1] + 1])
 
-    def dead_letter_key(self, died: int, item: Item, died_at: float) -> bytes:
-        """The key of a dead letter: by when it died (a clock reading), then by place."""
-        return bytes(self.dead.pack((died, item, died_at)))
+    def dead_letter_key(self, died: int, item: Item, died_at: float,
+                        reason: Optional[str] = None) -> bytes:
+        """The key of a dead letter: by when it died (a clock reading), then by place;
+        with the reason it was buried for, if one was given."""
+        parts = (died, item, died_at) if reason is None else (died, item, died_at, reason)
+        return bytes(self.dead.pack(parts))
 
 
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from ._fdb import WANT_ALL, Tally, first, seconds_to_versions
+from ._fdb import Gen, Range, Tally, seconds_to_versions
 from ._front import Entry, Hold
 from ._layout import DELAY, LEASE
 from ._ordered import Ordered
@@ -23,7 +23,7 @@ from ._run import Attempt
 from ._values import BATCH_BYTES, BATCH_ID_LEN, batch_ids, decode_value, random_id, unpack_token
 from .errors import LeaseExpiredError
 
-__all__ = ["Lease", "Leases", "lease_id"]
+__all__ = ["Lease", "Leases", "expired", "lease_id"]
 
 
 class Lease:
@@ -38,15 +38,23 @@ class Lease:
         token: bytes naming the lease; ``ack``/``extend``/``release`` accept the token in
             place of the Lease, so another process can finish the work.  It names
             the lease, not a deadline: it stays valid across ``extend``.
+        visible_since: when the item last became visible (pushed, or its delay or
+            previous lease ended), and ``claimed_at`` when this claim took it: clock
+            readings, so ``(claimed_at - visible_since) / 1e6`` is how many seconds
+            it waited for a consumer.  0 when not known (a Lease made by ``extend``
+            from a token).
     """
 
-    __slots__ = ("deadline", "deliveries", "token", "value")
+    __slots__ = ("claimed_at", "deadline", "deliveries", "token", "value", "visible_since")
 
-    def __init__(self, value: Any, deliveries: int, deadline: int, token: bytes) -> None:
+    def __init__(self, value: Any, deliveries: int, deadline: int, token: bytes,
+                 visible_since: int = 0, claimed_at: int = 0) -> None:
         self.value = value
         self.deliveries = deliveries
         self.deadline = deadline
         self.token = token
+        self.visible_since = visible_since
+        self.claimed_at = claimed_at
 
     def __repr__(self) -> str:
         return (
@@ -75,6 +83,12 @@ def lease_id(lease: Any, name: str = "lease") -> bytes:
     return found
 
 
+def expired(doing: str) -> LeaseExpiredError:
+    """The error for ``doing`` something (ack, extend...) with a lease that expired."""
+    return LeaseExpiredError(f"cannot {doing}: the lease expired; its item may have been "
+                             "delivered to another consumer")
+
+
 def token_of(hold_id: bytes) -> bytes:
     """The token naming lease ``hold_id``."""
     token: bytes = fdb.tuple.pack(("lease", hold_id))
@@ -96,19 +110,21 @@ class Leases:
     def __init__(self, engine: Ordered) -> None:
         self.o = engine
 
-    def make(self, entry: Entry) -> Lease:
-        """The Lease handed to the consumer of a held item."""
+    def make(self, entry: Entry, claimed_at: int) -> Lease:
+        """The Lease handed to the consumer of a held item (claimed at ``claimed_at``,
+        0: not known)."""
         assert entry.hold is not None and entry.value is not None
         return Lease(decode_value(entry.value), self.o.k.deliveries(entry.item) + 1,
-                     entry.hold.deadline, token_of(entry.hold.hold_id))
+                     entry.hold.deadline, token_of(entry.hold.hold_id),
+                     self.o.k.since(entry.item), claimed_at)
 
     def claim(self, tr: Any, attempt: Attempt, n: int, end: int, seconds: float,
-              spread: int, budget: int) -> List[Lease]:
+              spread: int, budget: int) -> Gen[List[Lease]]:
         """Take ``n`` items (fewer if fewer are visible, or once their values pass
         ``budget`` bytes), each among the first ``n + spread - 1`` (see
         :meth:`Ordered.chosen`), and hold each under a lease of its own for
         ``seconds``."""
-        front, entries = self.o.chosen(tr, attempt, end, n, spread)
+        front, entries = yield from self.o.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         deadline = front.now + seconds_to_versions(seconds)
@@ -122,18 +138,33 @@ class Leases:
                 break
             item = self.o.take(tr, entry, front.now, tally)
             hold = self.o.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
-            leases.append(self.make(Entry(item, entry.key, entry.value, hold)))
+            leases.append(self.make(Entry(item, entry.key, entry.value, hold), front.now))
         tally.write(tr)
         attempt.idle = not (leases or settled)
+        if leases:
+            attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases
 
     def claim_one(self, tr: Any, attempt: Attempt, end: int, seconds: float,
-                  spread: int) -> Optional[Lease]:
+                  spread: int) -> Gen[Optional[Lease]]:
         """:meth:`claim` of one item: its Lease, or None when none is visible."""
-        leases = self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
+        leases = yield from self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
         return leases[0] if leases else None
 
-    def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Live:
+    def unclaim(self, tr: Any, attempt: Attempt, ids: List[bytes]) -> Gen[None]:
+        """Give the items of live leases back to their places, no delivery counted
+        (the undo of a claim whose caller was cancelled)."""
+        found = yield from self.read_many(tr, ids)
+        now = yield from attempt.now(tr, self.o.clock)
+        tally = Tally()
+        for hold_id, (kv, parts) in found.items():
+            entry = self.alive(kv, hold_id, now, parts)
+            if entry is not None:
+                self.o.put_back(tr, entry, now, tally, count=False)
+        tally.write(tr)
+        attempt.idle = not found
+
+    def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
         """The live lease ``lease`` names, read with a conflict on it.
 
         Raises:
@@ -141,18 +172,17 @@ class Leases:
                 has passed (even if nobody took the item back yet).
         """
         hold_id = lease_id(lease)
-        found = first(self.start_read(tr, hold_id))
-        now = attempt.now(tr, self.o.clock)  # after the read: no wait
+        found = yield from self.start_read(tr, hold_id).first()
+        now = yield from attempt.now(tr, self.o.clock)  # after the read: no wait
         entry = self.alive(found, hold_id, now)
         if entry is not None:
             return Live(entry, now)
-        raise LeaseExpiredError(f"cannot {doing}: the lease expired; its item may have "
-                                "been delivered to another consumer")
+        raise expired(doing)
 
-    def start_read(self, tr: Any, hold_id: bytes) -> Any:
+    def start_read(self, tr: Any, hold_id: bytes) -> Range:
         """Start reading lease ``hold_id``'s held key (a read conflict on its range)."""
         r = self.o.k.held.range((hold_id,))
-        return tr.get_range(r.start, r.stop, limit=1)
+        return Range(tr, r.start, r.stop, 1)
 
     def alive(self, kv: Any, hold_id: bytes, now: int,
               parts: Optional[Tuple[Any, ...]] = None) -> Optional[Entry]:
@@ -168,20 +198,20 @@ class Leases:
         keys = (key, self.o.k.due_key(key, hold_id, deadline, kind))
         return Entry(item, self.o.k.item_key(item), kv.value, Hold(hold_id, deadline, kind, keys))
 
-    def ack(self, tr: Any, attempt: Attempt, lease: Any) -> None:
+    def ack(self, tr: Any, attempt: Attempt, lease: Any) -> Gen[None]:
         """Remove a leased item for good."""
-        live = self.find(tr, attempt, lease, "ack")
+        live = yield from self.find(tr, attempt, lease, "ack")
         tally = Tally()
         self.o.remove(tr, [live.entry], live.now, tally)
         tally.write(tr)
 
-    def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> List[bool]:
+    def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> Gen[List[bool]]:
         """Ack every lease still alive; for each, whether it was (all reads in parallel,
         see :meth:`read_many`).  A lease named twice is acked once: False the second
         time, as a second :meth:`ack` would have raised."""
         ids = [lease_id(lease) for lease in leases]
-        found = self.read_many(tr, ids)
-        now = attempt.now(tr, self.o.clock)  # after the reads: no wait
+        found = yield from self.read_many(tr, ids)
+        now = yield from attempt.now(tr, self.o.clock)  # after the reads: no wait
         tally = Tally()
         done = []
         for hold_id in ids:
@@ -194,7 +224,7 @@ class Leases:
         attempt.idle = not any(done)
         return done
 
-    def read_many(self, tr: Any, ids: List[bytes]) -> Dict[bytes, Tuple[Any, Any]]:
+    def read_many(self, tr: Any, ids: List[bytes]) -> Gen[Dict[bytes, Tuple[Any, Any]]]:
         """The held key-value of each lease in ``ids`` that is held, with its key
         unpacked, by lease id; read in parallel with read conflicts.
 
@@ -208,65 +238,110 @@ class Leases:
         for hold_id in ids:
             prefix = hold_id[:16] if len(hold_id) == BATCH_ID_LEN else hold_id
             claims.setdefault(prefix, []).append(hold_id)
-        started: List[Any] = []
+        started: List[Range] = []
         for members in claims.values():
             distinct = sorted(set(members))
             low, high = distinct[0], distinct[-1]
             gap = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big")
             if len(distinct) > 1 and gap < 2 * len(distinct):
                 begin, end = self.o.k.held_span(low, high)
-                started.append(tr.get_range(begin, end, streaming_mode=WANT_ALL))
+                started.append(Range(tr, begin, end))
             else:
                 started.extend(self.start_read(tr, hold_id) for hold_id in distinct)
         wanted = set(ids)
         found: Dict[bytes, Tuple[Any, Any]] = {}
-        for kvs in started:
-            for kv in kvs:
+        for reading in started:
+            for kv in (yield from reading.read()):
                 parts = self.o.k.held.unpack(kv.key)
                 if parts[0] in wanted:
                     found[parts[0]] = (kv, parts)
         return found
 
-    def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Lease:
-        """Move a live lease's deadline to now + ``seconds``; the same lease, renewed.
-        A deadline moved earlier touches the wake key: waiters sleeping until the
-        old one look again."""
-        live = self.find(tr, attempt, lease, "extend")
-        entry, hold = live.entry, live.entry.hold
+    def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Gen[Lease]:
+        """Move a live lease's deadline to now + ``seconds``; the same lease, renewed."""
+        live = yield from self.find(tr, attempt, lease, "extend")
+        tally = Tally()
+        renewed = self.renew(tr, live.entry, live.now + seconds_to_versions(seconds), tally,
+                             lease)
+        tally.write(tr)
+        return renewed
+
+    def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
+                    seconds: float) -> Gen[List[Optional[Lease]]]:
+        """Move every live lease's deadline to now + ``seconds`` (reads in parallel, see
+        :meth:`read_many`); for each, the renewed lease, or None if it had expired (or
+        was named earlier in ``leases``)."""
+        ids = [lease_id(lease) for lease in leases]
+        found = yield from self.read_many(tr, ids)
+        now = yield from attempt.now(tr, self.o.clock)
+        deadline = now + seconds_to_versions(seconds)
+        tally = Tally()
+        out: List[Optional[Lease]] = []
+        for hold_id, lease in zip(ids, leases):
+            kv, parts = found.pop(hold_id, (None, None))
+            entry = self.alive(kv, hold_id, now, parts)
+            out.append(None if entry is None else self.renew(tr, entry, deadline, tally, lease))
+        tally.write(tr)
+        attempt.idle = not any(out)
+        return out
+
+    def renew(self, tr: Any, entry: Entry, deadline: int, tally: Tally, lease: Any) -> Lease:
+        """Rewrite a live lease's hold with a new ``deadline``; the same lease, renewed
+        (``lease``: what the caller named it by, for what a token does not carry).  A
+        deadline moved earlier touches the wake key: waiters sleeping until the old
+        one look again."""
+        hold = entry.hold
         assert hold is not None and entry.value is not None
         for key in self.o.hold_keys(entry):
             tr.clear(key)
-        deadline = live.now + seconds_to_versions(seconds)
         keys = self.o.k.hold_keys(hold.hold_id, entry.item, deadline, LEASE)
         tr.set(keys[0], entry.value)
         tr.set(keys[1], b"")
         if deadline < hold.deadline:
-            tally = Tally()
             self.o.wake(tally)
-            tally.write(tr)
+        claimed_at = lease.claimed_at if isinstance(lease, Lease) else 0
         return self.make(Entry(entry.item, entry.key, entry.value,
-                               Hold(hold.hold_id, deadline, LEASE, keys)))
+                               Hold(hold.hold_id, deadline, LEASE, keys)), claimed_at)
 
-    def release(self, tr: Any, attempt: Attempt, lease: Any, delay: int) -> bool:
+    def release(self, tr: Any, attempt: Attempt, lease: Any, delay: int,
+                count: bool = True) -> Gen[bool]:
         """End a live lease without ack: the item goes back to its place, visible at
         once or after ``delay`` clock units, or to the dead letters once it has been
-        delivered ``max_deliveries`` times.  False (nothing written) if the lease had
-        already expired."""
-        try:
-            live = self.find(tr, attempt, lease, "release")
-        except LeaseExpiredError:
-            attempt.idle = True
+        delivered ``max_deliveries`` times (``count`` False: no delivery counted, and
+        it never dies of this).  False (nothing written) if the lease had already
+        expired."""
+        live = yield from self.live(tr, attempt, lease)
+        if live is None:
             return False
         entry = live.entry
         tally = Tally()
-        if self.o.dies(entry.item):
+        if count and self.o.dies(entry.item):
             self.o.bury(tr, entry, live.now, tally)
         elif delay > 0:
-            item = self.o.take(tr, entry, live.now, tally)
+            item = self.o.take(tr, entry, live.now, tally, count)
             assert entry.value is not None
             self.o.hold(tr, item, entry.value, random_id(), live.now + delay, DELAY, tally)
             self.o.wake(tally)  # waiters learn of the new deadline
         else:
-            self.o.put_back(tr, entry, live.now, tally)
+            self.o.put_back(tr, entry, live.now, tally, count)
         tally.write(tr)
         return True
+
+    def bury(self, tr: Any, attempt: Attempt, lease: Any, reason: Optional[str]) -> Gen[bool]:
+        """End a live lease by moving its item to the dead letters now, with
+        ``reason``.  False (nothing written) if the lease had already expired."""
+        live = yield from self.live(tr, attempt, lease)
+        if live is None:
+            return False
+        tally = Tally()
+        self.o.bury(tr, live.entry, live.now, tally, reason)
+        tally.write(tr)
+        return True
+
+    def live(self, tr: Any, attempt: Attempt, lease: Any) -> Gen[Optional[Live]]:
+        """:meth:`find`, or None (the attempt idle) for a lease that expired."""
+        try:
+            return (yield from self.find(tr, attempt, lease, "end"))
+        except LeaseExpiredError:
+            attempt.idle = True
+            return None

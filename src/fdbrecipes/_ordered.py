@@ -18,20 +18,20 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._fdb import (
     VERSIONS_PER_SECOND,
-    WANT_ALL,
+    Gen,
+    Range,
     Tally,
     clear_structure,
-    first,
     get_value,
     read_le64,
     snap,
 )
-from ._front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold
+from ._front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
 from ._ids import Ids
 from ._layout import DELAY, LEASE, Item, OrderedLayout
 from ._run import Attempt
 from ._values import Value, decode_value, random_id
-from ._wait import Clock, Readiness
+from ._wait import Clock, Readiness, reading
 
 
 class QueueStats(NamedTuple):
@@ -53,6 +53,15 @@ class QueueStats(NamedTuple):
     oldest_age: Optional[float]
 
 
+class PushRequest(NamedTuple):
+    """One push call's items: ``(group, encoded value)`` pairs, its id (None: none)
+    and its delay in clock units (0: none)."""
+
+    batch: Sequence[Tuple[Item, bytes]]
+    id: Optional[bytes]
+    delay: int
+
+
 class Ordered(FrontReader):
     """Items kept in key order, taken from either end (see the module docstring)."""
 
@@ -65,13 +74,15 @@ class Ordered(FrontReader):
 
     # -- moving items -----------------------------------------------------------------
 
-    def take(self, tr: Any, entry: Entry, now: int, tally: Tally) -> Item:
+    def take(self, tr: Any, entry: Entry, now: int, tally: Tally,
+             count: bool = True) -> Item:
         """Remove ``entry`` from where it is; return its item tuple as visible now.
 
         Takes a read conflict on the removed key, so two transactions can never both
         take the same item.  An item coming back from a lease counts one more
-        delivery; one coming back from any hold became visible at its deadline (or
-        now, if the hold ends early).
+        delivery (unless ``count`` is False: the lease is given back as if it never
+        was); one coming back from any hold became visible at its deadline (or now,
+        if the hold ends early).
         """
         h = entry.hold
         if h is None:
@@ -83,13 +94,15 @@ class Ordered(FrontReader):
         tr.clear(held_key)
         tr.clear(due_key)
         tally.add(self.k.delayed_out if h.kind == DELAY else self.k.held_out)
-        deliveries = self.k.deliveries(entry.item) + (h.kind == LEASE)
+        deliveries = self.k.deliveries(entry.item) + (count and h.kind == LEASE)
         return self.k.renewed(entry.item, deliveries, min(h.deadline, now))
 
-    def put_back(self, tr: Any, entry: Entry, now: int, tally: Tally) -> None:
-        """Return an item under a hold to its place in the order."""
+    def put_back(self, tr: Any, entry: Entry, now: int, tally: Tally,
+                 count: bool = True) -> None:
+        """Return an item under a hold to its place in the order (``count``: as for
+        :meth:`take`)."""
         assert entry.value is not None
-        tr.set(self.k.item_key(self.take(tr, entry, now, tally)), entry.value)
+        tr.set(self.k.item_key(self.take(tr, entry, now, tally, count)), entry.value)
         self.wake(tally)
 
     def wake(self, tally: Tally) -> None:
@@ -98,13 +111,15 @@ class Ordered(FrontReader):
         tally.add(self.k.pushed)
         tally.add(self.k.taken)
 
-    def bury(self, tr: Any, entry: Entry, now: int, tally: Tally) -> None:
+    def bury(self, tr: Any, entry: Entry, now: int, tally: Tally,
+             reason: Optional[str] = None) -> None:
         """Move an item under an ended lease to the dead letters, in the order the
-        leases ended (at their deadlines, or now if released)."""
+        leases ended (at their deadlines, or now if released or buried), with the
+        ``reason`` it was buried for, if any."""
         assert entry.value is not None and entry.hold is not None
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
-        tr.set(self.k.dead_letter_key(died, item, time.time()), entry.value)
+        tr.set(self.k.dead_letter_key(died, item, time.time(), reason), entry.value)
         tally.add(self.k.dead_in)
         tally.add(self.k.taken)
 
@@ -137,10 +152,10 @@ class Ordered(FrontReader):
             self.bury(tr, entry, front.now, tally)
         return bool(front.expired or front.dead)
 
-    def bury_dying(self, tr: Any, now: int, tally: Tally) -> int:
+    def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
         letters (a read conflict on each); how many."""
-        dead = self.dying(tr, now, RESTORE_BATCH)
+        dead = yield from self.dying(tr, now, RESTORE_BATCH)
         for entry in dead:
             self.bury(tr, entry, now, tally)
         return len(dead)
@@ -154,32 +169,66 @@ class Ordered(FrontReader):
             values.append(entry.value)
         return values
 
-    # -- push ----------------------------------------------------------------------------
+    def taken(self, tr: Any, attempt: Attempt, entries: Sequence[Entry], now: int,
+              tally: Tally) -> List[Value]:
+        """:meth:`remove` for a pop: the decoded values; the attempt learns how to
+        give them back (see :meth:`unpop`)."""
+        items: List[Tuple[Item, bytes]] = []
+        for entry in entries:
+            item = self.take(tr, entry, now, tally)
+            self.gone(tr, item, now, tally)
+            items.append((item, value_of(entry)))
+        if items:
+            attempt.undo = (self.unpop, (items, now))
+        return [decode_value(value) for _, value in items]
 
-    def push(self, tr: Any, attempt: Attempt, batch: Sequence[Tuple[Item, bytes]],
-             id_: Optional[bytes], delay: int) -> None:
-        """Store ``(group, encoded value)`` pairs, in order, after the last of each
-        group; with ``delay`` (in clock units, 0 for none) each under a DELAY hold."""
-        check = self.ids.check(tr, id_)
-        seqs = self.next_seqs(tr, {group for group, _ in batch})
-        now = attempt.now(tr, self.clock)
-        if check is not None:
-            if self.ids.known(check, now) is not None:
-                attempt.idle = True
-                return
-            self.ids.remember(tr, check, now)
+    def unpop(self, tr: Any, attempt: Attempt, items: List[Tuple[Item, bytes]],
+              popped_at: int) -> Gen[None]:
+        """Give popped items back, each at its place, no delivery counted, its id live
+        again (the undo of a pop whose caller was cancelled)."""
+        yield from ()  # an operation (a generator), though it waits for nothing
         tally = Tally()
-        for group, value in batch:
-            self.append(tr, group, seqs, value, (0, id_), now, delay, tally)
+        for item, value in items:
+            tr.set(self.k.item_key(item), value)
+            tally.add(self.k.pushed)
+            self.ids.unretire(tr, self.k.item_id(item), popped_at)
         tally.write(tr)
 
-    def next_seqs(self, tr: Any, groups: Any) -> Any:
+    # -- push ----------------------------------------------------------------------------
+
+    def push(self, tr: Any, attempt: Attempt,
+             requests: Sequence[PushRequest]) -> Gen[List[bool]]:
+        """Store each request's ``(group, encoded value)`` pairs, in order, after the
+        last of each group (delayed ones under DELAY holds); for each request,
+        whether it stored them (False: its id is remembered).  The reads of every
+        request go out together: the ids' keys, the groups' last items, the floor."""
+        checks = self.ids.check(tr, (r.id for r in requests))
+        seqs = yield from self.next_seqs(tr, {group for r in requests for group, _ in r.batch})
+        now = yield from attempt.now(tr, self.clock)
+        tally = Tally()
+        stored = []
+        for r in requests:
+            if checks is not None and r.id is not None:
+                if (yield from self.ids.known(checks, r.id, now)) is not None:
+                    stored.append(False)
+                    continue
+                yield from self.ids.remember(tr, checks, r.id)
+            for group, value in r.batch:
+                self.append(tr, group, seqs, value, (0, r.id), now, r.delay, tally)
+            stored.append(True)
+        if checks is not None:
+            yield from self.ids.collect(tr, checks, now)
+        tally.write(tr)
+        attempt.idle = not any(stored)
+        return stored
+
+    def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel
         (no conflicts): after the group's last item and after the floor.  A Queue's
         floor sorts after its items: one reverse read of two keys finds both."""
         if self.k.g == 0:
             r = self.k.items_range
-            found = tr.snapshot.get_range(r.start, r.stop, limit=2, reverse=True)
+            found = yield from Range(tr.snapshot, r.start, r.stop, 2, reverse=True).read()
             floor, last = -1, -1
             for kv in found:
                 if kv.key == self.k.floor_key:
@@ -192,12 +241,13 @@ class Ordered(FrontReader):
         lasts = {}
         for group in groups:
             r = self.k.items.range(group)
-            lasts[group] = tr.snapshot.get_range(r.start, r.stop, limit=1, reverse=True)
+            lasts[group] = Range(tr.snapshot, r.start, r.stop, 1, reverse=True)
+        yield floor_f
         floor_value = get_value(floor_f)
         lowest = 0 if floor_value is None else read_le64(floor_value) + 1
         seqs = {}
-        for group, kvs in lasts.items():
-            kv = first(kvs)
+        for group, started in lasts.items():
+            kv = yield from started.first()
             last = -1 if kv is None else self.k.seq(self.k.items.unpack(kv.key))
             seqs[group] = max(last + 1, lowest)
         return seqs
@@ -219,51 +269,54 @@ class Ordered(FrontReader):
 
     # -- pop, peek ------------------------------------------------------------------------
 
-    def pop(self, tr: Any, attempt: Attempt, n: int, end: int, spread: int) -> List[Value]:
+    def pop(self, tr: Any, attempt: Attempt, n: int, end: int,
+            spread: int) -> Gen[List[Value]]:
         """Remove and return ``n`` values (fewer if fewer are visible), each among the
         first ``n + spread - 1`` (see :meth:`chosen`)."""
-        front, entries = self.chosen(tr, attempt, end, n, spread)
+        front, entries = yield from self.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.settle(tr, front, tally)
-        values = self.remove(tr, entries, front.now, tally)
+        values = self.taken(tr, attempt, entries, front.now, tally)
         tally.write(tr)
         attempt.idle = not (values or settled)
-        return [decode_value(v) for v in values]
+        return values
 
-    def pop_one(self, tr: Any, attempt: Attempt, end: int, spread: int) -> Optional[Value]:
+    def pop_one(self, tr: Any, attempt: Attempt, end: int,
+                spread: int) -> Gen[Optional[Value]]:
         """:meth:`pop` of one item: the value, or None when none is visible."""
-        values = self.pop(tr, attempt, 1, end, spread)
+        values = yield from self.pop(tr, attempt, 1, end, spread)
         return values[0] if values else None
 
     def peek(self, tr: Any, end: int, n: Optional[int],
-             after: Optional[Entry] = None) -> List[Entry]:
+             after: Optional[Entry] = None) -> Gen[List[Entry]]:
         """The entries the next pops would take, without removing them (read
         conflict on the visible range read)."""
-        return self.front(tr, end, n, conflict=True, after=after, writing=False).entries
+        front = yield from self.front(tr, end, n, conflict=True, after=after, writing=False)
+        return front.entries
 
-    def restore(self, tr: Any, attempt: Attempt, limit: int) -> int:
+    def restore(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
         """Put back (or bury) up to ``limit`` expired holds, earliest deadline first;
         the number handled."""
-        now = attempt.now(tr, self.clock)
-        holds = self.expired_now(tr, now)[:limit]
-        live, dead = self._read_held(tr, self.split_dead(holds))
+        now = yield from attempt.now(tr, self.clock)
+        holds = (yield from self.expired_now(tr, now))[:limit]
+        live, dead = yield from self._read_held(tr, self.split_dead(holds))
         tally = Tally()
         handled = self.settle(tr, Front([], live, dead, now, holds), tally)
         tally.write(tr)
         attempt.idle = not handled
         return len(holds)
 
-    def clear(self, tr: Any, _attempt: Attempt) -> None:
+    def clear(self, tr: Any, _attempt: Attempt) -> Gen[None]:
         """Remove every key of the structure except the wake counter "pushed" (it
         must only grow, or a waiter's watch could miss the next push: it is touched,
         and "taken" set to match it, so the size is 0) and the receipt slots.  Reads
         "pushed" (a conflict with concurrent pushes, so the reset is exact)."""
-        clear_structure(tr, self.k.subspace, self.k.kept_by_clear(), self.k.pushed,
-                        self.k.taken)
+        yield from clear_structure(tr, self.k.subspace, self.k.kept_by_clear(),
+                                   self.k.pushed, self.k.taken)
 
     # -- counters -----------------------------------------------------------------------
 
-    def size(self, tr: Any) -> int:
+    def size(self, tr: Any) -> Gen[int]:
         """Items in the structure: "pushed" - "taken" (two reads in parallel, read
         conflicts on both), less the expired leases whose items are dead letters now
         but not yet moved (with ``max_deliveries``: a snapshot read of the expired
@@ -271,16 +324,19 @@ class Ordered(FrontReader):
         pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
         dying = 0
         if self.max_deliveries is not None:
-            dying = len(self.dead_holds(tr, self.clock(tr)))
+            now = yield from reading(tr, self.clock)
+            dying = len((yield from self.dead_holds(tr, now)))
+        yield pushed
+        yield taken
         return read_le64(get_value(pushed)) - read_le64(get_value(taken)) - dying
 
-    def stats(self, tr: Any) -> QueueStats:
+    def stats(self, tr: Any) -> Gen[QueueStats]:
         """Counters, corrected for holds that expired without a write, and the age of
         the front item; snapshot reads only (no conflicts)."""
         r = self.k.subspace["n"].range()
-        started = snap(tr).get_range(r.start, r.stop, streaming_mode=WANT_ALL)
-        front = self.front(tr, MIN, 1, conflict=False, writing=False)
-        counts = {bytes(kv.key): read_le64(kv.value) for kv in started}
+        started = Range(snap(tr), r.start, r.stop)
+        front = yield from self.front(tr, MIN, 1, conflict=False, writing=False)
+        counts = {bytes(kv.key): read_le64(kv.value) for kv in (yield from started.read())}
         k = self.k
         size, held, delayed, dead = (counts.get(a, 0) - counts.get(b, 0) for a, b in (
             (k.pushed, k.taken), (k.held_in, k.held_out), (k.delayed_in, k.delayed_out),
@@ -299,17 +355,16 @@ class Ordered(FrontReader):
 
     # -- waiting ---------------------------------------------------------------------------
 
-    def ready(self, tr: Any, end: int) -> Readiness:
+    def ready(self, tr: Any, end: int) -> Gen[Readiness]:
         """Whether an item is visible at ``end``; if not, the seconds until the next
         hold expires (its item becomes visible without any write), or None."""
-        front = self.front(tr, end, 1, conflict=False, writing=False)
+        front = yield from self.front(tr, end, 1, conflict=False, writing=False)
         if front.entries:
             return True, None
         due = self.k.due
-        kv = first(tr.snapshot.get_range(due.pack((front.now + 1,)), self.k.due_range.stop,
-                                         limit=1))
+        kv = yield from Range(tr.snapshot, due.pack((front.now + 1,)),
+                              self.k.due_range.stop, 1).first()
         if kv is None:
             return False, None
         until = (due.unpack(kv.key)[0] - front.now) / VERSIONS_PER_SECOND
         return False, max(0.0, until) + 0.001
-

@@ -12,13 +12,13 @@ from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 
 from ._contention import Contention
 from ._dead import DEAD_BATCH, DeadLetter, DeadLetters
-from ._fdb import Transactor, check_database, check_transactor, is_transaction
+from ._fdb import Gen, Transactor, check_database, check_transactor, is_transaction
 from ._front import MIN, value_of
 from ._heartbeat import claimed
 from ._ids import Ids
 from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
-from ._ordered import Ordered, QueueStats
+from ._ordered import Ordered, PushRequest, QueueStats
 from ._run import Structure, read, read_pages, too_many
 from ._values import (
     BATCH_BYTES,
@@ -32,6 +32,7 @@ from ._values import (
     check_int,
     check_key,
     check_limit,
+    check_reason,
     check_seconds,
     check_spread,
     check_subspace,
@@ -40,7 +41,7 @@ from ._values import (
     materialize,
     push_bytes,
 )
-from ._wait import Clock, Wake, database_clock, take_or_wait, wait_until_ready
+from ._wait import Clock, Wake, database_clock, drive, take_or_wait, wait_until_ready
 
 #: A validated batch to push: (group, encoded value) pairs.
 Batch = List[Tuple[Item, bytes]]
@@ -72,9 +73,22 @@ class OrderedAPI(Structure):
         super().__init__(subspace)
         self._engine = Ordered(layout, check_clock(clock) or database_clock,
                                Ids(subspace, id_retention), max_deliveries)
+        self._retention = id_retention
+        self._max_deliveries = max_deliveries
         self._leases = Leases(self._engine)
         self._dead = DeadLetters(self._engine)
         self._contention = Contention(self._engine, self._loop, self._hooks, timeout)
+
+    @property
+    def id_retention(self) -> float:
+        """Seconds an idempotency id is remembered after its item left."""
+        return float(self._retention)
+
+    @property
+    def max_deliveries(self) -> Optional[int]:
+        """Deliveries after which a lease that ends without ack makes its item a dead
+        letter (None: never)."""
+        return self._max_deliveries
 
     # -- size, stats, clear --------------------------------------------------------------
 
@@ -89,6 +103,9 @@ class OrderedAPI(Structure):
         expired holds by snapshot (leases that ended on their last delivery are dead
         letters, not counted).  Cost: 2 reads, 1 round trip, O(1) in n.
         """
+        return drive(self._size(tr))
+
+    def _size(self, tr: Transactor) -> Gen[int]:
         return read(tr, self._engine.size)
 
     def stats(self, tr: Transactor) -> QueueStats:
@@ -102,6 +119,9 @@ class OrderedAPI(Structure):
         the expired holds.  Cost: 1 round trip, O(1) in n (plus the expired holds
         not yet put back).
         """
+        return drive(self._stats(tr))
+
+    def _stats(self, tr: Transactor) -> Gen[QueueStats]:
         return read(tr, self._engine.stats)
 
     def is_empty(self, tr: Transactor) -> bool:
@@ -111,7 +131,10 @@ class OrderedAPI(Structure):
         :meth:`size`).  Reads the first item (read conflict on the front of the
         order) and, by snapshot, the expired holds.  Cost: 1 round trip, O(1) in n.
         """
-        return not read(tr, self._engine.peek, MIN, 1)
+        return drive(self._is_empty(tr))
+
+    def _is_empty(self, tr: Transactor) -> Gen[bool]:
+        return not (yield from read(tr, self._engine.peek, MIN, 1))
 
     def clear(self, tr: Transactor) -> None:
         """Remove every item (visible, delayed, in flight, dead), waiting pops and
@@ -124,7 +147,10 @@ class OrderedAPI(Structure):
         every transaction that read a cleared key.  Cost: 1 read, O(1) in n.  A
         consumer holding a lease from before the clear gets LeaseExpiredError on ack.
         """
-        self._loop.idempotent(tr, self._engine.clear)
+        drive(self._clear(tr))
+
+    def _clear(self, tr: Transactor) -> Gen[None]:
+        return self._loop.idempotent(tr, self._engine.clear)
 
     # -- leases ------------------------------------------------------------------------
 
@@ -140,8 +166,11 @@ class OrderedAPI(Structure):
                 item back yet) or the item is no longer held under it.
             TypeError/ValueError: ``lease`` is not a Lease or a lease token.
         """
+        drive(self._ack(tr, lease))
+
+    def _ack(self, tr: Transactor, lease: Union[Lease, bytes]) -> Gen[None]:
         lease_id(lease)
-        self._loop(tr, self._leases.ack, lease)
+        return self._loop(tr, self._leases.ack, lease)
 
     def ack_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]]) -> List[bool]:
         """Ack every lease still alive, in one transaction; for each, whether it was
@@ -159,15 +188,15 @@ class OrderedAPI(Structure):
         Raises:
             TypeError/ValueError: any lease is not a Lease or a token (named by index).
         """
-        batch = materialize(leases, "leases")
-        for i, lease in enumerate(batch):
-            lease_id(lease, f"leases[{i}]")
-        if len(batch) > MAX_TAKE:
-            raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
+        return drive(self._ack_many(tr, leases))
+
+    def _ack_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]]
+                  ) -> Gen[List[bool]]:
+        batch = self._lease_batch(leases)
         if not batch:
             check_transactor(tr)
             return []
-        return self._loop(tr, self._leases.ack_many, batch)
+        return (yield from self._loop(tr, self._leases.ack_many, batch))
 
     def extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Lease:
         """Keep working on a claimed item: its lease now ends ``seconds`` from now.
@@ -181,24 +210,80 @@ class OrderedAPI(Structure):
         Raises:
             LeaseExpiredError: the lease had already expired.
         """
+        return drive(self._extend(tr, lease, seconds))
+
+    def _extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Gen[Lease]:
         seconds = check_seconds(seconds, "seconds")
         lease_id(lease)
         return self._loop(tr, self._leases.extend, lease, seconds)
 
+    def extend_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]],
+                    seconds: float) -> List[Optional[Lease]]:
+        """Keep working on many claimed items: each lease still alive now ends
+        ``seconds`` from now, in one transaction; for each, the renewed lease, or None
+        if it had expired (or was named earlier in ``leases``).
+
+        A worker's heartbeat: one transaction for all its leases.  Reads the leases
+        in parallel (those of one claim with one range read, as :meth:`ack_many`
+        does: a read conflict on the span), rewrites each live one and its deadline
+        entry.  Cost: 1 round trip, O(k) keys for k leases.
+
+        Raises:
+            TypeError/ValueError: any lease is not a Lease or a token (named by
+                index), more than 10,000 leases, or bad ``seconds``.
+        """
+        return drive(self._extend_many(tr, leases, seconds))
+
+    def _extend_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]],
+                     seconds: float) -> Gen[List[Optional[Lease]]]:
+        seconds = check_seconds(seconds, "seconds")
+        batch = self._lease_batch(leases)
+        if not batch:
+            check_transactor(tr)
+            return []
+        return (yield from self._loop(tr, self._leases.extend_many, batch, seconds))
+
     def release(self, tr: Transactor, lease: Union[Lease, bytes], *,
-                delay: Optional[float] = None) -> bool:
+                delay: Optional[float] = None, count: bool = True) -> bool:
         """Give a claimed item back, at its original place in the order: visible at
         once, or ``delay`` seconds from now (retry with backoff).
 
         Its delivery count goes up by one; once it has been delivered
-        ``max_deliveries`` times it goes to the dead letters instead.  Returns False
-        (and changes nothing) when the lease had already expired.  Reads the lease
-        (read conflict), moves the item, touches the wake key.  Cost: 1 read, 1 round
-        trip, O(1) in n.
+        ``max_deliveries`` times it goes to the dead letters instead.  With
+        ``count=False`` no delivery is counted (the item was not worked on: a
+        worker shutting down, a job snoozed) and it never dies of this.  Returns
+        False (and changes nothing) when the lease had already expired.  Reads the
+        lease (read conflict), moves the item, touches the wake key.  Cost: 1 read,
+        1 round trip, O(1) in n.
         """
+        return drive(self._release(tr, lease, delay, count))
+
+    def _release(self, tr: Transactor, lease: Union[Lease, bytes],
+                 delay: Optional[float], count: bool = True) -> Gen[bool]:
         versions = check_delay(delay)
+        check_bool(count, "count")
         lease_id(lease)
-        return self._loop(tr, self._leases.release, lease, versions)
+        return self._loop(tr, self._leases.release, lease, versions, count)
+
+    def bury(self, tr: Transactor, lease: Union[Lease, bytes],
+             reason: Optional[str] = None) -> bool:
+        """Move a claimed item to the dead letters now, whatever its deliveries, with
+        ``reason`` (see :attr:`fdbrecipes.DeadLetter.reason`): work that must not be
+        tried again.  Returns False (and changes nothing) when the lease had already
+        expired.  Reads the lease (read conflict), moves the item.  Cost: 1 read, 1
+        round trip, O(1) in n.
+
+        Raises:
+            TypeError/ValueError: ``lease`` is not a Lease or a token; ``reason`` is
+                not None or a str of at most 1,000 characters.
+        """
+        return drive(self._bury(tr, lease, reason))
+
+    def _bury(self, tr: Transactor, lease: Union[Lease, bytes],
+              reason: Optional[str]) -> Gen[bool]:
+        check_reason(reason)
+        lease_id(lease)
+        return self._loop(tr, self._leases.bury, lease, reason)
 
     # -- dead letters --------------------------------------------------------------------
 
@@ -208,11 +293,14 @@ class OrderedAPI(Structure):
         Reads the dead-letter range (read conflict on the part read).  Cost: 1 round
         trip, O(k) keys for k dead letters.
         """
+        return drive(self._dead_letters(tr, limit))
+
+    def _dead_letters(self, tr: Transactor, limit: Optional[int]) -> Gen[List[DeadLetter]]:
         limit = check_limit(limit)
         if limit == 0:
             check_transactor(tr, writes=False)
             return []
-        return read(tr, self._dead.letters, limit)
+        return (yield from read(tr, self._dead.letters, limit))
 
     def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
         """Push the oldest dead letters (up to ``limit``; all when None) back at the
@@ -224,6 +312,9 @@ class OrderedAPI(Structure):
         1,000 (a larger ``limit``, or None with more dead letters, is refused).
         Cost: O(k) keys, O(k / 1,000) transactions.
         """
+        return drive(self._requeue_dead(tr, limit))
+
+    def _requeue_dead(self, tr: Transactor, limit: Optional[int]) -> Gen[int]:
         return self._dead_batches(tr, self._dead.requeue, check_limit(limit), "requeue_dead")
 
     def purge_dead(self, tr: Transactor) -> int:
@@ -233,9 +324,13 @@ class OrderedAPI(Structure):
         one counter update.  Given a Database, in transactions of 1,000; given a
         Transaction, refused when there are more than 1,000.  Cost: O(k) keys.
         """
+        return drive(self._purge_dead(tr))
+
+    def _purge_dead(self, tr: Transactor) -> Gen[int]:
         return self._dead_batches(tr, self._dead.purge, None, "purge_dead")
 
-    def _dead_batches(self, tr: Transactor, op: Any, limit: Optional[int], name: str) -> int:
+    def _dead_batches(self, tr: Transactor, op: Any, limit: Optional[int],
+                      name: str) -> Gen[int]:
         """``op(tr, attempt, k)`` over the dead letters: given a Transaction once (at
         most :data:`DEAD_BATCH`), given a Database until ``limit`` (or all) are done."""
         if limit == 0:
@@ -243,18 +338,18 @@ class OrderedAPI(Structure):
             return 0
         if is_transaction(tr):
             if limit is None:
-                if read(tr, self._dead.count) > DEAD_BATCH:
+                if (yield from read(tr, self._dead.count)) > DEAD_BATCH:
                     raise ValueError(f"{name}: more than {DEAD_BATCH:,} dead letters for "
                                      "one transaction; pass a Database (it splits the work)")
                 limit = DEAD_BATCH
             elif limit > DEAD_BATCH:
                 raise too_many("limit", DEAD_BATCH, limit)
-            count: int = self._loop(tr, op, limit)
+            count: int = yield from self._loop(tr, op, limit)
             return count
         total = 0
         while limit is None or total < limit:
             ask = DEAD_BATCH if limit is None else min(DEAD_BATCH, limit - total)
-            moved: int = self._loop(tr, op, ask)
+            moved: int = yield from self._loop(tr, op, ask)
             total += moved
             if moved == 0:
                 break
@@ -270,16 +365,30 @@ class OrderedAPI(Structure):
         and wakes when a lease or a delay ends.  Needs a Database.  Cost per wake-up:
         1 read-only check.
         """
+        return drive(self._wait(db, timeout))
+
+    def _wait(self, db: Any, timeout: Optional[float]) -> Gen[bool]:
         return wait_until_ready(db, timeout, self._wake(MIN))
 
     # -- what the public classes call --------------------------------------------------
 
+    @staticmethod
+    def _lease_batch(leases: Iterable[Union[Lease, bytes]]) -> List[Union[Lease, bytes]]:
+        """``leases``, checked: each a Lease or token, at most :data:`MAX_TAKE`."""
+        batch = materialize(leases, "leases")
+        for i, lease in enumerate(batch):
+            lease_id(lease, f"leases[{i}]")
+        if len(batch) > MAX_TAKE:
+            raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
+        return batch
+
     def _wake(self, end: int) -> Wake:
         return Wake(self._engine.k.wake_key, self._engine.ready, (end,), self._hooks)
 
-    def _push(self, tr: Transactor, batch: Batch, id_: Optional[bytes], delay: Any,
-              name: str) -> None:
-        """Push a validated batch, refusing one that cannot fit in a transaction."""
+    def _request(self, batch: Batch, id_: Optional[bytes], delay: Any,
+                 name: str) -> PushRequest:
+        """A validated push of ``batch`` (``name``: the argument it came from),
+        refused if it cannot fit in a transaction."""
         versions = check_delay(delay)
         prefix = len(self.subspace.key())
         check_batch_bytes(sum(push_bytes(prefix, group, value, id_) for group, value in batch),
@@ -288,89 +397,97 @@ class OrderedAPI(Structure):
             group = batch[0][0]
             check_key(self._engine.k.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)),
                       "id")
-        if not batch:
+        return PushRequest(batch, id_, versions)
+
+    def _push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
+        """Push a validated request."""
+        if not request.batch:
             check_transactor(tr)
             return
-        self._loop(tr, self._engine.push, batch, id_, versions)
+        yield from self._loop(tr, self._engine.push, [request])
 
-    def _restore(self, tr: Transactor) -> None:
+    def _restore(self, tr: Transactor) -> Gen[None]:
         """Given a Database: put back (or bury) a backlog of expired holds, if a reader
         saw one, in transactions of their own.  Writing calls run it before and after
         their work, so a mass expiry is dealt with in O(backlog) work in all."""
         while self._engine.restore_pending and not is_transaction(tr, writes=False):
             check_database(tr, "tr")
             self._engine.restore_pending = False
-            if self._loop(tr, self._engine.restore, RESTORE_LIMIT) >= RESTORE_LIMIT:
+            if (yield from self._loop(tr, self._engine.restore, RESTORE_LIMIT)) >= RESTORE_LIMIT:
                 self._engine.restore_pending = True
 
-    def _pop(self, tr: Transactor, end: int, spread: Any) -> Optional[Value]:
+    def _pop(self, tr: Transactor, end: int, spread: Any) -> Gen[Optional[Value]]:
         spread = check_spread(spread)
-        self._restore(tr)
+        yield from self._restore(tr)
         if self._high_contention and spread == 1 and not is_transaction(tr, writes=False):
             check_database(tr, "tr")
-            popped = self._contention.pop(tr, end)
-            self._restore(tr)
-            return popped
-        value: Optional[Value] = self._loop(tr, self._engine.pop_one, end, spread)
-        self._restore(tr)
-        return value
+            popped = yield from self._contention.pop(tr, end)
+        else:
+            popped = yield from self._loop(tr, self._engine.pop_one, end, spread)
+        yield from self._restore(tr)
+        return popped
 
-    def _pop_many(self, tr: Transactor, end: int, n: Any, spread: Any) -> List[Value]:
+    def _pop_many(self, tr: Transactor, end: int, n: Any, spread: Any) -> Gen[List[Value]]:
         n, spread = check_int(n, "n", low=0), check_spread(spread)
         return self._take_many(tr, n, False, self._engine.pop, end, spread)
 
     def _claim_many(self, tr: Transactor, end: int, n: Any, lease_seconds: Any,
-                    spread: Any) -> List[Lease]:
+                    spread: Any) -> Gen[List[Lease]]:
         n, spread = check_int(n, "n", low=0), check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
         return self._take_many(tr, n, True, self._leases.claim, end, seconds, spread,
                                BATCH_BYTES)
 
     def _take_many(self, tr: Transactor, n: int, budgeted: bool, op: Any,
-                   *args: Any) -> List[Any]:
+                   *args: Any) -> Gen[List[Any]]:
         """``op(tr, attempt, k, *args)`` for ``n`` items in all, in batches
         (:meth:`._run.Loop.batches`: at most :data:`MAX_TAKE` given a Transaction,
         transactions of :data:`TAKE_BATCH` given a Database), putting back a backlog
         of expired holds before and after."""
-        self._restore(tr)
+        yield from self._restore(tr)
         batch = self._hooks.batch or TAKE_BATCH
-        taken = self._loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted)
-        self._restore(tr)
+        taken = yield from self._loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted)
+        yield from self._restore(tr)
         return taken
 
     def _claim(self, tr: Transactor, end: int, lease_seconds: Any,
-               spread: Any) -> Optional[Lease]:
+               spread: Any) -> Gen[Optional[Lease]]:
         spread = check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        self._restore(tr)
-        lease: Optional[Lease] = self._loop(tr, self._leases.claim_one, end, seconds, spread)
-        self._restore(tr)
+        yield from self._restore(tr)
+        lease = yield from self._loop(tr, self._leases.claim_one, end, seconds, spread)
+        yield from self._restore(tr)
         return lease
 
-    def _peek(self, tr: Transactor, end: int) -> Optional[Value]:
-        entries = read(tr, self._engine.peek, end, 1)
+    def _peek(self, tr: Transactor, end: int) -> Gen[Optional[Value]]:
+        entries = yield from read(tr, self._engine.peek, end, 1)
         return decode_value(value_of(entries[0])) if entries else None
 
-    def _items(self, tr: Transactor, end: int, limit: Any) -> List[Value]:
+    def _items(self, tr: Transactor, end: int, limit: Any) -> Gen[List[Value]]:
         """The visible items in ``end`` order; given a Database, in pages, each its
         own transaction (not one snapshot: see :func:`._run.read_pages`)."""
-        entries = read_pages(tr, self._engine.peek, (end,), check_limit(limit))
+        entries = yield from read_pages(tr, self._engine.peek, (end,), check_limit(limit))
         return [decode_value(value_of(e)) for e in entries]
 
-    def _pop_wait(self, db: Any, end: int, timeout: Any) -> Optional[Value]:
-        value: Optional[Value] = take_or_wait(db, timeout, self._pop, (end, 1),
-                                              self._wake(end))
-        return value
+    def _pop_wait(self, db: Any, end: int, timeout: Any) -> Gen[Optional[Value]]:
+        return take_or_wait(db, timeout, self._pop, (end, 1), self._wake(end))
 
-    def _claim_wait(self, db: Any, end: int, lease_seconds: Any, timeout: Any) -> Optional[Lease]:
+    def _claim_wait(self, db: Any, end: int, lease_seconds: Any,
+                    timeout: Any) -> Gen[Optional[Lease]]:
         check_seconds(lease_seconds, "lease_seconds")
         return take_or_wait(db, timeout, self._claim, (end, lease_seconds, 1), self._wake(end))
 
-    def _claimed(self, db: Any, end: int, lease_seconds: Any, timeout: Any,
-                 release_delay: Any) -> ContextManager[Optional[Lease]]:
+    def _claiming(self, db: Any, end: int, lease_seconds: Any, timeout: Any,
+                  release_delay: Any) -> Tuple[Gen[Optional[Lease]], float]:
+        """What ``claimed`` runs, its arguments checked: the claim (waiting), and the
+        lease's length in seconds."""
         seconds = check_seconds(lease_seconds, "lease_seconds")
         check_delay(release_delay, "release_delay")
         check_timeout(timeout)
         check_database(db)
-        return claimed(self, db, self._claim_wait, (end, seconds, timeout), seconds,
-                       release_delay)
+        return self._claim_wait(db, end, seconds, timeout), seconds
+
+    def _claimed(self, db: Any, end: int, lease_seconds: Any, timeout: Any,
+                 release_delay: Any) -> ContextManager[Optional[Lease]]:
+        claim, seconds = self._claiming(db, end, lease_seconds, timeout, release_delay)
+        return claimed(self, db, claim, seconds, release_delay)

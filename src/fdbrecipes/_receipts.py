@@ -37,7 +37,8 @@ from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import NOT_COMMITTED, VERSIONS_PER_SECOND, WANT_ALL, fdb_impl, get_value
+from ._fdb import NOT_COMMITTED, VERSIONS_PER_SECOND, Gen, Range, fdb_impl, read, ready
+from ._wait import drive
 from .errors import FdbRecipesError
 
 #: Seconds after which a receipt left behind (by a client that exited) is cleared.
@@ -96,7 +97,11 @@ class UnknownResultError(FdbRecipesError):
         Raises:
             FDBError: the cluster still cannot be reached.
         """
-        return outcome(settle(db, self.receipt, self.call_id), self.results)
+        return drive(self.settling(db))
+
+    def settling(self, db: Any) -> Gen[Outcome]:
+        """:meth:`settle` as an operation (for the awaiting driver)."""
+        return outcome((yield from settle(db, self.receipt, self.call_id)), self.results)
 
 
 class InterruptedCall(KeyboardInterrupt):
@@ -218,7 +223,7 @@ def read_receipt(data: Optional[bytes]) -> Tuple[bytes, int, int]:
     return call_id, version, attempt
 
 
-def settle(db: Any, key: bytes, call_id: bytes) -> int:
+def settle(db: Any, key: bytes, call_id: bytes) -> Gen[int]:
     """Read receipt slot ``key`` in a fresh transaction, fencing it unless it names
     ``call_id``; return the attempt of that call that committed, or :data:`FENCE` if
     none did (and none can now).
@@ -233,21 +238,23 @@ def settle(db: Any, key: bytes, call_id: bytes) -> int:
     tr.options.set_retry_limit(-1)
     while True:
         try:
-            found, _, attempt = read_receipt(get_value(tr.get(key)))
+            found, _, attempt = read_receipt((yield from read(tr.get(key))))
             if found == call_id:
                 return attempt
-            tr.set(key, receipt(call_id, tr.get_read_version().wait(), FENCE))
-            tr.commit().wait()
+            version = yield from ready(tr.get_read_version())
+            tr.set(key, receipt(call_id, version, FENCE))
+            yield from ready(tr.commit())
             return FENCE
         except impl.FDBError as e:
-            tr.on_error(e).wait()
+            yield from ready(tr.on_error(e))
 
 
 class Call:
     """One library call's receipt, across its attempts (see the module docstring)."""
 
-    __slots__ = ("attempts", "call_id", "db", "doubt", "key", "process", "receipts",
-                 "results", "retire", "signed_at", "slot", "sweeping", "swept")
+    __slots__ = ("attempts", "call_id", "db", "doubt", "key", "landed_undo", "process",
+                 "receipts", "results", "retire", "signed_at", "slot", "sweeping", "swept",
+                 "undos")
 
     def __init__(self, receipts: Receipts, db: Any) -> None:
         self.receipts = receipts
@@ -258,13 +265,15 @@ class Call:
         self.retire = False  # the slot keeps evidence of a call that could not settle
         self.call_id = os.urandom(16)
         self.results: Dict[int, Any] = {}  # attempt number -> result, for signed attempts
+        self.undos: Dict[int, Any] = {}  # attempt number -> what undoes it, if anything
+        self.landed_undo: Any = None  # what undoes the attempt settling found landed
         self.doubt = False  # a signed attempt failed in a way that may have committed
         self.attempts = 0
         self.signed_at = 0  # read version of the first signed attempt
         self.sweeping = receipts.sweeps()  # at the first attempt that signs
         self.swept: Any = None  # the sweep's read, started as the attempt began
 
-    def settled(self, tr: Any) -> Tuple[bool, Any]:
+    def settled(self, tr: Any) -> Gen[Tuple[bool, Any]]:
         """Before an attempt: (True, result) if an earlier attempt did commit.
 
         Raises:
@@ -274,34 +283,37 @@ class Call:
         self.attempts += 1
         if self.sweeping:  # started now, it is there when the attempt signs
             r = self.receipts.space.range()
-            self.swept = tr.snapshot.get_range(r.start, r.stop, limit=RECEIPT_GC_BATCH,
-                                               streaming_mode=WANT_ALL)
+            self.swept = Range(tr.snapshot, r.start, r.stop, RECEIPT_GC_BATCH)
         if not self.doubt:
             return False, None
-        found, _, attempt = read_receipt(get_value(tr.get(self.key)))
+        found, _, attempt = read_receipt((yield from read(tr.get(self.key))))
         if found == self.call_id:
+            self.landed_undo = self.undos.get(attempt)
             return True, self.results[attempt]
-        now: int = tr.get_read_version().wait()
+        now: int = yield from ready(tr.get_read_version())
         if now - self.signed_at > TRUST_ABSENCE * VERSIONS_PER_SECOND:
             raise self.unknown("the call's receipt is older than half its retention; "
                                "its absence no longer proves the attempt did not commit")
         return False, None
 
-    def sign(self, tr: Any, version: int, result: Any) -> None:
+    def sign(self, tr: Any, version: int, result: Any, undo: Any = None) -> Gen[None]:
         """After an attempt's body: write the receipt, with a read conflict on it
-        (``version``: the transaction's read version)."""
+        (``version``: the transaction's read version); ``undo``: what would undo the
+        attempt (see ``_run.Attempt.undo``)."""
         if not self.signed_at:
             self.signed_at = version
         self.results[self.attempts] = result
+        if undo is not None:
+            self.undos[self.attempts] = undo
         tr.add_read_conflict_key(self.key)
         tr.set(self.key, receipt(self.call_id, version, self.attempts))
         if self.sweeping:
-            self.sweep(tr, version)
+            yield from self.sweep(tr, version)
 
-    def sweep(self, tr: Any, now: int) -> None:
+    def sweep(self, tr: Any, now: int) -> Gen[None]:
         """Clear this structure's receipt slots not written for :data:`RECEIPT_RETENTION`."""
         horizon = now - RECEIPT_RETENTION * VERSIONS_PER_SECOND
-        for kv in self.swept:
+        for kv in (yield from self.swept.read()):
             if read_receipt(kv.value)[1] < horizon and kv.key != self.key:
                 tr.clear(kv.key)
         self.sweeping = False
@@ -311,16 +323,18 @@ class Call:
         None for any other exception.  Anything but a conflict leaves it in doubt."""
         self.doubt = self.doubt or code != NOT_COMMITTED
 
-    def settle(self) -> Outcome:
-        """Settle a doubtful call before it raises (see the module docstring).
+    def settle(self) -> Gen[Outcome]:
+        """Settle a doubtful call before it raises (see the module docstring); what
+        undoes the attempt that landed, if one did, is then :attr:`landed_undo`.
 
         Raises:
             UnknownResultError: settling failed too.
         """
         try:
-            attempt = settle(self.db, self.key, self.call_id)
+            attempt = yield from settle(self.db, self.key, self.call_id)
         except Exception as e:
             raise self.unknown(f"settling failed too ({e})") from e
+        self.landed_undo = self.undos.get(attempt)
         return outcome(attempt, self.results)
 
     def end(self) -> None:

@@ -1,6 +1,9 @@
 """How a call runs: in the caller's transaction, or in the library's own retry loop.
 
-Every public method takes ``tr`` first and hands its work to one of:
+Every operation is a generator (see :data:`._fdb.Gen`): it yields the FoundationDB
+futures it needs and goes on once they are ready, so one engine serves two drivers:
+:func:`._wait.drive` blocks on each future (the sync API) and :mod:`fdbrecipes.aio`
+awaits it.  A public method hands its work to one of:
 
 * :meth:`Loop.__call__` for calls that write: given a Transaction, the operation runs
   once inside it and the caller commits; given a Database or Tenant, it runs in a
@@ -17,18 +20,26 @@ A writing operation's first two parameters are the transaction and an
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar, cast
+from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar, cast
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import NOT_COMMITTED, Transactor, check_transactor, fdb_impl, is_transaction
+from ._fdb import (
+    NOT_COMMITTED,
+    Gen,
+    Transactor,
+    check_transactor,
+    fdb_impl,
+    is_transaction,
+    ready,
+)
 from ._hooks import Hooks
 from ._receipts import Call, InterruptedCall, Outcome, Receipts, UnknownResultError
 from ._wait import Clock, database_clock
 from .errors import IncompleteBatchError, WorkTooLargeError
 
-__all__ = ["Attempt", "Committed", "Loop", "RetryStats", "Structure", "read", "read_pages",
-           "too_many"]
+__all__ = ["Attempt", "Cancelled", "Committed", "Loop", "RetryStats", "Structure", "read",
+           "read_pages", "too_many"]
 
 T = TypeVar("T")
 
@@ -38,6 +49,18 @@ TRANSACTION_TOO_OLD = 1007
 MAX_TOO_OLD = 5
 #: Results one page of a listing reads, in its own transaction, given a Database.
 PAGE = 1_000
+
+#: An operation to run in a call of its own, with its arguments after the
+#: transaction and the attempt: what undoes an attempt (see :attr:`Attempt.undo`).
+Undo = Tuple[Callable[..., Gen[Any]], Tuple[Any, ...]]
+
+
+class Cancelled(BaseException):
+    """The awaiting driver's cancellation (``task.cancel()``), thrown into a call where
+    it waits.  Before a commit is sent the call stops, having written nothing; with a
+    commit in flight the call settles it first and, if it landed, undoes what the
+    caller will never see (:attr:`Attempt.undo`); then it raises this, which the
+    driver turns into ``asyncio.CancelledError``."""
 
 
 class RetryStats:
@@ -64,15 +87,16 @@ class RetryStats:
 
 
 class Committed(Generic[T]):
-    """What a call given a Database returned, and the version its transaction
-    committed at: 0 when it wrote nothing, or when the commit was learnt from its
-    receipt (settled) rather than seen."""
+    """What a call given a Database returned, the version its transaction committed
+    at (0 when it wrote nothing, or when the commit was learnt from its receipt
+    rather than seen), and what would undo it (None: nothing to undo)."""
 
-    __slots__ = ("result", "version")
+    __slots__ = ("result", "undo", "version")
 
-    def __init__(self, result: T, version: int) -> None:
+    def __init__(self, result: T, version: int, undo: Optional[Undo] = None) -> None:
         self.result = result
         self.version = version
+        self.undo = undo
 
 
 class Attempt:
@@ -88,13 +112,17 @@ class Attempt:
             commit needs no receipt.  Operations set it; it starts False.
         pinned: the attempt reads at a version its caller gave (see
             :meth:`Loop.pinned`), not at one it asked for.
+        undo: set by an operation that takes items (a pop, a claim): the operation
+            that gives them back, for a call cancelled while its commit was in flight
+            (the caller never sees the result; see :class:`Cancelled`).
     """
 
-    __slots__ = ("_future", "_version", "idle", "pinned")
+    __slots__ = ("_future", "_version", "idle", "pinned", "undo")
 
     def __init__(self, tr: Any, version: int = 0) -> None:
         self.idle = False
         self.pinned = bool(version)
+        self.undo: Optional[Undo] = None
         self._version = version
         if version:
             tr.set_read_version(version)
@@ -102,17 +130,18 @@ class Attempt:
         else:
             self._future = tr.get_read_version()
 
-    def read_version(self) -> int:
+    def read_version(self) -> Gen[int]:
         """The transaction's read version."""
         if not self._version:
-            assert self._future is not None
-            self._version = self._future.wait()
+            self._version = yield from ready(self._future)
         return self._version
 
-    def now(self, tr: Any, clock: Clock) -> int:
-        """``clock(tr)``, the time in this attempt; with the database clock (the
-        default), :meth:`read_version`, which costs no wait."""
-        return self.read_version() if clock is database_clock else clock(tr)
+    def now(self, tr: Any, clock: Clock) -> Gen[int]:
+        """The time in this attempt: with the database clock (the default),
+        :meth:`read_version`, which costs no wait; else ``clock(tr)``."""
+        if clock is database_clock:
+            return (yield from self.read_version())
+        return clock(tr)
 
 
 class Loop:
@@ -125,24 +154,25 @@ class Loop:
         self.stats = RetryStats()
         self.receipts = Receipts(subspace)
 
-    def __call__(self, tr: Transactor, op: Callable[..., T], *args: Any) -> T:
+    def __call__(self, tr: Transactor, op: Callable[..., Gen[T]], *args: Any) -> Gen[T]:
         """``op(transaction, attempt, *args)`` in ``tr`` or in a loop with receipts."""
         return run(tr, op, args, stats=self.stats, receipts=self.receipts)
 
-    def pinned(self, db: Any, version: int, op: Callable[..., T], *args: Any) -> Committed[T]:
+    def pinned(self, db: Any, version: int, op: Callable[..., Gen[T]],
+               *args: Any) -> Gen[Committed[T]]:
         """As calling the loop given a Database, whose first attempt reads at
         ``version`` (a version known to be recent: no request for one; 0: ask; see
         :attr:`Attempt.pinned`); the result, with the version it committed at."""
         return run_committed(db, op, args, self.stats, self.receipts, version)
 
-    def idempotent(self, tr: Transactor, op: Callable[..., T], *args: Any) -> T:
+    def idempotent(self, tr: Transactor, op: Callable[..., Gen[T]], *args: Any) -> Gen[T]:
         """As calling the loop, without a receipt: for operations that may commit
         twice without harm (a range clear)."""
         return run(tr, op, args, stats=self.stats)
 
-    def batches(self, tr: Transactor, op: Callable[..., List[T]], n: int,
+    def batches(self, tr: Transactor, op: Callable[..., Gen[List[T]]], n: int,
                 args: Sequence[Any], most: int, batch: int,
-                budgeted: bool = False, what: str = "") -> List[T]:
+                budgeted: bool = False, what: str = "") -> Gen[List[T]]:
         """``op(transaction, attempt, k, *args)`` for ``n`` results in all, in order.
 
         Given a Transaction, one call with ``k`` = ``n`` (more than ``most`` is
@@ -150,7 +180,8 @@ class Loop:
         Tenant, calls of at most ``batch``, each in its own transaction with its own
         receipt, until ``n`` are done or a call returns fewer than it was asked for
         (``budgeted``: until one returns none, for an operation that may stop short
-        while more remain).
+        while more remain).  Stopped after some of them committed, it hands over what
+        they took (see :func:`incomplete`), or, cancelled, gives it back.
 
         Raises:
             ValueError: given a Transaction, ``n`` is over ``most``.
@@ -161,15 +192,25 @@ class Loop:
         if is_transaction(tr):
             if n > most:
                 raise too_many("n", most, n, what)
-            return self(tr, op, n, *args)
+            return (yield from self(tr, op, n, *args))
         out: List[T] = []
+        undos: List[Undo] = []
         try:
             while len(out) < n:
                 ask = min(batch, n - len(out))
-                got = self(tr, op, ask, *args)
+                done = yield from self.pinned(tr, 0, op, ask, *args)
+                got = done.result
                 out.extend(got)
+                if done.undo is not None:
+                    undos.append(done.undo)
                 if not got or (len(got) < ask and not budgeted):
                     break
+        except Cancelled:
+            for undo_op, undo_args in undos:
+                yield from self(tr, undo_op, *undo_args)
+            raise
+        except GeneratorExit:
+            raise
         except BaseException as e:
             if out:
                 raise incomplete(out, e) from e
@@ -222,7 +263,7 @@ def too_many(name: str, most: int, got: int, what: str = "") -> ValueError:
                       "pass a Database (it splits the work)")
 
 
-def read(tr: Transactor, op: Callable[..., T], *args: Any) -> T:
+def read(tr: Transactor, op: Callable[..., Gen[T]], *args: Any) -> Gen[T]:
     """``op(transaction, *args)`` for an operation that only reads.
 
     Given a Transaction or a snapshot view, it runs there; given a Database or
@@ -232,8 +273,8 @@ def read(tr: Transactor, op: Callable[..., T], *args: Any) -> T:
     return run(tr, op, args, writes=False)
 
 
-def read_pages(tr: Transactor, op: Callable[..., List[T]], args: Sequence[Any],
-               limit: Optional[int]) -> List[T]:
+def read_pages(tr: Transactor, op: Callable[..., Gen[List[T]]], args: Sequence[Any],
+               limit: Optional[int]) -> Gen[List[T]]:
     """``op(transaction, *args, k, after)``'s first ``limit`` results (all when None),
     in order, for a listing.
 
@@ -246,12 +287,12 @@ def read_pages(tr: Transactor, op: Callable[..., List[T]], args: Sequence[Any],
         check_transactor(tr, writes=False)
         return []
     if is_transaction(tr, writes=False):
-        return read(tr, op, *args, limit)
+        return (yield from read(tr, op, *args, limit))
     out: List[T] = []
     after: Optional[T] = None
     while limit is None or len(out) < limit:
         ask = PAGE if limit is None else min(PAGE, limit - len(out))
-        page = read(tr, op, *args, ask, after)
+        page = yield from read(tr, op, *args, ask, after)
         out.extend(page)
         if len(page) < ask:
             break
@@ -261,13 +302,13 @@ def read_pages(tr: Transactor, op: Callable[..., List[T]], args: Sequence[Any],
 
 def run(
     tr: Transactor,
-    op: Callable[..., T],
+    op: Callable[..., Gen[T]],
     args: Sequence[Any],
     *,
     writes: bool = True,
     stats: Optional[RetryStats] = None,
     receipts: Optional[Receipts] = None,
-) -> T:
+) -> Gen[T]:
     """Run ``op(transaction, attempt, *args)`` in the caller's transaction or a loop
     (``op(transaction, *args)`` for a call that only reads: no attempt, no read
     version asked for).
@@ -288,24 +329,28 @@ def run(
             transaction limit.
         UnknownResultError: it stopped in doubt and could not settle.
         InterruptedCall: Ctrl-C arrived while a commit was in flight (settled).
+        Cancelled: the awaiting driver cancelled the call (settled, and undone).
     """
     if is_transaction(tr, writes=writes):
-        return op(tr, Attempt(tr), *args) if writes else op(tr, *args)
+        if writes:
+            return (yield from op(tr, Attempt(tr), *args))
+        return (yield from op(tr, *args))
     check_transactor(tr)
-    return run_committed(tr, op, args, stats, receipts, 0, writes).result
+    done = yield from run_committed(tr, op, args, stats, receipts, 0, writes)
+    return done.result
 
 
-def run_committed(db: Any, op: Callable[..., T], args: Sequence[Any],
+def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
                   stats: Optional[RetryStats], receipts: Optional[Receipts],
-                  version: int, writes: bool = True) -> Committed[T]:
+                  version: int, writes: bool = True) -> Gen[Committed[T]]:
     """:func:`run` given a Database or Tenant, whose first attempt reads at
     ``version`` (if not 0); the result with the version it committed at."""
     call = None if receipts is None else Call(receipts, db)
     loop = _Loop(db, call, stats, writes)
     try:
-        result = loop.run(op, args, version)
-        return Committed(result, loop.committed)
-    except UnknownResultError:
+        result = yield from loop.run(op, args, version)
+        return Committed(result, loop.committed, loop.undo)
+    except (UnknownResultError, GeneratorExit):
         raise
     except BaseException as e:
         if call is None or not (call.doubt or loop.sent):
@@ -313,15 +358,20 @@ def run_committed(db: Any, op: Callable[..., T], args: Sequence[Any],
         if loop.sent:
             call.failed(None)
         try:
-            outcome = call.settle()
+            outcome = yield from call.settle()
         except UnknownResultError as unknown:
             if isinstance(e, KeyboardInterrupt):
                 raise InterruptedCall(None, unknown) from e
             raise unknown from e
         if isinstance(e, KeyboardInterrupt):
             raise InterruptedCall(outcome) from e
+        if isinstance(e, Cancelled):
+            if call.landed_undo is not None:
+                undo_op, undo_args = call.landed_undo
+                yield from run(db, undo_op, undo_args, stats=stats, receipts=receipts)
+            raise
         if outcome.committed:
-            return Committed(cast(T, outcome.result), 0)
+            return Committed(cast(T, outcome.result), 0, call.landed_undo)
         raise
     finally:
         if call is not None:
@@ -331,7 +381,8 @@ def run_committed(db: Any, op: Callable[..., T], args: Sequence[Any],
 class _Loop:
     """The state of one library retry loop (see :func:`run`)."""
 
-    __slots__ = ("call", "committed", "impl", "sent", "stats", "too_old", "tr", "writes")
+    __slots__ = ("call", "committed", "impl", "sent", "stats", "too_old", "tr", "undo",
+                 "writes")
 
     def __init__(self, db: Any, call: Optional[Call], stats: Optional[RetryStats],
                  writes: bool) -> None:
@@ -343,37 +394,40 @@ class _Loop:
         self.sent = False  # the current attempt's commit was sent, and signed
         self.too_old = 0  # attempts in a row that failed with transaction_too_old
         self.committed = 0  # the version the attempt that wrote committed at
+        self.undo: Optional[Undo] = None  # what undoes the attempt that committed
 
-    def run(self, op: Callable[..., T], args: Sequence[Any], version: int) -> T:
+    def run(self, op: Callable[..., Gen[T]], args: Sequence[Any], version: int) -> Gen[T]:
         call, transaction = self.call, self.tr
         while True:
             self.sent = False
             try:
                 if not self.writes:
-                    return op(transaction, *args)
+                    return (yield from op(transaction, *args))
                 attempt = Attempt(transaction, version)
                 version = 0  # a retry asks for a new one
                 if call is not None:
-                    done, result = call.settled(transaction)
+                    done, result = yield from call.settled(transaction)
                     if done:
                         return cast(T, result)
-                result = op(transaction, attempt, *args)
+                result = yield from op(transaction, attempt, *args)
                 signed = call is not None and (call.doubt or not attempt.idle)
                 if call is not None and signed:
                     # (after a doubtful attempt even an idle one signs: its write of
                     # the receipt makes the doubtful one conflict if it lands later)
-                    call.sign(transaction, attempt.read_version(), result)
+                    now = yield from attempt.read_version()
+                    yield from call.sign(transaction, now, result, attempt.undo)
                 self.sent = signed
-                transaction.commit().wait()
+                yield from ready(transaction.commit())
                 if not attempt.idle:
                     self.committed = transaction.get_committed_version()
+                    self.undo = attempt.undo
                     if self.stats is not None:
                         self.stats.committed_version = self.committed
                         self.stats.committed_at = time.monotonic()
                 return result
             except self.impl.FDBError as e:
                 self.failed(e)
-                transaction.on_error(e).wait()
+                yield from ready(transaction.on_error(e))
 
     def failed(self, e: Any) -> None:
         """Count a failed attempt; note doubt; refuse work that cannot fit in time."""

@@ -14,11 +14,23 @@ Every method here runs inside one transaction; :mod:`._run` decides which.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import fdb.tuple
 
-from ._fdb import WANT_ALL, Tally, clear_structure, first, get_value, le64, read_le64, snap
+from ._fdb import Gen, Range, Tally, clear_structure, le64, read, read_le64, snap
 from ._ids import Ids
 from ._layout import TreeLayout
 from ._run import Attempt
@@ -36,6 +48,18 @@ FANOUT = 1 << BITS
 LEVELS = 5  # stored node levels 1..5: one level-5 node covers 2**30 sequence numbers
 
 Key = Tuple[int, bytes]  # (seq, random): names an item
+
+
+class TreeRequest(NamedTuple):
+    """One push call's items: ``(encoded value, weight)`` pairs, and its id (None:
+    none)."""
+
+    batch: Sequence[Tuple[bytes, int]]
+    id: Optional[bytes]
+
+
+#: What a push request came to: its handles, or the error that refused it.
+Pushed = Union[List[bytes], ValueError]
 
 
 # -- handles and leaves ----------------------------------------------------------------
@@ -91,20 +115,21 @@ def _same(_level: int, name: Any) -> Any:
 
 
 def descend(
-    children: Callable[[int, Optional[int]], Iterable[Tuple[Any, int]]],
+    children: Callable[[int, Optional[int]], Gen[Iterable[Tuple[Any, int]]]],
     point: int,
     top: int,
     index: Callable[[int, Any], Any] = _same,
-) -> Tuple[Any, int]:
+) -> Gen[Tuple[Any, int]]:
     """Walk from level ``top`` to the leaf whose interval contains ``point``.
 
-    ``children(level, parent)`` yields ``(name, weight sum)`` for the children at
-    ``level`` of node ``parent`` (parent None: every node of that level; level 0
-    holds the leaves), in key order; ``index(level, name)`` turns the chosen child's
-    name into its node index (by default the name is the index), so only the chosen
-    child's name is ever decoded.  The walk starts among every node of level ``top``;
-    each step skips whole children whose sum is below the remaining point.  Returns
-    the leaf's name and the point's offset inside its interval.
+    ``children(level, parent)`` (an operation: it may read) gives ``(name, weight
+    sum)`` for the children at ``level`` of node ``parent`` (parent None: every node of
+    that level; level 0 holds the leaves), in key order; ``index(level, name)`` turns
+    the chosen child's name into its node index (by default the name is the index),
+    so only the chosen child's name is ever decoded.  The walk starts among every
+    node of level ``top``; each step skips whole children whose sum is below the
+    remaining point.  Returns the leaf's name and the point's offset inside its
+    interval.
 
     Raises:
         FdbRecipesError: the sums do not add up (never happens to a tree kept by
@@ -113,7 +138,7 @@ def descend(
     level, parent = top, None
     while True:
         chosen: Optional[Tuple[Any, int]] = None
-        for child in children(level, parent):
+        for child in (yield from children(level, parent)):
             if point < child[1]:
                 chosen = child
                 break
@@ -125,12 +150,13 @@ def descend(
         level, parent = level - 1, index(level, chosen[0])
 
 
-def top_level(sizes: Callable[[int], int], start: int = 0) -> int:
+def top_level(sizes: Callable[[int], Gen[int]], start: int = 0) -> Gen[int]:
     """The level a pick starts at: the lowest from ``start`` up whose nodes (leaves at
-    level 0) number at most :data:`FANOUT` (``sizes(level)``: how many, counted up to
-    ``FANOUT + 1``), or :data:`LEVELS` if none does (its nodes are all read)."""
+    level 0) number at most :data:`FANOUT` (``sizes(level)``, an operation: how many,
+    counted up to ``FANOUT + 1``), or :data:`LEVELS` if none does (its nodes are all
+    read)."""
     level = start
-    while level < LEVELS and sizes(level) > FANOUT:
+    while level < LEVELS and (yield from sizes(level)) > FANOUT:
         level += 1
     return level
 
@@ -154,6 +180,7 @@ class View:
     so neither the total nor the last sequence number is read.  That level is read
     whole, :data:`FANOUT` + 1 keys at most; the tree remembers it for the next
     operation, and when it has grown past it the levels above are read in parallel.
+    Made by :meth:`read`.
     """
 
     __slots__ = ("_levels", "adjust", "cache", "t", "top", "total", "tr")
@@ -169,25 +196,35 @@ class View:
         hint = tree.level_hint
         levels = range(0, LEVELS + 1) if hint is None else (hint,)
         #: level -> the read of every node of it, started (see :meth:`_size`).
-        self._levels: Dict[int, Any] = {level: self._start(level, None)[1] for level in levels}
-        self.top = top_level(self._size, 0 if hint is None else hint)
-        if (self.top, None) not in self.cache:  # the top level: never counted
-            self._size(self.top)
-        kvs = self.cache[(self.top, None)]
-        self.total = sum(read_le64(kv.value[:8]) for kv in kvs)
-        # One node (or none) at this level: the next operation can start lower.
-        tree.level_hint = self.top - 1 if len(kvs) <= 1 and self.top else self.top
+        self._levels: Dict[int, Range] = {level: self._start(level, None)[1]
+                                          for level in levels}
+        self.top = 0
+        self.total = 0
 
-    def _size(self, level: int) -> int:
+    @classmethod
+    def read(cls, tree: Tree, tr: Any) -> Gen[View]:
+        """A view of the tree in ``tr``: its top level found, its total known."""
+        view = cls(tree, tr)
+        hint = tree.level_hint
+        view.top = yield from top_level(view._size, 0 if hint is None else hint)
+        if (view.top, None) not in view.cache:  # the top level: never counted
+            yield from view._size(view.top)
+        kvs = view.cache[(view.top, None)]
+        view.total = sum(read_le64(kv.value[:8]) for kv in kvs)
+        # One node (or none) at this level: the next operation can start lower.
+        tree.level_hint = view.top - 1 if len(kvs) <= 1 and view.top else view.top
+        return view
+
+    def _size(self, level: int) -> Gen[int]:
         """How many nodes level ``level`` has, up to ``FANOUT + 1`` (reads the level,
         in parallel with every level above it if it was not started)."""
         if level not in self._levels:
             for above in range(level, LEVELS + 1):
                 self._levels[above] = self._start(above, None)[1]
-        kvs = self.cache[(level, None)] = list(self._levels[level])
+        kvs = self.cache[(level, None)] = yield from self._levels[level].read()
         return len(kvs)
 
-    def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Any]:
+    def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Range]:
         if parent is None:  # every node of the level: FANOUT + 1 at most, but the top
             space = self.t.k.leaves if level == 0 else self.t.k.nodes.subspace((level,))
             r = space.range()
@@ -196,16 +233,20 @@ class View:
         else:
             begin, end = self.t.children_range(level, parent)
             limit = 0
-        reader = snap(self.tr)
-        return (level, parent), reader.get_range(begin, end, limit=limit,
-                                                 streaming_mode=WANT_ALL)
+        return (level, parent), Range(snap(self.tr), begin, end, limit)
 
-    def children(self, level: int, parent: Optional[int]) -> Iterator[Tuple[Any, int]]:
+    def children(self, level: int, parent: Optional[int]
+                 ) -> Gen[Iterator[Tuple[Any, int]]]:
         """``(child, weight)`` for :func:`descend`; a child is its KeyValue."""
         kvs = self.cache.get((level, parent))
         if kvs is None:
             where, started = self._start(level, parent)
-            kvs = self.cache[where] = list(started)
+            kvs = self.cache[where] = yield from started.read()
+        return self.weighed(kvs)
+
+    def weighed(self, kvs: List[Any]) -> Iterator[Tuple[Any, int]]:
+        """``(kv, weight)`` of each child read, its weight decoded as the walk reaches
+        it, this operation's removals applied."""
         adjust = self.adjust
         for kv in kvs:
             yield kv, read_le64(kv.value[:8]) + adjust.get(kv.key, 0)
@@ -215,9 +256,9 @@ class View:
         index: int = self.t.k.nodes.unpack(kv.key)[1]
         return index
 
-    def pick(self, point: int) -> Tuple[Key, bytes]:
+    def pick(self, point: int) -> Gen[Tuple[Key, bytes]]:
         """(key, leaf value) of the item whose interval contains ``point``."""
-        kv, _ = descend(self.children, point, self.top, self.index)
+        kv, _ = yield from descend(self.children, point, self.top, self.index)
         seq, suffix = self.t.k.leaves.unpack(kv.key)
         return (seq, suffix), bytes(kv.value)
 
@@ -248,13 +289,13 @@ class Tree:
         """Key of the level-``level`` node covering sequence number ``seq``."""
         return bytes(self.k.nodes.pack((level, node_index(level, seq))))
 
-    def head(self, tr: Any) -> Tuple[int, int]:
+    def head(self, tr: Any) -> Gen[Tuple[int, int]]:
         """(total weight, largest sequence number or -1), by snapshot, in parallel."""
         total = snap(tr).get(self.k.total_key)
         r = self.k.leaves.range()
-        last = first(snap(tr).get_range(r.start, r.stop, limit=1, reverse=True))
+        last = yield from Range(snap(tr), r.start, r.stop, 1, reverse=True).first()
         max_seq = -1 if last is None else int(self.k.leaves.unpack(last.key)[0])
-        return read_le64(get_value(total)), max_seq
+        return read_le64((yield from read(total))), max_seq
 
     def children_range(self, level: int, parent: int) -> Tuple[bytes, bytes]:
         """Key range of the children of node ``parent`` one level above ``level``."""
@@ -269,7 +310,7 @@ class Tree:
         tally.add_sum(self.k.total_key, delta)
 
     def pick(self, tr: Any, view: View, point: Optional[int]
-             ) -> Optional[Tuple[Key, bytes, bytes]]:
+             ) -> Gen[Optional[Tuple[Key, bytes, bytes]]]:
         """(key, leaf, encoded value) of the item for ``point``, or None when empty.
 
         The sums are snapshot reads; the chosen value is a normal read: the pick's
@@ -287,8 +328,8 @@ class Tree:
             point = self.rng.randrange(view.total)
         elif point >= view.total:
             raise ValueError(f"point must be < the total weight {view.total}, got {point}")
-        key, leaf = view.pick(point)
-        encoded = get_value(tr.get(self.k.values.pack(key)))
+        key, leaf = yield from view.pick(point)
+        encoded = yield from read(tr.get(self.k.values.pack(key)))
         if encoded is None:
             raise FdbRecipesError(
                 "weight tree: the chosen item is gone from this transaction's own view; "
@@ -308,129 +349,166 @@ class Tree:
         self.ids.retire(tr, id_, now, make_handle(key))
         return weight
 
+    def relink(self, tr: Any, attempt: Attempt, items: List[Tuple[Key, bytes, bytes]],
+               unlinked_at: int) -> Gen[None]:
+        """Give removed items back, each under its old key with its weight and id (the
+        undo of a pop whose caller was cancelled)."""
+        yield from ()  # an operation (a generator), though it waits for nothing
+        tally = Tally()
+        for key, leaf, encoded in items:
+            weight, id_ = split_leaf(leaf)
+            tr.set(self.k.leaves.pack(key), leaf)
+            tr.set(self.k.values.pack(key), encoded)
+            self.adjust(key[0], weight, tally)
+            tally.add(self.k.pushed)
+            self.ids.unretire(tr, id_, unlinked_at, make_handle(key))
+        tally.write(tr)
+
     # -- operations -------------------------------------------------------------------
 
-    def push(self, tr: Any, attempt: Attempt, batch: List[Tuple[bytes, int]],
-             id_: Optional[bytes]) -> List[bytes]:
-        """Store ``(encoded value, weight)`` pairs after the last item; their handles."""
-        check = self.ids.check(tr, id_)
-        total, max_seq = self.head(tr)
-        now = attempt.now(tr, self.clock)
-        if check is not None:
-            known = self.ids.known(check, now)
-            if known is not None:
-                attempt.idle = True
-                return [known]
-        check_total(total, sum(w for _, w in batch))
+    def push(self, tr: Any, attempt: Attempt,
+             requests: Sequence[TreeRequest]) -> Gen[List[Pushed]]:
+        """Store each request's ``(encoded value, weight)`` pairs after the last item;
+        for each request, its handles, or (its id remembered) the first push's
+        handle, or the ValueError that refused it (the total weight would pass
+        :data:`MAX_TOTAL_WEIGHT`; nothing of it written).  The reads of every
+        request go out together."""
+        checks = self.ids.check(tr, (r.id for r in requests))
+        total, max_seq = yield from self.head(tr)
+        now = yield from attempt.now(tr, self.clock)
         tally = Tally()
-        handles = []
+        out: List[Pushed] = []
         seq = max_seq + 1
-        for encoded, weight in batch:
-            key = (seq, random_suffix())
-            tr.set(self.k.leaves.pack(key), le64(weight) + (id_ or b""))
-            tr.set(self.k.values.pack(key), encoded)
-            self.adjust(seq, weight, tally)
-            handles.append(make_handle(key))
-            seq += 1
-        tally.add(self.k.pushed, len(batch))
+        for r in requests:
+            if checks is not None and r.id is not None:
+                known = yield from self.ids.known(checks, r.id, now)
+                if known is not None:
+                    out.append([known])
+                    continue
+            weight = sum(w for _, w in r.batch)
+            try:
+                check_total(total, weight)
+            except ValueError as e:
+                out.append(e)
+                continue
+            total += weight
+            handles = []
+            for encoded, w in r.batch:
+                key = (seq, random_suffix())
+                tr.set(self.k.leaves.pack(key), le64(w) + (r.id or b""))
+                tr.set(self.k.values.pack(key), encoded)
+                self.adjust(seq, w, tally)
+                handles.append(make_handle(key))
+                seq += 1
+            tally.add(self.k.pushed, len(r.batch))
+            if checks is not None and r.id is not None:
+                yield from self.ids.remember(tr, checks, r.id, handles[0])
+            out.append(handles)
+        if checks is not None:
+            yield from self.ids.collect(tr, checks, now)
         tally.write(tr)
-        if check is not None:
-            self.ids.remember(tr, check, now, handles[0])
-        return handles
+        attempt.idle = seq == max_seq + 1
+        return out
 
-    def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Optional[Value]:
+    def pop(self, tr: Any, attempt: Attempt, point: Optional[int]) -> Gen[Optional[Value]]:
         """Remove the item ``point`` picks (a random one when None)."""
-        taken = self.take(tr, attempt, 1, point)
+        taken = yield from self.take(tr, attempt, 1, point)
         return taken[0] if taken else None
 
-    def pop_many(self, tr: Any, attempt: Attempt, n: int) -> List[Value]:
+    def pop_many(self, tr: Any, attempt: Attempt, n: int) -> Gen[List[Value]]:
         """Remove up to ``n`` random picks, one after the other (without replacement)."""
-        return self.take(tr, attempt, n, None)
+        return (yield from self.take(tr, attempt, n, None))
 
-    def take(self, tr: Any, attempt: Attempt, n: int, point: Optional[int]) -> List[Value]:
-        view = View(self, tr)
-        now = attempt.now(tr, self.clock)
+    def take(self, tr: Any, attempt: Attempt, n: int,
+             point: Optional[int]) -> Gen[List[Value]]:
+        """Remove up to ``n`` picks (the first at ``point``, if given)."""
+        view = yield from View.read(self, tr)
+        now = yield from attempt.now(tr, self.clock)
         tally = Tally()
-        taken = []
+        picks = []
         for _ in range(n):
-            picked = self.pick(tr, view, point)
+            picked = yield from self.pick(tr, view, point)
             if picked is None:
                 break
-            key, leaf, encoded = picked
+            key, leaf, _ = picked
             view.removed(key, self.unlink(tr, key, leaf, now, tally))
-            taken.append(decode_value(encoded))
+            picks.append(picked)
         tally.write(tr)
-        attempt.idle = not taken
-        return taken
+        attempt.idle = not picks
+        if picks:
+            attempt.undo = (self.relink, (picks, now))
+        return [decode_value(encoded) for _, _, encoded in picks]
 
-    def peek(self, tr: Any, point: Optional[int]) -> Optional[Value]:
+    def peek(self, tr: Any, point: Optional[int]) -> Gen[Optional[Value]]:
         """The value ``pop`` with ``point`` would remove."""
-        picked = self.pick(tr, View(self, tr), point)
+        view = yield from View.read(self, tr)
+        picked = yield from self.pick(tr, view, point)
         return None if picked is None else decode_value(picked[2])
 
-    def read_item(self, tr: Any, key: Key) -> Optional[Tuple[bytes, bytes]]:
+    def read_item(self, tr: Any, key: Key) -> Gen[Optional[Tuple[bytes, bytes]]]:
         """(leaf, encoded value) of item ``key``, read in parallel (read conflicts on
         both), or None if it is gone."""
         leaf_f, value_f = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
-        leaf, encoded = get_value(leaf_f), get_value(value_f)
+        leaf, encoded = (yield from read(leaf_f)), (yield from read(value_f))
         return None if leaf is None or encoded is None else (leaf, encoded)
 
-    def get(self, tr: Any, key: Key) -> Optional[Tuple[Value, int]]:
+    def get(self, tr: Any, key: Key) -> Gen[Optional[Tuple[Value, int]]]:
         """(value, weight) of item ``key``, or None."""
-        found = self.read_item(tr, key)
+        found = yield from self.read_item(tr, key)
         if found is None:
             return None
         leaf, encoded = found
         return decode_value(encoded), split_leaf(leaf)[0]
 
-    def remove(self, tr: Any, attempt: Attempt, key: Key) -> Optional[Value]:
+    def remove(self, tr: Any, attempt: Attempt, key: Key) -> Gen[Optional[Value]]:
         """Remove item ``key``; its value, or None if it is gone."""
-        found = self.read_item(tr, key)
+        found = yield from self.read_item(tr, key)
         if found is None:
             attempt.idle = True
             return None
         leaf, encoded = found
         tally = Tally()
-        self.unlink(tr, key, leaf, attempt.now(tr, self.clock), tally)
+        self.unlink(tr, key, leaf, (yield from attempt.now(tr, self.clock)), tally)
         tally.write(tr)
         return decode_value(encoded)
 
-    def set_weight(self, tr: Any, attempt: Attempt, key: Key, weight: int) -> Optional[int]:
+    def set_weight(self, tr: Any, attempt: Attempt, key: Key,
+                   weight: int) -> Gen[Optional[int]]:
         """Give item ``key`` a new weight; the old one, or None if it is gone."""
         leaf_key = self.k.leaves.pack(key)
         leaf_f, total_f = tr.get(leaf_key), tr.snapshot.get(self.k.total_key)
-        leaf = get_value(leaf_f)
+        leaf = yield from read(leaf_f)
         if leaf is None:
             attempt.idle = True
             return None
         old, id_ = split_leaf(leaf)
         delta = weight - old
-        check_total(read_le64(get_value(total_f)), delta)
+        check_total(read_le64((yield from read(total_f))), delta)
         tr.set(leaf_key, le64(weight) + (id_ or b""))
         tally = Tally()
         self.adjust(key[0], delta, tally)
         tally.write(tr)
         return old
 
-    def counter(self, tr: Any, key: bytes) -> int:
+    def counter(self, tr: Any, key: bytes) -> Gen[int]:
         """One counter's value (read conflict on it)."""
-        return read_le64(get_value(tr.get(key)))
+        return read_le64((yield from read(tr.get(key))))
 
-    def clear(self, tr: Any, _attempt: Attempt) -> None:
+    def clear(self, tr: Any, _attempt: Attempt) -> Gen[None]:
         """Remove every key of the tree except the wake counter "pushed" (touched,
         and "taken" set to match it, so the size is 0: see ``Ordered.clear``) and the
         receipt slots.  Reads "pushed"."""
-        clear_structure(tr, self.k.subspace, self.k.kept_by_clear(), self.k.pushed,
-                        self.k.taken)
+        yield from clear_structure(tr, self.k.subspace, self.k.kept_by_clear(),
+                                   self.k.pushed, self.k.taken)
 
-    def size(self, tr: Any) -> int:
+    def size(self, tr: Any) -> Gen[int]:
         """Items in the tree: "pushed" - "taken" (read conflicts on both)."""
         pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
-        return read_le64(get_value(pushed)) - read_le64(get_value(taken))
+        return read_le64((yield from read(pushed))) - read_le64((yield from read(taken)))
 
     def items(self, tr: Any, limit: Optional[int],
               after: Optional[Tuple[bytes, Value, int]] = None
-              ) -> List[Tuple[bytes, Value, int]]:
+              ) -> Gen[List[Tuple[bytes, Value, int]]]:
         """(handle, value, weight) of the first ``limit`` items (all when None), after
         the item ``after`` (a row of an earlier page) when given."""
         lr, vr = self.k.leaves.range(), self.k.values.range()
@@ -439,16 +517,16 @@ class Tree:
             key = parse_handle(after[0])
             lb = self.k.leaves.pack(key) + b"\x00"
             vb = self.k.values.pack(key) + b"\x00"
-        leaves = tr.get_range(lb, lr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
-        values = tr.get_range(vb, vr.stop, limit=limit or 0, streaming_mode=WANT_ALL)
+        leaves = Range(tr, lb, lr.stop, limit or 0)
+        values = Range(tr, vb, vr.stop, limit or 0)
         out = []
-        for leaf, value in zip(list(leaves), list(values)):
+        for leaf, value in zip((yield from leaves.read()), (yield from values.read())):
             key = self.k.leaves.unpack(leaf.key)
             if key != self.k.values.unpack(value.key):
                 raise FdbRecipesError("weight tree leaves and values disagree")
             out.append((make_handle(key), decode_value(value.value), split_leaf(leaf.value)[0]))
         return out
 
-    def ready(self, tr: Any) -> Readiness:
+    def ready(self, tr: Any) -> Gen[Readiness]:
         """Whether the tree holds an item (no expiry makes one appear)."""
-        return self.size(tr) > 0, None
+        return (yield from self.size(tr)) > 0, None

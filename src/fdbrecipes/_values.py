@@ -107,6 +107,21 @@ def check_delay(value: Any, name: str = "delay") -> int:
     return int(float(value) * VERSIONS_PER_SECOND)
 
 
+#: Longest reason a dead letter keeps, in characters.
+MAX_REASON = 1_000
+
+
+def check_reason(value: Any) -> Optional[str]:
+    """Return a dead letter's ``reason``: None, or a str of at most :data:`MAX_REASON`."""
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise TypeError(f"reason must be None or a str, not {type(value).__name__}")
+    if len(value) > MAX_REASON:
+        raise ValueError(f"reason must be at most {MAX_REASON:,} characters, got {len(value):,}")
+    return value
+
+
 def check_spread(value: Any) -> int:
     """Return ``spread``: an int from 1 (strict order) to :data:`MAX_SPREAD`."""
     return check_int(value, "spread", low=1, high=MAX_SPREAD)

@@ -1,18 +1,24 @@
-"""Waiting: the clock, watches and wake keys.
+"""Waiting: the clock, watches, wake keys, and the blocking driver.
 
 Time is the cluster's: a transaction's read version, about 1,000,000 per second and
-the same for every client.  Blocking calls wait on a FoundationDB watch of a wake key
+the same for every client.  Waiting calls wait on a FoundationDB watch of a wake key
 that every push touches, set in a transaction that writes nothing (a watch adds a
 read conflict on its key), so a push from any process wakes them.
+
+Operations are generators (:data:`._fdb.Gen`); :func:`drive` runs one to its end,
+blocking on each future it yields: that is the sync API.  The awaiting driver is in
+:mod:`fdbrecipes.aio`.  Besides futures, an operation may yield a :class:`Watch`
+(the driver sends back a watch future) or a :class:`Pause` (the driver sleeps until
+its future is ready or its time is up, and sends back which).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, NamedTuple, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Callable, NamedTuple, Optional, Protocol, Tuple, TypeVar, cast
 
-from ._fdb import check_database, fdb_impl
+from ._fdb import Gen, check_database, fdb_impl, ready
 from ._hooks import Hooks
 from ._values import check_timeout
 
@@ -31,15 +37,42 @@ class Wake(NamedTuple):
 
     Attributes:
         key: the wake key, touched by every write that may make an item visible.
-        ready: ``ready(tr, *args)``, the readiness check, read-only.
+        ready: ``ready(tr, *args)``, the readiness check (an operation), read-only.
         args: its arguments after the transaction.
         hooks: the structure's testing hooks.
     """
 
     key: bytes
-    ready: Callable[..., Readiness]
+    ready: Callable[..., Gen[Readiness]]
     args: Tuple[Any, ...]
     hooks: Hooks
+
+
+class Watch:
+    """What a waiting operation yields for a watch of ``key`` in ``tr``, whose reads
+    are at ``version``: the driver sends back a watch future.  The blocking driver
+    sets one in ``tr``; the awaiting driver may hand out a watch of the same key that
+    another waiter set at or before ``version`` (it fires no later than this one
+    would)."""
+
+    __slots__ = ("key", "tr", "version")
+
+    def __init__(self, tr: Any, key: bytes, version: int) -> None:
+        self.tr = tr
+        self.key = key
+        self.version = version
+
+
+class Pause:
+    """What a waiting operation yields to sleep until ``future`` (a watch; None: none)
+    is ready or ``seconds`` pass (None: no limit); the driver sends back whether the
+    future became ready, and, if it did not, is done with it."""
+
+    __slots__ = ("future", "seconds")
+
+    def __init__(self, future: Any, seconds: Optional[float]) -> None:
+        self.future = future
+        self.seconds = seconds
 
 
 class Clock(Protocol):
@@ -53,9 +86,18 @@ def database_clock(tr: Any) -> int:
 
     Client clocks may be skewed; read versions come from the cluster.  During a
     recovery versions can jump ahead, which makes leases expire early (never late).
+    Operations read it through :func:`reading` (or ``Attempt.now``), without
+    blocking; a custom clock is a plain function, called as it is.
     """
     version: int = tr.get_read_version().wait()
     return version
+
+
+def reading(tr: Any, clock: Clock) -> Gen[int]:
+    """``clock(tr)`` as an operation: the read version is waited for, not blocked on."""
+    if clock is database_clock:
+        return cast(int, (yield from ready(tr.get_read_version())))
+    return clock(tr)
 
 
 class Deadline:
@@ -77,17 +119,129 @@ class Deadline:
         return remaining if seconds is None else min(seconds, remaining)
 
 
+# -- waiting operations ---------------------------------------------------------------
+
+
+def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
+    """True if ``wake.ready(tr, *wake.args)`` holds now; else wait until it may have
+    become true, or until ``deadline``, and return False.
+
+    If not ready, a watch is set on the wake key (which every push touches) in the
+    same transaction, which writes nothing: a push that commits after the check
+    changes the key after the watch's read version, so the watch fires and no
+    wake-up is lost.  A watch that fails instead of firing (too many watches, a
+    timeout) would otherwise return at once, again and again: then it waits out a
+    short backoff.
+    """
+    impl = fdb_impl()
+    tr = db.create_transaction()
+    while True:
+        try:
+            is_ready, hint = yield from wake.ready(tr, *wake.args)
+            if is_ready:
+                return True
+            version = yield from ready(tr.get_read_version())
+            watch = yield Watch(tr, wake.key, version)
+            yield from ready(tr.commit())
+            break
+        except impl.FDBError as e:
+            yield from ready(tr.on_error(e))
+    timeout = deadline.limit(hint)
+    if wake.hooks.on_block is not None:
+        wake.hooks.on_block(timeout)
+    if (yield Pause(watch, timeout)):
+        try:
+            watch.wait()
+        except impl.FDBError:
+            backoff = WATCH_FAILURE_BACKOFF
+            yield Pause(None, backoff if timeout is None else min(timeout, backoff))
+    return False
+
+
+def wait_until_ready(db: Any, timeout: Any, wake: Wake) -> Gen[bool]:
+    """Wait until ``wake.ready`` holds (True) or ``timeout`` seconds pass (False).
+
+    Raises:
+        TypeError/ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
+    """
+    deadline = Deadline(check_timeout(timeout))
+    check_database(db)
+    while not (yield from wait_for_wake(db, wake, deadline)):
+        if deadline.passed():
+            return False
+    return True
+
+
+def take_or_wait(
+    db: Any,
+    timeout: Any,
+    take: Callable[..., Gen[T]],
+    take_args: Tuple[Any, ...],
+    wake: Wake,
+) -> Gen[T]:
+    """``take(db, *take_args)`` until it returns something or ``timeout`` passes.
+
+    Between tries, waits in :func:`wait_for_wake`.  Returns None at the timeout.
+
+    Raises:
+        TypeError/ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
+    """
+    deadline = Deadline(check_timeout(timeout))
+    check_database(db)
+    while True:
+        got = yield from take(db, *take_args)
+        if got is not None or deadline.passed():
+            return got
+        yield from wait_for_wake(db, wake, deadline)
+
+
+# -- the blocking driver ------------------------------------------------------------------
+
+
+def drive(call: Gen[T]) -> T:
+    """Run ``call`` to its end, blocking on each future it waits for (the sync API).
+
+    A KeyboardInterrupt that arrives while it blocks is raised inside the call,
+    where it waited, so the call settles a commit in flight (see ``_run.run``).
+    """
+    send: Any = None
+    throw: Optional[BaseException] = None
+    while True:
+        try:
+            step = call.send(send) if throw is None else call.throw(throw)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        send, throw = None, None
+        try:
+            if isinstance(step, Pause):
+                send = wait_ready(step.future, step.seconds)
+            elif isinstance(step, Watch):
+                send = step.tr.watch(step.key)
+            else:
+                step.block_until_ready()
+        except BaseException as e:
+            throw = e
+
+
 def wait_ready(future: Any, timeout: Optional[float]) -> bool:
-    """Block until ``future`` is ready or ``timeout`` seconds pass; True if ready.
+    """Block until ``future`` is ready or ``timeout`` seconds pass; True if ready (a
+    future not ready by then is cancelled; None: just sleep).
 
     The future's outcome (a value or an error) is not inspected: callers use this for
     watches, where any outcome means "look again".
     """
+    if future is None:
+        if timeout:
+            time.sleep(timeout)
+        return False
     if future.is_ready():
         return True
     event = threading.Event()
     future.on_ready(_Setter(event))
-    return event.wait(timeout)
+    if event.wait(timeout):
+        return True
+    future.cancel()
+    return False
 
 
 class _Setter:
@@ -100,83 +254,3 @@ class _Setter:
 
     def __call__(self, _future: Any) -> None:
         self.event.set()
-
-
-def wait_on_watch(watch: Any, timeout: Optional[float], hooks: Hooks) -> None:
-    """Block until ``watch`` fires or ``timeout`` seconds pass (None: no limit).
-
-    A watch that fails instead of firing (too many watches, a cancelled transaction)
-    would otherwise return at once, again and again: then wait out a short backoff.
-    """
-    if hooks.on_block is not None:
-        hooks.on_block(timeout)
-    if not wait_ready(watch, timeout):
-        watch.cancel()
-        return
-    try:
-        watch.wait()
-    except fdb_impl().FDBError:
-        backoff = WATCH_FAILURE_BACKOFF
-        time.sleep(backoff if timeout is None else min(timeout, backoff))
-
-
-def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> bool:
-    """True if ``wake.ready(tr, *wake.args)`` holds now; else block until it may have
-    become true, or until ``deadline``, and return False.
-
-    If not ready, a watch is set on the wake key (which every push touches) in the
-    same transaction, which writes nothing: a push that commits after the check
-    changes the key after the watch's read version, so the watch fires and no
-    wake-up is lost.
-    """
-    impl = fdb_impl()
-    tr = db.create_transaction()
-    while True:
-        try:
-            is_ready, hint = wake.ready(tr, *wake.args)
-            if is_ready:
-                return True
-            watch = tr.watch(wake.key)
-            tr.commit().wait()
-            break
-        except impl.FDBError as e:
-            tr.on_error(e).wait()
-    wait_on_watch(watch, deadline.limit(hint), wake.hooks)
-    return False
-
-
-def wait_until_ready(db: Any, timeout: Any, wake: Wake) -> bool:
-    """Block until ``wake.ready`` holds (True) or ``timeout`` seconds pass (False).
-
-    Raises:
-        TypeError/ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
-    """
-    deadline = Deadline(check_timeout(timeout))
-    check_database(db)
-    while not wait_for_wake(db, wake, deadline):
-        if deadline.passed():
-            return False
-    return True
-
-
-def take_or_wait(
-    db: Any,
-    timeout: Any,
-    take: Callable[..., T],
-    take_args: Tuple[Any, ...],
-    wake: Wake,
-) -> T:
-    """``take(db, *take_args)`` until it returns something or ``timeout`` passes.
-
-    Between tries, blocks in :func:`wait_for_wake`.  Returns None at the timeout.
-
-    Raises:
-        TypeError/ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
-    """
-    deadline = Deadline(check_timeout(timeout))
-    check_database(db)
-    while True:
-        got = take(db, *take_args)
-        if got is not None or deadline.passed():
-            return got
-        wait_for_wake(db, wake, deadline)

@@ -72,6 +72,7 @@ COMMANDS = (
     Command("demo", "push and pop through every structure", demo),
     Command("bench", "run the benchmark suite (table + PNG chart)", bench, bench_options),
     *(Command(op.name, op.help, op.main, op.arguments) for op in admin.OPERATIONS),
+    *(Command(op.name, op.help, op.main, op.arguments) for op in admin.SERVICES),
 )
 
 #: What ``fdbrecipes --help`` says after the list of commands.

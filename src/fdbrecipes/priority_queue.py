@@ -21,8 +21,10 @@ import fdb.tuple
 from ._fdb import Transactor
 from ._front import MAX, MIN
 from ._leases import Lease
+from ._ordered import PushRequest
 from ._ordered_api import OrderedAPI
 from ._values import Value, check_id, check_int, encode_value, materialize
+from ._wait import drive
 
 __all__ = ["PriorityQueue"]
 
@@ -34,6 +36,13 @@ def _check_priority(priority: Any, name: str = "priority") -> Tuple[int]:
     except Exception:  # beyond the tuple layer's 255-byte integers
         raise ValueError(f"{name} is too large for the tuple layer") from None
     return (priority,)
+
+
+def _end(reverse: Any) -> int:
+    """The end ``items(reverse=...)`` lists from."""
+    if type(reverse) is not bool:
+        raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
+    return MAX if reverse else MIN
 
 
 def _check_pair(pair: Any, i: int) -> Tuple[Tuple[int], bytes]:
@@ -74,8 +83,12 @@ class PriorityQueue(OrderedAPI):
             TypeError/ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id`` or ``delay``.
         """
+        drive(self._push(tr, self._one(value, priority, id, delay)))
+
+    def _one(self, value: Value, priority: int, id_: Optional[bytes],
+             delay: Optional[float]) -> PushRequest:
         group = _check_priority(priority)
-        self._push(tr, [(group, encode_value(value))], check_id(id), delay, "value")
+        return self._request([(group, encode_value(value))], check_id(id_), delay, "value")
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]], *,
                   delay: Optional[float] = None) -> None:
@@ -88,8 +101,11 @@ class PriorityQueue(OrderedAPI):
             TypeError/ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
+        drive(self._push(tr, self._many(items, delay)))
+
+    def _many(self, items: Iterable[Tuple[Value, int]], delay: Optional[float]) -> PushRequest:
         batch = [_check_pair(p, i) for i, p in enumerate(materialize(items, "items"))]
-        self._push(tr, list(batch), None, delay, "items")
+        return self._request(batch, None, delay, "items")
 
     def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
         """Remove and return the oldest item of the lowest priority; None when empty.
@@ -99,7 +115,7 @@ class PriorityQueue(OrderedAPI):
         ``spread=k``, takes one of the first ``k`` at random, with a conflict on it
         only (see Queue.pop).  Cost: 1 round trip, O(1) in n.
         """
-        return self._pop(tr, MIN, spread)
+        return drive(self._pop(tr, MIN, spread))
 
     def pop_max(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
         """Remove and return the oldest item of the highest priority; None when empty.
@@ -110,23 +126,23 @@ class PriorityQueue(OrderedAPI):
         least as high.  ``spread`` as for :meth:`pop_min`.  Cost: 2 round trips, O(1)
         in n.
         """
-        return self._pop(tr, MAX, spread)
+        return drive(self._pop(tr, MAX, spread))
 
     def pop_min_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
         """Remove up to ``n`` items in pop_min order (see Queue.pop_many)."""
-        return self._pop_many(tr, MIN, n, spread)
+        return drive(self._pop_many(tr, MIN, n, spread))
 
     def pop_max_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
         """Remove up to ``n`` items in pop_max order (see Queue.pop_many)."""
-        return self._pop_many(tr, MAX, n, spread)
+        return drive(self._pop_many(tr, MAX, n, spread))
 
     def peek_min(self, tr: Transactor) -> Optional[Value]:
         """The value pop_min would return, without removing it.  Cost: 1 round trip."""
-        return self._peek(tr, MIN)
+        return drive(self._peek(tr, MIN))
 
     def peek_max(self, tr: Transactor) -> Optional[Value]:
         """The value pop_max would return, without removing it.  Cost: 2 round trips."""
-        return self._peek(tr, MAX)
+        return drive(self._peek(tr, MAX))
 
     def items(
         self, tr: Transactor, limit: Optional[int] = None, reverse: bool = False
@@ -139,29 +155,27 @@ class PriorityQueue(OrderedAPI):
         pages of 1,000, each its own transaction.  Cost: 1 to 3 round trips per page,
         O(n) keys (O(limit) with a limit).
         """
-        if type(reverse) is not bool:
-            raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
-        return self._items(tr, MAX if reverse else MIN, limit)
+        return drive(self._items(tr, _end(reverse), limit))
 
     def claim_min(self, tr: Transactor, lease_seconds: float, *,
                   spread: int = 1) -> Optional[Lease]:
         """Take the pop_min item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
-        return self._claim(tr, MIN, lease_seconds, spread)
+        return drive(self._claim(tr, MIN, lease_seconds, spread))
 
     def claim_max(self, tr: Transactor, lease_seconds: float, *,
                   spread: int = 1) -> Optional[Lease]:
         """Take the pop_max item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
-        return self._claim(tr, MAX, lease_seconds, spread)
+        return drive(self._claim(tr, MAX, lease_seconds, spread))
 
     def claim_min_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                        spread: int = 1) -> List[Lease]:
         """Up to ``n`` leases in pop_min order (see Queue.claim_many)."""
-        return self._claim_many(tr, MIN, n, lease_seconds, spread)
+        return drive(self._claim_many(tr, MIN, n, lease_seconds, spread))
 
     def claim_max_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                        spread: int = 1) -> List[Lease]:
         """Up to ``n`` leases in pop_max order (see Queue.claim_many)."""
-        return self._claim_many(tr, MAX, n, lease_seconds, spread)
+        return drive(self._claim_many(tr, MAX, n, lease_seconds, spread))
 
     def claimed_min(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                     release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
@@ -175,20 +189,20 @@ class PriorityQueue(OrderedAPI):
 
     def pop_min_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """pop_min, waiting on a watch until an item arrives (see Queue.pop_wait)."""
-        return self._pop_wait(db, MIN, timeout)
+        return drive(self._pop_wait(db, MIN, timeout))
 
     def pop_max_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """pop_max, waiting on a watch until an item arrives (see Queue.pop_wait)."""
-        return self._pop_wait(db, MAX, timeout)
+        return drive(self._pop_wait(db, MAX, timeout))
 
     def claim_min_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease]:
         """claim_min, waiting on a watch until an item is visible."""
-        return self._claim_wait(db, MIN, lease_seconds, timeout)
+        return drive(self._claim_wait(db, MIN, lease_seconds, timeout))
 
     def claim_max_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease]:
         """claim_max, waiting on a watch until an item is visible."""
-        return self._claim_wait(db, MAX, lease_seconds, timeout)
+        return drive(self._claim_wait(db, MAX, lease_seconds, timeout))

@@ -16,8 +16,10 @@ from typing import Any, ContextManager, Iterable, List, Optional
 from ._fdb import Transactor
 from ._front import MIN
 from ._leases import Lease
+from ._ordered import PushRequest
 from ._ordered_api import OrderedAPI
 from ._values import Value, check_id, encode_value, materialize
+from ._wait import drive
 
 __all__ = ["Queue"]
 
@@ -85,7 +87,10 @@ class Queue(OrderedAPI):
                 100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
                 not None or seconds >= 0.
         """
-        self._push(tr, [((), encode_value(value))], check_id(id), delay, "value")
+        drive(self._push(tr, self._one(value, id, delay)))
+
+    def _one(self, value: Value, id_: Optional[bytes], delay: Optional[float]) -> PushRequest:
+        return self._request([((), encode_value(value))], check_id(id_), delay, "value")
 
     def push_many(self, tr: Transactor, values: Iterable[Value], *,
                   delay: Optional[float] = None) -> None:
@@ -100,9 +105,12 @@ class Queue(OrderedAPI):
             TypeError/ValueError: any value is invalid (the message names its index),
                 or the batch would exceed FoundationDB's 10 MB transaction limit.
         """
+        drive(self._push(tr, self._many(values, delay)))
+
+    def _many(self, values: Iterable[Value], delay: Optional[float]) -> PushRequest:
         batch = [((), encode_value(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
-        self._push(tr, batch, None, delay, "values")
+        return self._request(batch, None, delay, "values")
 
     def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
         """Remove and return the oldest visible item; None when none is visible.
@@ -132,7 +140,7 @@ class Queue(OrderedAPI):
         Raises:
             TypeError/ValueError: ``spread`` is not an int >= 1.
         """
-        return self._pop(tr, MIN, spread)
+        return drive(self._pop(tr, MIN, spread))
 
     def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
         """Remove and return up to ``n`` items, oldest first (with ``spread=k``, ``n``
@@ -148,14 +156,14 @@ class Queue(OrderedAPI):
             TypeError/ValueError: ``n`` is not an int >= 0 (or over 10,000 given a
                 Transaction); bad ``spread``.
         """
-        return self._pop_many(tr, MIN, n, spread)
+        return drive(self._pop_many(tr, MIN, n, spread))
 
     def peek(self, tr: Transactor) -> Optional[Value]:
         """The value :meth:`pop` would return now, without removing it.
 
         Reads the first item (read conflict on it).  Cost: 1 round trip, O(1) in n.
         """
-        return self._peek(tr, MIN)
+        return drive(self._peek(tr, MIN))
 
     def items(self, tr: Transactor, limit: Optional[int] = None) -> List[Value]:
         """The visible items, oldest first, without removing them (up to ``limit``).
@@ -165,7 +173,7 @@ class Queue(OrderedAPI):
         (so a huge queue is listed in full, though not as one snapshot).  Cost: O(n)
         keys (O(limit) with a limit), 1 round trip per 1,000.
         """
-        return self._items(tr, MIN, limit)
+        return drive(self._items(tr, MIN, limit))
 
     def claim(self, tr: Transactor, lease_seconds: float, *,
               spread: int = 1) -> Optional[Lease]:
@@ -177,7 +185,7 @@ class Queue(OrderedAPI):
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
         """
-        return self._claim(tr, MIN, lease_seconds, spread)
+        return drive(self._claim(tr, MIN, lease_seconds, spread))
 
     def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                    spread: int = 1) -> List[Lease]:
@@ -189,7 +197,7 @@ class Queue(OrderedAPI):
         items follow one another until ``n`` are claimed or none is visible.  Ack
         them together with :meth:`ack_many`.  Cost: 1 round trip per 1,000 items.
         """
-        return self._claim_many(tr, MIN, n, lease_seconds, spread)
+        return drive(self._claim_many(tr, MIN, n, lease_seconds, spread))
 
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                 release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
@@ -219,10 +227,10 @@ class Queue(OrderedAPI):
         wakes the waiter within milliseconds.  Needs a Database (it runs several
         transactions).  Cost per wake-up: 1 pop, 1 read-only check.
         """
-        return self._pop_wait(db, MIN, timeout)
+        return drive(self._pop_wait(db, MIN, timeout))
 
     def claim_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease]:
         """:meth:`claim`, waiting like :meth:`pop_wait` until an item is visible."""
-        return self._claim_wait(db, MIN, lease_seconds, timeout)
+        return drive(self._claim_wait(db, MIN, lease_seconds, timeout))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ._fdb import Transactor, check_transactor
+from ._fdb import Gen, Transactor, check_transactor
 from ._ids import Ids
 from ._layout import TreeLayout
 from ._run import Structure, read, read_pages
@@ -22,7 +22,9 @@ from ._tree import (
     MAX_TOTAL_WEIGHT,
     MAX_WEIGHT,
     PICK_BATCH,
+    Pushed,
     Tree,
+    TreeRequest,
     parse_handle,
 )
 from ._values import (
@@ -37,9 +39,16 @@ from ._values import (
     encode_value,
     materialize,
 )
-from ._wait import Clock, Wake, database_clock, take_or_wait
+from ._wait import Clock, Wake, database_clock, drive, take_or_wait
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "WeightTree"]
+
+
+def pushed(result: Pushed) -> List[bytes]:
+    """The handles a push request came to (raises the error that refused it)."""
+    if isinstance(result, ValueError):
+        raise result
+    return result
 
 
 def _check_weight(weight: Any, name: str = "weight") -> int:
@@ -110,10 +119,17 @@ class WeightTree(Structure):
             TypeError/ValueError: bad value (as for Queue), weight not an int in
                 [1, 2**32], bad id, or the total weight would pass 2**62.
         """
-        encoded = encode_value(value)
-        weight = _check_weight(weight)
-        id_ = check_id(id)
-        return self._loop(tr, self._tree.push, [(encoded, weight)], id_)[0]
+        return drive(self._push(tr, self._one(value, weight, id)))[0]
+
+    def _one(self, value: Value, weight: int, id_: Optional[bytes]) -> TreeRequest:
+        return TreeRequest([(encode_value(value), _check_weight(weight))], check_id(id_))
+
+    def _push(self, tr: Transactor, request: TreeRequest) -> Gen[List[bytes]]:
+        """Push a validated request; its handles."""
+        if not request.batch:
+            check_transactor(tr)
+            return []
+        return pushed((yield from self._loop(tr, self._tree.push, [request]))[0])
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]]) -> List[bytes]:
         """Add every ``(value, weight)`` pair in one transaction; return their handles.
@@ -125,6 +141,9 @@ class WeightTree(Structure):
             TypeError/ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
+        return drive(self._push(tr, self._many(items)))
+
+    def _many(self, items: Iterable[Tuple[Value, int]]) -> TreeRequest:
         batch = []
         for i, pair in enumerate(materialize(items, "items")):
             if type(pair) is not tuple or len(pair) != 2:
@@ -135,10 +154,7 @@ class WeightTree(Structure):
         total = sum(len(v) + 2 * (prefix + 60 + MUTATION_OVERHEAD) + LEVELS * 40
                     for v, _ in batch)
         check_batch_bytes(total, len(batch), "items")
-        if not batch:
-            check_transactor(tr)
-            return []
-        return self._loop(tr, self._tree.push, batch, None)
+        return TreeRequest(batch, None)
 
     def pop(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """Remove an item, chosen with probability weight / total; None when empty.
@@ -159,6 +175,9 @@ class WeightTree(Structure):
         Raises:
             ValueError: ``point`` is outside [0, total weight) (nothing is written).
         """
+        return drive(self._pop(tr, point))
+
+    def _pop(self, tr: Transactor, point: Optional[int]) -> Gen[Optional[Value]]:
         return self._loop(tr, self._tree.pop, _check_point(point))
 
     def pop_many(self, tr: Transactor, n: int) -> List[Value]:
@@ -175,6 +194,9 @@ class WeightTree(Structure):
             TypeError/ValueError: ``n`` is not an int >= 0 (or over 1,000 given a
                 Transaction).
         """
+        return drive(self._pop_many(tr, n))
+
+    def _pop_many(self, tr: Transactor, n: int) -> Gen[List[Value]]:
         n = check_int(n, "n", low=0)
         batch = self._hooks.batch or PICK_BATCH
         return self._loop.batches(tr, self._tree.pop_many, n, (), MAX_PICKS, batch,
@@ -186,6 +208,9 @@ class WeightTree(Structure):
         Without a point, one is drawn at random.  Reads as pop (a read conflict on the
         chosen item's value only).  Cost: as pop, without writes.
         """
+        return drive(self._peek(tr, point))
+
+    def _peek(self, tr: Transactor, point: Optional[int]) -> Gen[Optional[Value]]:
         return read(tr, self._tree.peek, _check_point(point))
 
     def get(self, tr: Transactor, handle: bytes) -> Optional[Tuple[Value, int]]:
@@ -193,6 +218,9 @@ class WeightTree(Structure):
 
         Reads the item's two keys (read conflicts on them).  Cost: 1 round trip.
         """
+        return drive(self._get(tr, handle))
+
+    def _get(self, tr: Transactor, handle: bytes) -> Gen[Optional[Tuple[Value, int]]]:
         return read(tr, self._tree.get, parse_handle(handle))
 
     def remove(self, tr: Transactor, handle: bytes) -> Optional[Value]:
@@ -202,6 +230,9 @@ class WeightTree(Structure):
         remove or set_weight of the same item), clears them, updates the sums.
         Cost: 1 round trip, O(log n) writes.
         """
+        return drive(self._remove(tr, handle))
+
+    def _remove(self, tr: Transactor, handle: bytes) -> Gen[Optional[Value]]:
         return self._loop(tr, self._tree.remove, parse_handle(handle))
 
     def set_weight(self, tr: Transactor, handle: bytes, weight: int) -> Optional[int]:
@@ -215,6 +246,9 @@ class WeightTree(Structure):
         Raises:
             TypeError/ValueError: bad weight, or the total would pass 2**62.
         """
+        return drive(self._set_weight(tr, handle, weight))
+
+    def _set_weight(self, tr: Transactor, handle: bytes, weight: int) -> Gen[Optional[int]]:
         key = parse_handle(handle)
         weight = _check_weight(weight)
         return self._loop(tr, self._tree.set_weight, key, weight)
@@ -225,23 +259,35 @@ class WeightTree(Structure):
         Reads one counter (read conflict on it: pass ``tr.snapshot`` in a transaction
         that also writes, or it conflicts with every push and pop).  Cost: 1 round trip.
         """
+        return drive(self._total_weight(tr))
+
+    def _total_weight(self, tr: Transactor) -> Gen[int]:
         return read(tr, self._tree.counter, self._tree.k.total_key)
 
     def size(self, tr: Transactor) -> int:
         """Number of items.  Reads two counters ("pushed" - "taken") in parallel, with
         read conflicts, as :meth:`total_weight` reads one.  Cost: 1 round trip."""
+        return drive(self._size(tr))
+
+    def _size(self, tr: Transactor) -> Gen[int]:
         return read(tr, self._tree.size)
 
     def is_empty(self, tr: Transactor) -> bool:
         """True when the tree holds no item.  Reads as :meth:`size`."""
-        return self.size(tr) == 0
+        return drive(self._is_empty(tr))
+
+    def _is_empty(self, tr: Transactor) -> Gen[bool]:
+        return (yield from self._size(tr)) == 0
 
     def clear(self, tr: Transactor) -> None:
         """Remove every item, sum and remembered id: range clears.  The wake counter
         "pushed" is touched instead of cleared (waiters look again; "taken" is set to
         match it, so reads it: a conflict with concurrent pushes) and the receipt
         slots of calls that may be in flight stay.  Cost: 1 read, O(1) in n."""
-        self._loop.idempotent(tr, self._tree.clear)
+        drive(self._clear(tr))
+
+    def _clear(self, tr: Transactor) -> Gen[None]:
+        return self._loop.idempotent(tr, self._tree.clear)
 
     def items(
         self, tr: Transactor, limit: Optional[int] = None
@@ -253,12 +299,18 @@ class WeightTree(Structure):
         listed in full, though not as one snapshot).  Cost: 1 round trip per page,
         O(n) keys.
         """
+        return drive(self._items(tr, limit))
+
+    def _items(self, tr: Transactor, limit: Optional[int]
+               ) -> Gen[List[Tuple[bytes, Value, int]]]:
         return read_pages(tr, self._tree.items, (), check_limit(limit))
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """:meth:`pop`, waiting on a watch (touched by every push) until an item
         arrives; None if ``timeout`` seconds pass first.  Needs a Database.
         """
+        return drive(self._pop_wait(db, timeout))
+
+    def _pop_wait(self, db: Any, timeout: Optional[float]) -> Gen[Optional[Value]]:
         wake = Wake(self._tree.k.wake_key, self._tree.ready, (), self._hooks)
-        value: Optional[Value] = take_or_wait(db, timeout, self.pop, (), wake)
-        return value
+        return take_or_wait(db, timeout, self._pop, (None,), wake)

@@ -3,7 +3,8 @@
 Each machine drives a structure on a real server and a model side by side and checks
 every result; lease expiry and delays are driven by advancing a shared test clock.
 The ordered machines cover delays, releases with delay, dead letters (max_deliveries
-3), requeues and purges, and check stats() against the model after every step."""
+3), requeues and purges, and check stats() against the model after every step.  Each
+machine drives the sync API and, again, the async one (``fdbrecipes.aio``)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fdbrecipes import Lease, LeaseExpiredError, PriorityQueue, Queue, WeightTree
-from tests.helpers import TestClock
+from fdbrecipes import Lease, LeaseExpiredError, PriorityQueue, Queue, WeightTree, aio
+from tests.helpers import Blocking, TestClock
 
 pytestmark = pytest.mark.integration
 
@@ -54,12 +55,20 @@ class Item:
         self.visible_at = visible_at
 
 
+def structure(api: str, sync: Any, twin: Any, *args: Any, **kwargs: Any) -> Any:
+    """The structure a machine drives: the sync class, or (api "async") its async
+    twin, called through :class:`tests.helpers.Blocking`."""
+    if api == "sync":
+        return sync(*args, **kwargs)
+    return Blocking(twin(*args, **kwargs))
+
+
 class OrderedModel(RuleBasedStateMachine):
     """Shared by the Queue and PriorityQueue machines (priority None for a Queue)."""
 
     leases = Bundle("leases")
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Any, api: str) -> None:
         super().__init__()
         self.db = db
         self.space = fdb.Subspace(("fdbrecipes-test", "machine", uuid.uuid4().hex))
@@ -75,6 +84,8 @@ class OrderedModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         r = self.space.range()
         self.db.clear_range(r.start, r.stop)
+        if isinstance(self.s, Blocking):
+            self.s.close()
 
     # -- the model -----------------------------------------------------------------
 
@@ -210,10 +221,10 @@ class OrderedModel(RuleBasedStateMachine):
 
 
 class QueueMachine(OrderedModel):
-    def __init__(self, db: Any) -> None:
-        super().__init__(db)
-        self.s = Queue(self.space, clock=self.clock, id_retention=10**6,
-                       max_deliveries=MAX_DELIVERIES)
+    def __init__(self, db: Any, api: str) -> None:
+        super().__init__(db, api)
+        self.s = structure(api, Queue, aio.AsyncQueue, self.space, clock=self.clock,
+                           id_retention=10**6, max_deliveries=MAX_DELIVERIES)
 
     @rule(value=values, id_=ids, delay=delays)
     def push(self, value: Any, id_: Optional[bytes], delay: Optional[int]) -> None:
@@ -261,10 +272,11 @@ class QueueMachine(OrderedModel):
 
 
 class PriorityQueueMachine(OrderedModel):
-    def __init__(self, db: Any) -> None:
-        super().__init__(db)
-        self.s = PriorityQueue(self.space, clock=self.clock, id_retention=10**6,
-                               max_deliveries=MAX_DELIVERIES)
+    def __init__(self, db: Any, api: str) -> None:
+        super().__init__(db, api)
+        self.s = structure(api, PriorityQueue, aio.AsyncPriorityQueue, self.space,
+                           clock=self.clock, id_retention=10**6,
+                           max_deliveries=MAX_DELIVERIES)
 
     @rule(value=values, priority=st.integers(-3, 3) | st.sampled_from([-(2**70), 2**70]),
           id_=ids, delay=delays)
@@ -314,18 +326,21 @@ class PriorityQueueMachine(OrderedModel):
 class WeightTreeMachine(RuleBasedStateMachine):
     handles = Bundle("handles")
 
-    def __init__(self, db: Any) -> None:
+    def __init__(self, db: Any, api: str) -> None:
         super().__init__()
         self.db = db
         self.space = fdb.Subspace(("fdbrecipes-test", "machine", uuid.uuid4().hex))
         # A seeded rng: pop_random must pop the same item when hypothesis replays
         # the steps, or the draws after it would differ from run to run.
-        self.tree = WeightTree(self.space, rng=random.Random(0))
+        self.tree = structure(api, WeightTree, aio.AsyncWeightTree, self.space,
+                              rng=random.Random(0))
         self.model: List[List[Any]] = []  # [handle, value, weight], in point order
 
     def teardown(self) -> None:
         r = self.space.range()
         self.db.clear_range(r.start, r.stop)
+        if isinstance(self.tree, Blocking):
+            self.tree.close()
 
     def owner(self, point: int) -> int:
         for index, (_, _, weight) in enumerate(self.model):
@@ -397,6 +412,7 @@ class WeightTreeMachine(RuleBasedStateMachine):
         assert self.tree.size(self.db) == len(self.model)
 
 
+@pytest.mark.parametrize("api", ["sync", "async"])
 @pytest.mark.parametrize("machine", [QueueMachine, PriorityQueueMachine, WeightTreeMachine])
-def test_state_machine(fdb_database: Any, machine: Any) -> None:
-    run_state_machine_as_test(lambda: machine(fdb_database), settings=MACHINE_SETTINGS)
+def test_state_machine(fdb_database: Any, machine: Any, api: str) -> None:
+    run_state_machine_as_test(lambda: machine(fdb_database, api), settings=MACHINE_SETTINGS)

@@ -22,6 +22,7 @@ from fdbrecipes.bench.operations import (
     Writer,
 )
 from fdbrecipes.bench.settings import (
+    AIO_KINDS,
     CLAIM_ACK,
     KINDS,
     PQ_POP_MAX,
@@ -38,7 +39,8 @@ SUBSPACE = Subspace(("bench-test",))
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 14 and set(kinds) == set(KINDS)
+    assert len(kinds) == 19 and set(kinds) | set(AIO_KINDS) == set(KINDS)
+    assert len(AIO_KINDS) == 6 and {k.tasks for k in AIO_KINDS} == {16, 64}
     assert len({k.label for k in KINDS}) == len(KINDS)
     assert {k.op for k in KINDS} == set(FACTORIES)
     assert {k.op for k in KINDS if k.drains} == set(FILLS)
@@ -51,7 +53,7 @@ def test_every_factory_makes_a_client() -> None:
     for op, factory in FACTORIES.items():
         client = factory(object(), SUBSPACE, 0, 1)
         assert isinstance(client, operations.Client), op
-        expected = None if op == "recipe-push" else 0
+        expected = None if op in ("recipe-push", "blocking-read") else 0
         assert client.retries() == expected, op
 
 
@@ -101,8 +103,8 @@ class FakeQueue:
     def push_many(self, tr: Any, values: List[Any]) -> None:
         self.pushed.append((tr, list(values)))
 
-    def claim_many(self, _tr: Any, n: int, lease_seconds: float) -> List[Any]:
-        assert lease_seconds == settings.LEASE_SECONDS
+    def claim_many(self, _tr: Any, n: int, lease_seconds: float, spread: int = 1) -> List[Any]:
+        assert lease_seconds == settings.LEASE_SECONDS and spread == 1
         taken = min(n, self.items)
         self.items -= taken
         self.retry_stats.retries += 1

@@ -102,10 +102,19 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     assert recorder.jobs == LIMITS + rotated + pops + [
         ("claim-ack", 100, 1, None), ("claim-ack", 100, 16, None),
         ("tree-pop", 1, 1, None), ("tree-pop", 1, 4, None), ("tree-pop", 1, 16, None),
-    ] + [(op, 1, c, None) for c in (1, 4, 16) for op in ("pq-pop-min", "pq-pop-max")]
+    ] + [(op, 1, c, None) for c in (1, 4, 16) for op in ("pq-pop-min", "pq-pop-max")] + [
+        (op, tasks, 1, duration) for tasks in (16, 64)
+        for op, duration in (("aio-push", 2.0), ("aio-spread-pop", None),
+                             ("aio-claim-ack", None))
+    ] + [("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
+        (op, 8, c, None) for c in (1, 16) for op in ("worker", "spread-claim-ack")
+    ] + [("idle-worker", 8, 1, 3.0)]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
     assert claims == [2000, 16_000]
-    assert {items for op, items in recorder.fills if op != "claim-ack"} == {2000}
+    big = ("claim-ack", "aio-claim-ack", "worker", "spread-claim-ack")
+    assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
+    assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
+    assert {items for op, items in recorder.fills if op not in big} == {2000}
     assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4  # push rounds: one row
     push = next(r for r in results.rows if r.name == "Queue.push(db)" and r.clients == 16)
     assert (push.count, push.seconds, push.retries) == (4 * 1600, 4.0, 0)

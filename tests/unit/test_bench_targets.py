@@ -10,8 +10,12 @@ import pytest
 from fdbrecipes.bench import results, targets
 from fdbrecipes.bench.results import Latency, Row
 from fdbrecipes.bench.settings import (
+    AWAITED_READ,
+    BARE_CLAIMS,
+    BLOCKING_READ,
     CLAIM_ACK,
     HC_POP,
+    IDLE_WORKER,
     LIMIT,
     POP,
     PUSH,
@@ -19,9 +23,13 @@ from fdbrecipes.bench.settings import (
     RECIPE_PUSH,
     SPREAD_POP,
     TREE_POP,
+    WORKER,
     Kind,
+    aio_kinds,
 )
 from fdbrecipes.bench.targets import Target
+
+AIO_PUSH, AIO_POP, AIO_CLAIM = aio_kinds(64)
 
 
 def row(kind: Kind, clients: int, rate: float, retries: Optional[int] = 0) -> Row:
@@ -41,6 +49,11 @@ def sample_rows() -> List[Row]:
         row(HC_POP, 1, 450), row(HC_POP, 16, 1200, 120),
         row(CLAIM_ACK, 1, 4000), row(CLAIM_ACK, 16, 12000),
         row(TREE_POP, 16, 900),
+        row(AIO_PUSH, 1, 4000), row(AIO_POP, 1, 1000), row(AIO_CLAIM, 1, 12000),
+        Row(AWAITED_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.30),
+        Row(BLOCKING_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.28),
+        row(WORKER, 16, 4000), row(BARE_CLAIMS, 16, 5000),
+        Row(IDLE_WORKER.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.015),
     ])
 
 
@@ -63,6 +76,14 @@ NAMES = [
     ("Queue.push(db), 16 clients: x recipe push", 0.95),
     ("WeightTree.pop, 16 clients: x limit", 0.4),
     ("WeightTree pop median growth, 1,000 to 1,000,000 items", 2.0),
+    ("aio push(db), 64 tasks: x Queue.push(db), 16 sync clients", 1.0),
+    ("aio pop spread=16, 64 tasks: x Queue.pop spread=16, 16 sync clients", 1.0),
+    ("aio claim_many(100)+ack, 64 tasks: x claim_many(100)+ack, 16 sync clients", 1.0),
+    ("aio push(db), 64 tasks: x limit, 16 sync clients", 2.0),
+    ("an awaited read's client CPU over a blocking one's (ms)", 0.05),
+    ("Worker(concurrency=8), 16 clients: x limit", 2.0),
+    ("Worker(concurrency=8), 16 clients: x claim_many(8, spread=8)+ack", 0.8),
+    ("an idle worker: cores busy", 0.01),
 ]
 
 
@@ -97,6 +118,7 @@ def test_targets_fail() -> None:
         "FAIL", "FAIL", "PASS", "FAIL",  # push: 0.5x limit at 1, 0.9x recipe at 16
         "FAIL",  # WeightTree.pop 0.3x limit
         "FAIL",  # growth 2.5x
+        *["SKIP"] * 8,  # no async or worker rows
     ]
 
 
@@ -161,12 +183,18 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "Queue.push(db), 8 clients: x limit",
         "Queue.push(db), 8 clients: x recipe push",
         "WeightTree.pop, 8 clients: x limit",
+        "aio push(db), 64 tasks: x Queue.push(db), 8 sync clients",
+        "aio pop spread=16, 64 tasks: x Queue.pop spread=16, 8 sync clients",
+        "aio claim_many(100)+ack, 64 tasks: x claim_many(100)+ack, 8 sync clients",
+        "aio push(db), 64 tasks: x limit, 8 sync clients",
+        "Worker(concurrency=8), 8 clients: x limit",
+        "Worker(concurrency=8), 8 clients: x claim_many(8, spread=8)+ack",
     ]
-    assert all(t.status == "PASS" for t in scoped)
+    assert all(t.status == "PASS" for t in scoped[:11])
     push1 = [t for t in checked if t.name.startswith("Queue.push(db), 1 client")]
     assert [t.note for t in push1] == ["", ""] and {t.status for t in push1} == {"SKIP"}
-    assert "10^6" in checked[-1].note
-    assert "1,000 to 100,000 items" in checked[-1].name
+    growth = next(t for t in checked if t.name.startswith("WeightTree pop median growth"))
+    assert "10^6" in growth.note and "1,000 to 100,000 items" in growth.name
 
 
 def test_one_client_checks_push_once() -> None:

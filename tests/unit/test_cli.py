@@ -54,9 +54,12 @@ REQUIRED = {"stats": ["--tuple", "('jobs',)", "--kind", "queue"]}
 def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
-        "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead"]
+        "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead", "worker",
+        "metrics"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench") else []
+        if command.name == "worker":
+            needs = [*needs, "app.jobs:handle"]
         assert parser.parse_args([command.name, *needs]).run is command.run
 
 
@@ -68,7 +71,8 @@ def test_help_lists_the_operator_commands() -> None:
         assert name in done.stdout
 
 
-@pytest.mark.parametrize("name", ["stats", "peek", "dead", "requeue-dead", "purge-dead"])
+@pytest.mark.parametrize("name", ["stats", "peek", "dead", "requeue-dead", "purge-dead",
+                                  "worker", "metrics"])
 def test_operator_command_help_needs_no_client_library(name: str) -> None:
     done = run_python("-c", "import sys; from fdbrecipes.cli import main\n"
                       f"try:\n    main([{name!r}, '--help'])\n"

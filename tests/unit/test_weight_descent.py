@@ -14,7 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fdbrecipes import FdbRecipesError
+from fdbrecipes._fdb import Gen
 from fdbrecipes._tree import FANOUT, LEVELS, descend, node_index, top_level
+from fdbrecipes._wait import drive
 
 Item = Tuple[int, bytes, int]  # seq, random, weight
 
@@ -42,11 +44,22 @@ class Sums:
     def size(self, level: int) -> int:
         return sum(1 for _ in self.children(level, None))
 
+    # The tree's operations read as they go; here they read from memory, at once.
+
+    def read_children(self, level: int, parent: Optional[int]
+                      ) -> Gen[Iterator[Tuple[Any, int]]]:
+        yield from ()
+        return self.children(level, parent)
+
+    def read_size(self, level: int) -> Gen[int]:
+        yield from ()
+        return self.size(level)
+
     def top(self) -> int:
-        return top_level(self.size)
+        return drive(top_level(self.read_size))
 
     def pick(self, point: int, top: Optional[int] = None) -> Tuple[Any, int]:
-        return descend(self.children, point, self.top() if top is None else top)
+        return drive(descend(self.read_children, point, self.top() if top is None else top))
 
 
 def linear(items: List[Item], point: int) -> Tuple[Tuple[int, bytes], int]:
@@ -108,14 +121,18 @@ def test_top_level_is_the_lowest_with_at_most_a_fanout_of_nodes() -> None:
     # Few items spread over a wide range of sequence numbers: the leaves themselves.
     assert Sums([(seq * 10**6, b"\x00" * 20, 1) for seq in range(30)]).top() == 0
     # Counting starts where asked (the level the last operation used).
-    assert top_level(sums(FANOUT * 3).size, 1) == 1
+    assert drive(top_level(sums(FANOUT * 3).read_size, 1)) == 1
 
 
 def test_round_trips_grow_slowly() -> None:
     """Levels a pick reads below its first: 1 at a thousand items, 3 at a million
     (sequence numbers 0 .. n - 1; level L holds n / 64**L nodes)."""
     def top(n: int) -> int:
-        return top_level(lambda level: -(-n // FANOUT**level))
+        def nodes(level: int) -> Gen[int]:
+            yield from ()
+            return -(-n // FANOUT**level)
+
+        return drive(top_level(nodes))
 
     assert top(10**3) == 1
     assert top(10**6) == 3
@@ -126,4 +143,4 @@ def test_inconsistent_sums_are_reported() -> None:
     sums = Sums([(1, b"\x00" * 20, 4)])
     sums.nodes[(1, 0)] = 9  # claims more weight than its leaves hold
     with pytest.raises(FdbRecipesError, match="disagree"):
-        descend(sums.children, 6, 1)
+        drive(descend(sums.read_children, 6, 1))

@@ -42,11 +42,16 @@ usage error (one line on stderr for the checks made here: a bad ``--tuple``, dea
 letters of a weight-tree, a missing ``--yes``; argparse's own errors add its usage).
 
 The parts: :mod:`.arguments` (options), :mod:`.places` (where a structure is, and what
-is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them).
+is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them),
+:mod:`.service` (the long-running ``worker`` and ``metrics``).
 Importing this package needs no ``libfdb_c``.
 """
 
 from .commands import DEAD, OPERATIONS, PEEK, PURGE_DEAD, REQUEUE_DEAD, STATS, Operation, run
+from .service import METRICS, WORKER
 
-__all__ = ["DEAD", "OPERATIONS", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "STATS", "Operation",
-           "run"]
+#: The long-running commands (:mod:`.service`): a worker, a metrics exporter.
+SERVICES = (WORKER, METRICS)
+
+__all__ = ["DEAD", "METRICS", "OPERATIONS", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "SERVICES",
+           "STATS", "WORKER", "Operation", "run"]

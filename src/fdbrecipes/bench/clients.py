@@ -30,7 +30,7 @@ from fdb.subspace_impl import Subspace
 
 from .._cluster import open_database
 from .cpu import server_cpu
-from .operations import FACTORIES, Client, Factory
+from .operations import FACTORIES, Client, Factory, Looping
 from .results import Report
 
 if TYPE_CHECKING:
@@ -70,16 +70,20 @@ class Loop(NamedTuple):
 
 def run_loop(client: Client, duration: Optional[float]) -> Loop:
     """Step ``client`` for ``duration`` seconds, or until a step moves nothing when
-    ``duration`` is None; return the items moved, the seconds and the process CPU
-    seconds (:func:`time.process_time`: all threads) it took."""
+    ``duration`` is None (a :class:`~fdbrecipes.bench.operations.Looping` client runs
+    its own loop); return the items moved, the seconds and the process CPU seconds
+    (:func:`time.process_time`: all threads) it took."""
     cpu = time.process_time()
     start = time.perf_counter()
-    count = 0
-    while duration is None or time.perf_counter() - start < duration:
-        moved = client.step()
-        if moved == 0 and duration is None:
-            break
-        count += moved
+    if isinstance(client, Looping):
+        count = client.loop(duration)
+    else:
+        count = 0
+        while duration is None or time.perf_counter() - start < duration:
+            moved = client.step()
+            if moved == 0 and duration is None:
+                break
+            count += moved
     seconds = time.perf_counter() - start
     return Loop(count, seconds, time.process_time() - cpu)
 

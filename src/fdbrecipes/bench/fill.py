@@ -62,4 +62,8 @@ FILLS: Dict[str, Filler] = {
     "tree-pop": fill_tree,
     "pq-pop-min": fill_priority_queue,
     "pq-pop-max": fill_priority_queue,
+    "aio-spread-pop": fill_queue,
+    "aio-claim-ack": fill_queue,
+    "worker": fill_queue,
+    "spread-claim-ack": fill_queue,
 }

@@ -10,11 +10,15 @@ Database, the benchmark's for loops it runs itself.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
-from typing import Any, Callable, Dict, Optional
+import threading
+import time
+from typing import Any, Awaitable, Callable, Dict, Optional
 
-from .. import PriorityQueue, Queue, RetryStats, WeightTree
+from .. import JobFinished, PriorityQueue, Queue, RetryStats, WeightTree, Worker
+from ..aio import AsyncQueue, wait
 from .recipe import VALUE, RecipeQueue, transact
 from .settings import CLAIM_BATCH, LEASE_SECONDS, SPREAD
 
@@ -129,18 +133,135 @@ class Popper(Client):
 
 class ClaimAcker(Client):
     """``claim_many(db, 100, 30)`` then ``ack_many(db, leases)``, both given the Database:
-    a consumer that takes work in batches and acknowledges it in one transaction."""
+    a consumer that takes work in batches and acknowledges it in one transaction
+    (``batch`` and ``spread``: other batches, in relaxed order)."""
 
-    def __init__(self, db: Any, queue: Queue) -> None:
+    def __init__(self, db: Any, queue: Queue, batch: int = CLAIM_BATCH,
+                 spread: int = 1) -> None:
         super().__init__(queue.retry_stats)
-        self.db, self.queue = db, queue
+        self.db, self.queue, self.batch, self.spread = db, queue, batch, spread
 
     def step(self) -> int:
-        """One claim of up to 100 items and its ack; the items claimed (0: empty)."""
-        leases = self.queue.claim_many(self.db, CLAIM_BATCH, LEASE_SECONDS)
+        """One claim of up to ``batch`` items and its ack; the items claimed (0: empty)."""
+        leases = self.queue.claim_many(self.db, self.batch, LEASE_SECONDS, spread=self.spread)
         if leases:
             self.queue.ack_many(self.db, leases)
         return len(leases)
+
+
+class Looping(Client):
+    """A client that runs a loop of its own (an event loop's tasks, a worker) instead
+    of single steps: :func:`~fdbrecipes.bench.clients.run_loop` calls :meth:`loop`."""
+
+    def step(self) -> int:
+        raise TypeError(f"{type(self).__name__} runs its own loop")
+
+    def loop(self, duration: Optional[float]) -> int:
+        """Work for ``duration`` seconds, or until drained when None; the items moved."""
+        raise NotImplementedError
+
+
+#: One awaited operation of an async client: the items it moved (0: empty).
+AsyncOp = Callable[[], Awaitable[int]]
+
+
+class AsyncTasks(Looping):
+    """``tasks`` tasks of one event loop, each repeating ``op`` (fdbrecipes.aio)."""
+
+    def __init__(self, stats: RetryStats, tasks: int, op: AsyncOp) -> None:
+        super().__init__(stats)
+        self.tasks, self.op = tasks, op
+
+    def loop(self, duration: Optional[float]) -> int:
+        """Run the tasks until ``duration`` passes, or until each finds nothing."""
+        return asyncio.run(self._all(duration))
+
+    async def _all(self, duration: Optional[float]) -> int:
+        end = None if duration is None else time.perf_counter() + duration
+        counts = await asyncio.gather(*(self._one(end) for _ in range(self.tasks)))
+        return sum(counts)
+
+    async def _one(self, end: Optional[float]) -> int:
+        count = 0
+        while end is None or time.perf_counter() < end:
+            moved = await self.op()
+            if moved == 0 and end is None:
+                break
+            count += moved
+        return count
+
+
+class AsyncQueueOps:
+    """The awaited operations of the ``aio`` rows, on one AsyncQueue."""
+
+    def __init__(self, db: Any, queue: AsyncQueue) -> None:
+        self.db, self.queue = db, queue
+
+    async def push(self) -> int:
+        await self.queue.push(self.db, VALUE)
+        return 1
+
+    async def spread_pop(self) -> int:
+        return int(await self.queue.pop(self.db, spread=SPREAD) is not None)
+
+    async def claim_ack(self) -> int:
+        leases = await self.queue.claim_many(self.db, CLAIM_BATCH, LEASE_SECONDS)
+        if leases:
+            await self.queue.ack_many(self.db, leases)
+        return len(leases)
+
+    async def read(self) -> int:
+        await wait(self.db.create_transaction().get(b"fdbrecipes-bench-read"))
+        return 1
+
+
+class BlockingReader(Client):
+    """The awaited read's comparison: the same read, blocked on."""
+
+    def __init__(self, db: Any) -> None:
+        super().__init__(None)
+        self.db = db
+
+    def step(self) -> int:
+        self.db.create_transaction().get(b"fdbrecipes-bench-read").wait()
+        return 1
+
+
+class WorkerDrain(Looping):
+    """A :class:`fdbrecipes.Worker` with a handler that returns at once, until the
+    queue is drained (or, idle, for ``duration`` seconds on an empty one)."""
+
+    def __init__(self, db: Any, queue: Queue, concurrency: int) -> None:
+        super().__init__(queue.retry_stats)
+        self.db, self.queue, self.concurrency = db, queue, concurrency
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def finished(self, event: Any) -> None:
+        """The worker's on_event: count the acked jobs."""
+        if isinstance(event, JobFinished) and event.outcome == "ok":
+            with self.lock:
+                self.done += 1
+
+    def loop(self, duration: Optional[float]) -> int:
+        worker = Worker(self.db, self.queue, ignore, concurrency=self.concurrency,
+                        lease_seconds=LEASE_SECONDS, on_event=self.finished)
+        with worker:
+            if duration is not None:
+                time.sleep(duration)
+            else:
+                while not drained(self.queue.stats(self.db)):
+                    time.sleep(0.02)
+        return self.done
+
+
+def drained(stats: Any) -> bool:
+    """Whether nothing is visible or in flight any more."""
+    return bool(stats.visible + stats.in_flight == 0)
+
+
+def ignore(_job: Any) -> None:
+    """A worker's handler that does nothing (the worker's own cost is measured)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -217,6 +338,49 @@ def pq_max_pops(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
     return Popper(db, pq.pop_max, pq.retry_stats)
 
 
+def aio_ops(db: Any, subspace: Any) -> AsyncQueueOps:
+    return AsyncQueueOps(db, AsyncQueue(subspace))
+
+
+def aio_pushes(db: Any, subspace: Any, _index: int, tasks: int) -> Client:
+    """``tasks`` tasks pushing with ``AsyncQueue.push(db)`` (shared transactions)."""
+    ops = aio_ops(db, subspace)
+    return AsyncTasks(ops.queue.retry_stats, tasks, ops.push)
+
+
+def aio_spread_pops(db: Any, subspace: Any, _index: int, tasks: int) -> Client:
+    """``tasks`` tasks popping with ``AsyncQueue.pop(db, spread=16)``."""
+    ops = aio_ops(db, subspace)
+    return AsyncTasks(ops.queue.retry_stats, tasks, ops.spread_pop)
+
+
+def aio_claims(db: Any, subspace: Any, _index: int, tasks: int) -> Client:
+    """``tasks`` tasks claiming 100 and acking them (acks share transactions)."""
+    ops = aio_ops(db, subspace)
+    return AsyncTasks(ops.queue.retry_stats, tasks, ops.claim_ack)
+
+
+def awaited_reads(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
+    """One task awaiting one read after the other."""
+    ops = aio_ops(db, subspace)
+    return AsyncTasks(RetryStats(), 1, ops.read)
+
+
+def blocking_reads(db: Any, _subspace: Any, _index: int, _batch: int) -> Client:
+    """One read after the other, blocked on."""
+    return BlockingReader(db)
+
+
+def workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
+    """A Worker draining the queue (or, timed, idling on an empty one)."""
+    return WorkerDrain(db, Queue(subspace), concurrency)
+
+
+def spread_claims(db: Any, subspace: Any, _index: int, batch: int) -> Client:
+    """``claim_many(batch, spread=batch)`` and ``ack_many``: a worker's calls, bare."""
+    return ClaimAcker(db, Queue(subspace), batch, batch)
+
+
 #: The client operations, by :attr:`Kind.op <fdbrecipes.bench.settings.Kind.op>`.
 FACTORIES: Dict[str, Factory] = {
     "write": writes,
@@ -231,4 +395,12 @@ FACTORIES: Dict[str, Factory] = {
     "tree-pop": tree_pops,
     "pq-pop-min": pq_min_pops,
     "pq-pop-max": pq_max_pops,
+    "aio-push": aio_pushes,
+    "aio-spread-pop": aio_spread_pops,
+    "aio-claim-ack": aio_claims,
+    "awaited-read": awaited_reads,
+    "blocking-read": blocking_reads,
+    "worker": workers,
+    "idle-worker": workers,
+    "spread-claim-ack": spread_claims,
 }

@@ -35,6 +35,12 @@ CLAIM_ROUNDS = 10
 CLAIM_FILL_CAP = 100_000
 #: Priorities a PriorityQueue is pre-filled over (item i has priority i mod this).
 PQ_PRIORITIES = 4
+#: Tasks of the one async client process the ``aio`` group measures with.
+AIO_TASKS = (16, 64)
+#: A measured worker's concurrency (and the spread of its claims).
+WORKER_CONCURRENCY = 8
+#: Seconds an idle worker is watched for its CPU.
+IDLE_SECONDS = 3.0
 
 
 # --------------------------------------------------------------------------------------
@@ -56,6 +62,8 @@ class Kind:
         recipe: label of the recipe baseline it is compared with (None: none).
         drains: True for pops and claims, which empty a pre-filled structure; False
             for operations run for ``--duration`` seconds.
+        tasks: for the ``aio`` kinds, the tasks its one client process runs (the
+            factory gets them as its batch); 0 for the others.
     """
 
     label: str
@@ -64,6 +72,7 @@ class Kind:
     unit: str
     recipe: Optional[str]
     drains: bool = False
+    tasks: int = 0
 
 
 LIMIT = Kind("limit: 1-key write tx", "write", 1, "tx/s", None)
@@ -86,16 +95,43 @@ PQ_POP_MIN = Kind("PriorityQueue.pop_min", "pq-pop-min", 1, "pops/s", RECIPE_POP
 PQ_POP_MAX = Kind("PriorityQueue.pop_max", "pq-pop-max", 1, "pops/s", RECIPE_POP.label,
                   drains=True)
 
+
+def aio_kinds(tasks: int) -> Tuple[Kind, ...]:
+    """The async rows with ``tasks`` tasks in one process: push, spread pop, claim+ack."""
+    return (
+        Kind(f"aio push(db), {tasks} tasks", "aio-push", tasks, "items/s", None, tasks=tasks),
+        Kind(f"aio pop spread={SPREAD}, {tasks} tasks", "aio-spread-pop", tasks, "pops/s",
+             None, drains=True, tasks=tasks),
+        Kind(f"aio claim_many({CLAIM_BATCH})+ack, {tasks} tasks", "aio-claim-ack", tasks,
+             "items/s", None, drains=True, tasks=tasks),
+    )
+
+
+#: Client CPU per read, blocked on and awaited (one client, one task, timed).
+BLOCKING_READ = Kind("blocking read", "blocking-read", 1, "reads/s", None)
+AWAITED_READ = Kind("awaited read", "awaited-read", 1, "reads/s", None)
+WORKER = Kind(f"Worker(concurrency={WORKER_CONCURRENCY})", "worker", WORKER_CONCURRENCY,
+              "items/s", None, drains=True)
+#: What a worker adds to: the same claims and acks in a bare loop.
+BARE_CLAIMS = Kind(f"claim_many({WORKER_CONCURRENCY}, spread={WORKER_CONCURRENCY})+ack",
+                   "spread-claim-ack", WORKER_CONCURRENCY, "items/s", None, drains=True)
+#: A worker on an empty queue, timed: its CPU is what matters.
+IDLE_WORKER = Kind("Worker, idle", "idle-worker", WORKER_CONCURRENCY, "items/s", None)
+AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
+WORKER_KINDS = (WORKER, BARE_CLAIMS)
+
 PUSH_KINDS = (PUSH, PUSH_TR, PUSH_MANY, RECIPE_PUSH)
 POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)
 PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
-KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS)
+KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
+         *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
-#: WeightTree.pop throughput, the PriorityQueue pops, and WeightTree.pop latency.
-GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "latency")
+#: WeightTree.pop throughput, the PriorityQueue pops, the async rows, the worker rows,
+#: and WeightTree.pop latency.
+GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "aio", "worker", "latency")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,12 @@ from .results import (
     with_ratios,
 )
 from .settings import (
+    AIO_KINDS,
+    AWAITED_READ,
+    BLOCKING_READ,
     CLAIM_ACK,
+    IDLE_SECONDS,
+    IDLE_WORKER,
     LIMIT,
     LIMIT_BATCH,
     POP_KINDS,
@@ -44,6 +49,7 @@ from .settings import (
     PUSH_KINDS,
     RECIPE_POP,
     TREE_POP,
+    WORKER_KINDS,
     Kind,
     Settings,
     add_arguments,
@@ -102,7 +108,8 @@ class Suite:
 
     def run(self, cluster: str) -> Results:
         """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
-        Queue pops, claims, WeightTree pops, PriorityQueue pops, WeightTree latency."""
+        Queue pops, claims, WeightTree pops, PriorityQueue pops, the async rows, the
+        worker rows, WeightTree latency."""
         machine = self.io.machine_info(self.db, cluster)
         machine["server_processes_sampled"] = len(self.server_pids)
         print(self.io.format_machine(machine), flush=True)
@@ -116,6 +123,10 @@ class Suite:
             rows += self.tree_pops()
         if self.settings.runs("pq"):
             rows += self.pq_pops()
+        if self.settings.runs("aio"):
+            rows += self.aio()
+        if self.settings.runs("worker"):
+            rows += self.workers()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
         return Results(machine, self.settings, with_ratios(rows), latencies)
@@ -212,6 +223,31 @@ class Suite:
     def pq_pops(self) -> List[Row]:
         """PriorityQueue.pop_min and pop_max, interleaved, at 1, 4, 16 clients."""
         return [self.drained(kind, c) for c in self.settings.coarse for kind in PQ_KINDS]
+
+    def aio(self) -> List[Row]:
+        """One async process with 16 and with 64 tasks: pushes (timed, sharing
+        transactions), spread pops of ``--items`` and claim+ack of as many items as
+        the sync claims at K clients (draining); then the client CPU of a read blocked
+        on and of one awaited, one after the other."""
+        rows = []
+        for kind in AIO_KINDS:
+            if kind.op == "aio-claim-ack":
+                rows.append(self.drained(kind, 1, self.settings.claim_items(self.settings.most)))
+            elif kind.drains:
+                rows.append(self.drained(kind, 1))
+            else:
+                rows.append(self.timed(kind, 1))
+        return rows + [self.timed(BLOCKING_READ, 1), self.timed(AWAITED_READ, 1)]
+
+    def workers(self) -> List[Row]:
+        """Workers (concurrency 8, a handler that returns at once) draining a queue at
+        1 and K processes, beside the same claims and acks in bare loops; then the CPU
+        of an idle worker."""
+        rows = []
+        for clients in self.settings.ends:
+            items = self.settings.claim_items(clients)
+            rows += [self.drained(kind, clients, items) for kind in WORKER_KINDS]
+        return rows + [self.timed(IDLE_WORKER, 1, IDLE_SECONDS)]
 
     def weight_tree(self) -> List[Latency]:
         """WeightTree.pop latency at each size: grow the tree with push_many (random

@@ -11,8 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .results import Latency, Row, find, growth, plural
-from .settings import CLAIM_ACK, HC_POP, PUSH, SPREAD, SPREAD_POP, TREE_POP, Kind
+from .results import Latency, Row, cores, find, growth, plural, ratio
+from .settings import (
+    AWAITED_READ,
+    BARE_CLAIMS,
+    BLOCKING_READ,
+    CLAIM_ACK,
+    HC_POP,
+    IDLE_WORKER,
+    LIMIT,
+    PUSH,
+    SPREAD,
+    SPREAD_POP,
+    TREE_POP,
+    WORKER,
+    Kind,
+    aio_kinds,
+)
 
 #: Where the client-count targets are defined.
 TARGET_CLIENTS = 16
@@ -77,7 +92,8 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int) 
     """The targets, checked against ``rows`` (with ratios) and ``latencies``.
 
     In order: the high-contention pop, the spread pop, claim_many+ack, Queue.push at
-    1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth.
+    1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth, the
+    async rows (:func:`aio_targets`), the workers (:func:`worker_targets`).
     """
     check = _Checker(rows, most)
     poppers = plural(most, "popper")
@@ -108,4 +124,48 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int) 
         growth(latencies), 2.0, at_most=True,
         note="" if full else "the target is from 10^3 to 10^6 items",
     ))
+    return targets + aio_targets(rows, most) + worker_targets(rows, most)
+
+
+def rate_ratio(row: Optional[Row], reference: Optional[Row]) -> Optional[float]:
+    """``row``'s rate over ``reference``'s (None when either was not measured)."""
+    return None if row is None or reference is None else ratio(row.rate, reference.rate)
+
+
+def aio_targets(rows: Sequence[Row], most: int) -> List[Target]:
+    """One async process with 64 tasks against K sync processes, on every row; its
+    pushes (sharing transactions) against the limit; an awaited read's client CPU
+    over a blocking one's."""
+    push, pop, claim = aio_kinds(64)
+    sync = plural(most, "sync client")
+    note = scope_note(most)
+    targets = [Target(f"{kind.label}: x {same.label}, {sync}",
+                      rate_ratio(find(rows, kind, 1), find(rows, same, most)), 1.0, note=note)
+               for kind, same in ((push, PUSH), (pop, SPREAD_POP), (claim, CLAIM_ACK))]
+    targets.append(Target(f"{push.label}: x limit, {sync}",
+                          rate_ratio(find(rows, push, 1), find(rows, LIMIT, most)), 2.0,
+                          note=note))
+    awaited, blocking = find(rows, AWAITED_READ, 1), find(rows, BLOCKING_READ, 1)
+    extra = None
+    if awaited and blocking and awaited.cpu_ms_per_op is not None \
+            and blocking.cpu_ms_per_op is not None:
+        extra = awaited.cpu_ms_per_op - blocking.cpu_ms_per_op
+    targets.append(Target("an awaited read's client CPU over a blocking one's (ms)", extra,
+                          0.05, at_most=True))
     return targets
+
+
+def worker_targets(rows: Sequence[Row], most: int) -> List[Target]:
+    """Workers at K processes against the limit and against the bare claims and acks;
+    an idle worker's CPU."""
+    check = _Checker(rows, most)
+    workers = f"{WORKER.label}, {plural(most, 'client')}"
+    idle = find(rows, IDLE_WORKER, 1)
+    return [
+        check.at_k(WORKER, f"{workers}: x limit", "ratio_limit", 2.0),
+        Target(f"{workers}: x {BARE_CLAIMS.label}",
+               rate_ratio(find(rows, WORKER, most), find(rows, BARE_CLAIMS, most)), 0.8,
+               note=scope_note(most)),
+        Target("an idle worker: cores busy", None if idle is None
+               else cores(idle.cpu_seconds, idle.seconds), 0.01, at_most=True),
+    ]

@@ -19,23 +19,32 @@ from __future__ import annotations
 from typing import Union
 
 from .._hooks import Hooks
+from ..aio import AsyncPriorityQueue, AsyncQueue, AsyncWeightTree
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..weight_tree import WeightTree
 
 __all__ = ["Hooks", "hooks"]
 
+#: What has hooks: the structures and their async twins.
+Structures = Union[Queue, PriorityQueue, WeightTree, AsyncQueue, AsyncPriorityQueue,
+                   AsyncWeightTree]
 
-def hooks(structure: Union[Queue, PriorityQueue, WeightTree]) -> Hooks:
-    """The testing hooks of one structure object (each object has its own).
+
+def hooks(structure: Structures) -> Hooks:
+    """The testing hooks of one structure object (each object has its own; an async
+    structure's are those of the operations it runs).
 
     Raises:
-        TypeError: ``structure`` is not a Queue, PriorityQueue or WeightTree.
+        TypeError: ``structure`` is not a Queue, PriorityQueue or WeightTree, or one
+            of their async twins.
     """
+    if isinstance(structure, (AsyncQueue, AsyncPriorityQueue, AsyncWeightTree)):
+        return hooks(structure._s)
     if not isinstance(structure, (Queue, PriorityQueue, WeightTree)):
         raise TypeError(
-            f"structure must be a Queue, PriorityQueue or WeightTree, not "
-            f"{type(structure).__name__}"
+            f"structure must be a Queue, PriorityQueue or WeightTree (or an async one), "
+            f"not {type(structure).__name__}"
         )
     found: Hooks = structure._hooks
     return found

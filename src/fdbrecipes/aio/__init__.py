@@ -1,0 +1,40 @@
+"""The whole library from asyncio code.
+
+``AsyncQueue``, ``AsyncPriorityQueue`` and ``AsyncWeightTree`` take the same
+constructor arguments and use the same key layout as their sync twins (a sync and
+an async client work on one subspace at once); every public method of the sync class
+exists here, with the same name and parameters, as an ``async def``.  They run the
+very same operations: the library's operations are written once, as generators that
+yield the FoundationDB futures they need, and this package awaits those futures
+where the sync API blocks on them.
+
+* ``tr`` is an ``fdb.Transaction`` (the operation joins the caller's transaction;
+  its reads are awaited without blocking the event loop) or an ``fdb.Database`` (the
+  library's own retry loop, with the same commit receipts and guarantees as the sync
+  API).
+* No thread per call: a waiting ``pop_wait``/``claim_wait``/``wait`` holds no
+  thread, and the waiters of one event loop share one watch per wake key.
+* Cancellation: cancelled before its commit is sent, a call writes nothing;
+  cancelled while a commit is in flight, it settles the commit first (as Ctrl-C does
+  in the sync API): a pop or claim that landed gives its item back to its place, no
+  delivery counted, and a push that landed stays pushed (``id=`` makes a retry
+  safe); then it raises ``CancelledError``.
+* Shared transactions: pushes and acks given a Database by tasks of one event loop
+  within about a millisecond (at most 256 calls, 2 MB of writes) go into one
+  transaction with one receipt; each call returns once its outcome is settled.
+
+:class:`AsyncWorker` runs ``async def`` handlers as :class:`fdbrecipes.Worker` runs
+sync ones.  Also :func:`transactional` (the twin of ``@fdb.transactional`` for ``async def``
+functions) and :func:`wait` (await any FoundationDB future).  Importing this package
+needs neither ``libfdb_c`` nor a selected API version.
+"""
+
+from ._driver import wait
+from ._transactional import transactional
+from .priority_queue import AsyncPriorityQueue
+from .queue import AsyncQueue
+from .weight_tree import AsyncWeightTree
+from .worker import AsyncWorker
+
+__all__ = ["AsyncPriorityQueue", "AsyncQueue", "AsyncWeightTree", "AsyncWorker",
+           "transactional", "wait"]

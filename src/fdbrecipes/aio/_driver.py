@@ -1,0 +1,194 @@
+"""The awaiting driver: FoundationDB futures awaited from an asyncio event loop.
+
+The library's operations are generators that yield the futures they need (see
+``fdbrecipes._wait``); :func:`drive` runs one on the running loop, awaiting each
+future instead of blocking on it, so a waiting call holds no thread.
+
+* :func:`ready` turns a FoundationDB future into an awaitable: the future's callback
+  (run on FoundationDB's network thread) wakes the loop with
+  ``call_soon_threadsafe``; a future already ready costs nothing.
+* Cancellation (``task.cancel()``, ``asyncio.timeout``, ``wait_for``) is thrown into
+  the call where it waits, as :class:`fdbrecipes._run.Cancelled`: before a commit is
+  sent the call stops having written nothing; with a commit in flight it settles it,
+  gives back what a landed pop or claim took, and only then raises
+  ``CancelledError``.  Further cancellations meanwhile are absorbed: settling runs to
+  its end.
+* Waiters of one event loop share one watch per database and wake key
+  (:class:`Watches`): 1,000 waiting tasks hold one watch, not 1,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from typing import Any, Dict, Optional, Tuple, TypeVar, cast
+
+from .._fdb import Gen
+from .._run import Cancelled
+from .._wait import Pause, Watch
+
+__all__ = ["Watches", "drive", "ready", "wait"]
+
+T = TypeVar("T")
+
+
+class _Wake:
+    """A FoundationDB future's callback: wake ``waiter`` on its loop (from the
+    network thread).  A loop closed meanwhile is left alone."""
+
+    __slots__ = ("loop", "waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
+        self.loop = loop
+        self.waiter = waiter
+
+    def __call__(self, _future: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            self.loop.call_soon_threadsafe(_resolve, self.waiter)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def ready(future: Any) -> asyncio.Future[None]:
+    """An asyncio future done when the FoundationDB ``future`` is ready (already done
+    if it is).  Its value or error is the FoundationDB future's to give."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    if future.is_ready():
+        waiter.set_result(None)
+    else:
+        future.on_ready(_Wake(loop, waiter))
+    return waiter
+
+
+async def wait(future: Any) -> Any:
+    """Await any FoundationDB future (a read, a range read's batch, a commit, a watch)
+    without blocking the event loop; what its ``wait()`` returns, or its error.
+
+    Example::
+
+        value = await aio.wait(tr.get(b"key"))
+    """
+    if not future.is_ready():
+        await ready(future)
+    return future.wait()
+
+
+class SharedWatch:
+    """One watch of a key, set by one waiter at read version ``version`` and awaited
+    by every waiter of the loop that checked at or after that version."""
+
+    __slots__ = ("fired", "future", "key", "users", "version")
+
+    def __init__(self, key: Tuple[Any, bytes], future: Any, version: int) -> None:
+        self.key = key
+        self.future = future
+        self.version = version
+        self.fired = ready(future)
+        self.users = 0
+
+    def wait(self) -> Any:
+        """What the watch's ``wait()`` gives (its error, if it failed)."""
+        return self.future.wait()
+
+
+class Watches:
+    """The watches the waiters of one event loop share, by (database, wake key).
+
+    A waiter whose readiness check read at version ``v`` may wait on a watch set at
+    ``v`` or earlier: that one fires on any change after its own version, so no later
+    than a watch of ``v`` would.  A watch nobody waits on any more is cancelled."""
+
+    def __init__(self) -> None:
+        self.live: Dict[Tuple[Any, bytes], SharedWatch] = {}
+
+    def watch(self, step: Watch) -> SharedWatch:
+        """A watch for ``step``: a live one set early enough, or a new one of its own."""
+        key = (step.tr.db, step.key)
+        shared = self.live.get(key)
+        if shared is None or shared.fired.done() or shared.version > step.version:
+            shared = SharedWatch(key, step.tr.watch(step.key), step.version)
+            if key not in self.live or self.live[key].fired.done():
+                self.live[key] = shared
+        return shared
+
+    async def pause(self, watch: SharedWatch, seconds: Optional[float]) -> bool:
+        """Wait until ``watch`` fires or ``seconds`` pass; True if it fired."""
+        watch.users += 1
+        try:
+            done, _ = await asyncio.wait({watch.fired}, timeout=seconds)
+        finally:
+            watch.users -= 1
+            if not watch.users and not watch.fired.done():
+                self.drop(watch)
+        if done:
+            self.drop(watch)
+        return bool(done)
+
+    def drop(self, watch: SharedWatch) -> None:
+        """Forget ``watch`` (and cancel it, unless it fired)."""
+        if self.live.get(watch.key) is watch:
+            del self.live[watch.key]
+        if not watch.fired.done():
+            watch.future.cancel()
+            watch.fired.cancel()
+
+
+_WATCHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watches] = \
+    weakref.WeakKeyDictionary()
+
+
+def watches() -> Watches:
+    """The shared watches of the running loop."""
+    loop = asyncio.get_running_loop()
+    found = _WATCHES.get(loop)
+    if found is None:
+        found = _WATCHES[loop] = Watches()
+    return found
+
+
+async def _pause(step: Pause) -> bool:
+    """Sleep as ``step`` asks: until its (shared) watch fires or its time is up."""
+    if step.future is None:
+        if step.seconds:
+            await asyncio.sleep(step.seconds)
+        return False
+    return await watches().pause(cast(SharedWatch, step.future), step.seconds)
+
+
+async def drive(call: Gen[T]) -> T:
+    """Run ``call`` to its end on the running loop, awaiting each future it waits for.
+
+    Raises:
+        asyncio.CancelledError: the task was cancelled; a commit that was in flight
+            was settled first (and what a landed pop or claim took, given back).
+    """
+    send: Any = None
+    throw: Optional[BaseException] = None
+    cancelled: Optional[BaseException] = None
+    while True:
+        try:
+            step = call.send(send) if throw is None else call.throw(throw)
+        except StopIteration as stop:
+            if cancelled is not None:
+                raise cancelled from None
+            return cast(T, stop.value)
+        except Cancelled:
+            assert cancelled is not None
+            raise cancelled from None
+        send, throw = None, None
+        try:
+            if isinstance(step, Pause):
+                send = await _pause(step)
+            elif isinstance(step, Watch):
+                send = watches().watch(step)
+            elif not step.is_ready():
+                await ready(step)
+        except asyncio.CancelledError as e:
+            if cancelled is None:  # the first: the call stops, or settles
+                cancelled = e
+                throw = Cancelled()

@@ -1,0 +1,216 @@
+"""What AsyncQueue and AsyncPriorityQueue share: size, stats, leases, dead letters.
+
+Each method is the async twin of the sync method of the same name: it runs the same
+operation (the sync structure's), awaited by :func:`._driver.drive` instead of
+blocked on.  Pushes and acks given a Database share transactions with those of other
+tasks of the event loop (:mod:`._combine`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    TypeVar,
+    Union,
+)
+
+from .._dead import DeadLetter
+from .._fdb import Gen, Transactor, is_transaction
+from .._heartbeat import LOST
+from .._leases import Lease, Leases, expired, lease_id
+from .._ordered import PushRequest, QueueStats
+from .._ordered_api import OrderedAPI
+from .._run import RetryStats
+from ..errors import LeaseExpiredError
+from ._combine import Combiner, joined, split
+from ._driver import drive
+from ._heartbeat import Heartbeat
+
+__all__ = ["AsyncOrderedAPI", "twin"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def twin(sync: Callable[..., Any]) -> Callable[[F], F]:
+    """Give an async method the docstring of its sync twin ``sync``."""
+    def document(method: F) -> F:
+        name = f"{sync.__qualname__}"
+        method.__doc__ = (f"The async twin of :meth:`fdbrecipes.{name}`, awaited without "
+                          "blocking the event loop.\n\n" + inspect.cleandoc(sync.__doc__ or ""))
+        return method
+    return document
+
+
+class AckCalls:
+    """The operation behind shared acks: every call's leases acked in one transaction
+    (:meth:`fdbrecipes._leases.Leases.ack_many`), the answers split per call."""
+
+    __slots__ = ("leases",)
+
+    def __init__(self, leases: Leases) -> None:
+        self.leases = leases
+
+    def __call__(self, tr: Any, attempt: Any, calls: Sequence[List[Any]]) -> Gen[List[List[bool]]]:
+        flat, lengths = joined(calls)
+        done = yield from self.leases.ack_many(tr, attempt, flat)
+        return split(done, lengths)
+
+
+def push_size(request: PushRequest) -> int:
+    """About how many bytes of writes a push request makes (for the shared window)."""
+    return sum(len(value) + 100 for _, value in request.batch)
+
+
+class AsyncOrderedAPI:
+    """The async methods AsyncQueue and AsyncPriorityQueue share (see those classes)."""
+
+    _s: OrderedAPI
+
+    def __init__(self, sync: OrderedAPI) -> None:
+        self._s = sync
+        self._pushes: Combiner[PushRequest, bool] = Combiner(sync._loop, sync._engine.push)
+        self._acks: Combiner[List[Any], List[bool]] = Combiner(sync._loop,
+                                                               AckCalls(sync._leases))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._s.subspace!r})"
+
+    @property
+    def subspace(self) -> Any:
+        """The subspace holding every key of this structure."""
+        return self._s.subspace
+
+    @property
+    def id_retention(self) -> float:
+        """Seconds an idempotency id is remembered after its item left."""
+        return self._s.id_retention
+
+    @property
+    def max_deliveries(self) -> Optional[int]:
+        """Deliveries after which a lease that ends without ack makes its item a dead
+        letter (None: never)."""
+        return self._s.max_deliveries
+
+    @property
+    def retry_stats(self) -> RetryStats:
+        """Retry counters of the loops this object ran (calls given a Database)."""
+        return self._s.retry_stats
+
+    # -- size, stats, clear --------------------------------------------------------------
+
+    @twin(OrderedAPI.size)
+    async def size(self, tr: Transactor) -> int:
+        return await drive(self._s._size(tr))
+
+    @twin(OrderedAPI.stats)
+    async def stats(self, tr: Transactor) -> QueueStats:
+        return await drive(self._s._stats(tr))
+
+    @twin(OrderedAPI.is_empty)
+    async def is_empty(self, tr: Transactor) -> bool:
+        return await drive(self._s._is_empty(tr))
+
+    @twin(OrderedAPI.clear)
+    async def clear(self, tr: Transactor) -> None:
+        await drive(self._s._clear(tr))
+
+    # -- leases ------------------------------------------------------------------------
+
+    @twin(OrderedAPI.ack)
+    async def ack(self, tr: Transactor, lease: Union[Lease, bytes]) -> None:
+        if is_transaction(tr):
+            await drive(self._s._ack(tr, lease))
+            return
+        lease_id(lease)
+        done = await self._acks.call(tr, [lease], 100)
+        if not done[0]:
+            raise expired("ack")
+
+    @twin(OrderedAPI.ack_many)
+    async def ack_many(self, tr: Transactor,
+                       leases: Iterable[Union[Lease, bytes]]) -> List[bool]:
+        if is_transaction(tr):
+            return await drive(self._s._ack_many(tr, leases))
+        batch = self._s._lease_batch(leases)
+        if not batch:
+            return await drive(self._s._ack_many(tr, batch))
+        return await self._acks.call(tr, batch, 100 * len(batch))
+
+    @twin(OrderedAPI.extend)
+    async def extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Lease:
+        return await drive(self._s._extend(tr, lease, seconds))
+
+    @twin(OrderedAPI.extend_many)
+    async def extend_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]],
+                          seconds: float) -> List[Optional[Lease]]:
+        return await drive(self._s._extend_many(tr, leases, seconds))
+
+    @twin(OrderedAPI.release)
+    async def release(self, tr: Transactor, lease: Union[Lease, bytes], *,
+                      delay: Optional[float] = None, count: bool = True) -> bool:
+        return await drive(self._s._release(tr, lease, delay, count))
+
+    @twin(OrderedAPI.bury)
+    async def bury(self, tr: Transactor, lease: Union[Lease, bytes],
+                   reason: Optional[str] = None) -> bool:
+        return await drive(self._s._bury(tr, lease, reason))
+
+    # -- dead letters ------------------------------------------------------------------
+
+    @twin(OrderedAPI.dead)
+    async def dead(self, tr: Transactor, limit: Optional[int] = None) -> List[DeadLetter]:
+        return await drive(self._s._dead_letters(tr, limit))
+
+    @twin(OrderedAPI.requeue_dead)
+    async def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        return await drive(self._s._requeue_dead(tr, limit))
+
+    @twin(OrderedAPI.purge_dead)
+    async def purge_dead(self, tr: Transactor) -> int:
+        return await drive(self._s._purge_dead(tr))
+
+    # -- waiting ------------------------------------------------------------------------
+
+    @twin(OrderedAPI.wait)
+    async def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+        return await drive(self._s._wait(db, timeout))
+
+    # -- what the public classes call --------------------------------------------------
+
+    async def _push(self, tr: Transactor, request: PushRequest) -> None:
+        """Push a validated request: in the caller's transaction, or given a Database
+        in a transaction shared with other tasks' pushes."""
+        if is_transaction(tr) or not request.batch:
+            await drive(self._s._push(tr, request))
+        else:
+            await self._pushes.call(tr, request, push_size(request))
+
+    @contextlib.asynccontextmanager
+    async def _claimed(self, db: Any, claim: Gen[Optional[Lease]], seconds: float,
+                       release_delay: Optional[float]) -> AsyncIterator[Optional[Lease]]:
+        """The async twin of ``_heartbeat.claimed``: the heartbeat is a task."""
+        lease = await drive(claim)
+        if lease is None:
+            yield None
+            return
+        beat = Heartbeat(self.extend, db, lease, seconds)
+        try:
+            yield lease
+        except BaseException:
+            await beat.stop()
+            if not beat.lost:
+                with contextlib.suppress(Exception):
+                    await self.release(db, lease, delay=release_delay)
+            raise
+        await beat.stop()
+        if beat.lost:
+            raise LeaseExpiredError(LOST)
+        await self.ack(db, lease)

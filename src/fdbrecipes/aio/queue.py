@@ -1,0 +1,106 @@
+"""AsyncQueue: :class:`fdbrecipes.Queue` for asyncio code.
+
+The same constructor arguments and the same key layout as Queue: a sync and an async
+client work on one subspace at once.  Every method is an ``async def`` twin of the
+sync method of the same name, running the same operation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncContextManager, Iterable, List, Optional
+
+from .._fdb import Transactor
+from .._front import MIN
+from .._leases import Lease
+from .._values import Value
+from .._wait import Clock
+from ..queue import Queue
+from ._driver import drive
+from ._ordered import AsyncOrderedAPI, twin
+
+__all__ = ["AsyncQueue"]
+
+
+class AsyncQueue(AsyncOrderedAPI):
+    """A transactional FIFO queue for asyncio code (see :class:`fdbrecipes.Queue`).
+
+    ``tr`` is an ``fdb.Transaction`` (the operation joins the caller's transaction;
+    its reads are awaited without blocking the event loop) or an ``fdb.Database``
+    (the library's own retry loop, with the same receipts and guarantees as the sync
+    API).  Given a Database, pushes and acks of the loop's tasks share transactions
+    (see ``fdbrecipes.aio``).  Cancelled while a commit is in flight, a call settles
+    it first: a pop or claim that landed gives its item back, a push that landed
+    stays pushed; then it raises ``CancelledError``.
+
+    Args:
+        subspace, high_contention, clock, id_retention, result_timeout,
+        max_deliveries: as for :class:`fdbrecipes.Queue`.
+    """
+
+    _s: Queue
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        high_contention: bool = False,
+        clock: Optional[Clock] = None,
+        id_retention: float = 3600.0,
+        result_timeout: float = 10.0,
+        max_deliveries: Optional[int] = None,
+    ) -> None:
+        super().__init__(Queue(subspace, high_contention=high_contention, clock=clock,
+                               id_retention=id_retention, result_timeout=result_timeout,
+                               max_deliveries=max_deliveries))
+
+    @twin(Queue.push)
+    async def push(self, tr: Transactor, value: Value, *, id: Optional[bytes] = None,
+                   delay: Optional[float] = None) -> None:
+        await self._push(tr, self._s._one(value, id, delay))
+
+    @twin(Queue.push_many)
+    async def push_many(self, tr: Transactor, values: Iterable[Value], *,
+                        delay: Optional[float] = None) -> None:
+        await self._push(tr, self._s._many(values, delay))
+
+    @twin(Queue.pop)
+    async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
+        return await drive(self._s._pop(tr, MIN, spread))
+
+    @twin(Queue.pop_many)
+    async def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+        return await drive(self._s._pop_many(tr, MIN, n, spread))
+
+    @twin(Queue.peek)
+    async def peek(self, tr: Transactor) -> Optional[Value]:
+        return await drive(self._s._peek(tr, MIN))
+
+    @twin(Queue.items)
+    async def items(self, tr: Transactor, limit: Optional[int] = None) -> List[Value]:
+        return await drive(self._s._items(tr, MIN, limit))
+
+    @twin(Queue.claim)
+    async def claim(self, tr: Transactor, lease_seconds: float, *,
+                    spread: int = 1) -> Optional[Lease]:
+        return await drive(self._s._claim(tr, MIN, lease_seconds, spread))
+
+    @twin(Queue.claim_many)
+    async def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
+                         spread: int = 1) -> List[Lease]:
+        return await drive(self._s._claim_many(tr, MIN, n, lease_seconds, spread))
+
+    @twin(Queue.claimed)
+    def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
+                release_delay: Optional[float] = None
+                ) -> AsyncContextManager[Optional[Lease]]:
+        claim, seconds = self._s._claiming(db, MIN, lease_seconds, timeout, release_delay)
+        return self._claimed(db, claim, seconds, release_delay)
+
+    @twin(Queue.pop_wait)
+    async def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+        return await drive(self._s._pop_wait(db, MIN, timeout))
+
+    @twin(Queue.claim_wait)
+    async def claim_wait(self, db: Any, lease_seconds: float,
+                         timeout: Optional[float] = None) -> Optional[Lease]:
+        return await drive(self._s._claim_wait(db, MIN, lease_seconds, timeout))

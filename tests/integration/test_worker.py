@@ -1,0 +1,330 @@
+"""The Worker on a real server: shutdown that strands nothing, heartbeats, retries and
+dead letters, events once per job, periodic jobs without a leader, metrics over HTTP,
+the async twin and the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+from collections import Counter
+from typing import Any, List, Optional
+
+import fdb
+import pytest
+
+from fdbrecipes import (
+    Backoff,
+    Discard,
+    Job,
+    JobFinished,
+    JobStarted,
+    Lease,
+    Queue,
+    Schedule,
+    Snooze,
+    Worker,
+    aio,
+)
+from fdbrecipes.prometheus import serve
+
+pytestmark = pytest.mark.integration
+
+
+class Events:
+    """A worker's on_event sink that records every event (thread-safe), and lets a
+    test wait until a count is reached."""
+
+    def __init__(self) -> None:
+        self.seen: List[Any] = []
+        self.changed = threading.Condition()
+
+    def __call__(self, event: Any) -> None:
+        with self.changed:
+            self.seen.append(event)
+            self.changed.notify_all()
+
+    def finished(self) -> List[JobFinished]:
+        with self.changed:
+            return [e for e in self.seen if isinstance(e, JobFinished)]
+
+    def started(self) -> List[JobStarted]:
+        with self.changed:
+            return [e for e in self.seen if isinstance(e, JobStarted)]
+
+    def wait_finished(self, n: int, timeout: float = 60) -> None:
+        with self.changed:
+            assert self.changed.wait_for(
+                lambda: sum(isinstance(e, JobFinished) for e in self.seen) >= n, timeout), \
+                f"only {len(self.finished())} of {n} jobs finished"
+
+    def outcomes(self) -> Counter[str]:
+        return Counter(e.outcome for e in self.finished())
+
+
+def test_jobs_retry_with_backoff_and_die_after_max_deliveries(db: Any, fdb_subspace: Any) -> None:
+    """200 jobs, 10% always failing, max_deliveries=3: every job ends acked or dead,
+    each started job finishes exactly once, and the counts are exact."""
+    q = Queue(fdb_subspace, max_deliveries=3)
+    q.push_many(db, range(200))
+    failing = set(range(0, 200, 10))
+    events = Events()
+
+    def handler(job: Job) -> None:
+        if job.value in failing:
+            raise RuntimeError(f"job {job.value} fails")
+
+    with Worker(db, q, handler, concurrency=8, lease_seconds=30,
+                backoff=Backoff(base=0.01, cap=0.05), on_event=events):
+        events.wait_finished(180 + 3 * 20)
+    assert events.outcomes() == {"ok": 180, "retry": 40, "dead": 20}
+    started = Counter(e.job.lease.token for e in events.started())
+    finished = Counter(e.job.lease.token for e in events.finished())
+    assert started == finished and set(started.values()) == {1}
+    dead = q.dead(db)
+    assert sorted(d.value for d in dead) == sorted(failing)  # type: ignore[type-var]
+    assert {d.deliveries for d in dead} == {3}
+    assert q.stats(db) == (0, 0, 0, 20, None)
+
+
+def test_snooze_and_discard(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, max_deliveries=5)
+    q.push_many(db, ["snooze", "discard", "fine"])
+    events = Events()
+    snoozed = threading.Event()
+
+    def handler(job: Job) -> None:
+        if job.value == "snooze" and not snoozed.is_set():
+            snoozed.set()
+            raise Snooze(0.2)
+        if job.value == "discard":
+            raise Discard("cannot be done")
+
+    with Worker(db, q, handler, on_event=events):
+        events.wait_finished(4)
+    assert events.outcomes() == {"ok": 2, "snooze": 1, "discard": 1}
+    again = [e.job for e in events.finished() if e.job.value == "snooze" and e.outcome == "ok"]
+    assert again[0].deliveries == 1  # a snooze counts no delivery
+    [letter] = q.dead(db)
+    assert (letter.value, letter.reason, letter.deliveries) == ("discard", "cannot be done", 1)
+
+
+class CountingQueue(Queue):
+    """A Queue that counts the heartbeats a worker sends through extend_many."""
+
+    def __init__(self, subspace: Any) -> None:
+        super().__init__(subspace)
+        self.beats: List[int] = []
+
+    def extend_many(self, tr: Any, leases: Any, seconds: float) -> List[Optional[Lease]]:
+        leases = list(leases)
+        self.beats.append(len(leases))
+        return super().extend_many(tr, leases, seconds)
+
+
+def test_a_heartbeat_keeps_50_one_second_leases_through_3_second_jobs(
+        db: Any, fdb_subspace: Any) -> None:
+    q = CountingQueue(fdb_subspace)
+    q.push_many(db, range(50))
+    events = Events()
+    all_started = threading.Barrier(50)
+
+    def handler(job: Job) -> None:
+        all_started.wait(30)
+        time.sleep(3)  # the work itself: longer than the lease
+
+    with Worker(db, q, handler, concurrency=50, lease_seconds=1, on_event=events):
+        events.wait_finished(50)
+    assert events.outcomes() == {"ok": 50}
+    assert all(e.job.deliveries == 1 for e in events.finished())
+    assert len(q.beats) >= 6 and max(q.beats) == 50  # all 50 in one transaction per beat
+
+
+WORKER_PROCESS = textwrap.dedent(
+    """
+    import sys, threading
+    import fdb
+    fdb.api_version(int(sys.argv[3]))
+    from fdbrecipes import Queue, Worker
+
+    db = fdb.open(sys.argv[1])
+    q = Queue(fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2])))
+
+    def handler(job):
+        print("started", job.value, flush=True)
+        if job.value.startswith("slow"):
+            threading.Event().wait()  # never returns by itself
+
+    Worker(db, q, handler, concurrency=8, lease_seconds=float(sys.argv[4]),
+           shutdown_timeout=2).run()
+    print("stopped", flush=True)
+    """
+)
+
+
+def start_worker(tmp_path: Any, cluster_file: str, subspace: Any, lease: float) -> Any:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER_PROCESS)
+    return subprocess.Popen(
+        [sys.executable, str(script), cluster_file, subspace.key().hex(),
+         str(fdb.get_api_version()), str(lease)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ})
+
+
+def read_started(child: Any, n: int) -> List[str]:
+    started = []
+    while len(started) < n:
+        line = child.stdout.readline().split()
+        assert line, "the worker exited early"
+        if line[0] == "started":
+            started.append(line[1])
+    return started
+
+
+def test_sigterm_gives_back_running_jobs_and_exits_in_time(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, tmp_path: Any) -> None:
+    q = Queue(fdb_subspace)
+    q.push_many(db, [f"slow-{i}" for i in range(4)] + [f"fast-{i}" for i in range(6)])
+    child = start_worker(tmp_path, fdb_cluster_file, fdb_subspace, 60)
+    try:
+        started = read_started(child, 10)  # 6 fast ones done, 4 slow ones running
+        assert sorted(v for v in started if v.startswith("slow")) == [f"slow-{i}"
+                                                                      for i in range(4)]
+        signalled = time.monotonic()
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(30) == 0
+        took = time.monotonic() - signalled
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert took < 2 + 3, f"the worker took {took:.1f} s to stop"
+    assert child.stdout.read().split()[-1] == "stopped"
+    # Given back at once, not after the 60-second lease, with no delivery counted.
+    stats = q.stats(db)
+    assert (stats.visible, stats.in_flight) == (4, 0)
+    leases = q.claim_many(db, 10, 60)
+    assert sorted(lease.value for lease in leases) == [f"slow-{i}" for i in range(4)]  # type: ignore[type-var]
+    assert {lease.deliveries for lease in leases} == {1}
+
+
+def test_a_killed_workers_leases_come_back_after_expiry(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, tmp_path: Any) -> None:
+    q = Queue(fdb_subspace)
+    q.push_many(db, ["slow-a", "slow-b"])
+    child = start_worker(tmp_path, fdb_cluster_file, fdb_subspace, 2)
+    try:
+        read_started(child, 2)
+        child.kill()
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert q.stats(db).in_flight == 2
+    back = [q.claim_wait(db, 60, timeout=30) for _ in range(2)]
+    assert sorted(lease.value for lease in back if lease) == ["slow-a", "slow-b"]  # type: ignore[type-var]
+    assert {lease.deliveries for lease in back if lease} == {2}
+
+
+def test_four_workers_enqueue_each_slot_of_a_schedule_once(db: Any, fdb_subspace: Any) -> None:
+    """Ten slots, half a second apart, then one far away: every one of the four
+    workers pushes each slot's job; each ran exactly once."""
+    start = time.time() + 0.5
+    slots = [start + 0.5 * i for i in range(10)]
+
+    def next_time(after: float) -> float:
+        return next((s for s in slots if s > after), after + 10_000)
+
+    q = Queue(fdb_subspace, id_retention=50_000)
+    schedule = Schedule(q, "tick", at=next_time, value=b"tick")
+    events = Events()
+    workers = [Worker(db, q, lambda job: None, schedules=[schedule], on_event=events)
+               for _ in range(4)]
+    for w in workers:
+        w.__enter__()
+    try:
+        events.wait_finished(10, timeout=60)
+    finally:
+        for w in workers:
+            w.__exit__(None, None, None)
+    assert events.outcomes() == {"ok": 10}
+    stats = q.stats(db)  # no second job of a slot waiting or given back: only the far slot
+    assert (stats.visible, stats.in_flight, stats.delayed) == (0, 0, 1)
+
+
+def test_a_schedule_needs_a_retention_of_a_period(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, id_retention=10)
+    with pytest.raises(ValueError, match="id_retention"):
+        Worker(db, q, lambda job: None, schedules=[Schedule(q, "hourly", every=3600)])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_the_prometheus_endpoint_is_scraped_over_http(db: Any, fdb_subspace: Any) -> None:
+    pytest.importorskip("prometheus_client")
+    q = Queue(fdb_subspace)
+    q.push_many(db, [1, 2, 3])
+    q.claim(db, 60)
+    port = free_port()
+    serve(db, {"jobs": q}, port, "127.0.0.1")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
+    text = body.decode()
+    assert 'fdbrecipes_queue_items{queue="jobs",state="visible"} 2.0' in text
+    assert 'fdbrecipes_queue_items{queue="jobs",state="in_flight"} 1.0' in text
+    assert "fdbrecipes_queue_oldest_item_age_seconds{queue=\"jobs\"}" in text
+
+
+def test_the_async_worker(db: Any, fdb_subspace: Any) -> None:
+    q = aio.AsyncQueue(fdb_subspace)
+    events = Events()
+
+    async def handler(job: Job) -> None:
+        await asyncio.sleep(0.01)
+        if job.value == 3:
+            raise Discard("three")
+
+    async def main() -> None:
+        await q.push_many(db, range(10))
+        async with aio.AsyncWorker(db, q, handler, concurrency=4, on_event=events):
+            while len(events.finished()) < 10:
+                await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    assert events.outcomes() == {"ok": 9, "discard": 1}
+    assert Queue(fdb_subspace).stats(db) == (0, 0, 0, 1, None)
+
+
+def test_the_worker_command(db: Any, fdb_subspace: Any, fdb_cluster_file: str,
+                            tmp_path: Any) -> None:
+    (tmp_path / "jobs_for_test.py").write_text(textwrap.dedent(
+        """
+        def handle(job):
+            print("done", job.value, flush=True)
+        """))
+    q = Queue(fdb_subspace)
+    q.push_many(db, ["a", "b", "c"])
+    child = subprocess.Popen(
+        [sys.executable, "-m", "fdbrecipes", "worker", "jobs_for_test:handle",
+         "--tuple", repr(fdb.tuple.unpack(fdb_subspace.key())), "--kind", "queue",
+         "--cluster-file", fdb_cluster_file],
+        cwd=tmp_path, stdout=subprocess.PIPE, text=True, env={**os.environ})
+    try:
+        assert child.stdout is not None
+        done = sorted(child.stdout.readline().split()[1] for _ in range(3))
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert done == ["a", "b", "c"]
+    assert q.size(db) == 0
