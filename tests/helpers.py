@@ -207,3 +207,44 @@ class Blocking:
 
     def close(self) -> None:
         self._loop.close()
+
+
+def chi_square_p(observed: Sequence[float], expected: Sequence[float]) -> float:
+    """The p-value of Pearson's chi-square test of ``observed`` counts against
+    ``expected`` ones (``len - 1`` degrees of freedom): the chance that counts drawn
+    from the expected distribution are at least this far from it.  The regularized
+    upper incomplete gamma function Q(df / 2, statistic / 2), computed by its series
+    or its continued fraction (Numerical Recipes, 6.2), with no dependency."""
+    import math
+
+    statistic = sum((o - e) ** 2 / e for o, e in zip(observed, expected))
+    a, x = (len(observed) - 1) / 2, statistic / 2
+    if x <= 0:
+        return 1.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1:  # the series for P(a, x); Q = 1 - P
+        term = total = 1.0 / a
+        n = a
+        while abs(term) > abs(total) * 1e-15:
+            n += 1
+            term *= x / n
+            total += term
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300  # the continued fraction for Q(a, x), by Lentz's method
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    i = 1
+    while True:
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 1e-15:
+            return h * math.exp(log_front)
+        i += 1

@@ -14,6 +14,7 @@ from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import RetryStats
 from ._values import Value
 from .errors import FdbRecipesError, IncompleteBatchError, LeaseExpiredError, WorkTooLargeError
+from .fair_queue import FairLease, FairQueue, FairStats
 from .jobs import Backoff, Discard, Job, JobFinished, JobStarted, Snooze, WorkerStopping
 from .priority_queue import PriorityQueue
 from .queue import Queue
@@ -27,6 +28,9 @@ __all__ = [
     "Backoff",
     "DeadLetter",
     "Discard",
+    "FairLease",
+    "FairQueue",
+    "FairStats",
     "FdbRecipesError",
     "IncompleteBatchError",
     "InterruptedCall",

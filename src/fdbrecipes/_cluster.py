@@ -45,10 +45,13 @@ BINDINGS_HINT = (
     "pip install 'foundationdb==7.3.*'"
 )
 SERVER_HINT = (
-    "install the FoundationDB 7.3 server (package foundationdb-server, same place) or set "
-    "FDB_CLUSTER_FILE to a running cluster"
+    "install the FoundationDB 7.3 server (package foundationdb-server from "
+    "https://github.com/apple/foundationdb/releases) or set FDB_CLUSTER_FILE to a running "
+    "cluster"
 )
-INSTALL_HINT = f"{CLIENT_HINT}; {SERVER_HINT}"
+INSTALL_HINT = ("install the FoundationDB 7.3 packages foundationdb-clients and "
+                "foundationdb-server from https://github.com/apple/foundationdb/releases, "
+                "or set FDB_CLUSTER_FILE to a running cluster")
 
 #: The API version the tools select unless ``$FDB_API_VERSION`` names another (capped
 #: at the newest the installed bindings know).

@@ -216,3 +216,40 @@ class TreeLayout:
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
         return kept_by_clear(self.subspace, self.wake_key)
+
+
+class FairLayout:
+    """Keys of a FairQueue::
+
+        S/"q"/(group,)/...        the group's items: a Queue's keys (OrderedLayout)
+        S/"p"/(group,)   = policy (share, limit, rate count, rate seconds), packed
+        S/"r"/(group,)   = times  the group's latest claim times (for its rate)
+        S/"a"/(group,)   = ''     the groups that were given work (``groups()``)
+        S/"t"/...                 the eligible groups: a WeightTree (value: the
+                                  group, weight: its share, id: the group)
+        S/"w"/(time, group) = ''  when to look at a group's eligibility again
+        S/"n"/("pushed",) = int64 the wake counter: every push, ack, release touches it
+        S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
+    """
+
+    __slots__ = ("active", "groups", "policies", "pushed", "rates", "subspace", "tree",
+                 "wakes", "wakes_range")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.groups = subspace["q"]
+        self.policies = subspace["p"]
+        self.rates = subspace["r"]
+        self.active = subspace["a"]
+        self.tree = subspace["t"]
+        self.wakes = subspace["w"]
+        self.wakes_range = self.wakes.range()
+        self.pushed = bytes(subspace["n"].pack(("pushed",)))
+
+    def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
+        """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
+        return kept_by_clear(self.subspace, self.pushed)
+
+    def wake_key(self, when: int, group: Any) -> bytes:
+        """The key asking for ``group``'s eligibility to be looked at at ``when``."""
+        return bytes(self.wakes.pack((when, group)))

@@ -127,7 +127,17 @@ class Leases:
         front, entries = yield from self.o.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
-        deadline = front.now + seconds_to_versions(seconds)
+        leases = self.hold_entries(tr, attempt, front.now, entries, seconds, budget, tally)
+        tally.write(tr)
+        attempt.idle = not (leases or settled)
+        return leases
+
+    def hold_entries(self, tr: Any, attempt: Attempt, now: int, entries: List[Entry],
+                     seconds: float, budget: int, tally: Tally) -> List[Lease]:
+        """Hold each of ``entries`` (read at ``now``) under a lease of its own for
+        ``seconds``, until their values pass ``budget`` bytes; the leases.  The attempt
+        learns how to give them back."""
+        deadline = now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
         ids = batch_ids(len(entries))  # one key range: ack_many reads them at once
@@ -136,11 +146,9 @@ class Leases:
             size += len(entry.value)
             if leases and size > budget:
                 break
-            item = self.o.take(tr, entry, front.now, tally)
+            item = self.o.take(tr, entry, now, tally)
             hold = self.o.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
-            leases.append(self.make(Entry(item, entry.key, entry.value, hold), front.now))
-        tally.write(tr)
-        attempt.idle = not (leases or settled)
+            leases.append(self.make(Entry(item, entry.key, entry.value, hold), now))
         if leases:
             attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases

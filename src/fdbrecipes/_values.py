@@ -91,8 +91,9 @@ def check_seconds(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     seconds = float(value)
-    if not (0 < seconds < 1e9):
-        raise ValueError(f"{name} must be > 0 and finite, got {value!r}")
+    if not (0 < seconds < MAX_DELAY):
+        raise ValueError(f"{name} must be more than 0 and less than {MAX_DELAY:.0e} seconds "
+                         f"(about 31 years), got {value!r}")
     return seconds
 
 

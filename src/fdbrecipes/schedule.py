@@ -53,7 +53,8 @@ class Schedule:
             raise TypeError("name must be a non-empty str")
         if at is not None and not callable(at):
             raise TypeError("at must be a callable next_time(after) -> float")
-        sync_twin(queue)
+        if not isinstance(sync_twin(queue), OrderedAPI):
+            raise TypeError("a Schedule's queue is a Queue or PriorityQueue (or an async one)")
         self.queue = queue
         self.name = name
         self.every = None if every is None else check_seconds(every, "every")
@@ -109,10 +110,12 @@ def sync_twin(queue: Any) -> Any:
     Raises:
         TypeError: ``queue`` is not a Queue or PriorityQueue, nor an async one.
     """
+    from .fair_queue import FairQueue
+
     queue = getattr(queue, "_s", queue)
-    if not isinstance(queue, OrderedAPI):
-        raise TypeError(f"queue must be a Queue or PriorityQueue (or an async one), not "
-                        f"{type(queue).__name__}")
+    if not isinstance(queue, (OrderedAPI, FairQueue)):
+        raise TypeError(f"queue must be a Queue, PriorityQueue or FairQueue (or an async "
+                        f"one), not {type(queue).__name__}")
     return queue
 
 

@@ -134,15 +134,12 @@ def test_missing_reference_gives_no_ratio() -> None:
     assert results.ratio(1.0, 0.0) is None
 
 
-def test_percentile_and_latency() -> None:
-    values = [float(v) for v in range(1, 11)]
-    assert results.percentile(values, 90) == 9.0
-    assert results.percentile(values, 100) == 10.0
-    assert results.percentile([5.0], 90) == 5.0
+def test_latency() -> None:
     lat = results.latency(1000, [0.001, 0.003, 0.002, 0.010])
     assert (lat.n, lat.samples) == (1000, 4)
     assert lat.median_ms == pytest.approx(2.5)
-    assert lat.p90_ms == pytest.approx(10.0)
+    assert lat.p90_ms == pytest.approx(7.9)  # within the samples, never past the largest
+    assert results.latency(10, [0.005]).p90_ms == pytest.approx(5.0)
 
 
 def test_growth_is_largest_over_smallest() -> None:

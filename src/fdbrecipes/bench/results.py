@@ -7,7 +7,6 @@ The targets checked against these figures are in :mod:`~fdbrecipes.bench.targets
 from __future__ import annotations
 
 import dataclasses
-import math
 import operator
 import statistics
 from dataclasses import dataclass
@@ -210,17 +209,13 @@ def find(rows: Sequence[Row], kind: Kind, clients: int) -> Optional[Row]:
     return None
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank ``q``-th percentile (0 < q <= 100) of non-empty ``values``."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 def latency(n: int, seconds: Sequence[float]) -> Latency:
-    """Median and p90, in milliseconds, of pop times measured with ``n`` live items."""
-    return Latency(n, len(seconds), statistics.median(seconds) * 1000,
-                   percentile(seconds, 90) * 1000)
+    """Median and p90, in milliseconds, of pop times measured with ``n`` live items
+    (the p90: the ninth of :func:`statistics.quantiles`' deciles, inclusive of the
+    extremes; one sample alone is its own)."""
+    p90 = (statistics.quantiles(seconds, n=10, method="inclusive")[8] if len(seconds) > 1
+           else seconds[0])
+    return Latency(n, len(seconds), statistics.median(seconds) * 1000, p90 * 1000)
 
 
 def growth(latencies: Sequence[Latency]) -> Optional[float]:

@@ -33,12 +33,29 @@ from .._cluster import (
     open_database,
 )
 
+#: Why the tests needing a cluster were skipped in this session (said once, at the end).
+_SKIPPED: List[str] = []
+#: The short reason each of those tests is skipped with.
+NO_CLUSTER = "no FoundationDB cluster (the reason is at the end of the run)"
+
 
 def _unavailable(reason: str) -> NoReturn:
-    """Skip the test for ``reason``; fail it instead with FDBRECIPES_REQUIRE_SERVER=1."""
+    """Skip the test (the full ``reason`` is printed once, at the end of the run);
+    fail it instead with FDBRECIPES_REQUIRE_SERVER=1."""
     if os.environ.get("FDBRECIPES_REQUIRE_SERVER") == "1":
         pytest.fail(f"FDBRECIPES_REQUIRE_SERVER=1 but {reason}", pytrace=False)
-    pytest.skip(reason)
+    _SKIPPED.append(reason)
+    pytest.skip(NO_CLUSTER)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say once why the tests needing a cluster were skipped."""
+    if _SKIPPED:
+        count = sum(1 for r in terminalreporter.stats.get("skipped", [])
+                    if NO_CLUSTER in str(r.longrepr))
+        terminalreporter.write_line(
+            f"fdbrecipes: {count} test(s) needing a FoundationDB cluster skipped: "
+            f"{_SKIPPED[0]}")
 
 
 def pytest_configure(config: pytest.Config) -> None:

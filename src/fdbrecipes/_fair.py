@@ -1,0 +1,454 @@
+"""The engine behind FairQueue: a queue per group, and a weighted pick among groups.
+
+Each group has a Queue of its own (under ``q/(group)``, see :class:`._layout.FairLayout`).
+The groups that can be served now, *eligible* ones (a visible item, a free slot under
+their ``limit``, room under their ``rate``), are the items of a WeightTree, each
+weighted by its ``share``: a claim picks one with probability share / total, in
+O(log n) however many groups there are, then claims from that group's queue.
+
+The tree is kept exact by the transactions that change what it depends on.  A push
+(of a visible item), an ack, a release and a bury read, with read conflicts, the
+group's membership and (when it is not a member) its state, and add the group when it
+became eligible; a claim that leaves its group ineligible removes it.  Whatever a
+decision was based on is read with a conflict, so two such transactions that
+would each leave the decision to the other conflict instead.  Eligibility can also
+come back with time alone (a delay ends, a lease expires, a rate window passes): the
+transaction that removes a group, or that delays an item, asks for a look at that time
+under ``w/(time, group)``, and claims look at a few due groups before they pick.  A
+claim that picks a group found ineligible (its state changed with time) removes it and
+picks again.
+
+No key is written by every claim of every group: claims of different groups touch
+different keys, but for the tree's sums (atomic, conflict-free) and, by chance, the
+same due look-ups.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import fdb.tuple
+
+from ._dead import DeadLetters
+from ._fdb import Gen, Range, Tally, read, read_le64, ready, seconds_to_versions, snap
+from ._front import MIN, Front
+from ._ids import Ids
+from ._layout import LEASE, FairLayout, OrderedLayout, TreeLayout
+from ._leases import Lease, Leases, lease_id, token_of
+from ._ordered import Ordered, PushRequest
+from ._run import Attempt
+from ._tree import Key, Tree, TreeRequest, View, parse_handle
+from ._values import BATCH_BYTES, decode_value, encode_value, unpack_token
+from ._wait import Clock, Readiness
+
+__all__ = ["Fair", "FairLease", "Policy"]
+
+#: How long a group's membership id is remembered after it left the tree: at once
+#: forgotten, so the group can come back in the next transaction.
+MEMBERSHIP_RETENTION = 1e-6
+#: Groups due for a look that one claim looks at, at most.
+WAKES_PER_CLAIM = 4
+#: Picks one claim makes at most, when it finds the groups it picked ineligible.
+PICKS = 4
+#: Groups whose engines a FairQueue object keeps.
+GROUP_CACHE = 4_096
+
+
+class Policy(NamedTuple):
+    """How a group is served: its ``share`` (weight), ``limit`` (items in flight at
+    most; None: none) and ``rate`` (``(count, seconds)``: claims started per window at
+    most; None: none)."""
+
+    share: int
+    limit: Optional[int]
+    rate: Optional[Tuple[int, float]]
+
+
+class FairLease(Lease):
+    """A claimed item of a FairQueue (a :class:`fdbrecipes.Lease`, with its group)."""
+
+    __slots__ = ("group",)
+
+    def __init__(self, lease: Lease, group: Any) -> None:
+        super().__init__(lease.value, lease.deliveries, lease.deadline,
+                         fair_token(group, lease_id(lease)), lease.visible_since,
+                         lease.claimed_at)
+        self.group = group
+
+    def __repr__(self) -> str:
+        return (f"FairLease(group={self.group!r}, value={self.value!r}, "
+                f"deliveries={self.deliveries}, deadline={self.deadline})")
+
+
+def fair_token(group: Any, hold_id: bytes) -> bytes:
+    """The token of a FairQueue lease: its group and its lease id."""
+    token: bytes = fdb.tuple.pack(("fair", group, hold_id))
+    return token
+
+
+def parse_fair(lease: Any, name: str = "lease") -> Tuple[Any, bytes]:
+    """(group, lease token in its group's queue) of a FairLease or its token.
+
+    Raises:
+        TypeError/ValueError: not a FairQueue lease or token.
+    """
+    token = lease.token if isinstance(lease, Lease) else lease
+    parts = unpack_token(token, name, "a FairLease or its token (bytes)")
+    if (parts is None or len(parts) != 3 or parts[0] != "fair"
+            or type(parts[2]) is not bytes or type(parts[1]) not in (str, bytes)):
+        raise ValueError(f"{name} is not a FairQueue lease token")
+    return parts[1], token_of(parts[2])
+
+
+class Group(NamedTuple):
+    """One group's queue engine, its leases and its dead letters."""
+
+    o: Ordered
+    leases: Leases
+    dead: DeadLetters
+
+
+class State(NamedTuple):
+    """What a group is now: its policy, its front (two visible items at most, read
+    with a conflict), its items in flight and its latest claim times."""
+
+    policy: Policy
+    front: Front
+    in_flight: int
+    times: Tuple[int, ...]
+
+    def slots(self) -> bool:
+        return self.policy.limit is None or self.in_flight < self.policy.limit
+
+    def room(self, now: int) -> bool:
+        """Whether the rate allows a claim at ``now``."""
+        rate = self.policy.rate
+        if rate is None or len(self.times) < rate[0]:
+            return True
+        return self.times[-rate[0]] <= now - seconds_to_versions(rate[1])
+
+    def eligible(self, now: int) -> bool:
+        return bool(self.front.entries) and self.slots() and self.room(now)
+
+    def after_claim(self, now: int) -> State:
+        """The state once a claim took the first visible item at ``now``."""
+        return State(self.policy, self.front._replace(entries=self.front.entries[1:]),
+                     self.in_flight + 1, (*self.times, now))
+
+
+_TIMES = struct.Struct("<q")
+
+
+class Fair:
+    """A FairQueue's operations (see the module docstring); every method runs in one
+    transaction."""
+
+    def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
+                 max_deliveries: Optional[int], id_retention: float) -> None:
+        self.k = layout
+        self.clock = clock
+        self.default = default
+        self.max_deliveries = max_deliveries
+        self.id_retention = id_retention
+        tree_space = layout.tree
+        self.tree = Tree(TreeLayout(tree_space), random.SystemRandom(), clock,
+                         Ids(tree_space, MEMBERSHIP_RETENTION))
+        self._groups: Dict[Any, Group] = {}
+
+    # -- groups ----------------------------------------------------------------------
+
+    def group(self, g: Any) -> Group:
+        """The engine of group ``g``'s queue (kept for the next calls)."""
+        found = self._groups.get(g)
+        if found is None:
+            if len(self._groups) >= GROUP_CACHE:
+                self._groups.clear()
+            space = self.k.groups[g]
+            o = Ordered(OrderedLayout(space, 0), self.clock, Ids(space, self.id_retention),
+                        self.max_deliveries)
+            found = self._groups[g] = Group(o, Leases(o), DeadLetters(o))
+        return found
+
+    def member_id(self, g: Any) -> bytes:
+        """The id under which group ``g`` is in the tree."""
+        gid: bytes = fdb.tuple.pack((g,))
+        return gid
+
+    def member(self, tr: Any, g: Any, now: int) -> Gen[Optional[Key]]:
+        """Group ``g``'s key in the tree, or None (a read conflict on its id)."""
+        gid = self.member_id(g)
+        checks = self.tree.ids.check(tr, [gid])
+        assert checks is not None
+        handle = yield from self.tree.ids.known(checks, gid, now)
+        return None if handle is None else parse_handle(handle)
+
+    def policy(self, raw: Optional[bytes]) -> Policy:
+        """A stored policy, or the default."""
+        if raw is None:
+            return self.default
+        share, limit, count, seconds = fdb.tuple.unpack(raw)
+        return Policy(share, limit, None if count is None else (count, seconds))
+
+    def look(self, tr: Any, attempt: Attempt, g: Any) -> Gen[State]:
+        """Group ``g``'s state, read with conflicts (see :class:`State`)."""
+        o = self.group(g).o
+        policy = tr.get(self.k.policies.pack((g,)))
+        times = tr.get(self.k.rates.pack((g,)))
+        held_in, held_out = tr.get(o.k.held_in), tr.get(o.k.held_out)
+        front = yield from o.front(tr, MIN, 2, conflict=True, attempt=attempt)
+        expired = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == LEASE)
+        in_flight = (read_le64((yield from read(held_in)))
+                     - read_le64((yield from read(held_out))) - expired)
+        raw = yield from read(times)
+        stamps = () if not raw else tuple(
+            _TIMES.unpack_from(raw, i)[0] for i in range(0, len(raw), _TIMES.size))
+        return State(self.policy((yield from read(policy))), front, in_flight, stamps)
+
+    def next_look(self, tr: Any, g: Any, state: State, now: int) -> Gen[Optional[int]]:
+        """When group ``g`` (not eligible at ``now``) may become eligible with time
+        alone: the end of its next hold (a delay, a lease), or of its rate window;
+        None when nothing but a write can make it eligible."""
+        when: List[int] = []
+        rate = state.policy.rate
+        if rate is not None and not state.room(now):
+            when.append(state.times[-rate[0]] + seconds_to_versions(rate[1]) + 1)
+        o = self.group(g).o
+        due = o.k.due
+        kv = yield from Range(snap(tr), due.pack((now + 1,)), o.k.due_range.stop, 1).first()
+        if kv is not None:
+            when.append(due.unpack(kv.key)[0] + 1)
+        return min(when) if when else None
+
+    # -- keeping the tree exact ------------------------------------------------------
+
+    def enlist(self, tr: Any, attempt: Attempt, g: Any, share: int) -> Gen[None]:
+        """Put group ``g`` in the tree with weight ``share`` (once: its id)."""
+        request = TreeRequest([(encode_value(g), share)], self.member_id(g))
+        yield from self.tree.push(tr, attempt, [request])
+
+    def unlist(self, tr: Any, attempt: Attempt, g: Any, key: Key, state: State,
+               now: int) -> Gen[None]:
+        """Take group ``g`` (its key ``key`` in the tree) out of the tree, and ask for
+        a look when time alone may make it eligible again."""
+        yield from self.tree.remove(tr, attempt, key)
+        when = yield from self.next_look(tr, g, state, now)
+        if when is not None:
+            tr.set(self.k.wake_key(when, g), b"")
+
+    def revise(self, tr: Any, attempt: Attempt, g: Any, now: int,
+               key: Optional[Key]) -> Gen[None]:
+        """Make group ``g``'s membership match its state (``key``: its key in the
+        tree, as read with a conflict, or None)."""
+        state = yield from self.look(tr, attempt, g)
+        eligible = state.eligible(now)
+        if eligible and key is None:
+            yield from self.enlist(tr, attempt, g, state.policy.share)
+        elif not eligible and key is not None:
+            yield from self.unlist(tr, attempt, g, key, state, now)
+        elif not eligible:
+            when = yield from self.next_look(tr, g, state, now)
+            if when is not None:
+                tr.set(self.k.wake_key(when, g), b"")
+
+    def after_change(self, tr: Any, attempt: Attempt, g: Any, now: int) -> Gen[None]:
+        """After a write that can only make group ``g`` more eligible (a push, an ack,
+        a release): enlist it if it is not a member and became eligible."""
+        if (yield from self.member(tr, g, now)) is None:
+            yield from self.revise(tr, attempt, g, now, None)
+
+    def look_due(self, tr: Any, attempt: Attempt, now: int) -> Gen[int]:
+        """Look at up to :data:`WAKES_PER_CLAIM` groups due for a look; how many."""
+        due = yield from Range(snap(tr), self.k.wakes_range.start,
+                               self.k.wakes.pack((now + 1,)), WAKES_PER_CLAIM).read()
+        for kv in due:
+            _, g = self.k.wakes.unpack(kv.key)
+            tr.add_read_conflict_key(kv.key)
+            tr.clear(kv.key)
+            key = yield from self.member(tr, g, now)
+            yield from self.revise(tr, attempt, g, now, key)
+        return len(due)
+
+    def touch(self, tr: Any) -> None:
+        """Wake the waiters: something may have become claimable."""
+        tr.add(self.k.pushed, _TIMES.pack(1))
+
+    # -- operations ------------------------------------------------------------------
+
+    def push(self, tr: Any, attempt: Attempt, g: Any, request: PushRequest) -> Gen[bool]:
+        """Push ``request`` into group ``g``; whether it stored (False: a known id)."""
+        stored = (yield from self.group(g).o.push(tr, attempt, [request]))[0]
+        if stored:
+            now = yield from attempt.now(tr, self.clock)
+            tr.set(self.k.active.pack((g,)), b"")
+            self.touch(tr)
+            if request.delay:
+                tr.set(self.k.wake_key(now + request.delay, g), b"")
+            else:
+                yield from self.after_change(tr, attempt, g, now)
+        attempt.idle = not stored
+        return stored
+
+    def claim(self, tr: Any, attempt: Attempt, seconds: float) -> Gen[Optional[FairLease]]:
+        """Pick an eligible group by share, claim its oldest visible item."""
+        now = yield from attempt.now(tr, self.clock)
+        wrote = (yield from self.look_due(tr, attempt, now)) > 0
+        for _ in range(PICKS):
+            view = yield from View.read(self.tree, tr)
+            picked = yield from self.tree.pick(tr, view, None)
+            if picked is None:
+                break
+            key, _, encoded = picked
+            g = decode_value(encoded)
+            state = yield from self.look(tr, attempt, g)
+            engine = self.group(g)
+            tally = Tally()
+            wrote = engine.o.settle(tr, state.front, tally) or wrote
+            if not state.eligible(now):
+                tally.write(tr)
+                yield from self.unlist(tr, attempt, g, key, state, now)
+                wrote = True
+                continue
+            lease = engine.leases.hold_entries(tr, attempt, now, state.front.entries[:1],
+                                               seconds, BATCH_BYTES, tally)[0]
+            tally.write(tr)
+            after = state.after_claim(now)
+            if state.policy.rate is not None:
+                self.note_claim(tr, g, after)
+            if not after.eligible(now):
+                yield from self.unlist(tr, attempt, g, key, after, now)
+            attempt.undo = (self.unclaim, (g, lease_id(lease)))
+            attempt.idle = False
+            return FairLease(lease, g)
+        attempt.idle = not wrote
+        return None
+
+    def note_claim(self, tr: Any, g: Any, state: State) -> None:
+        """Keep the latest claim times the group's rate needs."""
+        assert state.policy.rate is not None
+        kept = state.times[-state.policy.rate[0]:]
+        tr.set(self.k.rates.pack((g,)), b"".join(_TIMES.pack(t) for t in kept))
+
+    def unclaim(self, tr: Any, attempt: Attempt, g: Any, hold_id: bytes) -> Gen[None]:
+        """Undo a claim whose caller was cancelled: the item back, the group revised."""
+        yield from self.group(g).leases.unclaim(tr, attempt, [hold_id])
+        now = yield from attempt.now(tr, self.clock)
+        yield from self.after_change(tr, attempt, g, now)
+        self.touch(tr)
+        attempt.idle = False
+
+    def settle_lease(self, tr: Any, attempt: Attempt, op: str, lease: Any,
+                     *args: Any) -> Gen[Any]:
+        """Ack, release or bury a FairQueue lease (``op``: the Leases method's name),
+        then revise its group, whose slot is free now."""
+        g, token = parse_fair(lease)
+        leases = self.group(g).leases
+        result = yield from getattr(leases, op)(tr, attempt, token, *args)
+        wrote = not attempt.idle
+        if wrote:
+            now = yield from attempt.now(tr, self.clock)
+            self.touch(tr)
+            yield from self.after_change(tr, attempt, g, now)
+        attempt.idle = not wrote
+        return result
+
+    def ack_many(self, tr: Any, attempt: Attempt, leases: Sequence[Any]) -> Gen[List[bool]]:
+        """Ack every lease still alive, group by group; for each, whether it was."""
+        by_group: Dict[Any, List[int]] = {}
+        tokens: List[bytes] = []
+        for i, lease in enumerate(leases):
+            g, token = parse_fair(lease, f"leases[{i}]")
+            by_group.setdefault(g, []).append(i)
+            tokens.append(token)
+        done = [False] * len(leases)
+        now = yield from attempt.now(tr, self.clock)
+        for g, where in by_group.items():
+            acked = yield from self.group(g).leases.ack_many(tr, attempt,
+                                                             [tokens[i] for i in where])
+            for i, ok in zip(where, acked):
+                done[i] = ok
+            if any(acked):
+                yield from self.after_change(tr, attempt, g, now)
+        if any(done):
+            self.touch(tr)
+        attempt.idle = not any(done)
+        return done
+
+    def extend_many(self, tr: Any, attempt: Attempt, leases: Sequence[Any],
+                    seconds: float) -> Gen[List[Optional[FairLease]]]:
+        """Extend every lease still alive, group by group."""
+        by_group: Dict[Any, List[int]] = {}
+        for i, lease in enumerate(leases):
+            by_group.setdefault(parse_fair(lease, f"leases[{i}]")[0], []).append(i)
+        out: List[Optional[FairLease]] = [None] * len(leases)
+        wrote = False
+        for g, where in by_group.items():
+            tokens = [parse_fair(leases[i])[1] for i in where]
+            renewed = yield from self.group(g).leases.extend_many(tr, attempt, tokens, seconds)
+            wrote = wrote or not attempt.idle
+            for i, lease in zip(where, renewed):
+                out[i] = None if lease is None else FairLease(lease, g)
+        attempt.idle = not wrote
+        return out
+
+    def set_group(self, tr: Any, attempt: Attempt, g: Any, policy: Policy) -> Gen[None]:
+        """Store group ``g``'s policy, and make its membership (and weight) match."""
+        now = yield from attempt.now(tr, self.clock)
+        key = yield from self.member(tr, g, now)
+        tr.set(self.k.policies.pack((g,)), fdb.tuple.pack(
+            (policy.share, policy.limit, *(policy.rate or (None, None)))))
+        if key is not None:
+            yield from self.tree.set_weight(tr, attempt, key, policy.share)
+        yield from self.revise(tr, attempt, g, now, key)
+        self.touch(tr)
+        attempt.idle = False
+
+    def group_policy(self, tr: Any, g: Any) -> Gen[Policy]:
+        """Group ``g``'s policy (read with a conflict)."""
+        return self.policy((yield from read(tr.get(self.k.policies.pack((g,))))))
+
+    def groups(self, tr: Any, limit: Optional[int]) -> Gen[List[Any]]:
+        """The groups that were given work and may still have some."""
+        r = self.k.active.range()
+        kvs = yield from Range(tr, r.start, r.stop, limit or 0).read()
+        return [self.k.active.unpack(kv.key)[0] for kv in kvs]
+
+    def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
+        """Push group ``g``'s dead letters back; then revise the group."""
+        moved = yield from self.group(g).dead.requeue(tr, attempt, limit)
+        if moved:
+            now = yield from attempt.now(tr, self.clock)
+            self.touch(tr)
+            yield from self.after_change(tr, attempt, g, now)
+        return moved
+
+    def ready(self, tr: Any) -> Gen[Readiness]:
+        """Whether a group is eligible now, or is due for a look; else the seconds
+        until the next look is due."""
+        total = yield from read(snap(tr).get(self.tree.k.total_key))
+        if read_le64(total) > 0:
+            return True, None
+        now = yield from ready(tr.get_read_version())
+        kv = yield from Range(snap(tr), self.k.wakes_range.start, self.k.wakes_range.stop,
+                              1).first()
+        if kv is None:
+            return False, None
+        when = self.k.wakes.unpack(kv.key)[0]
+        if when <= now:
+            return True, None
+        return False, (when - now) / 1e6
+
+
+def check_group(group: Any, name: str = "group") -> Any:
+    """Return ``group`` if it is a short str or bytes (at most 255 characters or bytes,
+    not empty).
+
+    Raises:
+        TypeError/ValueError: otherwise, naming ``name``.
+    """
+    if type(group) not in (str, bytes):
+        raise TypeError(f"{name} must be a str or bytes, not {type(group).__name__}")
+    if not 0 < len(group) <= 255:
+        raise ValueError(f"{name} must be 1 to 255 characters (or bytes), got {len(group)}")
+    return group
