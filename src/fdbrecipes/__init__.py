@@ -9,6 +9,7 @@ this package needs neither that nor ``libfdb_c``.
 from ._dead import DeadLetter
 from ._fdb import Transactor
 from ._leases import Lease
+from ._listing import DelayedItem, LeaseInfo
 from ._ordered import QueueStats
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import RetryStats
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backoff",
     "DeadLetter",
+    "DelayedItem",
     "Discard",
     "FairLease",
     "FairQueue",
@@ -38,6 +40,7 @@ __all__ = [
     "JobFinished",
     "JobStarted",
     "Lease",
+    "LeaseInfo",
     "LeaseExpiredError",
     "PriorityQueue",
     "Queue",

@@ -307,19 +307,51 @@ def open_database(cluster_file: str) -> Any:
     return fdb.open(cluster_file)
 
 
+#: Seconds the tools wait for a cluster's first answer before they say it does not
+#: answer (the operator commands' ``--timeout`` default).
+FIRST_CONTACT_SECONDS = 10.0
+
+
+def first_contact(cluster_file: str, timeout: float = FIRST_CONTACT_SECONDS) -> Optional[str]:
+    """Why the cluster of ``cluster_file`` cannot be used, in one line, or None when a
+    read there came back within ``timeout`` seconds.  A client pointed at nothing
+    waits forever by default: the tools bound their first contact with this instead."""
+    import fdb
+
+    database = open_database(cluster_file)
+    tr = database.create_transaction()
+    tr.options.set_timeout(int(timeout * 1000))
+    while True:
+        try:
+            tr.get(b"fdbrecipes/first-contact").wait()  # a read: nothing is written
+            return None
+        except fdb.FDBError as e:
+            if e.code == 1031:  # transaction_timed_out
+                return (f"the cluster of cluster file {cluster_file} did not answer within "
+                        f"{timeout:g} s: is it running and reachable from here? (check "
+                        "FDB_CLUSTER_FILE, or unset it to start a throwaway server)")
+            try:
+                tr.on_error(e).wait()
+            except fdb.FDBError as final:
+                return (f"the cluster of cluster file {cluster_file} cannot be used: "
+                        f"FoundationDB error {final.code} ({final.description})")
+
+
 def with_cluster(
     command: str,
     body: Callable[[str], int],
     *,
     check_client: Callable[[], Optional[str]] = tools_client_problem,
+    contact: Callable[[str], Optional[str]] = first_contact,
 ) -> int:
     """Run ``body(cluster_file)`` on FDB_CLUSTER_FILE or a throwaway local fdbserver.
 
     Returns what ``body`` returns, or 1 with a one-line reason on stderr
     (``fdbrecipes <command>: cannot run: <reason>``) when neither the client library
     nor a cluster can be had.  ``check_client`` says why the client library cannot be
-    used (None: it can); tests pass their own to reach the server check on a machine
-    without ``libfdb_c``.
+    used (None: it can), and ``contact`` why the cluster does not answer (None: it
+    does; by default :func:`first_contact`, bounded); tests pass their own to reach the
+    server check on a machine without ``libfdb_c``.
     """
     problem = check_client()
     if problem:
@@ -327,6 +359,10 @@ def with_cluster(
         return 1
     try:
         with local_cluster() as cluster_file:
+            unreachable = contact(cluster_file)
+            if unreachable:
+                print(f"fdbrecipes {command}: cannot run: {unreachable}", file=sys.stderr)
+                return 1
             return body(cluster_file)
     except ServerNotFoundError as e:
         print(f"fdbrecipes {command}: cannot run: {e}", file=sys.stderr)

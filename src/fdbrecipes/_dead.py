@@ -11,6 +11,7 @@ import time
 from typing import Any, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
+from fdb.tuple import pack
 
 from ._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, get_value, read_le64
 from ._front import value_of
@@ -117,8 +118,11 @@ class DeadLetters:
             if moved and size > DEAD_BYTES:
                 break
             tr.clear(kv.key)
-            self.o.append(tr, self.o.k.group(item), seqs, kv.value,
-                          (0, self.o.k.item_id(item)), now, 0, tally)
+            id_ = self.o.k.item_id(item)
+            back = self.o.append(tr, self.o.k.group(item), seqs, kv.value, (0, id_), now, 0,
+                                 tally)
+            if id_ is not None:  # the id tells where its item is now
+                tr.set(self.o.ids.key(id_), pack(self.o.k.place(back)))
             moved += 1
         if moved:
             tally.add(self.o.k.dead_out, moved)

@@ -143,6 +143,12 @@ class OrderedLayout:
         """What fixes an item's place in the order: ``group + (seq, random)``."""
         return item[: self.g + 2]
 
+    def delay_id(self, item: Item) -> bytes:
+        """The id of the hold that delays ``item``: drawn from its random bytes, so its
+        place tells where a delayed item is (see ``Listing.remove``)."""
+        suffix: bytes = item[self.g + 1]
+        return b"delay:" + suffix[:16]
+
     # -- keys ------------------------------------------------------------------------
 
     def item_key(self, item: Item) -> bytes:

@@ -20,7 +20,7 @@ from ._front import Entry, Hold
 from ._layout import DELAY, LEASE
 from ._ordered import Ordered
 from ._run import Attempt
-from ._values import BATCH_BYTES, BATCH_ID_LEN, batch_ids, decode_value, random_id, unpack_token
+from ._values import BATCH_BYTES, BATCH_ID_LEN, batch_ids, decode_value, unpack_token
 from .errors import LeaseExpiredError
 
 __all__ = ["Lease", "Leases", "expired", "lease_id"]
@@ -140,7 +140,7 @@ class Leases:
         deadline = now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
-        ids = batch_ids(len(entries))  # one key range: ack_many reads them at once
+        ids = batch_ids(len(entries), now)  # one key range: ack_many reads them at once
         for entry, hold_id in zip(entries, ids):
             assert entry.value is not None
             size += len(entry.value)
@@ -328,7 +328,8 @@ class Leases:
         elif delay > 0:
             item = self.o.take(tr, entry, live.now, tally, count)
             assert entry.value is not None
-            self.o.hold(tr, item, entry.value, random_id(), live.now + delay, DELAY, tally)
+            self.o.hold(tr, item, entry.value, self.o.k.delay_id(item), live.now + delay,
+                        DELAY, tally)
             self.o.wake(tally)  # waiters learn of the new deadline
         else:
             self.o.put_back(tr, entry, live.now, tally, count)

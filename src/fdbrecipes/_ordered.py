@@ -16,6 +16,8 @@ from __future__ import annotations
 import time
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
+from fdb.tuple import pack
+
 from ._fdb import (
     VERSIONS_PER_SECOND,
     Gen,
@@ -30,7 +32,7 @@ from ._front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_o
 from ._ids import Ids
 from ._layout import DELAY, LEASE, Item, OrderedLayout
 from ._run import Attempt
-from ._values import Value, decode_value, random_id
+from ._values import Value, decode_value
 from ._wait import Clock, Readiness, reading
 
 
@@ -208,13 +210,15 @@ class Ordered(FrontReader):
         tally = Tally()
         stored = []
         for r in requests:
-            if checks is not None and r.id is not None:
-                if (yield from self.ids.known(checks, r.id, now)) is not None:
-                    stored.append(False)
-                    continue
-                yield from self.ids.remember(tr, checks, r.id)
-            for group, value in r.batch:
-                self.append(tr, group, seqs, value, (0, r.id), now, r.delay, tally)
+            known = None if checks is None or r.id is None else (
+                yield from self.ids.known(checks, r.id, now))
+            if known is not None:
+                stored.append(False)
+                continue
+            items = [self.append(tr, group, seqs, value, (0, r.id), now, r.delay, tally)
+                     for group, value in r.batch]
+            if checks is not None and r.id is not None:  # the id tells where its item is
+                yield from self.ids.remember(tr, checks, r.id, pack(self.k.place(items[0])))
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -253,9 +257,9 @@ class Ordered(FrontReader):
         return seqs
 
     def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
-               meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally) -> None:
+               meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally) -> Item:
         """Write one item at its group's next sequence number (advancing it);
-        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold."""
+        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  The item."""
         deliveries, id_ = meta
         item = self.k.new_item(group, seqs[group], id_, now + delay)
         if deliveries:
@@ -263,9 +267,10 @@ class Ordered(FrontReader):
         seqs[group] += 1
         tally.add(self.k.pushed)
         if delay > 0:
-            self.hold(tr, item, value, random_id(), now + delay, DELAY, tally)
+            self.hold(tr, item, value, self.k.delay_id(item), now + delay, DELAY, tally)
         else:
             tr.set(self.k.item_key(item), value)
+        return item
 
     # -- pop, peek ------------------------------------------------------------------------
 

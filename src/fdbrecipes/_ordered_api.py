@@ -18,6 +18,7 @@ from ._heartbeat import claimed
 from ._ids import Ids
 from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
+from ._listing import DelayedItem, LeaseInfo, Listing
 from ._ordered import Ordered, PushRequest, QueueStats
 from ._run import Structure, read, read_pages, too_many
 from ._values import (
@@ -29,6 +30,7 @@ from ._values import (
     check_bool,
     check_clock,
     check_delay,
+    check_id,
     check_int,
     check_key,
     check_limit,
@@ -77,6 +79,7 @@ class OrderedAPI(Structure):
         self._max_deliveries = max_deliveries
         self._leases = Leases(self._engine)
         self._dead = DeadLetters(self._engine)
+        self._listing = Listing(self._engine)
         self._contention = Contention(self._engine, self._loop, self._hooks, timeout)
 
     @property
@@ -284,6 +287,50 @@ class OrderedAPI(Structure):
         check_reason(reason)
         lease_id(lease)
         return self._loop(tr, self._leases.bury, lease, reason)
+
+    # -- stuck work -----------------------------------------------------------------------
+
+    def leases(self, tr: Transactor, limit: Optional[int] = None) -> List[LeaseInfo]:
+        """The items in flight, oldest claim first (up to ``limit``): value,
+        deliveries, deadline, when claimed, and the lease's token (which ``ack``,
+        ``extend`` and ``release`` take: an operator can finish or give back work a
+        consumer holds).
+
+        Snapshot reads of the held range (no conflicts), 1,000 keys a round trip, in
+        one transaction.  Cost: O(leases + delayed items) keys.
+        """
+        return drive(read(tr, self._listing.leases, check_limit(limit)))
+
+    def delayed(self, tr: Transactor, limit: Optional[int] = None) -> List[DelayedItem]:
+        """The delayed items, soonest first (up to ``limit``): value, when it becomes
+        visible (a clock reading), deliveries so far.
+
+        Snapshot reads of the deadline index and of each item (no conflicts), 1,000
+        keys a round trip, in one transaction.  Cost: O(delayed items + leases) keys.
+        """
+        return drive(read(tr, self._listing.delayed, check_limit(limit)))
+
+    def remove(self, tr: Transactor, *, id: bytes) -> Optional[Value]:
+        """Remove the pending item pushed with ``id`` (visible, or still delayed: this
+        cancels a delayed push); its value, or None (nothing written) when there is
+        none pending: never pushed, in flight (ack or release its lease), a dead
+        letter, already gone.  The id is then forgotten after ``id_retention``, as
+        when an item is popped.
+
+        Reads the id's key and the item (read conflicts on both); clears the item,
+        one counter update.  Conflicts with a concurrent take of the same item.
+        Cost: 2 round trips, O(1) in n.
+
+        Raises:
+            TypeError/ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
+        return drive(self._remove(tr, id))
+
+    def _remove(self, tr: Transactor, id_: Any) -> Gen[Optional[Value]]:
+        checked = check_id(id_)
+        if checked is None:
+            raise TypeError("id must be bytes, not NoneType")
+        return self._loop(tr, self._listing.remove, checked)
 
     # -- dead letters --------------------------------------------------------------------
 

@@ -268,13 +268,21 @@ def random_id() -> bytes:
     return os.urandom(16)
 
 
-#: Bytes of a lease id made by :func:`batch_ids`: 16 random bytes shared by the batch,
-#: then the lease's index in it (big-endian).
+#: Bytes of a lease id made by :func:`batch_ids`: a 16-byte prefix shared by the batch
+#: (the claim's clock reading, 8 bytes big-endian, then 8 random bytes), then the
+#: lease's index in it (4 bytes, big-endian).
 BATCH_ID_LEN = 20
 
 
-def batch_ids(n: int) -> List[bytes]:
-    """Ids for ``n`` leases taken together: one random 16-byte prefix, then each
-    lease's index, so the held keys of a batch are one key range."""
-    prefix = os.urandom(16)
+def batch_ids(n: int, claimed_at: int) -> List[bytes]:
+    """Ids for ``n`` leases taken together at ``claimed_at`` (a clock reading): one
+    prefix, then each lease's index, so the held keys of a batch are one key range,
+    sorted by claim time, and an id tells when its lease was taken."""
+    prefix = max(0, claimed_at).to_bytes(8, "big") + os.urandom(8)
     return [prefix + i.to_bytes(4, "big") for i in range(n)]
+
+
+def claimed_at(hold_id: bytes) -> Optional[int]:
+    """When the lease named ``hold_id`` was taken (a clock reading), or None for an
+    id that does not tell (made before lease ids did)."""
+    return int.from_bytes(hold_id[:8], "big") if len(hold_id) == BATCH_ID_LEN else None

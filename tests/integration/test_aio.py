@@ -404,15 +404,13 @@ def test_concurrent_acks_share_transactions(db: Any, fdb_subspace: Any) -> None:
 # -- waiting ------------------------------------------------------------------------------
 
 
-def test_a_thousand_waiters_share_one_watch_and_no_threads(fdb_cluster_file: str,
+def test_a_thousand_waiters_share_one_watch_and_no_threads(db: Any, fdb_cluster_file: str,
                                                             fdb_subspace: Any) -> None:
     """1,000 tasks wait in claim_wait on a database that allows 20 watches: they share
     one (more would fail with too_many_watches), and the process starts no thread for
     them.  Pushes wake them; each item goes to exactly one of them, and the others
     wait on until their timeout."""
-    from fdbrecipes.testing import open_database
-
-    db = open_database(fdb_cluster_file)
+    db = fdb.impl.create_database(fdb_cluster_file)  # its own options, not the shared one's
     db.options.set_max_watches(20)
     asleep = [0]
 

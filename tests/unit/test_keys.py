@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fdbrecipes._front import MAX, MIN, Entry, order
 from fdbrecipes._layout import OrderedLayout, TreeLayout
 from fdbrecipes._leases import Lease, lease_id, token_of
-from fdbrecipes._values import BATCH_ID_LEN, batch_ids
+from fdbrecipes._values import BATCH_ID_LEN, batch_ids, claimed_at
 
 S = Subspace(("app", "jobs"))
 QUEUE, PRIORITY = OrderedLayout(S, 0), OrderedLayout(S, 1)
@@ -127,9 +127,11 @@ def test_a_span_of_a_claims_leases_is_one_range(prefix: bytes, other: bytes,
     if len(other) == BATCH_ID_LEN:
         inside = begin <= o.hold_keys(other, item, 5, 0)[0] < end
         assert inside == (low <= other <= high)
-    made = batch_ids(3)
+    made = batch_ids(3, 123_456_789)
     assert {len(i) for i in made} == {BATCH_ID_LEN} and len({i[:16] for i in made}) == 1
     assert made == sorted(made)
+    assert {claimed_at(i) for i in made} == {123_456_789}  # an id tells when it was taken
+    assert claimed_at(b"L" * 16) is None  # an older id does not
 
 
 def test_a_queue_floor_sorts_after_every_item() -> None:

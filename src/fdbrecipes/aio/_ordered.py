@@ -26,9 +26,11 @@ from .._dead import DeadLetter
 from .._fdb import Gen, Transactor, is_transaction
 from .._heartbeat import LOST
 from .._leases import Lease, Leases, expired, lease_id
+from .._listing import DelayedItem, LeaseInfo
 from .._ordered import PushRequest, QueueStats
 from .._ordered_api import OrderedAPI
-from .._run import RetryStats
+from .._run import RetryStats, read
+from .._values import Value, check_limit
 from ..errors import LeaseExpiredError
 from ._combine import Combiner, joined, split
 from ._driver import drive
@@ -162,6 +164,20 @@ class AsyncOrderedAPI:
     async def bury(self, tr: Transactor, lease: Union[Lease, bytes],
                    reason: Optional[str] = None) -> bool:
         return await drive(self._s._bury(tr, lease, reason))
+
+    # -- stuck work ---------------------------------------------------------------------
+
+    @twin(OrderedAPI.leases)
+    async def leases(self, tr: Transactor, limit: Optional[int] = None) -> List[LeaseInfo]:
+        return await drive(read(tr, self._s._listing.leases, check_limit(limit)))
+
+    @twin(OrderedAPI.delayed)
+    async def delayed(self, tr: Transactor, limit: Optional[int] = None) -> List[DelayedItem]:
+        return await drive(read(tr, self._s._listing.delayed, check_limit(limit)))
+
+    @twin(OrderedAPI.remove)
+    async def remove(self, tr: Transactor, *, id: bytes) -> Optional[Value]:
+        return await drive(self._s._remove(tr, id))
 
     # -- dead letters ------------------------------------------------------------------
 

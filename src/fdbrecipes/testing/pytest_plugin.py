@@ -29,6 +29,7 @@ from .._cluster import (
     LocalCluster,
     ServerNotFoundError,
     client_library_problem,
+    first_contact,
     local_cluster,
     open_database,
 )
@@ -76,6 +77,9 @@ def fdb_cluster_file() -> Iterator[str]:
             cluster_file = stack.enter_context(local_cluster())
         except ServerNotFoundError as e:
             _unavailable(str(e))
+        unreachable = first_contact(cluster_file)
+        if unreachable:
+            _unavailable(unreachable)
         yield cluster_file
 
 
