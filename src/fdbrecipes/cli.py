@@ -77,10 +77,11 @@ COMMANDS = (
 
 #: What ``fdbrecipes --help`` says after the list of commands.
 EPILOG = (
-    "Operator commands (stats, peek, dead, requeue-dead, purge-dead) act on a structure of "
-    "a running cluster (--cluster-file, default $FDB_CLUSTER_FILE; no server is started), "
-    "named by --directory PATH or --tuple LITERAL and --kind queue|priority-queue|"
-    "weight-tree, e.g. 'fdbrecipes stats --directory app/jobs --kind queue'.  "
+    "Operator commands (stats, peek, dead, requeue-dead, purge-dead, push, leases, "
+    "delayed, remove, worker, metrics) act on a structure of a running cluster "
+    "(--cluster-file, default $FDB_CLUSTER_FILE; no server is started), named by "
+    "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|weight-tree, "
+    "recognised when not given), e.g. 'fdbrecipes stats --directory app/jobs'.  "
     "'fdbrecipes <command> --help' tells more."
 )
 
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"fdbrecipes {__version__}")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    subparsers = parser.add_subparsers(dest="command")
     for command in COMMANDS:
         subparser = subparsers.add_parser(command.name, help=command.help)
         command.options(subparser)
@@ -108,7 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     """Parse ``argv`` (default: the process's arguments), run the command, and return
     its exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # plain "fdbrecipes": what it can do
+        parser.print_help()
+        return 0
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)
 

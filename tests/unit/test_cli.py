@@ -54,12 +54,14 @@ REQUIRED = {"stats": ["--tuple", "('jobs',)", "--kind", "queue"]}
 def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
-        "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead", "worker",
-        "metrics"]
+        "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead", "push",
+        "leases", "delayed", "remove", "worker", "metrics"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench") else []
-        if command.name == "worker":
+        if command.name in ("worker", "push"):
             needs = [*needs, "app.jobs:handle"]
+        if command.name == "remove":
+            needs = [*needs, "--id", "x"]
         assert parser.parse_args([command.name, *needs]).run is command.run
 
 

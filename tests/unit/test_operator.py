@@ -68,7 +68,6 @@ def test_defaults() -> None:
 @pytest.mark.parametrize("argv", [
     ["stats", "--kind", "queue"],                                  # no place
     ["stats", *JOBS, "--directory", "a", "--kind", "queue"],       # two places
-    ["stats", *JOBS],                                              # no kind
     ["stats", *JOBS, "--kind", "stack"],
     ["peek", *JOBS, "--kind", "queue", "--limit", "0"],
     ["peek", *JOBS, "--kind", "queue", "--limit", "x"],
@@ -136,11 +135,12 @@ def test_bad_tuples_are_one_line_usage_errors(
      "refusing to move dead letters back into the queue without --yes"),
     (["purge-dead", "--directory", "app/jobs", "--kind", "queue"],
      "refusing to delete dead letters for good without --yes"),
-    (["dead", *JOBS, "--kind", "weight-tree"], "a weight-tree has no dead letters"),
+    (["dead", *JOBS, "--kind", "weight-tree"],
+     "a weight-tree has no leases, delays or dead letters"),
     (["requeue-dead", *JOBS, "--kind", "weight-tree", "--yes"],
-     "a weight-tree has no dead letters"),
+     "a weight-tree has no leases, delays or dead letters"),
     (["purge-dead", *JOBS, "--kind", "weight-tree", "--yes"],
-     "a weight-tree has no dead letters"),
+     "a weight-tree has no leases, delays or dead letters"),
     (["peek", *JOBS, "--kind", "queue", "--end", "max"],
      "--end applies to --kind priority-queue only"),
     (["stats", *JOBS, "--kind", "weight-tree", "--max-deliveries", "3"],

@@ -9,6 +9,11 @@ Usage::
     fdbrecipes dead         --directory app/jobs --kind queue
     fdbrecipes requeue-dead --directory app/jobs --kind queue --limit 100 --yes
     fdbrecipes purge-dead   --directory app/jobs --kind queue --yes
+    fdbrecipes push         --directory app/jobs "send the newsletter" --delay 60
+    fdbrecipes leases       --directory app/jobs          # in flight: who holds what
+    fdbrecipes delayed      --directory app/jobs
+    fdbrecipes remove       --directory app/jobs --id order-17 --yes
+    fdbrecipes stats        --directory app/jobs --watch 5
 
 Every command names one structure:
 
@@ -17,7 +22,8 @@ Every command names one structure:
   '("jobs",)'`` (a Python tuple literal; the subspace is ``fdb.Subspace(that tuple)``),
   exactly one of the two;
 * what: ``--kind queue|priority-queue|weight-tree``.  The keys found there must be of
-  that kind (an empty place is an empty structure).  ``--max-deliveries N`` (queue
+  that kind (an empty place is an empty structure); without ``--kind`` the kind is
+  recognised from them (an empty place then needs ``--kind``).  ``--max-deliveries N`` (queue
   kinds) gives the commands the application's ``max_deliveries``, so that a lease that
   expired on an item's last delivery counts as dead, as the application will see it;
 * the cluster: ``--cluster-file PATH``, by default the one ``fdb.open()`` uses
@@ -47,11 +53,24 @@ is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running th
 Importing this package needs no ``libfdb_c``.
 """
 
-from .commands import DEAD, OPERATIONS, PEEK, PURGE_DEAD, REQUEUE_DEAD, STATS, Operation, run
+from .commands import (
+    DEAD,
+    DELAYED,
+    LEASES,
+    OPERATIONS,
+    PEEK,
+    PURGE_DEAD,
+    PUSH,
+    REMOVE,
+    REQUEUE_DEAD,
+    STATS,
+    Operation,
+    run,
+)
 from .service import METRICS, WORKER
 
 #: The long-running commands (:mod:`.service`): a worker, a metrics exporter.
 SERVICES = (WORKER, METRICS)
 
-__all__ = ["DEAD", "METRICS", "OPERATIONS", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "SERVICES",
-           "STATS", "WORKER", "Operation", "run"]
+__all__ = ["DEAD", "DELAYED", "LEASES", "METRICS", "OPERATIONS", "PEEK", "PURGE_DEAD", "PUSH",
+           "REMOVE", "REQUEUE_DEAD", "SERVICES", "STATS", "WORKER", "Operation", "run"]

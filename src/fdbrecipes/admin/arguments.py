@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import argparse
 import ast
-from typing import Optional
+import json
+from typing import Any, Callable, Optional
 
 import fdb.tuple
 
 from .places import Place, UsageError
 
-__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "PEEK_LIMIT", "check_usage",
+__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "PEEK_LIMIT", "check_kind", "check_usage",
            "dead_arguments", "parse_directory", "parse_tuple", "peek_arguments",
            "purge_dead_arguments", "requeue_dead_arguments", "stats_arguments"]
 
 KINDS = ("queue", "priority-queue", "weight-tree")
+#: How ``push`` reads its VALUE.
+VALUE_TYPES = ("str", "bytes", "int", "float", "json")
 #: Seconds a transaction may take before it is cancelled (``--timeout``).
 DEFAULT_TIMEOUT = 10.0
 #: Items ``peek`` lists, and dead letters ``dead`` lists, unless ``--limit`` says.
@@ -64,7 +67,8 @@ def place_arguments(parser: argparse.ArgumentParser, description: str) -> None:
                      "app/jobs); it must exist, it is never created")
     one.add_argument("--tuple", metavar="LITERAL", dest="tuple_literal",
                      help="Python tuple literal naming the subspace, e.g. '(\"jobs\",)'")
-    where.add_argument("--kind", required=True, choices=KINDS, help="what is stored there")
+    where.add_argument("--kind", choices=KINDS, help="what is stored there (default: "
+                       "recognised from the keys found there)")
     where.add_argument("--max-deliveries", type=positive_int, metavar="N",
                        help="queue kinds: the application's max_deliveries (a lease that "
                        "expired on a last delivery then counts as dead)")
@@ -86,6 +90,73 @@ def stats_arguments(parser: argparse.ArgumentParser) -> None:
                     "size and how many are visible, delayed, in flight and dead, and the "
                     "age of the front item; for a weight-tree the size and total weight.  "
                     "Reads only.")
+    watch_arguments(parser)
+
+
+def watch_arguments(parser: argparse.ArgumentParser) -> None:
+    """``stats``' ``--watch``."""
+    parser.add_argument("--watch", type=seconds, metavar="SECONDS",
+                        help="print the counts again every SECONDS, until Ctrl-C")
+
+
+def push_arguments(parser: argparse.ArgumentParser) -> None:
+    """``push``'s options."""
+    place_arguments(parser, "Push one value onto a structure.  Writes.")
+    parser.add_argument("value", help="the value (a str, unless --type says otherwise)")
+    parser.add_argument("--type", choices=VALUE_TYPES, default="str",
+                        help="how VALUE is read: str (default), bytes (its UTF-8 encoding), "
+                        "int, float, or json (a JSON value; arrays become tuples)")
+    parser.add_argument("--id", help="idempotency id (its UTF-8 bytes): push once")
+    parser.add_argument("--delay", type=seconds, metavar="SECONDS",
+                        help="queue kinds: visible after SECONDS")
+    parser.add_argument("--priority", type=int, help="priority-queue: the priority (default 0)")
+    parser.add_argument("--weight", type=positive_int, help="weight-tree: the weight (default 1)")
+
+
+def listing_arguments(what: str) -> Callable[[argparse.ArgumentParser], None]:
+    """``leases``' or ``delayed``'s options."""
+    def add(parser: argparse.ArgumentParser) -> None:
+        place_arguments(parser, f"List a queue's {what}.  Reads only.")
+        parser.add_argument("--limit", type=positive_int, default=DEAD_LIMIT, metavar="N",
+                            help=f"at most N (default {DEAD_LIMIT})")
+    return add
+
+
+def remove_arguments(parser: argparse.ArgumentParser) -> None:
+    """``remove``'s options."""
+    place_arguments(parser, "Remove the pending (visible or delayed) item pushed with an "
+                    "idempotency id.  Writes: refuses to run without --yes.")
+    parser.add_argument("--id", required=True, help="the item's idempotency id (UTF-8)")
+    parser.add_argument("--yes", action="store_true", help="really remove it")
+
+
+def parse_value(text: str, kind: str) -> Any:
+    """``push``'s VALUE as ``--type`` says.
+
+    Raises:
+        UsageError: VALUE is not of that type.
+    """
+    try:
+        if kind == "bytes":
+            return text.encode()
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "json":
+            return tuples(json.loads(text))
+    except ValueError as e:
+        raise UsageError(f"VALUE {text!r} is not {kind}: {e}") from None
+    return text
+
+
+def tuples(value: Any) -> Any:
+    """A JSON value with its arrays as tuples (what the structures store)."""
+    if isinstance(value, list):
+        return tuple(tuples(v) for v in value)
+    if isinstance(value, dict):
+        raise UsageError("a JSON object is not a value; give an array (a tuple)")
+    return value
 
 
 def peek_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,14 +234,23 @@ def check_usage(args: argparse.Namespace, dead_letters: bool, confirm: Optional[
         place = parse_directory(args.directory)
     else:
         place = parse_tuple(args.tuple_literal)
-    if args.kind == "weight-tree":
-        if dead_letters:
-            raise UsageError("a weight-tree has no dead letters (queue and priority-queue "
-                             "have)")
-        if args.max_deliveries is not None:
-            raise UsageError("--max-deliveries applies to queue kinds only")
-    if getattr(args, "end", None) is not None and args.kind != "priority-queue":
-        raise UsageError("--end applies to --kind priority-queue only")
+    check_kind(args, dead_letters)
     if confirm and not args.yes:
         raise UsageError(f"refusing to {confirm} without --yes")
     return place
+
+
+def check_kind(args: argparse.Namespace, dead_letters: bool) -> None:
+    """The checks that need ``--kind`` (made again once a kind was recognised).
+
+    Raises:
+        UsageError: the first check that failed.
+    """
+    if args.kind == "weight-tree":
+        if dead_letters:
+            raise UsageError("a weight-tree has no leases, delays or dead letters (queue "
+                             "and priority-queue have)")
+        if args.max_deliveries is not None:
+            raise UsageError("--max-deliveries applies to queue kinds only")
+    if getattr(args, "end", None) is not None and args.kind not in (None, "priority-queue"):
+        raise UsageError("--end applies to --kind priority-queue only")

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
@@ -21,18 +22,33 @@ from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..weight_tree import WeightTree
 from .arguments import (
+    check_kind,
     check_usage,
     dead_arguments,
+    listing_arguments,
+    parse_value,
     peek_arguments,
     purge_dead_arguments,
+    push_arguments,
+    remove_arguments,
     requeue_dead_arguments,
     stats_arguments,
 )
 from .output import cut, iso_time, json_value, table
-from .places import OperatorError, Place, Structure, UsageError, make_structure, open_place, survey
+from .places import (
+    ANY_QUEUE,
+    OperatorError,
+    Place,
+    Structure,
+    UsageError,
+    make_structure,
+    open_place,
+    stored,
+    survey,
+)
 
-__all__ = ["DEAD", "OPERATIONS", "PEEK", "PURGE_DEAD", "REQUEUE_DEAD", "STATS", "Operation",
-           "Report", "Target", "run"]
+__all__ = ["DEAD", "DELAYED", "LEASES", "OPERATIONS", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE",
+           "REQUEUE_DEAD", "STATS", "Operation", "Report", "Target", "run"]
 
 T = TypeVar("T")
 
@@ -124,9 +140,21 @@ def connect(args: argparse.Namespace) -> Any:
     return db
 
 
-def open_target(db: Any, place: Place, args: argparse.Namespace) -> Target:
-    """Open ``place`` and check that what is stored there is a ``--kind``."""
+def open_target(db: Any, place: Place, args: argparse.Namespace,
+                dead_letters: bool = False) -> Target:
+    """Open ``place`` and check that what is stored there is a ``--kind`` (without
+    ``--kind``: recognise the kind from the keys there, then check what needs it)."""
     subspace = read_only(db, open_place, place)
+    if args.kind is None:
+        seen, wrong = read_only(db, stored, subspace)
+        if wrong is not None:
+            raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
+        if seen is None or seen == ANY_QUEUE:
+            what = "is stored" if seen is None else "tells whether it is a queue or a priority"
+            raise UsageError(f"nothing at {place} {what}"
+                             f"{'' if seen is None else '-queue'}: give --kind")
+        args.kind = seen
+        check_kind(args, dead_letters)
     found = read_only(db, survey, subspace, args.kind)
     if found is not None:
         raise OperatorError(f"no {args.kind} at {place}: found {found}")
@@ -161,7 +189,7 @@ def run(args: argparse.Namespace, operation: Operation) -> int:
     prefix = f"fdbrecipes {operation.name}:"
     try:
         place = check_usage(args, operation.dead_letters, operation.confirm)
-        target = open_target(connect(args), place, args)
+        target = open_target(connect(args), place, args, operation.dead_letters)
         report = operation.act(target, args)
     except UsageError as e:
         say(f"{prefix} error:", e)
@@ -201,10 +229,82 @@ def _shown(name: str, value: Any) -> str:
 
 
 def stats(target: Target, args: argparse.Namespace) -> Report:
-    """``stats``: the counters, read in one transaction (never committed)."""
-    data = read_only(target.db, _counts, target.structure)
-    rows = [(name.replace("_", " "), _shown(name, v)) for name, v in data.items()]
-    return Report({**target.header(), **data}, f"{target.title()}\n{table(rows)}")
+    """``stats``: the counters, read in one transaction (never committed); with
+    ``--watch``, printed again every so many seconds until Ctrl-C (the last report is
+    returned)."""
+    while True:
+        data = read_only(target.db, _counts, target.structure)
+        rows = [(name.replace("_", " "), _shown(name, v)) for name, v in data.items()]
+        report = Report({**target.header(), **data}, f"{target.title()}\n{table(rows)}")
+        if not getattr(args, "watch", None):
+            return report
+        print(json.dumps(report.data, allow_nan=False) if args.json else report.text,
+              flush=True)
+        time.sleep(args.watch)  # a refresh period, between reports
+
+
+def push(target: Target, args: argparse.Namespace) -> Report:
+    """``push``: one value, as ``--type`` says."""
+    value = parse_value(args.value, args.type)
+    structure, id_ = target.structure, None if args.id is None else args.id.encode()
+    if isinstance(structure, WeightTree):
+        if args.delay is not None or args.priority is not None:
+            raise UsageError("a weight-tree takes --weight, not --delay or --priority")
+        structure.push(target.db, value, args.weight or 1, id=id_)
+    elif isinstance(structure, PriorityQueue):
+        if args.weight is not None:
+            raise UsageError("--weight applies to --kind weight-tree only")
+        structure.push(target.db, value, args.priority or 0, id=id_, delay=args.delay)
+    else:
+        if args.weight is not None or args.priority is not None:
+            raise UsageError("a queue takes neither --weight nor --priority")
+        structure.push(target.db, value, id=id_, delay=args.delay)
+    return Report({**target.header(), "pushed": json_value(value)},
+                  f"{target.title()}: pushed {cut(repr(value))}")
+
+
+def _version(tr: Any) -> int:
+    version: int = tr.get_read_version().wait()
+    return version
+
+
+def leases(target: Target, args: argparse.Namespace) -> Report:
+    """``leases``: the items in flight, oldest claim first."""
+    found = _ordered(target).leases(target.db, args.limit)
+    now = read_only(target.db, _version)
+    rows = [(str(i), str(info.deliveries), f"{(info.deadline - now) / 1e6:.1f} s",
+             "-" if info.claimed_at is None else f"{(now - info.claimed_at) / 1e6:.1f} s",
+             cut(repr(info.value)), info.token.hex()) for i, info in enumerate(found, 1)]
+    data = [{"value": json_value(i.value), "deliveries": i.deliveries,
+             "ends_in_seconds": (i.deadline - now) / 1e6,
+             "claimed_seconds_ago": None if i.claimed_at is None else (now - i.claimed_at) / 1e6,
+             "token": i.token.hex()} for i in found]
+    return Report({**target.header(), "leases": data},
+                  _listing(target.title(), rows, ("#", "deliveries", "ends in", "claimed",
+                                                  "value", "token"), "(nothing in flight)",
+                           args.limit))
+
+
+def delayed(target: Target, args: argparse.Namespace) -> Report:
+    """``delayed``: the delayed items, soonest first."""
+    found = _ordered(target).delayed(target.db, args.limit)
+    now = read_only(target.db, _version)
+    rows = [(str(i), f"{(d.due_at - now) / 1e6:.1f} s", str(d.deliveries), cut(repr(d.value)))
+            for i, d in enumerate(found, 1)]
+    data = [{"value": json_value(d.value), "due_in_seconds": (d.due_at - now) / 1e6,
+             "deliveries": d.deliveries} for d in found]
+    return Report({**target.header(), "delayed": data},
+                  _listing(target.title(), rows, ("#", "due in", "deliveries", "value"),
+                           "(nothing delayed)", args.limit))
+
+
+def remove(target: Target, args: argparse.Namespace) -> Report:
+    """``remove``: the pending item pushed with ``--id``."""
+    value = _ordered(target).remove(target.db, id=args.id.encode())
+    text = ("no pending item has that id" if value is None
+            else f"removed {cut(repr(value))}")
+    return Report({**target.header(), "removed": value is not None,
+                   "value": json_value(value)}, f"{target.title()}: {text}")
 
 
 def _listing(title: str, rows: Sequence[Sequence[str]], headers: Sequence[str], none: str,
@@ -290,5 +390,16 @@ REQUEUE_DEAD = Operation("requeue-dead", "push dead letters back into the queue 
 PURGE_DEAD = Operation("purge-dead", "delete a queue's dead letters (needs --yes)",
                        purge_dead_arguments, purge_dead, dead_letters=True,
                        confirm="delete dead letters for good")
+PUSH = Operation("push", "push one value onto a structure", push_arguments, push)
+LEASES = Operation("leases", "list a queue's items in flight (read only)",
+                   listing_arguments("items in flight (live leases), oldest claim first: "
+                                     "deliveries, when the lease ends, when it was claimed, "
+                                     "value, token"), leases, dead_letters=True)
+DELAYED = Operation("delayed", "list a queue's delayed items (read only)",
+                    listing_arguments("delayed items, soonest first"), delayed,
+                    dead_letters=True)
+REMOVE = Operation("remove", "remove a pending item by its idempotency id (needs --yes)",
+                   remove_arguments, remove, dead_letters=True,
+                   confirm="remove an item for good")
 #: Every operator command, in the order ``fdbrecipes --help`` lists them.
-OPERATIONS = (STATS, PEEK, DEAD, REQUEUE_DEAD, PURGE_DEAD)
+OPERATIONS = (STATS, PEEK, DEAD, REQUEUE_DEAD, PURGE_DEAD, PUSH, LEASES, DELAYED, REMOVE)

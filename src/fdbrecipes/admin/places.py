@@ -17,9 +17,9 @@ from ..queue import Queue
 from ..weight_tree import WeightTree
 from .output import cut
 
-__all__ = ["NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS", "QUEUE_RANGES", "TREE_KEYS",
+__all__ = ["ANY_QUEUE", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS", "QUEUE_RANGES", "TREE_KEYS",
            "TREE_RANGES", "OperatorError", "Place", "Structure", "UsageError",
-           "make_structure", "open_place", "survey"]
+           "make_structure", "open_place", "stored", "survey"]
 
 Structure = Union[Queue, PriorityQueue, WeightTree]
 
@@ -35,6 +35,8 @@ TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
 NEUTRAL = ("c", "g", "k", "n")
 #: Elements of a Queue's item tuple; a PriorityQueue's has one more, the priority.
 QUEUE_ITEM_LEN = 5
+#: What :func:`stored` says of queue keys that do not tell which kind of queue.
+ANY_QUEUE = "queue or priority-queue"
 
 
 class OperatorError(Exception):
@@ -104,14 +106,14 @@ def _item_length(subspace: Subspace, firsts: Dict[str, List[Any]]) -> int:
     return 0
 
 
-def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
-    """What is stored at ``subspace`` if it is not a ``kind`` ("keys of a queue",
-    ...); None if it is one, or if the place holds none of a structure's keys.
+def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
+    """What is stored at ``subspace``: (the kind, or None for an empty place or a
+    queue whose kind its keys do not tell; what is wrong there, or None).
 
     Snapshot reads, all issued at once: the first key of each range a kind keeps, its
     single keys, and the first key of the place.  A queue's item tuple is one element
     shorter than a priority queue's, which tells those two apart when an item, a hold
-    or a dead letter is there (otherwise either is accepted).
+    or a dead letter is there (otherwise the kind is "queue or priority-queue").
     """
     ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES}
     keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
@@ -121,23 +123,35 @@ def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
     is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))
     is_tree = any(firsts[m] for m in TREE_RANGES) or bool(found & set(TREE_KEYS))
     if is_queue and is_tree:
-        return "keys of both a queue and a weight-tree"
+        return None, "keys of both a queue and a weight-tree"
     if is_tree:
-        return None if kind == "weight-tree" else "keys of a weight-tree"
+        return "weight-tree", None
     if is_queue:
         length = _item_length(subspace, firsts)
-        seen = {QUEUE_ITEM_LEN: "queue", QUEUE_ITEM_LEN + 1: "priority-queue"}.get(length)
-        if kind == "weight-tree":
-            return f"keys of a {seen or 'queue'}"
-        return None if seen in (None, kind) else f"keys of a {seen}"
+        return {QUEUE_ITEM_LEN: "queue", QUEUE_ITEM_LEN + 1: "priority-queue"}.get(
+            length, ANY_QUEUE), None
     for kv in anything:
         try:
             head = subspace.unpack(kv.key)[:1]
         except Exception:
             head = (bytes(kv.key[len(subspace.key()):]),)
         if not (head and head[0] in NEUTRAL):
-            return f"keys of no fdbrecipes structure (first: {cut(repr(head[0]), 40)})"
-    return None
+            return None, f"keys of no fdbrecipes structure (first: {cut(repr(head[0]), 40)})"
+    return None, None
+
+
+def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
+    """What is stored at ``subspace`` if it is not a ``kind`` ("keys of a queue",
+    ...); None if it is one, or if the place holds none of a structure's keys (see
+    :func:`stored`)."""
+    seen, wrong = stored(tr, subspace)
+    if wrong is not None:
+        return wrong
+    if seen is None or seen == kind:
+        return None
+    if seen == ANY_QUEUE:
+        return None if kind != "weight-tree" else "keys of a queue"
+    return f"keys of a {seen}"
 
 
 def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int]) -> Structure:
