@@ -6,6 +6,8 @@ loop).  The application selects the API version (``fdb.api_version(730)``); impo
 this package needs neither that nor ``libfdb_c``.
 """
 
+import logging
+
 from ._dead import DeadLetter
 from ._fdb import Transactor
 from ._leases import Lease
@@ -24,6 +26,10 @@ from .weight_tree import WeightTree
 from .worker import Worker
 
 __version__ = "0.1.0"
+
+# The library logs (dead letters, expired leases, long retries, unknown outcomes) under
+# "fdbrecipes" and leaves where the lines go to the application.
+logging.getLogger("fdbrecipes").addHandler(logging.NullHandler())
 
 __all__ = [
     "Backoff",

@@ -244,7 +244,7 @@ class Contention:
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         if not front.entries:
-            tally.write(tr)
+            tally.write(tr, attempt)
             attempt.idle = not settled
             return Fetched(None, [])
         first, rest = front.entries[0], front.entries[1:]
@@ -259,7 +259,7 @@ class Contention:
             item = self.o.take(tr, entry, front.now, tally)
             hold = self.o.hold(tr, item, value_of(entry), random_id(), deadline, RESULT, tally)
             held.append(Entry(item, entry.key, entry.value, hold))
-        tally.write(tr)
+        tally.write(tr, attempt)
         if held and attempt.undo is not None:  # cancelled: all of it back in place
             attempt.undo = (self.unfetch, (attempt.undo, held))
         return Fetched(value, held)
@@ -284,7 +284,7 @@ class Contention:
         tally = Tally()
         for entry in held:
             self.o.put_back(tr, entry, now, tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not held
 
     def collect(self, tr: Any, attempt: Attempt, entry: Entry) -> Gen[Collected]:
@@ -308,7 +308,7 @@ class Contention:
             return GONE
         tally = Tally()
         value = self.o.taken(tr, attempt, [entry], now, tally)[0]
-        tally.write(tr)
+        tally.write(tr, attempt)
         return Collected(True, value)
 
     @staticmethod

@@ -126,7 +126,7 @@ class DeadLetters:
             moved += 1
         if moved:
             tally.add(self.o.k.dead_out, moved)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not (moved or buried)
         return moved
 
@@ -141,6 +141,6 @@ class DeadLetters:
             tr.clear(kv.key)
             self.o.ids.retire(tr, self.o.k.item_id(self.o.k.dead.unpack(kv.key)[1]), now)
         tally.add(self.o.k.dead_out, len(letters))
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not (letters or buried)
         return len(letters)

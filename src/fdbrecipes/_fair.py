@@ -306,13 +306,13 @@ class Fair:
             tally = Tally()
             wrote = engine.o.settle(tr, state.front, tally) or wrote
             if not state.eligible(now):
-                tally.write(tr)
+                tally.write(tr, attempt)
                 yield from self.unlist(tr, attempt, g, key, state, now)
                 wrote = True
                 continue
             lease = engine.leases.hold_entries(tr, attempt, now, state.front.entries[:1],
                                                seconds, BATCH_BYTES, tally)[0]
-            tally.write(tr)
+            tally.write(tr, attempt)
             after = state.after_claim(now)
             if state.policy.rate is not None:
                 self.note_claim(tr, g, after)

@@ -213,12 +213,17 @@ class Tally:
     commit grow quadratically (FoundationDB keeps every mutation of a key); a batch
     of n items writes each counter once."""
 
-    __slots__ = ("deltas", "maxima", "sums")
+    __slots__ = ("deltas", "maxima", "notes", "sums")
 
     def __init__(self) -> None:
         self.deltas: Dict[bytes, int] = {}
         self.sums: Dict[bytes, int] = {}
         self.maxima: Dict[bytes, int] = {}
+        self.notes: List[str] = []  # what to log once the transaction has committed
+
+    def note(self, message: str) -> None:
+        """Log ``message`` once the transaction commits (see ``_run.Attempt.note``)."""
+        self.notes.append(message)
 
     def add(self, key: bytes, delta: int = 1) -> None:
         """Count ``delta`` (> 0) more on the only-growing counter ``key``."""
@@ -232,9 +237,13 @@ class Tally:
         """Raise counter ``key`` to at least ``value`` (atomic MAX)."""
         self.maxima[key] = max(value, self.maxima.get(key, value))
 
-    def write(self, tr: Any) -> None:
+    def write(self, tr: Any, attempt: Any = None) -> None:
         """Write the changes and forget them: one atomic ADD per counter, an ADD (and
-        a compare-and-clear when it went down) per sum, an atomic MAX per maximum."""
+        a compare-and-clear when it went down) per sum, an atomic MAX per maximum; the
+        notes go to ``attempt`` (logged once it commits)."""
+        if attempt is not None:
+            attempt.notes.extend(self.notes)
+        self.notes.clear()
         for key, delta in self.deltas.items():
             if delta:
                 tr.add(key, le64(delta))

@@ -11,6 +11,7 @@ delivered ``max_deliveries`` times, goes to the dead letters.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
@@ -24,6 +25,8 @@ from ._values import BATCH_BYTES, BATCH_ID_LEN, batch_ids, decode_value, unpack_
 from .errors import LeaseExpiredError
 
 __all__ = ["Lease", "Leases", "expired", "lease_id"]
+
+log = logging.getLogger("fdbrecipes")
 
 
 class Lease:
@@ -128,7 +131,7 @@ class Leases:
         tally = Tally()
         settled = self.o.settle(tr, front, tally)
         leases = self.hold_entries(tr, attempt, front.now, entries, seconds, budget, tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not (leases or settled)
         return leases
 
@@ -169,7 +172,7 @@ class Leases:
             entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
                 self.o.put_back(tr, entry, now, tally, count=False)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not found
 
     def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
@@ -185,6 +188,10 @@ class Leases:
         entry = self.alive(found, hold_id, now)
         if entry is not None:
             return Live(entry, now)
+        if doing in ("ack", "extend"):
+            log.warning("%s of an expired lease of %r refused: its item may be with another "
+                        "consumer (a lease too short for the work, or a stalled process)",
+                        doing, self.o.k.subspace)
         raise expired(doing)
 
     def start_read(self, tr: Any, hold_id: bytes) -> Range:
@@ -211,7 +218,7 @@ class Leases:
         live = yield from self.find(tr, attempt, lease, "ack")
         tally = Tally()
         self.o.remove(tr, [live.entry], live.now, tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> Gen[List[bool]]:
         """Ack every lease still alive; for each, whether it was (all reads in parallel,
@@ -228,7 +235,7 @@ class Leases:
             if entry is not None:
                 self.o.remove(tr, [entry], now, tally)
             done.append(entry is not None)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not any(done)
         return done
 
@@ -271,7 +278,7 @@ class Leases:
         tally = Tally()
         renewed = self.renew(tr, live.entry, live.now + seconds_to_versions(seconds), tally,
                              lease)
-        tally.write(tr)
+        tally.write(tr, attempt)
         return renewed
 
     def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
@@ -289,7 +296,7 @@ class Leases:
             kv, parts = found.pop(hold_id, (None, None))
             entry = self.alive(kv, hold_id, now, parts)
             out.append(None if entry is None else self.renew(tr, entry, deadline, tally, lease))
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not any(out)
         return out
 
@@ -333,7 +340,7 @@ class Leases:
             self.o.wake(tally)  # waiters learn of the new deadline
         else:
             self.o.put_back(tr, entry, live.now, tally, count)
-        tally.write(tr)
+        tally.write(tr, attempt)
         return True
 
     def bury(self, tr: Any, attempt: Attempt, lease: Any, reason: Optional[str]) -> Gen[bool]:
@@ -344,7 +351,7 @@ class Leases:
             return False
         tally = Tally()
         self.o.bury(tr, live.entry, live.now, tally, reason)
-        tally.write(tr)
+        tally.write(tr, attempt)
         return True
 
     def live(self, tr: Any, attempt: Attempt, lease: Any) -> Gen[Optional[Live]]:

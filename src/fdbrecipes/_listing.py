@@ -134,6 +134,6 @@ class Listing:
             return None
         tally = Tally()
         value = self.o.remove(tr, [entry], now, tally)[0]
-        tally.write(tr)
+        tally.write(tr, attempt)
         return decode_value(value)
 

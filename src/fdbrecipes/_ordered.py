@@ -122,6 +122,9 @@ class Ordered(FrontReader):
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.k.dead_letter_key(died, item, time.time(), reason), entry.value)
+        tally.note(f"an item of {self.k.subspace!r} became a dead letter after "
+                   f"{self.k.deliveries(item)} deliveries"
+                   + (f": {reason}" if reason else ""))
         tally.add(self.k.dead_in)
         tally.add(self.k.taken)
 
@@ -194,7 +197,7 @@ class Ordered(FrontReader):
             tr.set(self.k.item_key(item), value)
             tally.add(self.k.pushed)
             self.ids.unretire(tr, self.k.item_id(item), popped_at)
-        tally.write(tr)
+        tally.write(tr, attempt)
 
     # -- push ----------------------------------------------------------------------------
 
@@ -222,7 +225,7 @@ class Ordered(FrontReader):
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not any(stored)
         return stored
 
@@ -282,7 +285,7 @@ class Ordered(FrontReader):
         tally = Tally()
         settled = self.settle(tr, front, tally)
         values = self.taken(tr, attempt, entries, front.now, tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not (values or settled)
         return values
 
@@ -307,7 +310,7 @@ class Ordered(FrontReader):
         live, dead = yield from self._read_held(tr, self.split_dead(holds))
         tally = Tally()
         handled = self.settle(tr, Front([], live, dead, now, holds), tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not handled
         return len(holds)
 

@@ -30,6 +30,7 @@ by an occasional snapshot scan.  See docs/design.md.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import threading
@@ -40,6 +41,8 @@ from fdb.subspace_impl import Subspace
 from ._fdb import NOT_COMMITTED, VERSIONS_PER_SECOND, Gen, Range, fdb_impl, read, ready
 from ._wait import drive
 from .errors import FdbRecipesError
+
+log = logging.getLogger("fdbrecipes")
 
 #: Seconds after which a receipt left behind (by a client that exited) is cleared.
 RECEIPT_RETENTION = 3600
@@ -345,5 +348,7 @@ class Call:
         """The error for a call whose outcome cannot be learnt now; the slot is left
         to it, as evidence for :meth:`UnknownResultError.settle`."""
         self.retire = True
+        log.error("a call's outcome is unknown (%s); UnknownResultError.settle(db) finds it "
+                  "out later", why)
         return UnknownResultError(f"the call may or may not have committed: {why}",
                                   self.key, self.call_id, dict(self.results))

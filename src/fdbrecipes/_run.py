@@ -19,6 +19,7 @@ A writing operation's first two parameters are the transaction and an
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar, cast
 
@@ -49,6 +50,16 @@ TRANSACTION_TOO_OLD = 1007
 MAX_TOO_OLD = 5
 #: Results one page of a listing reads, in its own transaction, given a Database.
 PAGE = 1_000
+#: A call that has retried this many times says so (once) on the ``fdbrecipes`` logger.
+RETRIES_LOGGED = 20
+
+log = logging.getLogger("fdbrecipes")
+
+
+def logged(notes: List[str]) -> None:
+    """Log what a committed attempt noted (see :meth:`Attempt.note`)."""
+    for message in notes:
+        log.info("%s", message)
 
 #: An operation to run in a call of its own, with its arguments after the
 #: transaction and the attempt: what undoes an attempt (see :attr:`Attempt.undo`).
@@ -117,12 +128,13 @@ class Attempt:
             (the caller never sees the result; see :class:`Cancelled`).
     """
 
-    __slots__ = ("_future", "_version", "idle", "pinned", "undo")
+    __slots__ = ("_future", "_version", "idle", "notes", "pinned", "undo")
 
     def __init__(self, tr: Any, version: int = 0) -> None:
         self.idle = False
         self.pinned = bool(version)
         self.undo: Optional[Undo] = None
+        self.notes: List[str] = []
         self._version = version
         if version:
             tr.set_read_version(version)
@@ -135,6 +147,11 @@ class Attempt:
         if not self._version:
             self._version = yield from ready(self._future)
         return self._version
+
+    def note(self, message: str) -> None:
+        """Log ``message`` (INFO, logger ``fdbrecipes``) once the attempt's commit is
+        known to have landed (at once, in a caller's transaction)."""
+        self.notes.append(message)
 
     def now(self, tr: Any, clock: Clock) -> Gen[int]:
         """The time in this attempt: with the database clock (the default),
@@ -333,7 +350,10 @@ def run(
     """
     if is_transaction(tr, writes=writes):
         if writes:
-            return (yield from op(tr, Attempt(tr), *args))
+            attempt = Attempt(tr)
+            result = yield from op(tr, attempt, *args)
+            logged(attempt.notes)
+            return result
         return (yield from op(tr, *args))
     check_transactor(tr)
     done = yield from run_committed(tr, op, args, stats, receipts, 0, writes)
@@ -381,8 +401,8 @@ def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
 class _Loop:
     """The state of one library retry loop (see :func:`run`)."""
 
-    __slots__ = ("call", "committed", "impl", "sent", "stats", "too_old", "tr", "undo",
-                 "writes")
+    __slots__ = ("call", "committed", "failures", "impl", "sent", "stats", "too_old", "tr",
+                 "undo", "writes")
 
     def __init__(self, db: Any, call: Optional[Call], stats: Optional[RetryStats],
                  writes: bool) -> None:
@@ -394,6 +414,7 @@ class _Loop:
         self.sent = False  # the current attempt's commit was sent, and signed
         self.too_old = 0  # attempts in a row that failed with transaction_too_old
         self.committed = 0  # the version the attempt that wrote committed at
+        self.failures = 0  # attempts that failed
         self.undo: Optional[Undo] = None  # what undoes the attempt that committed
 
     def run(self, op: Callable[..., Gen[T]], args: Sequence[Any], version: int) -> Gen[T]:
@@ -418,6 +439,7 @@ class _Loop:
                     yield from call.sign(transaction, now, result, attempt.undo)
                 self.sent = signed
                 yield from ready(transaction.commit())
+                logged(attempt.notes)
                 if not attempt.idle:
                     self.committed = transaction.get_committed_version()
                     self.undo = attempt.undo
@@ -431,6 +453,10 @@ class _Loop:
 
     def failed(self, e: Any) -> None:
         """Count a failed attempt; note doubt; refuse work that cannot fit in time."""
+        self.failures += 1
+        if self.failures == RETRIES_LOGGED:
+            log.warning("a call has retried %d times (last error %d: %s); it goes on",
+                        self.failures, e.code, e.description)
         if self.stats is not None:
             self.stats.retries += 1
             if e.code == NOT_COMMITTED:

@@ -362,7 +362,7 @@ class Tree:
             self.adjust(key[0], weight, tally)
             tally.add(self.k.pushed)
             self.ids.unretire(tr, id_, unlinked_at, make_handle(key))
-        tally.write(tr)
+        tally.write(tr, attempt)
 
     # -- operations -------------------------------------------------------------------
 
@@ -406,7 +406,7 @@ class Tree:
             out.append(handles)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = seq == max_seq + 1
         return out
 
@@ -433,7 +433,7 @@ class Tree:
             key, leaf, _ = picked
             view.removed(key, self.unlink(tr, key, leaf, now, tally))
             picks.append(picked)
-        tally.write(tr)
+        tally.write(tr, attempt)
         attempt.idle = not picks
         if picks:
             attempt.undo = (self.relink, (picks, now))
@@ -469,7 +469,7 @@ class Tree:
         leaf, encoded = found
         tally = Tally()
         self.unlink(tr, key, leaf, (yield from attempt.now(tr, self.clock)), tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
         return decode_value(encoded)
 
     def set_weight(self, tr: Any, attempt: Attempt, key: Key,
@@ -487,7 +487,7 @@ class Tree:
         tr.set(leaf_key, le64(weight) + (id_ or b""))
         tally = Tally()
         self.adjust(key[0], delta, tally)
-        tally.write(tr)
+        tally.write(tr, attempt)
         return old
 
     def counter(self, tr: Any, key: bytes) -> Gen[int]:
