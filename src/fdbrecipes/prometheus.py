@@ -32,6 +32,7 @@ BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0
 def _client() -> Any:
     try:
         import prometheus_client
+        import prometheus_client.core  # the metric families, not imported by the package
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("fdbrecipes' Prometheus metrics need prometheus_client: "
                           "pip install 'fdbrecipes[prometheus]'") from e

@@ -90,12 +90,13 @@ def test_an_error_is_raised_where_awaited(db: Any, fdb_subspace: Any) -> None:
 
 
 def test_a_future_cancelled_before_and_after_it_is_ready(db: Any, fdb_subspace: Any) -> None:
-    key = fdb_subspace.pack(("watched",))
+    key = fdb_subspace.pack(("read",))
     tr = db.create_transaction()
-    watch = tr.watch(key)
+    watch = tr.watch(fdb_subspace.pack(("never written",)))
     tr.commit().wait()
     db[key] = b"v"
-    done = db.create_transaction().get(key)
+    reader = db.create_transaction()  # kept: a transaction's futures die with it
+    done = reader.get(key)
     done.wait()
 
     async def main() -> None:

@@ -110,6 +110,13 @@ class Ledger:
                 else:
                     self.stored[value] = "yes" if landed else "no"
 
+    def announce(self, values: List[Any]) -> None:
+        """Values about to be pushed: another client may take them before the pusher
+        learns that its push landed."""
+        with self.lock:
+            for value in values:
+                self.stored.setdefault(value, "maybe")
+
     def took(self, values: List[Any]) -> None:
         with self.lock:
             for value in values:
@@ -218,6 +225,8 @@ class Client:
 
     def settled(self, what: str, call: Callable[..., Any], args: Any, kwargs: Any,
                 context: List[Any], id_: Optional[bytes]) -> None:
+        if what == "push":
+            self.ledger.announce(context)
         try:
             result = call(self.db, *args, **kwargs)
         except InterruptedCall as e:

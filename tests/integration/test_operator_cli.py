@@ -154,8 +154,8 @@ def test_weight_tree_stats_and_peek(db: Any, fdb_subspace: Any,
     assert dump(db, fdb_subspace) == before
     for command in (["dead"], ["requeue-dead", "--yes"], ["purge-dead", "--yes"]):
         line = failed(fdbrecipes(fdb_cluster_file, *command, *where), 2)
-        assert line == (f"fdbrecipes {command[0]}: error: a weight-tree has no dead "
-                        "letters (queue and priority-queue have)")
+        assert line == (f"fdbrecipes {command[0]}: error: a weight-tree has no leases, "
+                        "delays or dead letters (queue and priority-queue have)")
 
 
 def test_an_empty_place_is_an_empty_structure(db: Any, fdb_subspace: Any,

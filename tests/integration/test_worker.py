@@ -237,9 +237,10 @@ def test_four_workers_enqueue_each_slot_of_a_schedule_once(db: Any, fdb_subspace
     workers pushes each slot's job; each ran exactly once."""
     start = time.time() + 0.5
     slots = [start + 0.5 * i for i in range(10)]
+    far = start + 10_000  # the same far slot for every worker
 
     def next_time(after: float) -> float:
-        return next((s for s in slots if s > after), after + 10_000)
+        return next((s for s in slots if s > after), far)
 
     q = Queue(fdb_subspace, id_retention=50_000)
     schedule = Schedule(q, "tick", at=next_time, value=b"tick")

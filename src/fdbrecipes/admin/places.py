@@ -93,7 +93,8 @@ def _first(tr: Any, subspace: Subspace) -> Any:
 
 def _item_length(subspace: Subspace, firsts: Dict[str, List[Any]]) -> int:
     """The length of the item tuple in the first item, hold or dead-letter key read
-    (the item is the whole key, its second and its second element); 0 if none."""
+    (the item is the whole key, its second and its second element); 0 if none.  A
+    queue's floor key (``(True,)``, after its items) counts as a queue's item."""
     for marker, index in (("i", None), ("h", 1), ("x", 1)):
         for kv in firsts[marker]:
             try:
@@ -101,6 +102,8 @@ def _item_length(subspace: Subspace, firsts: Dict[str, List[Any]]) -> int:
                 item = key if index is None else key[index]
             except Exception:
                 continue
+            if item == (True,) and index is None:
+                return QUEUE_ITEM_LEN
             if type(item) is tuple:
                 return len(item)
     return 0
