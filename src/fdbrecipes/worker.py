@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
+import queue
 import signal
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from concurrent.futures import Future
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._fdb import check_database
 from ._front import MAX, MIN
@@ -91,6 +93,18 @@ def worker_args(queue: Any, handler: Any, concurrency: Any, lease_seconds: Any,
     return MAX if end == "max" else MIN
 
 
+def first_push(schedules: Sequence[Schedule]) -> float:
+    """When a worker first pushes its schedules' jobs: at once, or never without
+    any."""
+    return 0.0 if schedules else math.inf
+
+
+def idle_seconds(next_push: float) -> float:
+    """How long an idle worker waits on the watch: until its schedules push next,
+    at most :data:`IDLE_WAIT` (then it looks again)."""
+    return max(0.0, min(IDLE_WAIT, next_push - time.time()))
+
+
 class Running:
     """A job the worker holds: its lease (renewed by the heartbeat), its handler's
     future, and whether the lease was lost or given back meanwhile."""
@@ -104,6 +118,48 @@ class Running:
         self.started = 0.0  # time.monotonic() when its handler began; 0: not yet
         self.lost = False
         self.given_back = False
+
+
+#: A call for :class:`HandlerThreads`: its future, the function, its arguments.
+_Call = Tuple["Future[Any]", Callable[..., Any], Tuple[Any, ...]]
+
+
+class HandlerThreads:
+    """``n`` daemon threads running the calls submitted, in order.  Unlike a
+    ThreadPoolExecutor's threads, they do not hold the process at exit: a handler
+    that never returns (its job given back when the worker stopped) cannot keep a
+    stopped worker's process alive."""
+
+    def __init__(self, n: int) -> None:
+        self._calls: queue.SimpleQueue[Optional[_Call]] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._serve, name=f"fdbrecipes-job-{i}",
+                                          daemon=True) for i in range(n)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` on a free thread; its future (cancellable until then)."""
+        future: Future[Any] = Future()
+        self._calls.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        """Let each thread end once it is free (a blocked one never is)."""
+        for _ in self._threads:
+            self._calls.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            future, fn, args = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:
+                future.set_exception(e)
 
 
 class Worker:
@@ -154,14 +210,21 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._next_push = 0.0  # time.time() when the schedules push again
+        self._next_push = first_push(self.schedules)  # time.time() of the next push
 
     # -- running -----------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); then drain and return."""
+    def run(self, *, burst: bool = False) -> None:
+        """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); then drain and return.
+
+        ``burst=True``: also stop once a fetch finds nothing visible and no handler
+        is running (items delayed into the future, retries included, stay queued):
+        a drain for scripts, cron jobs and examples.
+        """
+        if not isinstance(burst, bool):
+            raise TypeError(f"burst must be a bool, got {type(burst).__name__}")
         restore = self._install_signals()
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="fdbrecipes-job")
+        pool = HandlerThreads(self.concurrency)
         helpers = [threading.Thread(target=self._beat, name="fdbrecipes-heartbeat",
                                     daemon=True),
                    threading.Thread(target=self._settle_acks, name="fdbrecipes-acks",
@@ -169,7 +232,7 @@ class Worker:
         for helper in helpers:
             helper.start()
         try:
-            self._fetch(pool)
+            self._fetch(pool, burst)
             self._drain()
         finally:
             self._stopping.set()
@@ -177,7 +240,7 @@ class Worker:
                 self._lock.notify_all()
             for helper in helpers:
                 helper.join()
-            pool.shutdown(wait=False)
+            pool.shutdown()
             restore()
 
     def stop(self) -> None:
@@ -218,9 +281,9 @@ class Worker:
 
     # -- fetching ------------------------------------------------------------------------
 
-    def _fetch(self, pool: ThreadPoolExecutor) -> None:
-        """Claim work for free slots until stopped; wait on the watch when there is
-        none."""
+    def _fetch(self, pool: HandlerThreads, burst: bool) -> None:
+        """Claim work for free slots until stopped (``burst``: or until nothing is
+        visible nor running); wait on the watch when there is none."""
         while not self._stopping.is_set():
             try:
                 self._push_schedules()
@@ -235,8 +298,9 @@ class Worker:
                 for lease in leases:
                     self._start(pool, Running(Job.of(lease)))
                 if not leases:
-                    wait = max(0.0, min(IDLE_WAIT, self._next_push - time.time()))
-                    self.queue.wait(self.db, timeout=wait)
+                    if burst and not self._busy_locked():
+                        return
+                    self.queue.wait(self.db, timeout=idle_seconds(self._next_push))
             except Exception:
                 log.exception("fetching failed; trying again in %s s", FETCH_BACKOFF)
                 self._stopping.wait(FETCH_BACKOFF)
@@ -264,7 +328,7 @@ class Worker:
             starts.append(slot)
         self._next_push = min(starts)
 
-    def _start(self, pool: ThreadPoolExecutor, running: Running) -> None:
+    def _start(self, pool: HandlerThreads, running: Running) -> None:
         with self._lock:
             self._running[running.lease.token] = running
             running.future = pool.submit(self._work, running)

@@ -157,8 +157,11 @@ WORKER_PROCESS = textwrap.dedent(
     db = fdb.open(sys.argv[1])
     q = Queue(fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2])))
 
+    printing = threading.Lock()
+
     def handler(job):
-        print("started", job.value, flush=True)
+        with printing:  # one whole line per job: handlers run on 8 threads
+            print("started", job.value, flush=True)
         if job.value.startswith("slow"):
             threading.Event().wait()  # never returns by itself
 
@@ -178,13 +181,21 @@ def start_worker(tmp_path: Any, cluster_file: str, subspace: Any, lease: float) 
         stdout=subprocess.PIPE, text=True, env={**os.environ})
 
 
-def read_started(child: Any, n: int) -> List[str]:
-    started = []
-    while len(started) < n:
-        line = child.stdout.readline().split()
-        assert line, "the worker exited early"
-        if line[0] == "started":
-            started.append(line[1])
+def read_started(child: Any, n: int, timeout: float = 120) -> List[str]:
+    """The values of the first ``n`` "started" lines; the worker is killed (and the
+    test fails) if they do not come within ``timeout`` seconds."""
+    started: List[str] = []
+    deadline = threading.Timer(timeout, child.kill)
+    deadline.start()
+    try:
+        while len(started) < n:
+            line = child.stdout.readline().split()
+            assert line, f"the worker exited (or was killed) after {started}"
+            assert len(line) == 2, f"a garbled line: {line}"
+            if line[0] == "started":
+                started.append(line[1])
+    finally:
+        deadline.cancel()
     return started
 
 
@@ -230,6 +241,57 @@ def test_a_killed_workers_leases_come_back_after_expiry(
     back = [q.claim_wait(db, 60, timeout=30) for _ in range(2)]
     assert sorted(lease.value for lease in back if lease) == ["slow-a", "slow-b"]  # type: ignore[type-var]
     assert {lease.deliveries for lease in back if lease} == {2}
+
+
+class WaitingQueue(Queue):
+    """A Queue that records the timeouts a worker waits with, and says when it has
+    waited ``n`` times."""
+
+    def __init__(self, subspace: Any, n: int) -> None:
+        super().__init__(subspace)
+        self.timeouts: List[Optional[float]] = []
+        self.n = n
+        self.waited = threading.Event()
+
+    def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+        self.timeouts.append(timeout)
+        if len(self.timeouts) >= self.n:
+            self.waited.set()
+        return super().wait(db, timeout)
+
+
+def test_an_idle_worker_waits_on_the_watch_without_spinning(
+        db: Any, fdb_subspace: Any) -> None:
+    """With nothing to do and no schedules, a worker blocks on the watch for up to a
+    second at a time (it once waited with timeout 0: a loop burning a core)."""
+    q = WaitingQueue(fdb_subspace, 2)
+    with Worker(db, q, lambda job: None):
+        assert q.waited.wait(60)
+    assert len(q.timeouts) >= 2 and all(t is not None and t > 0.5 for t in q.timeouts)
+
+
+def test_an_idle_async_worker_waits_on_the_watch_without_spinning(
+        db: Any, fdb_subspace: Any) -> None:
+    timeouts: List[Optional[float]] = []
+
+    async def handler(job: Job) -> None:
+        pass
+
+    async def main() -> None:
+        waited = asyncio.Event()
+
+        class Waiting(aio.AsyncQueue):  # type: ignore[type-arg]
+            async def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+                timeouts.append(timeout)
+                if len(timeouts) >= 2:
+                    waited.set()
+                return await super().wait(db, timeout)
+
+        async with aio.AsyncWorker(db, Waiting(fdb_subspace), handler):
+            await asyncio.wait_for(waited.wait(), 60)
+
+    asyncio.run(main())
+    assert all(t is not None and t > 0.5 for t in timeouts)
 
 
 def test_four_workers_enqueue_each_slot_of_a_schedule_once(db: Any, fdb_subspace: Any) -> None:
@@ -296,21 +358,60 @@ def test_the_async_worker(db: Any, fdb_subspace: Any) -> None:
 
     async def main() -> None:
         await q.push_many(db, range(10))
-        async with aio.AsyncWorker(db, q, handler, concurrency=4, on_event=events):
-            while len(events.finished()) < 10:
-                await asyncio.sleep(0.05)
+        await q.push(db, "later", delay=3600)
+        await aio.AsyncWorker(db, q, handler, concurrency=4, on_event=events).run(burst=True)
 
-    asyncio.run(main())
+    asyncio.run(main())  # a burst run returns once nothing is visible nor running
     assert events.outcomes() == {"ok": 9, "discard": 1}
-    assert Queue(fdb_subspace).stats(db) == (0, 0, 0, 1, None)
+    assert Queue(fdb_subspace).stats(db)[:4] == (0, 1, 0, 1)  # the delayed item stays
+
+
+def test_a_burst_run_drains_what_is_visible_and_returns(db: Any, fdb_subspace: Any) -> None:
+    """run(burst=True) returns once a fetch finds nothing visible and no handler runs:
+    every visible job ran once, a retry delayed past that point and a delayed push stay
+    queued, nothing is in flight."""
+    q = Queue(fdb_subspace)
+    q.push_many(db, range(20))
+    q.push(db, "later", delay=3600)
+    events = Events()
+
+    def handler(job: Job) -> None:
+        if job.value == 7:
+            raise Snooze(3600)
+
+    Worker(db, q, handler, concurrency=4, on_event=events).run(burst=True)
+    assert events.outcomes() == {"ok": 19, "snooze": 1}
+    assert sorted(e.job.value for e in events.finished()) == list(range(20))
+    assert q.stats(db)[:4] == (0, 2, 0, 0)
+    with pytest.raises(TypeError, match="burst"):
+        Worker(db, q, handler).run(burst=1)  # type: ignore[arg-type]
+
+
+def test_the_worker_command_with_burst_exits_when_done(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, tmp_path: Any) -> None:
+    (tmp_path / "burst_jobs_for_test.py").write_text("def handle(job):\n    pass\n")
+    q = Queue(fdb_subspace)
+    q.push_many(db, ["a", "b", "c"])
+    done = subprocess.run(
+        [sys.executable, "-m", "fdbrecipes", "worker", "burst_jobs_for_test:handle",
+         "--tuple", repr(fdb.tuple.unpack(fdb_subspace.key())), "--kind", "queue",
+         "--cluster-file", fdb_cluster_file, "--burst"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert q.stats(db)[:3] == (0, 0, 0)
 
 
 def test_the_worker_command(db: Any, fdb_subspace: Any, fdb_cluster_file: str,
                             tmp_path: Any) -> None:
     (tmp_path / "jobs_for_test.py").write_text(textwrap.dedent(
         """
+        import threading
+
+        printing = threading.Lock()
+
         def handle(job):
-            print("done", job.value, flush=True)
+            with printing:  # one whole line per job: handlers run on 8 threads
+                print("done", job.value, flush=True)
         """))
     q = Queue(fdb_subspace)
     q.push_many(db, ["a", "b", "c"])
@@ -321,7 +422,12 @@ def test_the_worker_command(db: Any, fdb_subspace: Any, fdb_cluster_file: str,
         cwd=tmp_path, stdout=subprocess.PIPE, text=True, env={**os.environ})
     try:
         assert child.stdout is not None
-        done = sorted(child.stdout.readline().split()[1] for _ in range(3))
+        deadline = threading.Timer(120, child.kill)  # a hang fails the test, in time
+        deadline.start()
+        try:
+            done = sorted(child.stdout.readline().split()[1] for _ in range(3))
+        finally:
+            deadline.cancel()
         child.send_signal(signal.SIGTERM)
         assert child.wait(30) == 0
     finally:

@@ -50,6 +50,8 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds a stopping worker waits for running jobs (default 25)")
     parser.add_argument("--end", choices=("min", "max"),
                         help="priority-queue: claim the lowest (default) or highest priority")
+    parser.add_argument("--burst", action="store_true",
+                        help="stop once nothing is visible and no job runs")
 
 
 def metrics_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,9 +119,10 @@ def work(target: Target, args: argparse.Namespace) -> Report:
     options = dict(concurrency=args.concurrency, lease_seconds=args.lease,
                    shutdown_timeout=args.shutdown_timeout, end=args.end or "min")
     if inspect.iscoroutinefunction(handler):
-        asyncio.run(AsyncWorker(target.db, target.structure, handler, **options).run())
+        asyncio.run(AsyncWorker(target.db, target.structure, handler, **options)
+                    .run(burst=args.burst))
     else:
-        Worker(target.db, target.structure, handler, **options).run()
+        Worker(target.db, target.structure, handler, **options).run(burst=args.burst)
     return Report({**target.header(), "stopped": True}, f"{target.title()}: worker stopped")
 
 

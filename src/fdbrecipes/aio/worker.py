@@ -31,7 +31,14 @@ from ..jobs import (
     decide,
 )
 from ..schedule import Schedule, sync_twin
-from ..worker import FETCH_BACKOFF, IDLE_WAIT, Running, worker_args
+from ..worker import (
+    FETCH_BACKOFF,
+    IDLE_WAIT,
+    Running,
+    first_push,
+    idle_seconds,
+    worker_args,
+)
 from ._driver import drive
 from ._ordered import AsyncOrderedAPI
 
@@ -68,19 +75,22 @@ class AsyncWorker:
         self._hurry: Optional[asyncio.Event] = None
         self._changed: Optional[asyncio.Event] = None
         self._runner: Optional[asyncio.Task[None]] = None
-        self._next_push = 0.0
+        self._next_push = first_push(self.schedules)
 
     # -- running -----------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Work until stopped; then drain and return."""
+    async def run(self, *, burst: bool = False) -> None:
+        """Work until stopped; then drain and return (``burst``: as for
+        :meth:`fdbrecipes.Worker.run`)."""
+        if not isinstance(burst, bool):
+            raise TypeError(f"burst must be a bool, got {type(burst).__name__}")
         self._loop = asyncio.get_running_loop()
         self._stopping, self._hurry = asyncio.Event(), asyncio.Event()
         self._changed = asyncio.Event()
         restore = self._install_signals()
         beat = asyncio.ensure_future(self._beat())
         try:
-            await self._fetch()
+            await self._fetch(burst)
             await self._drain()
         finally:
             self._stopping.set()
@@ -147,7 +157,7 @@ class AsyncWorker:
 
     # -- fetching ------------------------------------------------------------------------
 
-    async def _fetch(self) -> None:
+    async def _fetch(self, burst: bool) -> None:
         assert self._stopping is not None
         while not self._stopping.is_set():
             try:
@@ -165,6 +175,8 @@ class AsyncWorker:
                 for lease in leases:
                     self._start(Running(Job.of(lease)))
                 if not leases:
+                    if burst and not self._busy():
+                        return
                     await self._idle()
             except Exception:
                 log.exception("fetching failed; trying again in %s s", FETCH_BACKOFF)
@@ -174,8 +186,8 @@ class AsyncWorker:
         """Wait on the structure's watch until an item is visible, a schedule is due,
         or the worker stops."""
         assert self._stopping is not None
-        wait = max(0.0, min(IDLE_WAIT, self._next_push - time.time()))
-        waiting = asyncio.ensure_future(self.queue.wait(self.db, timeout=wait))
+        waiting = asyncio.ensure_future(self.queue.wait(self.db,
+                                                        timeout=idle_seconds(self._next_push)))
         stopping = asyncio.ensure_future(self._stopping.wait())
         await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         for task in (waiting, stopping):
