@@ -1,4 +1,8 @@
-"""Sphinx configuration: Markdown pages (MyST) plus the API reference from docstrings."""
+"""Sphinx configuration: Markdown pages (MyST) plus the API reference from docstrings.
+
+Built with ``sphinx-build -n -W docs docs/_build`` (nitpicky: every reference resolves);
+links to Python's and the FoundationDB bindings' documentation come from intersphinx.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,56 @@ sys.path.insert(0, os.path.abspath("../src"))
 
 project = "fdbrecipes"
 author = "fdbrecipes developers"
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "sphinx.ext.intersphinx",
+]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "examples"]
 myst_heading_anchors = 3
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
-autodoc_type_aliases = {"Transactor": "fdbrecipes.Transactor", "Value": "fdbrecipes.Value"}
+
 napoleon_google_docstring = True
 html_theme = "alabaster"
-nitpicky = False
-suppress_warnings = ["myst.xref_missing"]
+nitpicky = True
+intersphinx_mapping = {
+    "python": ("https://docs.python.org/3", None),
+    "fdb": ("https://apple.github.io/foundationdb", None),
+}
+
+# TypeVars have no page of their own.
+# type variables: F of aio.transactional; V, the values of Queue[V] and the others
+# (explained on the API page)
+nitpick_ignore = [("py:class", "fdbrecipes.aio._transactional.F"),
+                  ("py:class", "fdbrecipes._values.V"), ("py:class", "V")]
+
+
+def public_name(app, env, node, contnode):
+    """Resolve a type named by where it is defined (``fdbrecipes._fair.Policy``,
+    ``fdb.subspace_impl.Subspace``) by where it is documented (``fdbrecipes...``,
+    ``fdb.Subspace``)."""
+    from sphinx.ext import intersphinx
+
+    target = node.get("reftarget", "")
+    package, _, name = target.partition(".")
+    name = name.rpartition(".")[2]
+    if package == "fdb" and name:
+        node["reftarget"] = f"fdb.{name}"
+        return intersphinx.missing_reference(app, env, node, contnode)
+    if package != "fdbrecipes" or "._" not in "." + target.partition(".")[2]:
+        return None
+    py = env.get_domain("py")
+    found = [full for full, entry in py.objects.items()
+             if full.rpartition(".")[2] == name and "._" not in full and not entry.aliased]
+    if len(found) != 1:
+        return None
+    return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], found[0],
+                           node, contnode)
+
+
+def setup(app):
+    app.connect("missing-reference", public_name)

@@ -6,7 +6,8 @@ scheduler pops one task at random by weight and runs it; a recurring task is pus
 after it runs.  Heavy work gets most of the runs, yet the weight-1 task keeps running: its
 chance each tick never drops to zero, so it cannot starve.
 
-Run it (FDB_CLUSTER_FILE, or a throwaway local fdbserver):
+Run it against the cluster of FDB_CLUSTER_FILE (or the default cluster file); it works
+in a directory of its own, removed at the end:
 
     python docs/examples/scheduler.py
 """
@@ -56,16 +57,14 @@ def report(runs: List[str]) -> Dict[str, float]:
 
 
 def main() -> None:
-    from fdbrecipes.testing import local_cluster, open_database
-
-    with local_cluster() as cluster_file:
-        db = open_database(cluster_file)
-        space = fdb.Subspace(("fdbrecipes-scheduler", uuid.uuid4().hex))
-        try:
-            report(simulate(db, space, 4000))
-        finally:
-            r = space.range()
-            db.clear_range(r.start, r.stop)
+    fdb.api_version(730)
+    db = fdb.open()  # FDB_CLUSTER_FILE, or the default cluster file
+    db.options.set_transaction_timeout(10_000)  # a cluster that does not answer: an error
+    path = ("fdbrecipes-example", "scheduler", uuid.uuid4().hex)
+    try:
+        report(simulate(db, fdb.directory.create(db, path), 4000))
+    finally:
+        fdb.directory.remove_if_exists(db, path)
 
 
 if __name__ == "__main__":

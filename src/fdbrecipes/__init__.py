@@ -16,9 +16,19 @@ from ._ordered import QueueStats
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import RetryStats
 from ._values import Value
+from ._wait import Clock
 from .errors import FdbRecipesError, IncompleteBatchError, LeaseExpiredError, WorkTooLargeError
 from .fair_queue import FairLease, FairQueue, FairStats
-from .jobs import Backoff, Discard, Job, JobFinished, JobStarted, Snooze, WorkerStopping
+from .jobs import (
+    Backoff,
+    Discard,
+    EventSink,
+    Job,
+    JobFinished,
+    JobStarted,
+    Snooze,
+    WorkerStopping,
+)
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .schedule import Schedule
@@ -33,9 +43,11 @@ logging.getLogger("fdbrecipes").addHandler(logging.NullHandler())
 
 __all__ = [
     "Backoff",
+    "Clock",
     "DeadLetter",
     "DelayedItem",
     "Discard",
+    "EventSink",
     "FairLease",
     "FairQueue",
     "FairStats",

@@ -92,7 +92,7 @@ def parse_fair(lease: Any, name: str = "lease") -> Tuple[Any, bytes]:
     """(group, lease token in its group's queue) of a FairLease or its token.
 
     Raises:
-        TypeError/ValueError: not a FairQueue lease or token.
+        TypeError or ValueError: not a FairQueue lease or token.
     """
     token = lease.token if isinstance(lease, Lease) else lease
     parts = unpack_token(token, name, "a FairLease or its token (bytes)")
@@ -445,7 +445,7 @@ def check_group(group: Any, name: str = "group") -> Any:
     not empty).
 
     Raises:
-        TypeError/ValueError: otherwise, naming ``name``.
+        TypeError or ValueError: otherwise, naming ``name``.
     """
     if type(group) not in (str, bytes):
         raise TypeError(f"{name} must be a str or bytes, not {type(group).__name__}")

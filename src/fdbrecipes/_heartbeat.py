@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from ._fdb import Gen
 from ._leases import Lease
+from ._values import V
 from ._wait import drive
 from .errors import LeaseExpiredError
 
@@ -33,8 +34,8 @@ class Heartbeat(threading.Thread):
         error: the last error an extension raised, if any (it keeps trying).
     """
 
-    def __init__(self, extend: Callable[[Any, Lease, float], Lease], db: Any,
-                 lease: Lease, seconds: float) -> None:
+    def __init__(self, extend: Callable[[Any, Lease[Any], float], Lease[Any]], db: Any,
+                 lease: Lease[Any], seconds: float) -> None:
         super().__init__(name="fdbrecipes-heartbeat", daemon=True)
         self._extend = extend
         self._db = db
@@ -64,10 +65,10 @@ class Heartbeat(threading.Thread):
 def claimed(
     structure: Any,
     db: Any,
-    claim: Gen[Optional[Lease]],
+    claim: Gen[Optional[Lease[V]]],
     seconds: float,
     release_delay: Any,
-) -> Iterator[Optional[Lease]]:
+) -> Iterator[Optional[Lease[V]]]:
     """Yield the lease the operation ``claim`` takes (or None), kept alive by a
     :class:`Heartbeat` extending it by ``seconds`` at a time.
 

@@ -12,7 +12,7 @@ delivered ``max_deliveries`` times, goes to the dead letters.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
@@ -21,7 +21,7 @@ from ._front import Entry, Hold
 from ._layout import DELAY, LEASE
 from ._ordered import Ordered
 from ._run import Attempt
-from ._values import BATCH_BYTES, BATCH_ID_LEN, batch_ids, decode_value, unpack_token
+from ._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
 from .errors import LeaseExpiredError
 
 __all__ = ["Lease", "Leases", "expired", "lease_id"]
@@ -29,7 +29,7 @@ __all__ = ["Lease", "Leases", "expired", "lease_id"]
 log = logging.getLogger("fdbrecipes")
 
 
-class Lease:
+class Lease(Generic[V]):
     """A claimed item, hidden from other consumers until ack, release or expiry.
 
     Attributes:
@@ -50,7 +50,7 @@ class Lease:
 
     __slots__ = ("claimed_at", "deadline", "deliveries", "token", "value", "visible_since")
 
-    def __init__(self, value: Any, deliveries: int, deadline: int, token: bytes,
+    def __init__(self, value: V, deliveries: int, deadline: int, token: bytes,
                  visible_since: int = 0, claimed_at: int = 0) -> None:
         self.value = value
         self.deliveries = deliveries
@@ -76,7 +76,7 @@ def lease_id(lease: Any, name: str = "lease") -> bytes:
     """The id a Lease or its token names.
 
     Raises:
-        TypeError/ValueError: ``lease`` is not a Lease or a token made by the library.
+        TypeError or ValueError: ``lease`` is not a Lease or a token made by the library.
     """
     token = lease.token if isinstance(lease, Lease) else lease
     parts = unpack_token(token, name, "a Lease or its token (bytes)")

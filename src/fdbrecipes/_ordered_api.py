@@ -8,7 +8,7 @@ to the structure's retry loop (:mod:`._run`).
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
+from typing import Any, ContextManager, Generic, Iterable, List, Optional, Tuple, Union, cast
 
 from ._contention import Contention
 from ._dead import DEAD_BATCH, DeadLetter, DeadLetters
@@ -25,7 +25,7 @@ from ._values import (
     BATCH_BYTES,
     MAX_TAKE,
     TAKE_BATCH,
-    Value,
+    V,
     check_batch_bytes,
     check_bool,
     check_clock,
@@ -51,7 +51,7 @@ Batch = List[Tuple[Item, bytes]]
 RESTORE_LIMIT = 1_000
 
 
-class OrderedAPI(Structure):
+class OrderedAPI(Structure, Generic[V]):
     """The public methods Queue and PriorityQueue share (see those classes)."""
 
     _group_len: int  # key elements before the sequence number: 0 Queue, 1 priority
@@ -157,7 +157,7 @@ class OrderedAPI(Structure):
 
     # -- leases ------------------------------------------------------------------------
 
-    def ack(self, tr: Transactor, lease: Union[Lease, bytes]) -> None:
+    def ack(self, tr: Transactor, lease: Union[Lease[Any], bytes]) -> None:
         """Remove a claimed item for good: the work it stood for is done.
 
         Reads the lease (read conflict on it: an ack racing the item's redelivery
@@ -167,15 +167,15 @@ class OrderedAPI(Structure):
         Raises:
             LeaseExpiredError: the lease's deadline has passed (even if nobody took the
                 item back yet) or the item is no longer held under it.
-            TypeError/ValueError: ``lease`` is not a Lease or a lease token.
+            TypeError or ValueError: ``lease`` is not a Lease or a lease token.
         """
         drive(self._ack(tr, lease))
 
-    def _ack(self, tr: Transactor, lease: Union[Lease, bytes]) -> Gen[None]:
+    def _ack(self, tr: Transactor, lease: Union[Lease[Any], bytes]) -> Gen[None]:
         lease_id(lease)
         return self._loop(tr, self._leases.ack, lease)
 
-    def ack_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]]) -> List[bool]:
+    def ack_many(self, tr: Transactor, leases: Iterable[Union[Lease[Any], bytes]]) -> List[bool]:
         """Ack every lease still alive, in one transaction; for each, whether it was
         acked (False: expired, or named earlier in ``leases``, as :meth:`ack` would
         have raised).
@@ -189,11 +189,11 @@ class OrderedAPI(Structure):
         whole.
 
         Raises:
-            TypeError/ValueError: any lease is not a Lease or a token (named by index).
+            TypeError or ValueError: any lease is not a Lease or a token (named by index).
         """
         return drive(self._ack_many(tr, leases))
 
-    def _ack_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]]
+    def _ack_many(self, tr: Transactor, leases: Iterable[Union[Lease[Any], bytes]]
                   ) -> Gen[List[bool]]:
         batch = self._lease_batch(leases)
         if not batch:
@@ -201,7 +201,7 @@ class OrderedAPI(Structure):
             return []
         return (yield from self._loop(tr, self._leases.ack_many, batch))
 
-    def extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Lease:
+    def extend(self, tr: Transactor, lease: Union[Lease[Any], bytes], seconds: float) -> Lease[V]:
         """Keep working on a claimed item: its lease now ends ``seconds`` from now.
 
         Returns the lease with its new deadline; the lease keeps its identity, so the
@@ -215,13 +215,14 @@ class OrderedAPI(Structure):
         """
         return drive(self._extend(tr, lease, seconds))
 
-    def _extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Gen[Lease]:
+    def _extend(self, tr: Transactor, lease: Union[Lease[Any], bytes],
+                seconds: float) -> Gen[Lease[V]]:
         seconds = check_seconds(seconds, "seconds")
         lease_id(lease)
-        return self._loop(tr, self._leases.extend, lease, seconds)
+        return cast("Gen[Lease[V]]", self._loop(tr, self._leases.extend, lease, seconds))
 
-    def extend_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]],
-                    seconds: float) -> List[Optional[Lease]]:
+    def extend_many(self, tr: Transactor, leases: Iterable[Union[Lease[Any], bytes]],
+                    seconds: float) -> List[Optional[Lease[V]]]:
         """Keep working on many claimed items: each lease still alive now ends
         ``seconds`` from now, in one transaction; for each, the renewed lease, or None
         if it had expired (or was named earlier in ``leases``).
@@ -232,21 +233,22 @@ class OrderedAPI(Structure):
         entry.  Cost: 1 round trip, O(k) keys for k leases.
 
         Raises:
-            TypeError/ValueError: any lease is not a Lease or a token (named by
+            TypeError or ValueError: any lease is not a Lease or a token (named by
                 index), more than 10,000 leases, or bad ``seconds``.
         """
         return drive(self._extend_many(tr, leases, seconds))
 
-    def _extend_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]],
-                     seconds: float) -> Gen[List[Optional[Lease]]]:
+    def _extend_many(self, tr: Transactor, leases: Iterable[Union[Lease[Any], bytes]],
+                     seconds: float) -> Gen[List[Optional[Lease[V]]]]:
         seconds = check_seconds(seconds, "seconds")
         batch = self._lease_batch(leases)
         if not batch:
             check_transactor(tr)
             return []
-        return (yield from self._loop(tr, self._leases.extend_many, batch, seconds))
+        extended = yield from self._loop(tr, self._leases.extend_many, batch, seconds)
+        return cast("List[Optional[Lease[V]]]", extended)
 
-    def release(self, tr: Transactor, lease: Union[Lease, bytes], *,
+    def release(self, tr: Transactor, lease: Union[Lease[Any], bytes], *,
                 delay: Optional[float] = None, count: bool = True) -> bool:
         """Give a claimed item back, at its original place in the order: visible at
         once, or ``delay`` seconds from now (retry with backoff).
@@ -261,14 +263,14 @@ class OrderedAPI(Structure):
         """
         return drive(self._release(tr, lease, delay, count))
 
-    def _release(self, tr: Transactor, lease: Union[Lease, bytes],
+    def _release(self, tr: Transactor, lease: Union[Lease[Any], bytes],
                  delay: Optional[float], count: bool = True) -> Gen[bool]:
         versions = check_delay(delay)
         check_bool(count, "count")
         lease_id(lease)
         return self._loop(tr, self._leases.release, lease, versions, count)
 
-    def bury(self, tr: Transactor, lease: Union[Lease, bytes],
+    def bury(self, tr: Transactor, lease: Union[Lease[Any], bytes],
              reason: Optional[str] = None) -> bool:
         """Move a claimed item to the dead letters now, whatever its deliveries, with
         ``reason`` (see :attr:`fdbrecipes.DeadLetter.reason`): work that must not be
@@ -277,12 +279,12 @@ class OrderedAPI(Structure):
         round trip, O(1) in n.
 
         Raises:
-            TypeError/ValueError: ``lease`` is not a Lease or a token; ``reason`` is
+            TypeError or ValueError: ``lease`` is not a Lease or a token; ``reason`` is
                 not None or a str of at most 1,000 characters.
         """
         return drive(self._bury(tr, lease, reason))
 
-    def _bury(self, tr: Transactor, lease: Union[Lease, bytes],
+    def _bury(self, tr: Transactor, lease: Union[Lease[Any], bytes],
               reason: Optional[str]) -> Gen[bool]:
         check_reason(reason)
         lease_id(lease)
@@ -310,7 +312,7 @@ class OrderedAPI(Structure):
         """
         return drive(read(tr, self._listing.delayed, check_limit(limit)))
 
-    def remove(self, tr: Transactor, *, id: bytes) -> Optional[Value]:
+    def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
         """Remove the pending item pushed with ``id`` (visible, or still delayed: this
         cancels a delayed push); its value, or None (nothing written) when there is
         none pending: never pushed, in flight (ack or release its lease), a dead
@@ -322,15 +324,15 @@ class OrderedAPI(Structure):
         Cost: 2 round trips, O(1) in n.
 
         Raises:
-            TypeError/ValueError: ``id`` is not 1 to 1,000 bytes.
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
         """
         return drive(self._remove(tr, id))
 
-    def _remove(self, tr: Transactor, id_: Any) -> Gen[Optional[Value]]:
+    def _remove(self, tr: Transactor, id_: Any) -> Gen[Optional[V]]:
         checked = check_id(id_)
         if checked is None:
             raise TypeError("id must be bytes, not NoneType")
-        return self._loop(tr, self._listing.remove, checked)
+        return cast("Gen[Optional[V]]", self._loop(tr, self._listing.remove, checked))
 
     # -- dead letters --------------------------------------------------------------------
 
@@ -420,7 +422,7 @@ class OrderedAPI(Structure):
     # -- what the public classes call --------------------------------------------------
 
     @staticmethod
-    def _lease_batch(leases: Iterable[Union[Lease, bytes]]) -> List[Union[Lease, bytes]]:
+    def _lease_batch(leases: Iterable[Union[Lease[Any], bytes]]) -> List[Union[Lease[Any], bytes]]:
         """``leases``, checked: each a Lease or token, at most :data:`MAX_TAKE`."""
         batch = materialize(leases, "leases")
         for i, lease in enumerate(batch):
@@ -463,7 +465,7 @@ class OrderedAPI(Structure):
             if (yield from self._loop(tr, self._engine.restore, RESTORE_LIMIT)) >= RESTORE_LIMIT:
                 self._engine.restore_pending = True
 
-    def _pop(self, tr: Transactor, end: int, spread: Any) -> Gen[Optional[Value]]:
+    def _pop(self, tr: Transactor, end: int, spread: Any) -> Gen[Optional[V]]:
         spread = check_spread(spread)
         yield from self._restore(tr)
         if self._high_contention and spread == 1 and not is_transaction(tr, writes=False):
@@ -472,14 +474,14 @@ class OrderedAPI(Structure):
         else:
             popped = yield from self._loop(tr, self._engine.pop_one, end, spread)
         yield from self._restore(tr)
-        return popped
+        return cast("Optional[V]", popped)  # a V went in: the caller's promise
 
-    def _pop_many(self, tr: Transactor, end: int, n: Any, spread: Any) -> Gen[List[Value]]:
+    def _pop_many(self, tr: Transactor, end: int, n: Any, spread: Any) -> Gen[List[V]]:
         n, spread = check_int(n, "n", low=0), check_spread(spread)
         return self._take_many(tr, n, False, self._engine.pop, end, spread)
 
     def _claim_many(self, tr: Transactor, end: int, n: Any, lease_seconds: Any,
-                    spread: Any) -> Gen[List[Lease]]:
+                    spread: Any) -> Gen[List[Lease[V]]]:
         n, spread = check_int(n, "n", low=0), check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
         return self._take_many(tr, n, True, self._leases.claim, end, seconds, spread,
@@ -498,34 +500,34 @@ class OrderedAPI(Structure):
         return taken
 
     def _claim(self, tr: Transactor, end: int, lease_seconds: Any,
-               spread: Any) -> Gen[Optional[Lease]]:
+               spread: Any) -> Gen[Optional[Lease[V]]]:
         spread = check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
         yield from self._restore(tr)
         lease = yield from self._loop(tr, self._leases.claim_one, end, seconds, spread)
         yield from self._restore(tr)
-        return lease
+        return cast("Optional[Lease[V]]", lease)
 
-    def _peek(self, tr: Transactor, end: int) -> Gen[Optional[Value]]:
+    def _peek(self, tr: Transactor, end: int) -> Gen[Optional[V]]:
         entries = yield from read(tr, self._engine.peek, end, 1)
-        return decode_value(value_of(entries[0])) if entries else None
+        return cast("Optional[V]", decode_value(value_of(entries[0])) if entries else None)
 
-    def _items(self, tr: Transactor, end: int, limit: Any) -> Gen[List[Value]]:
+    def _items(self, tr: Transactor, end: int, limit: Any) -> Gen[List[V]]:
         """The visible items in ``end`` order; given a Database, in pages, each its
         own transaction (not one snapshot: see :func:`._run.read_pages`)."""
         entries = yield from read_pages(tr, self._engine.peek, (end,), check_limit(limit))
-        return [decode_value(value_of(e)) for e in entries]
+        return cast("List[V]", [decode_value(value_of(e)) for e in entries])
 
-    def _pop_wait(self, db: Any, end: int, timeout: Any) -> Gen[Optional[Value]]:
+    def _pop_wait(self, db: Any, end: int, timeout: Any) -> Gen[Optional[V]]:
         return take_or_wait(db, timeout, self._pop, (end, 1), self._wake(end))
 
     def _claim_wait(self, db: Any, end: int, lease_seconds: Any,
-                    timeout: Any) -> Gen[Optional[Lease]]:
+                    timeout: Any) -> Gen[Optional[Lease[V]]]:
         check_seconds(lease_seconds, "lease_seconds")
         return take_or_wait(db, timeout, self._claim, (end, lease_seconds, 1), self._wake(end))
 
     def _claiming(self, db: Any, end: int, lease_seconds: Any, timeout: Any,
-                  release_delay: Any) -> Tuple[Gen[Optional[Lease]], float]:
+                  release_delay: Any) -> Tuple[Gen[Optional[Lease[V]]], float]:
         """What ``claimed`` runs, its arguments checked: the claim (waiting), and the
         lease's length in seconds."""
         seconds = check_seconds(lease_seconds, "lease_seconds")
@@ -535,6 +537,6 @@ class OrderedAPI(Structure):
         return self._claim_wait(db, end, seconds, timeout), seconds
 
     def _claimed(self, db: Any, end: int, lease_seconds: Any, timeout: Any,
-                 release_delay: Any) -> ContextManager[Optional[Lease]]:
+                 release_delay: Any) -> ContextManager[Optional[Lease[V]]]:
         claim, seconds = self._claiming(db, end, lease_seconds, timeout, release_delay)
         return claimed(self, db, claim, seconds, release_delay)

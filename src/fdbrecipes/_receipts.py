@@ -98,7 +98,7 @@ class UnknownResultError(FdbRecipesError):
         """Learn the call's outcome now (see the class docstring).
 
         Raises:
-            FDBError: the cluster still cannot be reached.
+            fdb.FDBError: the cluster still cannot be reached.
         """
         return drive(self.settling(db))
 
@@ -232,7 +232,7 @@ def settle(db: Any, key: bytes, call_id: bytes) -> Gen[int]:
     none did (and none can now).
 
     Raises:
-        FDBError: the settling transaction itself failed (not retryable, or it
+        fdb.FDBError: the settling transaction itself failed (not retryable, or it
             timed out after :data:`SETTLE_TIMEOUT_MS`).
     """
     impl = fdb_impl()

@@ -69,7 +69,7 @@ def parse_handle(handle: Any) -> Key:
     """The item key a handle names.
 
     Raises:
-        TypeError/ValueError: ``handle`` is not a handle made by ``push``.
+        TypeError or ValueError: ``handle`` is not a handle made by ``push``.
     """
     key = unpack_token(handle, "handle", "bytes (from push)")
     if (

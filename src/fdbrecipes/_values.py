@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Iterable, List, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple, Union, cast
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -17,6 +17,17 @@ from ._fdb import VERSIONS_PER_SECOND
 
 #: A value a structure can store: one tuple-encodable value, returned exactly as given.
 Value = Union[bytes, str, int, float, bool, uuid.UUID, Tuple[Any, ...]]
+
+if TYPE_CHECKING:  # a default (PEP 696) for type checkers; no runtime dependency
+    from typing_extensions import TypeVar
+
+    #: The type of the values a Queue or PriorityQueue holds: ``Queue[bytes]`` types
+    #: what ``pop`` returns and ``Lease.value``; plain ``Queue`` holds any :data:`Value`.
+    V = TypeVar("V", bound=Value, default=Value)
+else:
+    from typing import TypeVar
+
+    V = TypeVar("V")
 
 # -- FoundationDB's documented limits ----------------------------------------------------
 

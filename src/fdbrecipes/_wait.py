@@ -162,7 +162,7 @@ def wait_until_ready(db: Any, timeout: Any, wake: Wake) -> Gen[bool]:
     """Wait until ``wake.ready`` holds (True) or ``timeout`` seconds pass (False).
 
     Raises:
-        TypeError/ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
+        TypeError or ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
     """
     deadline = Deadline(check_timeout(timeout))
     check_database(db)
@@ -184,7 +184,7 @@ def take_or_wait(
     Between tries, waits in :func:`wait_for_wake`.  Returns None at the timeout.
 
     Raises:
-        TypeError/ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
+        TypeError or ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
     """
     deadline = Deadline(check_timeout(timeout))
     check_database(db)

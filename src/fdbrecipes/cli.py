@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fdbrecipes",
         description="Transactional Queue, PriorityQueue and WeightTree on FoundationDB. "
-        f"Needs a FoundationDB cluster: FDB_CLUSTER_FILE, or {INSTALL_HINT}.",
+        f"Needs a FoundationDB cluster: {INSTALL_HINT}.",
         epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"fdbrecipes {__version__}")

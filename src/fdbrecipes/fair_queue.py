@@ -145,7 +145,7 @@ class FairQueue(Structure):
         lottery, the lottery.  Cost: 1 to 3 round trips.
 
         Raises:
-            TypeError/ValueError: a bad group, share, limit or rate (before anything
+            TypeError or ValueError: a bad group, share, limit or rate (before anything
                 is written).
         """
         drive(self._set_group(tr, group, share, limit, rate))
@@ -192,7 +192,7 @@ class FairQueue(Structure):
         with the group's claims and acks when it is not.  Cost: 1 to 3 round trips.
 
         Raises:
-            TypeError/ValueError: bad value, group, id or delay.
+            TypeError or ValueError: bad value, group, id or delay.
         """
         g = check_group(group)
         batch = [((), encode_value(value))]
@@ -237,7 +237,7 @@ class FairQueue(Structure):
         group turns out unservable (it is taken out, and the claim picks again).
 
         Raises:
-            TypeError/ValueError: bad ``lease_seconds``.
+            TypeError or ValueError: bad ``lease_seconds``.
         """
         return drive(self._claim(tr, lease_seconds))
 

@@ -23,7 +23,7 @@ from ._front import MAX, MIN
 from ._leases import Lease
 from ._ordered import PushRequest
 from ._ordered_api import OrderedAPI
-from ._values import Value, check_id, check_int, encode_value, materialize
+from ._values import V, check_id, check_int, encode_value, materialize
 from ._wait import drive
 
 __all__ = ["PriorityQueue"]
@@ -53,7 +53,7 @@ def _check_pair(pair: Any, i: int) -> Tuple[Tuple[int], bytes]:
     )
 
 
-class PriorityQueue(OrderedAPI):
+class PriorityQueue(OrderedAPI[V]):
     """A transactional double-ended priority queue stored in one subspace.
 
     Priorities are ints (any size the tuple layer encodes, negative included; not
@@ -69,7 +69,7 @@ class PriorityQueue(OrderedAPI):
 
     _group_len = 1
 
-    def push(self, tr: Transactor, value: Value, priority: int, *,
+    def push(self, tr: Transactor, value: V, priority: int, *,
              id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
         """Add ``value`` with ``priority``, after the items already at that priority.
 
@@ -80,17 +80,17 @@ class PriorityQueue(OrderedAPI):
         same ``id``.  Cost: 1 round trip, O(1) in n.
 
         Raises:
-            TypeError/ValueError: bad ``value`` (as for Queue), ``priority`` not an int
+            TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id`` or ``delay``.
         """
         drive(self._push(tr, self._one(value, priority, id, delay)))
 
-    def _one(self, value: Value, priority: int, id_: Optional[bytes],
+    def _one(self, value: V, priority: int, id_: Optional[bytes],
              delay: Optional[float]) -> PushRequest:
         group = _check_priority(priority)
         return self._request([(group, encode_value(value))], check_id(id_), delay, "value")
 
-    def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]], *,
+    def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                   delay: Optional[float] = None) -> None:
         """Add every ``(value, priority)`` pair in one transaction.
 
@@ -98,16 +98,16 @@ class PriorityQueue(OrderedAPI):
         distinct priority, issued in parallel.  Cost: 1 round trip.
 
         Raises:
-            TypeError/ValueError: any pair is invalid (the message names its index), or
+            TypeError or ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
         drive(self._push(tr, self._many(items, delay)))
 
-    def _many(self, items: Iterable[Tuple[Value, int]], delay: Optional[float]) -> PushRequest:
+    def _many(self, items: Iterable[Tuple[V, int]], delay: Optional[float]) -> PushRequest:
         batch = [_check_pair(p, i) for i, p in enumerate(materialize(items, "items"))]
         return self._request(batch, None, delay, "items")
 
-    def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
+    def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest item of the lowest priority; None when empty.
 
         Reads the first item (read conflict on it), clears it.  Conflicts with
@@ -117,7 +117,7 @@ class PriorityQueue(OrderedAPI):
         """
         return drive(self._pop(tr, MIN, spread))
 
-    def pop_max(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
+    def pop_max(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest item of the highest priority; None when empty.
 
         Reads the last key (to learn the highest priority), then the first key of
@@ -128,25 +128,25 @@ class PriorityQueue(OrderedAPI):
         """
         return drive(self._pop(tr, MAX, spread))
 
-    def pop_min_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+    def pop_min_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove up to ``n`` items in pop_min order (see Queue.pop_many)."""
         return drive(self._pop_many(tr, MIN, n, spread))
 
-    def pop_max_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+    def pop_max_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove up to ``n`` items in pop_max order (see Queue.pop_many)."""
         return drive(self._pop_many(tr, MAX, n, spread))
 
-    def peek_min(self, tr: Transactor) -> Optional[Value]:
+    def peek_min(self, tr: Transactor) -> Optional[V]:
         """The value pop_min would return, without removing it.  Cost: 1 round trip."""
         return drive(self._peek(tr, MIN))
 
-    def peek_max(self, tr: Transactor) -> Optional[Value]:
+    def peek_max(self, tr: Transactor) -> Optional[V]:
         """The value pop_max would return, without removing it.  Cost: 2 round trips."""
         return drive(self._peek(tr, MAX))
 
     def items(
         self, tr: Transactor, limit: Optional[int] = None, reverse: bool = False
-    ) -> List[Value]:
+    ) -> List[V]:
         """Visible values in priority order, without removing them.
 
         ``reverse=False``: lowest priority first (pop_min order); ``reverse=True``:
@@ -158,51 +158,51 @@ class PriorityQueue(OrderedAPI):
         return drive(self._items(tr, _end(reverse), limit))
 
     def claim_min(self, tr: Transactor, lease_seconds: float, *,
-                  spread: int = 1) -> Optional[Lease]:
+                  spread: int = 1) -> Optional[Lease[V]]:
         """Take the pop_min item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
         return drive(self._claim(tr, MIN, lease_seconds, spread))
 
     def claim_max(self, tr: Transactor, lease_seconds: float, *,
-                  spread: int = 1) -> Optional[Lease]:
+                  spread: int = 1) -> Optional[Lease[V]]:
         """Take the pop_max item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
         return drive(self._claim(tr, MAX, lease_seconds, spread))
 
     def claim_min_many(self, tr: Transactor, n: int, lease_seconds: float, *,
-                       spread: int = 1) -> List[Lease]:
+                       spread: int = 1) -> List[Lease[V]]:
         """Up to ``n`` leases in pop_min order (see Queue.claim_many)."""
         return drive(self._claim_many(tr, MIN, n, lease_seconds, spread))
 
     def claim_max_many(self, tr: Transactor, n: int, lease_seconds: float, *,
-                       spread: int = 1) -> List[Lease]:
+                       spread: int = 1) -> List[Lease[V]]:
         """Up to ``n`` leases in pop_max order (see Queue.claim_many)."""
         return drive(self._claim_many(tr, MAX, n, lease_seconds, spread))
 
     def claimed_min(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
-                    release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
+                    release_delay: Optional[float] = None) -> ContextManager[Optional[Lease[V]]]:
         """:meth:`fdbrecipes.Queue.claimed` at the pop_min end."""
         return self._claimed(db, MIN, lease_seconds, timeout, release_delay)
 
     def claimed_max(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
-                    release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
+                    release_delay: Optional[float] = None) -> ContextManager[Optional[Lease[V]]]:
         """:meth:`fdbrecipes.Queue.claimed` at the pop_max end."""
         return self._claimed(db, MAX, lease_seconds, timeout, release_delay)
 
-    def pop_min_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+    def pop_min_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         """pop_min, waiting on a watch until an item arrives (see Queue.pop_wait)."""
         return drive(self._pop_wait(db, MIN, timeout))
 
-    def pop_max_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+    def pop_max_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         """pop_max, waiting on a watch until an item arrives (see Queue.pop_wait)."""
         return drive(self._pop_wait(db, MAX, timeout))
 
     def claim_min_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
-    ) -> Optional[Lease]:
+    ) -> Optional[Lease[V]]:
         """claim_min, waiting on a watch until an item is visible."""
         return drive(self._claim_wait(db, MIN, lease_seconds, timeout))
 
     def claim_max_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
-    ) -> Optional[Lease]:
+    ) -> Optional[Lease[V]]:
         """claim_max, waiting on a watch until an item is visible."""
         return drive(self._claim_wait(db, MAX, lease_seconds, timeout))

@@ -18,13 +18,13 @@ from ._front import MIN
 from ._leases import Lease
 from ._ordered import PushRequest
 from ._ordered_api import OrderedAPI
-from ._values import Value, check_id, encode_value, materialize
+from ._values import V, check_id, encode_value, materialize
 from ._wait import drive
 
 __all__ = ["Queue"]
 
 
-class Queue(OrderedAPI):
+class Queue(OrderedAPI[V]):
     """A transactional FIFO queue stored in one subspace.
 
     Every method takes ``tr`` first: an ``fdb.Transaction`` (the operation becomes
@@ -65,7 +65,7 @@ class Queue(OrderedAPI):
 
     _group_len = 0
 
-    def push(self, tr: Transactor, value: Value, *, id: Optional[bytes] = None,
+    def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
              delay: Optional[float] = None) -> None:
         """Append ``value`` at the back of the queue.
 
@@ -83,16 +83,16 @@ class Queue(OrderedAPI):
         the same ``id``.  Cost: 1 round trip, O(1) in n however many items are delayed.
 
         Raises:
-            TypeError/ValueError: ``value`` is None, not tuple-encodable or over
+            TypeError or ValueError: ``value`` is None, not tuple-encodable or over
                 100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
                 not None or seconds >= 0.
         """
         drive(self._push(tr, self._one(value, id, delay)))
 
-    def _one(self, value: Value, id_: Optional[bytes], delay: Optional[float]) -> PushRequest:
+    def _one(self, value: V, id_: Optional[bytes], delay: Optional[float]) -> PushRequest:
         return self._request([((), encode_value(value))], check_id(id_), delay, "value")
 
-    def push_many(self, tr: Transactor, values: Iterable[Value], *,
+    def push_many(self, tr: Transactor, values: Iterable[V], *,
                   delay: Optional[float] = None) -> None:
         """Append every value, in order, in one transaction (each delayed by ``delay``
         seconds, if given).
@@ -102,17 +102,17 @@ class Queue(OrderedAPI):
         once.  Cost: 1 round trip, O(k) keys.
 
         Raises:
-            TypeError/ValueError: any value is invalid (the message names its index),
+            TypeError or ValueError: any value is invalid (the message names its index),
                 or the batch would exceed FoundationDB's 10 MB transaction limit.
         """
         drive(self._push(tr, self._many(values, delay)))
 
-    def _many(self, values: Iterable[Value], delay: Optional[float]) -> PushRequest:
+    def _many(self, values: Iterable[V], delay: Optional[float]) -> PushRequest:
         batch = [((), encode_value(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
         return self._request(batch, None, delay, "values")
 
-    def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
+    def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest visible item; None when none is visible.
 
         Plain pop (``spread=1``; given a Transaction, or without
@@ -138,11 +138,11 @@ class Queue(OrderedAPI):
         thirty-second of a fetch (3).  See docs/design.
 
         Raises:
-            TypeError/ValueError: ``spread`` is not an int >= 1.
+            TypeError or ValueError: ``spread`` is not an int >= 1.
         """
         return drive(self._pop(tr, MIN, spread))
 
-    def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+    def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove and return up to ``n`` items, oldest first (with ``spread=k``, ``n``
         of the ``n + k - 1`` oldest, chosen at random).
 
@@ -153,19 +153,19 @@ class Queue(OrderedAPI):
         Cost: 1 round trip per 1,000 items, O(n) keys; time and memory linear in n.
 
         Raises:
-            TypeError/ValueError: ``n`` is not an int >= 0 (or over 10,000 given a
+            TypeError or ValueError: ``n`` is not an int >= 0 (or over 10,000 given a
                 Transaction); bad ``spread``.
         """
         return drive(self._pop_many(tr, MIN, n, spread))
 
-    def peek(self, tr: Transactor) -> Optional[Value]:
+    def peek(self, tr: Transactor) -> Optional[V]:
         """The value :meth:`pop` would return now, without removing it.
 
         Reads the first item (read conflict on it).  Cost: 1 round trip, O(1) in n.
         """
         return drive(self._peek(tr, MIN))
 
-    def items(self, tr: Transactor, limit: Optional[int] = None) -> List[Value]:
+    def items(self, tr: Transactor, limit: Optional[int] = None) -> List[V]:
         """The visible items, oldest first, without removing them (up to ``limit``).
 
         Reads the item range (read conflict on the part read) and the expired holds.
@@ -176,7 +176,7 @@ class Queue(OrderedAPI):
         return drive(self._items(tr, MIN, limit))
 
     def claim(self, tr: Transactor, lease_seconds: float, *,
-              spread: int = 1) -> Optional[Lease]:
+              spread: int = 1) -> Optional[Lease[V]]:
         """Take the oldest visible item under a lease: hidden until ack, release or
         expiry.  Returns None when no item is visible.
 
@@ -188,7 +188,7 @@ class Queue(OrderedAPI):
         return drive(self._claim(tr, MIN, lease_seconds, spread))
 
     def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
-                   spread: int = 1) -> List[Lease]:
+                   spread: int = 1) -> List[Lease[V]]:
         """Take up to ``n`` items, oldest first, each under a lease of its own.
 
         Reads and conflicts as :meth:`pop_many` (``spread`` likewise); moves each item
@@ -200,7 +200,7 @@ class Queue(OrderedAPI):
         return drive(self._claim_many(tr, MIN, n, lease_seconds, spread))
 
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
-                release_delay: Optional[float] = None) -> ContextManager[Optional[Lease]]:
+                release_delay: Optional[float] = None) -> ContextManager[Optional[Lease[V]]]:
         """A context manager around one claimed item, with heartbeats::
 
             with jobs.claimed(db, lease_seconds=30, timeout=10) as lease:
@@ -219,7 +219,7 @@ class Queue(OrderedAPI):
         """
         return self._claimed(db, MIN, lease_seconds, timeout, release_delay)
 
-    def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+    def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         """Pop, waiting until an item arrives; None if ``timeout`` seconds pass first.
 
         Blocks on a FoundationDB watch of a key that every push touches (set in a
@@ -231,6 +231,6 @@ class Queue(OrderedAPI):
 
     def claim_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
-    ) -> Optional[Lease]:
+    ) -> Optional[Lease[V]]:
         """:meth:`claim`, waiting like :meth:`pop_wait` until an item is visible."""
         return drive(self._claim_wait(db, MIN, lease_seconds, timeout))

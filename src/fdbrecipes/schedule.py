@@ -40,7 +40,7 @@ class Schedule:
         priority: for a PriorityQueue, the jobs' priority (default 0).
 
     Raises:
-        TypeError/ValueError: neither or both of ``every`` and ``at``, a bad period,
+        TypeError or ValueError: neither or both of ``every`` and ``at``, a bad period,
             name or value.
     """
 

@@ -116,7 +116,7 @@ class WeightTree(Structure):
         concurrent push of the same ``id``.  Cost: 1 round trip, O(log n) writes.
 
         Raises:
-            TypeError/ValueError: bad value (as for Queue), weight not an int in
+            TypeError or ValueError: bad value (as for Queue), weight not an int in
                 [1, 2**32], bad id, or the total weight would pass 2**62.
         """
         return drive(self._push(tr, self._one(value, weight, id)))[0]
@@ -138,7 +138,7 @@ class WeightTree(Structure):
         writes O(k log n) keys for k items (fewer when they share tree nodes).
 
         Raises:
-            TypeError/ValueError: any pair is invalid (the message names its index), or
+            TypeError or ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
         return drive(self._push(tr, self._many(items)))
@@ -191,7 +191,7 @@ class WeightTree(Structure):
         about 2 round trips per item once the upper levels are read.
 
         Raises:
-            TypeError/ValueError: ``n`` is not an int >= 0 (or over 1,000 given a
+            TypeError or ValueError: ``n`` is not an int >= 0 (or over 1,000 given a
                 Transaction).
         """
         return drive(self._pop_many(tr, n))
@@ -244,7 +244,7 @@ class WeightTree(Structure):
         writes the leaf and one atomic add per level.  Cost: 1 round trip.
 
         Raises:
-            TypeError/ValueError: bad weight, or the total would pass 2**62.
+            TypeError or ValueError: bad weight, or the total would pass 2**62.
         """
         return drive(self._set_weight(tr, handle, weight))
 

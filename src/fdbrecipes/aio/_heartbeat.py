@@ -24,8 +24,8 @@ class Heartbeat:
         error: the last error an extension raised, if any (it keeps trying).
     """
 
-    def __init__(self, extend: Callable[[Any, Lease, float], Awaitable[Lease]], db: Any,
-                 lease: Lease, seconds: float) -> None:
+    def __init__(self, extend: Callable[[Any, Lease[Any], float], Awaitable[Lease[Any]]], db: Any,
+                 lease: Lease[Any], seconds: float) -> None:
         self._extend = extend
         self._db = db
         self._lease = lease

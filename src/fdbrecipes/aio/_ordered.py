@@ -14,6 +14,7 @@ from typing import (
     Any,
     AsyncIterator,
     Callable,
+    Generic,
     Iterable,
     List,
     Optional,
@@ -30,7 +31,7 @@ from .._listing import DelayedItem, LeaseInfo
 from .._ordered import PushRequest, QueueStats
 from .._ordered_api import OrderedAPI
 from .._run import RetryStats, read
-from .._values import Value, check_limit
+from .._values import V, check_limit
 from ..errors import LeaseExpiredError
 from ._combine import Combiner, joined, split
 from ._driver import drive
@@ -44,7 +45,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def twin(sync: Callable[..., Any]) -> Callable[[F], F]:
     """Give an async method the docstring of its sync twin ``sync``."""
     def document(method: F) -> F:
-        name = f"{sync.__qualname__}"
+        # methods the two ordered structures share are documented on Queue
+        name = sync.__qualname__.replace("OrderedAPI.", "Queue.")
         method.__doc__ = (f"The async twin of :meth:`fdbrecipes.{name}`, awaited without "
                           "blocking the event loop.\n\n" + inspect.cleandoc(sync.__doc__ or ""))
         return method
@@ -71,12 +73,12 @@ def push_size(request: PushRequest) -> int:
     return sum(len(value) + 100 for _, value in request.batch)
 
 
-class AsyncOrderedAPI:
+class AsyncOrderedAPI(Generic[V]):
     """The async methods AsyncQueue and AsyncPriorityQueue share (see those classes)."""
 
-    _s: OrderedAPI
+    _s: OrderedAPI[V]
 
-    def __init__(self, sync: OrderedAPI) -> None:
+    def __init__(self, sync: OrderedAPI[V]) -> None:
         self._s = sync
         self._pushes: Combiner[PushRequest, bool] = Combiner(sync._loop, sync._engine.push)
         self._acks: Combiner[List[Any], List[bool]] = Combiner(sync._loop,
@@ -127,7 +129,7 @@ class AsyncOrderedAPI:
     # -- leases ------------------------------------------------------------------------
 
     @twin(OrderedAPI.ack)
-    async def ack(self, tr: Transactor, lease: Union[Lease, bytes]) -> None:
+    async def ack(self, tr: Transactor, lease: Union[Lease[Any], bytes]) -> None:
         if is_transaction(tr):
             await drive(self._s._ack(tr, lease))
             return
@@ -138,7 +140,7 @@ class AsyncOrderedAPI:
 
     @twin(OrderedAPI.ack_many)
     async def ack_many(self, tr: Transactor,
-                       leases: Iterable[Union[Lease, bytes]]) -> List[bool]:
+                       leases: Iterable[Union[Lease[Any], bytes]]) -> List[bool]:
         if is_transaction(tr):
             return await drive(self._s._ack_many(tr, leases))
         batch = self._s._lease_batch(leases)
@@ -147,21 +149,22 @@ class AsyncOrderedAPI:
         return await self._acks.call(tr, batch, 100 * len(batch))
 
     @twin(OrderedAPI.extend)
-    async def extend(self, tr: Transactor, lease: Union[Lease, bytes], seconds: float) -> Lease:
+    async def extend(self, tr: Transactor, lease: Union[Lease[Any], bytes],
+                     seconds: float) -> Lease[V]:
         return await drive(self._s._extend(tr, lease, seconds))
 
     @twin(OrderedAPI.extend_many)
-    async def extend_many(self, tr: Transactor, leases: Iterable[Union[Lease, bytes]],
-                          seconds: float) -> List[Optional[Lease]]:
+    async def extend_many(self, tr: Transactor, leases: Iterable[Union[Lease[Any], bytes]],
+                          seconds: float) -> List[Optional[Lease[V]]]:
         return await drive(self._s._extend_many(tr, leases, seconds))
 
     @twin(OrderedAPI.release)
-    async def release(self, tr: Transactor, lease: Union[Lease, bytes], *,
+    async def release(self, tr: Transactor, lease: Union[Lease[Any], bytes], *,
                       delay: Optional[float] = None, count: bool = True) -> bool:
         return await drive(self._s._release(tr, lease, delay, count))
 
     @twin(OrderedAPI.bury)
-    async def bury(self, tr: Transactor, lease: Union[Lease, bytes],
+    async def bury(self, tr: Transactor, lease: Union[Lease[Any], bytes],
                    reason: Optional[str] = None) -> bool:
         return await drive(self._s._bury(tr, lease, reason))
 
@@ -176,7 +179,7 @@ class AsyncOrderedAPI:
         return await drive(read(tr, self._s._listing.delayed, check_limit(limit)))
 
     @twin(OrderedAPI.remove)
-    async def remove(self, tr: Transactor, *, id: bytes) -> Optional[Value]:
+    async def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
         return await drive(self._s._remove(tr, id))
 
     # -- dead letters ------------------------------------------------------------------
@@ -210,8 +213,8 @@ class AsyncOrderedAPI:
             await self._pushes.call(tr, request, push_size(request))
 
     @contextlib.asynccontextmanager
-    async def _claimed(self, db: Any, claim: Gen[Optional[Lease]], seconds: float,
-                       release_delay: Optional[float]) -> AsyncIterator[Optional[Lease]]:
+    async def _claimed(self, db: Any, claim: Gen[Optional[Lease[V]]], seconds: float,
+                       release_delay: Optional[float]) -> AsyncIterator[Optional[Lease[V]]]:
         """The async twin of ``_heartbeat.claimed``: the heartbeat is a task."""
         lease = await drive(claim)
         if lease is None:

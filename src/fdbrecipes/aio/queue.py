@@ -12,7 +12,7 @@ from typing import Any, AsyncContextManager, Iterable, List, Optional
 from .._fdb import Transactor
 from .._front import MIN
 from .._leases import Lease
-from .._values import Value
+from .._values import V
 from .._wait import Clock
 from ..queue import Queue
 from ._driver import drive
@@ -21,7 +21,7 @@ from ._ordered import AsyncOrderedAPI, twin
 __all__ = ["AsyncQueue"]
 
 
-class AsyncQueue(AsyncOrderedAPI):
+class AsyncQueue(AsyncOrderedAPI[V]):
     """A transactional FIFO queue for asyncio code (see :class:`fdbrecipes.Queue`).
 
     ``tr`` is an ``fdb.Transaction`` (the operation joins the caller's transaction;
@@ -32,12 +32,12 @@ class AsyncQueue(AsyncOrderedAPI):
     it first: a pop or claim that landed gives its item back, a push that landed
     stays pushed; then it raises ``CancelledError``.
 
-    Args:
-        subspace, high_contention, clock, id_retention, result_timeout,
-        max_deliveries: as for :class:`fdbrecipes.Queue`.
+    The constructor takes the arguments of :class:`fdbrecipes.Queue` (``subspace``,
+    ``high_contention``, ``clock``, ``id_retention``, ``result_timeout``,
+    ``max_deliveries``), with the same meaning.
     """
 
-    _s: Queue
+    _s: Queue[V]
 
     def __init__(
         self,
@@ -54,53 +54,53 @@ class AsyncQueue(AsyncOrderedAPI):
                                max_deliveries=max_deliveries))
 
     @twin(Queue.push)
-    async def push(self, tr: Transactor, value: Value, *, id: Optional[bytes] = None,
+    async def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
                    delay: Optional[float] = None) -> None:
         await self._push(tr, self._s._one(value, id, delay))
 
     @twin(Queue.push_many)
-    async def push_many(self, tr: Transactor, values: Iterable[Value], *,
+    async def push_many(self, tr: Transactor, values: Iterable[V], *,
                         delay: Optional[float] = None) -> None:
         await self._push(tr, self._s._many(values, delay))
 
     @twin(Queue.pop)
-    async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[Value]:
+    async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         return await drive(self._s._pop(tr, MIN, spread))
 
     @twin(Queue.pop_many)
-    async def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[Value]:
+    async def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         return await drive(self._s._pop_many(tr, MIN, n, spread))
 
     @twin(Queue.peek)
-    async def peek(self, tr: Transactor) -> Optional[Value]:
+    async def peek(self, tr: Transactor) -> Optional[V]:
         return await drive(self._s._peek(tr, MIN))
 
     @twin(Queue.items)
-    async def items(self, tr: Transactor, limit: Optional[int] = None) -> List[Value]:
+    async def items(self, tr: Transactor, limit: Optional[int] = None) -> List[V]:
         return await drive(self._s._items(tr, MIN, limit))
 
     @twin(Queue.claim)
     async def claim(self, tr: Transactor, lease_seconds: float, *,
-                    spread: int = 1) -> Optional[Lease]:
+                    spread: int = 1) -> Optional[Lease[V]]:
         return await drive(self._s._claim(tr, MIN, lease_seconds, spread))
 
     @twin(Queue.claim_many)
     async def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
-                         spread: int = 1) -> List[Lease]:
+                         spread: int = 1) -> List[Lease[V]]:
         return await drive(self._s._claim_many(tr, MIN, n, lease_seconds, spread))
 
     @twin(Queue.claimed)
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                 release_delay: Optional[float] = None
-                ) -> AsyncContextManager[Optional[Lease]]:
+                ) -> AsyncContextManager[Optional[Lease[V]]]:
         claim, seconds = self._s._claiming(db, MIN, lease_seconds, timeout, release_delay)
         return self._claimed(db, claim, seconds, release_delay)
 
     @twin(Queue.pop_wait)
-    async def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
+    async def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         return await drive(self._s._pop_wait(db, MIN, timeout))
 
     @twin(Queue.claim_wait)
     async def claim_wait(self, db: Any, lease_seconds: float,
-                         timeout: Optional[float] = None) -> Optional[Lease]:
+                         timeout: Optional[float] = None) -> Optional[Lease[V]]:
         return await drive(self._s._claim_wait(db, MIN, lease_seconds, timeout))

@@ -9,8 +9,9 @@ turns it off). Fixtures:
   selected yet it selects ``$FDB_API_VERSION`` (default 730, or the newest the installed
   bindings know if that is lower), as the ``fdbrecipes`` command does.
 * ``fdb_subspace``: a fresh, empty ``fdb.Subspace`` per test, cleared afterwards.
-* ``fdb_local_cluster``: a factory making extra :class:`LocalCluster` servers (other
-  engines, killable, restartable), cleaned up after the test.
+* ``fdb_local_cluster``: a factory making extra
+  :class:`~fdbrecipes.testing.LocalCluster` servers (other engines, killable,
+  restartable), cleaned up after the test.
 
 Where ``libfdb_c`` or a server is missing, tests using these fixtures are skipped with a
 one-line reason; with ``FDBRECIPES_REQUIRE_SERVER=1`` that is a failure.
