@@ -155,7 +155,30 @@ def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
         except impl.FDBError:
             backoff = WATCH_FAILURE_BACKOFF
             yield Pause(None, backoff if timeout is None else min(timeout, backoff))
+    elif hint is not None and not deadline.passed():
+        yield from tick(db, wake.key)
     return False
+
+
+def tick(db: Any, key: bytes) -> Gen[None]:
+    """Move the cluster's clock to now: commit a transaction that writes nothing but
+    a write conflict range on ``key`` (no value changes, so no watch fires).
+
+    Read versions only advance with commits: on an idle cluster they stand still for
+    up to about two seconds (its empty commit batches), so a waiter that slept until
+    a due time (a delay, a lease's end, a rate window) would read a clock that has not
+    reached it yet, and sleep again.  One commit per such wake-up; none for a wake-up
+    by a watch or at the caller's timeout.
+    """
+    impl = fdb_impl()
+    tr = db.create_transaction()
+    while True:
+        try:
+            tr.add_write_conflict_key(key)
+            yield from ready(tr.commit())
+            return
+        except impl.FDBError as e:
+            yield from ready(tr.on_error(e))
 
 
 def wait_until_ready(db: Any, timeout: Any, wake: Wake) -> Gen[bool]:

@@ -158,7 +158,8 @@ def test_limits_hold_at_every_moment_and_dead_consumers_free_their_slots(
 
 def test_a_rate_limit_holds(db: Any, fdb_subspace: Any) -> None:
     """rate=(10, 1): over a run of ten seconds, no 11 claims of the group within one
-    second of the cluster's clock."""
+    second of the cluster's clock, and the rate is reached (about 100 claims), also on
+    an idle cluster, whose clock moves only with commits."""
     q = FairQueue(fdb_subspace)
     q.set_group(db, "limited", rate=(10, 1.0))
     q.push_many(db, range(500), group="limited")
@@ -170,7 +171,7 @@ def test_a_rate_limit_holds(db: Any, fdb_subspace: Any) -> None:
             break
         stamps.append(lease.claimed_at)
         q.ack(db, lease)
-    assert len(stamps) >= 50
+    assert len(stamps) >= 80, len(stamps)  # 41 to 50 before waiters moved the clock
     for first, eleventh in zip(stamps, stamps[10:]):
         assert eleventh - first > 1_000_000
 
