@@ -178,7 +178,7 @@ def test_cpu_note_says_whether_the_server_was_measured() -> None:
 def test_latency_and_target_text() -> None:
     text = report.format_latencies(LATENCIES)
     assert "1,000,000" in text and "1.60x" in text
-    assert report.format_latencies([]) == "WeightTree pop latency: not measured"
+    assert report.format_latencies([]) == "WeightTree.pop latency: not measured"
     text = report.format_targets(targets.check_targets([], LATENCIES, 16))
     assert "SKIP  pop spread=16, 16 poppers: x limit: - (target >= 0.5)" in text
     assert "PASS  WeightTree" in text and "<= 2" in text
@@ -230,7 +230,8 @@ def test_results_json(tmp_path: Path) -> None:
     assert written["weight_tree_growth"] == pytest.approx(1.6)
     statuses = {t["name"]: t["status"] for t in written["targets"]}
     assert {s for n, s in statuses.items() if "aio" not in n and "orker" not in n
-            and "awaited" not in n} == {"PASS"}
+            and "awaited" not in n and "Fair" not in n and "noisy" not in n} == {"PASS"}
+    assert written["fair_queue"] == [] and written["noisy_neighbour"] is None
 
 
 def test_chart(tmp_path: Path) -> None:

@@ -108,7 +108,9 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
                              ("aio-claim-ack", None))
     ] + [("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
         (op, 8, c, None) for c in (1, 16) for op in ("worker", "spread-claim-ack")
-    ] + [("idle-worker", 8, 1, 3.0)]
+    ] + [("idle-worker", 8, 1, 3.0)] + [
+        (op, 1, c, None) for c in (1, 16) for op in ("claim-one", "fair-claim-one")
+    ]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
     assert claims == [2000, 16_000]
     big = ("claim-ack", "aio-claim-ack", "worker", "spread-claim-ack")

@@ -8,17 +8,19 @@ from typing import List, Optional, Sequence
 import pytest
 
 from fdbrecipes.bench import results, targets
-from fdbrecipes.bench.results import Latency, Row
+from fdbrecipes.bench.results import Latency, NoisyNeighbour, Row
 from fdbrecipes.bench.settings import (
     AWAITED_READ,
     BARE_CLAIMS,
     BLOCKING_READ,
     CLAIM_ACK,
+    FAIR_CLAIM,
     HC_POP,
     IDLE_WORKER,
     LIMIT,
     POP,
     PUSH,
+    QUEUE_CLAIM,
     RECIPE_POP,
     RECIPE_PUSH,
     SPREAD_POP,
@@ -54,11 +56,16 @@ def sample_rows() -> List[Row]:
         Row(BLOCKING_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.28),
         row(WORKER, 16, 4000), row(BARE_CLAIMS, 16, 5000),
         Row(IDLE_WORKER.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.015),
+        row(QUEUE_CLAIM, 1, 400), row(QUEUE_CLAIM, 16, 1000),
+        row(FAIR_CLAIM, 1, 300), row(FAIR_CLAIM, 16, 600),
     ])
 
 
 LATENCIES = [Latency(10**3, 500, 2.0, 3.0), Latency(10**4, 500, 2.4, 3.5),
              Latency(10**5, 500, 2.8, 4.0), Latency(10**6, 500, 3.2, 5.0)]
+FAIR = [Latency(10**2, 500, 5.0, 7.0), Latency(10**4, 500, 6.0, 8.0),
+        Latency(10**5, 500, 7.0, 9.0)]
+NOISY = NoisyNeighbour(claims=240, loud=40)
 
 #: Every target's name at 16 clients and its threshold, in the order they are printed.
 NAMES = [
@@ -84,12 +91,17 @@ NAMES = [
     ("Worker(concurrency=8), 16 clients: x limit", 2.0),
     ("Worker(concurrency=8), 16 clients: x claim_many(8, spread=8)+ack", 0.8),
     ("an idle worker: cores busy", 0.01),
+    ("FairQueue.claim+ack 1,000 g, 1 client: x Queue.claim+ack", 0.5),
+    ("FairQueue.claim+ack 1,000 g, 16 clients: x Queue.claim+ack", 0.5),
+    ("FairQueue claim median growth, 100 to 100,000 groups", 2.0),
+    ("noisy neighbour: the loud group's claims before the quiet groups were served", 300),
 ]
 
 
 def check(rows: Sequence[Row], latencies: Sequence[Latency] = LATENCIES,
-          most: int = 16) -> List[Target]:
-    return targets.check_targets(rows, latencies, most)
+          most: int = 16, fair: Sequence[Latency] = FAIR,
+          noisy: Optional[NoisyNeighbour] = NOISY) -> List[Target]:
+    return targets.check_targets(rows, latencies, most, fair, noisy)
 
 
 def test_every_target_in_order_and_passing() -> None:
@@ -100,7 +112,7 @@ def test_every_target_in_order_and_passing() -> None:
 
 
 def test_unmeasured_targets_are_skipped() -> None:
-    assert [t.status for t in check([], [])] == ["SKIP"] * len(NAMES)
+    assert [t.status for t in check([], [], fair=[], noisy=None)] == ["SKIP"] * len(NAMES)
 
 
 def test_targets_fail() -> None:
@@ -109,9 +121,12 @@ def test_targets_fail() -> None:
         row(RECIPE_PUSH, 1, 500, None), row(RECIPE_PUSH, 16, 2000, None),
         row(RECIPE_POP, 16, 300), row(HC_POP, 16, 1200, 500),
         row(SPREAD_POP, 16, 600, 700), row(CLAIM_ACK, 16, 9000), row(TREE_POP, 16, 600),
+        row(QUEUE_CLAIM, 1, 400), row(FAIR_CLAIM, 1, 199),
     ])
     slow = [Latency(10**3, 500, 1.0, 1.0), Latency(10**6, 500, 2.5, 3.0)]
-    assert [t.status for t in check(rows, slow)] == [
+    slow_fair = [Latency(10**2, 500, 1.0, 1.0), Latency(10**5, 500, 2.1, 3.0)]
+    loud = NoisyNeighbour(claims=600, loud=301)
+    assert [t.status for t in check(rows, slow, fair=slow_fair, noisy=loud)] == [
         "FAIL", "PASS", "PASS", "FAIL",  # hc: 4x recipe, 0.6x limit, 0.42 conflicts
         "FAIL", "FAIL", "FAIL",  # spread: 0.3x limit, 2x recipe, 1.17 retries
         "FAIL",  # claim: 4.5x limit
@@ -119,6 +134,8 @@ def test_targets_fail() -> None:
         "FAIL",  # WeightTree.pop 0.3x limit
         "FAIL",  # growth 2.5x
         *["SKIP"] * 8,  # no async or worker rows
+        "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
+        "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
     ]
 
 
@@ -167,7 +184,8 @@ def test_a_target_at_the_threshold_passes() -> None:
 def test_targets_say_when_the_scope_is_smaller() -> None:
     rows = results.with_ratios([row(k, 8, r.rate) for r in sample_rows()
                                 for k in (LIMIT, PUSH, RECIPE_PUSH, RECIPE_POP, HC_POP,
-                                          SPREAD_POP, CLAIM_ACK, TREE_POP)
+                                          SPREAD_POP, CLAIM_ACK, TREE_POP, QUEUE_CLAIM,
+                                          FAIR_CLAIM)
                                 if r.name == k.label and r.clients == 16])
     checked = check(rows, LATENCIES[:3], 8)
     scoped = [t for t in checked if "the target is at 16" in t.note]
@@ -189,6 +207,7 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "aio push(db), 64 tasks: x limit, 8 sync clients",
         "Worker(concurrency=8), 8 clients: x limit",
         "Worker(concurrency=8), 8 clients: x claim_many(8, spread=8)+ack",
+        "FairQueue.claim+ack 1,000 g, 8 clients: x Queue.claim+ack",
     ]
     assert all(t.status == "PASS" for t in scoped[:11])
     push1 = [t for t in checked if t.name.startswith("Queue.push(db), 1 client")]
@@ -200,4 +219,5 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
 def test_one_client_checks_push_once() -> None:
     names = [t.name for t in check([], [], 1)]
     assert sum(n.startswith("Queue.push(db)") for n in names) == 2
-    assert len(names) == len(NAMES) - 2
+    assert sum(n.startswith("FairQueue.claim+ack") for n in names) == 1
+    assert len(names) == len(NAMES) - 3

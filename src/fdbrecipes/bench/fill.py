@@ -9,11 +9,11 @@ structures.  Run by the parent process before the clients start; not timed.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Sequence
 
-from .. import PriorityQueue, Queue, WeightTree
-from .recipe import QUEUE_FILL_BATCH, RecipeQueue, chunks
-from .settings import PQ_PRIORITIES
+from .. import FairQueue, PriorityQueue, Queue, RetryStats, WeightTree
+from .recipe import QUEUE_FILL_BATCH, VALUE, RecipeQueue, chunks, transact
+from .settings import FAIR_GROUPS, PQ_PRIORITIES
 
 #: Items per push_many when filling a WeightTree.
 TREE_FILL_BATCH = 5_000
@@ -52,6 +52,39 @@ def fill_priority_queue(db: Any, subspace: Any, items: int, _seed: int) -> None:
         pq.push_many(db, [(i, i % PQ_PRIORITIES) for i in chunk])
 
 
+class FairFill:
+    """One transaction of a fair queue's fill: ``VALUE`` pushed to each group of
+    ``groups`` (a group named more than once gets as many items)."""
+
+    def __init__(self, queue: FairQueue, groups: Sequence[str]) -> None:
+        self.queue, self.groups = queue, groups
+
+    def __call__(self, tr: Any) -> None:
+        for group in self.groups:
+            self.queue.push(tr, VALUE, group=group)
+
+
+#: Groups pushed to per transaction of a fair queue's fill.
+FAIR_FILL_BATCH = 500
+
+
+def fill_fair_groups(db: Any, queue: FairQueue, groups: Sequence[str]) -> None:
+    """One item pushed to each of ``groups``, in transactions of 500."""
+    for chunk in chunks(0, len(groups), FAIR_FILL_BATCH):
+        transact(db, FairFill(queue, groups[chunk.start:chunk.stop]), RetryStats())
+
+
+def group_name(i: int) -> str:
+    """The name of a benchmark fair queue's group ``i``."""
+    return f"g{i}"
+
+
+def fill_fair_queue(db: Any, subspace: Any, items: int, _seed: int) -> None:
+    """A FairQueue of ``items`` items spread round-robin over 1,000 groups."""
+    fill_fair_groups(db, FairQueue(subspace), [group_name(i % FAIR_GROUPS)
+                                               for i in range(items)])
+
+
 #: How the structure of each draining operation is pre-filled.
 FILLS: Dict[str, Filler] = {
     "recipe-pop": fill_recipe,
@@ -66,4 +99,6 @@ FILLS: Dict[str, Filler] = {
     "aio-claim-ack": fill_queue,
     "worker": fill_queue,
     "spread-claim-ack": fill_queue,
+    "claim-one": fill_queue,
+    "fair-claim-one": fill_fair_queue,
 }

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Awaitable, Callable, Dict, Optional
 
-from .. import JobFinished, PriorityQueue, Queue, RetryStats, WeightTree, Worker
+from .. import FairQueue, JobFinished, PriorityQueue, Queue, RetryStats, WeightTree, Worker
 from ..aio import AsyncQueue, wait
 from .recipe import VALUE, RecipeQueue, transact
 from .settings import CLAIM_BATCH, LEASE_SECONDS, SPREAD
@@ -147,6 +147,23 @@ class ClaimAcker(Client):
         if leases:
             self.queue.ack_many(self.db, leases)
         return len(leases)
+
+
+class OneClaimer(Client):
+    """``claim(db, 30)`` then ``ack(db, lease)``, one item at a time: a Queue's, or a
+    FairQueue's (which picks a group first)."""
+
+    def __init__(self, db: Any, queue: Any) -> None:
+        super().__init__(queue.retry_stats)
+        self.db, self.queue = db, queue
+
+    def step(self) -> int:
+        """One claim and its ack; 1, or 0 when nothing could be claimed."""
+        lease = self.queue.claim(self.db, LEASE_SECONDS)
+        if lease is None:
+            return 0
+        self.queue.ack(self.db, lease)
+        return 1
 
 
 class Looping(Client):
@@ -381,6 +398,16 @@ def spread_claims(db: Any, subspace: Any, _index: int, batch: int) -> Client:
     return ClaimAcker(db, Queue(subspace), batch, batch)
 
 
+def one_claims(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
+    """``Queue.claim`` and ``ack``, one at a time."""
+    return OneClaimer(db, Queue(subspace))
+
+
+def fair_claims(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
+    """``FairQueue.claim`` and ``ack``, one at a time."""
+    return OneClaimer(db, FairQueue(subspace))
+
+
 #: The client operations, by :attr:`Kind.op <fdbrecipes.bench.settings.Kind.op>`.
 FACTORIES: Dict[str, Factory] = {
     "write": writes,
@@ -403,4 +430,6 @@ FACTORIES: Dict[str, Factory] = {
     "worker": workers,
     "idle-worker": workers,
     "spread-claim-ack": spread_claims,
+    "claim-one": one_claims,
+    "fair-claim-one": fair_claims,
 }

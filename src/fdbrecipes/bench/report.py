@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from .chart import write_chart
-from .results import Latency, Results, Row, growth
+from .results import Latency, NoisyNeighbour, Results, Row, growth
+from .settings import NOISY_ITEMS, QUIET_GROUPS, QUIET_ITEMS
 from .targets import Target, check_targets
 
 # --------------------------------------------------------------------------------------
@@ -49,17 +50,33 @@ def format_cpu_note(machine: Dict[str, Any]) -> str:
             f"processes,\nnetwork threads included; {server}.")
 
 
-def format_latencies(latencies: Sequence[Latency]) -> str:
-    """The WeightTree latency table and the growth from the smallest to the largest n."""
+def format_latencies(latencies: Sequence[Latency], title: str = "WeightTree.pop latency",
+                     kept: str = "n kept constant by a push after each pop",
+                     n: str = "items", calls: str = "pops") -> str:
+    """A latency table (the WeightTree's unless told) and the growth from the
+    smallest to the largest n."""
     if not latencies:
-        return "WeightTree pop latency: not measured"
-    lines = ["WeightTree.pop latency (n kept constant by a push after each pop)",
-             f"{'items':>11} {'pops':>6} {'median ms':>10} {'p90 ms':>8}"]
+        return f"{title}: not measured"
+    lines = [f"{title} ({kept})",
+             f"{n:>11} {calls:>6} {'median ms':>10} {'p90 ms':>8}"]
     for lat in latencies:
         lines.append(f"{lat.n:>11,} {lat.samples:>6} {lat.median_ms:>10.2f} {lat.p90_ms:>8.2f}")
-    lines.append(f"median growth from {latencies[0].n:,} to {latencies[-1].n:,} items: "
+    lines.append(f"median growth from {latencies[0].n:,} to {latencies[-1].n:,} {n}: "
                  f"{_cell(growth(latencies), '.2f')}x")
     return "\n".join(lines)
+
+
+def format_fair(latencies: Sequence[Latency], noisy: Optional[NoisyNeighbour]) -> str:
+    """The FairQueue claim latency table and the noisy neighbour's figure."""
+    table = format_latencies(latencies, "FairQueue.claim latency",
+                             "one item per group, pushed again after each ack",
+                             "groups", "claims")
+    if noisy is None:
+        return table + "\nNoisy neighbour: not measured"
+    return (f"{table}\nNoisy neighbour: one group of {NOISY_ITEMS:,} items beside "
+            f"{QUIET_GROUPS} groups of {QUIET_ITEMS}: the quiet groups' "
+            f"{QUIET_GROUPS * QUIET_ITEMS} items were all served by claim {noisy.claims}, "
+            f"the loud group got {noisy.loud} of those claims")
 
 
 def format_targets(targets: Sequence[Target]) -> str:
@@ -86,6 +103,9 @@ def write_json(results: Results, targets: Sequence[Target], path: Path) -> None:
         "throughput": [row.to_json() for row in results.rows],
         "weight_tree": [dataclasses.asdict(lat) for lat in results.latencies],
         "weight_tree_growth": growth(results.latencies),
+        "fair_queue": [dataclasses.asdict(lat) for lat in results.fair_latencies],
+        "fair_queue_growth": growth(results.fair_latencies),
+        "noisy_neighbour": None if results.noisy is None else dataclasses.asdict(results.noisy),
         "targets": [{**dataclasses.asdict(t), "status": t.status} for t in targets],
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
@@ -93,11 +113,15 @@ def write_json(results: Results, targets: Sequence[Target], path: Path) -> None:
 
 def publish(results: Results) -> None:
     """Print the tables and targets; write results.json and bench.png to ``--out``."""
-    targets = check_targets(results.rows, results.latencies, results.settings.most)
+    targets = check_targets(results.rows, results.latencies, results.settings.most,
+                            results.fair_latencies, results.noisy)
     print(format_table(results.rows))
     print(format_cpu_note(results.machine))
     print()
     print(format_latencies(results.latencies))
+    if results.settings.runs("fair"):
+        print()
+        print(format_fair(results.fair_latencies, results.noisy))
     print()
     print(format_targets(targets))
     out = results.settings.out

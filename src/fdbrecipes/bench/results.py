@@ -119,14 +119,27 @@ class Latency:
     p90_ms: float
 
 
+@dataclass(frozen=True)
+class NoisyNeighbour:
+    """A FairQueue's noisy neighbour, claimed and acked one item at a time: by
+    ``claims``, every item of the quiet groups was served, and ``loud`` of those
+    claims served the loud group."""
+
+    claims: int
+    loud: int
+
+
 @dataclass
 class Results:
-    """Everything one run measured."""
+    """Everything one run measured (the fair queue's latencies, by groups, and its
+    noisy neighbour when the "fair" group ran)."""
 
     machine: Dict[str, Any]
     settings: Settings
     rows: List[Row]
     latencies: List[Latency]
+    fair_latencies: List[Latency] = dataclasses.field(default_factory=list)
+    noisy: Optional[NoisyNeighbour] = None
 
 
 def server_window(reports: Sequence[Report]) -> Optional[float]:

@@ -41,6 +41,13 @@ AIO_TASKS = (16, 64)
 WORKER_CONCURRENCY = 8
 #: Seconds an idle worker is watched for its CPU.
 IDLE_SECONDS = 3.0
+#: Groups of the FairQueue whose claims are compared with Queue.claim.
+FAIR_GROUPS = 1_000
+#: Group counts at which FairQueue.claim latency is measured (``--quick``: the first two).
+FAIR_SIZES = (10**2, 10**4, 10**5)
+QUICK_FAIR_SIZES = FAIR_SIZES[:2]
+#: The noisy neighbour: items of the loud group, groups beside it and their items each.
+NOISY_ITEMS, QUIET_GROUPS, QUIET_ITEMS = 20_000, 10, 20
 
 
 # --------------------------------------------------------------------------------------
@@ -117,6 +124,11 @@ BARE_CLAIMS = Kind(f"claim_many({WORKER_CONCURRENCY}, spread={WORKER_CONCURRENCY
                    "spread-claim-ack", WORKER_CONCURRENCY, "items/s", None, drains=True)
 #: A worker on an empty queue, timed: its CPU is what matters.
 IDLE_WORKER = Kind("Worker, idle", "idle-worker", WORKER_CONCURRENCY, "items/s", None)
+#: One claim and its ack at a time, on a Queue and on a FairQueue of many groups.
+QUEUE_CLAIM = Kind("Queue.claim+ack", "claim-one", 1, "items/s", None, drains=True)
+FAIR_CLAIM = Kind(f"FairQueue.claim+ack {FAIR_GROUPS:,} g", "fair-claim-one", 1, "items/s",
+                  None, drains=True)
+FAIR_KINDS = (QUEUE_CLAIM, FAIR_CLAIM)
 AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
 WORKER_KINDS = (WORKER, BARE_CLAIMS)
 
@@ -125,13 +137,14 @@ POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)
 PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
-         *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER)
+         *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER, *FAIR_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
 #: WeightTree.pop throughput, the PriorityQueue pops, the async rows, the worker rows,
-#: and WeightTree.pop latency.
-GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "aio", "worker", "latency")
+#: the fair queue (claims, latency by groups, the noisy neighbour), WeightTree.pop
+#: latency.
+GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "aio", "worker", "fair", "latency")
 
 
 @dataclass(frozen=True)
@@ -147,6 +160,7 @@ class Settings:
     seed: int
     quick: bool
     only: Tuple[str, ...] = GROUPS
+    fair_sizes: Tuple[int, ...] = FAIR_SIZES
 
     @property
     def most(self) -> int:
@@ -262,4 +276,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         seed=args.seed,
         quick=args.quick,
         only=args.only,
+        fair_sizes=QUICK_FAIR_SIZES if args.quick else FAIR_SIZES,
     )

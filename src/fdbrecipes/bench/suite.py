@@ -16,16 +16,18 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
-from .. import WeightTree
+from .. import FairQueue, WeightTree
 from .._cluster import open_database, with_cluster
 from .clients import BenchError, Job, run_clients
 from .cpu import server_pids
-from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH, Filler
+from .fair import noisy_neighbour, time_claims
+from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH, Filler, fill_fair_groups, group_name
 from .machine import format_machine, machine_info
 from .recipe import chunks
 from .report import publish
 from .results import (
     Latency,
+    NoisyNeighbour,
     Report,
     Results,
     Row,
@@ -40,6 +42,7 @@ from .settings import (
     AWAITED_READ,
     BLOCKING_READ,
     CLAIM_ACK,
+    FAIR_KINDS,
     IDLE_SECONDS,
     IDLE_WORKER,
     LIMIT,
@@ -78,7 +81,8 @@ class Runtime:
         format_machine: that description -> the lines printed.
         run_clients: (context, job, clients) -> one report per client process.
         fills: by operation, how a drained structure is pre-filled.
-        latency: whether the WeightTree latency is measured (in this process).
+        latency: whether the measurements made in this process run (WeightTree
+            latency; the fair queue's latency and noisy neighbour).
     """
 
     open_database: Callable[[str], Any] = open_database
@@ -109,7 +113,7 @@ class Suite:
     def run(self, cluster: str) -> Results:
         """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
         Queue pops, claims, WeightTree pops, PriorityQueue pops, the async rows, the
-        worker rows, WeightTree latency."""
+        worker rows, the fair queue, WeightTree latency."""
         machine = self.io.machine_info(self.db, cluster)
         machine["server_processes_sampled"] = len(self.server_pids)
         print(self.io.format_machine(machine), flush=True)
@@ -127,9 +131,15 @@ class Suite:
             rows += self.aio()
         if self.settings.runs("worker"):
             rows += self.workers()
+        fair: List[Latency] = []
+        noisy: Optional[NoisyNeighbour] = None
+        if self.settings.runs("fair"):
+            rows += self.fair_claims()
+            if self.io.latency:
+                fair, noisy = self.fair_latencies(), self.noisy_neighbour()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
-        return Results(machine, self.settings, with_ratios(rows), latencies)
+        return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy)
 
     @contextlib.contextmanager
     def space(self, name: str) -> Iterator[Tuple[str, ...]]:
@@ -248,6 +258,33 @@ class Suite:
             items = self.settings.claim_items(clients)
             rows += [self.drained(kind, clients, items) for kind in WORKER_KINDS]
         return rows + [self.timed(IDLE_WORKER, 1, IDLE_SECONDS)]
+
+    def fair_claims(self) -> List[Row]:
+        """Queue.claim+ack and FairQueue.claim+ack (``--items`` items over 1,000
+        groups), one item at a time, draining, at 1 and K clients."""
+        return [self.drained(kind, c) for c in self.settings.ends for kind in FAIR_KINDS]
+
+    def fair_latencies(self) -> List[Latency]:
+        """FairQueue.claim latency with 10^2, 10^4, 10^5 groups with work (one item
+        each, pushed again after each claim's ack): ``--samples`` claims each."""
+        latencies = []
+        with self.space("fair-latency") as prefix:
+            queue = FairQueue(Subspace(prefix))
+            n = 0
+            for size in self.settings.fair_sizes:
+                progress(f"FairQueue: filling to {size:,} groups")
+                fill_fair_groups(self.db, queue, [group_name(i) for i in range(n, size)])
+                n = size
+                progress(f"FairQueue: {self.settings.samples} claims at {size:,} groups")
+                latencies.append(latency(size, time_claims(self.db, queue,
+                                                           self.settings.samples)))
+        return latencies
+
+    def noisy_neighbour(self) -> NoisyNeighbour:
+        """The noisy neighbour (:func:`~fdbrecipes.bench.fair.noisy_neighbour`)."""
+        progress("FairQueue: the noisy neighbour")
+        with self.space("fair-noisy") as prefix:
+            return noisy_neighbour(self.db, FairQueue(Subspace(prefix)))
 
     def weight_tree(self) -> List[Latency]:
         """WeightTree.pop latency at each size: grow the tree with push_many (random

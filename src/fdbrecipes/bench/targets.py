@@ -11,16 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .results import Latency, Row, cores, find, growth, plural, ratio
+from .results import Latency, NoisyNeighbour, Row, cores, find, growth, plural, ratio
 from .settings import (
     AWAITED_READ,
     BARE_CLAIMS,
     BLOCKING_READ,
     CLAIM_ACK,
+    FAIR_CLAIM,
     HC_POP,
     IDLE_WORKER,
     LIMIT,
     PUSH,
+    QUEUE_CLAIM,
     SPREAD,
     SPREAD_POP,
     TREE_POP,
@@ -88,12 +90,16 @@ class _Checker:
         return Target(what, value, threshold, note=note)
 
 
-def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int) -> List[Target]:
-    """The targets, checked against ``rows`` (with ratios) and ``latencies``.
+def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
+                  fair: Sequence[Latency] = (),
+                  noisy: Optional[NoisyNeighbour] = None) -> List[Target]:
+    """The targets, checked against ``rows`` (with ratios), ``latencies`` (the
+    WeightTree's) and the fair queue's latencies and noisy neighbour.
 
     In order: the high-contention pop, the spread pop, claim_many+ack, Queue.push at
     1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth, the
-    async rows (:func:`aio_targets`), the workers (:func:`worker_targets`).
+    async rows (:func:`aio_targets`), the workers (:func:`worker_targets`), the fair
+    queue (:func:`fair_targets`).
     """
     check = _Checker(rows, most)
     poppers = plural(most, "popper")
@@ -124,7 +130,8 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int) 
         growth(latencies), 2.0, at_most=True,
         note="" if full else "the target is from 10^3 to 10^6 items",
     ))
-    return targets + aio_targets(rows, most) + worker_targets(rows, most)
+    return (targets + aio_targets(rows, most) + worker_targets(rows, most)
+            + fair_targets(rows, most, fair, noisy))
 
 
 def rate_ratio(row: Optional[Row], reference: Optional[Row]) -> Optional[float]:
@@ -169,3 +176,25 @@ def worker_targets(rows: Sequence[Row], most: int) -> List[Target]:
         Target("an idle worker: cores busy", None if idle is None
                else cores(idle.cpu_seconds, idle.seconds), 0.01, at_most=True),
     ]
+
+
+def fair_targets(rows: Sequence[Row], most: int, fair: Sequence[Latency],
+                 noisy: Optional[NoisyNeighbour]) -> List[Target]:
+    """FairQueue.claim against Queue.claim at 1 and K clients; its latency's growth
+    from 10^2 to 10^5 groups; the loud group's claims before the quiet groups were
+    served (at most 300 of the first claims)."""
+    targets = []
+    for clients in sorted({1, most}):
+        targets.append(Target(
+            f"{FAIR_CLAIM.label}, {plural(clients, 'client')}: x {QUEUE_CLAIM.label}",
+            rate_ratio(find(rows, FAIR_CLAIM, clients), find(rows, QUEUE_CLAIM, clients)),
+            0.5, note="" if clients == 1 else scope_note(clients)))
+    sizes = sorted(lat.n for lat in fair) or [10**2, 10**5]
+    targets.append(Target(
+        f"FairQueue claim median growth, {sizes[0]:,} to {sizes[-1]:,} groups",
+        growth(fair), 2.0, at_most=True,
+        note="" if sizes[-1] >= 10**5 else "the target is from 10^2 to 10^5 groups"))
+    targets.append(Target("noisy neighbour: the loud group's claims before the quiet "
+                          "groups were served", None if noisy is None else noisy.loud,
+                          300, at_most=True))
+    return targets
