@@ -36,7 +36,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ._fdb import check_database
 from ._front import MAX, MIN
 from ._values import check_int, check_seconds
-from ._wait import drive
+from ._wait import Interrupt, Interrupted, drive
 from .jobs import (
     LEASE_LOST,
     OK,
@@ -107,15 +107,17 @@ def idle_seconds(next_push: float) -> float:
 
 class Running:
     """A job the worker holds: its lease (renewed by the heartbeat), its handler's
-    future, and whether the lease was lost or given back meanwhile."""
+    future, whether its handler has returned (its slot is free while it is acked), and
+    whether the lease was lost or given back meanwhile."""
 
-    __slots__ = ("future", "given_back", "job", "lease", "lost", "started")
+    __slots__ = ("future", "given_back", "handled", "job", "lease", "lost", "started")
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.lease = job.lease
         self.future: Optional[Future[None]] = None
         self.started = 0.0  # time.monotonic() when its handler began; 0: not yet
+        self.handled = False
         self.lost = False
         self.given_back = False
 
@@ -208,6 +210,7 @@ class Worker:
         self._running: Dict[bytes, Running] = {}  # by lease token
         self._acks: List[Running] = []
         self._stopping = threading.Event()
+        self._interrupt = Interrupt()  # set with _stopping: ends the fetcher's wait
         self._hurry = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._next_push = first_push(self.schedules)  # time.time() of the next push
@@ -249,6 +252,7 @@ class Worker:
         if self._stopping.is_set():
             self._hurry.set()
         self._stopping.set()
+        self._interrupt.set()  # the fetching thread stops waiting on the watch
         with self._lock:
             self._lock.notify_all()
 
@@ -266,7 +270,7 @@ class Worker:
         """SIGTERM and SIGINT stop the worker, when it runs in the main thread; the
         function that puts the previous handlers back."""
         if threading.current_thread() is not threading.main_thread():
-            return _nothing
+            return nothing
         before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         for sig in before:
             signal.signal(sig, self._signalled)
@@ -300,16 +304,21 @@ class Worker:
                 if not leases:
                     if burst and not self._busy_locked():
                         return
-                    self.queue.wait(self.db, timeout=idle_seconds(self._next_push))
+                    try:
+                        drive(self.queue._wait(self.db, idle_seconds(self._next_push)),
+                              self._interrupt)
+                    except Interrupted:
+                        return
             except Exception:
                 log.exception("fetching failed; trying again in %s s", FETCH_BACKOFF)
                 self._stopping.wait(FETCH_BACKOFF)
 
     def _free_slots(self) -> int:
-        """Slots free now; waits (up to a second) for one when none is."""
+        """Slots free now (a job holds one until its handler returns: its ack, batched
+        by the acker, does not); waits (up to a second) for one when none is."""
         with self._lock:
             busy = sum(1 for r in self._running.values() if r.future is not None
-                       and not r.future.done())
+                       and not r.handled and not r.given_back)
             if busy >= self.concurrency:
                 self._lock.wait(IDLE_WAIT)
                 return 0
@@ -348,6 +357,8 @@ class Worker:
             error = e
         duration = time.monotonic() - running.started
         with self._lock:
+            running.handled = True
+            self._lock.notify_all()  # a slot is free
             if running.given_back:
                 return
             lost = running.lost
@@ -469,14 +480,19 @@ class Worker:
                     self._running.pop(running.lease.token, None)
 
     def _emit(self, event: Any) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except Exception:
-            log.exception("on_event raised; ignored")
+        emit(self.on_event, event)
 
 
-def _nothing() -> None:
-    pass
+def emit(on_event: Optional[EventSink], event: Any) -> None:
+    """Hand ``event`` to a worker's ``on_event``, if any; what it raises is logged and
+    ignored (a broken sink must not stop the worker)."""
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception:
+        log.exception("on_event raised; ignored")
 
+
+def nothing() -> None:
+    """What restores the signal handlers of a worker that installed none."""

@@ -5,11 +5,14 @@ the groups' states (a state machine), and bad input is refused before any write.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import uuid
 from collections import Counter
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import fdb
 import pytest
@@ -24,7 +27,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fdbrecipes import FairLease, FairQueue, LeaseExpiredError, Worker
+from fdbrecipes import FairLease, FairQueue, Worker
 from tests.helpers import chi_square_p, run_threads
 
 pytestmark = pytest.mark.integration
@@ -101,59 +104,132 @@ def test_claims_follow_the_shares(db: Any, fdb_subspace: Any) -> None:
     assert chi_square_p([counts[g] for g in shares], expected) > 0.001, counts
 
 
-def test_limits_hold_at_every_moment_and_dead_consumers_free_their_slots(
-        db: Any, fdb_subspace: Any) -> None:
-    """16 consumers, limit 3 per group; some consumers die holding leases (they stop
-    without acking).  In flight per group, read at any moment, never passes 3; nothing
-    is lost; a group whose consumers all died is served again after the lease."""
+CONSUMER = textwrap.dedent(
+    """
+    import sys
+    import fdb
+    fdb.api_version(int(sys.argv[3]))
+    from fdbrecipes import FairQueue, LeaseExpiredError
+
+    db = fdb.open(sys.argv[1])
+    q = FairQueue(fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2])), default_limit=3)
+    while True:
+        lease = q.claim_wait(db, 1.0, timeout=5)
+        if lease is None:
+            continue
+        print("claimed", lease.group, lease.value, flush=True)
+        try:
+            q.ack(db, lease)
+        except LeaseExpiredError:
+            print("expired", lease.group, lease.value, flush=True)
+            continue
+        print("acked", lease.group, lease.value, flush=True)
+    """
+)
+
+
+class Consumers:
+    """Consumer processes of one fair queue, their output lines gathered as they come,
+    and SIGKILL at random."""
+
+    def __init__(self, script: Any, cluster_file: str, subspace: Any) -> None:
+        self.argv = [sys.executable, str(script), cluster_file, subspace.key().hex(),
+                     str(fdb.get_api_version())]
+        self.running: List[subprocess.Popen[str]] = []
+        self.killed: List[subprocess.Popen[str]] = []
+        self.lines: List[Tuple[Any, str, str, str]] = []  # (process, what, group, value)
+        self.changed = threading.Condition()
+
+    def start(self, n: int) -> None:
+        for _ in range(n):
+            child = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
+            self.running.append(child)
+            threading.Thread(target=self._read, args=(child,), daemon=True).start()
+
+    def _read(self, child: Any) -> None:
+        for line in child.stdout:
+            what, group, value = line.split()
+            with self.changed:
+                self.lines.append((child, what, group, value))
+                self.changed.notify_all()
+
+    def kill(self, child: Any) -> None:
+        child.kill()
+        child.wait()
+        self.running.remove(child)
+        self.killed.append(child)
+
+    def acked(self) -> int:
+        with self.changed:
+            return sum(1 for _, what, _, _ in self.lines if what == "acked")
+
+    def wait_acked(self, n: int, timeout: float) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: sum(
+                1 for _, what, _, _ in self.lines if what == "acked") >= n, timeout), \
+                f"only {self.acked()} acked"
+
+    def stop(self) -> None:
+        for child in list(self.running):
+            self.kill(child)
+
+
+def test_limits_hold_at_every_moment_and_killed_consumers_free_their_slots(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, tmp_path: Any) -> None:
+    """16 consumer processes, limit 3 per group; consumers are SIGKILLed at random
+    (holding leases or not), and once all of them at once.  In flight per group, read
+    at any moment, never passes 3; nothing is lost or acked twice; the groups whose
+    slots the dead held are served again after the 1-second leases."""
     q = FairQueue(fdb_subspace, default_limit=3)
     groups = ["g1", "g2", "g3", "g4"]
     for g in groups:
         q.push_many(db, range(40), group=g)
-    acked: Counter[Any] = Counter()
-    lock = threading.Lock()
-    stop = threading.Event()
-    errors: List[BaseException] = []
+    script = tmp_path / "consumer.py"
+    script.write_text(CONSUMER)
+    consumers = Consumers(script, fdb_cluster_file, fdb_subspace)
     over: List[Any] = []
-
-    def consumer(i: int) -> None:
-        rng = random.Random(i)
-        try:
-            while not stop.is_set():
-                lease = q.claim_wait(db, 1.0, timeout=0.5)
-                if lease is None:
-                    continue
-                if rng.random() < 0.05:  # this consumer dies, holding its lease
-                    return
-                try:
-                    q.ack(db, lease)
-                    with lock:
-                        acked[(lease.group, lease.value)] += 1
-                except LeaseExpiredError:
-                    pass
-        except BaseException as e:  # pragma: no cover
-            errors.append(e)
+    done = threading.Event()
 
     def watcher() -> None:
-        while not stop.is_set():
+        while not done.is_set():
+            left = 0
             for g in groups:
-                in_flight = q.stats(db, g).in_flight  # type: ignore[union-attr]
-                if in_flight > 3:
-                    over.append((g, in_flight))
-            if sum(acked.values()) >= 160:
-                stop.set()
+                stats = q.stats(db, g)
+                if stats.in_flight > 3:  # type: ignore[union-attr]
+                    over.append((g, stats.in_flight))  # type: ignore[union-attr]
+                left += stats.visible + stats.in_flight  # type: ignore[union-attr]
+            if left == 0:
+                done.set()
 
-    threads = [threading.Thread(target=consumer, args=(i,)) for i in range(16)]
-    threads.append(threading.Thread(target=watcher))
-    finisher = threading.Thread(target=lambda: (time.sleep(120), stop.set()))
-    finisher.daemon = True
-    finisher.start()
-    run_threads(threads, errors, 200)
+    rng = random.Random(7)
+    watching = threading.Thread(target=watcher, daemon=True)
+    watching.start()
+    try:
+        consumers.start(16)
+        for step in range(1, 8):  # one at random after every 20 acks, all at 80
+            consumers.wait_acked(20 * step, 120)
+            if step == 4:
+                consumers.stop()
+                consumers.start(16)
+            else:
+                consumers.kill(rng.choice(consumers.running))
+                consumers.start(1)
+        assert done.wait(120), "items were left"
+    finally:
+        done.set()
+        consumers.stop()
+        watching.join(60)
     assert not over, over[:5]
-    left = q.stats(db)
-    served = {k for k, n in acked.items() if n}
-    assert all(n == 1 for n in acked.values())
-    assert len(served) + sum(s.visible + s.in_flight for s in left.values()) == 160  # type: ignore[union-attr]
+    claimed = {(g, v) for _, what, g, v in consumers.lines if what == "claimed"}
+    acked = Counter((g, v) for _, what, g, v in consumers.lines if what == "acked")
+    everything = {(g, str(v)) for g in groups for v in range(40)}
+    assert claimed == everything  # nothing lost
+    assert set(acked.values()) == {1}  # nothing acked twice
+    unreported = everything - set(acked)  # acked by a consumer killed before it said so
+    killed_claims = {(g, v) for p, what, g, v in consumers.lines
+                     if what == "claimed" and p in consumers.killed}
+    assert unreported <= killed_claims
+    assert len(consumers.killed) >= 16 + 6
 
 
 def test_a_rate_limit_holds(db: Any, fdb_subspace: Any) -> None:

@@ -35,8 +35,10 @@ from ..worker import (
     FETCH_BACKOFF,
     IDLE_WAIT,
     Running,
+    emit,
     first_push,
     idle_seconds,
+    nothing,
     worker_args,
 )
 from ._driver import drive
@@ -129,14 +131,14 @@ class AsyncWorker:
 
     def _install_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
-            return _nothing
+            return nothing
         loop = asyncio.get_running_loop()
         sigs = (signal.SIGTERM, signal.SIGINT)
         try:
             for sig in sigs:
                 loop.add_signal_handler(sig, self._request_stop)
         except (NotImplementedError, RuntimeError):  # not a Unix loop
-            return _nothing
+            return nothing
 
         def restore() -> None:
             for sig in sigs:
@@ -311,13 +313,4 @@ class AsyncWorker:
                 self._running.pop(running.lease.token, None)
 
     def _emit(self, event: Any) -> None:
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(event)
-        except Exception:
-            log.exception("on_event raised; ignored")
-
-
-def _nothing() -> None:
-    pass
+        emit(self.on_event, event)

@@ -22,6 +22,8 @@ from ..aio import AsyncQueue, wait
 from .recipe import VALUE, RecipeQueue, transact
 from .settings import CLAIM_BATCH, LEASE_SECONDS, SPREAD
 
+#: The key the read rows read (never written).
+READ_KEY = b"fdbrecipes-bench-read"
 #: A pop given the Database: a value, or None when the structure is empty.
 PopFunction = Callable[[Any], Optional[object]]
 
@@ -228,7 +230,8 @@ class AsyncQueueOps:
         return len(leases)
 
     async def read(self) -> int:
-        await wait(self.db.create_transaction().get(b"fdbrecipes-bench-read"))
+        tr = self.db.create_transaction()  # kept: a transaction's futures die with it
+        await wait(tr.get(READ_KEY))
         return 1
 
 
@@ -240,7 +243,8 @@ class BlockingReader(Client):
         self.db = db
 
     def step(self) -> int:
-        self.db.create_transaction().get(b"fdbrecipes-bench-read").wait()
+        tr = self.db.create_transaction()  # kept: a transaction's futures die with it
+        tr.get(READ_KEY).wait()
         return 1
 
 
