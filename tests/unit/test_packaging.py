@@ -52,3 +52,20 @@ def test_classifiers_name_every_python_ci_tests() -> None:
         assert f'"Programming Language :: Python :: {version}"' in project
     assert '"Framework :: Pytest"' in project
     assert "[project.urls]" in project
+
+
+def test_the_docs_build_is_nitpicky_with_links_to_python_and_the_bindings() -> None:
+    """CI builds the docs with -n -W (every reference must resolve, a warning fails),
+    and intersphinx resolves Python's and the fdb bindings' names."""
+    ci = (ROOT / ".github/workflows/ci.yml").read_text()
+    assert re.search(r"sphinx-build -n -W\b", ci)
+    conf = (ROOT / "docs/conf.py").read_text()
+    assert "sphinx.ext.intersphinx" in conf and "nitpicky = True" in conf
+    assert '"https://docs.python.org/3"' in conf
+    assert '"https://apple.github.io/foundationdb"' in conf
+
+
+def test_the_plugin_autoload_is_documented_with_how_to_turn_it_off() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "pytest11" in readme and "-p no:fdbrecipes" in readme
+    assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD" in readme
