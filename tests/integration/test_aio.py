@@ -402,6 +402,42 @@ def test_concurrent_acks_share_transactions(db: Any, fdb_subspace: Any) -> None:
     assert Queue(fdb_subspace).stats(db) == (0, 0, 0, 0, None)
 
 
+def test_one_loops_takes_are_bounded_by_their_spread(db: Any, fdb_subspace: Any) -> None:
+    """64 tasks of one loop claim strict batches, then pop with spread=4: every item
+    goes to exactly one task, and the strict claims never conflict with each other
+    (one runs at a time), where unbounded they would retry again and again."""
+    Queue(fdb_subspace).push_many(db, range(1_000))
+
+    async def main() -> None:
+        q = aio.AsyncQueue(fdb_subspace)
+
+        async def claims() -> List[Any]:
+            got: List[Any] = []
+            while batch := await q.claim_many(db, 10, 60):
+                got += [lease.value for lease in batch]
+                await q.ack_many(db, batch)
+                if len(got) >= 5:
+                    return got
+            return got
+
+        async def pops() -> List[Any]:
+            got: List[Any] = []
+            while (value := await q.pop(db, spread=4)) is not None:
+                got.append(value)
+            return got
+
+        claimed = await asyncio.gather(*(claims() for _ in range(64)))
+        assert q.retry_stats.retries == 0
+        popped = await asyncio.gather(*(pops() for _ in range(64)))
+        values = [v for got in claimed + popped for v in got]
+        assert sorted(values) == list(range(1_000))
+        with pytest.raises(ValueError, match="spread"):
+            await q.pop(db, spread=0)
+
+    run(main)
+    assert Queue(fdb_subspace).size(db) == 0
+
+
 # -- waiting ------------------------------------------------------------------------------
 
 

@@ -54,19 +54,19 @@ class AsyncPriorityQueue(AsyncOrderedAPI[V]):
 
     @twin(PriorityQueue.pop_min)
     async def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
-        return await drive(self._s._pop(tr, MIN, spread))
+        return await self._take(tr, self._s._pop(tr, MIN, spread), spread)
 
     @twin(PriorityQueue.pop_max)
     async def pop_max(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
-        return await drive(self._s._pop(tr, MAX, spread))
+        return await self._take(tr, self._s._pop(tr, MAX, spread), spread)
 
     @twin(PriorityQueue.pop_min_many)
     async def pop_min_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
-        return await drive(self._s._pop_many(tr, MIN, n, spread))
+        return await self._take(tr, self._s._pop_many(tr, MIN, n, spread), spread)
 
     @twin(PriorityQueue.pop_max_many)
     async def pop_max_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
-        return await drive(self._s._pop_many(tr, MAX, n, spread))
+        return await self._take(tr, self._s._pop_many(tr, MAX, n, spread), spread)
 
     @twin(PriorityQueue.peek_min)
     async def peek_min(self, tr: Transactor) -> Optional[V]:
@@ -84,22 +84,22 @@ class AsyncPriorityQueue(AsyncOrderedAPI[V]):
     @twin(PriorityQueue.claim_min)
     async def claim_min(self, tr: Transactor, lease_seconds: float, *,
                         spread: int = 1) -> Optional[Lease[V]]:
-        return await drive(self._s._claim(tr, MIN, lease_seconds, spread))
+        return await self._take(tr, self._s._claim(tr, MIN, lease_seconds, spread), spread)
 
     @twin(PriorityQueue.claim_max)
     async def claim_max(self, tr: Transactor, lease_seconds: float, *,
                         spread: int = 1) -> Optional[Lease[V]]:
-        return await drive(self._s._claim(tr, MAX, lease_seconds, spread))
+        return await self._take(tr, self._s._claim(tr, MAX, lease_seconds, spread), spread)
 
     @twin(PriorityQueue.claim_min_many)
     async def claim_min_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                              spread: int = 1) -> List[Lease[V]]:
-        return await drive(self._s._claim_many(tr, MIN, n, lease_seconds, spread))
+        return await self._take(tr, self._s._claim_many(tr, MIN, n, lease_seconds, spread), spread)
 
     @twin(PriorityQueue.claim_max_many)
     async def claim_max_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                              spread: int = 1) -> List[Lease[V]]:
-        return await drive(self._s._claim_many(tr, MAX, n, lease_seconds, spread))
+        return await self._take(tr, self._s._claim_many(tr, MAX, n, lease_seconds, spread), spread)
 
     @twin(PriorityQueue.claimed_min)
     def claimed_min(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,

@@ -65,11 +65,11 @@ class AsyncQueue(AsyncOrderedAPI[V]):
 
     @twin(Queue.pop)
     async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
-        return await drive(self._s._pop(tr, MIN, spread))
+        return await self._take(tr, self._s._pop(tr, MIN, spread), spread)
 
     @twin(Queue.pop_many)
     async def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
-        return await drive(self._s._pop_many(tr, MIN, n, spread))
+        return await self._take(tr, self._s._pop_many(tr, MIN, n, spread), spread)
 
     @twin(Queue.peek)
     async def peek(self, tr: Transactor) -> Optional[V]:
@@ -82,12 +82,12 @@ class AsyncQueue(AsyncOrderedAPI[V]):
     @twin(Queue.claim)
     async def claim(self, tr: Transactor, lease_seconds: float, *,
                     spread: int = 1) -> Optional[Lease[V]]:
-        return await drive(self._s._claim(tr, MIN, lease_seconds, spread))
+        return await self._take(tr, self._s._claim(tr, MIN, lease_seconds, spread), spread)
 
     @twin(Queue.claim_many)
     async def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                          spread: int = 1) -> List[Lease[V]]:
-        return await drive(self._s._claim_many(tr, MIN, n, lease_seconds, spread))
+        return await self._take(tr, self._s._claim_many(tr, MIN, n, lease_seconds, spread), spread)
 
     @twin(Queue.claimed)
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
