@@ -20,6 +20,7 @@ from ._layout import Item, OrderedLayout
 from ._leases import Lease, Leases, lease_id
 from ._listing import DelayedItem, LeaseInfo, Listing
 from ._ordered import Ordered, PushRequest, QueueStats
+from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._run import Structure, read, read_pages, too_many
 from ._values import (
     BATCH_BYTES,
@@ -457,12 +458,27 @@ class OrderedAPI(Structure, Generic[V]):
 
     def _restore(self, tr: Transactor) -> Gen[None]:
         """Given a Database: put back (or bury) a backlog of expired holds, if a reader
-        saw one, in transactions of their own.  Writing calls run it before and after
-        their work, so a mass expiry is dealt with in O(backlog) work in all."""
+        saw one, in transactions of their own.  Pops and claims run it before their
+        take (never after: what stopped it then would hide what the take took), so a
+        mass expiry is dealt with in O(backlog) work in all.
+
+        Housekeeping, not the caller's work: stopped by Ctrl-C it raises
+        :class:`InterruptedCall` saying the call committed nothing of its own; an
+        unknown outcome leaves the backlog to a later call (expired holds count as
+        visible at their places meanwhile).
+        """
         while self._engine.restore_pending and not is_transaction(tr, writes=False):
             check_database(tr, "tr")
             self._engine.restore_pending = False
-            if (yield from self._loop(tr, self._engine.restore, RESTORE_LIMIT)) >= RESTORE_LIMIT:
+            try:
+                restored = yield from self._loop(tr, self._engine.restore, RESTORE_LIMIT)
+            except KeyboardInterrupt as e:
+                self._engine.restore_pending = True
+                raise InterruptedCall(Outcome(False, None)) from e
+            except UnknownResultError:
+                self._engine.restore_pending = True
+                return
+            if restored >= RESTORE_LIMIT:
                 self._engine.restore_pending = True
 
     def _pop(self, tr: Transactor, end: int, spread: Any) -> Gen[Optional[V]]:
@@ -473,7 +489,6 @@ class OrderedAPI(Structure, Generic[V]):
             popped = yield from self._contention.pop(tr, end)
         else:
             popped = yield from self._loop(tr, self._engine.pop_one, end, spread)
-        yield from self._restore(tr)
         return cast("Optional[V]", popped)  # a V went in: the caller's promise
 
     def _pop_many(self, tr: Transactor, end: int, n: Any, spread: Any) -> Gen[List[V]]:
@@ -492,12 +507,10 @@ class OrderedAPI(Structure, Generic[V]):
         """``op(tr, attempt, k, *args)`` for ``n`` items in all, in batches
         (:meth:`._run.Loop.batches`: at most :data:`MAX_TAKE` given a Transaction,
         transactions of :data:`TAKE_BATCH` given a Database), putting back a backlog
-        of expired holds before and after."""
+        of expired holds first."""
         yield from self._restore(tr)
         batch = self._hooks.batch or TAKE_BATCH
-        taken = yield from self._loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted)
-        yield from self._restore(tr)
-        return taken
+        return (yield from self._loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted))
 
     def _claim(self, tr: Transactor, end: int, lease_seconds: Any,
                spread: Any) -> Gen[Optional[Lease[V]]]:
@@ -505,7 +518,6 @@ class OrderedAPI(Structure, Generic[V]):
         seconds = check_seconds(lease_seconds, "lease_seconds")
         yield from self._restore(tr)
         lease = yield from self._loop(tr, self._leases.claim_one, end, seconds, spread)
-        yield from self._restore(tr)
         return cast("Optional[Lease[V]]", lease)
 
     def _peek(self, tr: Transactor, end: int) -> Gen[Optional[V]]:

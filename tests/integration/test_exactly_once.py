@@ -327,6 +327,32 @@ def test_many_expired_holds_come_back_in_order(db: Any, fdb_subspace: Any,
     assert q.size(db) == 0
 
 
+@pytest.mark.parametrize("take", ["pop", "claim", "pop_many"])
+def test_a_stop_while_putting_back_a_backlog_never_hides_what_a_take_took(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any, take: str) -> None:
+    """A take that meets a backlog of expired holds leaves it to be put back in a
+    transaction of its own.  Ctrl-C in that transaction used to be reported as the
+    take's outcome (the number of holds put back, in place of the item popped, which
+    reached nobody); now a take's outcome is its own, and a stop while putting back
+    says that the call took nothing."""
+    clock = TestClock()
+    q = Queue(fdb_subspace, clock=clock)
+    q.push_many(db, range(150))
+    assert len(q.claim_many(db, 150, 1)) == 150
+    clock.advance(5)  # 150 expired holds: more than a take puts back itself
+    faulty = Faulty(fdb_cluster_file)
+    call = {"pop": q.pop, "claim": functools.partial(q.claim, lease_seconds=60),
+            "pop_many": functools.partial(q.pop_many, n=1)}[take]
+    first = faulty.each([None, "applied:interrupt"], call)  # no second commit now
+    got = [first.value if take == "claim" else first[0] if take == "pop_many" else first]
+    with pytest.raises(InterruptedCall) as stopped:  # putting back, before the take
+        faulty.each(["applied:interrupt"], call)
+    assert stopped.value.outcome == (False, None)
+    assert got == [0]
+    assert q.pop_many(db, 200) == list(range(1, 150))
+    assert q.size(db) == (1 if take == "claim" else 0)
+
+
 def test_a_priority_queue_restores_expired_holds_at_both_ends(db: Any,
                                                               fdb_subspace: Any) -> None:
     clock = TestClock()

@@ -235,6 +235,9 @@ class Client:
                 self.defer(what, e.unknown, context, id_)
             else:
                 self.landed(what, e.outcome.committed, e.outcome.result, context, id_)
+                if e.unknown is not None and what in ("pop_many", "claim"):
+                    # a batch: what its earlier transactions took, and its last in doubt
+                    self.defer(what, e.unknown, context, id_)
             return
         except UnknownResultError as e:
             self.defer(what, e, context, id_)
