@@ -4,6 +4,7 @@ the groups' states (a state machine), and bad input is refused before any write.
 
 from __future__ import annotations
 
+import bisect
 import random
 import subprocess
 import sys
@@ -349,7 +350,7 @@ class FairMachine(RuleBasedStateMachine):
             return
         assert self.q.release(self.db, lease)
         self.in_flight[lease.group] -= 1
-        self.visible[lease.group].insert(0, lease.value)
+        bisect.insort(self.visible[lease.group], lease.value)  # back at its place
 
     @rule(group=st.sampled_from(["a", "b", "c"]), share=st.integers(1, 4),
           limit=st.none() | st.integers(0, 2))
