@@ -304,6 +304,8 @@ def wait_ready(future: Any, timeout: Optional[float],
     """
     if future is not None and future.is_ready():
         return True
+    if future is None and not timeout:  # nothing to wait for
+        return False
     event = threading.Event()
     if future is not None:
         future.on_ready(_Setter(event))
