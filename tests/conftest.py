@@ -21,6 +21,20 @@ settings.register_profile(
 settings.register_profile("ci", parent=settings.get_profile("default"), max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+#: Soaks (tests marked ``soak``: minutes of load and faults) run only with this set to 1;
+#: the default run, and CI, leave them out.
+SOAK = "FDBRECIPES_SOAK"
+
+
+def pytest_collection_modifyitems(config: Any, items: Any) -> None:
+    """Leave out the soaks unless ``FDBRECIPES_SOAK=1``."""
+    if os.environ.get(SOAK) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"a soak: {SOAK}=1 runs it")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
+
 
 @pytest.fixture
 def clock() -> TestClock:
