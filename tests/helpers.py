@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 
 class TestClock:
@@ -266,3 +267,46 @@ def chi_square_p(observed: Sequence[float], expected: Sequence[float]) -> float:
         if abs(delta - 1) < 1e-15:
             return h * math.exp(log_front)
         i += 1
+
+
+class Span:
+    """What the OpenTelemetry adapter does to a span, recorded (see :class:`Tracer`)."""
+
+    def __init__(self, name: str, kind: Any, attributes: Dict[str, Any]) -> None:
+        self.name, self.kind, self.attributes = name, kind, dict(attributes)
+        self.ended = False
+        self.status: Optional[Any] = None
+        self.exceptions: List[BaseException] = []
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        self.attributes[key] = value
+
+    def record_exception(self, error: BaseException) -> None:
+        self.exceptions.append(error)
+
+    def set_status(self, status: Any) -> None:
+        self.status = status
+
+    def end(self) -> None:
+        self.ended = True
+
+
+class Tracer:
+    """A tracer that keeps every span it starts, in order: what the tests pass to
+    ``fdbrecipes.otel.Tracing`` (the OpenTelemetry API does nothing without an SDK)."""
+
+    def __init__(self) -> None:
+        self.spans: List[Span] = []
+
+    def start_span(self, name: str, kind: Any = None, attributes: Any = None,
+                   context: Any = None) -> Span:
+        span = Span(name, kind, attributes or {})
+        self.spans.append(span)
+        return span
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, name: str, kind: Any = None, attributes: Any = None,
+                              context: Any = None) -> Iterator[Span]:
+        span = self.start_span(name, kind, attributes, context)
+        yield span
+        span.end()

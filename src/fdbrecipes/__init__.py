@@ -1,22 +1,26 @@
-"""Transactional data structures on FoundationDB: Queue, PriorityQueue, WeightTree.
+"""Transactional data structures on FoundationDB: Queue, PriorityQueue, FairQueue,
+WeightTree.
 
 Every operation takes ``tr`` first: an ``fdb.Transaction`` (it commits atomically with
 the rest of the caller's transaction) or an ``fdb.Database`` (it runs in its own retry
 loop).  The application selects the API version (``fdb.api_version(730)``); importing
-this package needs neither that nor ``libfdb_c``.
+this package needs neither that nor ``libfdb_c``.  The asyncio twins are in
+:mod:`fdbrecipes.aio`; what a worker, a schedule and the tools need from a structure is
+:mod:`fdbrecipes.protocol`.
 """
 
 import logging
 
-from ._dead import DeadLetter
+from ._clock import Clock
+from ._drivers.blocking import drive
 from ._fdb import Transactor
-from ._leases import Lease
-from ._listing import DelayedItem, LeaseInfo
-from ._ordered import QueueStats
+from ._ordered.dead import DeadLetter
+from ._ordered.engine import QueueStats
+from ._ordered.leases import Lease
+from ._ordered.listing import DelayedItem, LeaseInfo
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
-from ._run import RetryStats
+from ._retry import RetryStats
 from ._values import Value
-from ._wait import Clock
 from .errors import FdbRecipesError, IncompleteBatchError, LeaseExpiredError, WorkTooLargeError
 from .fair_queue import FairLease, FairQueue, FairStats
 from .jobs import (
@@ -75,4 +79,5 @@ __all__ = [
     "Worker",
     "WorkerStopping",
     "__version__",
+    "drive",
 ]

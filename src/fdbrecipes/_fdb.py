@@ -26,8 +26,9 @@ Transactor = Any
 MIN_API_VERSION = 630
 #: FoundationDB's error codes the library acts on.
 NOT_COMMITTED = 1020
-#: ``fdb.StreamingMode.want_all``, usable before the API version is selected.
-WANT_ALL = -2
+#: ``fdb.StreamingMode`` values, usable before the API version is selected: want_all,
+#: iterator, exact.
+WANT_ALL, ITERATOR, EXACT = -2, -1, 0
 #: Versions per second: FoundationDB's read versions advance about 1,000,000 per second.
 VERSIONS_PER_SECOND = 1_000_000
 
@@ -101,10 +102,10 @@ def seconds_to_versions(seconds: float) -> int:
 #
 # Every operation is a generator that yields the FoundationDB futures it needs and
 # goes on once they are ready (it then reads them without waiting): the blocking
-# driver (:func:`._run.drive`) and the awaiting one (:mod:`.aio`) run the same code.
+# driver and the awaiting one (:mod:`._drivers`) run the same code.
 
 #: An operation: a generator yielding FoundationDB futures (waiting operations also
-#: yield ``_wait.Watch`` and ``_wait.Pause``) and returning its result.
+#: yield ``_waiting.Watch`` and ``_waiting.Pause``) and returning its result.
 Gen = Generator[Any, Any, T]
 
 
@@ -138,15 +139,18 @@ class Range:
     """A range read, started: its first batch is on its way as soon as it is made,
     so reads started together go out together; :meth:`read` collects it.
 
-    It reads in ``want_all`` mode, and asks for the next batch while the server says
-    there is more (through the bindings' ``_get_range``, the call their own range
-    iterator makes, unchanged from 7.1 to 8.0).
+    It reads in ``want_all`` mode (or the mode given), and asks for the next batch
+    while the server says there is more, through the bindings' ``_get_range``: the
+    call their own range iterator makes, unchanged from 7.1 to 8.0, and the only way
+    to read a range without blocking (the public ``get_range`` returns an iterator
+    that blocks on each batch).  These calls, and :func:`range_of`, are the library's
+    only uses of the bindings' private members.
     """
 
-    __slots__ = ("begin", "end", "future", "limit", "reader", "reverse")
+    __slots__ = ("begin", "end", "future", "limit", "mode", "reader", "reverse")
 
     def __init__(self, reader: Any, begin: Any, end: Any, limit: int = 0,
-                 reverse: bool = False) -> None:
+                 reverse: bool = False, mode: int = WANT_ALL, future: Any = None) -> None:
         impl = fdb_impl()
         self.reader = reader
         self.begin = begin if isinstance(begin, impl.KeySelector) else \
@@ -155,7 +159,9 @@ class Range:
             impl.KeySelector.first_greater_or_equal(end)
         self.limit = limit
         self.reverse = reverse
-        self.future = reader._get_range(self.begin, self.end, limit, WANT_ALL, 1, reverse)
+        self.mode = mode
+        self.future = future if future is not None else reader._get_range(  # noqa: SLF001
+            self.begin, self.end, limit, mode, 1, reverse)
 
     def read(self) -> Gen[List[Any]]:
         """Every KeyValue of the range (up to the limit), in the order read."""
@@ -176,12 +182,30 @@ class Range:
                 end = impl.KeySelector.first_greater_or_equal(kvs[-1].key)
             else:
                 begin = impl.KeySelector.first_greater_than(kvs[-1].key)
-            future = self.reader._get_range(begin, end, limit, WANT_ALL, iteration,
-                                            self.reverse)
+            future = self.reader._get_range(begin, end, limit, self.mode,  # noqa: SLF001
+                                            iteration, self.reverse)
 
     def first(self) -> Gen[Optional[Any]]:
         """The first KeyValue read, or None."""
         return first((yield from self.read()))
+
+
+def range_of(fdb_range: Any) -> Range:
+    """The range read an ``fdb.impl.FDBRange`` (what ``tr.get_range`` returns, its first
+    batch already asked for) stands for, as a :class:`Range` that does not block:
+    its reader, selectors, limit, direction and streaming mode, and that first batch
+    (the ``iterator`` mode reads the rest as the bindings' ``to_list`` does)."""
+    parts = vars(fdb_range)
+    mode = parts["_mode"]
+    if mode == ITERATOR:
+        mode = EXACT if parts["_limit"] > 0 else WANT_ALL
+    return Range(parts["_tr"], parts["_bsel"], parts["_esel"], parts["_limit"],
+                 parts["_reverse"], mode, parts["_future"])
+
+
+def is_range(value: Any) -> bool:
+    """Whether ``value`` is an ``fdb.impl.FDBRange`` (a range read of the bindings)."""
+    return isinstance(value, fdb_impl().FDBRange)
 
 
 def snap(tr: Any) -> Any:

@@ -1,24 +1,25 @@
 """Heartbeats: a claimed item's lease kept alive while the work runs.
 
-:func:`claimed` backs ``Queue.claimed`` and ``PriorityQueue.claimed_min`` /
-``claimed_max``: it claims (waiting like ``claim_wait``), extends the lease from a
-background thread about every third of its length, acks when the block ends normally
-and releases when it raises.
+:func:`kept_alive` backs ``Queue.claimed``, ``PriorityQueue.claimed_min`` /
+``claimed_max`` and ``FairQueue.claimed``: it claims (waiting like ``claim_wait``),
+extends the lease from a background thread about every third of its length, acks when
+the block ends normally and releases when it raises.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
+from ._drivers.blocking import drive
 from ._fdb import Gen
-from ._leases import Lease
-from ._values import V
-from ._wait import drive
+from ._ordered.leases import Lease
 from .errors import LeaseExpiredError
 
-__all__ = ["LOST", "Heartbeat", "claimed"]
+__all__ = ["LOST", "Heartbeat", "kept_alive"]
+
+L = TypeVar("L", bound=Lease[Any])
 
 #: Why a block that ended normally raises: its lease was lost meanwhile.
 LOST = ("the lease expired while the block ran (the process stalled past its deadline); "
@@ -62,13 +63,13 @@ class Heartbeat(threading.Thread):
 
 
 @contextlib.contextmanager
-def claimed(
+def kept_alive(
     structure: Any,
     db: Any,
-    claim: Gen[Optional[Lease[V]]],
+    claim: Gen[Optional[L]],
     seconds: float,
     release_delay: Any,
-) -> Iterator[Optional[Lease[V]]]:
+) -> Iterator[Optional[L]]:
     """Yield the lease the operation ``claim`` takes (or None), kept alive by a
     :class:`Heartbeat` extending it by ``seconds`` at a time.
 

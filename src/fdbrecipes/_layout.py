@@ -67,13 +67,13 @@ class OrderedLayout:
     """
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
-                 "due_prefix", "due_range", "floor_key", "g", "held", "held_in", "held_out",
-                 "held_prefix", "items", "items_end", "items_range", "pushed", "subspace",
-                 "taken", "wake_key")
+                 "due_prefix", "due_range", "floor_key", "group_len", "held", "held_in",
+                 "held_out", "held_prefix", "items", "items_end", "items_range", "pushed",
+                 "subspace", "taken", "wake_key")
 
     def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
-        self.g = group_len
+        self.group_len = group_len
         self.items = subspace["i"]
         self.held = subspace["h"]
         self.due = subspace["d"]
@@ -113,40 +113,40 @@ class OrderedLayout:
 
     def group(self, item: Item) -> Item:
         """The item's group: ``()`` in a Queue, ``(priority,)`` in a PriorityQueue."""
-        return item[: self.g]
+        return item[: self.group_len]
 
     def seq(self, item: Item) -> int:
         """The sequence number of an item (its push order within its group)."""
-        seq: int = item[self.g]
+        seq: int = item[self.group_len]
         return seq
 
     def deliveries(self, item: Item) -> int:
         """How many times the item was delivered before."""
-        n: int = item[self.g + 2]
+        n: int = item[self.group_len + 2]
         return n
 
     def item_id(self, item: Item) -> Optional[bytes]:
         """The item's idempotency id, or None."""
-        id_: Optional[bytes] = item[self.g + 3]
+        id_: Optional[bytes] = item[self.group_len + 3]
         return id_
 
     def since(self, item: Item) -> int:
         """When the item last became visible (a clock reading)."""
-        since: int = item[self.g + 4]
+        since: int = item[self.group_len + 4]
         return since
 
     def renewed(self, item: Item, deliveries: int, since: int) -> Item:
         """The item at the same place with another delivery count and visibility time."""
-        return item[: self.g + 2] + (deliveries, self.item_id(item), since)
+        return item[: self.group_len + 2] + (deliveries, self.item_id(item), since)
 
     def place(self, item: Item) -> Item:
         """What fixes an item's place in the order: ``group + (seq, random)``."""
-        return item[: self.g + 2]
+        return item[: self.group_len + 2]
 
     def delay_id(self, item: Item) -> bytes:
         """The id of the hold that delays ``item``: drawn from its random bytes, so its
         place tells where a delayed item is (see ``Listing.remove``)."""
-        suffix: bytes = item[self.g + 1]
+        suffix: bytes = item[self.group_len + 1]
         return b"delay:" + suffix[:16]
 
     # -- keys ------------------------------------------------------------------------

@@ -38,8 +38,8 @@ from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
 
 from fdb.subspace_impl import Subspace
 
+from ._drivers.blocking import drive
 from ._fdb import NOT_COMMITTED, VERSIONS_PER_SECOND, Gen, Range, fdb_impl, read, ready
-from ._wait import drive
 from .errors import FdbRecipesError
 
 log = logging.getLogger("fdbrecipes")
@@ -302,7 +302,7 @@ class Call:
     def sign(self, tr: Any, version: int, result: Any, undo: Any = None) -> Gen[None]:
         """After an attempt's body: write the receipt, with a read conflict on it
         (``version``: the transaction's read version); ``undo``: what would undo the
-        attempt (see ``_run.Attempt.undo``)."""
+        attempt (see ``_operation.Attempt.undo``)."""
         if not self.signed_at:
             self.signed_at = version
         self.results[self.attempts] = result

@@ -80,8 +80,9 @@ EPILOG = (
     "Operator commands (stats, peek, dead, requeue-dead, purge-dead, push, leases, "
     "delayed, remove, worker, metrics) act on a structure of a running cluster "
     "(--cluster-file, default $FDB_CLUSTER_FILE; no server is started), named by "
-    "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|weight-tree, "
-    "recognised when not given), e.g. 'fdbrecipes stats --directory app/jobs'.  "
+    "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
+    "weight-tree, recognised when not given; --group GROUP for a fair-queue's groups), "
+    "e.g. 'fdbrecipes stats --directory app/jobs'.  "
     "'fdbrecipes <command> --help' tells more."
 )
 

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
-from ._leases import Lease
+from ._ordered.leases import Lease
 from ._values import Value, check_reason, check_seconds
 
 __all__ = ["Backoff", "Discard", "Event", "Job", "JobFinished", "JobStarted", "Outcome",

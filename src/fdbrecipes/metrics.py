@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Tuple
 
+from ._drivers.blocking import drive
 from ._fdb import check_database
-from ._ordered_api import OrderedAPI
-from .weight_tree import WeightTree
+from ._operation import gather
+from .protocol import Measurable
 
 __all__ = ["ITEMS", "OLDEST_AGE", "Sample", "collect"]
 
@@ -42,31 +43,32 @@ def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
     """The items of each structure in ``structures`` (by the name its samples get in
     the ``queue`` label), by state, and the age of its front item.
 
-    Reads each structure's stats (counters, expired holds, front item) by snapshot,
-    all in one transaction: no conflicts.  A WeightTree has only visible items.  Cost:
-    1 round trip per structure.
+    Reads each structure's stats through its operations object
+    (:class:`fdbrecipes.protocol.Measurable`: counters, expired holds, front item; a
+    FairQueue's every group's, summed) by snapshot, all in one transaction, the
+    structures' reads side by side: no conflicts.  A WeightTree's items are all
+    visible (its other states are 0).  Cost: a few round trips, however many
+    structures.
 
     Raises:
         TypeError: ``db`` is not a Database, or a structure is not one of the library's
-            (sync or async).
+            (sync or async) nor has measurable operations.
     """
     check_database(db)
-    tr = db.create_transaction()
-    out: List[Sample] = []
+    measured = []
     for name, structure in structures.items():
-        sync = getattr(structure, "_s", structure)
-        if isinstance(sync, OrderedAPI):
-            stats = sync.stats(tr.snapshot)
-            counts = {"visible": stats.visible, "delayed": stats.delayed,
-                      "in_flight": stats.in_flight, "dead": stats.dead}
-            age = stats.oldest_age or 0.0
-        elif isinstance(sync, WeightTree):
-            counts = {"visible": sync.size(tr.snapshot)}
-            age = 0.0
-        else:
-            raise TypeError(f"structures[{name!r}] is not a Queue, PriorityQueue or "
+        ops = getattr(structure, "ops", None)
+        if not isinstance(ops, Measurable):
+            raise TypeError(f"structures[{name!r}] is not a Queue, PriorityQueue, FairQueue or "
                             f"WeightTree, but {type(structure).__name__}")
+        measured.append(ops)
+    snapshot = db.create_transaction().snapshot
+    found = drive(gather([ops.stats(snapshot) for ops in measured]))
+    out: List[Sample] = []
+    for name, stats in zip(structures, found):
+        counts = {"visible": stats.visible, "delayed": stats.delayed,
+                  "in_flight": stats.in_flight, "dead": stats.dead}
         for state, count in counts.items():
             out.append(Sample(ITEMS, (("queue", name), ("state", state)), float(count)))
-        out.append(Sample(OLDEST_AGE, (("queue", name),), float(age)))
+        out.append(Sample(OLDEST_AGE, (("queue", name),), float(stats.oldest_age or 0.0)))
     return out

@@ -9,51 +9,28 @@ Ties: among items of equal priority, both :meth:`PriorityQueue.pop_min` and
 :meth:`PriorityQueue.pop_max` return the oldest first (the recipe's pop_max returns the
 newest; we keep FIFO at both ends).  The whole key layout is
 :class:`fdbrecipes._layout.OrderedLayout`; what Queue and PriorityQueue share is
-:class:`fdbrecipes._ordered_api.OrderedAPI`.
+:class:`fdbrecipes._ordered_face.OrderedFace`; the checked operations behind every
+method are :class:`fdbrecipes._ordered.ops.PriorityQueueOps`.
 """
 
 from __future__ import annotations
 
 from typing import Any, ContextManager, Iterable, List, Optional, Tuple
 
-import fdb.tuple
-
+from ._clock import Clock
+from ._drivers.blocking import drive
 from ._fdb import Transactor
-from ._front import MAX, MIN
-from ._leases import Lease
-from ._ordered import PushRequest
-from ._ordered_api import OrderedAPI
-from ._values import V, check_id, check_int, encode_value, materialize
-from ._wait import drive
+from ._heartbeat import kept_alive
+from ._ordered.front import MAX, MIN
+from ._ordered.leases import Lease
+from ._ordered.ops import PriorityQueueOps, reverse_end
+from ._ordered_face import OrderedFace
+from ._values import V
 
 __all__ = ["PriorityQueue"]
 
 
-def _check_priority(priority: Any, name: str = "priority") -> Tuple[int]:
-    check_int(priority, name)
-    try:
-        fdb.tuple.pack((priority,))
-    except Exception:  # beyond the tuple layer's 255-byte integers
-        raise ValueError(f"{name} is too large for the tuple layer") from None
-    return (priority,)
-
-
-def _end(reverse: Any) -> int:
-    """The end ``items(reverse=...)`` lists from."""
-    if type(reverse) is not bool:
-        raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
-    return MAX if reverse else MIN
-
-
-def _check_pair(pair: Any, i: int) -> Tuple[Tuple[int], bytes]:
-    if type(pair) is not tuple or len(pair) != 2:
-        raise TypeError(f"items[{i}] must be a (value, priority) tuple")
-    return _check_priority(pair[1], f"items[{i}] priority"), encode_value(
-        pair[0], f"items[{i}] value"
-    )
-
-
-class PriorityQueue(OrderedAPI[V]):
+class PriorityQueue(OrderedFace[V]):
     """A transactional double-ended priority queue stored in one subspace.
 
     Priorities are ints (any size the tuple layer encodes, negative included; not
@@ -67,7 +44,21 @@ class PriorityQueue(OrderedAPI[V]):
     delays and dead letters work as for Queue, at either end.
     """
 
-    _group_len = 1
+    _ops: PriorityQueueOps[V]
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        high_contention: bool = False,
+        clock: Optional[Clock] = None,
+        id_retention: float = 3600.0,
+        result_timeout: float = 10.0,
+        max_deliveries: Optional[int] = None,
+    ) -> None:
+        super().__init__(PriorityQueueOps(
+            subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
+            result_timeout=result_timeout, max_deliveries=max_deliveries))
 
     def push(self, tr: Transactor, value: V, priority: int, *,
              id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
@@ -83,12 +74,7 @@ class PriorityQueue(OrderedAPI[V]):
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id`` or ``delay``.
         """
-        drive(self._push(tr, self._one(value, priority, id, delay)))
-
-    def _one(self, value: V, priority: int, id_: Optional[bytes],
-             delay: Optional[float]) -> PushRequest:
-        group = _check_priority(priority)
-        return self._request([(group, encode_value(value))], check_id(id_), delay, "value")
+        drive(self._ops.push(tr, self._ops.request(value, priority, id, delay)))
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                   delay: Optional[float] = None) -> None:
@@ -101,11 +87,7 @@ class PriorityQueue(OrderedAPI[V]):
             TypeError or ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
-        drive(self._push(tr, self._many(items, delay)))
-
-    def _many(self, items: Iterable[Tuple[V, int]], delay: Optional[float]) -> PushRequest:
-        batch = [_check_pair(p, i) for i, p in enumerate(materialize(items, "items"))]
-        return self._request(batch, None, delay, "items")
+        drive(self._ops.push(tr, self._ops.requests(items, delay)))
 
     def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest item of the lowest priority; None when empty.
@@ -115,7 +97,7 @@ class PriorityQueue(OrderedAPI[V]):
         ``spread=k``, takes one of the first ``k`` at random, with a conflict on it
         only (see Queue.pop).  Cost: 1 round trip, O(1) in n.
         """
-        return drive(self._pop(tr, MIN, spread))
+        return drive(self._ops.pop(tr, MIN, spread))
 
     def pop_max(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest item of the highest priority; None when empty.
@@ -126,23 +108,23 @@ class PriorityQueue(OrderedAPI[V]):
         least as high.  ``spread`` as for :meth:`pop_min`.  Cost: 2 round trips, O(1)
         in n.
         """
-        return drive(self._pop(tr, MAX, spread))
+        return drive(self._ops.pop(tr, MAX, spread))
 
     def pop_min_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove up to ``n`` items in pop_min order (see Queue.pop_many)."""
-        return drive(self._pop_many(tr, MIN, n, spread))
+        return drive(self._ops.pop_many(tr, MIN, n, spread))
 
     def pop_max_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove up to ``n`` items in pop_max order (see Queue.pop_many)."""
-        return drive(self._pop_many(tr, MAX, n, spread))
+        return drive(self._ops.pop_many(tr, MAX, n, spread))
 
     def peek_min(self, tr: Transactor) -> Optional[V]:
         """The value pop_min would return, without removing it.  Cost: 1 round trip."""
-        return drive(self._peek(tr, MIN))
+        return drive(self._ops.peek(tr, MIN))
 
     def peek_max(self, tr: Transactor) -> Optional[V]:
         """The value pop_max would return, without removing it.  Cost: 2 round trips."""
-        return drive(self._peek(tr, MAX))
+        return drive(self._ops.peek(tr, MAX))
 
     def items(
         self, tr: Transactor, limit: Optional[int] = None, reverse: bool = False
@@ -155,54 +137,56 @@ class PriorityQueue(OrderedAPI[V]):
         pages of 1,000, each its own transaction.  Cost: 1 to 3 round trips per page,
         O(n) keys (O(limit) with a limit).
         """
-        return drive(self._items(tr, _end(reverse), limit))
+        return drive(self._ops.items(tr, limit, reverse_end(reverse)))
 
     def claim_min(self, tr: Transactor, lease_seconds: float, *,
                   spread: int = 1) -> Optional[Lease[V]]:
         """Take the pop_min item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
-        return drive(self._claim(tr, MIN, lease_seconds, spread))
+        return drive(self._ops.claim(tr, MIN, lease_seconds, spread))
 
     def claim_max(self, tr: Transactor, lease_seconds: float, *,
                   spread: int = 1) -> Optional[Lease[V]]:
         """Take the pop_max item under a lease (see :meth:`fdbrecipes.Queue.claim`)."""
-        return drive(self._claim(tr, MAX, lease_seconds, spread))
+        return drive(self._ops.claim(tr, MAX, lease_seconds, spread))
 
     def claim_min_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                        spread: int = 1) -> List[Lease[V]]:
         """Up to ``n`` leases in pop_min order (see Queue.claim_many)."""
-        return drive(self._claim_many(tr, MIN, n, lease_seconds, spread))
+        return drive(self._ops.claim_many(tr, n, lease_seconds, spread=spread, end=MIN))
 
     def claim_max_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                        spread: int = 1) -> List[Lease[V]]:
         """Up to ``n`` leases in pop_max order (see Queue.claim_many)."""
-        return drive(self._claim_many(tr, MAX, n, lease_seconds, spread))
+        return drive(self._ops.claim_many(tr, n, lease_seconds, spread=spread, end=MAX))
 
     def claimed_min(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                     release_delay: Optional[float] = None) -> ContextManager[Optional[Lease[V]]]:
         """:meth:`fdbrecipes.Queue.claimed` at the pop_min end."""
-        return self._claimed(db, MIN, lease_seconds, timeout, release_delay)
+        claim, seconds = self._ops.claiming(db, MIN, lease_seconds, timeout, release_delay)
+        return kept_alive(self, db, claim, seconds, release_delay)
 
     def claimed_max(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                     release_delay: Optional[float] = None) -> ContextManager[Optional[Lease[V]]]:
         """:meth:`fdbrecipes.Queue.claimed` at the pop_max end."""
-        return self._claimed(db, MAX, lease_seconds, timeout, release_delay)
+        claim, seconds = self._ops.claiming(db, MAX, lease_seconds, timeout, release_delay)
+        return kept_alive(self, db, claim, seconds, release_delay)
 
     def pop_min_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         """pop_min, waiting on a watch until an item arrives (see Queue.pop_wait)."""
-        return drive(self._pop_wait(db, MIN, timeout))
+        return drive(self._ops.pop_wait(db, MIN, timeout))
 
     def pop_max_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         """pop_max, waiting on a watch until an item arrives (see Queue.pop_wait)."""
-        return drive(self._pop_wait(db, MAX, timeout))
+        return drive(self._ops.pop_wait(db, MAX, timeout))
 
     def claim_min_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease[V]]:
         """claim_min, waiting on a watch until an item is visible."""
-        return drive(self._claim_wait(db, MIN, lease_seconds, timeout))
+        return drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))
 
     def claim_max_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease[V]]:
         """claim_max, waiting on a watch until an item is visible."""
-        return drive(self._claim_wait(db, MAX, lease_seconds, timeout))
+        return drive(self._ops.claim_wait(db, MAX, lease_seconds, timeout))

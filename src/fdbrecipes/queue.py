@@ -6,25 +6,28 @@ suffix, so concurrent pushers never conflict and never overwrite each other; ite
 pushed concurrently share an index and are ordered among themselves at random.  A pop
 reads the first item.  The whole key layout is :class:`fdbrecipes._layout.OrderedLayout`
 (drawn in docs/data-model.md); leases, dead letters and stats are shared with
-PriorityQueue in :class:`fdbrecipes._ordered_api.OrderedAPI`.
+PriorityQueue in :class:`fdbrecipes._ordered_face.OrderedFace`; the checked operations
+behind every method are :class:`fdbrecipes._ordered.ops.QueueOps`.
 """
 
 from __future__ import annotations
 
 from typing import Any, ContextManager, Iterable, List, Optional
 
+from ._clock import Clock
+from ._drivers.blocking import drive
 from ._fdb import Transactor
-from ._front import MIN
-from ._leases import Lease
-from ._ordered import PushRequest
-from ._ordered_api import OrderedAPI
-from ._values import V, check_id, encode_value, materialize
-from ._wait import drive
+from ._heartbeat import kept_alive
+from ._ordered.front import MIN
+from ._ordered.leases import Lease
+from ._ordered.ops import QueueOps
+from ._ordered_face import OrderedFace
+from ._values import V
 
 __all__ = ["Queue"]
 
 
-class Queue(OrderedAPI[V]):
+class Queue(OrderedFace[V]):
     """A transactional FIFO queue stored in one subspace.
 
     Every method takes ``tr`` first: an ``fdb.Transaction`` (the operation becomes
@@ -63,7 +66,21 @@ class Queue(OrderedAPI[V]):
                 tr[b"done/" + job] = b""
     """
 
-    _group_len = 0
+    _ops: QueueOps[V]
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        high_contention: bool = False,
+        clock: Optional[Clock] = None,
+        id_retention: float = 3600.0,
+        result_timeout: float = 10.0,
+        max_deliveries: Optional[int] = None,
+    ) -> None:
+        super().__init__(QueueOps(subspace, high_contention=high_contention, clock=clock,
+                                  id_retention=id_retention, result_timeout=result_timeout,
+                                  max_deliveries=max_deliveries))
 
     def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
              delay: Optional[float] = None) -> None:
@@ -87,10 +104,7 @@ class Queue(OrderedAPI[V]):
                 100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
                 not None or seconds >= 0.
         """
-        drive(self._push(tr, self._one(value, id, delay)))
-
-    def _one(self, value: V, id_: Optional[bytes], delay: Optional[float]) -> PushRequest:
-        return self._request([((), encode_value(value))], check_id(id_), delay, "value")
+        drive(self._ops.push(tr, self._ops.request(value, id, delay)))
 
     def push_many(self, tr: Transactor, values: Iterable[V], *,
                   delay: Optional[float] = None) -> None:
@@ -105,12 +119,7 @@ class Queue(OrderedAPI[V]):
             TypeError or ValueError: any value is invalid (the message names its index),
                 or the batch would exceed FoundationDB's 10 MB transaction limit.
         """
-        drive(self._push(tr, self._many(values, delay)))
-
-    def _many(self, values: Iterable[V], delay: Optional[float]) -> PushRequest:
-        batch = [((), encode_value(v, f"values[{i}]"))
-                 for i, v in enumerate(materialize(values, "values"))]
-        return self._request(batch, None, delay, "values")
+        drive(self._ops.push(tr, self._ops.requests(values, delay)))
 
     def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest visible item; None when none is visible.
@@ -140,7 +149,7 @@ class Queue(OrderedAPI[V]):
         Raises:
             TypeError or ValueError: ``spread`` is not an int >= 1.
         """
-        return drive(self._pop(tr, MIN, spread))
+        return drive(self._ops.pop(tr, MIN, spread))
 
     def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove and return up to ``n`` items, oldest first (with ``spread=k``, ``n``
@@ -156,14 +165,14 @@ class Queue(OrderedAPI[V]):
             TypeError or ValueError: ``n`` is not an int >= 0 (or over 10,000 given a
                 Transaction); bad ``spread``.
         """
-        return drive(self._pop_many(tr, MIN, n, spread))
+        return drive(self._ops.pop_many(tr, MIN, n, spread))
 
     def peek(self, tr: Transactor) -> Optional[V]:
         """The value :meth:`pop` would return now, without removing it.
 
         Reads the first item (read conflict on it).  Cost: 1 round trip, O(1) in n.
         """
-        return drive(self._peek(tr, MIN))
+        return drive(self._ops.peek(tr, MIN))
 
     def items(self, tr: Transactor, limit: Optional[int] = None) -> List[V]:
         """The visible items, oldest first, without removing them (up to ``limit``).
@@ -173,7 +182,7 @@ class Queue(OrderedAPI[V]):
         (so a huge queue is listed in full, though not as one snapshot).  Cost: O(n)
         keys (O(limit) with a limit), 1 round trip per 1,000.
         """
-        return drive(self._items(tr, MIN, limit))
+        return drive(self._ops.items(tr, limit))
 
     def claim(self, tr: Transactor, lease_seconds: float, *,
               spread: int = 1) -> Optional[Lease[V]]:
@@ -185,7 +194,7 @@ class Queue(OrderedAPI[V]):
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
         """
-        return drive(self._claim(tr, MIN, lease_seconds, spread))
+        return drive(self._ops.claim(tr, MIN, lease_seconds, spread))
 
     def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                    spread: int = 1) -> List[Lease[V]]:
@@ -197,7 +206,7 @@ class Queue(OrderedAPI[V]):
         items follow one another until ``n`` are claimed or none is visible.  Ack
         them together with :meth:`ack_many`.  Cost: 1 round trip per 1,000 items.
         """
-        return drive(self._claim_many(tr, MIN, n, lease_seconds, spread))
+        return drive(self._ops.claim_many(tr, n, lease_seconds, spread=spread))
 
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                 release_delay: Optional[float] = None) -> ContextManager[Optional[Lease[V]]]:
@@ -217,7 +226,8 @@ class Queue(OrderedAPI[V]):
             LeaseExpiredError: on exit, if the lease was lost despite the heartbeat
                 (the process stalled past the deadline).
         """
-        return self._claimed(db, MIN, lease_seconds, timeout, release_delay)
+        claim, seconds = self._ops.claiming(db, MIN, lease_seconds, timeout, release_delay)
+        return kept_alive(self, db, claim, seconds, release_delay)
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
         """Pop, waiting until an item arrives; None if ``timeout`` seconds pass first.
@@ -227,10 +237,10 @@ class Queue(OrderedAPI[V]):
         wakes the waiter within milliseconds.  Needs a Database (it runs several
         transactions).  Cost per wake-up: 1 pop, 1 read-only check.
         """
-        return drive(self._pop_wait(db, MIN, timeout))
+        return drive(self._ops.pop_wait(db, MIN, timeout))
 
     def claim_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease[V]]:
         """:meth:`claim`, waiting like :meth:`pop_wait` until an item is visible."""
-        return drive(self._claim_wait(db, MIN, lease_seconds, timeout))
+        return drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import fdb.tuple
 
-from ._fdb import Gen
-from ._ordered_api import OrderedAPI
-from ._values import Value, check_seconds, encode_value
-from .priority_queue import PriorityQueue
+from ._values import Value, check_seconds
+from .protocol import Operation, Workable, workable
 
 __all__ = ["Schedule"]
 
@@ -29,8 +27,9 @@ class Schedule:
     """A job to enqueue once per time slot.
 
     Args:
-        queue: where the jobs go (a Queue or PriorityQueue; for a PriorityQueue,
-            ``priority`` is the jobs' priority).
+        queue: where the jobs go: a Queue, PriorityQueue or FairQueue (or an async
+            one, or any structure whose operations are
+            :class:`fdbrecipes.protocol.Workable`).
         name: the schedule's name (part of every job's id: keep it stable).
         every: the period in seconds; slots start at the multiples of it (wall-clock
             seconds since the epoch).  Give this or ``at``.
@@ -38,30 +37,35 @@ class Schedule:
             ``after`` (seconds since the epoch).
         value: the job's value.
         priority: for a PriorityQueue, the jobs' priority (default 0).
+        group: for a FairQueue, the jobs' group (required there).
 
     Raises:
         TypeError or ValueError: neither or both of ``every`` and ``at``, a bad period,
-            name or value.
+            name, value, priority or group.
     """
 
     def __init__(self, queue: Any, name: str, *, every: Optional[float] = None,
                  at: Optional[Callable[[float], float]] = None, value: Value = b"",
-                 priority: int = 0) -> None:
+                 priority: Optional[int] = None, group: Any = None) -> None:
         if (every is None) == (at is None):
             raise TypeError("Schedule needs exactly one of every= and at=")
         if type(name) is not str or not name:
             raise TypeError("name must be a non-empty str")
         if at is not None and not callable(at):
             raise TypeError("at must be a callable next_time(after) -> float")
-        if not isinstance(sync_twin(queue), OrderedAPI):
-            raise TypeError("a Schedule's queue is a Queue or PriorityQueue (or an async one)")
+        self.ops: Workable[Any] = workable(queue)
         self.queue = queue
         self.name = name
         self.every = None if every is None else check_seconds(every, "every")
         self.at = at
-        encode_value(value)
         self.value = value
         self.priority = priority
+        self.group = group
+        self.where: Dict[str, Any] = {key: given for key, given in
+                                      (("priority", priority), ("group", group))
+                                      if given is not None}
+        self.ops.push_job(None, value, id=self.slot_id(0.0), delay=0.0,
+                          **self.where).close()  # checks the job's arguments
 
     def __repr__(self) -> str:
         when = f"every={self.every}" if self.every is not None else f"at={self.at!r}"
@@ -90,33 +94,14 @@ class Schedule:
         packed: bytes = fdb.tuple.pack(("fdbrecipes-schedule", self.name, repr(slot)))
         return packed
 
-    def pushing(self, db: Any, now: Optional[float] = None) -> Tuple[Gen[None], float]:
+    def pushing(self, db: Any, now: Optional[float] = None) -> Tuple[Operation[None], float]:
         """The push of the next slot's job (it stores nothing if a worker pushed it
         already), to run, and when that slot starts."""
         now = time.time() if now is None else now
         slot = self.next_slot(now)
         delay = max(0.0, slot - now)
-        queue = sync_twin(self.queue)
-        if isinstance(queue, PriorityQueue):
-            request = queue._one(self.value, self.priority, self.slot_id(slot), delay)
-        else:
-            request = queue._one(self.value, self.slot_id(slot), delay)
-        return queue._push(db, request), slot
-
-
-def sync_twin(queue: Any) -> Any:
-    """The sync structure behind ``queue`` (itself, or an async twin's).
-
-    Raises:
-        TypeError: ``queue`` is not a Queue or PriorityQueue, nor an async one.
-    """
-    from .fair_queue import FairQueue
-
-    queue = getattr(queue, "_s", queue)
-    if not isinstance(queue, (OrderedAPI, FairQueue)):
-        raise TypeError(f"queue must be a Queue, PriorityQueue or FairQueue (or an async "
-                        f"one), not {type(queue).__name__}")
-    return queue
+        return self.ops.push_job(db, self.value, id=self.slot_id(slot), delay=delay,
+                                 **self.where), slot
 
 
 def check_retention(schedules: List[Schedule], now: float) -> None:
@@ -124,7 +109,7 @@ def check_retention(schedules: List[Schedule], now: float) -> None:
     more than that would enqueue a slot's job again."""
     for schedule in schedules:
         period = schedule.period(now)
-        retention = sync_twin(schedule.queue).id_retention
+        retention = schedule.ops.id_retention
         if retention < period:
             raise ValueError(
                 f"schedule {schedule.name!r}: its queue remembers ids for {retention} s, "

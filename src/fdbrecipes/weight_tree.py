@@ -4,7 +4,8 @@ Following the ``pi_weight`` crate: every node keeps its subtree's weight sum, an
 pick skips whole subtrees whose sum is below the remaining point, so it costs
 O(log n).  On FoundationDB the tree is a fixed-fanout sum tree over sequence numbers;
 the keys are listed in :class:`fdbrecipes._layout.TreeLayout` and drawn in
-docs/data-model.md, the operations are in :mod:`fdbrecipes._tree`.
+docs/data-model.md, the engine is :mod:`fdbrecipes._tree.engine` and the checked operations
+:class:`fdbrecipes._tree.ops.TreeOps`.
 """
 
 from __future__ import annotations
@@ -12,54 +13,18 @@ from __future__ import annotations
 import random
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ._fdb import Gen, Transactor, check_transactor
-from ._ids import Ids
-from ._layout import TreeLayout
-from ._run import Structure, read, read_pages
-from ._tree import (
-    LEVELS,
-    MAX_PICKS,
-    MAX_TOTAL_WEIGHT,
-    MAX_WEIGHT,
-    PICK_BATCH,
-    Pushed,
-    Tree,
-    TreeRequest,
-    parse_handle,
-)
-from ._values import (
-    MUTATION_OVERHEAD,
-    Value,
-    check_batch_bytes,
-    check_clock,
-    check_id,
-    check_int,
-    check_limit,
-    check_subspace,
-    encode_value,
-    materialize,
-)
-from ._wait import Clock, Wake, database_clock, drive, take_or_wait
+from ._clock import Clock
+from ._drivers.blocking import drive
+from ._face import Face
+from ._fdb import Transactor
+from ._tree.engine import MAX_TOTAL_WEIGHT, MAX_WEIGHT
+from ._tree.ops import TreeOps
+from ._values import Value
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "WeightTree"]
 
 
-def pushed(result: Pushed) -> List[bytes]:
-    """The handles a push request came to (raises the error that refused it)."""
-    if isinstance(result, ValueError):
-        raise result
-    return result
-
-
-def _check_weight(weight: Any, name: str = "weight") -> int:
-    return check_int(weight, name, low=1, high=MAX_WEIGHT)
-
-
-def _check_point(point: Any) -> Optional[int]:
-    return None if point is None else check_int(point, "point", low=0)
-
-
-class WeightTree(Structure):
+class WeightTree(Face[TreeOps]):
     """A transactional pool of weighted items; a pop removes one with probability
     weight / total weight.
 
@@ -91,16 +56,7 @@ class WeightTree(Structure):
         id_retention: float = 3600.0,
         clock: Optional[Clock] = None,
     ) -> None:
-        subspace = check_subspace(subspace)
-        if rng is not None and not isinstance(rng, random.Random):
-            raise TypeError(f"rng must be a random.Random, not {type(rng).__name__}")
-        self._tree = Tree(
-            TreeLayout(subspace),
-            rng if rng is not None else random.SystemRandom(),
-            check_clock(clock) or database_clock,
-            Ids(subspace, id_retention),
-        )
-        super().__init__(subspace)
+        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock))
 
     def push(
         self, tr: Transactor, value: Value, weight: int, *, id: Optional[bytes] = None
@@ -119,17 +75,7 @@ class WeightTree(Structure):
             TypeError or ValueError: bad value (as for Queue), weight not an int in
                 [1, 2**32], bad id, or the total weight would pass 2**62.
         """
-        return drive(self._push(tr, self._one(value, weight, id)))[0]
-
-    def _one(self, value: Value, weight: int, id_: Optional[bytes]) -> TreeRequest:
-        return TreeRequest([(encode_value(value), _check_weight(weight))], check_id(id_))
-
-    def _push(self, tr: Transactor, request: TreeRequest) -> Gen[List[bytes]]:
-        """Push a validated request; its handles."""
-        if not request.batch:
-            check_transactor(tr)
-            return []
-        return pushed((yield from self._loop(tr, self._tree.push, [request]))[0])
+        return drive(self._ops.push(tr, self._ops.request(value, weight, id)))[0]
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[Value, int]]) -> List[bytes]:
         """Add every ``(value, weight)`` pair in one transaction; return their handles.
@@ -141,20 +87,7 @@ class WeightTree(Structure):
             TypeError or ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
-        return drive(self._push(tr, self._many(items)))
-
-    def _many(self, items: Iterable[Tuple[Value, int]]) -> TreeRequest:
-        batch = []
-        for i, pair in enumerate(materialize(items, "items")):
-            if type(pair) is not tuple or len(pair) != 2:
-                raise TypeError(f"items[{i}] must be a (value, weight) tuple")
-            batch.append((encode_value(pair[0], f"items[{i}] value"),
-                          _check_weight(pair[1], f"items[{i}] weight")))
-        prefix = len(self.subspace.key())
-        total = sum(len(v) + 2 * (prefix + 60 + MUTATION_OVERHEAD) + LEVELS * 40
-                    for v, _ in batch)
-        check_batch_bytes(total, len(batch), "items")
-        return TreeRequest(batch, None)
+        return drive(self._ops.push(tr, self._ops.requests(items)))
 
     def pop(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """Remove an item, chosen with probability weight / total; None when empty.
@@ -175,10 +108,7 @@ class WeightTree(Structure):
         Raises:
             ValueError: ``point`` is outside [0, total weight) (nothing is written).
         """
-        return drive(self._pop(tr, point))
-
-    def _pop(self, tr: Transactor, point: Optional[int]) -> Gen[Optional[Value]]:
-        return self._loop(tr, self._tree.pop, _check_point(point))
+        return drive(self._ops.pop(tr, point))
 
     def pop_many(self, tr: Transactor, n: int) -> List[Value]:
         """Remove up to ``n`` items, each chosen as :meth:`pop` chooses (without
@@ -194,13 +124,7 @@ class WeightTree(Structure):
             TypeError or ValueError: ``n`` is not an int >= 0 (or over 1,000 given a
                 Transaction).
         """
-        return drive(self._pop_many(tr, n))
-
-    def _pop_many(self, tr: Transactor, n: int) -> Gen[List[Value]]:
-        n = check_int(n, "n", low=0)
-        batch = self._hooks.batch or PICK_BATCH
-        return self._loop.batches(tr, self._tree.pop_many, n, (), MAX_PICKS, batch,
-                                  what="picks")
+        return drive(self._ops.pop_many(tr, n))
 
     def peek(self, tr: Transactor, point: Optional[int] = None) -> Optional[Value]:
         """The value :meth:`pop` with this point would remove, without removing it.
@@ -208,20 +132,14 @@ class WeightTree(Structure):
         Without a point, one is drawn at random.  Reads as pop (a read conflict on the
         chosen item's value only).  Cost: as pop, without writes.
         """
-        return drive(self._peek(tr, point))
-
-    def _peek(self, tr: Transactor, point: Optional[int]) -> Gen[Optional[Value]]:
-        return read(tr, self._tree.peek, _check_point(point))
+        return drive(self._ops.peek(tr, point))
 
     def get(self, tr: Transactor, handle: bytes) -> Optional[Tuple[Value, int]]:
         """``(value, weight)`` of the item ``handle`` names, or None if it is gone.
 
         Reads the item's two keys (read conflicts on them).  Cost: 1 round trip.
         """
-        return drive(self._get(tr, handle))
-
-    def _get(self, tr: Transactor, handle: bytes) -> Gen[Optional[Tuple[Value, int]]]:
-        return read(tr, self._tree.get, parse_handle(handle))
+        return drive(self._ops.get(tr, handle))
 
     def remove(self, tr: Transactor, handle: bytes) -> Optional[Value]:
         """Remove the item ``handle`` names; return its value, or None if it is gone.
@@ -230,10 +148,7 @@ class WeightTree(Structure):
         remove or set_weight of the same item), clears them, updates the sums.
         Cost: 1 round trip, O(log n) writes.
         """
-        return drive(self._remove(tr, handle))
-
-    def _remove(self, tr: Transactor, handle: bytes) -> Gen[Optional[Value]]:
-        return self._loop(tr, self._tree.remove, parse_handle(handle))
+        return drive(self._ops.remove(tr, handle))
 
     def set_weight(self, tr: Transactor, handle: bytes, weight: int) -> Optional[int]:
         """Give the item ``handle`` names a new weight; return the old weight, or None
@@ -246,12 +161,7 @@ class WeightTree(Structure):
         Raises:
             TypeError or ValueError: bad weight, or the total would pass 2**62.
         """
-        return drive(self._set_weight(tr, handle, weight))
-
-    def _set_weight(self, tr: Transactor, handle: bytes, weight: int) -> Gen[Optional[int]]:
-        key = parse_handle(handle)
-        weight = _check_weight(weight)
-        return self._loop(tr, self._tree.set_weight, key, weight)
+        return drive(self._ops.set_weight(tr, handle, weight))
 
     def total_weight(self, tr: Transactor) -> int:
         """Sum of the weights of all items.
@@ -259,35 +169,23 @@ class WeightTree(Structure):
         Reads one counter (read conflict on it: pass ``tr.snapshot`` in a transaction
         that also writes, or it conflicts with every push and pop).  Cost: 1 round trip.
         """
-        return drive(self._total_weight(tr))
-
-    def _total_weight(self, tr: Transactor) -> Gen[int]:
-        return read(tr, self._tree.counter, self._tree.k.total_key)
+        return drive(self._ops.total_weight(tr))
 
     def size(self, tr: Transactor) -> int:
         """Number of items.  Reads two counters ("pushed" - "taken") in parallel, with
         read conflicts, as :meth:`total_weight` reads one.  Cost: 1 round trip."""
-        return drive(self._size(tr))
-
-    def _size(self, tr: Transactor) -> Gen[int]:
-        return read(tr, self._tree.size)
+        return drive(self._ops.size(tr))
 
     def is_empty(self, tr: Transactor) -> bool:
         """True when the tree holds no item.  Reads as :meth:`size`."""
-        return drive(self._is_empty(tr))
-
-    def _is_empty(self, tr: Transactor) -> Gen[bool]:
-        return (yield from self._size(tr)) == 0
+        return drive(self._ops.is_empty(tr))
 
     def clear(self, tr: Transactor) -> None:
         """Remove every item, sum and remembered id: range clears.  The wake counter
         "pushed" is touched instead of cleared (waiters look again; "taken" is set to
         match it, so reads it: a conflict with concurrent pushes) and the receipt
         slots of calls that may be in flight stay.  Cost: 1 read, O(1) in n."""
-        drive(self._clear(tr))
-
-    def _clear(self, tr: Transactor) -> Gen[None]:
-        return self._loop.idempotent(tr, self._tree.clear)
+        drive(self._ops.clear(tr))
 
     def items(
         self, tr: Transactor, limit: Optional[int] = None
@@ -299,18 +197,10 @@ class WeightTree(Structure):
         listed in full, though not as one snapshot).  Cost: 1 round trip per page,
         O(n) keys.
         """
-        return drive(self._items(tr, limit))
-
-    def _items(self, tr: Transactor, limit: Optional[int]
-               ) -> Gen[List[Tuple[bytes, Value, int]]]:
-        return read_pages(tr, self._tree.items, (), check_limit(limit))
+        return drive(self._ops.items(tr, limit))
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """:meth:`pop`, waiting on a watch (touched by every push) until an item
         arrives; None if ``timeout`` seconds pass first.  Needs a Database.
         """
-        return drive(self._pop_wait(db, timeout))
-
-    def _pop_wait(self, db: Any, timeout: Optional[float]) -> Gen[Optional[Value]]:
-        wake = Wake(self._tree.k.wake_key, self._tree.ready, (), self._hooks)
-        return take_or_wait(db, timeout, self._pop, (None,), wake)
+        return drive(self._ops.pop_wait(db, timeout))

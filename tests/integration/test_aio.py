@@ -76,6 +76,33 @@ def test_a_future_resolved_from_another_thread(db: Any, fdb_subspace: Any) -> No
     run(main)
 
 
+def test_a_range_read_awaits_to_its_key_values(db: Any, fdb_subspace: Any) -> None:
+    """A range read (what ``tr.get_range`` returns) awaits to its list, every batch
+    awaited: its limit, direction and streaming mode kept, also past one batch."""
+    big = b"x" * 2_000
+    for start in range(0, 3_000, 500):
+        tr = db.create_transaction()
+        for i in range(start, start + 500):
+            tr[fdb_subspace.pack((i,))] = big
+        tr.commit().wait()
+    r = fdb_subspace.range()
+
+    async def main() -> List[List[Any]]:
+        tr = db.create_transaction()
+        return [await aio.wait(tr.get_range(r.start, r.stop)),
+                await aio.wait(tr.get_range(r.start, r.stop, limit=10, reverse=True)),
+                await aio.wait(tr.get_range(r.start, r.stop, limit=2_500,
+                                            streaming_mode=fdb.StreamingMode.small)),
+                await aio.wait(tr.snapshot.get_range(r.start, r.stop, limit=3))]
+
+    whole, last, small, snapshot = run(main)
+    expected = list(db.get_range(r.start, r.stop))
+    assert [kv.key for kv in whole] == [kv.key for kv in expected] and len(whole) == 3_000
+    assert [kv.key for kv in last] == [kv.key for kv in reversed(expected)][:10]
+    assert [kv.key for kv in small] == [kv.key for kv in expected][:2_500]
+    assert [kv.value for kv in snapshot] == [big] * 3
+
+
 def test_an_error_is_raised_where_awaited(db: Any, fdb_subspace: Any) -> None:
     tr = db.create_transaction()
     tr.cancel()

@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import fdb
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue, WeightTree
+from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree
 from tests.helpers import dump, everything
 
 pytestmark = pytest.mark.integration
@@ -155,7 +155,7 @@ def test_weight_tree_stats_and_peek(db: Any, fdb_subspace: Any,
     for command in (["dead"], ["requeue-dead", "--yes"], ["purge-dead", "--yes"]):
         line = failed(fdbrecipes(fdb_cluster_file, *command, *where), 2)
         assert line == (f"fdbrecipes {command[0]}: error: a weight-tree has no leases, "
-                        "delays or dead letters (queue and priority-queue have)")
+                        "delays or dead letters (queue, priority-queue and fair-queue have)")
 
 
 def test_an_empty_place_is_an_empty_structure(db: Any, fdb_subspace: Any,
@@ -359,3 +359,54 @@ def test_max_deliveries_counts_an_expired_last_delivery_as_dead(
     told = answer(fdbrecipes(fdb_cluster_file, "stats", *where, "--max-deliveries", "1",
                              "--json"))
     assert (told["visible"], told["dead"], told["size"]) == (0, 1, 0)
+
+
+# -- a fair queue: every command, one group at a time ----------------------------------
+
+
+def test_every_command_works_on_a_fair_queue(db: Any, fdb_subspace: Any,
+                                             fdb_cluster_file: str, tmp_path: Any) -> None:
+    q = FairQueue(fdb_subspace, max_deliveries=1)
+    q.set_group(db, "globex", limit=0)  # claims take acme's items only, for now
+    q.push_many(db, ["a1", "a2", "a3"], group="acme")
+    q.push(db, "later", group="acme", id=b"later", delay=3600)
+    q.push(db, "g1", group="globex", id=b"g1")
+    first = q.claim(db, 30)
+    assert first is not None and q.release(db, first)  # a dead letter of acme
+    assert q.claim(db, 300) is not None  # in flight
+    where = place(fdb_subspace)
+    run = [fdb_cluster_file]
+    totals = answer(fdbrecipes(*run, "stats", *where, "--json"))  # the kind recognised
+    assert totals["kind"] == "fair-queue"
+    assert {k: totals[k] for k in ("groups", "visible", "delayed", "in_flight", "dead")} == {
+        "groups": 2, "visible": 2, "delayed": 1, "in_flight": 1, "dead": 1}
+    acme = answer(fdbrecipes(*run, "stats", *where, "--group", "acme", "--json"))
+    assert (acme["group"], acme["visible"], acme["limit"], acme["share"]) == ("acme", 1, None, 1)
+    assert answer(fdbrecipes(*run, "peek", *where, "--group", "globex", "--json"))[
+        "items"] == ["g1"]
+    assert len(answer(fdbrecipes(*run, "leases", *where, "--group", "acme", "--json"))[
+        "leases"]) == 1
+    assert [d["value"] for d in answer(fdbrecipes(
+        *run, "delayed", *where, "--group", "acme", "--json"))["delayed"]] == ["later"]
+    assert [d["value"] for d in answer(fdbrecipes(
+        *run, "dead", *where, "--group", "acme", "--json"))["dead_letters"]] == ["a1"]
+    ok(fdbrecipes(*run, "push", *where, "--group", "globex", "g2"))
+    assert q.items(db, "globex") == ["g1", "g2"]
+    assert answer(fdbrecipes(*run, "remove", *where, "--group", "globex", "--id", "g1",
+                             "--yes", "--json"))["removed"] is True
+    assert answer(fdbrecipes(*run, "requeue-dead", *where, "--group", "acme", "--yes",
+                             "--json"))["requeued"] == 1
+    assert answer(fdbrecipes(*run, "purge-dead", *where, "--group", "acme", "--yes",
+                             "--json"))["purged"] == 0
+    assert "give --group GROUP" in failed(fdbrecipes(*run, "dead", *where), 2)
+    assert "found keys of a fair-queue" in failed(
+        fdbrecipes(*run, "stats", *where, "--kind", "queue"), 1)
+    q.set_group(db, "globex", limit=5)
+    (tmp_path / "fair_jobs_for_test.py").write_text("def handle(job):\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "fdbrecipes", "worker", "fair_jobs_for_test:handle", *where,
+         "--cluster-file", fdb_cluster_file, "--burst"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert q.items(db, "acme") == [] and q.items(db, "globex") == []
+    assert [d.value for d in q.delayed(db, "acme")] == ["later"]

@@ -12,7 +12,7 @@ import fdb
 import pytest
 
 from fdbrecipes import WeightTree
-from fdbrecipes._tree import LEVELS, node_index
+from fdbrecipes._tree.engine import LEVELS, node_index
 from tests.helpers import chi_square_p, dump, run_threads
 
 

@@ -55,7 +55,7 @@ def test_server_pids_and_their_cpu(tmp_path: Path) -> None:
     (tmp_path / "14").mkdir()  # a process gone while listing: no cmdline
     pids = cpu.server_pids(CLUSTER, proc=tmp_path)
     assert pids == (10, 13)
-    ticks = cpu._ticks_per_second()
+    ticks = cpu.ticks_per_second()
     assert cpu.server_cpu(pids, proc=tmp_path) == pytest.approx(500 / ticks)
 
 

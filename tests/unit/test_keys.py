@@ -12,9 +12,9 @@ from fdb.subspace_impl import Subspace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._front import MAX, MIN, Entry, order
 from fdbrecipes._layout import OrderedLayout, TreeLayout
-from fdbrecipes._leases import Lease, lease_id, token_of
+from fdbrecipes._ordered.front import MAX, MIN, Entry, order
+from fdbrecipes._ordered.leases import Lease, lease_id, token_of
 from fdbrecipes._values import BATCH_ID_LEN, batch_ids, claimed_at
 
 S = Subspace(("app", "jobs"))

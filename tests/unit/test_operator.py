@@ -15,11 +15,12 @@ import fdb.tuple
 import pytest
 from fdb.subspace_impl import Subspace
 
-from fdbrecipes import PriorityQueue, Queue, WeightTree, cli
-from fdbrecipes._layout import OrderedLayout, TreeLayout
+from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, cli
+from fdbrecipes._layout import FairLayout, OrderedLayout, TreeLayout
 from fdbrecipes.admin import arguments, places
 from fdbrecipes.admin.output import cut, iso_time, json_value, table
 from fdbrecipes.admin.places import (
+    FAIR_RANGES,
     NEUTRAL,
     QUEUE_ITEM_LEN,
     QUEUE_KEYS,
@@ -146,6 +147,12 @@ def test_bad_tuples_are_one_line_usage_errors(
     (["stats", *JOBS, "--kind", "weight-tree", "--max-deliveries", "3"],
      "--max-deliveries applies to queue kinds only"),
     (["stats", "--directory", "a//b", "--kind", "queue"], "path like app/jobs"),
+    (["dead", *JOBS, "--kind", "fair-queue"],
+     "a fair-queue keeps a queue per group: give --group GROUP"),
+    (["remove", *JOBS, "--kind", "fair-queue", "--id", "x", "--yes"],
+     "a fair-queue keeps a queue per group: give --group GROUP"),
+    (["peek", *JOBS, "--kind", "queue", "--group", "acme"],
+     "--group applies to --kind fair-queue only"),
 ])
 def test_usage_errors_refuse_without_connecting(
     argv: List[str], message: str, capsys: pytest.CaptureFixture[str],
@@ -247,6 +254,7 @@ def test_markers_follow_the_library_layout() -> None:
     assert set(NEUTRAL) >= {"c", "g", "k"}
     assert len(q.new_item((), 0, None, 0)) == QUEUE_ITEM_LEN
     assert len(pq.new_item((3,), 0, None, 0)) == QUEUE_ITEM_LEN + 1
+    assert [FairLayout(S).active.key()] == [S[m].key() for m in FAIR_RANGES]
 
 
 def test_open_place_of_a_tuple_needs_no_reads() -> None:
@@ -255,3 +263,4 @@ def test_open_place_of_a_tuple_needs_no_reads() -> None:
     assert isinstance(places.make_structure("queue", S, 2), Queue)
     assert isinstance(places.make_structure("priority-queue", S, None), PriorityQueue)
     assert isinstance(places.make_structure("weight-tree", S, None), WeightTree)
+    assert isinstance(places.make_structure("fair-queue", S, None), FairQueue)

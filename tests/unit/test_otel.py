@@ -4,58 +4,14 @@ in (the API alone does nothing until an SDK is installed)."""
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Dict, Iterator, List, Optional
-
 import pytest
 
 from fdbrecipes import JobFinished, JobStarted, Lease
 from fdbrecipes.jobs import Job
+from tests.helpers import Tracer
 
 trace = pytest.importorskip("opentelemetry.trace", reason="opentelemetry-api is the otel extra")
 from fdbrecipes.otel import Tracing  # noqa: E402  (after the skip)
-
-
-class Span:
-    """What the adapter does to a span, recorded."""
-
-    def __init__(self, name: str, kind: Any, attributes: Dict[str, Any]) -> None:
-        self.name, self.kind, self.attributes = name, kind, dict(attributes)
-        self.ended = False
-        self.status: Optional[Any] = None
-        self.exceptions: List[BaseException] = []
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        self.attributes[key] = value
-
-    def record_exception(self, error: BaseException) -> None:
-        self.exceptions.append(error)
-
-    def set_status(self, status: Any) -> None:
-        self.status = status
-
-    def end(self) -> None:
-        self.ended = True
-
-
-class Tracer:
-    """A tracer that keeps every span it starts, in order."""
-
-    def __init__(self) -> None:
-        self.spans: List[Span] = []
-
-    def start_span(self, name: str, kind: Any = None, attributes: Any = None,
-                   context: Any = None) -> Span:
-        span = Span(name, kind, attributes or {})
-        self.spans.append(span)
-        return span
-
-    @contextlib.contextmanager
-    def start_as_current_span(self, name: str, kind: Any = None, attributes: Any = None,
-                              context: Any = None) -> Iterator[Span]:
-        span = self.start_span(name, kind, attributes, context)
-        yield span
-        span.end()
 
 
 def job(token: bytes) -> Job:

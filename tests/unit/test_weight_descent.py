@@ -13,10 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes import FdbRecipesError
+from fdbrecipes import FdbRecipesError, drive
 from fdbrecipes._fdb import Gen
-from fdbrecipes._tree import FANOUT, LEVELS, descend, node_index, top_level
-from fdbrecipes._wait import drive
+from fdbrecipes._tree.engine import FANOUT, LEVELS, descend, node_index, top_level
 
 Item = Tuple[int, bytes, int]  # seq, random, weight
 

@@ -21,7 +21,8 @@ Every command names one structure:
   with ``fdb.directory.open``: it must exist and is never created) or ``--tuple
   '("jobs",)'`` (a Python tuple literal; the subspace is ``fdb.Subspace(that tuple)``),
   exactly one of the two;
-* what: ``--kind queue|priority-queue|weight-tree``.  The keys found there must be of
+* what: ``--kind queue|priority-queue|fair-queue|weight-tree`` (a fair-queue's one-queue
+  commands also take ``--group GROUP``).  The keys found there must be of
   that kind (an empty place is an empty structure); without ``--kind`` the kind is
   recognised from them (an empty place then needs ``--kind``).  ``--max-deliveries N`` (queue
   kinds) gives the commands the application's ``max_deliveries``, so that a lease that

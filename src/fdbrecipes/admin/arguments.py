@@ -10,17 +10,19 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import fdb.tuple
 
 from .places import Place, UsageError
 
-__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "PEEK_LIMIT", "check_kind", "check_usage",
+__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "PEEK_LIMIT", "Needs", "check_kind",
+           "check_usage",
            "dead_arguments", "parse_directory", "parse_tuple", "peek_arguments",
            "purge_dead_arguments", "requeue_dead_arguments", "stats_arguments"]
 
-KINDS = ("queue", "priority-queue", "weight-tree")
+KINDS = ("queue", "priority-queue", "fair-queue", "weight-tree")
 #: How ``push`` reads its VALUE.
 VALUE_TYPES = ("str", "bytes", "int", "float", "json")
 #: Seconds a transaction may take before it is cancelled (``--timeout``).
@@ -29,7 +31,8 @@ DEFAULT_TIMEOUT = 10.0
 PEEK_LIMIT, DEAD_LIMIT = 10, 100
 
 EPILOG = ("The structure is --directory PATH (a directory-layer path, which must exist) "
-          "or --tuple LITERAL (a Python tuple literal naming the subspace), with --kind.  "
+          "or --tuple LITERAL (a Python tuple literal naming the subspace), with --kind "
+          "(and, for a fair-queue, --group GROUP).  "
           "Values are shown with repr(); see --json.  Exit status: 0 done, 1 failed, 2 "
           "usage error; errors are one line on stderr.")
 
@@ -69,6 +72,8 @@ def place_arguments(parser: argparse.ArgumentParser, description: str) -> None:
                      help="Python tuple literal naming the subspace, e.g. '(\"jobs\",)'")
     where.add_argument("--kind", choices=KINDS, help="what is stored there (default: "
                        "recognised from the keys found there)")
+    where.add_argument("--group", metavar="GROUP",
+                       help="fair-queue: the group (its queue) to look into or change")
     where.add_argument("--max-deliveries", type=positive_int, metavar="N",
                        help="queue kinds: the application's max_deliveries (a lease that "
                        "expired on a last delivery then counts as dead)")
@@ -221,11 +226,24 @@ def parse_tuple(text: str) -> Place:
     return Place(prefix=value)
 
 
-def check_usage(args: argparse.Namespace, dead_letters: bool, confirm: Optional[str]) -> Place:
-    """The place ``args`` name, once every check of the command line alone passed.
+@dataclass(frozen=True)
+class Needs:
+    """What a command needs of the structure it names.
 
-    ``dead_letters``: the command works on dead letters (queue kinds only).
-    ``confirm``: for a command that writes, what ``--yes`` confirms.
+    Attributes:
+        dead_letters: it works on leases, delays or dead letters (queue kinds only).
+        group: it works on one queue (for a fair-queue: ``--group``, required).
+        confirm: for a command that writes, what ``--yes`` confirms (the refusal to
+            run without it names it).
+    """
+
+    dead_letters: bool = False
+    group: bool = False
+    confirm: Optional[str] = None
+
+
+def check_usage(args: argparse.Namespace, needs: Needs) -> Place:
+    """The place ``args`` name, once every check of the command line alone passed.
 
     Raises:
         UsageError: the first check that failed.
@@ -234,23 +252,27 @@ def check_usage(args: argparse.Namespace, dead_letters: bool, confirm: Optional[
         place = parse_directory(args.directory)
     else:
         place = parse_tuple(args.tuple_literal)
-    check_kind(args, dead_letters)
-    if confirm and not args.yes:
-        raise UsageError(f"refusing to {confirm} without --yes")
+    check_kind(args, needs)
+    if needs.confirm and not args.yes:
+        raise UsageError(f"refusing to {needs.confirm} without --yes")
     return place
 
 
-def check_kind(args: argparse.Namespace, dead_letters: bool) -> None:
+def check_kind(args: argparse.Namespace, needs: Needs) -> None:
     """The checks that need ``--kind`` (made again once a kind was recognised).
 
     Raises:
         UsageError: the first check that failed.
     """
     if args.kind == "weight-tree":
-        if dead_letters:
-            raise UsageError("a weight-tree has no leases, delays or dead letters (queue "
-                             "and priority-queue have)")
+        if needs.dead_letters:
+            raise UsageError("a weight-tree has no leases, delays or dead letters (queue, "
+                             "priority-queue and fair-queue have)")
         if args.max_deliveries is not None:
             raise UsageError("--max-deliveries applies to queue kinds only")
     if getattr(args, "end", None) is not None and args.kind not in (None, "priority-queue"):
         raise UsageError("--end applies to --kind priority-queue only")
+    if args.group is not None and args.kind not in (None, "fair-queue"):
+        raise UsageError("--group applies to --kind fair-queue only")
+    if needs.group and args.kind == "fair-queue" and args.group is None:
+        raise UsageError("a fair-queue keeps a queue per group: give --group GROUP")

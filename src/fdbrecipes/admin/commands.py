@@ -14,14 +14,17 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
 
 from .._cluster import tools_client_problem
+from .._drivers.blocking import drive
 from ..errors import FdbRecipesError
+from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
-from ..queue import Queue
+from ..protocol import Inspectable, inspectable
 from ..weight_tree import WeightTree
 from .arguments import (
+    Needs,
     check_kind,
     check_usage,
     dead_arguments,
@@ -54,6 +57,8 @@ T = TypeVar("T")
 
 #: FoundationDB's transaction_timed_out.
 TIMED_OUT = 1031
+#: What a command that works on any structure needs: nothing.
+ANYTHING = Needs()
 
 
 @dataclass(frozen=True)
@@ -85,20 +90,13 @@ class Report:
 @dataclass(frozen=True)
 class Operation:
     """One operator command: its name, its help line, its options, its action, and
-    what it needs.
-
-    Attributes:
-        dead_letters: it works on dead letters (queue kinds only).
-        confirm: for a command that writes, what ``--yes`` confirms (the refusal to
-            run without it names it).
-    """
+    what it needs of the structure (see :class:`.arguments.Needs`)."""
 
     name: str
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
     act: Callable[[Target, argparse.Namespace], Report]
-    dead_letters: bool = False
-    confirm: Optional[str] = None
+    needs: Needs = ANYTHING
 
     def main(self, args: argparse.Namespace) -> int:
         """Run the command on the parsed command line; its exit status."""
@@ -141,7 +139,7 @@ def connect(args: argparse.Namespace) -> Any:
 
 
 def open_target(db: Any, place: Place, args: argparse.Namespace,
-                dead_letters: bool = False) -> Target:
+                needs: Needs = ANYTHING) -> Target:
     """Open ``place`` and check that what is stored there is a ``--kind`` (without
     ``--kind``: recognise the kind from the keys there, then check what needs it)."""
     subspace = read_only(db, open_place, place)
@@ -154,7 +152,7 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
             raise UsageError(f"nothing at {place} {what}"
                              f"{'' if seen is None else '-queue'}: give --kind")
         args.kind = seen
-        check_kind(args, dead_letters)
+        check_kind(args, needs)
     found = read_only(db, survey, subspace, args.kind)
     if found is not None:
         raise OperatorError(f"no {args.kind} at {place}: found {found}")
@@ -188,8 +186,8 @@ def run(args: argparse.Namespace, operation: Operation) -> int:
     """
     prefix = f"fdbrecipes {operation.name}:"
     try:
-        place = check_usage(args, operation.dead_letters, operation.confirm)
-        target = open_target(connect(args), place, args, operation.dead_letters)
+        place = check_usage(args, operation.needs)
+        target = open_target(connect(args), place, args, operation.needs)
         report = operation.act(target, args)
     except UsageError as e:
         say(f"{prefix} error:", e)
@@ -216,15 +214,35 @@ def run(args: argparse.Namespace, operation: Operation) -> int:
 # -- the commands --------------------------------------------------------------------
 
 
-def _counts(tr: Any, structure: Structure) -> Dict[str, Any]:
+def queue_of(target: Target, args: argparse.Namespace) -> Inspectable:
+    """The queue a command looks into or changes: a queue kind's operations, or those
+    of the fair-queue's ``--group`` (never a weight-tree's: see check_kind)."""
+    structure = target.structure
+    if isinstance(structure, FairQueue):
+        return structure.ops.group_queue(args.group)
+    return inspectable(structure)
+
+
+def _counts(tr: Any, target: Target, group: Optional[str]) -> Dict[str, Any]:
+    """What ``stats`` shows: the size and where the items are (a weight-tree's size and
+    total weight; a fair-queue's, summed over its groups, with how many there are, or
+    those of ``group``, with its limit and share)."""
+    structure = target.structure
     if isinstance(structure, WeightTree):
         return {"size": structure.size(tr), "total_weight": structure.total_weight(tr)}
+    if isinstance(structure, FairQueue):
+        if group is not None:
+            return {"group": group, **drive(structure.ops.group_stats(tr, group))._asdict()}
+        totals = drive(structure.ops.stats(tr))
+        return {"groups": len(structure.groups(tr)), **totals._asdict()}
     return {"size": structure.size(tr), **structure.stats(tr)._asdict()}
 
 
 def _shown(name: str, value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, str):
+        return cut(repr(value))
     return f"{value:.1f} s" if name.endswith("age") else f"{value:,}"
 
 
@@ -233,7 +251,7 @@ def stats(target: Target, args: argparse.Namespace) -> Report:
     ``--watch``, printed again every so many seconds until Ctrl-C (the last report is
     returned)."""
     while True:
-        data = read_only(target.db, _counts, target.structure)
+        data = read_only(target.db, _counts, target, args.group)
         rows = [(name.replace("_", " "), _shown(name, v)) for name, v in data.items()]
         report = Report({**target.header(), **data}, f"{target.title()}\n{table(rows)}")
         if not getattr(args, "watch", None):
@@ -251,14 +269,16 @@ def push(target: Target, args: argparse.Namespace) -> Report:
         if args.delay is not None or args.priority is not None:
             raise UsageError("a weight-tree takes --weight, not --delay or --priority")
         structure.push(target.db, value, args.weight or 1, id=id_)
-    elif isinstance(structure, PriorityQueue):
+    else:
         if args.weight is not None:
             raise UsageError("--weight applies to --kind weight-tree only")
-        structure.push(target.db, value, args.priority or 0, id=id_, delay=args.delay)
-    else:
-        if args.weight is not None or args.priority is not None:
-            raise UsageError("a queue takes neither --weight nor --priority")
-        structure.push(target.db, value, id=id_, delay=args.delay)
+        where = {}
+        if args.priority is not None:
+            if not isinstance(structure, PriorityQueue):
+                raise UsageError("--priority applies to --kind priority-queue only")
+            where["priority"] = args.priority
+        drive(queue_of(target, args).push_job(target.db, value, id=id_, delay=args.delay,
+                                              **where))
     return Report({**target.header(), "pushed": json_value(value)},
                   f"{target.title()}: pushed {cut(repr(value))}")
 
@@ -270,7 +290,7 @@ def _version(tr: Any) -> int:
 
 def leases(target: Target, args: argparse.Namespace) -> Report:
     """``leases``: the items in flight, oldest claim first."""
-    found = _ordered(target).leases(target.db, args.limit)
+    found = drive(queue_of(target, args).leases(target.db, args.limit))
     now = read_only(target.db, _version)
     rows = [(str(i), str(info.deliveries), f"{(info.deadline - now) / 1e6:.1f} s",
              "-" if info.claimed_at is None else f"{(now - info.claimed_at) / 1e6:.1f} s",
@@ -287,7 +307,7 @@ def leases(target: Target, args: argparse.Namespace) -> Report:
 
 def delayed(target: Target, args: argparse.Namespace) -> Report:
     """``delayed``: the delayed items, soonest first."""
-    found = _ordered(target).delayed(target.db, args.limit)
+    found = drive(queue_of(target, args).delayed(target.db, args.limit))
     now = read_only(target.db, _version)
     rows = [(str(i), f"{(d.due_at - now) / 1e6:.1f} s", str(d.deliveries), cut(repr(d.value)))
             for i, d in enumerate(found, 1)]
@@ -300,7 +320,7 @@ def delayed(target: Target, args: argparse.Namespace) -> Report:
 
 def remove(target: Target, args: argparse.Namespace) -> Report:
     """``remove``: the pending item pushed with ``--id``."""
-    value = _ordered(target).remove(target.db, id=args.id.encode())
+    value = drive(queue_of(target, args).remove(target.db, args.id.encode()))
     text = ("no pending item has that id" if value is None
             else f"removed {cut(repr(value))}")
     return Report({**target.header(), "removed": value is not None,
@@ -323,12 +343,10 @@ def peek(target: Target, args: argparse.Namespace) -> Report:
         return _peek_tree(target, structure, limit)
     extra: Dict[str, Any] = {}
     title = target.title()
+    end = args.end or "min"
     if isinstance(structure, PriorityQueue):
-        end = args.end or "min"
-        values = structure.items(target.db, limit, reverse=end == "max")
         extra, title = {"end": end}, f"{title}, in pop_{end} order"
-    else:
-        values = structure.items(target.db, limit)
+    values = drive(queue_of(target, args).items(target.db, limit, end))
     rows = [(str(i), cut(repr(v))) for i, v in enumerate(values, 1)]
     return Report({**target.header(), **extra, "items": [json_value(v) for v in values]},
                   _listing(title, rows, ("#", "value"), "(no visible items)", limit))
@@ -343,17 +361,9 @@ def _peek_tree(target: Target, tree: WeightTree, limit: int) -> Report:
                            ("#", "weight", "value", "handle"), "(no items)", limit))
 
 
-def _ordered(target: Target) -> Union[Queue, PriorityQueue]:
-    """The structure of a dead-letter command (never a weight-tree: see check_usage)."""
-    structure = target.structure
-    if isinstance(structure, WeightTree):
-        raise UsageError("a weight-tree has no dead letters")
-    return structure
-
-
 def dead(target: Target, args: argparse.Namespace) -> Report:
     """``dead``: the oldest ``--limit`` dead letters."""
-    letters = _ordered(target).dead(target.db, args.limit)
+    letters = drive(queue_of(target, args).dead(target.db, args.limit))
     rows = [(str(i), str(d.deliveries), iso_time(d.died_at), cut(repr(d.value)))
             for i, d in enumerate(letters, 1)]
     data: List[Dict[str, Any]] = [
@@ -367,39 +377,42 @@ def dead(target: Target, args: argparse.Namespace) -> Report:
 
 def requeue_dead(target: Target, args: argparse.Namespace) -> Report:
     """``requeue-dead``: push up to ``--limit`` dead letters back (all by default)."""
-    moved = _ordered(target).requeue_dead(target.db, args.limit)
+    moved = drive(queue_of(target, args).requeue_dead(target.db, args.limit))
     return Report({**target.header(), "requeued": moved},
                   f"{target.title()}: requeued {moved:,} dead letter(s)")
 
 
 def purge_dead(target: Target, args: argparse.Namespace) -> Report:
     """``purge-dead``: delete every dead letter."""
-    removed = _ordered(target).purge_dead(target.db)
+    removed = drive(queue_of(target, args).purge_dead(target.db))
     return Report({**target.header(), "purged": removed},
                   f"{target.title()}: purged {removed:,} dead letter(s)")
 
 
+#: What the commands that look into one queue need (``--group`` for a fair-queue).
+ONE_QUEUE = Needs(group=True)
+#: ... and those that work on its leases, delays and dead letters (no weight-tree).
+QUEUE_ONLY = Needs(dead_letters=True, group=True)
+
 STATS = Operation("stats", "show a structure's counts (read only)", stats_arguments, stats)
 PEEK = Operation("peek", "list the next items without removing them (read only)",
-                 peek_arguments, peek)
+                 peek_arguments, peek, ONE_QUEUE)
 DEAD = Operation("dead", "list a queue's dead letters (read only)", dead_arguments, dead,
-                 dead_letters=True)
+                 QUEUE_ONLY)
 REQUEUE_DEAD = Operation("requeue-dead", "push dead letters back into the queue (needs --yes)",
-                         requeue_dead_arguments, requeue_dead, dead_letters=True,
-                         confirm="move dead letters back into the queue")
+                         requeue_dead_arguments, requeue_dead,
+                         Needs(True, True, "move dead letters back into the queue"))
 PURGE_DEAD = Operation("purge-dead", "delete a queue's dead letters (needs --yes)",
-                       purge_dead_arguments, purge_dead, dead_letters=True,
-                       confirm="delete dead letters for good")
-PUSH = Operation("push", "push one value onto a structure", push_arguments, push)
+                       purge_dead_arguments, purge_dead,
+                       Needs(True, True, "delete dead letters for good"))
+PUSH = Operation("push", "push one value onto a structure", push_arguments, push, ONE_QUEUE)
 LEASES = Operation("leases", "list a queue's items in flight (read only)",
                    listing_arguments("items in flight (live leases), oldest claim first: "
                                      "deliveries, when the lease ends, when it was claimed, "
-                                     "value, token"), leases, dead_letters=True)
+                                     "value, token"), leases, QUEUE_ONLY)
 DELAYED = Operation("delayed", "list a queue's delayed items (read only)",
-                    listing_arguments("delayed items, soonest first"), delayed,
-                    dead_letters=True)
+                    listing_arguments("delayed items, soonest first"), delayed, QUEUE_ONLY)
 REMOVE = Operation("remove", "remove a pending item by its idempotency id (needs --yes)",
-                   remove_arguments, remove, dead_letters=True,
-                   confirm="remove an item for good")
+                   remove_arguments, remove, Needs(True, True, "remove an item for good"))
 #: Every operator command, in the order ``fdbrecipes --help`` lists them.
 OPERATIONS = (STATS, PEEK, DEAD, REQUEUE_DEAD, PURGE_DEAD, PUSH, LEASES, DELAYED, REMOVE)

@@ -12,16 +12,17 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
+from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..weight_tree import WeightTree
 from .output import cut
 
-__all__ = ["ANY_QUEUE", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS", "QUEUE_RANGES", "TREE_KEYS",
-           "TREE_RANGES", "OperatorError", "Place", "Structure", "UsageError",
-           "make_structure", "open_place", "stored", "survey"]
+__all__ = ["ANY_QUEUE", "FAIR_RANGES", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS",
+           "QUEUE_RANGES", "TREE_KEYS", "TREE_RANGES", "OperatorError", "Place", "Structure",
+           "UsageError", "make_structure", "open_place", "stored", "survey"]
 
-Structure = Union[Queue, PriorityQueue, WeightTree]
+Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 
 #: The first tuple element of a structure's keys says what they are (the key layout of
 #: :mod:`fdbrecipes._layout`, drawn in docs/data-model.md; the unit tests check these
@@ -30,6 +31,11 @@ Structure = Union[Queue, PriorityQueue, WeightTree]
 QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x"), ("f",)
 #: A weight tree: ranges of leaves, values and sums; the total weight key.
 TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
+#: A fair queue: its index of groups, where every fair queue with work or a policy has
+#: an entry.  (Its other ranges, its groups' queues under "q", policies under "p" and
+#: its lottery under "t", a weight tree, look like structures nested under those
+#: names; its looks under "w" like a tree's leaves.)
+FAIR_RANGES = ("a",)
 #: What any structure, even a cleared one, may leave: receipt slots, idempotency ids
 #: and its counters (the wake counter "pushed" among them).
 NEUTRAL = ("c", "g", "k", "n")
@@ -118,13 +124,16 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     shorter than a priority queue's, which tells those two apart when an item, a hold
     or a dead letter is there (otherwise the kind is "queue or priority-queue").
     """
-    ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES}
+    ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES + FAIR_RANGES}
     keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
     anything = _first(tr, subspace)
     firsts = {m: list(kvs) for m, kvs in ranges.items()}
     found = {m for m, f in keys.items() if f.wait().value is not None}
     is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))
     is_tree = any(firsts[m] for m in TREE_RANGES) or bool(found & set(TREE_KEYS))
+    if any(firsts[m] for m in FAIR_RANGES):
+        return (None, "keys of both a queue and a fair-queue") if is_queue else (
+            "fair-queue", None)
     if is_queue and is_tree:
         return None, "keys of both a queue and a weight-tree"
     if is_tree:
@@ -136,7 +145,7 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     for kv in anything:
         try:
             head = subspace.unpack(kv.key)[:1]
-        except Exception:
+        except Exception:  # a key under a nested subspace ("t" of a fair queue's lottery)
             head = (bytes(kv.key[len(subspace.key()):]),)
         if not (head and head[0] in NEUTRAL):
             return None, f"keys of no fdbrecipes structure (first: {cut(repr(head[0]), 40)})"
@@ -153,7 +162,7 @@ def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
     if seen is None or seen == kind:
         return None
     if seen == ANY_QUEUE:
-        return None if kind != "weight-tree" else "keys of a queue"
+        return None if kind in ("queue", "priority-queue") else "keys of a queue"
     return f"keys of a {seen}"
 
 
@@ -163,4 +172,6 @@ def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int])
         return WeightTree(subspace)
     if kind == "queue":
         return Queue(subspace, max_deliveries=max_deliveries)
+    if kind == "fair-queue":
+        return FairQueue(subspace, max_deliveries=max_deliveries)
     return PriorityQueue(subspace, max_deliveries=max_deliveries)

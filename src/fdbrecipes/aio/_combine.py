@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, TypeVar
 
+from .._drivers.awaiting import drive
 from .._fdb import Gen
-from .._run import Loop
-from ._driver import drive
 
 __all__ = ["MOST_BYTES", "MOST_REQUESTS", "WINDOW", "Combiner"]
 
@@ -51,13 +50,14 @@ class _Pending(Generic[R, X]):
 
 
 class Combiner(Generic[R, X]):
-    """Calls of one kind (``op(tr, attempt, requests)``, returning one result per
-    request, or an exception instance for a request it refused) on one structure,
-    gathered per event loop and database into shared transactions of ``loop``."""
+    """Calls of one kind on one structure, gathered per event loop and database into
+    shared transactions: ``run(db, requests)`` is an operation of the structure's
+    operations object that runs every request in one transaction of its retry loop
+    and returns one result per request (or an exception instance for a request it
+    refused)."""
 
-    def __init__(self, loop: Loop, op: Callable[..., Gen[Sequence[Any]]]) -> None:
-        self.loop = loop
-        self.op = op
+    def __init__(self, run: Callable[[Any, List[R]], Gen[Sequence[Any]]]) -> None:
+        self.run = run
         self.pending: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, Dict[Any, _Pending[R, X]]] = weakref.WeakKeyDictionary()
 
@@ -99,7 +99,7 @@ class Combiner(Generic[R, X]):
     async def send(self, db: Any, requests: List[R], waiters: List[asyncio.Future[X]]) -> None:
         """One shared transaction for ``requests``; each waiter gets its result."""
         try:
-            results = await drive(self.loop(db, self.op, requests))
+            results = await drive(self.run(db, requests))
         except BaseException as e:
             for waiter in waiters:
                 if not waiter.done():
@@ -114,18 +114,3 @@ class Combiner(Generic[R, X]):
                 waiter.set_exception(result)
             else:
                 waiter.set_result(result)
-
-
-def split(flat: Sequence[X], lengths: Sequence[int]) -> List[List[X]]:
-    """``flat`` cut into consecutive runs of ``lengths``."""
-    out: List[List[X]] = []
-    at = 0
-    for n in lengths:
-        out.append(list(flat[at:at + n]))
-        at += n
-    return out
-
-
-def joined(requests: Sequence[Sequence[R]]) -> Tuple[List[R], List[int]]:
-    """Every request's items in one list, and how many each had."""
-    return [x for r in requests for x in r], [len(r) for r in requests]

@@ -1,18 +1,26 @@
 """Heartbeats for async code: a claimed item's lease kept alive by a task.
 
-The async twin of ``fdbrecipes._heartbeat.Heartbeat``: it extends the lease about
-every third of its length while the ``async with`` block runs.
+The async twin of :mod:`fdbrecipes._heartbeat`: :func:`kept_alive` backs the async
+structures' ``claimed`` (and ``claimed_min`` / ``claimed_max``); its
+:class:`Heartbeat` extends the lease about every third of its length while the
+``async with`` block runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional
+import contextlib
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional, TypeVar
 
-from .._leases import Lease
+from .._drivers.awaiting import drive
+from .._fdb import Gen
+from .._heartbeat import LOST
+from .._ordered.leases import Lease
 from ..errors import LeaseExpiredError
 
-__all__ = ["Heartbeat"]
+__all__ = ["Heartbeat", "kept_alive"]
+
+L = TypeVar("L", bound=Lease[Any])
 
 
 class Heartbeat:
@@ -49,3 +57,32 @@ class Heartbeat:
         """Stop beating (an extension in flight is settled first)."""
         self._task.cancel()
         await asyncio.wait({self._task})  # the caller's own cancellation still reaches it
+
+
+@contextlib.asynccontextmanager
+async def kept_alive(structure: Any, db: Any, claim: Gen[Optional[L]], seconds: float,
+                  release_delay: Optional[float]) -> AsyncIterator[Optional[L]]:
+    """The async twin of :func:`fdbrecipes._heartbeat.kept_alive`: the lease the operation
+    ``claim`` takes (or None), kept alive by a :class:`Heartbeat` task; acked on a
+    normal exit, released when the block raises.
+
+    Raises:
+        LeaseExpiredError: the block ended normally but the lease was lost meanwhile.
+    """
+    lease = await drive(claim)
+    if lease is None:
+        yield None
+        return
+    beat = Heartbeat(structure.extend, db, lease, seconds)
+    try:
+        yield lease
+    except BaseException:
+        await beat.stop()
+        if not beat.lost:
+            with contextlib.suppress(Exception):
+                await structure.release(db, lease, delay=release_delay)
+        raise
+    await beat.stop()
+    if beat.lost:
+        raise LeaseExpiredError(LOST)
+    await structure.ack(db, lease)

@@ -6,8 +6,8 @@ import functools
 import inspect
 from typing import Any, Awaitable, Callable, TypeVar
 
+from .._drivers.awaiting import wait
 from .._fdb import check_transactor, fdb_impl, is_transaction
-from ._driver import wait
 
 __all__ = ["transactional"]
 

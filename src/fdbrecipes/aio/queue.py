@@ -2,26 +2,31 @@
 
 The same constructor arguments and the same key layout as Queue: a sync and an async
 client work on one subspace at once.  Every method is an ``async def`` twin of the
-sync method of the same name, running the same operation.
+sync method of the same name, with its docstring, awaiting the same operation of the
+structure's operations object (:class:`fdbrecipes._ordered.ops.QueueOps`).
 """
 
 from __future__ import annotations
 
 from typing import Any, AsyncContextManager, Iterable, List, Optional
 
+from .._clock import Clock
+from .._drivers.awaiting import drive
+from .._face import twin
 from .._fdb import Transactor
-from .._front import MIN
-from .._leases import Lease
+from .._ordered.front import MIN
+from .._ordered.leases import Lease
+from .._ordered.ops import QueueOps
 from .._values import V
-from .._wait import Clock
 from ..queue import Queue
-from ._driver import drive
-from ._ordered import AsyncOrderedAPI, twin
+from ._heartbeat import kept_alive
+from ._ordered_face import AsyncOrderedFace
 
 __all__ = ["AsyncQueue"]
 
 
-class AsyncQueue(AsyncOrderedAPI[V]):
+@twin(Queue)
+class AsyncQueue(AsyncOrderedFace[V]):
     """A transactional FIFO queue for asyncio code (see :class:`fdbrecipes.Queue`).
 
     ``tr`` is an ``fdb.Transaction`` (the operation joins the caller's transaction;
@@ -37,7 +42,7 @@ class AsyncQueue(AsyncOrderedAPI[V]):
     ``max_deliveries``), with the same meaning.
     """
 
-    _s: Queue[V]
+    _ops: QueueOps[V]
 
     def __init__(
         self,
@@ -49,58 +54,48 @@ class AsyncQueue(AsyncOrderedAPI[V]):
         result_timeout: float = 10.0,
         max_deliveries: Optional[int] = None,
     ) -> None:
-        super().__init__(Queue(subspace, high_contention=high_contention, clock=clock,
-                               id_retention=id_retention, result_timeout=result_timeout,
-                               max_deliveries=max_deliveries))
+        super().__init__(QueueOps(subspace, high_contention=high_contention, clock=clock,
+                                  id_retention=id_retention, result_timeout=result_timeout,
+                                  max_deliveries=max_deliveries))
 
-    @twin(Queue.push)
     async def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
                    delay: Optional[float] = None) -> None:
-        await self._push(tr, self._s._one(value, id, delay))
+        await self._push(tr, self._ops.request(value, id, delay))
 
-    @twin(Queue.push_many)
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
                         delay: Optional[float] = None) -> None:
-        await self._push(tr, self._s._many(values, delay))
+        await self._push(tr, self._ops.requests(values, delay))
 
-    @twin(Queue.pop)
     async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
-        return await self._take(tr, self._s._pop(tr, MIN, spread), spread)
+        return await self._take(tr, self._ops.pop(tr, MIN, spread), spread)
 
-    @twin(Queue.pop_many)
     async def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
-        return await self._take(tr, self._s._pop_many(tr, MIN, n, spread), spread)
+        return await self._take(tr, self._ops.pop_many(tr, MIN, n, spread), spread)
 
-    @twin(Queue.peek)
     async def peek(self, tr: Transactor) -> Optional[V]:
-        return await drive(self._s._peek(tr, MIN))
+        return await drive(self._ops.peek(tr, MIN))
 
-    @twin(Queue.items)
     async def items(self, tr: Transactor, limit: Optional[int] = None) -> List[V]:
-        return await drive(self._s._items(tr, MIN, limit))
+        return await drive(self._ops.items(tr, limit))
 
-    @twin(Queue.claim)
     async def claim(self, tr: Transactor, lease_seconds: float, *,
                     spread: int = 1) -> Optional[Lease[V]]:
-        return await self._take(tr, self._s._claim(tr, MIN, lease_seconds, spread), spread)
+        return await self._take(tr, self._ops.claim(tr, MIN, lease_seconds, spread), spread)
 
-    @twin(Queue.claim_many)
     async def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                          spread: int = 1) -> List[Lease[V]]:
-        return await self._take(tr, self._s._claim_many(tr, MIN, n, lease_seconds, spread), spread)
+        return await self._take(tr, self._ops.claim_many(tr, n, lease_seconds, spread=spread),
+                                spread)
 
-    @twin(Queue.claimed)
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
                 release_delay: Optional[float] = None
                 ) -> AsyncContextManager[Optional[Lease[V]]]:
-        claim, seconds = self._s._claiming(db, MIN, lease_seconds, timeout, release_delay)
-        return self._claimed(db, claim, seconds, release_delay)
+        claim, seconds = self._ops.claiming(db, MIN, lease_seconds, timeout, release_delay)
+        return kept_alive(self, db, claim, seconds, release_delay)
 
-    @twin(Queue.pop_wait)
     async def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
-        return await drive(self._s._pop_wait(db, MIN, timeout))
+        return await drive(self._ops.pop_wait(db, MIN, timeout))
 
-    @twin(Queue.claim_wait)
     async def claim_wait(self, db: Any, lease_seconds: float,
                          timeout: Optional[float] = None) -> Optional[Lease[V]]:
-        return await drive(self._s._claim_wait(db, MIN, lease_seconds, timeout))
+        return await drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))

@@ -19,7 +19,7 @@ PROC = Path("/proc")
 CLUSTER_FILE_OPTIONS = ("--cluster-file", "--cluster_file", "-C")
 
 
-def _ticks_per_second() -> int:
+def ticks_per_second() -> int:
     """Clock ticks per second of ``/proc/<pid>/stat`` times (100 where unknown)."""
     try:
         return int(os.sysconf("SC_CLK_TCK"))
@@ -77,7 +77,7 @@ def server_cpu(pids: Sequence[int], proc: Path = PROC) -> Optional[float]:
     one of them cannot be read (it exited)."""
     if not pids:
         return None
-    ticks = _ticks_per_second()
+    ticks = ticks_per_second()
     try:
         return sum(stat_cpu_seconds((proc / str(pid) / "stat").read_text(), ticks)
                    for pid in pids)

@@ -29,9 +29,10 @@ def bindings_version() -> Optional[str]:
 
 def client_library_version() -> Optional[str]:
     """``fdb_get_client_version()`` of the loaded libfdb_c (best effort: the bindings
-    do not wrap this C function, so it is called through ctypes)."""
+    do not wrap this C function, so it is called through ctypes, on the library handle
+    they give every Database as ``capi``)."""
     try:
-        function = sys.modules["fdb.impl"]._capi.fdb_get_client_version
+        function = sys.modules["fdb.impl"].Database.capi.fdb_get_client_version
         function.argtypes = []
         function.restype = ctypes.c_char_p
         return str(function().decode())

@@ -16,35 +16,27 @@ See :class:`fdbrecipes._hooks.Hooks` for each field.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any
 
 from .._hooks import Hooks
-from ..aio import AsyncPriorityQueue, AsyncQueue, AsyncWeightTree
-from ..priority_queue import PriorityQueue
-from ..queue import Queue
-from ..weight_tree import WeightTree
+from .._ops import Ops
 
 __all__ = ["Hooks", "hooks"]
 
-#: What has hooks: the structures and their async twins.
-Structures = Union[Queue, PriorityQueue, WeightTree, AsyncQueue, AsyncPriorityQueue,
-                   AsyncWeightTree]
 
-
-def hooks(structure: Structures) -> Hooks:
-    """The testing hooks of one structure object (each object has its own; an async
-    structure's are those of the operations it runs).
+def hooks(structure: Any) -> Hooks:
+    """The testing hooks of one structure object: those of its operations object
+    (each object has its own; an async structure's are those of the operations it
+    runs).
 
     Raises:
-        TypeError: ``structure`` is not a Queue, PriorityQueue or WeightTree, or one
-            of their async twins.
+        TypeError: ``structure`` is not one of the library's structures (a Queue,
+            PriorityQueue, FairQueue or WeightTree, or one of their async twins).
     """
-    if isinstance(structure, (AsyncQueue, AsyncPriorityQueue, AsyncWeightTree)):
-        return hooks(structure._s)
-    if not isinstance(structure, (Queue, PriorityQueue, WeightTree)):
+    ops = getattr(structure, "ops", None)
+    if not isinstance(ops, Ops):
         raise TypeError(
-            f"structure must be a Queue, PriorityQueue or WeightTree (or an async one), "
-            f"not {type(structure).__name__}"
+            f"structure must be a Queue, PriorityQueue, FairQueue or WeightTree (or an "
+            f"async one), not {type(structure).__name__}"
         )
-    found: Hooks = structure._hooks
-    return found
+    return ops.hooks

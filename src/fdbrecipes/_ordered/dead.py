@@ -2,7 +2,7 @@
 
 They wait under ``x/(died, item, died_at)``, oldest first, out of the order
 and out of ``size``, until an operator requeues them (back at the tail, delivery
-count reset) or purges them.  See :class:`._ordered.Ordered` for how they get there.
+count reset) or purges them.  See :class:`.engine.Ordered` for how they get there.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 import fdb.tuple
 from fdb.tuple import pack
 
-from ._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, get_value, read_le64
-from ._front import value_of
-from ._ordered import Ordered
-from ._run import Attempt
-from ._values import Value, decode_value
-from ._wait import reading
+from .._clock import reading
+from .._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, get_value, read_le64
+from .._operation import Attempt
+from .._values import Value, decode_value
+from .engine import Ordered
+from .front import value_of
 
 __all__ = ["DeadLetter", "DeadLetters"]
 
@@ -56,15 +56,15 @@ def dead_order(letter: Tuple[Any, ...]) -> Tuple[Any, ...]:
 
 
 class DeadLetters:
-    """The dead letters of an :class:`._ordered.Ordered` engine."""
+    """The dead letters of an :class:`.engine.Ordered` engine."""
 
-    __slots__ = ("o",)
+    __slots__ = ("engine",)
 
     def __init__(self, engine: Ordered) -> None:
-        self.o = engine
+        self.engine = engine
 
     def _read(self, tr: Any, limit: Optional[int]) -> Range:
-        r = self.o.k.dead.range()
+        r = self.engine.keys.dead.range()
         return Range(tr, r.start, r.stop, limit or 0)
 
     def letters(self, tr: Any, limit: Optional[int]) -> Gen[List[DeadLetter]]:
@@ -72,31 +72,33 @@ class DeadLetters:
         under ``x``, and the expired leases whose items died but were not moved yet
         (read by snapshot), at the places they will take."""
         started = self._read(tr, limit)
-        now = yield from reading(tr, self.o.clock)
-        dying = yield from self.o.dying(tr, now)
+        now = yield from reading(tr, self.engine.clock)
+        dying = yield from self.engine.dying(tr, now)
         found = []
         for kv in (yield from started.read()):
-            died, item, died_at, *why = self.o.k.dead.unpack(kv.key)
-            found.append((died, self.o.k.place(item), kv.value, item, died_at,
+            died, item, died_at, *why = self.engine.keys.dead.unpack(kv.key)
+            found.append((died, self.engine.keys.place(item), kv.value, item, died_at,
                           why[0] if why else None))
         wall = time.time()
         for entry in dying:
             assert entry.hold is not None
             died = entry.hold.deadline
-            item = self.o.k.renewed(entry.item, self.o.k.deliveries(entry.item) + 1, died)
-            found.append((died, self.o.k.place(item), value_of(entry), item,
+            keys = self.engine.keys
+            item = keys.renewed(entry.item, keys.deliveries(entry.item) + 1, died)
+            found.append((died, self.engine.keys.place(item), value_of(entry), item,
                           wall - (now - died) / VERSIONS_PER_SECOND, None))
         found.sort(key=dead_order)
         out = []
         for died, place, value, item, died_at, reason in found[:limit]:
             token: bytes = fdb.tuple.pack(("dead", died, place))
-            out.append(DeadLetter(decode_value(value), self.o.k.deliveries(item), died_at,
+            out.append(DeadLetter(decode_value(value), self.engine.keys.deliveries(item), died_at,
                                   token, reason))
         return out
 
     def count(self, tr: Any) -> Gen[int]:
         """The number of dead letters, from the counters, by snapshot."""
-        died, revived = tr.snapshot.get(self.o.k.dead_in), tr.snapshot.get(self.o.k.dead_out)
+        keys = self.engine.keys
+        died, revived = tr.snapshot.get(keys.dead_in), tr.snapshot.get(keys.dead_out)
         yield died
         yield revived
         return read_le64(get_value(died)) - read_le64(get_value(revived))
@@ -105,12 +107,12 @@ class DeadLetters:
         """Push the oldest ``limit`` dead letters back at the tail of their groups, with
         a fresh delivery count (ids kept); the number moved.  Expired leases whose items
         died are moved to the dead letters first."""
-        now = yield from attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
-        buried = yield from self.o.bury_dying(tr, now, tally)
+        buried = yield from self.engine.bury_dying(tr, now, tally)
         letters = yield from self._read(tr, limit).read()
-        items = [self.o.k.dead.unpack(kv.key)[1] for kv in letters]
-        seqs = yield from self.o.next_seqs(tr, {self.o.k.group(item) for item in items})
+        items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
+        seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         moved = 0
         size = 0
         for kv, item in zip(letters, items):
@@ -118,14 +120,14 @@ class DeadLetters:
             if moved and size > DEAD_BYTES:
                 break
             tr.clear(kv.key)
-            id_ = self.o.k.item_id(item)
-            back = self.o.append(tr, self.o.k.group(item), seqs, kv.value, (0, id_), now, 0,
-                                 tally)
+            id_ = self.engine.keys.item_id(item)
+            back = self.engine.append(tr, self.engine.keys.group(item), seqs, kv.value,
+                                      (0, id_), now, 0, tally)
             if id_ is not None:  # the id tells where its item is now
-                tr.set(self.o.ids.key(id_), pack(self.o.k.place(back)))
+                tr.set(self.engine.ids.key(id_), pack(self.engine.keys.place(back)))
             moved += 1
         if moved:
-            tally.add(self.o.k.dead_out, moved)
+            tally.add(self.engine.keys.dead_out, moved)
         tally.write(tr, attempt)
         attempt.idle = not (moved or buried)
         return moved
@@ -133,14 +135,15 @@ class DeadLetters:
     def purge(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
         """Remove the oldest ``limit`` dead letters for good; the number removed.  The
         range read takes a read conflict, so a concurrent new dead letter conflicts."""
-        now = yield from attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
-        buried = yield from self.o.bury_dying(tr, now, tally)
+        buried = yield from self.engine.bury_dying(tr, now, tally)
         letters = yield from self._read(tr, limit).read()
+        keys = self.engine.keys
         for kv in letters:
             tr.clear(kv.key)
-            self.o.ids.retire(tr, self.o.k.item_id(self.o.k.dead.unpack(kv.key)[1]), now)
-        tally.add(self.o.k.dead_out, len(letters))
+            self.engine.ids.retire(tr, keys.item_id(keys.dead.unpack(kv.key)[1]), now)
+        tally.add(self.engine.keys.dead_out, len(letters))
         tally.write(tr, attempt)
         attempt.idle = not (letters or buried)
         return len(letters)

@@ -15,15 +15,15 @@ from typing import Any, List, NamedTuple, Optional
 
 import fdb.tuple
 
-from ._fdb import Gen, Range, Tally, read, snap
-from ._front import Entry, Hold
-from ._ids import RETIRED
-from ._layout import DELAY, LEASE
-from ._leases import token_of
-from ._ordered import Ordered
-from ._run import Attempt
-from ._values import Value, claimed_at, decode_value
-from ._wait import reading
+from .._clock import reading
+from .._fdb import Gen, Range, Tally, read, snap
+from .._ids import RETIRED
+from .._layout import DELAY, LEASE
+from .._operation import Attempt
+from .._values import Value, claimed_at, decode_value
+from .engine import Ordered
+from .front import Entry, Hold
+from .leases import token_of
 
 __all__ = ["DelayedItem", "LeaseInfo", "Listing"]
 
@@ -51,20 +51,20 @@ class DelayedItem(NamedTuple):
 
 
 class Listing:
-    """The listings and the removal by id of one :class:`._ordered.Ordered` engine."""
+    """The listings and the removal by id of one :class:`.engine.Ordered` engine."""
 
-    __slots__ = ("o",)
+    __slots__ = ("engine",)
 
     def __init__(self, engine: Ordered) -> None:
-        self.o = engine
+        self.engine = engine
 
     def leases(self, tr: Any, limit: Optional[int]) -> Gen[List[LeaseInfo]]:
         """The live leases, oldest claim first (up to ``limit``); snapshot reads, 1,000
         held keys a round trip."""
-        k = self.o.k
+        k = self.engine.keys
         r = k.held.range()
         begin = r.start
-        now = yield from reading(tr, self.o.clock)
+        now = yield from reading(tr, self.engine.clock)
         out: List[LeaseInfo] = []
         while limit is None or len(out) < limit:
             kvs = yield from Range(snap(tr), begin, r.stop, 0 if limit is None else 1_000).read()
@@ -81,8 +81,8 @@ class Listing:
     def delayed(self, tr: Any, limit: Optional[int]) -> Gen[List[DelayedItem]]:
         """The delayed items, soonest first (up to ``limit``); snapshot reads, 1,000
         deadlines a round trip."""
-        k = self.o.k
-        now = yield from reading(tr, self.o.clock)
+        k = self.engine.keys
+        now = yield from reading(tr, self.engine.clock)
         begin, end = k.due.pack((now + 1,)), k.due_range.stop
         out: List[DelayedItem] = []
         while limit is None or len(out) < limit:
@@ -93,7 +93,7 @@ class Listing:
                 if kind == DELAY:
                     entries.append(Entry(item, k.item_key(item), None,
                                          Hold(hold_id, deadline, kind)))
-            [found] = yield from self.o._read_held(snap(tr), (entries,))
+            [found] = yield from self.engine.read_held(snap(tr), (entries,))
             out += [DelayedItem(decode_value(e.value), e.hold.deadline,  # type: ignore[arg-type,union-attr]
                                 k.deliveries(e.item)) for e in found]
             if limit is None or len(kvs) < 1_000:
@@ -105,8 +105,8 @@ class Listing:
         """Remove the pending (visible or delayed) item pushed with ``id_``; its value,
         or None (nothing written) when there is none: never pushed, in flight, dead,
         gone, or pushed before ids told where their items are."""
-        k = self.o.k
-        known = yield from read(tr.get(self.o.ids.key(id_)))
+        k = self.engine.keys
+        known = yield from read(tr.get(self.engine.ids.key(id_)))
         if not known or known.startswith(RETIRED):
             attempt.idle = True
             return None
@@ -115,7 +115,7 @@ class Listing:
         visible = Range(tr, bytes(at.start), bytes(at.stop), 1)
         under = k.held.range((b"delay:" + place[-1][:16],))
         held = Range(tr, bytes(under.start), bytes(under.stop), 1)
-        now = yield from attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.engine.clock)
         entry: Optional[Entry] = None
         kv = yield from visible.first()
         if kv is not None:
@@ -133,7 +133,7 @@ class Listing:
             attempt.idle = True
             return None
         tally = Tally()
-        value = self.o.remove(tr, [entry], now, tally)[0]
+        value = self.engine.remove(tr, [entry], now, tally)[0]
         tally.write(tr, attempt)
         return decode_value(value)
 

@@ -3,12 +3,12 @@
 Queue is this with an empty group; PriorityQueue with the group ``(priority,)``.  The
 keys are those of :class:`._layout.OrderedLayout`.  An item is *visible* (under
 ``i``), *held* (under ``h``, with a deadline: a lease, a high-contention result or a
-delay) or *dead* (under ``x``).  What comes next is read by :mod:`._front` (which
+delay) or *dead* (under ``x``).  What comes next is read by :mod:`.front` (which
 this engine extends); a hold whose deadline has passed counts as visible again at its
 original place, and writers put such items back (or, for a lease whose item reached
 ``max_deliveries``, bury them among the dead letters) as they meet them.
 
-Every method here runs inside one transaction; :mod:`._run` decides which.
+Every method here runs inside one transaction; :mod:`.._retry` decides which.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 from fdb.tuple import pack
 
-from ._fdb import (
+from .._clock import Clock, reading
+from .._fdb import (
     VERSIONS_PER_SECOND,
     Gen,
     Range,
@@ -28,12 +29,12 @@ from ._fdb import (
     read_le64,
     snap,
 )
-from ._front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
-from ._ids import Ids
-from ._layout import DELAY, LEASE, Item, OrderedLayout
-from ._run import Attempt
-from ._values import Value, decode_value
-from ._wait import Clock, Readiness, reading
+from .._ids import Ids
+from .._layout import DELAY, LEASE, Item, OrderedLayout
+from .._operation import Attempt
+from .._values import Value, decode_value
+from .._waiting import Readiness
+from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
 
 
 class QueueStats(NamedTuple):
@@ -95,23 +96,23 @@ class Ordered(FrontReader):
         tr.add_read_conflict_key(held_key)
         tr.clear(held_key)
         tr.clear(due_key)
-        tally.add(self.k.delayed_out if h.kind == DELAY else self.k.held_out)
-        deliveries = self.k.deliveries(entry.item) + (count and h.kind == LEASE)
-        return self.k.renewed(entry.item, deliveries, min(h.deadline, now))
+        tally.add(self.keys.delayed_out if h.kind == DELAY else self.keys.held_out)
+        deliveries = self.keys.deliveries(entry.item) + (count and h.kind == LEASE)
+        return self.keys.renewed(entry.item, deliveries, min(h.deadline, now))
 
     def put_back(self, tr: Any, entry: Entry, now: int, tally: Tally,
                  count: bool = True) -> None:
         """Return an item under a hold to its place in the order (``count``: as for
         :meth:`take`)."""
         assert entry.value is not None
-        tr.set(self.k.item_key(self.take(tr, entry, now, tally, count)), entry.value)
+        tr.set(self.keys.item_key(self.take(tr, entry, now, tally, count)), entry.value)
         self.wake(tally)
 
     def wake(self, tally: Tally) -> None:
         """Touch the wake key (waiters look again) without changing the size: one more
         in and one more out."""
-        tally.add(self.k.pushed)
-        tally.add(self.k.taken)
+        tally.add(self.keys.pushed)
+        tally.add(self.keys.taken)
 
     def bury(self, tr: Any, entry: Entry, now: int, tally: Tally,
              reason: Optional[str] = None) -> None:
@@ -121,12 +122,12 @@ class Ordered(FrontReader):
         assert entry.value is not None and entry.hold is not None
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
-        tr.set(self.k.dead_letter_key(died, item, time.time(), reason), entry.value)
-        tally.note(f"an item of {self.k.subspace!r} became a dead letter after "
-                   f"{self.k.deliveries(item)} deliveries"
+        tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
+        tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
+                   f"{self.keys.deliveries(item)} deliveries"
                    + (f": {reason}" if reason else ""))
-        tally.add(self.k.dead_in)
-        tally.add(self.k.taken)
+        tally.add(self.keys.dead_in)
+        tally.add(self.keys.taken)
 
     def hold(self, tr: Any, item: Item, value: bytes, hold_id: bytes, deadline: int,
              kind: int, tally: Tally) -> Hold:
@@ -137,17 +138,17 @@ class Ordered(FrontReader):
         later pushes land after it even if the visible items run out meanwhile: when
         the hold ends the item returns to a place before them.
         """
-        keys = self.k.hold_keys(hold_id, item, deadline, kind)
+        keys = self.keys.hold_keys(hold_id, item, deadline, kind)
         tr.set(keys[0], value)
         tr.set(keys[1], b"")
-        tally.max(self.k.floor_key, self.k.seq(item))
-        tally.add(self.k.delayed_in if kind == DELAY else self.k.held_in)
+        tally.max(self.keys.floor_key, self.keys.seq(item))
+        tally.add(self.keys.delayed_in if kind == DELAY else self.keys.held_in)
         return Hold(hold_id, deadline, kind, keys)
 
     def gone(self, tr: Any, item: Item, now: int, tally: Tally) -> None:
         """An item left the structure for good (pop, ack, collected result)."""
-        tally.add(self.k.taken)
-        self.ids.retire(tr, self.k.item_id(item), now)
+        tally.add(self.keys.taken)
+        self.ids.retire(tr, self.keys.item_id(item), now)
 
     def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
         """Put back the expired holds ``front`` named, bury its dead; True if any."""
@@ -194,9 +195,9 @@ class Ordered(FrontReader):
         yield from ()  # an operation (a generator), though it waits for nothing
         tally = Tally()
         for item, value in items:
-            tr.set(self.k.item_key(item), value)
-            tally.add(self.k.pushed)
-            self.ids.unretire(tr, self.k.item_id(item), popped_at)
+            tr.set(self.keys.item_key(item), value)
+            tally.add(self.keys.pushed)
+            self.ids.unretire(tr, self.keys.item_id(item), popped_at)
         tally.write(tr, attempt)
 
     # -- push ----------------------------------------------------------------------------
@@ -221,7 +222,7 @@ class Ordered(FrontReader):
             items = [self.append(tr, group, seqs, value, (0, r.id), now, r.delay, tally)
                      for group, value in r.batch]
             if checks is not None and r.id is not None:  # the id tells where its item is
-                yield from self.ids.remember(tr, checks, r.id, pack(self.k.place(items[0])))
+                yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -233,21 +234,21 @@ class Ordered(FrontReader):
         """The next free sequence number of each group, from snapshot reads in parallel
         (no conflicts): after the group's last item and after the floor.  A Queue's
         floor sorts after its items: one reverse read of two keys finds both."""
-        if self.k.g == 0:
-            r = self.k.items_range
+        if self.keys.group_len == 0:
+            r = self.keys.items_range
             found = yield from Range(tr.snapshot, r.start, r.stop, 2, reverse=True).read()
             floor, last = -1, -1
             for kv in found:
-                if kv.key == self.k.floor_key:
+                if kv.key == self.keys.floor_key:
                     floor = read_le64(kv.value)
                 else:
-                    last = self.k.seq(self.k.items.unpack(kv.key))
+                    last = self.keys.seq(self.keys.items.unpack(kv.key))
                     break
             return {(): max(last, floor) + 1}
-        floor_f = tr.snapshot.get(self.k.floor_key)
+        floor_f = tr.snapshot.get(self.keys.floor_key)
         lasts = {}
         for group in groups:
-            r = self.k.items.range(group)
+            r = self.keys.items.range(group)
             lasts[group] = Range(tr.snapshot, r.start, r.stop, 1, reverse=True)
         yield floor_f
         floor_value = get_value(floor_f)
@@ -255,7 +256,7 @@ class Ordered(FrontReader):
         seqs = {}
         for group, started in lasts.items():
             kv = yield from started.first()
-            last = -1 if kv is None else self.k.seq(self.k.items.unpack(kv.key))
+            last = -1 if kv is None else self.keys.seq(self.keys.items.unpack(kv.key))
             seqs[group] = max(last + 1, lowest)
         return seqs
 
@@ -264,20 +265,20 @@ class Ordered(FrontReader):
         """Write one item at its group's next sequence number (advancing it);
         ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  The item."""
         deliveries, id_ = meta
-        item = self.k.new_item(group, seqs[group], id_, now + delay)
+        item = self.keys.new_item(group, seqs[group], id_, now + delay)
         if deliveries:
-            item = self.k.renewed(item, deliveries, now + delay)
+            item = self.keys.renewed(item, deliveries, now + delay)
         seqs[group] += 1
-        tally.add(self.k.pushed)
+        tally.add(self.keys.pushed)
         if delay > 0:
-            self.hold(tr, item, value, self.k.delay_id(item), now + delay, DELAY, tally)
+            self.hold(tr, item, value, self.keys.delay_id(item), now + delay, DELAY, tally)
         else:
-            tr.set(self.k.item_key(item), value)
+            tr.set(self.keys.item_key(item), value)
         return item
 
     # -- pop, peek ------------------------------------------------------------------------
 
-    def pop(self, tr: Any, attempt: Attempt, n: int, end: int,
+    def pop(self, tr: Any, attempt: Attempt, n: int, end: str,
             spread: int) -> Gen[List[Value]]:
         """Remove and return ``n`` values (fewer if fewer are visible), each among the
         first ``n + spread - 1`` (see :meth:`chosen`)."""
@@ -289,13 +290,13 @@ class Ordered(FrontReader):
         attempt.idle = not (values or settled)
         return values
 
-    def pop_one(self, tr: Any, attempt: Attempt, end: int,
+    def pop_one(self, tr: Any, attempt: Attempt, end: str,
                 spread: int) -> Gen[Optional[Value]]:
         """:meth:`pop` of one item: the value, or None when none is visible."""
         values = yield from self.pop(tr, attempt, 1, end, spread)
         return values[0] if values else None
 
-    def peek(self, tr: Any, end: int, n: Optional[int],
+    def peek(self, tr: Any, end: str, n: Optional[int],
              after: Optional[Entry] = None) -> Gen[List[Entry]]:
         """The entries the next pops would take, without removing them (read
         conflict on the visible range read)."""
@@ -307,7 +308,7 @@ class Ordered(FrontReader):
         the number handled."""
         now = yield from attempt.now(tr, self.clock)
         holds = (yield from self.expired_now(tr, now))[:limit]
-        live, dead = yield from self._read_held(tr, self.split_dead(holds))
+        live, dead = yield from self.read_held(tr, self.split_dead(holds))
         tally = Tally()
         handled = self.settle(tr, Front([], live, dead, now, holds), tally)
         tally.write(tr, attempt)
@@ -319,8 +320,8 @@ class Ordered(FrontReader):
         must only grow, or a waiter's watch could miss the next push: it is touched,
         and "taken" set to match it, so the size is 0) and the receipt slots.  Reads
         "pushed" (a conflict with concurrent pushes, so the reset is exact)."""
-        yield from clear_structure(tr, self.k.subspace, self.k.kept_by_clear(),
-                                   self.k.pushed, self.k.taken)
+        yield from clear_structure(tr, self.keys.subspace, self.keys.kept_by_clear(),
+                                   self.keys.pushed, self.keys.taken)
 
     # -- counters -----------------------------------------------------------------------
 
@@ -329,7 +330,7 @@ class Ordered(FrontReader):
         conflicts on both), less the expired leases whose items are dead letters now
         but not yet moved (with ``max_deliveries``: a snapshot read of the expired
         holds)."""
-        pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
+        pushed, taken = tr.get(self.keys.pushed), tr.get(self.keys.taken)
         dying = 0
         if self.max_deliveries is not None:
             now = yield from reading(tr, self.clock)
@@ -341,11 +342,11 @@ class Ordered(FrontReader):
     def stats(self, tr: Any) -> Gen[QueueStats]:
         """Counters, corrected for holds that expired without a write, and the age of
         the front item; snapshot reads only (no conflicts)."""
-        r = self.k.subspace["n"].range()
+        r = self.keys.subspace["n"].range()
         started = Range(snap(tr), r.start, r.stop)
         front = yield from self.front(tr, MIN, 1, conflict=False, writing=False)
         counts = {bytes(kv.key): read_le64(kv.value) for kv in (yield from started.read())}
-        k = self.k
+        k = self.keys
         size, held, delayed, dead = (counts.get(a, 0) - counts.get(b, 0) for a, b in (
             (k.pushed, k.taken), (k.held_in, k.held_out), (k.delayed_in, k.delayed_out),
             (k.dead_in, k.dead_out)))
@@ -356,22 +357,22 @@ class Ordered(FrontReader):
         oldest = None
         if front.entries:
             entry = front.entries[0]
-            since = self.k.since(entry.item) if entry.hold is None else entry.hold.deadline
+            since = self.keys.since(entry.item) if entry.hold is None else entry.hold.deadline
             oldest = max(0.0, (front.now - since) / VERSIONS_PER_SECOND)
         return QueueStats(size - in_flight - delayed - len(dying), delayed, in_flight,
                           dead + len(dying), oldest)
 
     # -- waiting ---------------------------------------------------------------------------
 
-    def ready(self, tr: Any, end: int) -> Gen[Readiness]:
+    def ready(self, tr: Any, end: str) -> Gen[Readiness]:
         """Whether an item is visible at ``end``; if not, the seconds until the next
         hold expires (its item becomes visible without any write), or None."""
         front = yield from self.front(tr, end, 1, conflict=False, writing=False)
         if front.entries:
             return True, None
-        due = self.k.due
+        due = self.keys.due
         kv = yield from Range(tr.snapshot, due.pack((front.now + 1,)),
-                              self.k.due_range.stop, 1).first()
+                              self.keys.due_range.stop, 1).first()
         if kv is None:
             return False, None
         until = (due.unpack(kv.key)[0] - front.now) / VERSIONS_PER_SECOND

@@ -1,6 +1,6 @@
 """Leases: an item claimed by a consumer stays hidden until ack, release or expiry.
 
-A claim moves an item under a hold of kind LEASE (see :class:`._ordered.Ordered`):
+A claim moves an item under a hold of kind LEASE (see :class:`.engine.Ordered`):
 ``h/(lease id, item, deadline, LEASE)``.  A lease is named by its id alone, so it
 keeps its identity when ``extend`` moves its deadline: the original Lease object and
 its token stay valid until the lease really expires or is acked.  ``ack`` removes the
@@ -12,19 +12,19 @@ delivered ``max_deliveries`` times, goes to the dead letters.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Generic, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple
 
 import fdb.tuple
 
-from ._fdb import Gen, Range, Tally, seconds_to_versions
-from ._front import Entry, Hold
-from ._layout import DELAY, LEASE
-from ._ordered import Ordered
-from ._run import Attempt
-from ._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
-from .errors import LeaseExpiredError
+from .._fdb import Gen, Range, Tally, seconds_to_versions
+from .._layout import DELAY, LEASE
+from .._operation import Attempt
+from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
+from ..errors import LeaseExpiredError
+from .engine import Ordered
+from .front import Entry, Hold
 
-__all__ = ["Lease", "Leases", "expired", "lease_id"]
+__all__ = ["Lease", "Leases", "expired", "lease_id", "refused"]
 
 log = logging.getLogger("fdbrecipes")
 
@@ -92,6 +92,17 @@ def expired(doing: str) -> LeaseExpiredError:
                              "delivered to another consumer")
 
 
+def refused(doing: str, subspace: Any) -> LeaseExpiredError:
+    """:func:`expired`, said on the ``fdbrecipes`` logger (a WARNING) when ``doing`` is
+    an ack or an extend: work was done, or goes on, under a lease another consumer may
+    now hold."""
+    if doing in ("ack", "extend"):
+        log.warning("%s of an expired lease of %r refused: its item may be with another "
+                    "consumer (a lease too short for the work, or a stalled process)",
+                    doing, subspace)
+    return expired(doing)
+
+
 def token_of(hold_id: bytes) -> bytes:
     """The token naming lease ``hold_id``."""
     token: bytes = fdb.tuple.pack(("lease", hold_id))
@@ -106,30 +117,30 @@ class Live(NamedTuple):
 
 
 class Leases:
-    """Claim, ack, extend and release on an :class:`._ordered.Ordered` engine."""
+    """Claim, ack, extend and release on an :class:`.engine.Ordered` engine."""
 
-    __slots__ = ("o",)
+    __slots__ = ("engine",)
 
     def __init__(self, engine: Ordered) -> None:
-        self.o = engine
+        self.engine = engine
 
     def make(self, entry: Entry, claimed_at: int) -> Lease:
         """The Lease handed to the consumer of a held item (claimed at ``claimed_at``,
         0: not known)."""
         assert entry.hold is not None and entry.value is not None
-        return Lease(decode_value(entry.value), self.o.k.deliveries(entry.item) + 1,
+        return Lease(decode_value(entry.value), self.engine.keys.deliveries(entry.item) + 1,
                      entry.hold.deadline, token_of(entry.hold.hold_id),
-                     self.o.k.since(entry.item), claimed_at)
+                     self.engine.keys.since(entry.item), claimed_at)
 
-    def claim(self, tr: Any, attempt: Attempt, n: int, end: int, seconds: float,
+    def claim(self, tr: Any, attempt: Attempt, n: int, end: str, seconds: float,
               spread: int, budget: int) -> Gen[List[Lease]]:
         """Take ``n`` items (fewer if fewer are visible, or once their values pass
         ``budget`` bytes), each among the first ``n + spread - 1`` (see
         :meth:`Ordered.chosen`), and hold each under a lease of its own for
         ``seconds``."""
-        front, entries = yield from self.o.chosen(tr, attempt, end, n, spread)
+        front, entries = yield from self.engine.chosen(tr, attempt, end, n, spread)
         tally = Tally()
-        settled = self.o.settle(tr, front, tally)
+        settled = self.engine.settle(tr, front, tally)
         leases = self.hold_entries(tr, attempt, front.now, entries, seconds, budget, tally)
         tally.write(tr, attempt)
         attempt.idle = not (leases or settled)
@@ -149,14 +160,14 @@ class Leases:
             size += len(entry.value)
             if leases and size > budget:
                 break
-            item = self.o.take(tr, entry, now, tally)
-            hold = self.o.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
+            item = self.engine.take(tr, entry, now, tally)
+            hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold), now))
         if leases:
             attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases
 
-    def claim_one(self, tr: Any, attempt: Attempt, end: int, seconds: float,
+    def claim_one(self, tr: Any, attempt: Attempt, end: str, seconds: float,
                   spread: int) -> Gen[Optional[Lease]]:
         """:meth:`claim` of one item: its Lease, or None when none is visible."""
         leases = yield from self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
@@ -166,12 +177,12 @@ class Leases:
         """Give the items of live leases back to their places, no delivery counted
         (the undo of a claim whose caller was cancelled)."""
         found = yield from self.read_many(tr, ids)
-        now = yield from attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         for hold_id, (kv, parts) in found.items():
             entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
-                self.o.put_back(tr, entry, now, tally, count=False)
+                self.engine.put_back(tr, entry, now, tally, count=False)
         tally.write(tr, attempt)
         attempt.idle = not found
 
@@ -184,19 +195,15 @@ class Leases:
         """
         hold_id = lease_id(lease)
         found = yield from self.start_read(tr, hold_id).first()
-        now = yield from attempt.now(tr, self.o.clock)  # after the read: no wait
+        now = yield from attempt.now(tr, self.engine.clock)  # after the read: no wait
         entry = self.alive(found, hold_id, now)
         if entry is not None:
             return Live(entry, now)
-        if doing in ("ack", "extend"):
-            log.warning("%s of an expired lease of %r refused: its item may be with another "
-                        "consumer (a lease too short for the work, or a stalled process)",
-                        doing, self.o.k.subspace)
-        raise expired(doing)
+        raise refused(doing, self.engine.keys.subspace)
 
     def start_read(self, tr: Any, hold_id: bytes) -> Range:
         """Start reading lease ``hold_id``'s held key (a read conflict on its range)."""
-        r = self.o.k.held.range((hold_id,))
+        r = self.engine.keys.held.range((hold_id,))
         return Range(tr, r.start, r.stop, 1)
 
     def alive(self, kv: Any, hold_id: bytes, now: int,
@@ -207,17 +214,18 @@ class Leases:
         if kv is None:
             return None
         key = bytes(kv.key)
-        _, item, deadline, kind = self.o.k.held.unpack(key) if parts is None else parts
+        _, item, deadline, kind = self.engine.keys.held.unpack(key) if parts is None else parts
         if kind != LEASE or now > deadline:
             return None
-        keys = (key, self.o.k.due_key(key, hold_id, deadline, kind))
-        return Entry(item, self.o.k.item_key(item), kv.value, Hold(hold_id, deadline, kind, keys))
+        layout = self.engine.keys
+        keys = (key, layout.due_key(key, hold_id, deadline, kind))
+        return Entry(item, layout.item_key(item), kv.value, Hold(hold_id, deadline, kind, keys))
 
     def ack(self, tr: Any, attempt: Attempt, lease: Any) -> Gen[None]:
         """Remove a leased item for good."""
         live = yield from self.find(tr, attempt, lease, "ack")
         tally = Tally()
-        self.o.remove(tr, [live.entry], live.now, tally)
+        self.engine.remove(tr, [live.entry], live.now, tally)
         tally.write(tr, attempt)
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> Gen[List[bool]]:
@@ -226,18 +234,29 @@ class Leases:
         time, as a second :meth:`ack` would have raised."""
         ids = [lease_id(lease) for lease in leases]
         found = yield from self.read_many(tr, ids)
-        now = yield from attempt.now(tr, self.o.clock)  # after the reads: no wait
+        now = yield from attempt.now(tr, self.engine.clock)  # after the reads: no wait
         tally = Tally()
         done = []
         for hold_id in ids:
             kv, parts = found.pop(hold_id, (None, None))
             entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
-                self.o.remove(tr, [entry], now, tally)
+                self.engine.remove(tr, [entry], now, tally)
             done.append(entry is not None)
         tally.write(tr, attempt)
         attempt.idle = not any(done)
         return done
+
+    def ack_batches(self, tr: Any, attempt: Attempt,
+                    batches: Sequence[List[Any]]) -> Gen[List[List[bool]]]:
+        """:meth:`ack_many` of the leases of several calls, in one transaction; each
+        call's answers (a lease named by two calls is acked for the first)."""
+        done = yield from self.ack_many(tr, attempt, [lease for b in batches for lease in b])
+        answers, at = [], 0
+        for batch in batches:
+            answers.append(done[at:at + len(batch)])
+            at += len(batch)
+        return answers
 
     def read_many(self, tr: Any, ids: List[bytes]) -> Gen[Dict[bytes, Tuple[Any, Any]]]:
         """The held key-value of each lease in ``ids`` that is held, with its key
@@ -259,7 +278,7 @@ class Leases:
             low, high = distinct[0], distinct[-1]
             gap = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big")
             if len(distinct) > 1 and gap < 2 * len(distinct):
-                begin, end = self.o.k.held_span(low, high)
+                begin, end = self.engine.keys.held_span(low, high)
                 started.append(Range(tr, begin, end))
             else:
                 started.extend(self.start_read(tr, hold_id) for hold_id in distinct)
@@ -267,7 +286,7 @@ class Leases:
         found: Dict[bytes, Tuple[Any, Any]] = {}
         for reading in started:
             for kv in (yield from reading.read()):
-                parts = self.o.k.held.unpack(kv.key)
+                parts = self.engine.keys.held.unpack(kv.key)
                 if parts[0] in wanted:
                     found[parts[0]] = (kv, parts)
         return found
@@ -288,7 +307,7 @@ class Leases:
         was named earlier in ``leases``)."""
         ids = [lease_id(lease) for lease in leases]
         found = yield from self.read_many(tr, ids)
-        now = yield from attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.engine.clock)
         deadline = now + seconds_to_versions(seconds)
         tally = Tally()
         out: List[Optional[Lease]] = []
@@ -307,13 +326,13 @@ class Leases:
         one look again."""
         hold = entry.hold
         assert hold is not None and entry.value is not None
-        for key in self.o.hold_keys(entry):
+        for key in self.engine.hold_keys(entry):
             tr.clear(key)
-        keys = self.o.k.hold_keys(hold.hold_id, entry.item, deadline, LEASE)
+        keys = self.engine.keys.hold_keys(hold.hold_id, entry.item, deadline, LEASE)
         tr.set(keys[0], entry.value)
         tr.set(keys[1], b"")
         if deadline < hold.deadline:
-            self.o.wake(tally)
+            self.engine.wake(tally)
         claimed_at = lease.claimed_at if isinstance(lease, Lease) else 0
         return self.make(Entry(entry.item, entry.key, entry.value,
                                Hold(hold.hold_id, deadline, LEASE, keys)), claimed_at)
@@ -330,16 +349,16 @@ class Leases:
             return False
         entry = live.entry
         tally = Tally()
-        if count and self.o.dies(entry.item):
-            self.o.bury(tr, entry, live.now, tally)
+        if count and self.engine.dies(entry.item):
+            self.engine.bury(tr, entry, live.now, tally)
         elif delay > 0:
-            item = self.o.take(tr, entry, live.now, tally, count)
+            item = self.engine.take(tr, entry, live.now, tally, count)
             assert entry.value is not None
-            self.o.hold(tr, item, entry.value, self.o.k.delay_id(item), live.now + delay,
-                        DELAY, tally)
-            self.o.wake(tally)  # waiters learn of the new deadline
+            self.engine.hold(tr, item, entry.value, self.engine.keys.delay_id(item),
+                             live.now + delay, DELAY, tally)
+            self.engine.wake(tally)  # waiters learn of the new deadline
         else:
-            self.o.put_back(tr, entry, live.now, tally, count)
+            self.engine.put_back(tr, entry, live.now, tally, count)
         tally.write(tr, attempt)
         return True
 
@@ -350,7 +369,7 @@ class Leases:
         if live is None:
             return False
         tally = Tally()
-        self.o.bury(tr, live.entry, live.now, tally, reason)
+        self.engine.bury(tr, live.entry, live.now, tally, reason)
         tally.write(tr, attempt)
         return True
 

@@ -1,11 +1,8 @@
-"""How a call runs: in the caller's transaction, or in the library's own retry loop.
+"""How a call runs an operation: in the caller's transaction, or in a retry loop.
 
-Every operation is a generator (see :data:`._fdb.Gen`): it yields the FoundationDB
-futures it needs and goes on once they are ready, so one engine serves two drivers:
-:func:`._wait.drive` blocks on each future (the sync API) and :mod:`fdbrecipes.aio`
-awaits it.  A public method hands its work to one of:
+An operation (see :mod:`._operation`) is handed to one of:
 
-* :meth:`Loop.__call__` for calls that write: given a Transaction, the operation runs
+* :meth:`RetryLoop.__call__` for calls that write: given a Transaction, the operation runs
   once inside it and the caller commits; given a Database or Tenant, it runs in a
   retry loop whose commits carry a receipt (:mod:`._receipts`), so
   ``commit_unknown_result`` neither doubles nor loses work.
@@ -13,15 +10,12 @@ awaits it.  A public method hands its work to one of:
 
 Operations are plain methods called with their arguments (``loop(tr, engine.pop,
 end, 1)``), never lambdas, so every call can be followed by a reader or a tool.
-A writing operation's first two parameters are the transaction and an
-:class:`Attempt`; a reading operation's first is the transaction.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar, cast
+from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar, cast
 
 from fdb.subspace_impl import Subspace
 
@@ -34,13 +28,11 @@ from ._fdb import (
     is_transaction,
     ready,
 )
-from ._hooks import Hooks
+from ._operation import Attempt, Cancelled, Undo, log, logged
 from ._receipts import Call, InterruptedCall, Outcome, Receipts, UnknownResultError
-from ._wait import Clock, database_clock
 from .errors import IncompleteBatchError, WorkTooLargeError
 
-__all__ = ["Attempt", "Cancelled", "Committed", "Loop", "RetryStats", "Structure", "read",
-           "read_pages", "too_many"]
+__all__ = ["Committed", "RetryLoop", "RetryStats", "read", "read_pages", "run", "too_many"]
 
 T = TypeVar("T")
 
@@ -52,26 +44,6 @@ MAX_TOO_OLD = 5
 PAGE = 1_000
 #: A call that has retried this many times says so (once) on the ``fdbrecipes`` logger.
 RETRIES_LOGGED = 20
-
-log = logging.getLogger("fdbrecipes")
-
-
-def logged(notes: List[str]) -> None:
-    """Log what a committed attempt noted (see :meth:`Attempt.note`)."""
-    for message in notes:
-        log.info("%s", message)
-
-#: An operation to run in a call of its own, with its arguments after the
-#: transaction and the attempt: what undoes an attempt (see :attr:`Attempt.undo`).
-Undo = Tuple[Callable[..., Gen[Any]], Tuple[Any, ...]]
-
-
-class Cancelled(BaseException):
-    """The awaiting driver's cancellation (``task.cancel()``), thrown into a call where
-    it waits.  Before a commit is sent the call stops, having written nothing; with a
-    commit in flight the call settles it first and, if it landed, undoes what the
-    caller will never see (:attr:`Attempt.undo`); then it raises this, which the
-    driver turns into ``asyncio.CancelledError``."""
 
 
 class RetryStats:
@@ -110,58 +82,7 @@ class Committed(Generic[T]):
         self.undo = undo
 
 
-class Attempt:
-    """What an operation tells the loop about one attempt, and learns of it.
-
-    An attempt asks for its transaction's read version as it begins (or is given one
-    known to be recent), so that :meth:`read_version` after the operation's first
-    read waits for nothing: a read version asked for *after* a read is a new future,
-    and waiting for it is a switch to FoundationDB's network thread and back.
-
-    Attributes:
-        idle: the attempt wrote nothing (an empty pop, a refused release), so its
-            commit needs no receipt.  Operations set it; it starts False.
-        pinned: the attempt reads at a version its caller gave (see
-            :meth:`Loop.pinned`), not at one it asked for.
-        undo: set by an operation that takes items (a pop, a claim): the operation
-            that gives them back, for a call cancelled while its commit was in flight
-            (the caller never sees the result; see :class:`Cancelled`).
-    """
-
-    __slots__ = ("_future", "_version", "idle", "notes", "pinned", "undo")
-
-    def __init__(self, tr: Any, version: int = 0) -> None:
-        self.idle = False
-        self.pinned = bool(version)
-        self.undo: Optional[Undo] = None
-        self.notes: List[str] = []
-        self._version = version
-        if version:
-            tr.set_read_version(version)
-            self._future = None
-        else:
-            self._future = tr.get_read_version()
-
-    def read_version(self) -> Gen[int]:
-        """The transaction's read version."""
-        if not self._version:
-            self._version = yield from ready(self._future)
-        return self._version
-
-    def note(self, message: str) -> None:
-        """Log ``message`` (INFO, logger ``fdbrecipes``) once the attempt's commit is
-        known to have landed (at once, in a caller's transaction)."""
-        self.notes.append(message)
-
-    def now(self, tr: Any, clock: Clock) -> Gen[int]:
-        """The time in this attempt: with the database clock (the default),
-        :meth:`read_version`, which costs no wait; else ``clock(tr)``."""
-        if clock is database_clock:
-            return (yield from self.read_version())
-        return clock(tr)
-
-
-class Loop:
+class RetryLoop:
     """A structure's retry loop for calls that write: retries counted in
     :attr:`stats`, ``commit_unknown_result`` settled by :attr:`receipts`."""
 
@@ -233,29 +154,6 @@ class Loop:
                 raise incomplete(out, e) from e
             raise
         return out
-
-
-class Structure:
-    """What every structure object has: its subspace, its retry loop (with the retry
-    counters) and its testing hooks (see :mod:`fdbrecipes.testing.hooks`)."""
-
-    def __init__(self, subspace: Subspace) -> None:
-        self._subspace = subspace
-        self._loop = Loop(subspace)
-        self._hooks = Hooks()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._subspace!r})"
-
-    @property
-    def subspace(self) -> Subspace:
-        """The subspace holding every key of this structure."""
-        return self._subspace
-
-    @property
-    def retry_stats(self) -> RetryStats:
-        """Retry counters of the loops this object ran (calls given a Database)."""
-        return self._loop.stats
 
 
 def incomplete(done: List[Any], error: BaseException) -> BaseException:
@@ -366,7 +264,7 @@ def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
     """:func:`run` given a Database or Tenant, whose first attempt reads at
     ``version`` (if not 0); the result with the version it committed at."""
     call = None if receipts is None else Call(receipts, db)
-    loop = _Loop(db, call, stats, writes)
+    loop = Retrying(db, call, stats, writes)
     try:
         result = yield from loop.run(op, args, version)
         return Committed(result, loop.committed, loop.undo)
@@ -398,8 +296,8 @@ def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
             call.end()
 
 
-class _Loop:
-    """The state of one library retry loop (see :func:`run`)."""
+class Retrying:
+    """One call's retry loop, and its state (see :func:`run`)."""
 
     __slots__ = ("call", "committed", "failures", "impl", "sent", "stats", "too_old", "tr",
                  "undo", "writes")

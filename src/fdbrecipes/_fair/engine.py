@@ -31,17 +31,29 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import fdb.tuple
 
-from ._dead import DeadLetters
-from ._fdb import Gen, Range, Tally, read, read_le64, ready, seconds_to_versions, snap
-from ._front import MIN, Front
-from ._ids import Ids
-from ._layout import LEASE, FairLayout, OrderedLayout, TreeLayout
-from ._leases import Lease, Leases, lease_id, token_of
-from ._ordered import Ordered, PushRequest
-from ._run import Attempt
-from ._tree import Key, Tree, TreeRequest, View, parse_handle
-from ._values import BATCH_BYTES, decode_value, encode_value, unpack_token
-from ._wait import Clock, Readiness
+from .._clock import Clock
+from .._fdb import (
+    Gen,
+    Range,
+    Tally,
+    clear_except,
+    read,
+    read_le64,
+    ready,
+    seconds_to_versions,
+    snap,
+)
+from .._ids import Ids
+from .._layout import LEASE, FairLayout, OrderedLayout, TreeLayout
+from .._operation import Attempt
+from .._ordered.dead import DeadLetters
+from .._ordered.engine import Ordered, PushRequest
+from .._ordered.front import MIN, Front
+from .._ordered.leases import Lease, Leases, lease_id, token_of
+from .._ordered.listing import Listing
+from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
+from .._values import BATCH_BYTES, decode_value, encode_value, unpack_token
+from .._waiting import Readiness
 
 __all__ = ["Fair", "FairLease", "Policy"]
 
@@ -103,21 +115,24 @@ def parse_fair(lease: Any, name: str = "lease") -> Tuple[Any, bytes]:
 
 
 class Group(NamedTuple):
-    """One group's queue engine, its leases and its dead letters."""
+    """One group's queue engine, its leases, dead letters and listings."""
 
-    o: Ordered
+    engine: Ordered
     leases: Leases
     dead: DeadLetters
+    listing: Listing
 
 
 class State(NamedTuple):
-    """What a group is now: its policy, its front (two visible items at most, read
-    with a conflict), its items in flight and its latest claim times."""
+    """What a group is now: its policy (and whether one was set), its front (two
+    visible items at most, read with a conflict), its items in flight and its latest
+    claim times."""
 
     policy: Policy
     front: Front
     in_flight: int
     times: Tuple[int, ...]
+    own_policy: bool = False
 
     def slots(self) -> bool:
         return self.policy.limit is None or self.in_flight < self.policy.limit
@@ -135,7 +150,14 @@ class State(NamedTuple):
     def after_claim(self, now: int) -> State:
         """The state once a claim took the first visible item at ``now``."""
         return State(self.policy, self.front._replace(entries=self.front.entries[1:]),
-                     self.in_flight + 1, (*self.times, now))
+                     self.in_flight + 1, (*self.times, now), self.own_policy)
+
+    def bare(self) -> bool:
+        """Nothing visible, under a hold that ended, or in flight, and no policy set:
+        the group may have nothing left at all (its delayed items and dead letters
+        are not read here)."""
+        return (not self.front.entries and not self.front.holds and self.in_flight <= 0
+                and not self.own_policy)
 
 
 _TIMES = struct.Struct("<q")
@@ -147,7 +169,7 @@ class Fair:
 
     def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
                  max_deliveries: Optional[int], id_retention: float) -> None:
-        self.k = layout
+        self.keys = layout
         self.clock = clock
         self.default = default
         self.max_deliveries = max_deliveries
@@ -165,10 +187,11 @@ class Fair:
         if found is None:
             if len(self._groups) >= GROUP_CACHE:
                 self._groups.clear()
-            space = self.k.groups[g]
-            o = Ordered(OrderedLayout(space, 0), self.clock, Ids(space, self.id_retention),
-                        self.max_deliveries)
-            found = self._groups[g] = Group(o, Leases(o), DeadLetters(o))
+            space = self.keys.groups[g]
+            engine = Ordered(OrderedLayout(space, 0), self.clock,
+                             Ids(space, self.id_retention), self.max_deliveries)
+            found = self._groups[g] = Group(engine, Leases(engine), DeadLetters(engine),
+                                            Listing(engine))
         return found
 
     def member_id(self, g: Any) -> bytes:
@@ -193,18 +216,19 @@ class Fair:
 
     def look(self, tr: Any, attempt: Attempt, g: Any) -> Gen[State]:
         """Group ``g``'s state, read with conflicts (see :class:`State`)."""
-        o = self.group(g).o
-        policy = tr.get(self.k.policies.pack((g,)))
-        times = tr.get(self.k.rates.pack((g,)))
-        held_in, held_out = tr.get(o.k.held_in), tr.get(o.k.held_out)
-        front = yield from o.front(tr, MIN, 2, conflict=True, attempt=attempt)
+        engine = self.group(g).engine
+        policy = tr.get(self.keys.policies.pack((g,)))
+        times = tr.get(self.keys.rates.pack((g,)))
+        held_in, held_out = tr.get(engine.keys.held_in), tr.get(engine.keys.held_out)
+        front = yield from engine.front(tr, MIN, 2, conflict=True, attempt=attempt)
         expired = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == LEASE)
         in_flight = (read_le64((yield from read(held_in)))
                      - read_le64((yield from read(held_out))) - expired)
         raw = yield from read(times)
         stamps = () if not raw else tuple(
             _TIMES.unpack_from(raw, i)[0] for i in range(0, len(raw), _TIMES.size))
-        return State(self.policy((yield from read(policy))), front, in_flight, stamps)
+        stored = yield from read(policy)
+        return State(self.policy(stored), front, in_flight, stamps, stored is not None)
 
     def next_look(self, tr: Any, g: Any, state: State, now: int) -> Gen[Optional[int]]:
         """When group ``g`` (not eligible at ``now``) may become eligible with time
@@ -214,9 +238,9 @@ class Fair:
         rate = state.policy.rate
         if rate is not None and not state.room(now):
             when.append(state.times[-rate[0]] + seconds_to_versions(rate[1]) + 1)
-        o = self.group(g).o
-        due = o.k.due
-        kv = yield from Range(snap(tr), due.pack((now + 1,)), o.k.due_range.stop, 1).first()
+        engine = self.group(g).engine
+        due = engine.keys.due
+        kv = yield from Range(snap(tr), due.pack((now + 1,)), engine.keys.due_range.stop, 1).first()
         if kv is not None:
             when.append(due.unpack(kv.key)[0] + 1)
         return min(when) if when else None
@@ -235,7 +259,7 @@ class Fair:
         yield from self.tree.remove(tr, attempt, key)
         when = yield from self.next_look(tr, g, state, now)
         if when is not None:
-            tr.set(self.k.wake_key(when, g), b"")
+            tr.set(self.keys.wake_key(when, g), b"")
 
     def revise(self, tr: Any, attempt: Attempt, g: Any, now: int,
                key: Optional[Key]) -> Gen[None]:
@@ -247,10 +271,51 @@ class Fair:
             yield from self.enlist(tr, attempt, g, state.policy.share)
         elif not eligible and key is not None:
             yield from self.unlist(tr, attempt, g, key, state, now)
-        elif not eligible:
+        elif not eligible and not (state.bare() and (yield from self.retire(tr, g, now))):
             when = yield from self.next_look(tr, g, state, now)
             if when is not None:
-                tr.set(self.k.wake_key(when, g), b"")
+                tr.set(self.keys.wake_key(when, g), b"")
+
+    def retire(self, tr: Any, g: Any, now: int) -> Gen[bool]:
+        """If group ``g`` (not in the tree, nothing visible or in flight, no policy:
+        see :meth:`State.bare`) has no delayed item and no dead letter either, take it
+        out of the index of groups and clear its keys, but for the idempotency ids it
+        still remembers (a look is asked for when the last of them expires, which
+        clears them); True if it did.
+
+        Reads its delayed and dead counters and its latest id expiry by snapshot, and
+        takes a read conflict on its index entry, which every push (and
+        :meth:`set_group`) writes: a concurrent push makes this transaction conflict,
+        so a group is never retired while an item arrives.
+        """
+        engine = self.group(g).engine
+        keys = engine.keys
+        reader = snap(tr)
+        counts = [reader.get(key) for key in (keys.delayed_in, keys.delayed_out,
+                                               keys.dead_in, keys.dead_out)]
+        gc = engine.ids.gc.range()
+        last_id = Range(reader, gc.start, gc.stop, 1, reverse=True)
+        read_counts = []
+        for future in counts:
+            read_counts.append(read_le64((yield from read(future))))
+        delayed_in, delayed_out, dead_in, dead_out = read_counts
+        if delayed_in != delayed_out or dead_in != dead_out:
+            return False
+        index = self.keys.active.pack((g,))
+        tr.add_read_conflict_key(index)
+        tr.clear(index)
+        kept: List[Tuple[bytes, bytes]] = []
+        kv = yield from last_id.first()
+        if kv is not None:
+            expiry = engine.ids.gc.unpack(kv.key)[0]
+            if expiry > now:  # ids still remembered: kept until the last one expires
+                ids = engine.ids.ids.range()
+                kept = sorted([(bytes(ids.start), bytes(ids.stop)),
+                               (bytes(gc.start), bytes(gc.stop))])
+                tr.set(self.keys.wake_key(expiry + 1, g), b"")
+        space = self.keys.groups[g].range()
+        clear_except(tr, bytes(space.start), bytes(space.stop), kept)
+        return True
 
     def after_change(self, tr: Any, attempt: Attempt, g: Any, now: int) -> Gen[None]:
         """After a write that can only make group ``g`` more eligible (a push, an ack,
@@ -260,10 +325,10 @@ class Fair:
 
     def look_due(self, tr: Any, attempt: Attempt, now: int) -> Gen[int]:
         """Look at up to :data:`WAKES_PER_CLAIM` groups due for a look; how many."""
-        due = yield from Range(snap(tr), self.k.wakes_range.start,
-                               self.k.wakes.pack((now + 1,)), WAKES_PER_CLAIM).read()
+        due = yield from Range(snap(tr), self.keys.wakes_range.start,
+                               self.keys.wakes.pack((now + 1,)), WAKES_PER_CLAIM).read()
         for kv in due:
-            _, g = self.k.wakes.unpack(kv.key)
+            _, g = self.keys.wakes.unpack(kv.key)
             tr.add_read_conflict_key(kv.key)
             tr.clear(kv.key)
             key = yield from self.member(tr, g, now)
@@ -272,19 +337,19 @@ class Fair:
 
     def touch(self, tr: Any) -> None:
         """Wake the waiters: something may have become claimable."""
-        tr.add(self.k.pushed, _TIMES.pack(1))
+        tr.add(self.keys.pushed, _TIMES.pack(1))
 
     # -- operations ------------------------------------------------------------------
 
     def push(self, tr: Any, attempt: Attempt, g: Any, request: PushRequest) -> Gen[bool]:
         """Push ``request`` into group ``g``; whether it stored (False: a known id)."""
-        stored = (yield from self.group(g).o.push(tr, attempt, [request]))[0]
+        stored = (yield from self.group(g).engine.push(tr, attempt, [request]))[0]
         if stored:
             now = yield from attempt.now(tr, self.clock)
-            tr.set(self.k.active.pack((g,)), b"")
+            tr.set(self.keys.active.pack((g,)), b"")
             self.touch(tr)
             if request.delay:
-                tr.set(self.k.wake_key(now + request.delay, g), b"")
+                tr.set(self.keys.wake_key(now + request.delay, g), b"")
             else:
                 yield from self.after_change(tr, attempt, g, now)
         attempt.idle = not stored
@@ -292,9 +357,21 @@ class Fair:
 
     def claim(self, tr: Any, attempt: Attempt, seconds: float) -> Gen[Optional[FairLease]]:
         """Pick an eligible group by share, claim its oldest visible item."""
+        leases = yield from self.claim_many(tr, attempt, 1, seconds)
+        return leases[0] if leases else None
+
+    def claim_many(self, tr: Any, attempt: Attempt, n: int,
+                   seconds: float) -> Gen[List[FairLease]]:
+        """Up to ``n`` claims, each from a group picked by share among the eligible
+        ones (a group may be picked again: its state is read again, so its limit and
+        rate hold); stops early when no group can be served, or after :data:`PICKS`
+        picks of groups found ineligible (each taken out of the tree)."""
         now = yield from attempt.now(tr, self.clock)
         wrote = (yield from self.look_due(tr, attempt, now)) > 0
-        for _ in range(PICKS):
+        out: List[FairLease] = []
+        taken: List[Tuple[Any, bytes]] = []  # (group, lease id) of each claim, to undo it
+        misses = 0
+        while len(out) < n and misses < PICKS:
             view = yield from View.read(self.tree, tr)
             picked = yield from self.tree.pick(tr, view, None)
             if picked is None:
@@ -304,11 +381,12 @@ class Fair:
             state = yield from self.look(tr, attempt, g)
             engine = self.group(g)
             tally = Tally()
-            wrote = engine.o.settle(tr, state.front, tally) or wrote
+            wrote = engine.engine.settle(tr, state.front, tally) or wrote
             if not state.eligible(now):
                 tally.write(tr, attempt)
                 yield from self.unlist(tr, attempt, g, key, state, now)
                 wrote = True
+                misses += 1
                 continue
             lease = engine.leases.hold_entries(tr, attempt, now, state.front.entries[:1],
                                                seconds, BATCH_BYTES, tally)[0]
@@ -318,23 +396,30 @@ class Fair:
                 self.note_claim(tr, g, after)
             if not after.eligible(now):
                 yield from self.unlist(tr, attempt, g, key, after, now)
-            attempt.undo = (self.unclaim, (g, lease_id(lease)))
-            attempt.idle = False
-            return FairLease(lease, g)
-        attempt.idle = not wrote
-        return None
+            out.append(FairLease(lease, g))
+            taken.append((g, lease_id(lease)))
+        if out:
+            attempt.undo = (self.unclaim, (taken,))
+        attempt.idle = not (out or wrote)
+        return out
 
     def note_claim(self, tr: Any, g: Any, state: State) -> None:
         """Keep the latest claim times the group's rate needs."""
         assert state.policy.rate is not None
         kept = state.times[-state.policy.rate[0]:]
-        tr.set(self.k.rates.pack((g,)), b"".join(_TIMES.pack(t) for t in kept))
+        tr.set(self.keys.rates.pack((g,)), b"".join(_TIMES.pack(t) for t in kept))
 
-    def unclaim(self, tr: Any, attempt: Attempt, g: Any, hold_id: bytes) -> Gen[None]:
-        """Undo a claim whose caller was cancelled: the item back, the group revised."""
-        yield from self.group(g).leases.unclaim(tr, attempt, [hold_id])
+    def unclaim(self, tr: Any, attempt: Attempt,
+                claims: Sequence[Tuple[Any, bytes]]) -> Gen[None]:
+        """Undo claims whose caller was cancelled (``(group, lease id)`` pairs): the
+        items back, their groups revised."""
+        by_group: Dict[Any, List[bytes]] = {}
+        for g, hold_id in claims:
+            by_group.setdefault(g, []).append(hold_id)
         now = yield from attempt.now(tr, self.clock)
-        yield from self.after_change(tr, attempt, g, now)
+        for g, ids in by_group.items():
+            yield from self.group(g).leases.unclaim(tr, attempt, ids)
+            yield from self.after_change(tr, attempt, g, now)
         self.touch(tr)
         attempt.idle = False
 
@@ -396,8 +481,9 @@ class Fair:
         """Store group ``g``'s policy, and make its membership (and weight) match."""
         now = yield from attempt.now(tr, self.clock)
         key = yield from self.member(tr, g, now)
-        tr.set(self.k.policies.pack((g,)), fdb.tuple.pack(
+        tr.set(self.keys.policies.pack((g,)), fdb.tuple.pack(
             (policy.share, policy.limit, *(policy.rate or (None, None)))))
+        tr.set(self.keys.active.pack((g,)), b"")
         if key is not None:
             yield from self.tree.set_weight(tr, attempt, key, policy.share)
         yield from self.revise(tr, attempt, g, now, key)
@@ -406,13 +492,38 @@ class Fair:
 
     def group_policy(self, tr: Any, g: Any) -> Gen[Policy]:
         """Group ``g``'s policy (read with a conflict)."""
-        return self.policy((yield from read(tr.get(self.k.policies.pack((g,))))))
+        return self.policy((yield from read(tr.get(self.keys.policies.pack((g,))))))
 
     def groups(self, tr: Any, limit: Optional[int]) -> Gen[List[Any]]:
-        """The groups that were given work and may still have some."""
-        r = self.k.active.range()
+        """The groups in the index: those with work (visible, delayed, in flight or
+        dead items) or a policy (see :meth:`retire`)."""
+        r = self.keys.active.range()
         kvs = yield from Range(tr, r.start, r.stop, limit or 0).read()
-        return [self.k.active.unpack(kv.key)[0] for kv in kvs]
+        return [self.keys.active.unpack(kv.key)[0] for kv in kvs]
+
+    def refresh(self, tr: Any, attempt: Attempt, g: Any) -> Gen[None]:
+        """Make group ``g``'s membership (and its place in the index) match its state,
+        after a write that may have made it less eligible (a removal, a purge)."""
+        now = yield from attempt.now(tr, self.clock)
+        key = yield from self.member(tr, g, now)
+        yield from self.revise(tr, attempt, g, now, key)
+
+    def remove(self, tr: Any, attempt: Attempt, g: Any, id_: bytes) -> Gen[Optional[Any]]:
+        """Remove group ``g``'s pending item pushed with ``id_`` (see
+        :meth:`.._ordered.listing.Listing.remove`); then refresh the group."""
+        removed = yield from self.group(g).listing.remove(tr, attempt, id_)
+        if removed is not None:
+            yield from self.refresh(tr, attempt, g)
+            attempt.idle = False
+        return removed
+
+    def purge_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
+        """Remove up to ``limit`` of group ``g``'s dead letters; then refresh it."""
+        purged = yield from self.group(g).dead.purge(tr, attempt, limit)
+        if purged:
+            yield from self.refresh(tr, attempt, g)
+            attempt.idle = False
+        return purged
 
     def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
         """Push group ``g``'s dead letters back; then revise the group."""
@@ -426,15 +537,15 @@ class Fair:
     def ready(self, tr: Any) -> Gen[Readiness]:
         """Whether a group is eligible now, or is due for a look; else the seconds
         until the next look is due."""
-        total = yield from read(snap(tr).get(self.tree.k.total_key))
+        total = yield from read(snap(tr).get(self.tree.keys.total_key))
         if read_le64(total) > 0:
             return True, None
         now = yield from ready(tr.get_read_version())
-        kv = yield from Range(snap(tr), self.k.wakes_range.start, self.k.wakes_range.stop,
+        kv = yield from Range(snap(tr), self.keys.wakes_range.start, self.keys.wakes_range.stop,
                               1).first()
         if kv is None:
             return False, None
-        when = self.k.wakes.unpack(kv.key)[0]
+        when = self.keys.wakes.unpack(kv.key)[0]
         if when <= now:
             return True, None
         return False, (when - now) / 1e6

@@ -1,15 +1,16 @@
 """The awaiting driver: FoundationDB futures awaited from an asyncio event loop.
 
 The library's operations are generators that yield the futures they need (see
-``fdbrecipes._wait``); :func:`drive` runs one on the running loop, awaiting each
-future instead of blocking on it, so a waiting call holds no thread.
+``fdbrecipes._operation`` and ``fdbrecipes._waiting``); :func:`drive` runs one on the
+running loop, awaiting each future instead of blocking on it, so a waiting call holds
+no thread.  Its twin, beside it, is :mod:`.blocking`.
 
 * :func:`ready` turns a FoundationDB future into an awaitable: the future's callback
   (run on FoundationDB's network thread) wakes the loop with
   ``call_soon_threadsafe``; a future already ready costs nothing.
 * Cancellation (``task.cancel()``, ``asyncio.timeout``, ``wait_for``) is thrown into
-  the call where it waits, as :class:`fdbrecipes._run.Cancelled`: before a commit is
-  sent the call stops having written nothing; with a commit in flight it settles it,
+  the call where it waits, as :class:`fdbrecipes._operation.Cancelled`: before a commit
+  is sent the call stops having written nothing; with a commit in flight it settles it,
   gives back what a landed pop or claim took, and only then raises
   ``CancelledError``.  Further cancellations meanwhile are absorbed: settling runs to
   its end.
@@ -24,9 +25,9 @@ import contextlib
 import weakref
 from typing import Any, Dict, Optional, Tuple, TypeVar, cast
 
-from .._fdb import Gen
-from .._run import Cancelled
-from .._wait import Pause, Watch
+from .._fdb import Gen, is_range, range_of
+from .._operation import Cancelled
+from .._waiting import Pause, Watch
 
 __all__ = ["Watches", "drive", "ready", "wait"]
 
@@ -66,13 +67,18 @@ def ready(future: Any) -> asyncio.Future[None]:
 
 
 async def wait(future: Any) -> Any:
-    """Await any FoundationDB future (a read, a range read's batch, a commit, a watch)
-    without blocking the event loop; what its ``wait()`` returns, or its error.
+    """Await any FoundationDB future (a read, a commit, a watch) or range read (what
+    ``tr.get_range`` returns, with its limit, direction and streaming mode) without
+    blocking the event loop; what its ``wait()`` returns (a range read: its list of
+    KeyValues, every batch awaited), or its error.
 
     Example::
 
         value = await aio.wait(tr.get(b"key"))
+        kvs = await aio.wait(tr.get_range(b"a", b"b", limit=10, reverse=True))
     """
+    if is_range(future):
+        return await drive(range_of(future).read())
     if not future.is_ready():
         await ready(future)
     return future.wait()

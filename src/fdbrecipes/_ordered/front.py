@@ -4,7 +4,7 @@ The keys are those of :class:`._layout.OrderedLayout`.  An item is *visible* (un
 ``i``) or *held* (under ``h``, with a deadline: a lease, a high-contention result or a
 delay).  A hold whose deadline has passed counts as visible again at its original
 place: a reader merges the expired holds (found through the deadline index ``d``)
-with the visible items, in the order of the end it reads.  :mod:`._ordered` moves the
+with the visible items, in the order of the end it reads.  :mod:`.engine` moves the
 items; everything here only reads.
 """
 
@@ -13,12 +13,16 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
-from ._fdb import Gen, Range, fdb_impl, get_value, snap
-from ._layout import LEASE, Item, OrderedLayout
-from ._run import Attempt
-from ._wait import Clock, reading
+from .._clock import Clock, reading
+from .._fdb import Gen, Range, fdb_impl, get_value, snap
+from .._layout import LEASE, Item, OrderedLayout
+from .._operation import Attempt
 
-MIN, MAX = 0, 1  # the end of the order a pop takes from
+#: The ends of the order a pop takes from: the lowest key (a Queue's oldest item, a
+#: PriorityQueue's lowest priority) and the highest priority.
+MIN, MAX = "min", "max"
+#: Each end, and the other.
+OTHER_END = {MIN: MAX, MAX: MIN}
 #: Earliest deadlines a reader reads first (beside its other reads); when every one
 #: of them has passed, it reads every expired hold.
 EXPIRED_PAGE = 8
@@ -89,7 +93,7 @@ def max_order(entry: Entry) -> Any:
     return (-entry.item[0], entry.key)
 
 
-def order(end: int) -> Callable[[Entry], Any]:
+def order(end: str) -> Callable[[Entry], Any]:
     """Sort key putting entries in the order ``end`` takes them."""
     return min_order if end == MIN else max_order
 
@@ -113,11 +117,11 @@ def value_of(entry: Entry) -> bytes:
 class FrontReader:
     """Reads the front of the order of one structure (see the module docstring)."""
 
-    __slots__ = ("clock", "k", "max_deliveries", "restore_pending")
+    __slots__ = ("clock", "keys", "max_deliveries", "restore_pending")
 
     def __init__(self, layout: OrderedLayout, clock: Clock,
                  max_deliveries: Optional[int]) -> None:
-        self.k = layout
+        self.keys = layout
         self.clock = clock
         self.max_deliveries = max_deliveries
         #: A reader met more expired holds than one transaction puts back: the next
@@ -127,7 +131,7 @@ class FrontReader:
     def dies(self, item: Item) -> bool:
         """Whether a lease on ``item`` that ends without ack makes it a dead letter."""
         limit = self.max_deliveries
-        return limit is not None and self.k.deliveries(item) + 1 >= limit
+        return limit is not None and self.keys.deliveries(item) + 1 >= limit
 
     def split_dead(self, holds: List[Entry]) -> Tuple[List[Entry], List[Entry]]:
         """(expired holds whose items become visible, expired leases whose items die)."""
@@ -139,28 +143,28 @@ class FrontReader:
         return live, dead
 
     def _entry(self, kv: Any) -> Entry:
-        return Entry(None, bytes(kv.key), kv.value, space=self.k.items)
+        return Entry(None, bytes(kv.key), kv.value, space=self.keys.items)
 
     def _entries(self, reader: Any, begin: Any, end: bytes, limit: Optional[int],
                  reverse: bool = False) -> Gen[List[Entry]]:
         kvs = yield from Range(reader, begin, end, limit or 0, reverse).read()
         return [self._entry(kv) for kv in kvs]
 
-    def _visible(self, reader: Any, end: int, n: Optional[int],
+    def _visible(self, reader: Any, end: str, n: Optional[int],
                  after: Optional[Entry], skip: int = 0) -> Gen[List[Entry]]:
         """The first ``n`` (all when None) visible items in ``end`` order, after
         ``after`` when given; at the MIN end, after skipping ``skip`` items (a key
         selector: the server skips them, the client reads only the ``n``)."""
-        r = self.k.items_range
+        r = self.keys.items_range
         if end == MIN:
             begin: Any = r.start if after is None else after.key + b"\x00"
             if skip:
                 begin = fdb_impl().KeySelector.first_greater_or_equal(begin) + skip
-            return (yield from self._entries(reader, begin, self.k.items_end, n))
+            return (yield from self._entries(reader, begin, self.keys.items_end, n))
         head: List[Entry] = []
         upper = r.stop
         if after is not None:  # the rest of the cursor's priority, then lower ones
-            g = self.k.items.range((after.item[0],))
+            g = self.keys.items.range((after.item[0],))
             head = yield from self._entries(reader, after.key + b"\x00", g.stop, n)
             upper = g.start
             if n is not None and len(head) >= n:
@@ -175,14 +179,14 @@ class FrontReader:
         lowest = top[-1].item[0]
         above = sorted((e for e in top if e.item[0] != lowest), key=max_order)
         left = None if rest is None else rest - len(above)
-        g = self.k.items.range((lowest,))
+        g = self.keys.items.range((lowest,))
         oldest = yield from self._entries(reader, g.start, min(g.stop, upper), left)
         return head + above + oldest
 
     def start_expired(self, tr: Any) -> Range:
         """Start a snapshot read of the earliest deadlines (see :meth:`expired_holds`);
         it needs no read version first, so it goes out beside the other reads."""
-        r = self.k.due_range
+        r = self.keys.due_range
         return Range(snap(tr), r.start, r.stop, EXPIRED_PAGE + 1)
 
     def expired_holds(self, tr: Any, now: int, started: Range) -> Gen[List[Entry]]:
@@ -194,19 +198,19 @@ class FrontReader:
         all read (after a mass expiry; writers soon put them back).
         """
         due = yield from started.read()
-        if len(due) > EXPIRED_PAGE and self.k.due.unpack(due[-1].key)[0] <= now:
-            begin, end = self.k.due_range.start, self.k.due.pack((now + 1,))
+        if len(due) > EXPIRED_PAGE and self.keys.due.unpack(due[-1].key)[0] <= now:
+            begin, end = self.keys.due_range.start, self.keys.due.pack((now + 1,))
             due = yield from Range(snap(tr), begin, end).read()
         holds = []
         for kv in due:
-            deadline, hold_id, item, kind = self.k.due.unpack(kv.key)
+            deadline, hold_id, item, kind = self.keys.due.unpack(kv.key)
             if deadline > now:
                 break
-            holds.append(Entry(item, self.k.item_key(item), None,
+            holds.append(Entry(item, self.keys.item_key(item), None,
                                Hold(hold_id, deadline, kind)))
         return holds
 
-    def front(self, tr: Any, end: int, n: Optional[int], *, conflict: bool,
+    def front(self, tr: Any, end: str, n: Optional[int], *, conflict: bool,
               after: Optional[Entry] = None, writing: bool = True, skip: int = 0,
               attempt: Optional[Attempt] = None) -> Gen[Front]:
         """The first ``n`` items (all when None) in ``end`` order, counting expired holds.
@@ -242,10 +246,10 @@ class FrontReader:
             expired, dead = expired[:RESTORE_BATCH], dead[:RESTORE_BATCH]
         else:
             dead = []
-        entries, expired, dead = yield from self._read_held(reader, (entries, expired, dead))
+        entries, expired, dead = yield from self.read_held(reader, (entries, expired, dead))
         return Front(entries, expired, dead, now, holds)
 
-    def _read_held(self, reader: Any, groups: Tuple[List[Entry], ...]
+    def read_held(self, reader: Any, groups: Tuple[List[Entry], ...]
                    ) -> Gen[List[List[Entry]]]:
         """Read the values of the held entries in ``groups`` (in parallel); drop those
         whose hold is gone (only possible when this transaction itself took them and
@@ -270,13 +274,13 @@ class FrontReader:
         assert h is not None
         if h.keys is not None:
             return h.keys
-        return self.k.hold_keys(h.hold_id, entry.item, h.deadline, h.kind)
+        return self.keys.hold_keys(h.hold_id, entry.item, h.deadline, h.kind)
 
     def held_key(self, entry: Entry) -> bytes:
         """The held key of an entry under a hold."""
         return self.hold_keys(entry)[0]
 
-    def chosen(self, tr: Any, attempt: Attempt, end: int, n: int,
+    def chosen(self, tr: Any, attempt: Attempt, end: str, n: int,
                spread: int) -> Gen[Tuple[Front, List[Entry]]]:
         """What a pop or claim of ``n`` items with ``spread`` reads, and the entries it
         takes: ``n`` among the first ``n + spread - 1`` in ``end`` order.
@@ -315,4 +319,4 @@ class FrontReader:
         """The first ``limit`` (all when None) of :meth:`dead_holds`, values read
         (snapshot reads)."""
         dead = yield from self.dead_holds(tr, now)
-        return (yield from self._read_held(snap(tr), (dead[:limit],)))[0]
+        return (yield from self.read_held(snap(tr), (dead[:limit],)))[0]

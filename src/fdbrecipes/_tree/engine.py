@@ -8,7 +8,7 @@ reach zero.  A pick reads the nodes with snapshot reads (hints, no conflicts) an
 takes a read conflict only on the item it chose: two picks of the same item
 conflict, picks of different items and pushes do not.
 
-Every method here runs inside one transaction; :mod:`._run` decides which.
+Every method here runs inside one transaction; :mod:`.._retry` decides which.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ from typing import (
 
 import fdb.tuple
 
-from ._fdb import Gen, Range, Tally, clear_structure, le64, read, read_le64, snap
-from ._ids import Ids
-from ._layout import TreeLayout
-from ._run import Attempt
-from ._values import Value, decode_value, random_suffix, unpack_token
-from ._wait import Clock, Readiness
-from .errors import FdbRecipesError
+from .._clock import Clock
+from .._fdb import Gen, Range, Tally, clear_structure, le64, read, read_le64, snap
+from .._ids import Ids
+from .._layout import TreeLayout
+from .._operation import Attempt
+from .._values import Value, decode_value, random_suffix, unpack_token
+from .._waiting import Readiness
+from ..errors import FdbRecipesError
 
 #: Largest weight of one item.
 MAX_WEIGHT = 2**32
@@ -183,10 +184,10 @@ class View:
     Made by :meth:`read`.
     """
 
-    __slots__ = ("_levels", "adjust", "cache", "t", "top", "total", "tr")
+    __slots__ = ("_levels", "adjust", "cache", "top", "total", "tr", "tree")
 
     def __init__(self, tree: Tree, tr: Any) -> None:
-        self.t = tree
+        self.tree = tree
         self.tr = tr
         #: (level, parent) -> the children read (KeyValues, in key order); parent
         #: None: every node of the level.
@@ -226,12 +227,12 @@ class View:
 
     def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Range]:
         if parent is None:  # every node of the level: FANOUT + 1 at most, but the top
-            space = self.t.k.leaves if level == 0 else self.t.k.nodes.subspace((level,))
+            space = self.tree.keys.leaves if level == 0 else self.tree.keys.nodes.subspace((level,))
             r = space.range()
             begin, end = bytes(r.start), bytes(r.stop)
             limit = 0 if level == LEVELS else FANOUT + 1
         else:
-            begin, end = self.t.children_range(level, parent)
+            begin, end = self.tree.children_range(level, parent)
             limit = 0
         return (level, parent), Range(snap(self.tr), begin, end, limit)
 
@@ -253,31 +254,31 @@ class View:
 
     def index(self, level: int, kv: Any) -> int:
         """The node index a chosen child stands for."""
-        index: int = self.t.k.nodes.unpack(kv.key)[1]
+        index: int = self.tree.keys.nodes.unpack(kv.key)[1]
         return index
 
     def pick(self, point: int) -> Gen[Tuple[Key, bytes]]:
         """(key, leaf value) of the item whose interval contains ``point``."""
         kv, _ = yield from descend(self.children, point, self.top, self.index)
-        seq, suffix = self.t.k.leaves.unpack(kv.key)
+        seq, suffix = self.tree.keys.leaves.unpack(kv.key)
         return (seq, suffix), bytes(kv.value)
 
     def removed(self, key: Key, weight: int) -> None:
         """Apply the removal of item ``key`` (of ``weight``) to what was read."""
         self.total -= weight
-        leaf = bytes(self.t.k.leaves.pack(key))
-        for node in [leaf] + [self.t.node(level, key[0]) for level in range(1, LEVELS + 1)]:
+        leaf = bytes(self.tree.keys.leaves.pack(key))
+        for node in [leaf] + [self.tree.node(level, key[0]) for level in range(1, LEVELS + 1)]:
             self.adjust[node] = self.adjust.get(node, 0) - weight
 
 
 class Tree:
     """A weight tree's transactional operations (see the module docstring)."""
 
-    __slots__ = ("clock", "ids", "k", "level_hint", "rng")
+    __slots__ = ("clock", "ids", "keys", "level_hint", "rng")
 
     def __init__(self, layout: TreeLayout, rng: random.Random, clock: Clock,
                  ids: Ids) -> None:
-        self.k = layout
+        self.keys = layout
         self.rng = rng
         self.clock = clock
         self.ids = ids
@@ -287,27 +288,27 @@ class Tree:
 
     def node(self, level: int, seq: int) -> bytes:
         """Key of the level-``level`` node covering sequence number ``seq``."""
-        return bytes(self.k.nodes.pack((level, node_index(level, seq))))
+        return bytes(self.keys.nodes.pack((level, node_index(level, seq))))
 
     def head(self, tr: Any) -> Gen[Tuple[int, int]]:
         """(total weight, largest sequence number or -1), by snapshot, in parallel."""
-        total = snap(tr).get(self.k.total_key)
-        r = self.k.leaves.range()
+        total = snap(tr).get(self.keys.total_key)
+        r = self.keys.leaves.range()
         last = yield from Range(snap(tr), r.start, r.stop, 1, reverse=True).first()
-        max_seq = -1 if last is None else int(self.k.leaves.unpack(last.key)[0])
+        max_seq = -1 if last is None else int(self.keys.leaves.unpack(last.key)[0])
         return read_le64((yield from read(total))), max_seq
 
     def children_range(self, level: int, parent: int) -> Tuple[bytes, bytes]:
         """Key range of the children of node ``parent`` one level above ``level``."""
         lo, hi = parent * FANOUT, (parent + 1) * FANOUT
-        space = self.k.leaves if level == 0 else self.k.nodes.subspace((level,))
+        space = self.keys.leaves if level == 0 else self.keys.nodes.subspace((level,))
         return bytes(space.pack((lo,))), bytes(space.pack((hi,)))
 
     def adjust(self, seq: int, delta: int, tally: Tally) -> None:
         """Add ``delta`` to every node above item ``seq`` and to the total."""
         for level in range(1, LEVELS + 1):
             tally.add_sum(self.node(level, seq), delta)
-        tally.add_sum(self.k.total_key, delta)
+        tally.add_sum(self.keys.total_key, delta)
 
     def pick(self, tr: Any, view: View, point: Optional[int]
              ) -> Gen[Optional[Tuple[Key, bytes, bytes]]]:
@@ -329,7 +330,7 @@ class Tree:
         elif point >= view.total:
             raise ValueError(f"point must be < the total weight {view.total}, got {point}")
         key, leaf = yield from view.pick(point)
-        encoded = yield from read(tr.get(self.k.values.pack(key)))
+        encoded = yield from read(tr.get(self.keys.values.pack(key)))
         if encoded is None:
             raise FdbRecipesError(
                 "weight tree: the chosen item is gone from this transaction's own view; "
@@ -340,12 +341,12 @@ class Tree:
     def unlink(self, tr: Any, key: Key, leaf: bytes, now: int, tally: Tally) -> int:
         """Remove an item whose leaf was read in this transaction; its weight."""
         weight, id_ = split_leaf(leaf)
-        leaf_key = self.k.leaves.pack(key)
+        leaf_key = self.keys.leaves.pack(key)
         tr.add_read_conflict_key(leaf_key)
         tr.clear(leaf_key)
-        tr.clear(self.k.values.pack(key))
+        tr.clear(self.keys.values.pack(key))
         self.adjust(key[0], -weight, tally)
-        tally.add(self.k.taken)
+        tally.add(self.keys.taken)
         self.ids.retire(tr, id_, now, make_handle(key))
         return weight
 
@@ -357,10 +358,10 @@ class Tree:
         tally = Tally()
         for key, leaf, encoded in items:
             weight, id_ = split_leaf(leaf)
-            tr.set(self.k.leaves.pack(key), leaf)
-            tr.set(self.k.values.pack(key), encoded)
+            tr.set(self.keys.leaves.pack(key), leaf)
+            tr.set(self.keys.values.pack(key), encoded)
             self.adjust(key[0], weight, tally)
-            tally.add(self.k.pushed)
+            tally.add(self.keys.pushed)
             self.ids.unretire(tr, id_, unlinked_at, make_handle(key))
         tally.write(tr, attempt)
 
@@ -395,12 +396,12 @@ class Tree:
             handles = []
             for encoded, w in r.batch:
                 key = (seq, random_suffix())
-                tr.set(self.k.leaves.pack(key), le64(w) + (r.id or b""))
-                tr.set(self.k.values.pack(key), encoded)
+                tr.set(self.keys.leaves.pack(key), le64(w) + (r.id or b""))
+                tr.set(self.keys.values.pack(key), encoded)
                 self.adjust(seq, w, tally)
                 handles.append(make_handle(key))
                 seq += 1
-            tally.add(self.k.pushed, len(r.batch))
+            tally.add(self.keys.pushed, len(r.batch))
             if checks is not None and r.id is not None:
                 yield from self.ids.remember(tr, checks, r.id, handles[0])
             out.append(handles)
@@ -448,7 +449,7 @@ class Tree:
     def read_item(self, tr: Any, key: Key) -> Gen[Optional[Tuple[bytes, bytes]]]:
         """(leaf, encoded value) of item ``key``, read in parallel (read conflicts on
         both), or None if it is gone."""
-        leaf_f, value_f = tr.get(self.k.leaves.pack(key)), tr.get(self.k.values.pack(key))
+        leaf_f, value_f = tr.get(self.keys.leaves.pack(key)), tr.get(self.keys.values.pack(key))
         leaf, encoded = (yield from read(leaf_f)), (yield from read(value_f))
         return None if leaf is None or encoded is None else (leaf, encoded)
 
@@ -475,8 +476,8 @@ class Tree:
     def set_weight(self, tr: Any, attempt: Attempt, key: Key,
                    weight: int) -> Gen[Optional[int]]:
         """Give item ``key`` a new weight; the old one, or None if it is gone."""
-        leaf_key = self.k.leaves.pack(key)
-        leaf_f, total_f = tr.get(leaf_key), tr.snapshot.get(self.k.total_key)
+        leaf_key = self.keys.leaves.pack(key)
+        leaf_f, total_f = tr.get(leaf_key), tr.snapshot.get(self.keys.total_key)
         leaf = yield from read(leaf_f)
         if leaf is None:
             attempt.idle = True
@@ -498,12 +499,12 @@ class Tree:
         """Remove every key of the tree except the wake counter "pushed" (touched,
         and "taken" set to match it, so the size is 0: see ``Ordered.clear``) and the
         receipt slots.  Reads "pushed"."""
-        yield from clear_structure(tr, self.k.subspace, self.k.kept_by_clear(),
-                                   self.k.pushed, self.k.taken)
+        yield from clear_structure(tr, self.keys.subspace, self.keys.kept_by_clear(),
+                                   self.keys.pushed, self.keys.taken)
 
     def size(self, tr: Any) -> Gen[int]:
         """Items in the tree: "pushed" - "taken" (read conflicts on both)."""
-        pushed, taken = tr.get(self.k.pushed), tr.get(self.k.taken)
+        pushed, taken = tr.get(self.keys.pushed), tr.get(self.keys.taken)
         return read_le64((yield from read(pushed))) - read_le64((yield from read(taken)))
 
     def items(self, tr: Any, limit: Optional[int],
@@ -511,18 +512,18 @@ class Tree:
               ) -> Gen[List[Tuple[bytes, Value, int]]]:
         """(handle, value, weight) of the first ``limit`` items (all when None), after
         the item ``after`` (a row of an earlier page) when given."""
-        lr, vr = self.k.leaves.range(), self.k.values.range()
+        lr, vr = self.keys.leaves.range(), self.keys.values.range()
         lb, vb = lr.start, vr.start
         if after is not None:
             key = parse_handle(after[0])
-            lb = self.k.leaves.pack(key) + b"\x00"
-            vb = self.k.values.pack(key) + b"\x00"
+            lb = self.keys.leaves.pack(key) + b"\x00"
+            vb = self.keys.values.pack(key) + b"\x00"
         leaves = Range(tr, lb, lr.stop, limit or 0)
         values = Range(tr, vb, vr.stop, limit or 0)
         out = []
         for leaf, value in zip((yield from leaves.read()), (yield from values.read())):
-            key = self.k.leaves.unpack(leaf.key)
-            if key != self.k.values.unpack(value.key):
+            key = self.keys.leaves.unpack(leaf.key)
+            if key != self.keys.values.unpack(value.key):
                 raise FdbRecipesError("weight tree leaves and values disagree")
             out.append((make_handle(key), decode_value(value.value), split_leaf(leaf.value)[0]))
         return out

@@ -25,7 +25,7 @@ that same hold, and that reads nothing while it can prove the hold is there.
   over :data:`HC_VERSION_AGE` old, or was learnt from a receipt), a retry, and every
   give-back read the holds instead.
 * ``commit_unknown_result`` and Ctrl-C: every fetch and collect is a call of the
-  structure's :class:`._run.Loop`, with receipts; an interrupted or unknown call
+  structure's :class:`.._retry.RetryLoop`, with receipts; an interrupted or unknown call
   reports the popped value (not this module's records), and the items its fetch may
   have set aside stay this popper's to collect (each read first).
 
@@ -40,14 +40,15 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional
 
-from ._fdb import Gen, Tally, read, seconds_to_versions
-from ._front import Entry, value_of
-from ._hooks import Hooks
-from ._layout import RESULT
-from ._ordered import Ordered
-from ._receipts import InterruptedCall, Outcome, UnknownResultError
-from ._run import Attempt, Loop
-from ._values import Value, random_id
+from .._fdb import Gen, Tally, read, seconds_to_versions
+from .._hooks import Hooks
+from .._layout import RESULT
+from .._operation import Attempt
+from .._receipts import InterruptedCall, Outcome, UnknownResultError
+from .._retry import RetryLoop
+from .._values import Value, random_id
+from .engine import Ordered
+from .front import OTHER_END, Entry, value_of
 
 #: Items one fetch takes at most: the first is popped, the others set aside.
 HC_BATCH = 32
@@ -140,26 +141,26 @@ class Contention:
     Thread-safe: the items set aside are shared by the threads using the object.
     """
 
-    __slots__ = ("held", "hooks", "lock", "loop", "o", "result_timeout")
+    __slots__ = ("engine", "held", "hooks", "lock", "loop", "result_timeout")
 
-    def __init__(self, engine: Ordered, loop: Loop, hooks: Hooks,
+    def __init__(self, engine: Ordered, loop: RetryLoop, hooks: Hooks,
                  result_timeout: float) -> None:
-        self.o = engine
+        self.engine = engine
         self.loop = loop
         self.hooks = hooks
         self.result_timeout = seconds_to_versions(result_timeout)
-        self.held: Dict[int, Deque[Held]] = {}
+        self.held: Dict[str, Deque[Held]] = {}
         self.lock = threading.Lock()
 
-    def pop(self, db: Any, end: int) -> Gen[Optional[Value]]:
+    def pop(self, db: Any, end: str) -> Gen[Optional[Value]]:
         """Pop at ``end``: collect an item set aside, or fetch.
 
         Raises:
-            InterruptedCall, UnknownResultError: as any call (see :mod:`._run`), with
+            InterruptedCall, UnknownResultError: as any call (see :mod:`.._retry`), with
                 the popped value as the result; what a fetch in doubt may have set
                 aside stays this popper's to collect.
         """
-        other = self.take_held(1 - end)
+        other = self.take_held(OTHER_END[end])
         if other:  # set aside for the other end: back to their places first
             yield from self.loop(db, self.give_back, other)
         try:
@@ -185,7 +186,7 @@ class Contention:
             self.keep(end, set_aside(e.results), Chain(0))
             raise public_unknown(e) from e
 
-    def collect_held(self, db: Any, end: int, held: Held) -> Gen[Collected]:
+    def collect_held(self, db: Any, end: str, held: Held) -> Gen[Collected]:
         """Collect one item set aside: pinned to its chain when it can be.  If the
         call stops without having taken it, it stays first in line (read next time)."""
         pinned = held.chain.pin()
@@ -200,7 +201,7 @@ class Contention:
             held.chain.extend(pinned, done.version)
         return done.result
 
-    def fetch_more(self, db: Any, end: int) -> Gen[Optional[Value]]:
+    def fetch_more(self, db: Any, end: str) -> Gen[Optional[Value]]:
         """Fetch: pop the first item, set the next ones aside when contended."""
         done = yield from self.loop.pinned(db, 0, self.fetch, end, self.batch())
         fetched: Fetched = done.result
@@ -210,7 +211,7 @@ class Contention:
                 self.hooks.on_fetch(len(fetched.held))
         return fetched.value
 
-    def keep(self, end: int, entries: List[Entry], chain: Chain) -> None:
+    def keep(self, end: str, entries: List[Entry], chain: Chain) -> None:
         """Set ``entries`` aside for this popper at ``end``, after those there."""
         if entries:
             with self.lock:
@@ -223,13 +224,13 @@ class Contention:
         contended = time.monotonic() < self.loop.stats.last_conflict + HC_CONTENDED
         return HC_BATCH if self.hooks.contended or contended else 1
 
-    def next_held(self, end: int) -> Optional[Held]:
+    def next_held(self, end: str) -> Optional[Held]:
         """The oldest item set aside at ``end``, or None."""
         with self.lock:
             waiting = self.held.get(end)
             return waiting.popleft() if waiting else None
 
-    def take_held(self, end: int) -> List[Entry]:
+    def take_held(self, end: str) -> List[Entry]:
         """Every item set aside at ``end``, no longer this popper's to collect."""
         with self.lock:
             waiting = self.held.pop(end, None)
@@ -237,18 +238,18 @@ class Contention:
 
     # -- the two transactions ------------------------------------------------------------
 
-    def fetch(self, tr: Any, attempt: Attempt, end: int, batch: int) -> Gen[Fetched]:
+    def fetch(self, tr: Any, attempt: Attempt, end: str, batch: int) -> Gen[Fetched]:
         """Pop the first item; with ``batch`` > 1 also set aside the next ones (up to
         ``batch`` in all) for this popper.  A read conflict on the front."""
-        front = yield from self.o.front(tr, end, batch, conflict=True, attempt=attempt)
+        front = yield from self.engine.front(tr, end, batch, conflict=True, attempt=attempt)
         tally = Tally()
-        settled = self.o.settle(tr, front, tally)
+        settled = self.engine.settle(tr, front, tally)
         if not front.entries:
             tally.write(tr, attempt)
             attempt.idle = not settled
             return Fetched(None, [])
         first, rest = front.entries[0], front.entries[1:]
-        value = self.o.taken(tr, attempt, [first], front.now, tally)[0]
+        value = self.engine.taken(tr, attempt, [first], front.now, tally)[0]
         deadline = front.now + self.result_timeout
         held: List[Entry] = []
         size = 0
@@ -256,8 +257,8 @@ class Contention:
             size += len(value_of(entry))
             if size > HC_BATCH_BYTES:
                 break
-            item = self.o.take(tr, entry, front.now, tally)
-            hold = self.o.hold(tr, item, value_of(entry), random_id(), deadline, RESULT, tally)
+            item = self.engine.take(tr, entry, front.now, tally)
+            hold = self.engine.hold(tr, item, value_of(entry), random_id(), deadline, RESULT, tally)
             held.append(Entry(item, entry.key, entry.value, hold))
         tally.write(tr, attempt)
         if held and attempt.undo is not None:  # cancelled: all of it back in place
@@ -275,15 +276,15 @@ class Contention:
     def give_back(self, tr: Any, attempt: Attempt, entries: List[Entry]) -> Gen[None]:
         """Put items set aside for this popper back at their places: those whose holds
         still exist (all are read, in parallel: a clear may have removed them)."""
-        reads = [tr.get(self.o.held_key(entry)) for entry in entries]
+        reads = [tr.get(self.engine.held_key(entry)) for entry in entries]
         held = []
         for entry, found in zip(entries, reads):
             if (yield from read(found)) is not None:
                 held.append(entry)
-        now = yield from attempt.now(tr, self.o.clock)  # after the reads: no wait
+        now = yield from attempt.now(tr, self.engine.clock)  # after the reads: no wait
         tally = Tally()
         for entry in held:
-            self.o.put_back(tr, entry, now, tally)
+            self.engine.put_back(tr, entry, now, tally)
         tally.write(tr, attempt)
         attempt.idle = not held
 
@@ -299,15 +300,15 @@ class Contention:
         conflicts with this one's read conflict on the hold.  Otherwise it reads the
         hold (a read conflict on it).
         """
-        held_key = self.o.held_key(entry)
+        held_key = self.engine.held_key(entry)
         hold = None if attempt.pinned else tr.get(held_key)  # beside the read version
-        now = yield from attempt.now(tr, self.o.clock)
+        now = yield from attempt.now(tr, self.engine.clock)
         trusted = attempt.pinned and now + seconds_to_versions(HC_MARGIN) <= self.deadline(entry)
         if not trusted and (yield from read(tr.get(held_key) if hold is None else hold)) is None:
             attempt.idle = True
             return GONE
         tally = Tally()
-        value = self.o.taken(tr, attempt, [entry], now, tally)[0]
+        value = self.engine.taken(tr, attempt, [entry], now, tally)[0]
         tally.write(tr, attempt)
         return Collected(True, value)
 

@@ -1,0 +1,471 @@
+"""Queue's and PriorityQueue's operations object: every call, checked, as an operation.
+
+:class:`QueueOps` and :class:`PriorityQueueOps` hold one structure's configuration, its
+engine (:mod:`.engine` and the modules beside it) and its retry loop.  Each method
+checks its arguments (TypeError or ValueError, before anything is written) and
+returns an operation (a generator, see :mod:`.._operation`) for the structure's
+retry loop or a read: ``Queue`` drives it with the blocking driver, ``AsyncQueue``
+awaits it (:mod:`.._drivers`).  What each call reads, writes, conflicts with and costs
+is said once, in the public classes' docstrings (:mod:`fdbrecipes.queue`,
+:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.front.MIN` and :data:`.front.MAX`
+(``"min"`` and ``"max"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Generic, Iterable, List, Mapping, Optional, Tuple, Union, cast
+
+import fdb.tuple
+
+from .._clock import Clock, database_clock
+from .._fdb import Gen, Transactor, check_database, check_transactor, is_transaction
+from .._ids import Ids
+from .._layout import Item, OrderedLayout
+from .._ops import Ops
+from .._receipts import InterruptedCall, Outcome, UnknownResultError
+from .._retry import read, read_pages, too_many
+from .._values import (
+    BATCH_BYTES,
+    MAX_TAKE,
+    TAKE_BATCH,
+    V,
+    check_batch_bytes,
+    check_bool,
+    check_clock,
+    check_delay,
+    check_id,
+    check_int,
+    check_key,
+    check_limit,
+    check_reason,
+    check_seconds,
+    check_spread,
+    check_subspace,
+    check_timeout,
+    decode_value,
+    encode_value,
+    materialize,
+    push_bytes,
+)
+from .._waiting import Wake, take_or_wait, wait_until_ready
+from .contention import Contention
+from .dead import DEAD_BATCH, DeadLetter, DeadLetters
+from .engine import Ordered, PushRequest, QueueStats
+from .front import MAX, MIN, value_of
+from .leases import Lease, Leases, lease_id
+from .listing import DelayedItem, LeaseInfo, Listing
+
+__all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps", "check_end",
+           "lease_batch", "reverse_end"]
+
+#: A lease as the calls take it: the Lease, or its token.
+LeaseLike = Union[Lease[Any], bytes]
+#: Expired holds one restoring transaction puts back.
+RESTORE_LIMIT = 1_000
+
+
+def check_end(end: Any, group_len: int) -> str:
+    """``end`` if it is an end of this kind of structure ("max" needs a priority).
+
+    Raises:
+        TypeError or ValueError: otherwise.
+    """
+    if end not in (MIN, MAX):
+        raise ValueError(f"end must be 'min' or 'max', got {end!r}")
+    if end == MAX and group_len == 0:
+        raise ValueError("end='max' needs a PriorityQueue")
+    return cast(str, end)
+
+
+def reverse_end(reverse: Any) -> str:
+    """The end ``items(reverse=...)`` lists from.
+
+    Raises:
+        TypeError: ``reverse`` is not a bool.
+    """
+    if type(reverse) is not bool:
+        raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
+    return MAX if reverse else MIN
+
+
+def check_priority(priority: Any, name: str = "priority") -> Tuple[int]:
+    """The group of a PriorityQueue item: ``(priority,)``, checked."""
+    check_int(priority, name)
+    try:
+        fdb.tuple.pack((priority,))
+    except Exception:  # beyond the tuple layer's 255-byte integers
+        raise ValueError(f"{name} is too large for the tuple layer") from None
+    return (priority,)
+
+
+def lease_batch(leases: Iterable[LeaseLike]) -> List[LeaseLike]:
+    """``leases``, checked: each a Lease or token, at most :data:`MAX_TAKE`."""
+    batch = materialize(leases, "leases")
+    for i, lease in enumerate(batch):
+        lease_id(lease, f"leases[{i}]")
+    if len(batch) > MAX_TAKE:
+        raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
+    return batch
+
+
+class OrderedOps(Ops, Generic[V]):
+    """What Queue and PriorityQueue run (see the module docstring); the arguments of
+    the constructor are theirs."""
+
+    group_len: ClassVar[int]  # key elements before the sequence number: 0 Queue, 1 priority
+
+    def __init__(self, subspace: Any, *, high_contention: bool = False,
+                 clock: Optional[Clock] = None, id_retention: float = 3600.0,
+                 result_timeout: float = 10.0, max_deliveries: Optional[int] = None) -> None:
+        subspace = check_subspace(subspace)
+        self.high_contention = check_bool(high_contention, "high_contention")
+        if max_deliveries is not None:
+            check_int(max_deliveries, "max_deliveries", low=1)
+        timeout = check_seconds(result_timeout, "result_timeout")
+        ids = Ids(subspace, id_retention)
+        super().__init__(subspace)
+        self.engine = Ordered(OrderedLayout(subspace, self.group_len),
+                              check_clock(clock) or database_clock, ids, max_deliveries)
+        self.id_retention = float(id_retention)
+        self.max_deliveries = max_deliveries
+        self.leasing = Leases(self.engine)
+        self.dead_letters = DeadLetters(self.engine)
+        self.listing = Listing(self.engine)
+        self.contention = Contention(self.engine, self.loop, self.hooks, timeout)
+
+    @property
+    def wake_key(self) -> bytes:
+        """The key every push (and every write that makes an item visible) touches."""
+        return self.engine.keys.wake_key
+
+    # -- pushing ---------------------------------------------------------------------
+
+    def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
+                     name: str) -> PushRequest:
+        """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
+        argument it came from), refused if it cannot fit in a transaction."""
+        versions = check_delay(delay)
+        prefix = len(self.subspace.key())
+        check_batch_bytes(sum(push_bytes(prefix, group, value, id_) for group, value in batch),
+                          len(batch), name)
+        if id_ is not None:  # the id becomes part of the item's key
+            group = batch[0][0]
+            check_key(self.engine.keys.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)),
+                      "id")
+        return PushRequest(batch, id_, versions)
+
+    def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
+        """Push a checked request."""
+        if not request.batch:
+            check_transactor(tr)
+            return
+        yield from self.loop(tr, self.engine.push, [request])
+
+    def push_requests(self, tr: Transactor, requests: List[PushRequest]) -> Gen[List[bool]]:
+        """Push checked requests in one transaction (a shared one: see
+        :mod:`fdbrecipes.aio._combine`); for each, whether it stored its items."""
+        return self.loop(tr, self.engine.push, requests)
+
+    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
+                    where: Mapping[str, Any]) -> PushRequest:
+        """The request of :meth:`push_job` (see the subclasses)."""
+        raise NotImplementedError
+
+    def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
+                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
+        """Push one value with ``id`` and ``delay`` (and, for a PriorityQueue,
+        ``priority=``, default 0), as the structure's ``push``: see
+        :class:`fdbrecipes.protocol.Workable`."""
+        return self.push(tr, self.job_request(value, id, delay, where))
+
+    # -- taking ------------------------------------------------------------------------
+
+    def restore(self, tr: Transactor) -> Gen[None]:
+        """Given a Database: put back (or bury) a backlog of expired holds, if a reader
+        saw one, in transactions of their own.  Pops and claims run it before their
+        take (never after: what stopped it then would hide what the take took), so a
+        mass expiry is dealt with in O(backlog) work in all.
+
+        Housekeeping, not the caller's work: stopped by Ctrl-C it raises
+        :class:`InterruptedCall` saying the call committed nothing of its own; an
+        unknown outcome leaves the backlog to a later call (expired holds count as
+        visible at their places meanwhile).
+        """
+        engine = self.engine
+        while engine.restore_pending and not is_transaction(tr, writes=False):
+            check_database(tr, "tr")
+            engine.restore_pending = False
+            try:
+                restored = yield from self.loop(tr, engine.restore, RESTORE_LIMIT)
+            except KeyboardInterrupt as e:
+                engine.restore_pending = True
+                raise InterruptedCall(Outcome(False, None)) from e
+            except UnknownResultError:
+                engine.restore_pending = True
+                return
+            if restored >= RESTORE_LIMIT:
+                engine.restore_pending = True
+
+    def pop(self, tr: Transactor, end: str, spread: Any) -> Gen[Optional[V]]:
+        """Pop one value at ``end`` (high-contention given a Database, if configured)."""
+        spread = check_spread(spread)
+        yield from self.restore(tr)
+        if self.high_contention and spread == 1 and not is_transaction(tr, writes=False):
+            check_database(tr, "tr")
+            popped = yield from self.contention.pop(tr, end)
+        else:
+            popped = yield from self.loop(tr, self.engine.pop_one, end, spread)
+        return cast("Optional[V]", popped)  # a V went in: the caller's promise
+
+    def pop_many(self, tr: Transactor, end: str, n: Any, spread: Any) -> Gen[List[V]]:
+        """Pop up to ``n`` values at ``end``, in batches."""
+        n, spread = check_int(n, "n", low=0), check_spread(spread)
+        return self.take_many(tr, n, False, self.engine.pop, end, spread)
+
+    def claim(self, tr: Transactor, end: str, lease_seconds: Any,
+              spread: Any) -> Gen[Optional[Lease[V]]]:
+        """Claim one item at ``end``."""
+        spread = check_spread(spread)
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        yield from self.restore(tr)
+        lease = yield from self.loop(tr, self.leasing.claim_one, end, seconds, spread)
+        return cast("Optional[Lease[V]]", lease)
+
+    def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
+                   end: Any = MIN) -> Gen[List[Lease[V]]]:
+        """Claim up to ``n`` items at ``end``, in batches (see
+        :class:`fdbrecipes.protocol.Workable`)."""
+        end = check_end(end, self.group_len)
+        n, spread = check_int(n, "n", low=0), check_spread(spread)
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        return self.take_many(tr, n, True, self.leasing.claim, end, seconds, spread,
+                              BATCH_BYTES)
+
+    def take_many(self, tr: Transactor, n: int, budgeted: bool, op: Any,
+                  *args: Any) -> Gen[List[Any]]:
+        """``op(tr, attempt, k, *args)`` for ``n`` items in all, in batches
+        (:meth:`.._retry.RetryLoop.batches`: at most :data:`MAX_TAKE` given a
+        Transaction, transactions of :data:`TAKE_BATCH` given a Database), putting
+        back a backlog of expired holds first."""
+        yield from self.restore(tr)
+        batch = self.hooks.batch or TAKE_BATCH
+        return (yield from self.loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted))
+
+    def wake(self, end: str) -> Wake:
+        """How a waiter at ``end`` knows when to look again."""
+        return Wake(self.wake_key, self.engine.ready, (end,), self.hooks)
+
+    def pop_wait(self, db: Any, end: str, timeout: Any) -> Gen[Optional[V]]:
+        """Pop at ``end``, waiting on the watch until an item is visible."""
+        return take_or_wait(db, timeout, self.pop, (end, 1), self.wake(end))
+
+    def claim_wait(self, db: Any, end: str, lease_seconds: Any,
+                   timeout: Any) -> Gen[Optional[Lease[V]]]:
+        """Claim at ``end``, waiting on the watch until an item is visible."""
+        check_seconds(lease_seconds, "lease_seconds")
+        return take_or_wait(db, timeout, self.claim, (end, lease_seconds, 1), self.wake(end))
+
+    def claiming(self, db: Any, end: str, lease_seconds: Any, timeout: Any,
+                 release_delay: Any) -> Tuple[Gen[Optional[Lease[V]]], float]:
+        """What ``claimed`` runs, its arguments checked: the claim (waiting), and the
+        lease's length in seconds."""
+        seconds = check_seconds(lease_seconds, "lease_seconds")
+        check_delay(release_delay, "release_delay")
+        check_timeout(timeout)
+        check_database(db)
+        return self.claim_wait(db, end, seconds, timeout), seconds
+
+    def wait(self, db: Any, timeout: Optional[float] = None) -> Gen[bool]:
+        """Wait until an item is visible (True) or ``timeout`` passes (False)."""
+        return wait_until_ready(db, timeout, self.wake(MIN))
+
+    # -- reading -----------------------------------------------------------------------
+
+    def peek(self, tr: Transactor, end: str) -> Gen[Optional[V]]:
+        """The value a pop at ``end`` would take now."""
+        entries = yield from read(tr, self.engine.peek, end, 1)
+        return cast("Optional[V]", decode_value(value_of(entries[0])) if entries else None)
+
+    def items(self, tr: Transactor, limit: Any, end: Any = MIN) -> Gen[List[V]]:
+        """The visible items in ``end`` order; given a Database, in pages, each its
+        own transaction (not one snapshot: see :func:`.._retry.read_pages`)."""
+        end = check_end(end, self.group_len)
+        entries = yield from read_pages(tr, self.engine.peek, (end,), check_limit(limit))
+        return cast("List[V]", [decode_value(value_of(e)) for e in entries])
+
+    def is_empty(self, tr: Transactor) -> Gen[bool]:
+        """Whether no item is visible."""
+        return not (yield from read(tr, self.engine.peek, MIN, 1))
+
+    def size(self, tr: Transactor) -> Gen[int]:
+        """Items visible, delayed and in flight."""
+        return read(tr, self.engine.size)
+
+    def stats(self, tr: Transactor) -> Gen[QueueStats]:
+        """Where the items are."""
+        return read(tr, self.engine.stats)
+
+    def leases(self, tr: Transactor, limit: Any = None) -> Gen[List[LeaseInfo]]:
+        """The items in flight, oldest claim first."""
+        return read(tr, self.listing.leases, check_limit(limit))
+
+    def delayed(self, tr: Transactor, limit: Any = None) -> Gen[List[DelayedItem]]:
+        """The delayed items, soonest first."""
+        return read(tr, self.listing.delayed, check_limit(limit))
+
+    def dead(self, tr: Transactor, limit: Any = None) -> Gen[List[DeadLetter]]:
+        """The dead letters, oldest first."""
+        limit = check_limit(limit)
+        if limit == 0:
+            check_transactor(tr, writes=False)
+            return []
+        return (yield from read(tr, self.dead_letters.letters, limit))
+
+    # -- changing ----------------------------------------------------------------------
+
+    def clear(self, tr: Transactor) -> Gen[None]:
+        """Remove every item, waiting pop and remembered id."""
+        return self.loop.idempotent(tr, self.engine.clear)
+
+    def remove(self, tr: Transactor, id_: Any) -> Gen[Optional[V]]:
+        """Remove the pending item pushed with ``id_``; its value, or None."""
+        checked = check_id(id_)
+        if checked is None:
+            raise TypeError("id must be bytes, not NoneType")
+        return cast("Gen[Optional[V]]", self.loop(tr, self.listing.remove, checked))
+
+    def requeue_dead(self, tr: Transactor, limit: Any = None) -> Gen[int]:
+        """Push the oldest dead letters back; how many moved."""
+        return self.dead_batches(tr, self.dead_letters.requeue, check_limit(limit),
+                                 "requeue_dead")
+
+    def purge_dead(self, tr: Transactor) -> Gen[int]:
+        """Remove every dead letter; how many."""
+        return self.dead_batches(tr, self.dead_letters.purge, None, "purge_dead")
+
+    def dead_batches(self, tr: Transactor, op: Any, limit: Optional[int],
+                     name: str) -> Gen[int]:
+        """``op(tr, attempt, k)`` over the dead letters: given a Transaction once (at
+        most :data:`DEAD_BATCH`), given a Database until ``limit`` (or all) are done."""
+        if limit == 0:
+            check_transactor(tr)
+            return 0
+        if is_transaction(tr):
+            if limit is None:
+                if (yield from read(tr, self.dead_letters.count)) > DEAD_BATCH:
+                    raise ValueError(f"{name}: more than {DEAD_BATCH:,} dead letters for "
+                                     "one transaction; pass a Database (it splits the work)")
+                limit = DEAD_BATCH
+            elif limit > DEAD_BATCH:
+                raise too_many("limit", DEAD_BATCH, limit)
+            count: int = yield from self.loop(tr, op, limit)
+            return count
+        total = 0
+        while limit is None or total < limit:
+            ask = DEAD_BATCH if limit is None else min(DEAD_BATCH, limit - total)
+            moved: int = yield from self.loop(tr, op, ask)
+            total += moved
+            if moved == 0:
+                break
+        return total
+
+    # -- leases ------------------------------------------------------------------------
+
+    def ack(self, tr: Transactor, lease: LeaseLike) -> Gen[None]:
+        """Remove a claimed item for good."""
+        lease_id(lease)
+        return self.loop(tr, self.leasing.ack, lease)
+
+    def ack_many(self, tr: Transactor, leases: Iterable[LeaseLike]) -> Gen[List[bool]]:
+        """Ack every lease still alive; for each, whether it was acked."""
+        batch = lease_batch(leases)
+        if not batch:
+            check_transactor(tr)
+            return []
+        return (yield from self.loop(tr, self.leasing.ack_many, batch))
+
+    def ack_batches(self, tr: Transactor, batches: List[List[LeaseLike]]) -> Gen[List[List[bool]]]:
+        """Ack the checked leases of several calls in one transaction (a shared one:
+        see :mod:`fdbrecipes.aio._combine`); each call's answers."""
+        return self.loop(tr, self.leasing.ack_batches, batches)
+
+    def extend(self, tr: Transactor, lease: LeaseLike, seconds: Any) -> Gen[Lease[V]]:
+        """Move a live lease's deadline to ``seconds`` from now."""
+        seconds = check_seconds(seconds, "seconds")
+        lease_id(lease)
+        return cast("Gen[Lease[V]]", self.loop(tr, self.leasing.extend, lease, seconds))
+
+    def extend_many(self, tr: Transactor, leases: Iterable[LeaseLike],
+                    seconds: Any) -> Gen[List[Optional[Lease[V]]]]:
+        """Extend every live lease; for each, the renewed lease or None."""
+        seconds = check_seconds(seconds, "seconds")
+        batch = lease_batch(leases)
+        if not batch:
+            check_transactor(tr)
+            return []
+        extended = yield from self.loop(tr, self.leasing.extend_many, batch, seconds)
+        return cast("List[Optional[Lease[V]]]", extended)
+
+    def release(self, tr: Transactor, lease: LeaseLike, delay: Any = None,
+                count: Any = True) -> Gen[bool]:
+        """Give a claimed item back (after ``delay``; ``count``: a delivery)."""
+        versions = check_delay(delay)
+        check_bool(count, "count")
+        lease_id(lease)
+        return self.loop(tr, self.leasing.release, lease, versions, count)
+
+    def bury(self, tr: Transactor, lease: LeaseLike, reason: Any = None) -> Gen[bool]:
+        """Move a claimed item to the dead letters now, with ``reason``."""
+        check_reason(reason)
+        lease_id(lease)
+        return self.loop(tr, self.leasing.bury, lease, reason)
+
+
+class QueueOps(OrderedOps[V]):
+    """A Queue's operations (see the module docstring)."""
+
+    group_len = 0
+
+    def request(self, value: V, id_: Any, delay: Any) -> PushRequest:
+        """The checked push of one value."""
+        return self.make_request([((), encode_value(value))], check_id(id_), delay, "value")
+
+    def requests(self, values: Iterable[V], delay: Any) -> PushRequest:
+        """The checked push of every value of ``values``, in order."""
+        batch = [((), encode_value(v, f"values[{i}]"))
+                 for i, v in enumerate(materialize(values, "values"))]
+        return self.make_request(batch, None, delay, "values")
+
+    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
+                    where: Mapping[str, Any]) -> PushRequest:
+        if where:
+            raise TypeError(f"a Queue takes no {', '.join(sorted(where))}")
+        return self.request(value, id_, delay)
+
+
+class PriorityQueueOps(OrderedOps[V]):
+    """A PriorityQueue's operations (see the module docstring)."""
+
+    group_len = 1
+
+    def request(self, value: V, priority: Any, id_: Any, delay: Any) -> PushRequest:
+        """The checked push of one value with ``priority``."""
+        group = check_priority(priority)
+        return self.make_request([(group, encode_value(value))], check_id(id_), delay, "value")
+
+    def requests(self, items: Iterable[Tuple[V, int]], delay: Any) -> PushRequest:
+        """The checked push of every ``(value, priority)`` pair of ``items``."""
+        batch = []
+        for i, pair in enumerate(materialize(items, "items")):
+            if type(pair) is not tuple or len(pair) != 2:
+                raise TypeError(f"items[{i}] must be a (value, priority) tuple")
+            batch.append((check_priority(pair[1], f"items[{i}] priority"),
+                          encode_value(pair[0], f"items[{i}] value")))
+        return self.make_request(batch, None, delay, "items")
+
+    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
+                    where: Mapping[str, Any]) -> PushRequest:
+        unknown = set(where) - {"priority"}
+        if unknown:
+            raise TypeError(f"a PriorityQueue takes no {', '.join(sorted(unknown))}")
+        return self.request(value, where.get("priority", 0), id_, delay)

@@ -1,0 +1,263 @@
+"""What Queue and PriorityQueue share: size, stats, leases, stuck work, dead letters.
+
+:class:`OrderedFace` is the sync base of :class:`fdbrecipes.Queue` and
+:class:`fdbrecipes.PriorityQueue`: each method drives one operation of the structure's
+operations object (:mod:`._ordered.ops`) with the blocking driver.  Its async twin is
+:mod:`fdbrecipes.aio._ordered_face`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional
+
+from ._drivers.blocking import drive
+from ._face import Face
+from ._fdb import Transactor
+from ._ordered.dead import DeadLetter
+from ._ordered.engine import QueueStats
+from ._ordered.leases import Lease
+from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.ops import LeaseLike, OrderedOps
+from ._values import V
+
+__all__ = ["OrderedFace"]
+
+
+class OrderedFace(Face[OrderedOps[V]]):
+    """The sync methods Queue and PriorityQueue share (see those classes)."""
+
+    @property
+    def id_retention(self) -> float:
+        """Seconds an idempotency id is remembered after its item left."""
+        return self._ops.id_retention
+
+    @property
+    def max_deliveries(self) -> Optional[int]:
+        """Deliveries after which a lease that ends without ack makes its item a dead
+        letter (None: never)."""
+        return self._ops.max_deliveries
+
+    # -- size, stats, clear ----------------------------------------------------------
+
+    def size(self, tr: Transactor) -> int:
+        """Number of items: visible, delayed and in flight (dead letters are not
+        counted; see :meth:`stats`).
+
+        Reads two counters ("pushed" and "taken", kept with atomic adds), in
+        parallel.  The reads take conflicts on them, so a transaction that calls
+        ``size`` and also writes conflicts with every concurrent push, pop and ack; pass
+        ``tr.snapshot`` to avoid that.  With ``max_deliveries``, it also reads the
+        expired holds by snapshot (leases that ended on their last delivery are dead
+        letters, not counted).  Cost: 2 reads, 1 round trip, O(1) in n.
+        """
+        return drive(self._ops.size(tr))
+
+    def stats(self, tr: Transactor) -> QueueStats:
+        """Where the items are: visible, delayed, in flight, dead, and how long the
+        front item has waited (see :class:`fdbrecipes.QueueStats`).
+
+        Exact at the transaction's read version, also under concurrency and faults:
+        the counters change in the same transactions as the items, and holds whose
+        deadline passed without a write are counted where they now are.  Snapshot
+        reads only (no conflicts): the counters (one range read), the front item and
+        the expired holds.  Cost: 1 round trip, O(1) in n (plus the expired holds
+        not yet put back).
+        """
+        return drive(self._ops.stats(tr))
+
+    def is_empty(self, tr: Transactor) -> bool:
+        """True when no item is visible: a pop now would return None.
+
+        Items under a live lease or a delay are not visible (they still count in
+        :meth:`size`).  Reads the first item (read conflict on the front of the
+        order) and, by snapshot, the expired holds.  Cost: 1 round trip, O(1) in n.
+        """
+        return drive(self._ops.is_empty(tr))
+
+    def clear(self, tr: Transactor) -> None:
+        """Remove every item (visible, delayed, in flight, dead), waiting pops and
+        remembered ids.
+
+        Clears the subspace with range clears, except the wake counter "pushed"
+        (touched instead, so waiters look again; "taken" is set to match it) and
+        the receipt slots of calls that may be in flight.  Reads "pushed" (a conflict
+        with concurrent pushes, so the count restarts exactly at 0); conflicts with
+        every transaction that read a cleared key.  Cost: 1 read, O(1) in n.  A
+        consumer holding a lease from before the clear gets LeaseExpiredError on ack.
+        """
+        drive(self._ops.clear(tr))
+
+    # -- leases --------------------------------------------------------------------
+
+    def ack(self, tr: Transactor, lease: LeaseLike) -> None:
+        """Remove a claimed item for good: the work it stood for is done.
+
+        Reads the lease (read conflict on it: an ack racing the item's redelivery
+        conflicts), clears it and its deadline entry, decrements the counters.
+        Cost: 1 read, 1 round trip, O(1) in n.
+
+        Raises:
+            LeaseExpiredError: the lease's deadline has passed (even if nobody took the
+                item back yet) or the item is no longer held under it.
+            TypeError or ValueError: ``lease`` is not a Lease or a lease token.
+        """
+        drive(self._ops.ack(tr, lease))
+
+    def ack_many(self, tr: Transactor, leases: Iterable[LeaseLike]) -> List[bool]:
+        """Ack every lease still alive, in one transaction; for each, whether it was
+        acked (False: expired, or named earlier in ``leases``, as :meth:`ack` would
+        have raised).
+
+        Reads the leases in parallel: those of one claim (``claim_many``) with one
+        range read from the first of them asked for to the last, when at most half of
+        that span is left out, which takes a read conflict on the whole span (a
+        concurrent change to a lease of the claim inside it conflicts); any other
+        lease with a read of its own (a read conflict on it).  One counter update for
+        all.  Cost: 1 round trip, O(k) keys for k leases, one read per claim acked
+        whole.
+
+        Raises:
+            TypeError or ValueError: any lease is not a Lease or a token (named by index).
+        """
+        return drive(self._ops.ack_many(tr, leases))
+
+    def extend(self, tr: Transactor, lease: LeaseLike, seconds: float) -> Lease[V]:
+        """Keep working on a claimed item: its lease now ends ``seconds`` from now.
+
+        Returns the lease with its new deadline; the lease keeps its identity, so the
+        original Lease object and its token stay valid.  Reads the lease (read
+        conflict), rewrites it and its deadline entry; a deadline moved earlier also
+        touches the wake key (atomic), so waiters sleeping until the old deadline
+        look again.  Cost: 1 read, 1 round trip, O(1) in n.
+
+        Raises:
+            LeaseExpiredError: the lease had already expired.
+        """
+        return drive(self._ops.extend(tr, lease, seconds))
+
+    def extend_many(self, tr: Transactor, leases: Iterable[LeaseLike],
+                    seconds: float) -> List[Optional[Lease[V]]]:
+        """Keep working on many claimed items: each lease still alive now ends
+        ``seconds`` from now, in one transaction; for each, the renewed lease, or None
+        if it had expired (or was named earlier in ``leases``).
+
+        A worker's heartbeat: one transaction for all its leases.  Reads the leases
+        in parallel (those of one claim with one range read, as :meth:`ack_many`
+        does: a read conflict on the span), rewrites each live one and its deadline
+        entry.  Cost: 1 round trip, O(k) keys for k leases.
+
+        Raises:
+            TypeError or ValueError: any lease is not a Lease or a token (named by
+                index), more than 10,000 leases, or bad ``seconds``.
+        """
+        return drive(self._ops.extend_many(tr, leases, seconds))
+
+    def release(self, tr: Transactor, lease: LeaseLike, *,
+                delay: Optional[float] = None, count: bool = True) -> bool:
+        """Give a claimed item back, at its original place in the order: visible at
+        once, or ``delay`` seconds from now (retry with backoff).
+
+        Its delivery count goes up by one; once it has been delivered
+        ``max_deliveries`` times it goes to the dead letters instead.  With
+        ``count=False`` no delivery is counted (the item was not worked on: a
+        worker shutting down, a job snoozed) and it never dies of this.  Returns
+        False (and changes nothing) when the lease had already expired.  Reads the
+        lease (read conflict), moves the item, touches the wake key.  Cost: 1 read,
+        1 round trip, O(1) in n.
+        """
+        return drive(self._ops.release(tr, lease, delay, count))
+
+    def bury(self, tr: Transactor, lease: LeaseLike,
+             reason: Optional[str] = None) -> bool:
+        """Move a claimed item to the dead letters now, whatever its deliveries, with
+        ``reason`` (see :attr:`fdbrecipes.DeadLetter.reason`): work that must not be
+        tried again.  Returns False (and changes nothing) when the lease had already
+        expired.  Reads the lease (read conflict), moves the item.  Cost: 1 read, 1
+        round trip, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``lease`` is not a Lease or a token; ``reason`` is
+                not None or a str of at most 1,000 characters.
+        """
+        return drive(self._ops.bury(tr, lease, reason))
+
+    # -- stuck work ----------------------------------------------------------------
+
+    def leases(self, tr: Transactor, limit: Optional[int] = None) -> List[LeaseInfo]:
+        """The items in flight, oldest claim first (up to ``limit``): value,
+        deliveries, deadline, when claimed, and the lease's token (which ``ack``,
+        ``extend`` and ``release`` take: an operator can finish or give back work a
+        consumer holds).
+
+        Snapshot reads of the held range (no conflicts), 1,000 keys a round trip, in
+        one transaction.  Cost: O(leases + delayed items) keys.
+        """
+        return drive(self._ops.leases(tr, limit))
+
+    def delayed(self, tr: Transactor, limit: Optional[int] = None) -> List[DelayedItem]:
+        """The delayed items, soonest first (up to ``limit``): value, when it becomes
+        visible (a clock reading), deliveries so far.
+
+        Snapshot reads of the deadline index and of each item (no conflicts), 1,000
+        keys a round trip, in one transaction.  Cost: O(delayed items + leases) keys.
+        """
+        return drive(self._ops.delayed(tr, limit))
+
+    def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
+        """Remove the pending item pushed with ``id`` (visible, or still delayed: this
+        cancels a delayed push); its value, or None (nothing written) when there is
+        none pending: never pushed, in flight (ack or release its lease), a dead
+        letter, already gone.  The id is then forgotten after ``id_retention``, as
+        when an item is popped.
+
+        Reads the id's key and the item (read conflicts on both); clears the item,
+        one counter update.  Conflicts with a concurrent take of the same item.
+        Cost: 2 round trips, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
+        return drive(self._ops.remove(tr, id))
+
+    # -- dead letters --------------------------------------------------------------
+
+    def dead(self, tr: Transactor, limit: Optional[int] = None) -> List[DeadLetter]:
+        """The dead letters, oldest first (up to ``limit``).
+
+        Reads the dead-letter range (read conflict on the part read).  Cost: 1 round
+        trip, O(k) keys for k dead letters.
+        """
+        return drive(self._ops.dead(tr, limit))
+
+    def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        """Push the oldest dead letters (up to ``limit``; all when None) back at the
+        tail, delivery count reset, ids kept; return how many moved.
+
+        Reads them (read conflict), the tail position by snapshot, writes each item
+        and one counter update.  Given a Database, moves at most 1,000 per
+        transaction, in as many transactions as needed; given a Transaction, at most
+        1,000 (a larger ``limit``, or None with more dead letters, is refused).
+        Cost: O(k) keys, O(k / 1,000) transactions.
+        """
+        return drive(self._ops.requeue_dead(tr, limit))
+
+    def purge_dead(self, tr: Transactor) -> int:
+        """Remove every dead letter for good; return how many.
+
+        Reads them (their ids are forgotten after ``id_retention``), clears each,
+        one counter update.  Given a Database, in transactions of 1,000; given a
+        Transaction, refused when there are more than 1,000.  Cost: O(k) keys.
+        """
+        return drive(self._ops.purge_dead(tr))
+
+    # -- waiting -------------------------------------------------------------------
+
+    def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+        """Block until an item is visible, or ``timeout`` seconds pass; True if one is.
+
+        For consumers that pop in their own transactions: wait, then pop.  Blocks on a
+        watch of the key every push touches, set in a transaction that writes nothing,
+        and wakes when a lease or a delay ends.  Needs a Database.  Cost per wake-up:
+        1 read-only check.
+        """
+        return drive(self._ops.wait(db, timeout))

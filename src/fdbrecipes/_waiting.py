@@ -1,0 +1,169 @@
+"""Waiting operations: wait for a structure's items on a watch of its wake key.
+
+Waiting calls wait on a FoundationDB watch of a wake key that every push touches, set
+in a transaction that writes nothing (a watch adds a read conflict on its key), so a
+push from any process wakes them.  Like every operation they are generators
+(:data:`._fdb.Gen`); besides futures they yield a :class:`Watch` (the driver sends
+back a watch future) or a :class:`Pause` (the driver sleeps until its future is ready
+or its time is up, and sends back which).  The drivers are in :mod:`._drivers`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional, Tuple, TypeVar
+
+from ._clock import Deadline
+from ._fdb import Gen, check_database, fdb_impl, ready
+from ._hooks import Hooks
+from ._values import check_timeout
+
+__all__ = ["Pause", "Readiness", "Wake", "Watch", "take_or_wait", "tick", "wait_for_wake",
+           "wait_until_ready"]
+
+T = TypeVar("T")
+
+#: Seconds to back off when a watch fails instead of firing.
+WATCH_FAILURE_BACKOFF = 0.05
+
+#: What a readiness check returns: (ready now, seconds until it may become ready
+#: without any write, or None).
+Readiness = Tuple[bool, Optional[float]]
+
+
+class Wake(NamedTuple):
+    """How a waiter knows when to look again.
+
+    Attributes:
+        key: the wake key, touched by every write that may make an item visible.
+        ready: ``ready(tr, *args)``, the readiness check (an operation), read-only.
+        args: its arguments after the transaction.
+        hooks: the structure's testing hooks.
+    """
+
+    key: bytes
+    ready: Callable[..., Gen[Readiness]]
+    args: Tuple[Any, ...]
+    hooks: Hooks
+
+
+class Watch:
+    """What a waiting operation yields for a watch of ``key`` in ``tr``, whose reads
+    are at ``version``: the driver sends back a watch future.  The blocking driver
+    sets one in ``tr``; the awaiting driver may hand out a watch of the same key that
+    another waiter set at or before ``version`` (it fires no later than this one
+    would)."""
+
+    __slots__ = ("key", "tr", "version")
+
+    def __init__(self, tr: Any, key: bytes, version: int) -> None:
+        self.tr = tr
+        self.key = key
+        self.version = version
+
+
+class Pause:
+    """What a waiting operation yields to sleep until ``future`` (a watch; None: none)
+    is ready or ``seconds`` pass (None: no limit); the driver sends back whether the
+    future became ready, and, if it did not, is done with it."""
+
+    __slots__ = ("future", "seconds")
+
+    def __init__(self, future: Any, seconds: Optional[float]) -> None:
+        self.future = future
+        self.seconds = seconds
+
+
+def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
+    """True if ``wake.ready(tr, *wake.args)`` holds now; else wait until it may have
+    become true, or until ``deadline``, and return False.
+
+    If not ready, a watch is set on the wake key (which every push touches) in the
+    same transaction, which writes nothing: a push that commits after the check
+    changes the key after the watch's read version, so the watch fires and no
+    wake-up is lost.  A watch that fails instead of firing (too many watches, a
+    timeout) would otherwise return at once, again and again: then it waits out a
+    short backoff.
+    """
+    impl = fdb_impl()
+    tr = db.create_transaction()
+    while True:
+        try:
+            is_ready, hint = yield from wake.ready(tr, *wake.args)
+            if is_ready:
+                return True
+            version = yield from ready(tr.get_read_version())
+            watch = yield Watch(tr, wake.key, version)
+            yield from ready(tr.commit())
+            break
+        except impl.FDBError as e:
+            yield from ready(tr.on_error(e))
+    timeout = deadline.limit(hint)
+    if wake.hooks.on_block is not None:
+        wake.hooks.on_block(timeout)
+    if (yield Pause(watch, timeout)):
+        try:
+            watch.wait()
+        except impl.FDBError:
+            backoff = WATCH_FAILURE_BACKOFF
+            yield Pause(None, backoff if timeout is None else min(timeout, backoff))
+    elif hint is not None and not deadline.passed():
+        yield from tick(db, wake.key)
+    return False
+
+
+def tick(db: Any, key: bytes) -> Gen[None]:
+    """Move the cluster's clock to now: commit a transaction that writes nothing but
+    a write conflict range on ``key`` (no value changes, so no watch fires).
+
+    Read versions only advance with commits: on an idle cluster they stand still for
+    up to about two seconds (its empty commit batches), so a waiter that slept until
+    a due time (a delay, a lease's end, a rate window) would read a clock that has not
+    reached it yet, and sleep again.  One commit per such wake-up; none for a wake-up
+    by a watch or at the caller's timeout.
+    """
+    impl = fdb_impl()
+    tr = db.create_transaction()
+    while True:
+        try:
+            tr.add_write_conflict_key(key)
+            yield from ready(tr.commit())
+            return
+        except impl.FDBError as e:
+            yield from ready(tr.on_error(e))
+
+
+def wait_until_ready(db: Any, timeout: Any, wake: Wake) -> Gen[bool]:
+    """Wait until ``wake.ready`` holds (True) or ``timeout`` seconds pass (False).
+
+    Raises:
+        TypeError or ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
+    """
+    deadline = Deadline(check_timeout(timeout))
+    check_database(db)
+    while not (yield from wait_for_wake(db, wake, deadline)):
+        if deadline.passed():
+            return False
+    return True
+
+
+def take_or_wait(
+    db: Any,
+    timeout: Any,
+    take: Callable[..., Gen[T]],
+    take_args: Tuple[Any, ...],
+    wake: Wake,
+) -> Gen[T]:
+    """``take(db, *take_args)`` until it returns something or ``timeout`` passes.
+
+    Between tries, waits in :func:`wait_for_wake`.  Returns None at the timeout.
+
+    Raises:
+        TypeError or ValueError: bad ``timeout``; ``db`` is not a Database or Tenant.
+    """
+    deadline = Deadline(check_timeout(timeout))
+    check_database(db)
+    while True:
+        got = yield from take(db, *take_args)
+        if got is not None or deadline.passed():
+            return got
+        yield from wait_for_wake(db, wake, deadline)

@@ -1,0 +1,9 @@
+"""The worker's control flow, written once for sync and asyncio handlers.
+
+:mod:`.core` runs on an event loop: it fetches work, runs handlers, keeps their
+leases alive, settles each job and drains on shutdown.  ``fdbrecipes.Worker`` runs it
+on an event loop of its own, with sync handlers in the daemon threads of
+:mod:`.threads`; ``fdbrecipes.aio.AsyncWorker`` runs it on the caller's loop, with
+``async def`` handlers as tasks.  Both use nothing of a structure but its operations
+object (:class:`fdbrecipes.protocol.Workable`).
+"""

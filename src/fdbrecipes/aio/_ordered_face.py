@@ -1,0 +1,175 @@
+"""What AsyncQueue and AsyncPriorityQueue share: size, stats, leases, dead letters.
+
+:class:`AsyncOrderedFace` is the async twin of :class:`fdbrecipes._ordered_face.OrderedFace`:
+each method awaits the same operation of the structure's operations object
+(:mod:`fdbrecipes._ordered.ops`) with the awaiting driver; its docstring is the sync
+method's (see :func:`fdbrecipes._face.twin`).  Given a Database, pushes and acks share
+transactions with those of other tasks of the event loop (:mod:`._combine`), and one
+event loop runs a bounded number of takes at once (:class:`Takers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any, Dict, Iterable, List, Optional, TypeVar
+
+from .._drivers.awaiting import drive
+from .._face import Face, twin
+from .._fdb import Gen, Transactor, is_transaction
+from .._ordered.dead import DeadLetter
+from .._ordered.engine import PushRequest, QueueStats
+from .._ordered.leases import Lease, lease_id, refused
+from .._ordered.listing import DelayedItem, LeaseInfo
+from .._ordered.ops import LeaseLike, OrderedOps, lease_batch
+from .._values import V, check_spread
+from ..queue import Queue
+from ._combine import Combiner
+
+__all__ = ["AsyncOrderedFace"]
+
+T = TypeVar("T")
+
+
+def push_size(request: PushRequest) -> int:
+    """About how many bytes of writes a push request makes (for the shared window)."""
+    return sum(len(value) + 100 for _, value in request.batch)
+
+
+class Takers:
+    """How many takes of one structure (pops and claims given a Database) one event
+    loop runs at once: at most ``spread`` of those with that ``spread`` (one at a
+    time for strict ones).  More would only conflict with each other, since they draw
+    among the same ``spread`` oldest items: on a real server 64 tasks claiming batches
+    of 100 moved 2,800 items a second unbounded and 12,800 bounded, 64 tasks popping
+    with ``spread=16`` 1,500 and 2,300 pops a second.  A semaphore belongs to one
+    event loop, hence one set per loop."""
+
+    __slots__ = ("by_loop",)
+
+    def __init__(self) -> None:
+        self.by_loop: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, Dict[int, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
+
+    def bound(self, spread: int) -> asyncio.Semaphore:
+        """The semaphore of takes with ``spread`` in the running event loop."""
+        semaphores = self.by_loop.setdefault(asyncio.get_running_loop(), {})
+        if spread not in semaphores:
+            semaphores[spread] = asyncio.Semaphore(spread)
+        return semaphores[spread]
+
+
+@twin(Queue)  # the methods Queue and PriorityQueue share are documented on Queue
+class AsyncOrderedFace(Face[OrderedOps[V]]):
+    """The async methods AsyncQueue and AsyncPriorityQueue share (see those classes)."""
+
+    def __init__(self, ops: OrderedOps[V]) -> None:
+        super().__init__(ops)
+        self._pushes: Combiner[PushRequest, bool] = Combiner(ops.push_requests)
+        self._acks: Combiner[List[LeaseLike], List[bool]] = Combiner(ops.ack_batches)
+        self._takers = Takers()
+
+    @property
+    def id_retention(self) -> float:
+        """Seconds an idempotency id is remembered after its item left."""
+        return self._ops.id_retention
+
+    @property
+    def max_deliveries(self) -> Optional[int]:
+        """Deliveries after which a lease that ends without ack makes its item a dead
+        letter (None: never)."""
+        return self._ops.max_deliveries
+
+    # -- size, stats, clear --------------------------------------------------------------
+
+    async def size(self, tr: Transactor) -> int:
+        return await drive(self._ops.size(tr))
+
+    async def stats(self, tr: Transactor) -> QueueStats:
+        return await drive(self._ops.stats(tr))
+
+    async def is_empty(self, tr: Transactor) -> bool:
+        return await drive(self._ops.is_empty(tr))
+
+    async def clear(self, tr: Transactor) -> None:
+        await drive(self._ops.clear(tr))
+
+    # -- leases ------------------------------------------------------------------------
+
+    async def ack(self, tr: Transactor, lease: LeaseLike) -> None:
+        if is_transaction(tr):
+            await drive(self._ops.ack(tr, lease))
+            return
+        lease_id(lease)
+        done = await self._acks.call(tr, [lease], 100)
+        if not done[0]:
+            raise refused("ack", self._ops.subspace)
+
+    async def ack_many(self, tr: Transactor, leases: Iterable[LeaseLike]) -> List[bool]:
+        if is_transaction(tr):
+            return await drive(self._ops.ack_many(tr, leases))
+        batch = lease_batch(leases)
+        if not batch:
+            return await drive(self._ops.ack_many(tr, batch))
+        return await self._acks.call(tr, batch, 100 * len(batch))
+
+    async def extend(self, tr: Transactor, lease: LeaseLike, seconds: float) -> Lease[V]:
+        return await drive(self._ops.extend(tr, lease, seconds))
+
+    async def extend_many(self, tr: Transactor, leases: Iterable[LeaseLike],
+                          seconds: float) -> List[Optional[Lease[V]]]:
+        return await drive(self._ops.extend_many(tr, leases, seconds))
+
+    async def release(self, tr: Transactor, lease: LeaseLike, *,
+                      delay: Optional[float] = None, count: bool = True) -> bool:
+        return await drive(self._ops.release(tr, lease, delay, count))
+
+    async def bury(self, tr: Transactor, lease: LeaseLike,
+                   reason: Optional[str] = None) -> bool:
+        return await drive(self._ops.bury(tr, lease, reason))
+
+    # -- stuck work ---------------------------------------------------------------------
+
+    async def leases(self, tr: Transactor, limit: Optional[int] = None) -> List[LeaseInfo]:
+        return await drive(self._ops.leases(tr, limit))
+
+    async def delayed(self, tr: Transactor, limit: Optional[int] = None) -> List[DelayedItem]:
+        return await drive(self._ops.delayed(tr, limit))
+
+    async def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
+        return await drive(self._ops.remove(tr, id))
+
+    # -- dead letters ------------------------------------------------------------------
+
+    async def dead(self, tr: Transactor, limit: Optional[int] = None) -> List[DeadLetter]:
+        return await drive(self._ops.dead(tr, limit))
+
+    async def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        return await drive(self._ops.requeue_dead(tr, limit))
+
+    async def purge_dead(self, tr: Transactor) -> int:
+        return await drive(self._ops.purge_dead(tr))
+
+    # -- waiting ------------------------------------------------------------------------
+
+    async def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+        return await drive(self._ops.wait(db, timeout))
+
+    # -- what the public classes call --------------------------------------------------
+
+    async def _take(self, tr: Transactor, take: Gen[T], spread: Any) -> T:
+        """Run a take (a pop or a claim): in the caller's transaction, or given a
+        Database once fewer than ``spread`` takes with that spread of this structure
+        run in this event loop (:class:`Takers`)."""
+        if is_transaction(tr):
+            return await drive(take)
+        async with self._takers.bound(check_spread(spread)):
+            return await drive(take)
+
+    async def _push(self, tr: Transactor, request: PushRequest) -> None:
+        """Push a checked request: in the caller's transaction, or given a Database
+        in a transaction shared with other tasks' pushes."""
+        if is_transaction(tr) or not request.batch:
+            await drive(self._ops.push(tr, request))
+        else:
+            await self._pushes.call(tr, request, push_size(request))

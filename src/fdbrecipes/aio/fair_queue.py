@@ -1,0 +1,152 @@
+"""AsyncFairQueue: :class:`fdbrecipes.FairQueue` for asyncio code.
+
+The same constructor arguments and the same key layout as FairQueue; every method is
+an ``async def`` twin of the sync method of the same name, with its docstring, awaiting
+the same operation (:class:`fdbrecipes._fair.ops.FairOps`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Tuple, Union
+
+from .._clock import Clock
+from .._drivers.awaiting import drive
+from .._face import Face, twin
+from .._fair.engine import FairLease, Policy
+from .._fair.ops import FairOps, FairStats
+from .._fdb import Transactor
+from .._ordered.dead import DeadLetter
+from .._ordered.listing import DelayedItem, LeaseInfo
+from .._values import Value
+from ..fair_queue import FairQueue, Group
+from ._heartbeat import kept_alive
+
+__all__ = ["AsyncFairQueue"]
+
+
+@twin(FairQueue)
+class AsyncFairQueue(Face[FairOps]):
+    """A queue per group, served by weighted lottery, for asyncio code (see
+    :class:`fdbrecipes.FairQueue`, and :class:`fdbrecipes.aio.AsyncQueue` for what
+    ``tr`` and cancellation mean here: a claim cancelled while its commit is in flight
+    gives its items back once it landed)."""
+
+    def __init__(self, subspace: Any, *, default_share: int = 1,
+                 default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
+                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
+        super().__init__(FairOps(subspace, default_share=default_share,
+                                 default_limit=default_limit, max_deliveries=max_deliveries,
+                                 id_retention=id_retention, clock=clock))
+
+    @property
+    def id_retention(self) -> float:
+        """Seconds an idempotency id is remembered after its item left."""
+        return self._ops.id_retention
+
+    @property
+    def max_deliveries(self) -> Optional[int]:
+        """Deliveries after which a lease ending without ack buries its item."""
+        return self._ops.max_deliveries
+
+    async def set_group(self, tr: Transactor, group: Group, *, share: Optional[int] = None,
+                        limit: Optional[int] = None,
+                        rate: Optional[Tuple[int, float]] = None) -> None:
+        await drive(self._ops.set_group(tr, group, share, limit, rate))
+
+    async def group_policy(self, tr: Transactor, group: Group) -> Policy:
+        return await drive(self._ops.group_policy(tr, group))
+
+    async def lottery(self, tr: Transactor) -> Dict[Group, int]:
+        return await drive(self._ops.lottery(tr))
+
+    async def groups(self, tr: Transactor, limit: Optional[int] = None) -> List[Group]:
+        return await drive(self._ops.groups(tr, limit))
+
+    async def push(self, tr: Transactor, value: Value, *, group: Group,
+                   id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
+        await drive(self._ops.push(tr, self._ops.request(group, value, id, delay)))
+
+    async def push_many(self, tr: Transactor, values: Iterable[Value], *, group: Group,
+                        delay: Optional[float] = None) -> None:
+        await drive(self._ops.push(tr, self._ops.requests(group, values, delay)))
+
+    async def claim(self, tr: Transactor, lease_seconds: float) -> Optional[FairLease]:
+        return await drive(self._ops.claim(tr, lease_seconds))
+
+    async def claim_many(self, tr: Transactor, n: int,
+                         lease_seconds: float) -> List[FairLease]:
+        return await drive(self._ops.claim_many(tr, n, lease_seconds))
+
+    def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
+                release_delay: Optional[float] = None
+                ) -> AsyncContextManager[Optional[FairLease]]:
+        claim, seconds = self._ops.claiming(db, lease_seconds, timeout, release_delay)
+        return kept_alive(self, db, claim, seconds, release_delay)
+
+    async def claim_wait(self, db: Any, lease_seconds: float,
+                         timeout: Optional[float] = None) -> Optional[FairLease]:
+        return await drive(self._ops.claim_wait(db, lease_seconds, timeout))
+
+    async def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+        return await drive(self._ops.wait(db, timeout))
+
+    async def ack(self, tr: Transactor, lease: Union[FairLease, bytes]) -> None:
+        await drive(self._ops.ack(tr, lease))
+
+    async def ack_many(self, tr: Transactor,
+                       leases: Iterable[Union[FairLease, bytes]]) -> List[bool]:
+        return await drive(self._ops.ack_many(tr, leases))
+
+    async def extend(self, tr: Transactor, lease: Union[FairLease, bytes],
+                     seconds: float) -> FairLease:
+        return await drive(self._ops.extend(tr, lease, seconds))
+
+    async def extend_many(self, tr: Transactor, leases: Iterable[Union[FairLease, bytes]],
+                          seconds: float) -> List[Optional[FairLease]]:
+        return await drive(self._ops.extend_many(tr, leases, seconds))
+
+    async def release(self, tr: Transactor, lease: Union[FairLease, bytes], *,
+                      delay: Optional[float] = None, count: bool = True) -> bool:
+        return await drive(self._ops.release(tr, lease, delay, count))
+
+    async def bury(self, tr: Transactor, lease: Union[FairLease, bytes],
+                   reason: Optional[str] = None) -> bool:
+        return await drive(self._ops.bury(tr, lease, reason))
+
+    async def stats(self, tr: Transactor, group: Optional[Group] = None
+                    ) -> Union[FairStats, Dict[Group, FairStats]]:
+        if group is not None:
+            return await drive(self._ops.group_stats(tr, group))
+        return await drive(self._ops.all_stats(tr))
+
+    async def peek(self, tr: Transactor, group: Group) -> Optional[Value]:
+        return await drive(self._ops.peek(tr, group))
+
+    async def items(self, tr: Transactor, group: Group,
+                    limit: Optional[int] = None) -> List[Value]:
+        return await drive(self._ops.items(tr, group, limit))
+
+    async def leases(self, tr: Transactor, group: Group,
+                     limit: Optional[int] = None) -> List[LeaseInfo]:
+        return await drive(self._ops.leases(tr, group, limit))
+
+    async def delayed(self, tr: Transactor, group: Group,
+                      limit: Optional[int] = None) -> List[DelayedItem]:
+        return await drive(self._ops.delayed(tr, group, limit))
+
+    async def remove(self, tr: Transactor, *, group: Group, id: bytes) -> Optional[Value]:
+        return await drive(self._ops.remove(tr, group, id))
+
+    async def dead(self, tr: Transactor, group: Group,
+                   limit: Optional[int] = None) -> List[DeadLetter]:
+        return await drive(self._ops.dead(tr, group, limit))
+
+    async def requeue_dead(self, tr: Transactor, group: Group,
+                           limit: Optional[int] = None) -> int:
+        return await drive(self._ops.requeue_dead(tr, group, limit))
+
+    async def purge_dead(self, tr: Transactor, group: Group) -> int:
+        return await drive(self._ops.purge_dead(tr, group))
+
+    async def clear(self, tr: Transactor) -> None:
+        await drive(self._ops.clear(tr))

@@ -1,0 +1,192 @@
+"""What the tools around a structure need from it: the operations protocols.
+
+Every structure object, sync or async, has an *operations object*, ``structure.ops``:
+the one object that checks the arguments of every call and turns it into an
+*operation* (see below), and that both the sync class and its async twin run.  A
+:class:`fdbrecipes.Worker` (or :class:`fdbrecipes.aio.AsyncWorker`), a
+:class:`fdbrecipes.Schedule`, the operator commands and :mod:`fdbrecipes.metrics` use
+nothing of a structure but its operations object, through these protocols:
+
+* :class:`Measurable`: where a structure's items are (:meth:`~Measurable.stats`): the
+  metrics.  Every structure's operations are measurable.
+* :class:`Inspectable`: what is in one queue, and acting on it (counts, items,
+  leases, delayed items, dead letters, pushing, removing): the operator commands.
+  Queue and PriorityQueue operations are inspectable; so is one group of a FairQueue
+  (``fair.ops.group_queue(group)``).
+* :class:`Workable`: what a worker and a schedule need: claim a batch under leases,
+  settle leases in batches, wait for work, push a job.  Queue, PriorityQueue and
+  FairQueue operations are workable.
+
+**Operations.**  Each method returns an operation: a generator that yields the
+FoundationDB futures it needs (and, when it waits, the steps of
+``fdbrecipes._waiting``) and returns its result.  Run one with
+``fdbrecipes.drive(op)`` (blocking) or ``await fdbrecipes.aio.drive(op)`` (asyncio).
+``tr`` is, as everywhere, a Transaction (the operation runs inside it, the caller
+commits) or a Database/Tenant (it runs in the structure's own retry loop, with commit
+receipts).  Arguments are checked when the method is called, before anything is
+written.  What each operation reads, writes, conflicts with and costs is said on the
+structure's public method of the same purpose.
+
+A structure of your own works with the worker, schedules and metrics by offering an
+operations object that satisfies these protocols.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generator, List, Optional, Protocol, TypeVar, runtime_checkable
+
+from fdb.subspace_impl import Subspace
+
+from ._ordered.dead import DeadLetter
+from ._ordered.engine import QueueStats
+from ._ordered.leases import Lease
+from ._ordered.listing import DelayedItem, LeaseInfo
+from ._values import Value
+
+__all__ = ["Inspectable", "Measurable", "Operation", "Workable", "inspectable", "workable"]
+
+T = TypeVar("T")
+L = TypeVar("L", bound=Lease[Any])
+
+#: An operation returning a ``T``: a generator yielding what it waits for.
+Operation = Generator[Any, Any, T]
+
+
+@runtime_checkable
+class Measurable(Protocol):
+    """Where a structure's items are (see the module docstring)."""
+
+    subspace: Subspace
+
+    def stats(self, tr: Any) -> Operation[QueueStats]:
+        """Where the items are, by snapshot reads (a WeightTree's are all visible; a
+        FairQueue's are every group's, summed)."""
+
+
+@runtime_checkable
+class Inspectable(Protocol):
+    """What is in one queue, and acting on it (see the module docstring).
+
+    Attributes:
+        subspace: where the queue's keys are.
+        wake_key: the key every write that may make an item visible touches (a watch
+            of it wakes on new work).
+        max_deliveries: deliveries after which a lease ending without ack makes its
+            item a dead letter (None: never).
+    """
+
+    subspace: Subspace
+    wake_key: bytes
+    max_deliveries: Optional[int]
+
+    def stats(self, tr: Any) -> Operation[QueueStats]:
+        """Where the items are (snapshot reads)."""
+
+    def items(self, tr: Any, limit: Any = None, end: Any = "min") -> Operation[List[Value]]:
+        """The visible items in the order of ``end`` ("min", or a PriorityQueue's
+        "max"), up to ``limit``."""
+
+    def leases(self, tr: Any, limit: Any = None) -> Operation[List[LeaseInfo]]:
+        """The items in flight, oldest claim first."""
+
+    def delayed(self, tr: Any, limit: Any = None) -> Operation[List[DelayedItem]]:
+        """The delayed items, soonest first."""
+
+    def dead(self, tr: Any, limit: Any = None) -> Operation[List[DeadLetter]]:
+        """The dead letters, oldest first."""
+
+    def requeue_dead(self, tr: Any, limit: Any = None) -> Operation[int]:
+        """Push dead letters back (oldest first, up to ``limit``); how many."""
+
+    def purge_dead(self, tr: Any) -> Operation[int]:
+        """Remove dead letters for good; how many."""
+
+    def remove(self, tr: Any, id_: Any) -> Operation[Optional[Value]]:
+        """Remove the pending item pushed with idempotency id ``id_``; its value."""
+
+    def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
+                 delay: Optional[float] = None, **where: Any) -> Operation[None]:
+        """Push one value, with an idempotency ``id`` and a ``delay`` (seconds), where
+        ``where`` says: a PriorityQueue's ``priority=`` (default 0), a FairQueue's
+        ``group=`` (required); a Queue takes none."""
+
+
+@runtime_checkable
+class Workable(Protocol[L]):
+    """What a worker and a schedule need (see the module docstring).
+
+    Attributes:
+        subspace: where the structure's keys are.
+        wake_key: the key every write that may make an item visible touches.
+        max_deliveries: deliveries after which a lease ending without ack makes its
+            item a dead letter (None: never).
+        id_retention: seconds an idempotency id is remembered after its item left (a
+            schedule's period must not be longer).
+    """
+
+    subspace: Subspace
+    wake_key: bytes
+    max_deliveries: Optional[int]
+    id_retention: float
+
+    def claim_many(self, tr: Any, n: Any, lease_seconds: Any, *, spread: Any = 1,
+                   end: Any = "min") -> Operation[List[L]]:
+        """Up to ``n`` items, each under a lease of ``lease_seconds``, from ``end``
+        ("min", or a PriorityQueue's "max"), each among the ``spread`` first where the
+        structure has an order (given a Database, in as many transactions as needed)."""
+
+    def ack_many(self, tr: Any, leases: Any) -> Operation[List[bool]]:
+        """Remove the items of the leases still alive, in one transaction; for each
+        lease, whether it was."""
+
+    def extend_many(self, tr: Any, leases: Any, seconds: Any) -> Operation[List[Optional[L]]]:
+        """Move the deadline of every lease still alive to ``seconds`` from now; for
+        each, the renewed lease or None."""
+
+    def release(self, tr: Any, lease: Any, delay: Any = None,
+                count: Any = True) -> Operation[bool]:
+        """Give a claimed item back (visible after ``delay`` seconds; ``count``: the
+        delivery counts); False if the lease had expired."""
+
+    def bury(self, tr: Any, lease: Any, reason: Any = None) -> Operation[bool]:
+        """Move a claimed item to the dead letters now, with ``reason``; False if the
+        lease had expired."""
+
+    def wait(self, db: Any, timeout: Optional[float] = None) -> Operation[bool]:
+        """Wait on a watch until an item can be claimed (True), or ``timeout`` seconds
+        pass (False)."""
+
+    def stats(self, tr: Any) -> Operation[QueueStats]:
+        """Where the items are (a FairQueue's: every group's, summed)."""
+
+    def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
+                 delay: Optional[float] = None, **where: Any) -> Operation[None]:
+        """Push one value (see :meth:`Inspectable.push_job`)."""
+
+
+def workable(structure: Any, name: str = "queue") -> Workable[Any]:
+    """The operations object of ``structure`` (a Queue, PriorityQueue or FairQueue,
+    sync or async, or anything whose ``ops`` is :class:`Workable`).
+
+    Raises:
+        TypeError: ``structure`` has no workable operations object (named ``name``).
+    """
+    ops = getattr(structure, "ops", None)
+    if not isinstance(ops, Workable):
+        raise TypeError(f"{name} must be a Queue, PriorityQueue or FairQueue (or an async "
+                        f"one), not {type(structure).__name__}")
+    return ops
+
+
+def inspectable(structure: Any, name: str = "structure") -> Inspectable:
+    """The operations object of ``structure`` if it is :class:`Inspectable` (a Queue's
+    or PriorityQueue's, sync or async).
+
+    Raises:
+        TypeError: it is not (named ``name``).
+    """
+    ops = getattr(structure, "ops", None)
+    if not isinstance(ops, Inspectable):
+        raise TypeError(f"{name} must be a Queue or PriorityQueue (or an async one), not "
+                        f"{type(structure).__name__}")
+    return ops

@@ -1,0 +1,89 @@
+"""Every sync class and its async twin offer the same calls: names, parameters,
+defaults, parameter types and docstrings (needs no server).
+
+The faces are written by hand, each over the same operations object; this test is
+what keeps them in step (see ``fdbrecipes._face``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, List, Tuple
+
+import pytest
+
+from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, Worker
+from fdbrecipes.aio import (
+    AsyncFairQueue,
+    AsyncPriorityQueue,
+    AsyncQueue,
+    AsyncWeightTree,
+    AsyncWorker,
+)
+
+PAIRS = [(Queue, AsyncQueue), (PriorityQueue, AsyncPriorityQueue),
+         (WeightTree, AsyncWeightTree), (FairQueue, AsyncFairQueue), (Worker, AsyncWorker)]
+IDS = [sync.__name__ for sync, _ in PAIRS]
+#: Parameters whose types differ by design: a worker's handler is sync or async.
+TYPED_APART = {("Worker", "__init__", "handler")}
+
+
+def public(cls: type) -> List[str]:
+    """The public methods and properties of ``cls`` (its constructor included)."""
+    names = [name for name, _ in inspect.getmembers(cls) if not name.startswith("_")]
+    return sorted(names + ["__init__"])
+
+
+def members(cls: type) -> List[Tuple[str, Any]]:
+    return [(name, inspect.getattr_static(cls, name)) for name in public(cls)]
+
+
+@pytest.mark.parametrize(("sync", "twin"), PAIRS, ids=IDS)
+def test_the_same_public_names(sync: type, twin: type) -> None:
+    assert public(twin) == public(sync)
+
+
+@pytest.mark.parametrize(("sync", "twin"), PAIRS, ids=IDS)
+def test_methods_are_async_where_they_wait(sync: type, twin: type) -> None:
+    for name, found in members(twin):
+        if isinstance(found, property) or name == "__init__":
+            continue
+        method = getattr(twin, name)
+        if name.startswith("claimed") or name == "stop":  # a context manager; a signal
+            assert not inspect.iscoroutinefunction(method), name
+        else:
+            assert inspect.iscoroutinefunction(method), name
+        assert not inspect.iscoroutinefunction(getattr(sync, name)), name
+
+
+@pytest.mark.parametrize(("sync", "twin"), PAIRS, ids=IDS)
+def test_the_same_parameters_defaults_and_types(sync: type, twin: type) -> None:
+    for name, found in members(sync):
+        if isinstance(found, property):
+            continue
+        ours = inspect.signature(getattr(sync, name)).parameters
+        theirs = inspect.signature(getattr(twin, name)).parameters
+        assert list(theirs) == list(ours), f"{sync.__name__}.{name}"
+        for param, mine in ours.items():
+            other = theirs[param]
+            assert (other.kind, other.default) == (mine.kind, mine.default), param
+            if (sync.__name__, name, param) not in TYPED_APART:
+                assert other.annotation == mine.annotation, f"{sync.__name__}.{name}: {param}"
+
+
+@pytest.mark.parametrize(("sync", "twin"), PAIRS, ids=IDS)
+def test_the_same_docstrings(sync: type, twin: type) -> None:
+    for name, found in members(sync):
+        if name == "__init__":
+            continue
+        mine = inspect.getdoc(found if isinstance(found, property) else getattr(sync, name))
+        theirs = inspect.getdoc(inspect.getattr_static(twin, name)
+                                if isinstance(found, property) else getattr(twin, name))
+        assert mine, f"{sync.__name__}.{name} has no docstring"
+        if isinstance(found, property):
+            assert theirs == mine, name
+        else:  # a method PriorityQueue shares with Queue is documented on Queue
+            shared = sync is PriorityQueue and getattr(Queue, name, None) is getattr(sync, name)
+            owner = "Queue" if shared else sync.__name__
+            assert theirs == (f"The async twin of :meth:`fdbrecipes.{owner}.{name}`, "
+                              f"awaited without blocking the event loop.\n\n{mine}"), name
