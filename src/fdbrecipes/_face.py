@@ -13,16 +13,17 @@ rest for every pair.
 from __future__ import annotations
 
 import inspect
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Optional, TypeVar
 
 from fdb.subspace_impl import Subspace
 
-from ._ops import Ops
+from ._ops import JobOps, Ops
 from ._retry import RetryStats
 
-__all__ = ["Face", "twin"]
+__all__ = ["Face", "JobFace", "twin"]
 
 OpsT = TypeVar("OpsT", bound=Ops)
+JobOpsT = TypeVar("JobOpsT", bound=JobOps)
 C = TypeVar("C", bound=type)
 
 
@@ -50,6 +51,22 @@ class Face(Generic[OpsT]):
     def retry_stats(self) -> RetryStats:
         """Retry counters of the loops this object ran (calls given a Database)."""
         return self._ops.retry_stats
+
+
+class JobFace(Face[JobOpsT]):
+    """The base of the classes whose items are jobs (Queue, PriorityQueue, FairQueue and
+    their twins): their configuration, as a worker and a schedule read it."""
+
+    @property
+    def id_retention(self) -> float:
+        """Seconds an idempotency id is remembered after its item left."""
+        return self._ops.id_retention
+
+    @property
+    def max_deliveries(self) -> Optional[int]:
+        """Deliveries after which a lease that ends without ack makes its item a dead
+        letter (None: never)."""
+        return self._ops.max_deliveries
 
 
 def twin(sync: type) -> Callable[[C], C]:

@@ -11,12 +11,15 @@ run a call: the subspace, the retry loop with its counters and receipts
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 from fdb.subspace_impl import Subspace
 
 from ._hooks import Hooks
 from ._retry import RetryLoop, RetryStats
+from ._values import check_int, check_seconds
 
-__all__ = ["Ops"]
+__all__ = ["JobOps", "Ops"]
 
 
 class Ops:
@@ -40,3 +43,22 @@ class Ops:
     def retry_stats(self) -> RetryStats:
         """Retry counters of the loops this object ran (calls given a Database)."""
         return self.loop.stats
+
+
+class JobOps(Ops):
+    """The base of the operations objects whose items are jobs (those of Queue,
+    PriorityQueue and FairQueue).
+
+    Attributes:
+        id_retention: seconds an idempotency id is remembered after its item left.
+        max_deliveries: deliveries after which a lease that ends without ack makes its
+            item a dead letter (None: never).
+    """
+
+    def __init__(self, subspace: Subspace, id_retention: Any,
+                 max_deliveries: Any) -> None:
+        if max_deliveries is not None:
+            check_int(max_deliveries, "max_deliveries", low=1)
+        self.id_retention = check_seconds(id_retention, "id_retention")
+        self.max_deliveries: Optional[int] = max_deliveries
+        super().__init__(subspace)

@@ -3,15 +3,17 @@
 :class:`OrderedFace` is the sync base of :class:`fdbrecipes.Queue` and
 :class:`fdbrecipes.PriorityQueue`: each method drives one operation of the structure's
 operations object (:mod:`._ordered.ops`) with the blocking driver.  Its async twin is
-:mod:`fdbrecipes.aio._ordered_face`.
+:mod:`fdbrecipes.aio._ordered_face`; :class:`OrderedBase`, the constructor, is both
+faces' base.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from typing import Any, ClassVar, Iterable, List, Optional, Type
 
+from ._clock import Clock
 from ._drivers.blocking import drive
-from ._face import Face
+from ._face import JobFace
 from ._fdb import Transactor
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
@@ -20,22 +22,34 @@ from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.ops import LeaseLike, OrderedOps
 from ._values import V
 
-__all__ = ["OrderedFace"]
+__all__ = ["OrderedBase", "OrderedFace"]
 
 
-class OrderedFace(Face[OrderedOps[V]]):
+class OrderedBase(JobFace[OrderedOps[V]]):
+    """The constructor of Queue, PriorityQueue and their async twins: the arguments
+    of :class:`fdbrecipes.Queue`, handed to the operations class of the structure."""
+
+    _ops_class: ClassVar[Type[OrderedOps[Any]]]
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        high_contention: bool = False,
+        clock: Optional[Clock] = None,
+        id_retention: float = 3600.0,
+        result_timeout: float = 10.0,
+        max_deliveries: Optional[int] = None,
+    ) -> None:
+        super().__init__(self._ops_class(
+            subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
+            result_timeout=result_timeout, max_deliveries=max_deliveries))
+
+
+class OrderedFace(OrderedBase[V]):
     """The sync methods Queue and PriorityQueue share (see those classes)."""
 
-    @property
-    def id_retention(self) -> float:
-        """Seconds an idempotency id is remembered after its item left."""
-        return self._ops.id_retention
 
-    @property
-    def max_deliveries(self) -> Optional[int]:
-        """Deliveries after which a lease that ends without ack makes its item a dead
-        letter (None: never)."""
-        return self._ops.max_deliveries
 
     # -- size, stats, clear ----------------------------------------------------------
 

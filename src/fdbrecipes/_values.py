@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple, Union, cast
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -173,6 +173,25 @@ def materialize(values: Iterable[Any], name: str) -> List[Any]:
     if isinstance(values, (bytes, str)) or not isinstance(values, Iterable):
         raise TypeError(f"{name} must be an iterable of items, not {type(values).__name__}")
     return list(values)
+
+
+def check_pairs(items: Iterable[Any], second: str,
+                check: Callable[[Any, str], Any]) -> List[Tuple[bytes, Any]]:
+    """``items``, an iterable of ``(value, second)`` tuples, checked: each value
+    encoded, each second element passed through ``check(it, its name)`` (the messages
+    name the index: ``items[3] priority``).
+
+    Raises:
+        TypeError or ValueError: the first item that is not such a tuple, or whose
+            value or second element is refused.
+    """
+    out = []
+    for i, pair in enumerate(materialize(items, "items")):
+        if type(pair) is not tuple or len(pair) != 2:
+            raise TypeError(f"items[{i}] must be a (value, {second}) tuple")
+        out.append((encode_value(pair[0], f"items[{i}] value"),
+                    check(pair[1], f"items[{i}] {second}")))
+    return out
 
 
 def check_batch_bytes(total: int, count: int, name: str) -> None:

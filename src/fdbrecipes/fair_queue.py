@@ -19,7 +19,7 @@ from typing import Any, ContextManager, Dict, Iterable, List, Optional, Tuple, U
 
 from ._clock import Clock
 from ._drivers.blocking import drive
-from ._face import Face
+from ._face import JobFace
 from ._fair.engine import FairLease, Policy
 from ._fair.ops import FairOps, FairStats
 from ._fdb import Transactor
@@ -28,13 +28,25 @@ from ._ordered.dead import DeadLetter
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._values import Value
 
-__all__ = ["FairLease", "FairQueue", "FairStats", "Policy"]
+__all__ = ["FairBase", "FairLease", "FairQueue", "FairStats", "Policy"]
 
 #: A group's name.
 Group = Union[str, bytes]
 
 
-class FairQueue(Face[FairOps]):
+class FairBase(JobFace[FairOps]):
+    """The constructor of FairQueue and its async twin: the arguments of
+    :class:`FairQueue`, handed to a :class:`fdbrecipes._fair.ops.FairOps`."""
+
+    def __init__(self, subspace: Any, *, default_share: int = 1,
+                 default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
+                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
+        super().__init__(FairOps(subspace, default_share=default_share,
+                                 default_limit=default_limit, max_deliveries=max_deliveries,
+                                 id_retention=id_retention, clock=clock))
+
+
+class FairQueue(FairBase):
     """A transactional queue per group, served by weighted lottery (see the module
     docstring).
 
@@ -64,22 +76,8 @@ class FairQueue(Face[FairOps]):
             jobs.ack(db, lease)
     """
 
-    def __init__(self, subspace: Any, *, default_share: int = 1,
-                 default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
-                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
-        super().__init__(FairOps(subspace, default_share=default_share,
-                                 default_limit=default_limit, max_deliveries=max_deliveries,
-                                 id_retention=id_retention, clock=clock))
 
-    @property
-    def id_retention(self) -> float:
-        """Seconds an idempotency id is remembered after its item left."""
-        return self._ops.id_retention
 
-    @property
-    def max_deliveries(self) -> Optional[int]:
-        """Deliveries after which a lease ending without ack buries its item."""
-        return self._ops.max_deliveries
 
     # -- groups --------------------------------------------------------------------------
 

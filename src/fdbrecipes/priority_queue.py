@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any, ContextManager, Iterable, List, Optional, Tuple
 
-from ._clock import Clock
 from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
@@ -45,20 +44,7 @@ class PriorityQueue(OrderedFace[V]):
     """
 
     _ops: PriorityQueueOps[V]
-
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        high_contention: bool = False,
-        clock: Optional[Clock] = None,
-        id_retention: float = 3600.0,
-        result_timeout: float = 10.0,
-        max_deliveries: Optional[int] = None,
-    ) -> None:
-        super().__init__(PriorityQueueOps(
-            subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
-            result_timeout=result_timeout, max_deliveries=max_deliveries))
+    _ops_class = PriorityQueueOps
 
     def push(self, tr: Transactor, value: V, priority: int, *,
              id: Optional[bytes] = None, delay: Optional[float] = None) -> None:

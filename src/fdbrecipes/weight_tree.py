@@ -21,10 +21,25 @@ from ._tree.engine import MAX_TOTAL_WEIGHT, MAX_WEIGHT
 from ._tree.ops import TreeOps
 from ._values import Value
 
-__all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "WeightTree"]
+__all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "TreeBase", "WeightTree"]
 
 
-class WeightTree(Face[TreeOps]):
+class TreeBase(Face[TreeOps]):
+    """The constructor of WeightTree and its async twin: the arguments of
+    :class:`WeightTree`, handed to a :class:`fdbrecipes._tree.ops.TreeOps`."""
+
+    def __init__(
+        self,
+        subspace: Any,
+        *,
+        rng: Optional[random.Random] = None,
+        id_retention: float = 3600.0,
+        clock: Optional[Clock] = None,
+    ) -> None:
+        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock))
+
+
+class WeightTree(TreeBase):
     """A transactional pool of weighted items; a pop removes one with probability
     weight / total weight.
 
@@ -48,15 +63,6 @@ class WeightTree(Face[TreeOps]):
         clock: where id retention reads the time (default: the read version).
     """
 
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        rng: Optional[random.Random] = None,
-        id_retention: float = 3600.0,
-        clock: Optional[Clock] = None,
-    ) -> None:
-        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock))
 
     def push(
         self, tr: Transactor, value: Value, weight: int, *, id: Optional[bytes] = None

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 import fdb.tuple
 
@@ -56,6 +56,8 @@ from .._values import BATCH_BYTES, decode_value, encode_value, unpack_token
 from .._waiting import Readiness
 
 __all__ = ["Fair", "FairLease", "Policy"]
+
+T = TypeVar("T")
 
 #: How long a group's membership id is remembered after it left the tree: at once
 #: forgotten, so the group can come back in the next transaction.
@@ -508,22 +510,16 @@ class Fair:
         key = yield from self.member(tr, g, now)
         yield from self.revise(tr, attempt, g, now, key)
 
-    def remove(self, tr: Any, attempt: Attempt, g: Any, id_: bytes) -> Gen[Optional[Any]]:
-        """Remove group ``g``'s pending item pushed with ``id_`` (see
-        :meth:`.._ordered.listing.Listing.remove`); then refresh the group."""
-        removed = yield from self.group(g).listing.remove(tr, attempt, id_)
-        if removed is not None:
+    def refreshing(self, tr: Any, attempt: Attempt, g: Any, op: Callable[..., Gen[T]],
+                   *args: Any) -> Gen[T]:
+        """``op(tr, attempt, *args)``, an operation on group ``g``'s queue that may make
+        it less eligible (a removal, a purge); then, if it did anything (a result that
+        is not None, 0 or empty), refresh the group (see :meth:`refresh`)."""
+        done = yield from op(tr, attempt, *args)
+        if done:
             yield from self.refresh(tr, attempt, g)
             attempt.idle = False
-        return removed
-
-    def purge_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
-        """Remove up to ``limit`` of group ``g``'s dead letters; then refresh it."""
-        purged = yield from self.group(g).dead.purge(tr, attempt, limit)
-        if purged:
-            yield from self.refresh(tr, attempt, g)
-            attempt.idle = False
-        return purged
+        return done
 
     def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
         """Push group ``g``'s dead letters back; then revise the group."""

@@ -15,19 +15,17 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from .._clock import Clock, database_clock
 from .._fdb import Gen, Transactor, check_database, check_transactor, clear_except, snap
-from .._ids import Ids
 from .._layout import FairLayout
 from .._operation import Attempt, gather
-from .._ops import Ops
+from .._ops import JobOps
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo
-from .._ordered.ops import check_end
+from .._ordered.ops import check_end, lease_batch
 from .._retry import read, read_pages
 from .._values import (
-    MAX_TAKE,
     Value,
     check_batch_bytes,
     check_bool,
@@ -101,17 +99,7 @@ def check_rate(rate: Any) -> Optional[Tuple[int, float]]:
                                                                              "rate seconds")
 
 
-def fair_leases(leases: Iterable[FairLeaseLike]) -> List[FairLeaseLike]:
-    """``leases``, checked: each a FairLease or its token, at most :data:`MAX_TAKE`."""
-    batch = materialize(leases, "leases")
-    for i, lease in enumerate(batch):
-        parse_fair(lease, f"leases[{i}]")
-    if len(batch) > MAX_TAKE:
-        raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
-    return batch
-
-
-class FairOps(Ops):
+class FairOps(JobOps):
     """What FairQueue runs (see the module docstring); the arguments of the
     constructor are its."""
 
@@ -122,15 +110,9 @@ class FairOps(Ops):
         share = check_share(default_share, "default_share")
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
-        if max_deliveries is not None:
-            check_int(max_deliveries, "max_deliveries", low=1)
-        retention = check_seconds(id_retention, "id_retention")
-        Ids(subspace, retention)  # checks it as Queue does
-        super().__init__(subspace)
+        super().__init__(subspace, id_retention, max_deliveries)
         self.engine = Fair(FairLayout(subspace), check_clock(clock) or database_clock,
-                           Policy(share, limit, None), max_deliveries, retention)
-        self.id_retention = retention
-        self.max_deliveries = max_deliveries
+                           Policy(share, limit, None), max_deliveries, self.id_retention)
 
     @property
     def wake_key(self) -> bytes:
@@ -258,7 +240,7 @@ class FairOps(Ops):
 
     def ack_many(self, tr: Transactor, leases: Iterable[FairLeaseLike]) -> Gen[List[bool]]:
         """Ack every lease still alive; for each, whether it was."""
-        batch = fair_leases(leases)
+        batch = lease_batch(leases, parse_fair)
         if not batch:
             check_transactor(tr)
             return []
@@ -275,7 +257,7 @@ class FairOps(Ops):
                     seconds: Any) -> Gen[List[Optional[FairLease]]]:
         """Extend every live lease; for each, the renewed lease or None."""
         seconds = check_seconds(seconds, "seconds")
-        batch = fair_leases(leases)
+        batch = lease_batch(leases, parse_fair)
         if not batch:
             check_transactor(tr)
             return []
@@ -373,7 +355,8 @@ class FairOps(Ops):
         checked = check_id(id_)
         if checked is None:
             raise TypeError("id must be bytes, not NoneType")
-        return self.loop(tr, self.engine.remove, g, checked)
+        return self.loop(tr, self.engine.refreshing, g, self.engine.group(g).listing.remove,
+                         checked)
 
     def dead(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[DeadLetter]]:
         """``group``'s dead letters, oldest first."""
@@ -389,7 +372,8 @@ class FairOps(Ops):
     def purge_dead(self, tr: Transactor, group: Any) -> Gen[int]:
         """Remove ``group``'s dead letters for good (at most 1,000 a call)."""
         g = check_group(group)
-        return self.loop(tr, self.engine.purge_dead, g, DEAD_CALL)
+        return self.loop(tr, self.engine.refreshing, g, self.engine.group(g).dead.purge,
+                         DEAD_CALL)
 
     def clear(self, tr: Transactor) -> Gen[None]:
         """Remove every group, item, policy and remembered id."""

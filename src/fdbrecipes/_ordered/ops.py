@@ -13,7 +13,19 @@ is said once, in the public classes' docstrings (:mod:`fdbrecipes.queue`,
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, Iterable, List, Mapping, Optional, Tuple, Union, cast
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Generic,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    Union,
+    cast,
+)
 
 import fdb.tuple
 
@@ -21,7 +33,7 @@ from .._clock import Clock, database_clock
 from .._fdb import Gen, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
 from .._layout import Item, OrderedLayout
-from .._ops import Ops
+from .._ops import JobOps
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
 from .._retry import read, read_pages, too_many
 from .._values import (
@@ -37,6 +49,7 @@ from .._values import (
     check_int,
     check_key,
     check_limit,
+    check_pairs,
     check_reason,
     check_seconds,
     check_spread,
@@ -98,17 +111,18 @@ def check_priority(priority: Any, name: str = "priority") -> Tuple[int]:
     return (priority,)
 
 
-def lease_batch(leases: Iterable[LeaseLike]) -> List[LeaseLike]:
-    """``leases``, checked: each a Lease or token, at most :data:`MAX_TAKE`."""
+def lease_batch(leases: Iterable[Any], check: Callable[[Any, str], Any] = lease_id) -> List[Any]:
+    """``leases``, checked: each a Lease or token (``check(lease, its name)``: of a
+    Queue's by default), at most :data:`MAX_TAKE`."""
     batch = materialize(leases, "leases")
     for i, lease in enumerate(batch):
-        lease_id(lease, f"leases[{i}]")
+        check(lease, f"leases[{i}]")
     if len(batch) > MAX_TAKE:
         raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
     return batch
 
 
-class OrderedOps(Ops, Generic[V]):
+class OrderedOps(JobOps, Generic[V]):
     """What Queue and PriorityQueue run (see the module docstring); the arguments of
     the constructor are theirs."""
 
@@ -119,15 +133,11 @@ class OrderedOps(Ops, Generic[V]):
                  result_timeout: float = 10.0, max_deliveries: Optional[int] = None) -> None:
         subspace = check_subspace(subspace)
         self.high_contention = check_bool(high_contention, "high_contention")
-        if max_deliveries is not None:
-            check_int(max_deliveries, "max_deliveries", low=1)
         timeout = check_seconds(result_timeout, "result_timeout")
-        ids = Ids(subspace, id_retention)
-        super().__init__(subspace)
+        super().__init__(subspace, id_retention, max_deliveries)
         self.engine = Ordered(OrderedLayout(subspace, self.group_len),
-                              check_clock(clock) or database_clock, ids, max_deliveries)
-        self.id_retention = float(id_retention)
-        self.max_deliveries = max_deliveries
+                              check_clock(clock) or database_clock,
+                              Ids(subspace, self.id_retention), max_deliveries)
         self.leasing = Leases(self.engine)
         self.dead_letters = DeadLetters(self.engine)
         self.listing = Listing(self.engine)
@@ -455,12 +465,8 @@ class PriorityQueueOps(OrderedOps[V]):
 
     def requests(self, items: Iterable[Tuple[V, int]], delay: Any) -> PushRequest:
         """The checked push of every ``(value, priority)`` pair of ``items``."""
-        batch = []
-        for i, pair in enumerate(materialize(items, "items")):
-            if type(pair) is not tuple or len(pair) != 2:
-                raise TypeError(f"items[{i}] must be a (value, priority) tuple")
-            batch.append((check_priority(pair[1], f"items[{i}] priority"),
-                          encode_value(pair[0], f"items[{i}] value")))
+        batch = [(group, value) for value, group in check_pairs(items, "priority",
+                                                                 check_priority)]
         return self.make_request(batch, None, delay, "items")
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],

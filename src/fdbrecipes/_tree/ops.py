@@ -27,9 +27,9 @@ from .._values import (
     check_id,
     check_int,
     check_limit,
+    check_pairs,
     check_subspace,
     encode_value,
-    materialize,
 )
 from .._waiting import Wake, take_or_wait
 from .engine import (
@@ -91,12 +91,7 @@ class TreeOps(Ops):
 
     def requests(self, items: Iterable[Tuple[Value, int]]) -> TreeRequest:
         """The checked push of every ``(value, weight)`` pair of ``items``."""
-        batch = []
-        for i, pair in enumerate(materialize(items, "items")):
-            if type(pair) is not tuple or len(pair) != 2:
-                raise TypeError(f"items[{i}] must be a (value, weight) tuple")
-            batch.append((encode_value(pair[0], f"items[{i}] value"),
-                          check_weight(pair[1], f"items[{i}] weight")))
+        batch = check_pairs(items, "weight", check_weight)
         prefix = len(self.subspace.key())
         total = sum(len(v) + 2 * (prefix + 60 + MUTATION_OVERHEAD) + LEVELS * 40
                     for v, _ in batch)

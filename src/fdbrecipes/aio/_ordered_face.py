@@ -11,17 +11,19 @@ event loop runs a bounded number of takes at once (:class:`Takers`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, TypeVar
 
 from .._drivers.awaiting import drive
-from .._face import Face, twin
+from .._face import twin
 from .._fdb import Gen, Transactor, is_transaction
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
-from .._ordered.ops import LeaseLike, OrderedOps, lease_batch
+from .._ordered.ops import LeaseLike, lease_batch
+from .._ordered_face import OrderedBase
 from .._values import V, check_spread
 from ..queue import Queue
 from ._combine import Combiner
@@ -60,25 +62,25 @@ class Takers:
 
 
 @twin(Queue)  # the methods Queue and PriorityQueue share are documented on Queue
-class AsyncOrderedFace(Face[OrderedOps[V]]):
+class AsyncOrderedFace(OrderedBase[V]):
     """The async methods AsyncQueue and AsyncPriorityQueue share (see those classes)."""
 
-    def __init__(self, ops: OrderedOps[V]) -> None:
-        super().__init__(ops)
-        self._pushes: Combiner[PushRequest, bool] = Combiner(ops.push_requests)
-        self._acks: Combiner[List[LeaseLike], List[bool]] = Combiner(ops.ack_batches)
-        self._takers = Takers()
+    @functools.cached_property
+    def _pushes(self) -> Combiner[PushRequest, bool]:
+        """The pushes of this object given a Database, in shared transactions."""
+        return Combiner(self._ops.push_requests)
 
-    @property
-    def id_retention(self) -> float:
-        """Seconds an idempotency id is remembered after its item left."""
-        return self._ops.id_retention
+    @functools.cached_property
+    def _acks(self) -> Combiner[List[LeaseLike], List[bool]]:
+        """The acks of this object given a Database, in shared transactions."""
+        return Combiner(self._ops.ack_batches)
 
-    @property
-    def max_deliveries(self) -> Optional[int]:
-        """Deliveries after which a lease that ends without ack makes its item a dead
-        letter (None: never)."""
-        return self._ops.max_deliveries
+    @functools.cached_property
+    def _takers(self) -> Takers:
+        """How many takes of this object an event loop runs at once."""
+        return Takers()
+
+
 
     # -- size, stats, clear --------------------------------------------------------------
 

@@ -9,44 +9,26 @@ from __future__ import annotations
 
 from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Tuple, Union
 
-from .._clock import Clock
 from .._drivers.awaiting import drive
-from .._face import Face, twin
+from .._face import twin
 from .._fair.engine import FairLease, Policy
-from .._fair.ops import FairOps, FairStats
+from .._fair.ops import FairStats
 from .._fdb import Transactor
 from .._ordered.dead import DeadLetter
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._values import Value
-from ..fair_queue import FairQueue, Group
+from ..fair_queue import FairBase, FairQueue, Group
 from ._heartbeat import kept_alive
 
 __all__ = ["AsyncFairQueue"]
 
 
 @twin(FairQueue)
-class AsyncFairQueue(Face[FairOps]):
+class AsyncFairQueue(FairBase):
     """A queue per group, served by weighted lottery, for asyncio code (see
     :class:`fdbrecipes.FairQueue`, and :class:`fdbrecipes.aio.AsyncQueue` for what
     ``tr`` and cancellation mean here: a claim cancelled while its commit is in flight
     gives its items back once it landed)."""
-
-    def __init__(self, subspace: Any, *, default_share: int = 1,
-                 default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
-                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
-        super().__init__(FairOps(subspace, default_share=default_share,
-                                 default_limit=default_limit, max_deliveries=max_deliveries,
-                                 id_retention=id_retention, clock=clock))
-
-    @property
-    def id_retention(self) -> float:
-        """Seconds an idempotency id is remembered after its item left."""
-        return self._ops.id_retention
-
-    @property
-    def max_deliveries(self) -> Optional[int]:
-        """Deliveries after which a lease ending without ack buries its item."""
-        return self._ops.max_deliveries
 
     async def set_group(self, tr: Transactor, group: Group, *, share: Optional[int] = None,
                         limit: Optional[int] = None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple
 
-from .._clock import Clock
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Transactor
@@ -32,20 +31,7 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
     ``tr``, shared transactions and cancellation mean here)."""
 
     _ops: PriorityQueueOps[V]
-
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        high_contention: bool = False,
-        clock: Optional[Clock] = None,
-        id_retention: float = 3600.0,
-        result_timeout: float = 10.0,
-        max_deliveries: Optional[int] = None,
-    ) -> None:
-        super().__init__(PriorityQueueOps(
-            subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
-            result_timeout=result_timeout, max_deliveries=max_deliveries))
+    _ops_class = PriorityQueueOps
 
     async def push(self, tr: Transactor, value: V, priority: int, *,
                    id: Optional[bytes] = None, delay: Optional[float] = None) -> None:

@@ -8,38 +8,31 @@ Database share transactions with other tasks' pushes (see ``fdbrecipes.aio``).
 
 from __future__ import annotations
 
-import random
+import functools
 from typing import Any, Iterable, List, Optional, Tuple
 
-from .._clock import Clock
 from .._drivers.awaiting import drive
-from .._face import Face, twin
+from .._face import twin
 from .._fdb import Transactor, is_transaction
 from .._tree.engine import Pushed, TreeRequest
-from .._tree.ops import TreeOps, pushed
+from .._tree.ops import pushed
 from .._values import Value
-from ..weight_tree import WeightTree
+from ..weight_tree import TreeBase, WeightTree
 from ._combine import Combiner
 
 __all__ = ["AsyncWeightTree"]
 
 
 @twin(WeightTree)
-class AsyncWeightTree(Face[TreeOps]):
+class AsyncWeightTree(TreeBase):
     """A transactional pool of weighted items for asyncio code (see
     :class:`fdbrecipes.WeightTree`, and :class:`fdbrecipes.aio.AsyncQueue` for what
     ``tr``, shared transactions and cancellation mean here)."""
 
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        rng: Optional[random.Random] = None,
-        id_retention: float = 3600.0,
-        clock: Optional[Clock] = None,
-    ) -> None:
-        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock))
-        self._pushes: Combiner[TreeRequest, Pushed] = Combiner(self._ops.push_requests)
+    @functools.cached_property
+    def _pushes(self) -> Combiner[TreeRequest, Pushed]:
+        """The pushes of this object given a Database, in shared transactions."""
+        return Combiner(self._ops.push_requests)
 
     async def _push(self, tr: Transactor, request: TreeRequest) -> List[bytes]:
         if is_transaction(tr) or not request.batch:
