@@ -38,7 +38,14 @@ intersphinx_mapping = {
 # type variables: F of aio.transactional; V, the values of Queue[V] and the others
 # (explained on the API page)
 nitpick_ignore = [("py:class", "fdbrecipes.aio._transactional.F"),
-                  ("py:class", "fdbrecipes._values.V"), ("py:class", "V")]
+                  ("py:class", "fdbrecipes._values.V"), ("py:class", "V"),
+                  # the operations object of a face (Face[OpsT]), a lease type of the
+                  # protocol, an operation's result type
+                  ("py:class", "fdbrecipes._face.OpsT"), ("py:class", "fdbrecipes.protocol.L"),
+                  ("py:class", "fdbrecipes._drivers.blocking.T"),
+                  ("py:class", "fdbrecipes._drivers.awaiting.T"),
+                  # the blocking driver's interrupt, a testing aid of the library's own
+                  ("py:class", "fdbrecipes._drivers.blocking.Interrupt")]
 
 
 def public_name(app, env, node, contnode):

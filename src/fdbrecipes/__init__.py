@@ -18,19 +18,32 @@ from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.records import JobError, JobRecord, Progress
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
+from ._registry import RunningJob, WorkerInfo
 from ._retry import RetryStats
 from ._values import Value
-from .errors import FdbRecipesError, IncompleteBatchError, LeaseExpiredError, WorkTooLargeError
+from .errors import (
+    FdbRecipesError,
+    IncompleteBatchError,
+    JobCancelledError,
+    JobFailedError,
+    LeaseExpiredError,
+    ResultTooLargeError,
+    UnknownJobError,
+    WorkTooLargeError,
+)
 from .fair_queue import FairLease, FairQueue, FairStats
 from .jobs import (
     Backoff,
     Discard,
     EventSink,
     Job,
+    JobCancelled,
     JobFinished,
     JobStarted,
     Snooze,
+    TimeLimitExceeded,
     WorkerStopping,
 )
 from .priority_queue import PriorityQueue
@@ -59,24 +72,35 @@ __all__ = [
     "IncompleteBatchError",
     "InterruptedCall",
     "Job",
+    "JobCancelled",
+    "JobCancelledError",
+    "JobError",
+    "JobFailedError",
     "JobFinished",
+    "JobRecord",
     "JobStarted",
     "Lease",
     "LeaseInfo",
     "LeaseExpiredError",
     "PriorityQueue",
+    "Progress",
     "Queue",
     "Outcome",
     "QueueStats",
+    "ResultTooLargeError",
     "RetryStats",
+    "RunningJob",
     "Schedule",
     "Snooze",
+    "TimeLimitExceeded",
     "Transactor",
+    "UnknownJobError",
     "UnknownResultError",
     "Value",
     "WeightTree",
     "WorkTooLargeError",
     "Worker",
+    "WorkerInfo",
     "WorkerStopping",
     "__version__",
     "drive",

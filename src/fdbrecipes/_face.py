@@ -38,7 +38,7 @@ class Face(Generic[OpsT]):
 
     @property
     def ops(self) -> OpsT:
-        """The structure's operations object: what a Worker, a Schedule, the operator
+        """The structure's operations object, which a Worker, a Schedule, the operator
         commands and the metrics use (see :mod:`fdbrecipes.protocol`)."""
         return self._ops
 
@@ -68,19 +68,34 @@ class JobFace(Face[JobOpsT]):
         letter (None: never)."""
         return self._ops.max_deliveries
 
+    @property
+    def history(self) -> Optional[float]:
+        """How many seconds a finished job's record is kept, or None when the structure
+        keeps no job records."""
+        return self._ops.history
 
-def twin(sync: type) -> Callable[[C], C]:
+
+def twin(sync: type, public: Optional[str] = None) -> Callable[[C], C]:
     """A class decorator for the async twin of the class ``sync``: each public method
     without a docstring of its own gets that of the sync method of the same name,
-    after a line naming it."""
+    after a line naming it (as a method of ``fdbrecipes.<public>``: by default the
+    sync class's name); a property of its own without one gets the sync property's."""
+    owner = public or sync.__name__
+
     def document(cls: C) -> C:
+        for name, found in list(vars(cls).items()):
+            theirs = getattr(sync, name, None)
+            if isinstance(found, property) and found.__doc__ is None and \
+                    isinstance(theirs, property):
+                setattr(cls, name, property(found.fget, found.fset, found.fdel,
+                                            theirs.__doc__))
         for name, method in inspect.getmembers(cls, inspect.isfunction):
             if name.startswith("_") or method.__doc__ is not None:
                 continue
             original = getattr(sync, name, None)
             if original is None:
                 continue
-            method.__doc__ = (f"The async twin of :meth:`fdbrecipes.{sync.__name__}.{name}`, "
+            method.__doc__ = (f"The async twin of :meth:`fdbrecipes.{owner}.{name}`, "
                               "awaited without blocking the event loop.\n\n"
                               + inspect.cleandoc(original.__doc__ or ""))
         return cls

@@ -63,12 +63,13 @@ class Ids:
         """The key that remembers ``id_``."""
         return bytes(self.ids.pack((id_,)))
 
-    def check(self, tr: Any, ids: Iterable[Optional[bytes]]) -> Optional[IdChecks]:
-        """For pushes with ``ids`` (None: no id; no ids at all: no reads, None): start
-        reading each id's key (a read conflict on it) and, by snapshot, the oldest
-        scheduled expiries."""
+    def check(self, tr: Any, ids: Iterable[Optional[bytes]],
+              fresh: bool = False) -> Optional[IdChecks]:
+        """For pushes with ``ids`` (None: no id; no ids at all, and no ``fresh`` ids
+        made for the items: no reads, None): start reading each id's key (a read
+        conflict on it) and, by snapshot, the oldest scheduled expiries."""
         keys = {id_: self.key(id_) for id_ in ids if id_ is not None}
-        if not keys:
+        if not keys and not fresh:
             return None
         reads = {id_: tr.get(key) for id_, key in keys.items()}
         return IdChecks(keys, reads, self.start_collect(tr))
@@ -92,6 +93,13 @@ class Ids:
             tr.clear(self.gc.pack((read_le64(before[1:9]), id_)))
         tr.set(checks.keys[id_], value)
         checks.remembered[id_] = value
+
+    def fresh(self, tr: Any, checks: Optional[IdChecks], id_: bytes, value: bytes) -> None:
+        """Remember ``id_``, an id just made for an item (new: not read), its key
+        holding ``value``."""
+        tr.set(self.key(id_), value)
+        if checks is not None:
+            checks.remembered[id_] = value
 
     def start_collect(self, tr: Any) -> Range:
         """Start a snapshot read of the oldest scheduled expiries (no conflicts)."""

@@ -7,7 +7,7 @@ keys small.  Counters are little-endian int64 changed only by atomic operations.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -17,7 +17,8 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "LEASE", "RESULT", "Item", "OrderedLayout", "TreeLayout"]
+__all__ = ["DELAY", "LEASE", "RESULT", "FairLayout", "Item", "OrderedLayout", "RecordLayout",
+           "TreeLayout"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -57,6 +58,9 @@ class OrderedLayout:
         S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
         S/"x"/(died, item, died_at[, reason]) = value dead letters, oldest first
         S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
+        S/"j"/..., S/"o"/...                          job records (see RecordLayout)
+        S/"u"/...                                     the workers serving it (see
+                                                      _worker.registry)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
 
     The Queue's floor sorts after every item, inside the item range, so a push reads
@@ -227,7 +231,8 @@ class TreeLayout:
 class FairLayout:
     """Keys of a FairQueue::
 
-        S/"q"/(group,)/...        the group's items: a Queue's keys (OrderedLayout)
+        S/"q"/(group,)/...        the group's items: a Queue's keys (OrderedLayout; its
+                                  job records too, see RecordLayout)
         S/"p"/(group,)   = policy (share, limit, rate count, rate seconds), packed
         S/"r"/(group,)   = times  the group's latest claim times (for its rate)
         S/"a"/(group,)   = ''     the groups that were given work (``groups()``)
@@ -235,11 +240,13 @@ class FairLayout:
                                   group, weight: its share, id: the group)
         S/"w"/(time, group) = ''  when to look at a group's eligibility again
         S/"n"/("pushed",) = int64 the wake counter: every push, ack, release touches it
+        S/"o"/(expires_at, group, id) = ''  finished job records by when they go
+        S/"u"/...                 the workers serving it (see _worker.registry)
         S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
     """
 
-    __slots__ = ("active", "groups", "policies", "pushed", "rates", "subspace", "tree",
-                 "wakes", "wakes_range")
+    __slots__ = ("active", "expiry", "groups", "policies", "pushed", "rates", "subspace",
+                 "tree", "wakes", "wakes_range")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -251,6 +258,7 @@ class FairLayout:
         self.wakes = subspace["w"]
         self.wakes_range = self.wakes.range()
         self.pushed = bytes(subspace["n"].pack(("pushed",)))
+        self.expiry = subspace["o"]
 
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
@@ -259,3 +267,57 @@ class FairLayout:
     def wake_key(self, when: int, group: Any) -> bytes:
         """The key asking for ``group``'s eligibility to be looked at at ``when``."""
         return bytes(self.wakes.pack((when, group)))
+
+
+class RecordLayout:
+    """Keys of the job records of one queue (a structure made with ``history``)::
+
+        Q/"j"/(id, "a")    = (pushed_at, time_limit)        the push (time_limit: seconds
+                                                           or None)
+        Q/"j"/(id, "s")    = (state, attempts, due)         the state; due: when a delayed
+                                                           or retrying job is visible
+                                                           again (a clock reading), or None
+        Q/"j"/(id, "b")    = (started_at, worker, lease id) the attempt that began last
+        Q/"j"/(id, "f")    = (finished_at, expires_at)      when it finished, and is pruned
+        Q/"j"/(id, "e")    = (type, message, traceback)     the last error
+        Q/"j"/(id, "p")    = (fraction, message)            progress, as the handler set it
+        Q/"j"/(id, "r", n) = bytes                          the result, tuple-encoded, in
+                                                           chunks of :data:`RESULT_CHUNK`
+        Q/"j"/(id, "c")    = (requested_at,)                a cancel request, while it runs
+        Q/"n"/("terms",)   = int64                          jobs pushed with a time limit or
+                                                           cancelled while they ran (atomic
+                                                           ADD): a claim reads each job's
+                                                           "a" and "c" only when it is not 0
+        S/"o"/(expires_at, *where, id) = ''                 finished records, by when they go
+
+    ``Q`` is the queue's subspace (a FairQueue's group's, ``S/"q"/(group,)``), ``S``
+    the structure's, and ``where`` locates the queue in it: ``()``, or ``(group,)``.
+    Times are wall-clock seconds (``time.time()`` of the client that wrote them).
+    """
+
+    __slots__ = ("expiry", "jobs", "prefix", "terms", "where")
+
+    #: The tuple encoding of each part's name: a record's key is the encoding of
+    #: ``(id,)`` under ``jobs``, then that of ``(part,)`` (tuple encodings concatenate).
+    PARTS: ClassVar[Dict[str, bytes]] = {
+        part: _pack((part,)) for part in ("a", "s", "b", "f", "e", "p", "c")}
+
+    def __init__(self, queue: Subspace, expiry: Subspace, where: Tuple[Any, ...] = ()) -> None:
+        self.jobs = queue["j"]
+        self.prefix = bytes(self.jobs.key())
+        self.terms = bytes(queue["n"].pack(("terms",)))
+        self.expiry = expiry
+        self.where = where
+
+    def key(self, id_: bytes, part: str) -> bytes:
+        """The key of one part of job ``id_``'s record (``jobs.pack((id_, part))``,
+        built from its parts)."""
+        return self.prefix + _pack((id_,)) + self.PARTS[part]
+
+    def chunk(self, id_: bytes, n: int) -> bytes:
+        """The key of chunk ``n`` of job ``id_``'s result."""
+        return bytes(self.jobs.pack((id_, "r", n)))
+
+    def expiry_key(self, expires_at: float, id_: bytes) -> bytes:
+        """The key of job ``id_``'s entry in the index of finished records."""
+        return bytes(self.expiry.pack((expires_at, *self.where, id_)))

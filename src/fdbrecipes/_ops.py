@@ -11,13 +11,36 @@ run a call: the subspace, the retry loop with its counters and receipts
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 from fdb.subspace_impl import Subspace
 
+from ._fdb import Gen, Transactor, check_transactor
 from ._hooks import Hooks
-from ._retry import RetryLoop, RetryStats
-from ._values import check_int, check_seconds
+from ._operation import Attempt
+from ._ordered.history import (
+    PRUNE_BATCH,
+    Finished,
+    cancelled,
+    finished_or,
+    outcome,
+    prune,
+    report,
+    settled,
+)
+from ._ordered.records import JobRecord, Progress, Records
+from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
+from ._retry import RetryLoop, RetryStats, read
+from ._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
+from ._waiting import Readiness, Wake, wait_until_ready
+from .errors import UnknownJobError
+
+if TYPE_CHECKING:
+    from ._ordered.listing import Listing
+
+T = TypeVar("T")
+#: Where a queue is in its structure: ``()``, or a FairQueue group's ``(group,)``.
+Where = Tuple[Any, ...]
 
 __all__ = ["JobOps", "Ops"]
 
@@ -47,18 +70,199 @@ class Ops:
 
 class JobOps(Ops):
     """The base of the operations objects whose items are jobs (those of Queue,
-    PriorityQueue and FairQueue).
+    PriorityQueue and FairQueue): their job records and workers.
+
+    A structure is made of queues (a FairQueue, one per group), each located by a
+    ``where`` (``()``, or ``(group,)``); a subclass says how to find one
+    (:meth:`listing_at`), which one a lease is of (:meth:`lease_where`) and how it
+    acks leases with results (:meth:`ack_results`).
 
     Attributes:
         id_retention: seconds an idempotency id is remembered after its item left.
         max_deliveries: deliveries after which a lease that ends without ack makes its
             item a dead letter (None: never).
+        history: seconds a finished job's record is kept (None: no job records).
+        registry: the workers serving the structure (see :mod:`._registry`).
     """
 
-    def __init__(self, subspace: Subspace, id_retention: Any,
-                 max_deliveries: Any) -> None:
+    def __init__(self, subspace: Subspace, id_retention: Any, max_deliveries: Any,
+                 history: Any = None) -> None:
         if max_deliveries is not None:
             check_int(max_deliveries, "max_deliveries", low=1)
         self.id_retention = check_seconds(id_retention, "id_retention")
         self.max_deliveries: Optional[int] = max_deliveries
+        self.history = None if history is None else check_seconds(history, "history")
         super().__init__(subspace)
+        self.registry = Registry(subspace["u"])
+
+    def workers(self, tr: Any, gone: bool = False) -> Gen[List[WorkerInfo]]:
+        """The live workers serving the structure (``gone``: and the records of those
+        gone, not yet cleared); snapshot reads."""
+        return read(tr, self.registry.workers, gone)
+
+    def command(self, tr: Any, worker: Any, command: Any) -> Gen[bool]:
+        """Ask ``worker`` (its id) to ``command``: "quiet" or "stop"; False if no live
+        worker has that id."""
+        if type(worker) is not str or not worker:
+            raise TypeError(f"worker must be a worker's id (a str), not {worker!r}")
+        if command not in (QUIET, STOP):
+            raise ValueError(f"command must be 'quiet' or 'stop', not {command!r}")
+        return self.loop(tr, self.commanding, worker, command)
+
+    def commanding(self, tr: Any, attempt: Attempt, worker: str, command: str) -> Gen[bool]:
+        """The operation of :meth:`command`."""
+        done: bool = yield from self.registry.command(tr, worker, command)
+        attempt.idle = not done
+        return done
+
+    # -- what a subclass says ------------------------------------------------------------
+
+    def listing_at(self, where: Where) -> Listing:
+        """The listing (records, states, cancels) of the queue at ``where``."""
+        raise NotImplementedError
+
+    def lease_where(self, lease: Any) -> Where:
+        """Where the queue of ``lease`` (a Lease, or its token) is."""
+        raise NotImplementedError
+
+    def check_lease(self, lease: Any, name: str) -> Any:
+        """``lease`` if it is one of this structure's (a Lease, or its token)."""
+        raise NotImplementedError
+
+    def ack_results(self, tr: Any, attempt: Attempt, leases: List[Any],
+                    results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:
+        """Ack every lease of ``leases`` still alive, each job's record with its result
+        and its final state (succeeded, or cancelled); for each, whether it was
+        acked."""
+        raise NotImplementedError
+
+    def removing(self, tr: Any, attempt: Attempt, where: Where, op: Callable[..., Gen[T]],
+                 *args: Any) -> Gen[T]:
+        """``op(tr, attempt, *args)``, which may remove an item of the queue at
+        ``where`` (a FairQueue revises the group's eligibility after it)."""
+        return op(tr, attempt, *args)
+
+    def records_at(self, where: Where) -> Records:
+        """The job records of the queue at ``where``."""
+        records: Records = self.listing_at(where).engine.records
+        return records
+
+    @property
+    def expiry(self) -> Subspace:
+        """The index of finished job records (see :class:`._layout.RecordLayout`)."""
+        return self.records_at(()).keys.expiry
+
+    # -- job records -------------------------------------------------------------------
+
+    def job_at(self, tr: Transactor, id_: bytes, where: Where) -> Gen[Optional[JobRecord]]:
+        """Job ``id_``'s record (of the queue at ``where``) as it is at the read
+        version; None if unknown."""
+        return read(tr, self.listing_at(where).job, id_)
+
+    def result_at(self, db: Any, id_: bytes, where: Where, timeout: Any) -> Gen[Any]:
+        """Wait until job ``id_`` is finished; its result (or raise its failure)."""
+        check_timeout(timeout)
+        key = self.records_at(where).keys.key(id_, "s")
+        wake = Wake(key, self.is_finished, (id_, where), self.hooks)
+        if not (yield from wait_until_ready(db, timeout, wake)):
+            raise TimeoutError(f"job {id_!r} did not finish within {timeout} s")
+        record = yield from read(db, self.listing_at(where).job, id_)
+        if record is None:
+            raise UnknownJobError(id_)
+        return outcome(record)
+
+    def is_finished(self, tr: Any, id_: bytes, where: Where) -> Gen[Readiness]:
+        """Whether job ``id_`` is finished (a readiness check, see :class:`Wake`)."""
+        return finished_or((yield from self.listing_at(where).state_of(tr, id_)), id_)
+
+    def cancel_at(self, tr: Transactor, id_: bytes, where: Where) -> Gen[Optional[str]]:
+        """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
+        return self.loop(tr, self.cancelling, id_, where)
+
+    def cancelling(self, tr: Any, attempt: Attempt, id_: bytes,
+                   where: Where) -> Gen[Optional[str]]:
+        """The operation of :meth:`cancel_at`: a running job's holder is told."""
+        state, holder = yield from self.removing(tr, attempt, where,
+                                                 self.listing_at(where).cancel, id_)
+        return cancelled(tr, self.registry, state, holder, where[0] if where else None, id_)
+
+    def prune(self, tr: Transactor, limit: Any = None) -> Gen[int]:
+        """Forget up to ``limit`` (all when None) job records whose time is up, in
+        transactions of :data:`PRUNE_BATCH` given a Database; how many index entries
+        went."""
+        return self.loop.counted(tr, self.pruning, check_limit(limit), PRUNE_BATCH, "prune",
+                                 "job records")
+
+    def pruning(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
+        """One transaction of :meth:`prune`."""
+        return prune(tr, attempt, self.expiry, self.records_at, limit)
+
+    def finish_many(self, tr: Transactor, finished: Sequence[Finished]) -> Gen[List[bool]]:
+        """Ack the jobs of ``finished`` (see :class:`fdbrecipes.protocol.Workable`)."""
+        batch = materialize(finished, "finished")
+        for i, f in enumerate(batch):
+            if not isinstance(f, Finished):
+                raise TypeError(f"finished[{i}] must be a Finished, not {type(f).__name__}")
+            self.check_lease(f.lease, f"finished[{i}].lease")
+        if len(batch) > MAX_TAKE:
+            raise ValueError(f"finished: at most {MAX_TAKE:,} per call, got {len(batch):,}")
+        if not batch:
+            check_transactor(tr)
+            return []
+        return (yield from self.loop(tr, self.finishing, batch))
+
+    def finishing(self, tr: Any, attempt: Attempt, finished: List[Finished]) -> Gen[List[bool]]:
+        """The operation of :meth:`finish_many`: the acks, then, for each job acked,
+        its progress, its error beside a success and its follow-up work."""
+        done = yield from self.ack_results(tr, attempt, [f.lease for f in finished],
+                                           [f.result for f in finished],
+                                           [f.state for f in finished])
+        for f, acked in zip(finished, done):
+            if acked:
+                yield from settled(tr, self.records_at(self.lease_where(f.lease)), f)
+        return done
+
+    def report(self, tr: Transactor, reports: Sequence[Tuple[Any, Progress]]) -> Gen[None]:
+        """Write the progress of running jobs (``(lease, Progress)`` pairs)."""
+        return self.loop.idempotent(tr, self.reporting, list(reports))
+
+    def reporting(self, tr: Any, _attempt: Attempt,
+                  reports: List[Tuple[Any, Progress]]) -> Gen[None]:
+        """The operation of :meth:`report`."""
+        yield from ()  # an operation (a generator), though it waits for nothing
+        report(tr, [self.records_at(self.lease_where(lease)) for lease, _ in reports], reports)
+
+    # -- the workers -------------------------------------------------------------------
+
+    def beat(self, tr: Transactor, info: WorkerInfo) -> Gen[None]:
+        """Write worker ``info.id``'s record (and clear a few of workers gone)."""
+        return self.loop.idempotent(tr, self.beating, info)
+
+    def beating(self, tr: Any, _attempt: Attempt, info: WorkerInfo) -> Gen[None]:
+        """The operation of :meth:`beat`."""
+        return self.registry.beat(tr, info)
+
+    def leave(self, tr: Transactor, worker: str) -> Gen[None]:
+        """Clear ``worker``'s record, command and cancels: it stopped."""
+        return self.loop.idempotent(tr, self.leaving, worker)
+
+    def leaving(self, tr: Any, _attempt: Attempt, worker: str) -> Gen[None]:
+        """The operation of :meth:`leave`."""
+        yield from ()  # an operation (a generator), though it waits for nothing
+        self.registry.forget(tr, worker)
+
+    def orders(self, db: Any, worker: str, timeout: Optional[float]) -> Gen[Orders]:
+        """Wait on a watch until operators ask something of ``worker`` (a command, a
+        cancel) or ``timeout`` passes; what they asked (nothing if none), cleared as
+        it is read."""
+        wake = Wake(self.registry.wake_key(worker), self.registry.has_orders, (worker,),
+                    self.hooks)
+        if not (yield from wait_until_ready(db, timeout, wake)):
+            return Orders(None, [])
+        return (yield from self.loop(db, self.taking_orders, worker))
+
+    def taking_orders(self, tr: Any, attempt: Attempt, worker: str) -> Gen[Orders]:
+        """The reading (and clearing) of :meth:`orders`."""
+        orders: Orders = yield from self.registry.orders(tr, worker)
+        attempt.idle = orders.command is None and not orders.cancels
+        return orders

@@ -15,11 +15,13 @@ from ._clock import Clock
 from ._drivers.blocking import drive
 from ._face import JobFace
 from ._fdb import Transactor
+from ._jobs_face import JobMethods
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import QueueStats
+from ._ordered.engine import PushRequest, QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.ops import LeaseLike, OrderedOps
+from ._ordered.records import JobError, JobRecord
 from ._values import V
 
 __all__ = ["OrderedBase", "OrderedFace"]
@@ -40,16 +42,20 @@ class OrderedBase(JobFace[OrderedOps[V]]):
         id_retention: float = 3600.0,
         result_timeout: float = 10.0,
         max_deliveries: Optional[int] = None,
+        history: Optional[float] = None,
     ) -> None:
         super().__init__(self._ops_class(
             subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
-            result_timeout=result_timeout, max_deliveries=max_deliveries))
+            result_timeout=result_timeout, max_deliveries=max_deliveries, history=history))
 
 
-class OrderedFace(OrderedBase[V]):
+class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
     """The sync methods Queue and PriorityQueue share (see those classes)."""
 
-
+    def _push(self, tr: Transactor, request: PushRequest) -> PushRequest:
+        """Push a checked request; the request (which names its items' ids)."""
+        drive(self._ops.push(tr, request))
+        return request
 
     # -- size, stats, clear ----------------------------------------------------------
 
@@ -167,7 +173,8 @@ class OrderedFace(OrderedBase[V]):
         return drive(self._ops.extend_many(tr, leases, seconds))
 
     def release(self, tr: Transactor, lease: LeaseLike, *,
-                delay: Optional[float] = None, count: bool = True) -> bool:
+                delay: Optional[float] = None, count: bool = True,
+                error: Optional[JobError] = None) -> bool:
         """Give a claimed item back, at its original place in the order: visible at
         once, or ``delay`` seconds from now (retry with backoff).
 
@@ -175,25 +182,30 @@ class OrderedFace(OrderedBase[V]):
         ``max_deliveries`` times it goes to the dead letters instead.  With
         ``count=False`` no delivery is counted (the item was not worked on: a
         worker shutting down, a job snoozed) and it never dies of this.  Returns
-        False (and changes nothing) when the lease had already expired.  Reads the
-        lease (read conflict), moves the item, touches the wake key.  Cost: 1 read,
-        1 round trip, O(1) in n.
+        False (and changes nothing) when the lease had already expired.  With
+        ``error`` (a :class:`fdbrecipes.JobError`, what the job failed with), a
+        structure with ``history`` records it in the job's record, and a job that dies
+        of this release gets ``Type: message`` as its dead letter's reason.  Reads the
+        lease (read conflict), moves the item (and its record), touches the wake key.
+        Cost: 1 read, 1 round trip, O(1) in n.
         """
-        return drive(self._ops.release(tr, lease, delay, count))
+        return drive(self._ops.release(tr, lease, delay, count, error))
 
-    def bury(self, tr: Transactor, lease: LeaseLike,
-             reason: Optional[str] = None) -> bool:
+    def bury(self, tr: Transactor, lease: LeaseLike, reason: Optional[str] = None, *,
+             error: Optional[JobError] = None) -> bool:
         """Move a claimed item to the dead letters now, whatever its deliveries, with
         ``reason`` (see :attr:`fdbrecipes.DeadLetter.reason`): work that must not be
-        tried again.  Returns False (and changes nothing) when the lease had already
-        expired.  Reads the lease (read conflict), moves the item.  Cost: 1 read, 1
+        tried again (``error``: as for :meth:`release`, kept in the job's record).
+        Returns False (and changes nothing) when the lease had already expired.  Reads
+        the lease (read conflict), moves the item (and its record).  Cost: 1 read, 1
         round trip, O(1) in n.
 
         Raises:
             TypeError or ValueError: ``lease`` is not a Lease or a token; ``reason`` is
-                not None or a str of at most 1,000 characters.
+                not None or a str of at most 1,000 characters; ``error`` is not a
+                JobError.
         """
-        return drive(self._ops.bury(tr, lease, reason))
+        return drive(self._ops.bury(tr, lease, reason, error))
 
     # -- stuck work ----------------------------------------------------------------
 
@@ -232,6 +244,60 @@ class OrderedFace(OrderedBase[V]):
             TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
         """
         return drive(self._ops.remove(tr, id))
+
+    # -- job records -----------------------------------------------------------------
+
+    def job(self, tr: Transactor, id: bytes) -> Optional[JobRecord]:
+        """The record of job ``id`` (the id given to, or returned by, ``push``) as it is
+        at the transaction's read version: its state, attempts, times, worker, last
+        error, progress and result (see :class:`fdbrecipes.JobRecord`); None if no
+        record has that id (never pushed, pushed without ``history``, or pruned).  A
+        running job whose lease has expired reads as ``retrying`` (``dead`` on its
+        last delivery), a delayed one whose delay has passed as ``pending``, before
+        any write says so.
+
+        Reads the record (one range read, a read conflict on it), the clock and, while
+        the job runs, its lease (a read conflict).  Cost: 1 to 2 round trips, O(1) in
+        n (plus the result's size).
+
+        Raises:
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
+        return drive(self._ops.job(tr, id))
+
+    def result(self, db: Any, id: bytes, timeout: Optional[float] = None) -> Any:
+        """Block until job ``id`` is finished (or ``timeout`` seconds pass); its result:
+        what its handler returned (None if nothing).
+
+        Waits on a watch of the record's state (woken by the transaction that
+        finishes the job, or when its lease or delay ends), then reads the record.
+        Needs a Database.  Cost per wake-up: 1 to 2 round trips.
+
+        Raises:
+            UnknownJobError: no record has that id.
+            JobFailedError: the job is dead (``.record`` holds its last error).
+            JobCancelledError: the job was cancelled.
+            ResultTooLargeError: it succeeded, but its result was not kept.
+            TimeoutError: ``timeout`` passed first.
+        """
+        return drive(self._ops.result(db, id, timeout))
+
+    def cancel(self, tr: Transactor, id: bytes) -> Optional[str]:
+        """Cancel job ``id``; what became of it: ``"cancelled"`` (it was pending,
+        delayed or retrying: removed, its record cancelled), ``"cancelling"`` (it runs:
+        its worker is told through the key it watches, stops it and settles its lease
+        as cancelled, not retried), its finished state (``"succeeded"``, ``"dead"``,
+        ``"cancelled"``: nothing changed), or None (no such job).
+
+        Reads the record and the job's place as :meth:`job` does, and the item (read
+        conflicts); removes it, or writes the cancel request and touches the worker's
+        key (atomic).  Conflicts with a concurrent take or settle of the same job.
+        Cost: 2 to 3 round trips, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
+        return drive(self._ops.cancel(tr, id))
 
     # -- dead letters --------------------------------------------------------------
 

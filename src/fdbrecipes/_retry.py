@@ -108,6 +108,44 @@ class RetryLoop:
         twice without harm (a range clear)."""
         return run(tr, op, args, stats=self.stats)
 
+    def counted(self, tr: Transactor, op: Callable[..., Gen[int]], limit: Optional[int],
+                most: int, name: str, what: str,
+                count: Optional[Callable[..., Gen[int]]] = None) -> Gen[int]:
+        """``op(transaction, attempt, k)``, which handles ``k`` things at most and says
+        how many, over ``limit`` of them (all when None).
+
+        Given a Transaction, one call of at most ``most``: a larger ``limit`` is refused,
+        and so is None when ``count(transaction)`` (if given) finds more than ``most``;
+        without ``count``, None means ``most``.  Given a Database or Tenant, calls of
+        at most ``most``, each in its own transaction, until ``limit`` are done or one
+        handles none.  The total handled.
+
+        Raises:
+            ValueError: given a Transaction, more than ``most`` (the message names the
+                call ``name`` and what it counts, ``what``).
+        """
+        if limit == 0:
+            check_transactor(tr)
+            return 0
+        if is_transaction(tr):
+            if limit is None:
+                if count is not None and (yield from read(tr, count)) > most:
+                    raise ValueError(f"{name}: more than {most:,} {what} for one "
+                                     "transaction; pass a Database (it splits the work)")
+                limit = most
+            elif limit > most:
+                raise too_many("limit", most, limit, what)
+            done: int = yield from self(tr, op, limit)
+            return done
+        total = 0
+        while limit is None or total < limit:
+            ask = most if limit is None else min(most, limit - total)
+            moved: int = yield from self(tr, op, ask)
+            total += moved
+            if moved == 0:
+                break
+        return total
+
     def batches(self, tr: Transactor, op: Callable[..., Gen[List[T]]], n: int,
                 args: Sequence[Any], most: int, batch: int,
                 budgeted: bool = False, what: str = "") -> Gen[List[T]]:

@@ -263,8 +263,10 @@ def _check_encodable(value: Any, name: str, nested: bool) -> None:
     )
 
 
-def encode_value(value: Any, name: str = "value") -> bytes:
-    """Tuple-pack one value; raise TypeError/ValueError naming ``name`` if impossible.
+def encode_value(value: Any, name: str = "value", limit: int = MAX_VALUE_BYTES) -> bytes:
+    """Tuple-pack one value; raise TypeError/ValueError naming ``name`` if impossible,
+    or if it encodes to more than ``limit`` bytes (a value FoundationDB stores under
+    one key, unless said otherwise).
 
     Only types that round-trip exactly are accepted (subclasses such as IntEnum,
     lists and the tuple layer's Versionstamp are refused).  ``None`` is refused at top
@@ -275,11 +277,10 @@ def encode_value(value: Any, name: str = "value") -> bytes:
         packed: bytes = fdb.tuple.pack((value,))
     except Exception as e:  # UnicodeEncodeError, struct.error for ints beyond 2**2040
         raise ValueError(f"{name} cannot be tuple-encoded: {e}") from None
-    if len(packed) > MAX_VALUE_BYTES:
-        raise ValueError(
-            f"{name} encodes to {len(packed):,} bytes; FoundationDB stores at most "
-            f"{MAX_VALUE_BYTES:,} bytes per value"
-        )
+    if len(packed) > limit:
+        what = "FoundationDB stores" if limit == MAX_VALUE_BYTES else "the limit is"
+        raise ValueError(f"{name} encodes to {len(packed):,} bytes; {what} at most "
+                         f"{limit:,} bytes per value")
     return packed
 
 

@@ -71,15 +71,15 @@ def bench(args: argparse.Namespace) -> int:
 COMMANDS = (
     Command("demo", "push and pop through every structure", demo),
     Command("bench", "run the benchmark suite (table + PNG chart)", bench, bench_options),
-    *(Command(op.name, op.help, op.main, op.arguments) for op in admin.OPERATIONS),
-    *(Command(op.name, op.help, op.main, op.arguments) for op in admin.SERVICES),
+    *(Command(op.name, op.help, op.main, op.arguments)
+      for op in admin.OPERATIONS + admin.JOBS + admin.SERVICES),
 )
 
 #: What ``fdbrecipes --help`` says after the list of commands.
 EPILOG = (
     "Operator commands (stats, peek, dead, requeue-dead, purge-dead, push, leases, "
-    "delayed, remove, worker, metrics) act on a structure of a running cluster "
-    "(--cluster-file, default $FDB_CLUSTER_FILE; no server is started), named by "
+    "delayed, remove, job, cancel, workers, worker, metrics) act on a structure of a "
+    "running cluster (--cluster-file, default $FDB_CLUSTER_FILE; no server is started), named by "
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
     "weight-tree, recognised when not given; --group GROUP for a fair-queue's groups), "
     "e.g. 'fdbrecipes stats --directory app/jobs'.  "
@@ -115,6 +115,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command is None:  # plain "fdbrecipes": what it can do
         parser.print_help()
         return 0
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a supervisor reruns
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)
 

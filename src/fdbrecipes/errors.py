@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, List
 
-__all__ = ["FdbRecipesError", "IncompleteBatchError", "LeaseExpiredError", "WorkTooLargeError"]
+__all__ = ["FdbRecipesError", "IncompleteBatchError", "JobCancelledError", "JobFailedError",
+           "LeaseExpiredError", "ResultTooLargeError", "UnknownJobError", "WorkTooLargeError"]
 
 
 class FdbRecipesError(Exception):
@@ -46,3 +47,59 @@ class IncompleteBatchError(FdbRecipesError):
         super().__init__(f"the batch stopped after {len(result):,} results; they are in "
                          "this error's result (see __cause__ for why it stopped)")
         self.result = result
+
+
+class UnknownJobError(FdbRecipesError, LookupError):
+    """No job has this id: never pushed (or pushed without ``history``), or its record
+    was pruned after ``history`` seconds.
+
+    Attributes:
+        id: the id asked for.
+    """
+
+    def __init__(self, id_: bytes) -> None:
+        super().__init__(f"no job {id_!r}: unknown id, or its record was pruned")
+        self.id = id_
+
+
+class JobFailedError(FdbRecipesError):
+    """``result()`` of a job that failed for good (a dead letter): its record says
+    why (``record.error``: type, message, traceback).
+
+    Attributes:
+        record: the job's :class:`~fdbrecipes.JobRecord`.
+    """
+
+    def __init__(self, record: Any) -> None:
+        error = record.error
+        why = f"{error.type}: {error.message}" if error is not None else "no error recorded"
+        super().__init__(f"job {record.id!r} failed after {record.attempts} attempt(s): {why}")
+        self.record = record
+
+
+class JobCancelledError(FdbRecipesError):
+    """``result()`` of a job that was cancelled.
+
+    Attributes:
+        record: the job's :class:`~fdbrecipes.JobRecord`.
+    """
+
+    def __init__(self, record: Any) -> None:
+        super().__init__(f"job {record.id!r} was cancelled")
+        self.record = record
+
+
+class ResultTooLargeError(FdbRecipesError, ValueError):
+    """A job's result encodes to more than :data:`fdbrecipes.jobs.MAX_RESULT_BYTES`.
+
+    Raised by ``result()`` of a job that succeeded but whose result was not kept (its
+    handler's return value was too large: the job was acked all the same, its record
+    says so in ``error``).
+
+    Attributes:
+        record: the job's :class:`~fdbrecipes.JobRecord`, or None.
+    """
+
+    def __init__(self, message: str, record: Any = None) -> None:
+        super().__init__(message)
+        self.record = record

@@ -24,8 +24,10 @@ from ._fair.engine import FairLease, Policy
 from ._fair.ops import FairOps, FairStats
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
+from ._jobs_face import JobMethods
 from ._ordered.dead import DeadLetter
 from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.records import JobError, JobRecord
 from ._values import Value
 
 __all__ = ["FairBase", "FairLease", "FairQueue", "FairStats", "Policy"]
@@ -40,13 +42,14 @@ class FairBase(JobFace[FairOps]):
 
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
-                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
+                 id_retention: float = 3600.0, clock: Optional[Clock] = None,
+                 history: Optional[float] = None) -> None:
         super().__init__(FairOps(subspace, default_share=default_share,
                                  default_limit=default_limit, max_deliveries=max_deliveries,
-                                 id_retention=id_retention, clock=clock))
+                                 id_retention=id_retention, clock=clock, history=history))
 
 
-class FairQueue(FairBase):
+class FairQueue(FairBase, JobMethods[FairOps]):
     """A transactional queue per group, served by weighted lottery (see the module
     docstring).
 
@@ -65,6 +68,8 @@ class FairQueue(FairBase):
         id_retention: seconds an idempotency id (per group) is remembered after its
             item left.
         clock: where leases and delays read the time (default: the cluster's).
+        history: keep a record of each job (per group), finished ones for this many
+            seconds, as for :class:`fdbrecipes.Queue` (None: no records).
 
     Example::
 
@@ -75,9 +80,6 @@ class FairQueue(FairBase):
         if lease is not None:
             jobs.ack(db, lease)
     """
-
-
-
 
     # -- groups --------------------------------------------------------------------------
 
@@ -124,9 +126,11 @@ class FairQueue(FairBase):
     # -- pushing ---------------------------------------------------------------------------
 
     def push(self, tr: Transactor, value: Value, *, group: Group,
-             id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
-        """Append ``value`` to ``group``'s queue (``id`` and ``delay`` as for
-        :meth:`fdbrecipes.Queue.push`; ids are per group).
+             id: Optional[bytes] = None, delay: Optional[float] = None,
+             time_limit: Optional[float] = None) -> Optional[bytes]:
+        """Append ``value`` to ``group``'s queue (``id``, ``delay`` and ``time_limit``
+        as for :meth:`fdbrecipes.Queue.push`; ids are per group); the item's id, as
+        Queue.push returns it.
 
         Reads, as Queue.push, the group's last item (snapshot); then the group's
         membership in the lottery (a read conflict on it) and, when the group is not
@@ -137,15 +141,21 @@ class FairQueue(FairBase):
         not.  Cost: 1 to 3 round trips.
 
         Raises:
-            TypeError or ValueError: bad value, group, id or delay.
+            TypeError or ValueError: bad value, group, id, delay or time_limit.
         """
-        drive(self._ops.push(tr, self._ops.request(group, value, id, delay)))
+        request = self._ops.request(group, value, id, delay, time_limit)
+        drive(self._ops.push(tr, request))
+        return request.request.item_id(0)
 
     def push_many(self, tr: Transactor, values: Iterable[Value], *, group: Group,
-                  delay: Optional[float] = None) -> None:
+                  delay: Optional[float] = None,
+                  time_limit: Optional[float] = None) -> List[bytes]:
         """Append every value to ``group``'s queue, in order, in one transaction (as
-        :meth:`push`; the batch is checked whole first)."""
-        drive(self._ops.push(tr, self._ops.requests(group, values, delay)))
+        :meth:`push`; the batch is checked whole first); with ``history``, the ids
+        made for them (otherwise ``[]``)."""
+        request = self._ops.requests(group, values, delay, time_limit)
+        drive(self._ops.push(tr, request))
+        return list(request.request.ids)
 
     # -- claiming -------------------------------------------------------------------------
 
@@ -240,22 +250,42 @@ class FairQueue(FairBase):
         return drive(self._ops.extend_many(tr, leases, seconds))
 
     def release(self, tr: Transactor, lease: Union[FairLease, bytes], *,
-                delay: Optional[float] = None, count: bool = True) -> bool:
+                delay: Optional[float] = None, count: bool = True,
+                error: Optional[JobError] = None) -> bool:
         """Give a claimed item back to its group (see
         :meth:`fdbrecipes.Queue.release`), freeing its slot."""
-        return drive(self._ops.release(tr, lease, delay, count))
+        return drive(self._ops.release(tr, lease, delay, count, error))
 
     def bury(self, tr: Transactor, lease: Union[FairLease, bytes],
-             reason: Optional[str] = None) -> bool:
+             reason: Optional[str] = None, *, error: Optional[JobError] = None) -> bool:
         """Move a claimed item to its group's dead letters now (see
         :meth:`fdbrecipes.Queue.bury`), freeing its slot."""
-        return drive(self._ops.bury(tr, lease, reason))
+        return drive(self._ops.bury(tr, lease, reason, error))
+
+    # -- job records ------------------------------------------------------------------------
+
+    def job(self, tr: Transactor, id: bytes, *, group: Group) -> Optional[JobRecord]:
+        """The record of ``group``'s job ``id`` (as :meth:`fdbrecipes.Queue.job`, in
+        the group's queue); None if unknown."""
+        return drive(self._ops.job(tr, group, id))
+
+    def result(self, db: Any, id: bytes, *, group: Group,
+               timeout: Optional[float] = None) -> Any:
+        """Block until ``group``'s job ``id`` is finished; its result (as
+        :meth:`fdbrecipes.Queue.result`)."""
+        return drive(self._ops.result(db, group, id, timeout))
+
+    def cancel(self, tr: Transactor, id: bytes, *, group: Group) -> Optional[str]:
+        """Cancel ``group``'s job ``id`` (as :meth:`fdbrecipes.Queue.cancel`); then the
+        group leaves the lottery, or the index of groups, if the job was what kept it
+        there.  Cost: 2 to 5 round trips."""
+        return drive(self._ops.cancel(tr, group, id))
 
     # -- one group's contents ---------------------------------------------------------------
 
     def stats(self, tr: Transactor, group: Optional[Group] = None
               ) -> Union[FairStats, Dict[Group, FairStats]]:
-        """``group``'s :class:`FairStats`; without a group, those of every group of
+        """``group``'s :class:`~fdbrecipes.FairStats`; without a group, those of every group of
         :meth:`groups`.  Snapshot reads of each group's counters and front (as
         Queue.stats), and its policy; the groups' reads go out side by side.  Cost: 1
         round trip for a group, a few per 500 groups."""

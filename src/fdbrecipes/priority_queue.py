@@ -47,24 +47,31 @@ class PriorityQueue(OrderedFace[V]):
     _ops_class = PriorityQueueOps
 
     def push(self, tr: Transactor, value: V, priority: int, *,
-             id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
-        """Add ``value`` with ``priority``, after the items already at that priority.
+             id: Optional[bytes] = None, delay: Optional[float] = None,
+             time_limit: Optional[float] = None) -> Optional[bytes]:
+        """Add ``value`` with ``priority``, after the items already at that priority;
+        the item's id (see :meth:`fdbrecipes.Queue.push`).
 
-        ``id`` makes the push idempotent and ``delay`` hides the item for that many
-        seconds, as for :meth:`fdbrecipes.Queue.push`.  Reads the last key of that
-        priority and the floor with snapshot reads (no read conflict); writes the item
-        and the counters.  Conflicts with: nothing, except a concurrent push of the
-        same ``id``.  Cost: 1 round trip, O(1) in n.
+        ``id`` makes the push idempotent, ``delay`` hides the item for that many
+        seconds and ``time_limit`` limits the job, as for
+        :meth:`fdbrecipes.Queue.push`.  Reads the last key of that priority and the
+        floor with snapshot reads (no read conflict); writes the item (and, with
+        ``history``, its job record) and the counters.  Conflicts with: nothing,
+        except a concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
 
         Raises:
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
-                (bools and floats are refused), bad ``id`` or ``delay``.
+                (bools and floats are refused), bad ``id``, ``delay`` or
+                ``time_limit``.
         """
-        drive(self._ops.push(tr, self._ops.request(value, priority, id, delay)))
+        return self._push(tr, self._ops.request(value, priority, id, delay,
+                                                time_limit)).item_id(0)
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
-                  delay: Optional[float] = None) -> None:
-        """Add every ``(value, priority)`` pair in one transaction.
+                  delay: Optional[float] = None,
+                  time_limit: Optional[float] = None) -> List[bytes]:
+        """Add every ``(value, priority)`` pair in one transaction; the ids made for
+        them with ``history`` (see :meth:`fdbrecipes.Queue.push_many`).
 
         The batch is checked whole before anything is written.  One snapshot read per
         distinct priority, issued in parallel.  Cost: 1 round trip.
@@ -73,7 +80,7 @@ class PriorityQueue(OrderedFace[V]):
             TypeError or ValueError: any pair is invalid (the message names its index), or
                 the batch would exceed FoundationDB's 10 MB transaction limit.
         """
-        drive(self._ops.push(tr, self._ops.requests(items, delay)))
+        return list(self._push(tr, self._ops.requests(items, delay, time_limit)).ids)
 
     def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest item of the lowest priority; None when empty.

@@ -14,8 +14,10 @@ nothing of a structure but its operations object, through these protocols:
   Queue and PriorityQueue operations are inspectable; so is one group of a FairQueue
   (``fair.ops.group_queue(group)``).
 * :class:`Workable`: what a worker and a schedule need: claim a batch under leases,
-  settle leases in batches, wait for work, push a job.  Queue, PriorityQueue and
-  FairQueue operations are workable.
+  settle leases in batches (with each job's result and follow-up work), wait for
+  work, push a job, keep the job records (progress, pruning) and the worker's own
+  record, and hear what operators ask of it.  Queue, PriorityQueue and FairQueue
+  operations are workable.
 
 **Operations.**  Each method returns an operation: a generator that yields the
 FoundationDB futures it needs (and, when it waits, the steps of
@@ -33,17 +35,31 @@ operations object that satisfies these protocols.
 
 from __future__ import annotations
 
-from typing import Any, Generator, List, Optional, Protocol, TypeVar, runtime_checkable
+from typing import (
+    Any,
+    Generator,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    TypeVar,
+    runtime_checkable,
+)
 
 from fdb.subspace_impl import Subspace
 
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
+from ._ordered.history import Finished, Followup, encode_result
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.records import Progress
+from ._registry import Orders, WorkerInfo
 from ._values import Value
 
-__all__ = ["Inspectable", "Measurable", "Operation", "Workable", "inspectable", "workable"]
+__all__ = ["Finished", "Followup", "Inspectable", "Measurable", "Operation", "Orders",
+           "Workable", "encode_result", "inspectable", "workable"]
 
 T = TypeVar("T")
 L = TypeVar("L", bound=Lease[Any])
@@ -122,35 +138,62 @@ class Workable(Protocol[L]):
             item a dead letter (None: never).
         id_retention: seconds an idempotency id is remembered after its item left (a
             schedule's period must not be longer).
+        history: seconds a finished job's record is kept (None: no job records).
     """
 
     subspace: Subspace
     wake_key: bytes
     max_deliveries: Optional[int]
     id_retention: float
+    history: Optional[float]
 
     def claim_many(self, tr: Any, n: Any, lease_seconds: Any, *, spread: Any = 1,
-                   end: Any = "min") -> Operation[List[L]]:
+                   end: Any = "min", holder: Optional[str] = None) -> Operation[List[L]]:
         """Up to ``n`` items, each under a lease of ``lease_seconds``, from ``end``
         ("min", or a PriorityQueue's "max"), each among the ``spread`` first where the
-        structure has an order (given a Database, in as many transactions as needed)."""
+        structure has an order (given a Database, in as many transactions as needed);
+        ``holder``: the worker claiming them, for their job records."""
 
     def ack_many(self, tr: Any, leases: Any) -> Operation[List[bool]]:
         """Remove the items of the leases still alive, in one transaction; for each
         lease, whether it was."""
 
+    def finish_many(self, tr: Any, finished: Sequence[Finished]) -> Operation[List[bool]]:
+        """Ack the jobs of ``finished`` still held, in one transaction: each job's
+        record with its result, progress and final state, and its follow-up work
+        pushed in the same transaction; for each, whether it was acked."""
+
     def extend_many(self, tr: Any, leases: Any, seconds: Any) -> Operation[List[Optional[L]]]:
         """Move the deadline of every lease still alive to ``seconds`` from now; for
         each, the renewed lease or None."""
 
-    def release(self, tr: Any, lease: Any, delay: Any = None,
-                count: Any = True) -> Operation[bool]:
+    def release(self, tr: Any, lease: Any, delay: Any = None, count: Any = True,
+                error: Any = None) -> Operation[bool]:
         """Give a claimed item back (visible after ``delay`` seconds; ``count``: the
-        delivery counts); False if the lease had expired."""
+        delivery counts; ``error``: the :class:`fdbrecipes.JobError` it failed with);
+        False if the lease had expired."""
 
-    def bury(self, tr: Any, lease: Any, reason: Any = None) -> Operation[bool]:
-        """Move a claimed item to the dead letters now, with ``reason``; False if the
-        lease had expired."""
+    def bury(self, tr: Any, lease: Any, reason: Any = None,
+             error: Any = None) -> Operation[bool]:
+        """Move a claimed item to the dead letters now, with ``reason`` (and
+        ``error``, as for :meth:`release`); False if the lease had expired."""
+
+    def report(self, tr: Any, reports: Sequence[Tuple[Any, Progress]]) -> Operation[None]:
+        """Write the progress of running jobs (``(lease, Progress)`` pairs)."""
+
+    def prune(self, tr: Any, limit: Any = None) -> Operation[int]:
+        """Forget job records whose ``history`` has passed (see ``Queue.prune``)."""
+
+    def beat(self, tr: Any, info: WorkerInfo) -> Operation[None]:
+        """Write the record of the worker ``info.id`` (see ``Queue.workers``)."""
+
+    def leave(self, tr: Any, worker: str) -> Operation[None]:
+        """Clear the record of ``worker``, which stopped."""
+
+    def orders(self, db: Any, worker: str, timeout: Optional[float]) -> Operation[Orders]:
+        """Wait on a watch until operators ask something of ``worker`` (see
+        ``Queue.command`` and ``Queue.cancel``), or ``timeout`` passes; what they
+        asked."""
 
     def wait(self, db: Any, timeout: Optional[float] = None) -> Operation[bool]:
         """Wait on a watch until an item can be claimed (True), or ``timeout`` seconds

@@ -52,6 +52,11 @@ class Queue(OrderedFace[V]):
         max_deliveries: when a lease ends without ack (it expires, or is released)
             and its item has been delivered this many times, the item moves to the
             dead letters (:meth:`dead`) instead of back into the queue.  None: never.
+        history: keep a record of each job (its state, attempts, times, worker, last
+            error, progress and result: :meth:`job`), written in the transactions that
+            move its item, and keep finished ones this many seconds (then pruned, see
+            :meth:`prune`).  Every item then has an id (made by ``push`` when none is
+            given).  None (the default): no records, the recipe's cost.
 
     Example::
 
@@ -69,7 +74,8 @@ class Queue(OrderedFace[V]):
     _ops_class = QueueOps
 
     def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
-             delay: Optional[float] = None) -> None:
+             delay: Optional[float] = None,
+             time_limit: Optional[float] = None) -> Optional[bytes]:
         """Append ``value`` at the back of the queue.
 
         With ``id``, pushing again with the same id stores nothing: a push retried
@@ -79,23 +85,33 @@ class Queue(OrderedFace[V]):
         claim, peek or ``items`` sees it before the delay has passed; then it takes
         its place by push order.
 
+        Returns the item's id: ``id``, or, in a structure made with ``history``, the
+        id made for it (32 hex characters, as bytes), under which :meth:`job`,
+        :meth:`result` and :meth:`cancel` find it; otherwise None.  ``time_limit``
+        (seconds, a structure with ``history`` only) is the job's own time limit, kept
+        in its record: a worker stops the job past it (see docs/jobs.md).
+
         Reads the last item key and the floor with snapshot reads (no read conflict);
         with ``id``, also the id's key (a read conflict on that key only).  Writes the
-        item (delayed: under a hold and its deadline entry), adds to the counters
-        (atomic, conflict-free).  Conflicts with: nothing, except a concurrent push of
-        the same ``id``.  Cost: 1 round trip, O(1) in n however many items are delayed.
+        item (delayed: under a hold and its deadline entry; with ``history``, its job
+        record, blind writes), adds to the counters (atomic, conflict-free).
+        Conflicts with: nothing, except a concurrent push of the same ``id``.  Cost:
+        1 round trip, O(1) in n however many items are delayed.
 
         Raises:
             TypeError or ValueError: ``value`` is None, not tuple-encodable or over
                 100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
-                not None or seconds >= 0.
+                not None or seconds >= 0; ``time_limit`` is not None or seconds > 0,
+                or is given to a structure without ``history``.
         """
-        drive(self._ops.push(tr, self._ops.request(value, id, delay)))
+        return self._push(tr, self._ops.request(value, id, delay, time_limit)).item_id(0)
 
     def push_many(self, tr: Transactor, values: Iterable[V], *,
-                  delay: Optional[float] = None) -> None:
+                  delay: Optional[float] = None,
+                  time_limit: Optional[float] = None) -> List[bytes]:
         """Append every value, in order, in one transaction (each delayed by ``delay``
-        seconds, if given).
+        seconds, and limited to ``time_limit``, if given); in a structure made with
+        ``history``, the ids made for them, in order (otherwise ``[]``).
 
         The whole batch is checked before anything is written.  Reads and conflicts
         as :meth:`push`; writes one key per value (two when delayed) and each counter
@@ -105,7 +121,7 @@ class Queue(OrderedFace[V]):
             TypeError or ValueError: any value is invalid (the message names its index),
                 or the batch would exceed FoundationDB's 10 MB transaction limit.
         """
-        drive(self._ops.push(tr, self._ops.requests(values, delay)))
+        return list(self._push(tr, self._ops.requests(values, delay, time_limit)).ids)
 
     def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """Remove and return the oldest visible item; None when none is visible.

@@ -32,8 +32,25 @@ class Worker:
     * Heartbeat: every lease the worker holds is extended in one transaction
       (``extend_many``) about every third of ``lease_seconds``; a lease lost anyway is
       reported (``lease_lost``), never acked.
-    * Settling: acks of finished jobs go out together (``ack_many``); retries, snoozes
-      and discards are a ``release`` or a ``bury`` each.
+    * Settling: acks of finished jobs go out together (``finish_many``: with a
+      structure made with ``history``, each job's result and last progress too, and
+      the follow-up work of :meth:`fdbrecipes.Job.then` pushed in the same
+      transaction); retries, snoozes and discards are a ``release`` or a ``bury``
+      each, with the error the job failed with (its traceback kept in its record,
+      ``Type: message`` as a dead letter's reason).
+    * Time limits: a handler that runs past ``time_limit`` (or the job's own, given
+      to ``push``) is abandoned: its thread is replaced, its lease no longer
+      extended, and the job released as failed with :class:`TimeLimitExceeded`
+      (retried, or a dead letter); what the abandoned thread does later is ignored.
+      ``job.check()`` raises in that thread, for a handler that looks.  A thread
+      stuck in C code keeps running: ``fdbrecipes worker --processes N`` kills such
+      a process (see docs/workers.md).
+    * Operators: the worker keeps a record (:meth:`fdbrecipes.Queue.workers`),
+      refreshed at each heartbeat, and watches a key of its own: ``command(...,
+      "quiet")`` stops its claims, ``"stop"`` drains it as SIGTERM does, and
+      ``cancel(id)`` of a job it runs sets ``job.cancelled`` (an async handler's task
+      is cancelled); the job then ends as cancelled, not retried.  With job records,
+      it also prunes those whose ``history`` has passed.
     * Shutdown (:meth:`stop`, or SIGTERM/SIGINT when :meth:`run` runs in the main
       thread): stop fetching, give back claimed-but-unstarted items at once, wait up to
       ``shutdown_timeout`` for running handlers, then give back the leases still
@@ -59,6 +76,9 @@ class Worker:
             raises are logged and ignored).
         schedules: periodic jobs this worker enqueues (see
             :class:`fdbrecipes.Schedule`).
+        time_limit: seconds a handler may run on one job (None: no limit); a job
+            pushed with a ``time_limit`` of its own has that one.
+        name: what its record says it serves (default: the structure's repr).
 
     :meth:`run` runs an event loop of its own in the calling thread (which must not be
     running one).  Usable as a context manager (for tests): ``with Worker(...) as w:``
@@ -73,15 +93,23 @@ class Worker:
                  concurrency: int = 8, lease_seconds: float = 30.0,
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
-                 schedules: Sequence[Schedule] = ()) -> None:
+                 schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
+                 name: Optional[str] = None) -> None:
         self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
                                 lease_seconds=lease_seconds, backoff=backoff,
                                 shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
-                                schedules=schedules, threaded=True)
+                                schedules=schedules, time_limit=time_limit, name=name,
+                                threaded=True)
         self._thread: Optional[threading.Thread] = None
 
     def __repr__(self) -> str:
         return f"Worker({self._core.queue!r}, concurrency={self._core.concurrency})"
+
+    @property
+    def id(self) -> str:
+        """The worker's id (``host-pid-xxxx``), as :meth:`fdbrecipes.Queue.workers`
+        lists it and ``command`` takes it."""
+        return self._core.id
 
     def run(self, *, burst: bool = False) -> None:
         """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); then drain and return.

@@ -48,7 +48,7 @@ def test_a_non_retryable_error_after_a_landed_commit_returns_its_result(
     # The commit landed, then the client reported an error it does not retry: the
     # call settles (the receipt is there) and returns what that commit did.
     batch = [f"item-{i}" for i in range(88)]
-    assert faulty.once(f"applied:{report}", lambda d: q.push_many(d, batch)) is None
+    assert faulty.once(f"applied:{report}", lambda d: q.push_many(d, batch)) == []
     assert faulty.once(f"applied:{report}", q.pop) == 1
     assert q.items(db) == [2, 3, *batch] and q.size(db) == 90
 

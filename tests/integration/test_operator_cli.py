@@ -104,8 +104,9 @@ def test_queue_stats_peek_dead_read_only(db: Any, fdb_subspace: Any,
     died = datetime.fromisoformat(letters[0]["died_at"])
     assert abs(died.timestamp() - letters[0]["died_at_epoch"]) < 1
     lines = ok(fdbrecipes(fdb_cluster_file, "dead", *where)).splitlines()
-    assert lines[1].split() == ["#", "deliveries", "died", "at", "(UTC)", "value"]
-    assert lines[2].startswith("1  ") and lines[2].endswith("b'first'")
+    assert lines[1].split() == ["#", "deliveries", "died", "at", "(UTC)", "value", "reason"]
+    assert lines[2].startswith("1  ") and lines[2].endswith("b'first'  -")
+    assert letters[0]["reason"] is None
 
     assert dump(db, fdb_subspace) == before  # the reading commands wrote nothing
     assert q.items(db) == ["second", 3, (1, b"x", None), uuid.UUID(int=5), 2.5]

@@ -107,15 +107,17 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
         for op, duration in (("aio-push", 2.0), ("aio-spread-pop", None),
                              ("aio-claim-ack", None))
     ] + [("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
-        (op, 8, c, None) for c in (1, 16) for op in ("worker", "spread-claim-ack")
+        (op, 8, c, None) for c in (1, 16)
+        for op in ("worker", "history-worker", "spread-claim-ack")
     ] + [("idle-worker", 8, 1, 3.0)] + [
         (op, 1, c, None) for c in (1, 16) for op in ("claim-one", "fair-claim-one")
     ]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
     assert claims == [2000, 16_000]
-    big = ("claim-ack", "aio-claim-ack", "worker", "spread-claim-ack")
+    big = ("claim-ack", "aio-claim-ack", "worker", "history-worker", "spread-claim-ack")
     assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
+    assert [items for op, items in recorder.fills if op == "history-worker"] == [2000, 16_000]
     assert {items for op, items in recorder.fills if op not in big} == {2000}
     assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4  # push rounds: one row
     push = next(r for r in results.rows if r.name == "Queue.push(db)" and r.clients == 16)

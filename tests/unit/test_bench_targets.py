@@ -16,6 +16,7 @@ from fdbrecipes.bench.settings import (
     CLAIM_ACK,
     FAIR_CLAIM,
     HC_POP,
+    HISTORY_WORKER,
     IDLE_WORKER,
     LIMIT,
     POP,
@@ -54,7 +55,7 @@ def sample_rows() -> List[Row]:
         row(AIO_PUSH, 1, 4000), row(AIO_POP, 1, 1000), row(AIO_CLAIM, 1, 12000),
         Row(AWAITED_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.30),
         Row(BLOCKING_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.28),
-        row(WORKER, 16, 4000), row(BARE_CLAIMS, 16, 5000),
+        row(WORKER, 16, 4000), row(BARE_CLAIMS, 16, 5000), row(HISTORY_WORKER, 16, 3600),
         Row(IDLE_WORKER.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.015),
         row(QUEUE_CLAIM, 1, 400), row(QUEUE_CLAIM, 16, 1000),
         row(FAIR_CLAIM, 1, 300), row(FAIR_CLAIM, 16, 600),
@@ -90,6 +91,7 @@ NAMES = [
     ("an awaited read's client CPU over a blocking one's (ms)", 0.05),
     ("Worker(concurrency=8), 16 clients: x limit", 2.0),
     ("Worker(concurrency=8), 16 clients: x claim_many(8, spread=8)+ack", 0.8),
+    ("Worker(concurrency=8), history, 16 clients: x Worker(concurrency=8)", 0.8),
     ("an idle worker: cores busy", 0.01),
     ("FairQueue.claim+ack 1,000 g, 1 client: x Queue.claim+ack", 0.5),
     ("FairQueue.claim+ack 1,000 g, 16 clients: x Queue.claim+ack", 0.5),
@@ -133,7 +135,7 @@ def test_targets_fail() -> None:
         "FAIL", "FAIL", "PASS", "FAIL",  # push: 0.5x limit at 1, 0.9x recipe at 16
         "FAIL",  # WeightTree.pop 0.3x limit
         "FAIL",  # growth 2.5x
-        *["SKIP"] * 8,  # no async or worker rows
+        *["SKIP"] * 9,  # no async or worker rows
         "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
     ]
@@ -207,6 +209,7 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "aio push(db), 64 tasks: x limit, 8 sync clients",
         "Worker(concurrency=8), 8 clients: x limit",
         "Worker(concurrency=8), 8 clients: x claim_many(8, spread=8)+ack",
+        "Worker(concurrency=8), history, 8 clients: x Worker(concurrency=8)",
         "FairQueue.claim+ack 1,000 g, 8 clients: x Queue.claim+ack",
     ]
     assert all(t.status == "PASS" for t in scoped[:11])

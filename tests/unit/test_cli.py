@@ -55,10 +55,10 @@ def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead", "push",
-        "leases", "delayed", "remove", "worker", "metrics"]
+        "leases", "delayed", "remove", "job", "cancel", "workers", "worker", "metrics"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench") else []
-        if command.name in ("worker", "push"):
+        if command.name in ("worker", "push", "job", "cancel"):
             needs = [*needs, "app.jobs:handle"]
         if command.name == "remove":
             needs = [*needs, "--id", "x"]
@@ -74,7 +74,7 @@ def test_help_lists_the_operator_commands() -> None:
 
 
 @pytest.mark.parametrize("name", ["stats", "peek", "dead", "requeue-dead", "purge-dead",
-                                  "worker", "metrics"])
+                                  "job", "cancel", "workers", "worker", "metrics"])
 def test_operator_command_help_needs_no_client_library(name: str) -> None:
     done = run_python("-c", "import sys; from fdbrecipes.cli import main\n"
                       f"try:\n    main([{name!r}, '--help'])\n"
@@ -101,3 +101,39 @@ def test_benchmarks_run_py_without_a_cluster_says_why(no_cluster: str) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith(f"fdbrecipes bench: cannot run: {no_cluster}")
     assert done.stdout == ""
+
+
+def test_the_worker_command_has_finite_retries_and_a_free_metrics_port() -> None:
+    parser = cli.build_parser()
+    worker = parser.parse_args(["worker", "app.jobs:handle", "--tuple", "('jobs',)"])
+    assert worker.max_deliveries == 5 and worker.kind is None and worker.processes == 1
+    assert (worker.log_level, worker.log_format) == ("INFO", "text")
+    assert parser.parse_args(["stats", "--tuple", "('jobs',)"]).max_deliveries is None
+    metrics = parser.parse_args(["metrics", "--tuple", "('jobs',)"])
+    assert not 9100 <= metrics.port <= 9999  # the range Prometheus gives exporters
+
+
+def test_a_supervised_child_runs_the_same_command_without_processes() -> None:
+    from fdbrecipes.admin.supervisor import child_argv
+
+    argv = child_argv(["worker", "m:f", "--processes", "4", "--tuple", "('j',)",
+                       "--processes=2", "--lease", "9"])
+    assert argv[1:] == ["-m", "fdbrecipes", "worker", "m:f", "--tuple", "('j',)",
+                        "--lease", "9"]
+
+
+def test_json_log_lines_hold_the_traceback() -> None:
+    import json
+    import logging
+
+    from fdbrecipes.admin.logs import JsonFormatter
+
+    try:
+        raise ValueError("bad row")
+    except ValueError:
+        record = logging.getLogger("fdbrecipes.worker").makeRecord(
+            "fdbrecipes.worker", logging.ERROR, __file__, 1, "job %s failed", ("7",),
+            sys.exc_info())
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["level"], line["message"]) == ("ERROR", "job 7 failed")
+    assert "ValueError: bad row" in line["traceback"] and line["pid"] > 0

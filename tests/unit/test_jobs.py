@@ -74,3 +74,90 @@ def test_metric_names_follow_prometheus_rules() -> None:
         assert name.startswith("fdbrecipes_") and "__" not in name
     assert JOBS.endswith("_total")
     assert all(n.endswith("_seconds") for n in (OLDEST_AGE, DURATION, WAIT))
+
+
+def test_a_job_reports_progress_and_follow_ups_and_checks_its_stop() -> None:
+    from fdb.subspace_impl import Subspace
+
+    from fdbrecipes import JobCancelled, PriorityQueue, Progress, Queue, TimeLimitExceeded
+
+    j = job(1)
+    assert j.reported() == (None, ())
+    j.progress(0.25, "a" * 300)
+    assert j.reported()[0] == Progress(0.25, "a" * 200)
+    for bad in (-0.1, 1.5, True, "half"):
+        with pytest.raises(ValueError, match="fraction"):
+            j.progress(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="message"):
+        j.progress(0.5, 7)  # type: ignore[arg-type]
+    plain = Queue(Subspace(("a",)))
+    kept = PriorityQueue(Subspace(("b",)), history=60)
+    assert j.then(plain, "next") is None
+    made = j.then(kept, "later", priority=3, delay=5)
+    assert made is not None and len(made) == 32
+    assert j.then(plain, "given", id=b"step-2") == b"step-2"
+    with pytest.raises(TypeError, match="priority"):
+        j.then(plain, "x", priority=1)
+    with pytest.raises(ValueError, match="delay"):
+        j.then(plain, "x", delay=-1)
+    with pytest.raises(TypeError, match="structure"):
+        j.then(object(), "x")
+    assert [f.value for f in j.reported()[1]] == ["next", "later", "given"]
+    j.check()  # not stopped: nothing raised
+    assert not j.cancelled
+    j.stop(JobCancelled("cancelled"))
+    assert j.cancelled
+    with pytest.raises(JobCancelled):
+        j.check()
+    other = job(1)
+    other.stop(TimeLimitExceeded("past 1 s"))
+    assert not other.cancelled
+    with pytest.raises(TimeLimitExceeded):
+        other.check()
+    assert decide(j, JobCancelled("x"), Backoff(), 3).action == "cancel"
+    assert decide(other, TimeLimitExceeded("x"), Backoff(jitter="none"), 1).outcome == "dead"
+
+
+def test_what_a_job_record_keeps_of_an_error_and_a_result() -> None:
+    from fdbrecipes import JobError
+    from fdbrecipes._ordered.history import MAX_RESULT_BYTES, encode_result
+
+    error = JobError.of(KeyError("customer"), "x" * 10_000)
+    assert (error.type, error.message) == ("KeyError", "'customer'")
+    assert len(error.traceback) == 8_000 and error.reason() == "KeyError: 'customer'"
+
+    class Mine(Exception):
+        pass
+
+    mine = JobError.of(Mine("m" * 2_000))
+    assert mine.type.endswith(".<locals>.Mine") and len(mine.message) == 1_000
+    assert mine.reason().startswith("Mine: mmm") and len(mine.reason()) == 1_000
+    assert JobError.of(RuntimeError()).reason() == "RuntimeError"
+    assert encode_result(None) == (None, None)
+    encoded, none = encode_result({"not": "a value"})
+    assert encoded is None and none is not None and none[0] == "fdbrecipes.ResultTooLargeError"
+    big, error_ = encode_result("x" * MAX_RESULT_BYTES)
+    assert big is None and error_ is not None and "1,000,000" in error_[1]
+    fits, ok = encode_result(("row", 7))
+    assert fits is not None and ok is None
+
+
+def test_an_abandoned_handler_thread_is_replaced() -> None:
+    import threading
+
+    from fdbrecipes._worker.threads import HandlerThreads
+
+    threads = HandlerThreads(1)
+    release = threading.Event()
+    stuck = threads.submit(release.wait, 60)
+    started = threading.Event()
+    waiting = threads.submit(started.set)  # queued behind the stuck call
+    assert not started.wait(0.2)  # one thread, and it is busy: a bounded look
+    threads.abandon(stuck)
+    assert started.wait(30) and waiting.result(30) is None  # a new thread took over
+    release.set()
+    assert stuck.result(30) is True  # the abandoned call returned; its thread ended
+    queued = threads.submit(int, "7")
+    threads.abandon(queued)  # cancelled if it has not started
+    threads.shutdown()
+    assert queued.cancelled() or queued.result(30) == 7

@@ -12,7 +12,7 @@ from fdb.subspace_impl import Subspace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._layout import OrderedLayout, TreeLayout
+from fdbrecipes._layout import OrderedLayout, RecordLayout, TreeLayout
 from fdbrecipes._ordered.front import MAX, MIN, Entry, order
 from fdbrecipes._ordered.leases import Lease, lease_id, token_of
 from fdbrecipes._values import BATCH_ID_LEN, batch_ids, claimed_at
@@ -160,3 +160,15 @@ def test_lease_tokens_name_the_lease_not_its_deadline() -> None:
         lease_id(b"\x99garbage")
     with pytest.raises(ValueError, match="^leases.3."):
         lease_id(fdb.tuple.pack((b"L", (3, b"r"), 5)), "leases[3]")
+
+
+@given(st.binary(min_size=1, max_size=40), st.sampled_from(sorted(RecordLayout.PARTS)),
+       st.sampled_from([(), ("group",), (7,)]))
+def test_record_keys_are_the_tuple_encoding(id_: bytes, part: str, where: Tuple[Any, ...]) -> None:
+    """A record's key, built by concatenating encodings, is ``jobs.pack((id, part))``,
+    so a range read of ``jobs.range((id,))`` finds every part of one record."""
+    queue = S["q"][where] if where else S
+    keys = RecordLayout(queue, S["o"], where)
+    assert keys.key(id_, part) == queue["j"].pack((id_, part))
+    assert queue["j"].range((id_,)).start < keys.key(id_, part) < queue["j"].range((id_,)).stop
+    assert keys.chunk(id_, 3) == queue["j"].pack((id_, "r", 3))

@@ -82,8 +82,8 @@ def test_the_same_docstrings(sync: type, twin: type) -> None:
         assert mine, f"{sync.__name__}.{name} has no docstring"
         if isinstance(found, property):
             assert theirs == mine, name
-        else:  # a method PriorityQueue shares with Queue is documented on Queue
-            shared = sync is PriorityQueue and getattr(Queue, name, None) is getattr(sync, name)
+        else:  # a method shared with Queue is documented on Queue
+            shared = sync is not Queue and getattr(Queue, name, None) is getattr(sync, name)
             owner = "Queue" if shared else sync.__name__
             assert theirs == (f"The async twin of :meth:`fdbrecipes.{owner}.{name}`, "
                               f"awaited without blocking the event loop.\n\n{mine}"), name

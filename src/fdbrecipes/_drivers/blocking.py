@@ -68,7 +68,7 @@ def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
 
     A KeyboardInterrupt that arrives while it blocks is raised inside the call,
     where it waited, so the call settles a commit in flight (see ``_retry.run``).
-    With ``interrupt``, setting it ends the call's pauses: :class:`Interrupted` is
+    With ``interrupt``, setting it ends the call's pauses: ``Interrupted`` is
     raised inside the call where it paused (no commit is in flight there).
     """
     send: Any = None

@@ -44,13 +44,14 @@ from .._fdb import (
     snap,
 )
 from .._ids import Ids
-from .._layout import LEASE, FairLayout, OrderedLayout, TreeLayout
+from .._layout import LEASE, FairLayout, OrderedLayout, RecordLayout, TreeLayout
 from .._operation import Attempt
 from .._ordered.dead import DeadLetters
 from .._ordered.engine import Ordered, PushRequest
 from .._ordered.front import MIN, Front
-from .._ordered.leases import Lease, Leases, lease_id, token_of
+from .._ordered.leases import Lease, Leases, lease_id, token_of, with_terms
 from .._ordered.listing import Listing
+from .._ordered.records import Records
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
 from .._values import BATCH_BYTES, decode_value, encode_value, unpack_token
 from .._waiting import Readiness
@@ -88,7 +89,8 @@ class FairLease(Lease):
     def __init__(self, lease: Lease, group: Any) -> None:
         super().__init__(lease.value, lease.deliveries, lease.deadline,
                          fair_token(group, lease_id(lease)), lease.visible_since,
-                         lease.claimed_at)
+                         lease.claimed_at, lease.id)
+        self.time_limit, self.cancel_requested = lease.time_limit, lease.cancel_requested
         self.group = group
 
     def __repr__(self) -> str:
@@ -170,8 +172,10 @@ class Fair:
     transaction."""
 
     def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
-                 max_deliveries: Optional[int], id_retention: float) -> None:
+                 max_deliveries: Optional[int], id_retention: float,
+                 history: Optional[float] = None) -> None:
         self.keys = layout
+        self.history = history
         self.clock = clock
         self.default = default
         self.max_deliveries = max_deliveries
@@ -190,8 +194,9 @@ class Fair:
             if len(self._groups) >= GROUP_CACHE:
                 self._groups.clear()
             space = self.keys.groups[g]
+            records = Records(RecordLayout(space, self.keys.expiry, (g,)), self.history)
             engine = Ordered(OrderedLayout(space, 0), self.clock,
-                             Ids(space, self.id_retention), self.max_deliveries)
+                             Ids(space, self.id_retention), self.max_deliveries, records)
             found = self._groups[g] = Group(engine, Leases(engine), DeadLetters(engine),
                                             Listing(engine))
         return found
@@ -271,19 +276,21 @@ class Fair:
         eligible = state.eligible(now)
         if eligible and key is None:
             yield from self.enlist(tr, attempt, g, state.policy.share)
-        elif not eligible and key is not None:
-            yield from self.unlist(tr, attempt, g, key, state, now)
-        elif not eligible and not (state.bare() and (yield from self.retire(tr, g, now))):
-            when = yield from self.next_look(tr, g, state, now)
-            if when is not None:
-                tr.set(self.keys.wake_key(when, g), b"")
+        elif not eligible:
+            if key is not None:
+                yield from self.tree.remove(tr, attempt, key)
+            if not (state.bare() and (yield from self.retire(tr, g, now))):
+                when = yield from self.next_look(tr, g, state, now)
+                if when is not None:
+                    tr.set(self.keys.wake_key(when, g), b"")
 
     def retire(self, tr: Any, g: Any, now: int) -> Gen[bool]:
         """If group ``g`` (not in the tree, nothing visible or in flight, no policy:
         see :meth:`State.bare`) has no delayed item and no dead letter either, take it
         out of the index of groups and clear its keys, but for the idempotency ids it
         still remembers (a look is asked for when the last of them expires, which
-        clears them); True if it did.
+        clears them) and its job records (all finished: pruned in their time); True if
+        it did.
 
         Reads its delayed and dead counters and its latest id expiry by snapshot, and
         takes a read conflict on its index entry, which every push (and
@@ -306,17 +313,17 @@ class Fair:
         index = self.keys.active.pack((g,))
         tr.add_read_conflict_key(index)
         tr.clear(index)
-        kept: List[Tuple[bytes, bytes]] = []
+        jobs = engine.records.keys.jobs.range()
+        kept: List[Tuple[bytes, bytes]] = [(bytes(jobs.start), bytes(jobs.stop))]
         kv = yield from last_id.first()
         if kv is not None:
             expiry = engine.ids.gc.unpack(kv.key)[0]
             if expiry > now:  # ids still remembered: kept until the last one expires
                 ids = engine.ids.ids.range()
-                kept = sorted([(bytes(ids.start), bytes(ids.stop)),
-                               (bytes(gc.start), bytes(gc.stop))])
+                kept += [(bytes(ids.start), bytes(ids.stop)), (bytes(gc.start), bytes(gc.stop))]
                 tr.set(self.keys.wake_key(expiry + 1, g), b"")
         space = self.keys.groups[g].range()
-        clear_except(tr, bytes(space.start), bytes(space.stop), kept)
+        clear_except(tr, bytes(space.start), bytes(space.stop), sorted(kept))
         return True
 
     def after_change(self, tr: Any, attempt: Attempt, g: Any, now: int) -> Gen[None]:
@@ -359,15 +366,16 @@ class Fair:
 
     def claim(self, tr: Any, attempt: Attempt, seconds: float) -> Gen[Optional[FairLease]]:
         """Pick an eligible group by share, claim its oldest visible item."""
-        leases = yield from self.claim_many(tr, attempt, 1, seconds)
+        leases = yield from self.claim_many(tr, attempt, 1, seconds, None)
         return leases[0] if leases else None
 
-    def claim_many(self, tr: Any, attempt: Attempt, n: int,
-                   seconds: float) -> Gen[List[FairLease]]:
-        """Up to ``n`` claims, each from a group picked by share among the eligible
-        ones (a group may be picked again: its state is read again, so its limit and
-        rate hold); stops early when no group can be served, or after :data:`PICKS`
-        picks of groups found ineligible (each taken out of the tree)."""
+    def claim_many(self, tr: Any, attempt: Attempt, n: int, seconds: float,
+                   holder: Optional[str]) -> Gen[List[FairLease]]:
+        """Up to ``n`` claims (by ``holder``, for the job records), each from a group
+        picked by share among the eligible ones (a group may be picked again: its state
+        is read again, so its limit and rate hold); stops early when no group can be
+        served, or after :data:`PICKS` picks of groups found ineligible (each taken out
+        of the tree)."""
         now = yield from attempt.now(tr, self.clock)
         wrote = (yield from self.look_due(tr, attempt, now)) > 0
         out: List[FairLease] = []
@@ -391,7 +399,7 @@ class Fair:
                 misses += 1
                 continue
             lease = engine.leases.hold_entries(tr, attempt, now, state.front.entries[:1],
-                                               seconds, BATCH_BYTES, tally)[0]
+                                               seconds, BATCH_BYTES, tally, holder)[0]
             tally.write(tr, attempt)
             after = state.after_claim(now)
             if state.policy.rate is not None:
@@ -403,6 +411,9 @@ class Fair:
         if out:
             attempt.undo = (self.unclaim, (taken,))
         attempt.idle = not (out or wrote)
+        if out and self.history is not None:
+            yield from with_terms(tr, [(self.group(lease.group).engine.records, lease)
+                                       for lease in out])
         return out
 
     def note_claim(self, tr: Any, g: Any, state: State) -> None:
@@ -440,8 +451,12 @@ class Fair:
         attempt.idle = not wrote
         return result
 
-    def ack_many(self, tr: Any, attempt: Attempt, leases: Sequence[Any]) -> Gen[List[bool]]:
-        """Ack every lease still alive, group by group; for each, whether it was."""
+    def ack_many(self, tr: Any, attempt: Attempt, leases: Sequence[Any],
+                 results: Optional[Sequence[Optional[bytes]]] = None,
+                 states: Optional[Sequence[str]] = None) -> Gen[List[bool]]:
+        """Ack every lease still alive, group by group (each job's record with its
+        result of ``results`` and its state of ``states``, if given: see
+        ``Leases.ack_many``); for each, whether it was."""
         by_group: Dict[Any, List[int]] = {}
         tokens: List[bytes] = []
         for i, lease in enumerate(leases):
@@ -451,8 +466,10 @@ class Fair:
         done = [False] * len(leases)
         now = yield from attempt.now(tr, self.clock)
         for g, where in by_group.items():
-            acked = yield from self.group(g).leases.ack_many(tr, attempt,
-                                                             [tokens[i] for i in where])
+            acked = yield from self.group(g).leases.ack_many(
+                tr, attempt, [tokens[i] for i in where],
+                None if results is None else [results[i] for i in where],
+                None if states is None else [states[i] for i in where])
             for i, ok in zip(where, acked):
                 done[i] = ok
             if any(acked):

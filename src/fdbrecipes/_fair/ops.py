@@ -11,7 +11,9 @@ commands).  What each call reads, writes, conflicts with and costs is said in
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, TypeVar, Union
+
+from fdb.subspace_impl import Subspace
 
 from .._clock import Clock, database_clock
 from .._fdb import Gen, Transactor, check_database, check_transactor, clear_except, snap
@@ -21,9 +23,11 @@ from .._ops import JobOps
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
+from .._ordered.history import check_error, check_job_id, check_time_limit, made_ids
 from .._ordered.leases import expired, lease_id
-from .._ordered.listing import DelayedItem, LeaseInfo
+from .._ordered.listing import DelayedItem, LeaseInfo, Listing
 from .._ordered.ops import check_end, lease_batch
+from .._ordered.records import JobRecord
 from .._retry import read, read_pages
 from .._values import (
     Value,
@@ -48,6 +52,7 @@ from .engine import Fair, FairLease, Policy, check_group, fair_token, parse_fair
 
 __all__ = ["FairOps", "FairStats", "GroupOps", "GroupPush"]
 
+T = TypeVar("T")
 #: A FairQueue lease as the calls take it: the FairLease, or its token.
 FairLeaseLike = Union[FairLease, bytes]
 #: Claims one transaction makes given a Database (a claim_many in a caller's
@@ -105,14 +110,16 @@ class FairOps(JobOps):
 
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
-                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
+                 id_retention: float = 3600.0, clock: Optional[Clock] = None,
+                 history: Optional[float] = None) -> None:
         subspace = check_subspace(subspace)
         share = check_share(default_share, "default_share")
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
-        super().__init__(subspace, id_retention, max_deliveries)
+        super().__init__(subspace, id_retention, max_deliveries, history)
         self.engine = Fair(FairLayout(subspace), check_clock(clock) or database_clock,
-                           Policy(share, limit, None), max_deliveries, self.id_retention)
+                           Policy(share, limit, None), max_deliveries, self.id_retention,
+                           self.history)
 
     @property
     def wake_key(self) -> bytes:
@@ -150,25 +157,33 @@ class FairOps(JobOps):
 
     # -- pushing -----------------------------------------------------------------------
 
-    def request(self, group: Any, value: Value, id_: Any, delay: Any) -> GroupPush:
+    def request(self, group: Any, value: Value, id_: Any, delay: Any,
+                time_limit: Any = None) -> GroupPush:
         """The checked push of one value into ``group``."""
         g = check_group(group)
-        return self.make_push(g, [((), encode_value(value))], check_id(id_), delay, "value")
+        return self.make_push(g, [((), encode_value(value))], check_id(id_), delay, "value",
+                              time_limit)
 
-    def requests(self, group: Any, values: Iterable[Value], delay: Any) -> GroupPush:
+    def requests(self, group: Any, values: Iterable[Value], delay: Any,
+                 time_limit: Any = None) -> GroupPush:
         """The checked push of every value of ``values`` into ``group``, in order."""
         g = check_group(group)
         batch = [((), encode_value(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
-        return self.make_push(g, batch, None, delay, "values")
+        return self.make_push(g, batch, None, delay, "values", time_limit)
 
     def make_push(self, g: Any, batch: List[Tuple[Any, bytes]], id_: Optional[bytes],
-                  delay: Any, name: str) -> GroupPush:
-        """``batch`` for group ``g``, refused if it cannot fit in a transaction."""
+                  delay: Any, name: str, time_limit: Any) -> GroupPush:
+        """``batch`` for group ``g``, refused if it cannot fit in a transaction (a
+        structure with job records makes an id for every item pushed without one)."""
+        versions = check_delay(delay)
+        limit = check_time_limit(time_limit, self.history)
+        made = made_ids(len(batch), id_, self.history)
+        sample = id_ if id_ is not None else (made[0] if made else None)
         prefix = len(self.subspace.key()) + len(encode_value(g)) + 2
-        check_batch_bytes(sum(push_bytes(prefix, (), value, id_) for _, value in batch),
+        check_batch_bytes(sum(push_bytes(prefix, (), value, sample) for _, value in batch),
                           len(batch), name)
-        return GroupPush(g, PushRequest(batch, id_, check_delay(delay)))
+        return GroupPush(g, PushRequest(batch, id_, versions, made, limit))
 
     def push(self, tr: Transactor, push: GroupPush) -> Gen[None]:
         """Push a checked request into its group."""
@@ -196,16 +211,16 @@ class FairOps(JobOps):
         return self.loop(tr, self.engine.claim, seconds)
 
     def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
-                   end: Any = MIN) -> Gen[List[FairLease]]:
+                   end: Any = MIN, holder: Optional[str] = None) -> Gen[List[FairLease]]:
         """Up to ``n`` claims, each of a group picked by lottery (see
         :class:`fdbrecipes.protocol.Workable`: ``spread`` has no use here, and the
-        only end is "min")."""
+        only end is "min"; ``holder``: the worker, for the jobs' records)."""
         check_end(end, 0)
         check_int(spread, "spread", low=1)
         n = check_int(n, "n", low=0)
         seconds = check_seconds(lease_seconds, "lease_seconds")
         batch = self.hooks.batch or CLAIM_BATCH
-        return self.loop.batches(tr, self.engine.claim_many, n, (seconds,), MOST_CLAIMS,
+        return self.loop.batches(tr, self.engine.claim_many, n, (seconds, holder), MOST_CLAIMS,
                                  batch, what="claims")
 
     def wake(self) -> Wake:
@@ -264,18 +279,64 @@ class FairOps(JobOps):
         return (yield from self.loop(tr, self.engine.extend_many, batch, seconds))
 
     def release(self, tr: Transactor, lease: FairLeaseLike, delay: Any = None,
-                count: Any = True) -> Gen[bool]:
-        """Give a claimed item back to its group, freeing its slot."""
+                count: Any = True, error: Any = None) -> Gen[bool]:
+        """Give a claimed item back to its group, freeing its slot (``error``: a
+        :class:`JobError` the job failed with)."""
         versions = check_delay(delay)
         check_bool(count, "count")
         parse_fair(lease)
-        return self.loop(tr, self.engine.settle_lease, "release", lease, versions, count)
+        return self.loop(tr, self.engine.settle_lease, "release", lease, versions, count,
+                         check_error(error))
 
-    def bury(self, tr: Transactor, lease: FairLeaseLike, reason: Any = None) -> Gen[bool]:
-        """Move a claimed item to its group's dead letters, freeing its slot."""
+    def bury(self, tr: Transactor, lease: FairLeaseLike, reason: Any = None,
+             error: Any = None) -> Gen[bool]:
+        """Move a claimed item to its group's dead letters, freeing its slot (``error``:
+        a :class:`JobError` the job failed with)."""
         check_reason(reason)
         parse_fair(lease)
-        return self.loop(tr, self.engine.settle_lease, "bury", lease, reason)
+        return self.loop(tr, self.engine.settle_lease, "bury", lease, reason,
+                         check_error(error))
+
+    # -- job records (see JobOps) -------------------------------------------------------
+
+    def listing_at(self, where: Tuple[Any, ...]) -> Listing:
+        return self.engine.group(where[0]).listing
+
+    def lease_where(self, lease: Any) -> Tuple[Any, ...]:
+        return (parse_fair(lease)[0],)
+
+    def check_lease(self, lease: Any, name: str) -> Any:
+        return parse_fair(lease, name)
+
+    def ack_results(self, tr: Any, attempt: Attempt, leases: List[Any],
+                    results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:
+        return self.engine.ack_many(tr, attempt, leases, results, states)
+
+    def removing(self, tr: Any, attempt: Attempt, where: Tuple[Any, ...],
+                 op: Callable[..., Gen[T]], *args: Any) -> Gen[T]:
+        done = yield from op(tr, attempt, *args)
+        if not attempt.idle:  # it wrote: the group may be less eligible
+            yield from self.engine.refresh(tr, attempt, where[0])
+            attempt.idle = False
+        return done
+
+    @property
+    def expiry(self) -> Subspace:
+        return self.engine.keys.expiry
+
+    def job(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[JobRecord]]:
+        """Job ``id_`` of ``group``: its record, as it is at the read version; None if
+        unknown."""
+        return self.job_at(tr, check_job_id(id_), (check_group(group),))
+
+    def result(self, db: Any, group: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
+        """Wait until job ``id_`` of ``group`` is finished; its result (or raise its
+        failure)."""
+        return self.result_at(db, check_job_id(id_), (check_group(group),), timeout)
+
+    def cancel(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[str]]:
+        """Cancel job ``id_`` of ``group``; what became of it."""
+        return self.cancel_at(tr, check_job_id(id_), (check_group(group),))
 
     # -- one group's contents ------------------------------------------------------------
 

@@ -30,11 +30,12 @@ from .._fdb import (
     snap,
 )
 from .._ids import Ids
-from .._layout import DELAY, LEASE, Item, OrderedLayout
+from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
 from .._operation import Attempt
 from .._values import Value, decode_value
 from .._waiting import Readiness
 from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
+from .records import DEAD, DELAYED, LEASE_EXPIRED, PENDING, RETRYING, SUCCEEDED, Records
 
 
 class QueueStats(NamedTuple):
@@ -57,23 +58,43 @@ class QueueStats(NamedTuple):
 
 
 class PushRequest(NamedTuple):
-    """One push call's items: ``(group, encoded value)`` pairs, its id (None: none)
-    and its delay in clock units (0: none)."""
+    """One push call's items: ``(group, encoded value)`` pairs, its idempotency id
+    (None: none), its delay in clock units (0: none), the ids made for its items (a
+    structure with job records: one per item, when no id was given) and its jobs'
+    time limit (seconds, or None)."""
 
     batch: Sequence[Tuple[Item, bytes]]
     id: Optional[bytes]
     delay: int
+    ids: Tuple[bytes, ...] = ()
+    time_limit: Optional[float] = None
+
+    def item_id(self, i: int) -> Optional[bytes]:
+        """The id of item ``i`` of the batch, or None."""
+        return self.id if self.id is not None else (self.ids[i] if self.ids else None)
+
+    def job_ids(self) -> List[bytes]:
+        """The ids of its items (given or made)."""
+        return [self.id] if self.id is not None else list(self.ids)
 
 
 class Ordered(FrontReader):
     """Items kept in key order, taken from either end (see the module docstring)."""
 
-    __slots__ = ("ids",)
+    __slots__ = ("ids", "records")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
-                 max_deliveries: Optional[int]) -> None:
+                 max_deliveries: Optional[int], records: Optional[Records] = None) -> None:
         super().__init__(layout, clock, max_deliveries)
         self.ids = ids
+        #: the job records (written only by a structure with ``history``)
+        self.records = records or Records(
+            RecordLayout(layout.subspace, layout.subspace["o"]), None)
+
+    def record(self, item: Item) -> Optional[bytes]:
+        """The id whose job record changes as ``item`` moves: the item's id, if the
+        structure keeps records (None otherwise)."""
+        return self.keys.item_id(item) if self.records.keeps else None
 
     # -- moving items -----------------------------------------------------------------
 
@@ -101,12 +122,20 @@ class Ordered(FrontReader):
         return self.keys.renewed(entry.item, deliveries, min(h.deadline, now))
 
     def put_back(self, tr: Any, entry: Entry, now: int, tally: Tally,
-                 count: bool = True) -> None:
+                 count: bool = True, error: Optional[Tuple[str, str, str]] = None) -> None:
         """Return an item under a hold to its place in the order (``count``: as for
-        :meth:`take`)."""
-        assert entry.value is not None
-        tr.set(self.keys.item_key(self.take(tr, entry, now, tally, count)), entry.value)
+        :meth:`take`).  An item coming back from a lease is, in its job record,
+        retrying (``count``; with ``error``, if given) or pending again."""
+        assert entry.value is not None and entry.hold is not None
+        item = self.take(tr, entry, now, tally, count)
+        tr.set(self.keys.item_key(item), entry.value)
         self.wake(tally)
+        id_ = self.record(item)
+        if id_ is not None and entry.hold.kind == LEASE:
+            self.records.state(tr, id_, RETRYING if count else PENDING,
+                               self.keys.deliveries(item))
+            if error is not None:
+                self.records.failed(tr, id_, error)
 
     def wake(self, tally: Tally) -> None:
         """Touch the wake key (waiters look again) without changing the size: one more
@@ -115,14 +144,20 @@ class Ordered(FrontReader):
         tally.add(self.keys.taken)
 
     def bury(self, tr: Any, entry: Entry, now: int, tally: Tally,
-             reason: Optional[str] = None) -> None:
+             reason: Optional[str] = None, error: Optional[Tuple[str, str, str]] = None) -> None:
         """Move an item under an ended lease to the dead letters, in the order the
         leases ended (at their deadlines, or now if released or buried), with the
-        ``reason`` it was buried for, if any."""
+        ``reason`` it was buried for, if any; its job record is dead (with ``error``,
+        if given)."""
         assert entry.value is not None and entry.hold is not None
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
+        id_ = self.record(item)
+        if id_ is not None:
+            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item))
+            if error is not None:
+                self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
                    f"{self.keys.deliveries(item)} deliveries"
                    + (f": {reason}" if reason else ""))
@@ -145,17 +180,25 @@ class Ordered(FrontReader):
         tally.add(self.keys.delayed_in if kind == DELAY else self.keys.held_in)
         return Hold(hold_id, deadline, kind, keys)
 
-    def gone(self, tr: Any, item: Item, now: int, tally: Tally) -> None:
-        """An item left the structure for good (pop, ack, collected result)."""
+    def gone(self, tr: Any, item: Item, now: int, tally: Tally, finish: str = SUCCEEDED,
+             attempts: Optional[int] = None, result: Optional[bytes] = None) -> None:
+        """An item left the structure for good (pop, ack, collected result, removal);
+        its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
+        more than the item's deliveries, for a pop)."""
         tally.add(self.keys.taken)
-        self.ids.retire(tr, self.keys.item_id(item), now)
+        id_ = self.keys.item_id(item)
+        self.ids.retire(tr, id_, now)
+        if self.records.keeps and id_ is not None:
+            done = self.keys.deliveries(item) + 1 if attempts is None else attempts
+            self.records.finished(tr, id_, finish, done, result)
 
     def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
         """Put back the expired holds ``front`` named, bury its dead; True if any."""
         for entry in front.expired:
-            self.put_back(tr, entry, front.now, tally)
+            expired = entry.hold is not None and entry.hold.kind == LEASE
+            self.put_back(tr, entry, front.now, tally, error=LEASE_EXPIRED if expired else None)
         for entry in front.dead:
-            self.bury(tr, entry, front.now, tally)
+            self.bury(tr, entry, front.now, tally, error=LEASE_EXPIRED)
         return bool(front.expired or front.dead)
 
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
@@ -163,14 +206,19 @@ class Ordered(FrontReader):
         letters (a read conflict on each); how many."""
         dead = yield from self.dying(tr, now, RESTORE_BATCH)
         for entry in dead:
-            self.bury(tr, entry, now, tally)
+            self.bury(tr, entry, now, tally, error=LEASE_EXPIRED)
         return len(dead)
 
-    def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally) -> List[bytes]:
-        """Take ``entries`` out of the structure for good; their values."""
+    def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally,
+               finish: str = SUCCEEDED,
+               results: Optional[Sequence[Optional[bytes]]] = None) -> List[bytes]:
+        """Take ``entries`` out of the structure for good (acked: their job records say
+        ``finish``, with ``results``); their values."""
         values = []
-        for entry in entries:
-            self.gone(tr, self.take(tr, entry, now, tally), now, tally)
+        for i, entry in enumerate(entries):
+            item = self.take(tr, entry, now, tally)
+            self.gone(tr, item, now, tally, finish, self.keys.deliveries(item),
+                      None if results is None else results[i])
             assert entry.value is not None
             values.append(entry.value)
         return values
@@ -198,6 +246,9 @@ class Ordered(FrontReader):
             tr.set(self.keys.item_key(item), value)
             tally.add(self.keys.pushed)
             self.ids.unretire(tr, self.keys.item_id(item), popped_at)
+            id_ = self.record(item)
+            if id_ is not None:
+                self.records.state(tr, id_, PENDING, self.keys.deliveries(item))
         tally.write(tr, attempt)
 
     # -- push ----------------------------------------------------------------------------
@@ -208,7 +259,7 @@ class Ordered(FrontReader):
         last of each group (delayed ones under DELAY holds); for each request,
         whether it stored them (False: its id is remembered).  The reads of every
         request go out together: the ids' keys, the groups' last items, the floor."""
-        checks = self.ids.check(tr, (r.id for r in requests))
+        checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
         seqs = yield from self.next_seqs(tr, {group for r in requests for group, _ in r.batch})
         now = yield from attempt.now(tr, self.clock)
         tally = Tally()
@@ -219,10 +270,15 @@ class Ordered(FrontReader):
             if known is not None:
                 stored.append(False)
                 continue
-            items = [self.append(tr, group, seqs, value, (0, r.id), now, r.delay, tally)
-                     for group, value in r.batch]
+            items = [self.append(tr, group, seqs, value, (0, r.item_id(i)), now, r.delay, tally)
+                     for i, (group, value) in enumerate(r.batch)]
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
+            for id_, item in zip(r.ids, items):  # ids made for the items: new, not read
+                self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
+            if self.records.keeps:
+                for id_ in r.job_ids():
+                    self.records.pushed(tr, id_, r.time_limit)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -263,7 +319,8 @@ class Ordered(FrontReader):
     def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
                meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally) -> Item:
         """Write one item at its group's next sequence number (advancing it);
-        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  The item."""
+        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  Its job
+        record, if any, says pending (or delayed).  The item."""
         deliveries, id_ = meta
         item = self.keys.new_item(group, seqs[group], id_, now + delay)
         if deliveries:
@@ -274,6 +331,9 @@ class Ordered(FrontReader):
             self.hold(tr, item, value, self.keys.delay_id(item), now + delay, DELAY, tally)
         else:
             tr.set(self.keys.item_key(item), value)
+        if self.records.keeps and id_ is not None:
+            self.records.state(tr, id_, DELAYED if delay > 0 else PENDING, deliveries,
+                               now + delay if delay > 0 else None)
         return item
 
     # -- pop, peek ------------------------------------------------------------------------

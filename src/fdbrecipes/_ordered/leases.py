@@ -23,6 +23,8 @@ from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unp
 from ..errors import LeaseExpiredError
 from .engine import Ordered
 from .front import Entry, Hold
+from .history import terms, terms_known
+from .records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Records
 
 __all__ = ["Lease", "Leases", "expired", "lease_id", "refused"]
 
@@ -46,18 +48,29 @@ class Lease(Generic[V]):
             readings, so ``(claimed_at - visible_since) / 1e6`` is how many seconds
             it waited for a consumer.  0 when not known (a Lease made by ``extend``
             from a token).
+        id: the item's id (given to ``push``, or made for it by a structure with
+            job records), or None.
+        time_limit: the job's own time limit, in seconds (given to ``push`` in a
+            structure with job records), or None.
+        cancel_requested: a cancel of the job was asked while an earlier delivery
+            ran (a structure with job records): its worker should not run it.
     """
 
-    __slots__ = ("claimed_at", "deadline", "deliveries", "token", "value", "visible_since")
+    __slots__ = ("cancel_requested", "claimed_at", "deadline", "deliveries", "id",
+                 "time_limit", "token", "value", "visible_since")
 
     def __init__(self, value: V, deliveries: int, deadline: int, token: bytes,
-                 visible_since: int = 0, claimed_at: int = 0) -> None:
+                 visible_since: int = 0, claimed_at: int = 0,
+                 id: Optional[bytes] = None) -> None:
         self.value = value
         self.deliveries = deliveries
         self.deadline = deadline
         self.token = token
         self.visible_since = visible_since
         self.claimed_at = claimed_at
+        self.id = id
+        self.time_limit: Optional[float] = None
+        self.cancel_requested = False
 
     def __repr__(self) -> str:
         return (
@@ -103,6 +116,24 @@ def refused(doing: str, subspace: Any) -> LeaseExpiredError:
     return expired(doing)
 
 
+def reason_of(error: Optional[Tuple[str, str, str]]) -> Optional[str]:
+    """A dead letter's reason for a job that failed with ``error`` (type, message,
+    traceback): ``Type: message`` (at most 1,000 characters), or None."""
+    return None if error is None else JobError(*error).reason()
+
+
+def with_terms(tr: Any, claimed: Sequence[Tuple[Records, Lease]],
+               known: Optional[Dict[bytes, Any]] = None) -> Gen[None]:
+    """Set each lease's ``time_limit`` and ``cancel_requested`` from its job's record
+    (``claimed``: each lease with its queue's records; ``known``: see
+    :func:`.history.terms`), in the claim's transaction: snapshot reads, all in
+    parallel (no conflicts)."""
+    found = yield from terms(tr, [records for records, _ in claimed],
+                             [lease for _, lease in claimed], known)
+    for (_, lease), term in zip(claimed, found):
+        lease.time_limit, lease.cancel_requested = term
+
+
 def token_of(hold_id: bytes) -> bytes:
     """The token naming lease ``hold_id``."""
     token: bytes = fdb.tuple.pack(("lease", hold_id))
@@ -128,29 +159,37 @@ class Leases:
         """The Lease handed to the consumer of a held item (claimed at ``claimed_at``,
         0: not known)."""
         assert entry.hold is not None and entry.value is not None
-        return Lease(decode_value(entry.value), self.engine.keys.deliveries(entry.item) + 1,
+        keys = self.engine.keys
+        return Lease(decode_value(entry.value), keys.deliveries(entry.item) + 1,
                      entry.hold.deadline, token_of(entry.hold.hold_id),
-                     self.engine.keys.since(entry.item), claimed_at)
+                     keys.since(entry.item), claimed_at, keys.item_id(entry.item))
 
     def claim(self, tr: Any, attempt: Attempt, n: int, end: str, seconds: float,
-              spread: int, budget: int) -> Gen[List[Lease]]:
+              spread: int, budget: int, holder: Optional[str] = None) -> Gen[List[Lease]]:
         """Take ``n`` items (fewer if fewer are visible, or once their values pass
         ``budget`` bytes), each among the first ``n + spread - 1`` (see
         :meth:`Ordered.chosen`), and hold each under a lease of its own for
-        ``seconds``."""
+        ``seconds`` (``holder``: the worker taking them, for their job records)."""
+        records = self.engine.records
+        known = terms_known(tr, [records]) if records.keeps else None  # read meanwhile
         front, entries = yield from self.engine.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.engine.settle(tr, front, tally)
-        leases = self.hold_entries(tr, attempt, front.now, entries, seconds, budget, tally)
+        leases = self.hold_entries(tr, attempt, front.now, entries, seconds, budget, tally,
+                                   holder)
         tally.write(tr, attempt)
         attempt.idle = not (leases or settled)
+        if known is not None:
+            yield from with_terms(tr, [(records, lease) for lease in leases], known)
         return leases
 
     def hold_entries(self, tr: Any, attempt: Attempt, now: int, entries: List[Entry],
-                     seconds: float, budget: int, tally: Tally) -> List[Lease]:
+                     seconds: float, budget: int, tally: Tally,
+                     holder: Optional[str] = None) -> List[Lease]:
         """Hold each of ``entries`` (read at ``now``) under a lease of its own for
-        ``seconds``, until their values pass ``budget`` bytes; the leases.  The attempt
-        learns how to give them back."""
+        ``seconds``, until their values pass ``budget`` bytes; the leases (their job
+        records say running, held by ``holder``).  The attempt learns how to give them
+        back."""
         deadline = now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
@@ -163,6 +202,12 @@ class Leases:
             item = self.engine.take(tr, entry, now, tally)
             hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold), now))
+            id_ = self.engine.record(item)
+            if id_ is not None:
+                records = self.engine.records
+                if entry.hold is not None and entry.hold.kind == LEASE:  # taken back
+                    records.failed(tr, id_, LEASE_EXPIRED)
+                records.began(tr, id_, self.engine.keys.deliveries(item) + 1, holder, hold_id)
         if leases:
             attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases
@@ -228,20 +273,26 @@ class Leases:
         self.engine.remove(tr, [live.entry], live.now, tally)
         tally.write(tr, attempt)
 
-    def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any]) -> Gen[List[bool]]:
-        """Ack every lease still alive; for each, whether it was (all reads in parallel,
-        see :meth:`read_many`).  A lease named twice is acked once: False the second
-        time, as a second :meth:`ack` would have raised."""
+    def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any],
+                 results: Optional[Sequence[Optional[bytes]]] = None,
+                 states: Optional[Sequence[str]] = None) -> Gen[List[bool]]:
+        """Ack every lease still alive (each job's record with its result of
+        ``results`` and its final state of ``states``, succeeded or cancelled, if
+        given); for each, whether it was (all reads in parallel, see
+        :meth:`read_many`).  A lease named twice is acked once: False the second time,
+        as a second :meth:`ack` would have raised."""
         ids = [lease_id(lease) for lease in leases]
         found = yield from self.read_many(tr, ids)
         now = yield from attempt.now(tr, self.engine.clock)  # after the reads: no wait
         tally = Tally()
         done = []
-        for hold_id in ids:
+        for i, hold_id in enumerate(ids):
             kv, parts = found.pop(hold_id, (None, None))
             entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
-                self.engine.remove(tr, [entry], now, tally)
+                self.engine.remove(tr, [entry], now, tally,
+                                   SUCCEEDED if states is None else states[i],
+                                   None if results is None else [results[i]])
             done.append(entry is not None)
         tally.write(tr, attempt)
         attempt.idle = not any(done)
@@ -338,38 +389,47 @@ class Leases:
                                Hold(hold.hold_id, deadline, LEASE, keys)), claimed_at)
 
     def release(self, tr: Any, attempt: Attempt, lease: Any, delay: int,
-                count: bool = True) -> Gen[bool]:
+                count: bool = True, error: Optional[Tuple[str, str, str]] = None) -> Gen[bool]:
         """End a live lease without ack: the item goes back to its place, visible at
         once or after ``delay`` clock units, or to the dead letters once it has been
         delivered ``max_deliveries`` times (``count`` False: no delivery counted, and
-        it never dies of this).  False (nothing written) if the lease had already
-        expired."""
+        it never dies of this).  ``error`` (type, message, traceback): what the job
+        failed with, for its record and, when it dies, as its reason.  False (nothing
+        written) if the lease had already expired."""
         live = yield from self.live(tr, attempt, lease)
         if live is None:
             return False
         entry = live.entry
         tally = Tally()
         if count and self.engine.dies(entry.item):
-            self.engine.bury(tr, entry, live.now, tally)
+            self.engine.bury(tr, entry, live.now, tally, reason_of(error), error)
         elif delay > 0:
             item = self.engine.take(tr, entry, live.now, tally, count)
             assert entry.value is not None
             self.engine.hold(tr, item, entry.value, self.engine.keys.delay_id(item),
                              live.now + delay, DELAY, tally)
             self.engine.wake(tally)  # waiters learn of the new deadline
+            id_ = self.engine.record(item)
+            if id_ is not None:
+                self.engine.records.state(tr, id_, RETRYING if count else DELAYED,
+                                          self.engine.keys.deliveries(item), live.now + delay)
+                if error is not None:
+                    self.engine.records.failed(tr, id_, error)
         else:
-            self.engine.put_back(tr, entry, live.now, tally, count)
+            self.engine.put_back(tr, entry, live.now, tally, count, error)
         tally.write(tr, attempt)
         return True
 
-    def bury(self, tr: Any, attempt: Attempt, lease: Any, reason: Optional[str]) -> Gen[bool]:
+    def bury(self, tr: Any, attempt: Attempt, lease: Any, reason: Optional[str],
+             error: Optional[Tuple[str, str, str]] = None) -> Gen[bool]:
         """End a live lease by moving its item to the dead letters now, with
-        ``reason``.  False (nothing written) if the lease had already expired."""
+        ``reason`` (``error``: what the job failed with, for its record).  False
+        (nothing written) if the lease had already expired."""
         live = yield from self.live(tr, attempt, lease)
         if live is None:
             return False
         tally = Tally()
-        self.engine.bury(tr, live.entry, live.now, tally, reason)
+        self.engine.bury(tr, live.entry, live.now, tally, reason, error)
         tally.write(tr, attempt)
         return True
 

@@ -1,5 +1,5 @@
-"""Stuck work made visible: what is in flight, what is delayed, and removing one pending
-item by its idempotency id (Queue and PriorityQueue).
+"""Stuck work made visible: what is in flight, what is delayed, removing one pending
+item by its idempotency id, and a job's record and its cancel (Queue and PriorityQueue).
 
 * In flight: the live leases, from the held range ``h`` (a lease's id starts with the
   clock reading of its claim, so they come oldest claim first).
@@ -7,11 +7,14 @@ item by its idempotency id (Queue and PriorityQueue).
 * Removing by id: an id's key holds its item's place (``seq, random``), which names the
   item's key while it is visible and, through ``_layout.OrderedLayout.delay_id``, its
   hold while it is delayed.
+* A job's record (see :mod:`.records`), its state read as it is at the read version:
+  a running job whose lease expired is retrying (or dead, on its last delivery), a
+  delayed one whose delay passed is pending; and its cancel.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
@@ -24,6 +27,17 @@ from .._values import Value, claimed_at, decode_value
 from .engine import Ordered
 from .front import Entry, Hold
 from .leases import token_of
+from .records import (
+    CANCELLED,
+    DEAD,
+    DELAYED,
+    FINISHED,
+    PENDING,
+    RETRYING,
+    RUNNING,
+    JobRecord,
+    Stored,
+)
 
 __all__ = ["DelayedItem", "LeaseInfo", "Listing"]
 
@@ -101,6 +115,72 @@ class Listing:
             begin = bytes(kvs[-1].key) + b"\x00"
         return out if limit is None else out[:limit]
 
+    def job(self, tr: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
+        """Job ``id_``'s record as it is at the read version, or None (unknown id, or a
+        job pushed without history).  Reads the record (a read conflict on it) and,
+        while it runs, its lease's hold."""
+        found = yield from self.state_of(tr, id_)
+        if found is None:
+            return None
+        stored, state, _hold = found
+        return stored.record(id_, state)
+
+    def state_of(self, tr: Any, id_: bytes) -> Gen[Optional[Tuple[Stored, str, Any]]]:
+        """Job ``id_``'s stored record, its state at the read version, and, if it
+        runs or ran, its lease's held key-value (None when gone)."""
+        records = self.engine.records
+        stored = yield from records.read(tr, id_)
+        if stored is None:
+            return None
+        state, _attempts, due = stored.parts["s"]
+        lease = stored.lease()
+        kv = None
+        if lease is not None:
+            r = self.engine.keys.held.range((lease,))
+            kv = yield from Range(tr, r.start, r.stop, 1).first()
+        now = yield from reading(tr, self.engine.clock)
+        if state == RUNNING:
+            if kv is None:
+                state = PENDING  # its hold is gone without a word (a clear)
+            else:
+                _, item, deadline, _kind = self.engine.keys.held.unpack(kv.key)
+                if deadline < now:
+                    state = DEAD if self.engine.dies(item) else RETRYING
+        elif state == DELAYED and due is not None and due <= now:
+            state = PENDING
+        return stored, state, kv
+
+    def cancel(self, tr: Any, attempt: Attempt, id_: bytes) -> Gen[Tuple[Optional[str], Any]]:
+        """Cancel job ``id_``: a pending, delayed or retrying job is removed (its record
+        cancelled), a running one gets a cancel request (its holder is returned, to be
+        told); a finished one is left as it is.  The state it had (None: unknown id)
+        and, for a running job, the worker holding it."""
+        found = yield from self.state_of(tr, id_)
+        attempt.idle = True
+        if found is None:
+            return None, None
+        stored, state, kv = found
+        if state in FINISHED:
+            return state, None
+        if state == RUNNING:
+            self.engine.records.cancel(tr, id_)
+            attempt.idle = False
+            return RUNNING, stored.parts.get("b", (None, None, None))[1]
+        now = yield from attempt.now(tr, self.engine.clock)
+        if kv is not None:  # the hold of a lease that expired: the item is there
+            hold_id, item, deadline, kind = self.engine.keys.held.unpack(kv.key)
+            keys = (bytes(kv.key), self.engine.keys.due_key(bytes(kv.key), hold_id, deadline,
+                                                            kind))
+            tally = Tally()
+            self.engine.remove(tr, [Entry(item, self.engine.keys.item_key(item), kv.value,
+                                          Hold(hold_id, deadline, kind, keys))],
+                               now, tally, CANCELLED)
+            tally.write(tr, attempt)
+            attempt.idle = False
+        else:
+            yield from self.remove(tr, attempt, id_)
+        return state, None
+
     def remove(self, tr: Any, attempt: Attempt, id_: bytes) -> Gen[Optional[Value]]:
         """Remove the pending (visible or delayed) item pushed with ``id_``; its value,
         or None (nothing written) when there is none: never pushed, in flight, dead,
@@ -133,7 +213,8 @@ class Listing:
             attempt.idle = True
             return None
         tally = Tally()
-        value = self.engine.remove(tr, [entry], now, tally)[0]
+        value = self.engine.remove(tr, [entry], now, tally, CANCELLED)[0]
         tally.write(tr, attempt)
+        attempt.idle = False
         return decode_value(value)
 

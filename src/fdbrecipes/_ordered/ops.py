@@ -32,10 +32,11 @@ import fdb.tuple
 from .._clock import Clock, database_clock
 from .._fdb import Gen, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
-from .._layout import Item, OrderedLayout
+from .._layout import Item, OrderedLayout, RecordLayout
+from .._operation import Attempt
 from .._ops import JobOps
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
-from .._retry import read, read_pages, too_many
+from .._retry import read, read_pages
 from .._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -65,8 +66,10 @@ from .contention import Contention
 from .dead import DEAD_BATCH, DeadLetter, DeadLetters
 from .engine import Ordered, PushRequest, QueueStats
 from .front import MAX, MIN, value_of
+from .history import check_error, check_job_id, check_time_limit, made_ids
 from .leases import Lease, Leases, lease_id
 from .listing import DelayedItem, LeaseInfo, Listing
+from .records import JobRecord, Records
 
 __all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps", "check_end",
            "lease_batch", "reverse_end"]
@@ -130,14 +133,16 @@ class OrderedOps(JobOps, Generic[V]):
 
     def __init__(self, subspace: Any, *, high_contention: bool = False,
                  clock: Optional[Clock] = None, id_retention: float = 3600.0,
-                 result_timeout: float = 10.0, max_deliveries: Optional[int] = None) -> None:
+                 result_timeout: float = 10.0, max_deliveries: Optional[int] = None,
+                 history: Optional[float] = None) -> None:
         subspace = check_subspace(subspace)
         self.high_contention = check_bool(high_contention, "high_contention")
         timeout = check_seconds(result_timeout, "result_timeout")
-        super().__init__(subspace, id_retention, max_deliveries)
+        super().__init__(subspace, id_retention, max_deliveries, history)
+        records = Records(RecordLayout(subspace, subspace["o"]), self.history)
         self.engine = Ordered(OrderedLayout(subspace, self.group_len),
                               check_clock(clock) or database_clock,
-                              Ids(subspace, self.id_retention), max_deliveries)
+                              Ids(subspace, self.id_retention), max_deliveries, records)
         self.leasing = Leases(self.engine)
         self.dead_letters = DeadLetters(self.engine)
         self.listing = Listing(self.engine)
@@ -151,18 +156,22 @@ class OrderedOps(JobOps, Generic[V]):
     # -- pushing ---------------------------------------------------------------------
 
     def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
-                     name: str) -> PushRequest:
+                     name: str, time_limit: Any = None) -> PushRequest:
         """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
-        argument it came from), refused if it cannot fit in a transaction."""
+        argument it came from), refused if it cannot fit in a transaction.  A
+        structure with job records makes an id for every item pushed without one."""
         versions = check_delay(delay)
+        limit = check_time_limit(time_limit, self.history)
+        made = made_ids(len(batch), id_, self.history)
         prefix = len(self.subspace.key())
-        check_batch_bytes(sum(push_bytes(prefix, group, value, id_) for group, value in batch),
+        sample = id_ if id_ is not None else (made[0] if made else None)
+        check_batch_bytes(sum(push_bytes(prefix, group, value, sample) for group, value in batch),
                           len(batch), name)
         if id_ is not None:  # the id becomes part of the item's key
             group = batch[0][0]
             check_key(self.engine.keys.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)),
                       "id")
-        return PushRequest(batch, id_, versions)
+        return PushRequest(batch, id_, versions, made, limit)
 
     def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
         """Push a checked request."""
@@ -242,14 +251,15 @@ class OrderedOps(JobOps, Generic[V]):
         return cast("Optional[Lease[V]]", lease)
 
     def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
-                   end: Any = MIN) -> Gen[List[Lease[V]]]:
+                   end: Any = MIN, holder: Optional[str] = None) -> Gen[List[Lease[V]]]:
         """Claim up to ``n`` items at ``end``, in batches (see
-        :class:`fdbrecipes.protocol.Workable`)."""
+        :class:`fdbrecipes.protocol.Workable`; ``holder``: the worker, for the jobs'
+        records)."""
         end = check_end(end, self.group_len)
         n, spread = check_int(n, "n", low=0), check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
         return self.take_many(tr, n, True, self.leasing.claim, end, seconds, spread,
-                              BATCH_BYTES)
+                              BATCH_BYTES, holder)
 
     def take_many(self, tr: Transactor, n: int, budgeted: bool, op: Any,
                   *args: Any) -> Gen[List[Any]]:
@@ -346,38 +356,13 @@ class OrderedOps(JobOps, Generic[V]):
 
     def requeue_dead(self, tr: Transactor, limit: Any = None) -> Gen[int]:
         """Push the oldest dead letters back; how many moved."""
-        return self.dead_batches(tr, self.dead_letters.requeue, check_limit(limit),
-                                 "requeue_dead")
+        return self.loop.counted(tr, self.dead_letters.requeue, check_limit(limit), DEAD_BATCH,
+                                 "requeue_dead", "dead letters", self.dead_letters.count)
 
     def purge_dead(self, tr: Transactor) -> Gen[int]:
         """Remove every dead letter; how many."""
-        return self.dead_batches(tr, self.dead_letters.purge, None, "purge_dead")
-
-    def dead_batches(self, tr: Transactor, op: Any, limit: Optional[int],
-                     name: str) -> Gen[int]:
-        """``op(tr, attempt, k)`` over the dead letters: given a Transaction once (at
-        most :data:`DEAD_BATCH`), given a Database until ``limit`` (or all) are done."""
-        if limit == 0:
-            check_transactor(tr)
-            return 0
-        if is_transaction(tr):
-            if limit is None:
-                if (yield from read(tr, self.dead_letters.count)) > DEAD_BATCH:
-                    raise ValueError(f"{name}: more than {DEAD_BATCH:,} dead letters for "
-                                     "one transaction; pass a Database (it splits the work)")
-                limit = DEAD_BATCH
-            elif limit > DEAD_BATCH:
-                raise too_many("limit", DEAD_BATCH, limit)
-            count: int = yield from self.loop(tr, op, limit)
-            return count
-        total = 0
-        while limit is None or total < limit:
-            ask = DEAD_BATCH if limit is None else min(DEAD_BATCH, limit - total)
-            moved: int = yield from self.loop(tr, op, ask)
-            total += moved
-            if moved == 0:
-                break
-        return total
+        return self.loop.counted(tr, self.dead_letters.purge, None, DEAD_BATCH,
+                                 "purge_dead", "dead letters", self.dead_letters.count)
 
     # -- leases ------------------------------------------------------------------------
 
@@ -417,18 +402,48 @@ class OrderedOps(JobOps, Generic[V]):
         return cast("List[Optional[Lease[V]]]", extended)
 
     def release(self, tr: Transactor, lease: LeaseLike, delay: Any = None,
-                count: Any = True) -> Gen[bool]:
-        """Give a claimed item back (after ``delay``; ``count``: a delivery)."""
+                count: Any = True, error: Any = None) -> Gen[bool]:
+        """Give a claimed item back (after ``delay``; ``count``: a delivery; ``error``:
+        a :class:`JobError` the job failed with)."""
         versions = check_delay(delay)
         check_bool(count, "count")
         lease_id(lease)
-        return self.loop(tr, self.leasing.release, lease, versions, count)
+        return self.loop(tr, self.leasing.release, lease, versions, count, check_error(error))
 
-    def bury(self, tr: Transactor, lease: LeaseLike, reason: Any = None) -> Gen[bool]:
-        """Move a claimed item to the dead letters now, with ``reason``."""
+    def bury(self, tr: Transactor, lease: LeaseLike, reason: Any = None,
+             error: Any = None) -> Gen[bool]:
+        """Move a claimed item to the dead letters now, with ``reason`` (``error``: a
+        :class:`JobError` the job failed with)."""
         check_reason(reason)
         lease_id(lease)
-        return self.loop(tr, self.leasing.bury, lease, reason)
+        return self.loop(tr, self.leasing.bury, lease, reason, check_error(error))
+
+    # -- job records (see JobOps) -------------------------------------------------------
+
+    def listing_at(self, where: Tuple[Any, ...]) -> Listing:
+        return self.listing
+
+    def lease_where(self, lease: Any) -> Tuple[Any, ...]:
+        return ()
+
+    def check_lease(self, lease: Any, name: str) -> Any:
+        return lease_id(lease, name)
+
+    def ack_results(self, tr: Any, attempt: Attempt, leases: List[Any],
+                    results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:
+        return self.leasing.ack_many(tr, attempt, leases, results, states)
+
+    def job(self, tr: Transactor, id_: Any) -> Gen[Optional[JobRecord]]:
+        """Job ``id_``'s record, as it is at the read version; None if unknown."""
+        return self.job_at(tr, check_job_id(id_), ())
+
+    def result(self, db: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
+        """Wait until job ``id_`` is finished; its result (or raise its failure)."""
+        return self.result_at(db, check_job_id(id_), (), timeout)
+
+    def cancel(self, tr: Transactor, id_: Any) -> Gen[Optional[str]]:
+        """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
+        return self.cancel_at(tr, check_job_id(id_), ())
 
 
 class QueueOps(OrderedOps[V]):
@@ -436,15 +451,16 @@ class QueueOps(OrderedOps[V]):
 
     group_len = 0
 
-    def request(self, value: V, id_: Any, delay: Any) -> PushRequest:
+    def request(self, value: V, id_: Any, delay: Any, time_limit: Any = None) -> PushRequest:
         """The checked push of one value."""
-        return self.make_request([((), encode_value(value))], check_id(id_), delay, "value")
+        return self.make_request([((), encode_value(value))], check_id(id_), delay, "value",
+                                 time_limit)
 
-    def requests(self, values: Iterable[V], delay: Any) -> PushRequest:
+    def requests(self, values: Iterable[V], delay: Any, time_limit: Any = None) -> PushRequest:
         """The checked push of every value of ``values``, in order."""
         batch = [((), encode_value(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
-        return self.make_request(batch, None, delay, "values")
+        return self.make_request(batch, None, delay, "values", time_limit)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any]) -> PushRequest:
@@ -458,16 +474,19 @@ class PriorityQueueOps(OrderedOps[V]):
 
     group_len = 1
 
-    def request(self, value: V, priority: Any, id_: Any, delay: Any) -> PushRequest:
+    def request(self, value: V, priority: Any, id_: Any, delay: Any,
+                time_limit: Any = None) -> PushRequest:
         """The checked push of one value with ``priority``."""
         group = check_priority(priority)
-        return self.make_request([(group, encode_value(value))], check_id(id_), delay, "value")
+        return self.make_request([(group, encode_value(value))], check_id(id_), delay, "value",
+                                 time_limit)
 
-    def requests(self, items: Iterable[Tuple[V, int]], delay: Any) -> PushRequest:
+    def requests(self, items: Iterable[Tuple[V, int]], delay: Any,
+                 time_limit: Any = None) -> PushRequest:
         """The checked push of every ``(value, priority)`` pair of ``items``."""
         batch = [(group, value) for value, group in check_pairs(items, "priority",
                                                                  check_priority)]
-        return self.make_request(batch, None, delay, "items")
+        return self.make_request(batch, None, delay, "items", time_limit)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any]) -> PushRequest:

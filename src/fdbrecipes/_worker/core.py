@@ -3,122 +3,98 @@
 * Fetching: one ``claim_many`` for all free slots (relaxed order, ``spread`` about the
   concurrency, so workers rarely collide), then, when nothing is visible, a wait on
   the structure's watch: no busy polling.  A slot is busy while its handler runs.
+  With job records, the claim also reads each job's own time limit and whether a
+  cancel is pending (``Lease.time_limit``, ``Lease.cancel_requested``).
 * Running: an ``async def`` handler is awaited in a task; a sync handler runs in one
-  of ``concurrency`` daemon threads (:mod:`.threads`), awaited from the loop.
+  of ``concurrency`` daemon threads (:mod:`.threads`), awaited from the loop.  Past
+  its time limit, an async handler's task is cancelled, a sync handler abandoned (its
+  thread replaced); either way the job is released as failed.  A cancel (operators,
+  through :mod:`.presence`) cancels an async handler's task, and a sync handler sees
+  ``job.cancelled``.
 * Heartbeat: one task extends every lease held in one transaction (``extend_many``)
-  about every third of ``lease_seconds``; a lease lost anyway is reported
+  about every third of ``lease_seconds``, then writes the worker's record and its
+  jobs' progress (:mod:`.presence`); a lease lost anyway is reported
   (``lease_lost``), never acked.
-* Settling: finished jobs' acks go out together (``ack_many``) from one task, in a
-  transaction for all that finished while the previous one was in flight; retries,
-  snoozes and discards are a ``release`` or a ``bury`` each.
-* Shutdown (:meth:`WorkerCore.stop`, or SIGTERM/SIGINT when the loop runs in the main
-  thread): stop fetching, give back claimed-but-unstarted items at once, wait up to
-  ``shutdown_timeout`` for running handlers, then give back the leases still running
-  (no delivery counted: another worker starts them now, not after the lease) and
-  return.  A second stop skips the wait.
+* Settling: finished jobs go out together (``finish_many``: the acks, the results,
+  the follow-up work) from one task, in a transaction for all that finished while
+  the previous one was in flight; retries, snoozes and discards are a ``release`` or
+  a ``bury`` each, with the error the job failed with.
+* Shutdown (:meth:`WorkerCore.stop`, an operator's ``stop``, or SIGTERM/SIGINT when
+  the loop runs in the main thread): stop fetching, give back claimed-but-unstarted
+  items at once, wait up to ``shutdown_timeout`` for running handlers, then give back
+  the leases still running (no delivery counted: another worker starts them now, not
+  after the lease) and return.  A second stop skips the wait.
+
+Every job that fails is logged (``fdbrecipes.worker``) with its traceback, every
+retry and dead letter with its reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import math
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .._drivers.awaiting import drive
 from .._fdb import check_database
+from .._ordered.history import Finished, encode_result
 from .._ordered.leases import Lease
+from .._ordered.records import CANCELLED as CANCELLED_STATE
+from .._ordered.records import SUCCEEDED
+from .._registry import STOP, Orders
 from .._values import check_bool, check_int, check_seconds
 from ..jobs import (
+    CANCELLED,
+    DEAD,
+    DISCARD,
     LEASE_LOST,
     OK,
+    RETRY,
     SNOOZE,
     Backoff,
+    Decision,
     EventSink,
     Job,
+    JobCancelled,
     JobFinished,
     JobStarted,
+    TimeLimitExceeded,
     WorkerStopping,
     decide,
 )
 from ..protocol import Workable, workable
 from ..schedule import Schedule, check_retention
+from .presence import Presence
+from .running import (
+    IDLE_WAIT,
+    Running,
+    check_handler,
+    emit,
+    idle_seconds,
+    job_error,
+    named,
+    outcome_of,
+)
 from .threads import HandlerThreads
 
 __all__ = ["FETCH_BACKOFF", "IDLE_WAIT", "WorkerCore", "emit"]
 
 log = logging.getLogger("fdbrecipes.worker")
 
-#: Seconds an idle worker waits on its watch before it looks at its schedules and its
-#: stop flag again (a wait, not a poll: a push wakes it at once).
-IDLE_WAIT = 1.0
 #: Seconds to wait after a failed fetch before trying again.
 FETCH_BACKOFF = 1.0
-
-
-def check_handler(handler: Any, asynchronous: bool) -> None:
-    """Refuse a handler that is not callable, or of the other kind.
-
-    Raises:
-        TypeError: naming the worker to use instead.
-    """
-    if not callable(handler):
-        raise TypeError("handler must be callable")
-    if inspect.iscoroutinefunction(handler) != asynchronous:
-        raise TypeError("an async def handler needs aio.AsyncWorker" if not asynchronous
-                        else "AsyncWorker needs an async def handler; use Worker")
-
-
-def idle_seconds(next_push: float) -> float:
-    """How long an idle worker waits on the watch: until its schedules push next,
-    at most :data:`IDLE_WAIT` (then it looks again)."""
-    return max(0.0, min(IDLE_WAIT, next_push - time.time()))
-
-
-def emit(on_event: Optional[EventSink], event: Any) -> None:
-    """Hand ``event`` to a worker's ``on_event``, if any; what it raises is logged and
-    ignored (a broken sink must not stop the worker)."""
-    if on_event is None:
-        return
-    try:
-        on_event(event)
-    except Exception:
-        log.exception("on_event raised; ignored")
-
-
-def outcome_of(handler: Callable[[Job], Any], job: Job) -> Optional[BaseException]:
-    """Run a sync handler (in a handler thread); what it raised, or None."""
-    try:
-        handler(job)
-    except BaseException as e:  # the job's outcome, whatever it was
-        return e
-    return None
-
-
-class Running:
-    """A job the worker holds: its lease (renewed by the heartbeat), whether its
-    handler began and returned, whether the lease was lost or given back meanwhile,
-    and the task running it."""
-
-    __slots__ = ("future", "given_back", "handled", "job", "lease", "lost", "started", "task")
-
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.lease: Lease[Any] = job.lease
-        self.started = 0.0  # time.monotonic() when its handler began; 0: not yet
-        self.handled = False
-        self.lost = False
-        self.given_back = False
-        self.task: Optional[asyncio.Task[None]] = None
-        self.future: Optional[Any] = None  # a sync handler's thread future
-
-    def seconds(self) -> float:
-        """How long its handler has run (0 if it did not start)."""
-        return time.monotonic() - self.started if self.started else 0.0
+#: Seconds a fetch waits at most for more slots to free before it claims (see
+#: :meth:`WorkerCore.gather`).
+GATHER_MAX = 0.01
+#: Bytes of results one settling transaction carries at most (the rest goes in the
+#: next one): well under FoundationDB's 10 MB.
+SETTLE_BYTES = 4_000_000
+#: The outcomes that count as failures in a worker's record.
+FAILURES = frozenset((RETRY, DEAD, DISCARD, LEASE_LOST))
 
 
 class WorkerCore:
@@ -128,8 +104,8 @@ class WorkerCore:
 
     def __init__(self, db: Any, queue: Any, handler: Callable[[Job], Any], *,
                  concurrency: Any, lease_seconds: Any, backoff: Any, shutdown_timeout: Any,
-                 on_event: Any, end: Any, schedules: Sequence[Schedule],
-                 threaded: bool) -> None:
+                 on_event: Any, end: Any, schedules: Sequence[Schedule], time_limit: Any,
+                 name: Any, threaded: bool) -> None:
         self.ops: Workable[Any] = workable(queue)
         check_handler(handler, not threaded)
         check_int(concurrency, "concurrency", low=1, high=10_000)
@@ -141,6 +117,10 @@ class WorkerCore:
             raise ValueError(f"shutdown_timeout must be seconds >= 0, got {shutdown_timeout!r}")
         if on_event is not None and not callable(on_event):
             raise TypeError("on_event must be callable or None")
+        self.time_limit = None if time_limit is None else check_seconds(time_limit,
+                                                                        "time_limit")
+        if name is not None and not (isinstance(name, str) and 0 < len(name) <= 200):
+            raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
         self.ops.claim_many(db, 1, self.lease_seconds, spread=1, end=end).close()  # checks end
         for i, schedule in enumerate(schedules):
             if not isinstance(schedule, Schedule):
@@ -156,10 +136,12 @@ class WorkerCore:
         self.end: str = end
         self.schedules = list(schedules)
         self.threaded = threaded
+        self.presence = Presence(self.ops, self.db, name or repr(queue), self.lease_seconds / 3)
         self.running: Dict[bytes, Running] = {}  # by lease token
         self.acks: List[Running] = []
         self.threads: Optional[HandlerThreads] = None
         self.next_push = 0.0 if self.schedules else math.inf  # time.time() of the next push
+        self.claim_seconds = 0.0  # how long the last claim took
         self.lock = threading.Lock()  # guards loop and the stops asked before it runs
         self.loop: Optional[asyncio.AbstractEventLoop] = None  # while it runs
         self.thread = 0  # the ident of the loop's thread, while it runs
@@ -168,6 +150,11 @@ class WorkerCore:
         self.stopping: asyncio.Event
         self.hurry: asyncio.Event
         self.changed: asyncio.Event
+
+    @property
+    def id(self) -> str:
+        """The worker's id, as its record names it."""
+        return self.presence.id
 
     # -- running and stopping ------------------------------------------------------------
 
@@ -183,7 +170,12 @@ class WorkerCore:
             self.request_stop()
         restore = self.install_signals()
         self.threads = HandlerThreads(self.concurrency) if self.threaded else None
-        beat = asyncio.ensure_future(self.beat())
+        log.info("worker %s started: %s, concurrency %d, lease %g s%s", self.id,
+                 self.presence.label, self.concurrency, self.lease_seconds,
+                 "" if self.time_limit is None else f", time limit {self.time_limit:g} s")
+        helpers = [asyncio.ensure_future(self.beat()),
+                   asyncio.ensure_future(self.presence.listen(self.apply)),
+                   asyncio.ensure_future(self.presence.prune())]
         acker = asyncio.ensure_future(self.settle_acks())
         drained = False
         try:
@@ -196,13 +188,17 @@ class WorkerCore:
             if not drained:  # cancelled, or failed: no wait for handlers to return
                 acker.cancel()
             await asyncio.wait({acker})
-            beat.cancel()
-            await asyncio.wait({beat})
+            for task in helpers:
+                task.cancel()
+            await asyncio.wait(helpers)
+            await self.presence.leave()
             if self.threads is not None:
                 self.threads.shutdown()
             restore()
             with self.lock:
                 self.loop = None
+            log.info("worker %s stopped: %d jobs, %d failed", self.id,
+                     self.presence.processed, self.presence.failed)
 
     def stop(self) -> None:
         """Stop (from any thread, before or while it runs): the first call drains
@@ -221,7 +217,10 @@ class WorkerCore:
         """:meth:`stop`, in the loop's thread."""
         if self.stopping.is_set():
             self.hurry.set()
+        else:
+            log.info("worker %s stopping: %d jobs running", self.id, self.busy())
         self.stopping.set()
+        self.presence.state = "stopping"
         self.notify()
 
     def install_signals(self) -> Callable[[], None]:
@@ -260,6 +259,37 @@ class WorkerCore:
         """Jobs whose handler has not returned (each holds a slot)."""
         return sum(1 for r in self.running.values() if not r.handled and not r.given_back)
 
+    # -- what operators ask --------------------------------------------------------------
+
+    def apply(self, orders: Orders) -> None:
+        """Follow what operators asked: quiet (claim no more), stop, cancel jobs."""
+        if orders.command == STOP:
+            log.info("worker %s: an operator asked it to stop", self.id)
+            self.request_stop()
+        elif orders.command is not None:
+            self.presence.quiet("an operator asked")
+            self.notify()
+        for group, id_ in orders.cancels:
+            for running in list(self.running.values()):
+                lease = running.lease
+                if lease.id == id_ and getattr(lease, "group", None) == group:
+                    self.stop_job(running, JobCancelled(f"job {id_!r} was cancelled"))
+
+    def stop_job(self, running: Running, reason: Exception) -> None:
+        """Stop a job whose handler has not returned, for ``reason`` (a cancel, a time
+        limit): an async handler's task is cancelled; a sync handler sees it through
+        ``job.cancelled``/``job.check()``, and, past its time limit, is abandoned."""
+        if running.handled or running.given_back or running.job.stopped is not None:
+            return
+        running.job.stop(reason)
+        if not running.started:
+            return  # work() sees it before the handler begins
+        abandon = isinstance(reason, TimeLimitExceeded)
+        if self.threads is not None and running.future is not None and abandon:
+            self.threads.abandon(running.future)
+        if running.task is not None and (abandon or self.threads is None):
+            running.task.cancel()
+
     # -- fetching ------------------------------------------------------------------------
 
     async def fetch(self, burst: bool) -> None:
@@ -270,17 +300,22 @@ class WorkerCore:
             try:
                 await self.push_schedules()
                 free = self.concurrency - self.busy()
-                if free <= 0:
+                if free <= 0 or self.presence.state != "running":
                     await self.changed_or(IDLE_WAIT)
                     continue
+                await self.gather()
+                began = time.monotonic()
                 leases = await drive(self.ops.claim_many(
-                    self.db, free, self.lease_seconds, spread=self.concurrency, end=self.end))
+                    self.db, self.concurrency - self.busy(), self.lease_seconds,
+                    spread=self.concurrency, end=self.end, holder=self.id))
+                self.claim_seconds = time.monotonic() - began
+                runs = [Running(job) for job in self.jobs_of(leases)]
                 if self.stopping.is_set():
-                    await self.give_back([Running(Job.of(lease)) for lease in leases],
-                                         report=False)
+                    await self.give_back(runs, report=False)
                     return
-                for lease in leases:
-                    self.start(Running(Job.of(lease)))
+                await self.announce(runs)
+                for running in runs:
+                    self.start(running)
                 if not leases:
                     if burst and not self.running:  # nothing held: none running or settling
                         return
@@ -288,6 +323,31 @@ class WorkerCore:
             except Exception:
                 log.exception("fetching failed; trying again in %s s", FETCH_BACKOFF)
                 await self.changed_or(FETCH_BACKOFF)
+
+    async def gather(self) -> None:
+        """While handlers run, wait up to one claim's duration (at most
+        :data:`GATHER_MAX`) for their slots to free: slots that free meanwhile are
+        claimed in the same transaction rather than one each, which halves the
+        transactions per job when handlers are short, and delays a long handler's
+        successor by less than the claim itself takes."""
+        deadline = time.monotonic() + min(self.claim_seconds, GATHER_MAX)
+        while self.busy():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self.changed_or(left)
+
+    def jobs_of(self, leases: List[Lease[Any]]) -> List[Job]:
+        """The jobs of ``leases``, each with its time limit (its own, which the claim
+        read from its record, or the worker's), stopped if a cancel is pending."""
+        jobs = []
+        for lease in leases:
+            job = Job.of(lease, lease.time_limit if lease.time_limit is not None
+                         else self.time_limit)
+            if lease.cancel_requested:
+                job.stop(JobCancelled(f"job {lease.id!r} was cancelled"))
+            jobs.append(job)
+        return jobs
 
     async def idle(self) -> None:
         """Wait on the structure's watch until an item is visible, a schedule is due,
@@ -315,6 +375,19 @@ class WorkerCore:
             starts.append(slot)
         self.next_push = min(starts)
 
+    async def announce(self, runs: List[Running]) -> None:
+        """Before jobs with a time limit start, write the worker's record with them (a
+        supervisor kills a process whose record shows a job far past its limit: a
+        handler stuck in C code stops the heartbeats too, so only this write would
+        name the job)."""
+        if not any(r.job.time_limit is not None for r in runs):
+            return
+        now = time.time()
+        for running in runs:
+            running.began_at = now
+            self.running[running.lease.token] = running
+        await self.write_record()
+
     def start(self, running: Running) -> None:
         """Hold ``running`` and start its handler."""
         self.running[running.lease.token] = running
@@ -324,14 +397,22 @@ class WorkerCore:
 
     async def work(self, running: Running) -> None:
         """Run the handler on one job and settle it (or hand its ack to the acker)."""
-        running.started = time.monotonic()
-        emit(self.on_event, JobStarted(running.job))
+        job = running.job
+        running.started, running.began_at = time.monotonic(), running.began_at or time.time()
+        emit(self.on_event, JobStarted(job))
+        if job.time_limit is not None:
+            running.timer = asyncio.get_running_loop().call_later(
+                job.time_limit, self.stop_job, running,
+                TimeLimitExceeded(f"the job ran past its time limit of {job.time_limit:g} s"))
         try:
-            error = await self.handle(running)
+            result, error = await self.handle(running)
         except asyncio.CancelledError:
-            if not running.given_back:
+            if running.given_back or job.stopped is None:
                 raise
-            return
+            result, error = None, job.stopped
+        finally:
+            if running.timer is not None:
+                running.timer.cancel()
         running.handled = True
         self.notify()  # a slot is free
         if running.given_back:
@@ -339,33 +420,64 @@ class WorkerCore:
         if running.lost:
             self.finish(running, LEASE_LOST, error)
             return
-        decision = decide(running.job, error, self.backoff, self.ops.max_deliveries)
-        if decision.action == "ack":
+        decision = decide(job, error, self.backoff, self.ops.max_deliveries)
+        if decision.action in ("ack", "cancel"):
+            running.finished = self.finished(running, decision, result)
             self.acks.append(running)
             self.notify()
             return
-        try:
-            if decision.action == "bury":
-                done = await drive(self.ops.bury(self.db, running.lease, decision.reason))
-            else:
-                done = await drive(self.ops.release(self.db, running.lease, decision.delay,
-                                                    decision.count))
-        except Exception as e:
-            log.exception("settling a job failed; its lease will expire")
-            done, error = False, error or e
-        self.finish(running, decision.outcome if done else LEASE_LOST, error)
+        await self.settle(running, decision, error)
 
-    async def handle(self, running: Running) -> Optional[BaseException]:
-        """Run the handler; what it raised, or None."""
+    async def handle(self, running: Running) -> Tuple[Any, Optional[BaseException]]:
+        """Run the handler (unless the job was stopped before it began): what it
+        returned, or what it raised."""
+        if running.job.stopped is not None:
+            return None, running.job.stopped
         if self.threads is not None:
             running.future = self.threads.submit(outcome_of, self.handler, running.job)
-            found: Optional[BaseException] = await asyncio.wrap_future(running.future)
+            found: Tuple[Any, Optional[BaseException]] = await asyncio.wrap_future(
+                running.future)
             return found
         try:
-            await self.handler(running.job)
+            return await self.handler(running.job), None
         except Exception as e:  # the job's outcome
-            return e
-        return None
+            return None, e
+
+    def finished(self, running: Running, decision: Decision, result: Any) -> Finished:
+        """What the ack of a job that succeeded (or stopped on a cancel) carries: its
+        result (kept by a structure with job records), progress and follow-ups."""
+        progress, followups = running.job.reported()
+        if decision.action == "cancel":
+            return Finished(running.lease, progress=progress, state=CANCELLED_STATE)
+        encoded, error = (None, None) if self.ops.history is None else encode_result(result)
+        if error is not None:
+            log.warning("job %s succeeded, but its result is not kept: %s",
+                        named(running.job), error[1])
+        return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)
+
+    async def settle(self, running: Running, decision: Decision,
+                     error: Optional[BaseException]) -> None:
+        """Release or bury a job that failed, snoozed or was discarded, with the error
+        it failed with."""
+        job = running.job
+        recorded = None if error is None or decision.outcome == SNOOZE else job_error(error)
+        if decision.outcome in (RETRY, DEAD) and error is not None:
+            log.error("job %s failed (delivery %d)%s", named(job), job.deliveries,
+                      f"; retry in {decision.delay:.1f} s" if decision.outcome == RETRY
+                      else "; it is a dead letter now", exc_info=error)
+        elif decision.outcome == DISCARD:
+            log.warning("job %s discarded: %s", named(job), decision.reason)
+        try:
+            if decision.action == "bury":
+                done = await drive(self.ops.bury(self.db, running.lease, decision.reason,
+                                                 recorded))
+            else:
+                done = await drive(self.ops.release(self.db, running.lease, decision.delay,
+                                                    decision.count, recorded))
+        except Exception as e:
+            log.exception("settling job %s failed; its lease will expire", named(job))
+            done, error = False, error or e
+        self.finish(running, decision.outcome if done else LEASE_LOST, error)
 
     def finish(self, running: Running, outcome: str, error: Optional[BaseException]) -> None:
         """The job ended: forget it, and report it (once: a job given back at
@@ -373,47 +485,73 @@ class WorkerCore:
         if self.running.pop(running.lease.token, None) is None:
             return
         if outcome == LEASE_LOST:
-            log.warning("a job's lease expired before it was settled: it may run again "
-                        "(a lease too short for the work, or a stalled process)")
+            log.warning("job %s: its lease expired before it was settled: it may run "
+                        "again (a lease too short for the work, or a stalled process)",
+                        named(running.job))
+        elif outcome == CANCELLED:
+            log.info("job %s cancelled", named(running.job))
+        if outcome != SNOOZE:
+            self.presence.count(outcome in FAILURES)
+        self.presence.forget(running.job)
         self.notify()
         emit(self.on_event, JobFinished(running.job, outcome, running.seconds(), error))
 
     async def settle_acks(self) -> None:
-        """Ack finished jobs together, until the worker stops and none is left."""
+        """Ack finished jobs together (at most :data:`SETTLE_BYTES` of results a
+        transaction), until the worker stops and none is left."""
         while True:
             while not self.acks and not (self.stopping.is_set() and not self.busy()):
                 await self.changed_or(IDLE_WAIT)
-            batch, self.acks = self.acks, []
-            if not batch:
+            if not self.acks:
                 return
+            size, n = 0, 0
+            for running in self.acks:
+                size += running.size()
+                if n and size > SETTLE_BYTES:
+                    break
+                n += 1
+            batch, self.acks = self.acks[:n], self.acks[n:]
             try:
-                acked = await drive(self.ops.ack_many(self.db, [r.lease for r in batch]))
+                acked = await drive(self.ops.finish_many(
+                    self.db, [r.finished for r in batch if r.finished is not None]))
             except Exception:
                 log.exception("acking %d jobs failed; their leases will expire", len(batch))
                 acked = [False] * len(batch)
             for running, ok in zip(batch, acked):
-                self.finish(running, OK if ok else LEASE_LOST, None)
+                cancelled = running.finished is not None and running.finished.state != SUCCEEDED
+                self.finish(running, LEASE_LOST if not ok else CANCELLED if cancelled else OK,
+                            running.job.stopped if cancelled else None)
 
     # -- heartbeat ---------------------------------------------------------------------
 
     async def beat(self) -> None:
-        """Extend every lease held, in one transaction, every third of a lease."""
+        """Every third of a lease: extend every lease held, in one transaction; then
+        write the worker's record (first when it starts)."""
         while True:
-            await asyncio.sleep(self.lease_seconds / 3)
             held = [r for r in self.running.values() if not r.lost and not r.given_back]
-            if not held:
-                continue
-            try:
-                renewed = await drive(self.ops.extend_many(self.db, [r.lease for r in held],
-                                                           self.lease_seconds))
-            except Exception:
-                log.exception("a heartbeat failed; trying again at the next one")
-                continue
-            for running, lease in zip(held, renewed):
-                if lease is None:
-                    running.lost = True
-                else:
-                    running.lease = lease
+            if held:
+                try:
+                    renewed = await drive(self.ops.extend_many(
+                        self.db, [r.lease for r in held], self.lease_seconds))
+                except Exception:
+                    log.exception("a heartbeat failed; trying again at the next one")
+                    renewed = [r.lease for r in held]
+                for running, lease in zip(held, renewed):
+                    if lease is None:
+                        running.lost = True
+                    else:
+                        running.lease = lease
+            await self.write_record()
+            await asyncio.sleep(self.lease_seconds / 3)
+
+    async def write_record(self) -> None:
+        """Write the worker's record, with the jobs it runs (see :mod:`.presence`)."""
+        try:
+            await self.presence.beat([(r.job, r.began_at) for r in self.running.values()
+                                      if r.began_at and not r.handled and not r.given_back])
+        except Exception:
+            log.exception("writing worker %s's record failed; trying again at the next "
+                          "heartbeat", self.id)
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -450,7 +588,8 @@ class WorkerCore:
             try:
                 await drive(self.ops.release(self.db, running.lease, None, False))
             except Exception:
-                log.exception("giving back a job failed; its lease will expire")
+                log.exception("giving back job %s failed; its lease will expire",
+                              named(running.job))
             if report:
                 self.finish(running, SNOOZE, None)
             else:

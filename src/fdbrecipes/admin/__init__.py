@@ -14,6 +14,9 @@ Usage::
     fdbrecipes delayed      --directory app/jobs
     fdbrecipes remove       --directory app/jobs --id order-17 --yes
     fdbrecipes stats        --directory app/jobs --watch 5
+    fdbrecipes job 3f2a...  --directory app/jobs          # a job's record (history)
+    fdbrecipes cancel 3f2a... --directory app/jobs --yes
+    fdbrecipes workers      --directory app/jobs [--quiet WORKER | --stop WORKER]
 
 Every command names one structure:
 
@@ -50,7 +53,8 @@ letters of a weight-tree, a missing ``--yes``; argparse's own errors add its usa
 
 The parts: :mod:`.arguments` (options), :mod:`.places` (where a structure is, and what
 is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them),
-:mod:`.service` (the long-running ``worker`` and ``metrics``).
+:mod:`.jobs` (``job``, ``cancel``, ``workers``), :mod:`.service` (the long-running
+``worker`` and ``metrics``) and :mod:`.supervisor` (``worker --processes N``).
 Importing this package needs no ``libfdb_c``.
 """
 
@@ -68,10 +72,14 @@ from .commands import (
     Operation,
     run,
 )
+from .jobs import CANCEL, JOB, WORKERS
 from .service import METRICS, WORKER
 
+#: The commands about jobs and workers (:mod:`.jobs`).
+JOBS = (JOB, CANCEL, WORKERS)
 #: The long-running commands (:mod:`.service`): a worker, a metrics exporter.
 SERVICES = (WORKER, METRICS)
 
-__all__ = ["DEAD", "DELAYED", "LEASES", "METRICS", "OPERATIONS", "PEEK", "PURGE_DEAD", "PUSH",
-           "REMOVE", "REQUEUE_DEAD", "SERVICES", "STATS", "WORKER", "Operation", "run"]
+__all__ = ["CANCEL", "DEAD", "DELAYED", "JOB", "JOBS", "LEASES", "METRICS", "OPERATIONS",
+           "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD", "SERVICES", "STATS",
+           "WORKER", "WORKERS", "Operation", "run"]

@@ -235,11 +235,14 @@ class Needs:
         group: it works on one queue (for a fair-queue: ``--group``, required).
         confirm: for a command that writes, what ``--yes`` confirms (the refusal to
             run without it names it).
+        default_kind: the kind of an empty place, where nothing tells it (the worker
+            serves a new queue: "queue"); None: ``--kind`` is needed there.
     """
 
     dead_letters: bool = False
     group: bool = False
     confirm: Optional[str] = None
+    default_kind: Optional[str] = None
 
 
 def check_usage(args: argparse.Namespace, needs: Needs) -> Place:

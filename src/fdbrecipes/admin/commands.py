@@ -147,7 +147,9 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
         seen, wrong = read_only(db, stored, subspace)
         if wrong is not None:
             raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
-        if seen is None or seen == ANY_QUEUE:
+        if seen is None and needs.default_kind is not None:
+            seen = needs.default_kind
+        elif seen is None or seen == ANY_QUEUE:
             what = "is stored" if seen is None else "tells whether it is a queue or a priority"
             raise UsageError(f"nothing at {place} {what}"
                              f"{'' if seen is None else '-queue'}: give --kind")
@@ -156,7 +158,8 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
     found = read_only(db, survey, subspace, args.kind)
     if found is not None:
         raise OperatorError(f"no {args.kind} at {place}: found {found}")
-    structure = make_structure(args.kind, subspace, args.max_deliveries)
+    structure = make_structure(args.kind, subspace, args.max_deliveries,
+                               getattr(args, "history", None))
     return Target(db, place, args.kind, structure)
 
 
@@ -364,15 +367,16 @@ def _peek_tree(target: Target, tree: WeightTree, limit: int) -> Report:
 def dead(target: Target, args: argparse.Namespace) -> Report:
     """``dead``: the oldest ``--limit`` dead letters."""
     letters = drive(queue_of(target, args).dead(target.db, args.limit))
-    rows = [(str(i), str(d.deliveries), iso_time(d.died_at), cut(repr(d.value)))
-            for i, d in enumerate(letters, 1)]
+    rows = [(str(i), str(d.deliveries), iso_time(d.died_at), cut(repr(d.value), 40),
+             cut(d.reason or "-", 60)) for i, d in enumerate(letters, 1)]
     data: List[Dict[str, Any]] = [
         {"value": json_value(d.value), "deliveries": d.deliveries,
-         "died_at": iso_time(d.died_at), "died_at_epoch": d.died_at, "token": d.token.hex()}
+         "died_at": iso_time(d.died_at), "died_at_epoch": d.died_at, "reason": d.reason,
+         "token": d.token.hex()}
         for d in letters]
     return Report({**target.header(), "dead_letters": data},
-                  _listing(target.title(), rows, ("#", "deliveries", "died at (UTC)", "value"),
-                           "(no dead letters)", args.limit))
+                  _listing(target.title(), rows, ("#", "deliveries", "died at (UTC)", "value",
+                                                  "reason"), "(no dead letters)", args.limit))
 
 
 def requeue_dead(target: Target, args: argparse.Namespace) -> Report:

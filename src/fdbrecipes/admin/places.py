@@ -36,9 +36,10 @@ TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
 #: its lottery under "t", a weight tree, look like structures nested under those
 #: names; its looks under "w" like a tree's leaves.)
 FAIR_RANGES = ("a",)
-#: What any structure, even a cleared one, may leave: receipt slots, idempotency ids
-#: and its counters (the wake counter "pushed" among them).
-NEUTRAL = ("c", "g", "k", "n")
+#: What any structure, even a cleared one, may leave: receipt slots, idempotency ids,
+#: its counters (the wake counter "pushed" among them), job records and their index,
+#: and its workers' records.
+NEUTRAL = ("c", "g", "k", "n", "j", "o", "u")
 #: Elements of a Queue's item tuple; a PriorityQueue's has one more, the priority.
 QUEUE_ITEM_LEN = 5
 #: What :func:`stored` says of queue keys that do not tell which kind of queue.
@@ -166,12 +167,14 @@ def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
     return f"keys of a {seen}"
 
 
-def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int]) -> Structure:
-    """The library object for a structure of ``kind`` at ``subspace``."""
+def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int],
+                   history: Optional[float] = None) -> Structure:
+    """The library object for a structure of ``kind`` at ``subspace`` (``history``:
+    it keeps job records, as a worker's structure may)."""
     if kind == "weight-tree":
         return WeightTree(subspace)
     if kind == "queue":
-        return Queue(subspace, max_deliveries=max_deliveries)
+        return Queue(subspace, max_deliveries=max_deliveries, history=history)
     if kind == "fair-queue":
-        return FairQueue(subspace, max_deliveries=max_deliveries)
-    return PriorityQueue(subspace, max_deliveries=max_deliveries)
+        return FairQueue(subspace, max_deliveries=max_deliveries, history=history)
+    return PriorityQueue(subspace, max_deliveries=max_deliveries, history=history)

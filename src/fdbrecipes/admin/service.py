@@ -2,13 +2,19 @@
 
 Usage::
 
-    fdbrecipes worker app.jobs:handle --directory app/jobs --kind queue --concurrency 16
-    fdbrecipes metrics --directory app/jobs --kind queue --port 9100
+    fdbrecipes worker app.jobs:handle --directory app/jobs --concurrency 16
+    fdbrecipes worker app.jobs:handle --directory app/jobs --processes 4 --time-limit 60
+    fdbrecipes metrics --directory app/jobs --kind queue --port 10095
 
 ``worker`` imports ``module:function`` (the current directory is on the import path)
 and runs a :class:`fdbrecipes.Worker` on the structure (an
 :class:`fdbrecipes.aio.AsyncWorker` for an ``async def`` function) until SIGTERM or
-SIGINT; ``metrics`` serves the structure's gauges for Prometheus (extra
+SIGINT, logging to stderr (a start line, each failure with its traceback, retries and
+dead letters with their reasons); with ``--processes N`` it supervises N worker
+processes (:mod:`.supervisor`).  On a place where nothing is stored yet it serves a
+new queue (``--kind queue``).  Its ``--max-deliveries`` defaults to
+:data:`WORKER_MAX_DELIVERIES`, so a failing job ends as a dead letter instead of being
+retried forever.  ``metrics`` serves the structure's gauges for Prometheus (extra
 ``prometheus``) until then.  They name the structure and the cluster as the operator
 commands do (see :mod:`fdbrecipes.admin`), and are :class:`.commands.Operation` rows,
 so they check, connect and report failures the same way.
@@ -20,25 +26,40 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import logging
 import os
 import signal
 import sys
 import threading
 from typing import Any, Callable
 
-from .arguments import place_arguments, positive_int, seconds
+from .arguments import Needs, place_arguments, positive_int, seconds
 from .commands import Operation, Report, Target
+from .logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 from .places import UsageError
 
-__all__ = ["METRICS", "WORKER", "load_handler"]
+__all__ = ["METRICS", "METRICS_PORT", "WORKER", "WORKER_MAX_DELIVERIES", "load_handler"]
+
+#: A CLI worker's ``--max-deliveries`` when none is given: a job failing this many
+#: times is a dead letter (the library's default, None, retries forever).
+WORKER_MAX_DELIVERIES = 5
+#: ``metrics``' default port: outside the range Prometheus allocates to exporters
+#: (9100-9999; 9100 is node_exporter's).
+METRICS_PORT = 10095
+
+log = logging.getLogger("fdbrecipes.worker")
 
 
 def worker_arguments(parser: argparse.ArgumentParser) -> None:
     """``worker``'s options."""
-    place_arguments(parser, "Run a Worker: call MODULE:FUNCTION on every job of a queue "
-                    "or priority-queue (an async def function runs on an event loop), "
-                    "until SIGTERM or SIGINT (a second one skips the wait for running "
-                    "jobs).  Writes: claims, acks, releases.")
+    place_arguments(parser, "Run a Worker: call MODULE:FUNCTION on every job of a queue, "
+                    "priority-queue or fair-queue (an async def function runs on an event "
+                    "loop), until SIGTERM or SIGINT (a second one skips the wait for "
+                    "running jobs).  An empty place is a new queue.  A job failing "
+                    f"--max-deliveries times (default {WORKER_MAX_DELIVERIES} here) is a dead "
+                    "letter, with the error as its reason.  Logs to stderr.  Writes: claims, "
+                    "acks, releases, its own record.")
+    parser.set_defaults(max_deliveries=WORKER_MAX_DELIVERIES)
     parser.add_argument("handler", metavar="MODULE:FUNCTION",
                         help="the handler, e.g. app.jobs:handle (imported with the "
                         "current directory on the path)")
@@ -52,6 +73,20 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="priority-queue: claim the lowest (default) or highest priority")
     parser.add_argument("--burst", action="store_true",
                         help="stop once nothing is visible and no job runs")
+    parser.add_argument("--history", type=seconds, metavar="SECONDS",
+                        help="keep each job's record (state, error, result), finished ones "
+                        "SECONDS (the structure's history=; default: none)")
+    parser.add_argument("--time-limit", type=seconds, metavar="SECONDS",
+                        help="a job running longer is stopped and retried (default: none)")
+    parser.add_argument("--processes", type=positive_int, default=1, metavar="N",
+                        help="run N worker processes under a supervisor that restarts them "
+                        "and kills one whose job is past --time-limit (default 1: this "
+                        "process)")
+    parser.add_argument("--name", help="what the worker's record says it serves")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="INFO",
+                        help="default INFO")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                        help="text lines (default) or one JSON object per line")
 
 
 def metrics_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +96,8 @@ def metrics_arguments(parser: argparse.ArgumentParser) -> None:
                     "on http://ADDR:PORT/metrics until SIGTERM or SIGINT.  Run one per "
                     "cluster: the gauges are the database's, not one process's.  Reads "
                     "only; needs prometheus_client (pip install 'fdbrecipes[prometheus]').")
-    parser.add_argument("--port", type=positive_int, default=9100, help="default 9100")
+    parser.add_argument("--port", type=positive_int, default=METRICS_PORT,
+                        help=f"default {METRICS_PORT} (outside the exporters' 9100-9999)")
     parser.add_argument("--addr", default="0.0.0.0", help="address to listen on")
     parser.add_argument("--name", help="the queue label (default: the place's last part)")
 
@@ -106,18 +142,29 @@ def label(target: Target, args: argparse.Namespace) -> str:
 
 
 def work(target: Target, args: argparse.Namespace) -> Report:
-    """``worker``: run a Worker until signalled."""
+    """``worker``: run a Worker (or, with ``--processes``, supervise several) until
+    signalled."""
     from ..aio import AsyncWorker
-    from ..weight_tree import WeightTree
     from ..worker import Worker
+    from .supervisor import supervise
 
-    if isinstance(target.structure, WeightTree):
-        raise UsageError("a worker needs a queue or priority-queue")
     if args.end is not None and target.kind != "priority-queue":
         raise UsageError("--end applies to --kind priority-queue only")
     handler = load_handler(args.handler)
+    log_to_stderr(args.log_level, args.log_format)
+    log.info("fdbrecipes worker: %s, cluster file %s, handler %s, concurrency %d, "
+             "processes %d, max deliveries %d, history %s, time limit %s", target.title(),
+             args.cluster_file or os.environ.get("FDB_CLUSTER_FILE") or "(default)",
+             args.handler, args.concurrency, args.processes, args.max_deliveries,
+             "none" if args.history is None else f"{args.history:g} s",
+             "none" if args.time_limit is None else f"{args.time_limit:g} s")
+    if args.processes > 1:
+        supervise(target, args)
+        return Report({**target.header(), "stopped": True},
+                      f"{target.title()}: workers stopped")
     options = dict(concurrency=args.concurrency, lease_seconds=args.lease,
-                   shutdown_timeout=args.shutdown_timeout, end=args.end or "min")
+                   shutdown_timeout=args.shutdown_timeout, end=args.end or "min",
+                   time_limit=args.time_limit, name=args.name or target.title())
     if inspect.iscoroutinefunction(handler):
         asyncio.run(AsyncWorker(target.db, target.structure, handler, **options)
                     .run(burst=args.burst))
@@ -139,6 +186,6 @@ def serve_metrics(target: Target, args: argparse.Namespace) -> Report:
 
 
 WORKER = Operation("worker", "run a Worker on a queue's jobs (MODULE:FUNCTION)",
-                   worker_arguments, work)
+                   worker_arguments, work, Needs(dead_letters=True, default_kind="queue"))
 METRICS = Operation("metrics", "serve a structure's gauges for Prometheus",
                     metrics_arguments, serve_metrics)

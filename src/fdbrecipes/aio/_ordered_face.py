@@ -22,11 +22,13 @@ from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
-from .._ordered.ops import LeaseLike, lease_batch
+from .._ordered.ops import LeaseLike, OrderedOps, lease_batch
+from .._ordered.records import JobError, JobRecord
 from .._ordered_face import OrderedBase
 from .._values import V, check_spread
 from ..queue import Queue
 from ._combine import Combiner
+from ._jobs_face import AsyncJobMethods
 
 __all__ = ["AsyncOrderedFace"]
 
@@ -62,7 +64,7 @@ class Takers:
 
 
 @twin(Queue)  # the methods Queue and PriorityQueue share are documented on Queue
-class AsyncOrderedFace(OrderedBase[V]):
+class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
     """The async methods AsyncQueue and AsyncPriorityQueue share (see those classes)."""
 
     @functools.cached_property
@@ -79,8 +81,6 @@ class AsyncOrderedFace(OrderedBase[V]):
     def _takers(self) -> Takers:
         """How many takes of this object an event loop runs at once."""
         return Takers()
-
-
 
     # -- size, stats, clear --------------------------------------------------------------
 
@@ -123,12 +123,13 @@ class AsyncOrderedFace(OrderedBase[V]):
         return await drive(self._ops.extend_many(tr, leases, seconds))
 
     async def release(self, tr: Transactor, lease: LeaseLike, *,
-                      delay: Optional[float] = None, count: bool = True) -> bool:
-        return await drive(self._ops.release(tr, lease, delay, count))
+                      delay: Optional[float] = None, count: bool = True,
+                      error: Optional[JobError] = None) -> bool:
+        return await drive(self._ops.release(tr, lease, delay, count, error))
 
-    async def bury(self, tr: Transactor, lease: LeaseLike,
-                   reason: Optional[str] = None) -> bool:
-        return await drive(self._ops.bury(tr, lease, reason))
+    async def bury(self, tr: Transactor, lease: LeaseLike, reason: Optional[str] = None, *,
+                   error: Optional[JobError] = None) -> bool:
+        return await drive(self._ops.bury(tr, lease, reason, error))
 
     # -- stuck work ---------------------------------------------------------------------
 
@@ -140,6 +141,17 @@ class AsyncOrderedFace(OrderedBase[V]):
 
     async def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
         return await drive(self._ops.remove(tr, id))
+
+    # -- job records --------------------------------------------------------------------
+
+    async def job(self, tr: Transactor, id: bytes) -> Optional[JobRecord]:
+        return await drive(self._ops.job(tr, id))
+
+    async def result(self, db: Any, id: bytes, timeout: Optional[float] = None) -> Any:
+        return await drive(self._ops.result(db, id, timeout))
+
+    async def cancel(self, tr: Transactor, id: bytes) -> Optional[str]:
+        return await drive(self._ops.cancel(tr, id))
 
     # -- dead letters ------------------------------------------------------------------
 
@@ -168,10 +180,12 @@ class AsyncOrderedFace(OrderedBase[V]):
         async with self._takers.bound(check_spread(spread)):
             return await drive(take)
 
-    async def _push(self, tr: Transactor, request: PushRequest) -> None:
+    async def _push(self, tr: Transactor, request: PushRequest) -> PushRequest:
         """Push a checked request: in the caller's transaction, or given a Database
-        in a transaction shared with other tasks' pushes."""
+        in a transaction shared with other tasks' pushes; the request (which names
+        its items' ids)."""
         if is_transaction(tr) or not request.batch:
             await drive(self._ops.push(tr, request))
         else:
             await self._pushes.call(tr, request, push_size(request))
+        return request

@@ -12,19 +12,21 @@ from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Tup
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fair.engine import FairLease, Policy
-from .._fair.ops import FairStats
+from .._fair.ops import FairOps, FairStats
 from .._fdb import Transactor
 from .._ordered.dead import DeadLetter
 from .._ordered.listing import DelayedItem, LeaseInfo
+from .._ordered.records import JobError, JobRecord
 from .._values import Value
 from ..fair_queue import FairBase, FairQueue, Group
 from ._heartbeat import kept_alive
+from ._jobs_face import AsyncJobMethods
 
 __all__ = ["AsyncFairQueue"]
 
 
 @twin(FairQueue)
-class AsyncFairQueue(FairBase):
+class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
     """A queue per group, served by weighted lottery, for asyncio code (see
     :class:`fdbrecipes.FairQueue`, and :class:`fdbrecipes.aio.AsyncQueue` for what
     ``tr`` and cancellation mean here: a claim cancelled while its commit is in flight
@@ -45,12 +47,18 @@ class AsyncFairQueue(FairBase):
         return await drive(self._ops.groups(tr, limit))
 
     async def push(self, tr: Transactor, value: Value, *, group: Group,
-                   id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
-        await drive(self._ops.push(tr, self._ops.request(group, value, id, delay)))
+                   id: Optional[bytes] = None, delay: Optional[float] = None,
+                   time_limit: Optional[float] = None) -> Optional[bytes]:
+        request = self._ops.request(group, value, id, delay, time_limit)
+        await drive(self._ops.push(tr, request))
+        return request.request.item_id(0)
 
     async def push_many(self, tr: Transactor, values: Iterable[Value], *, group: Group,
-                        delay: Optional[float] = None) -> None:
-        await drive(self._ops.push(tr, self._ops.requests(group, values, delay)))
+                        delay: Optional[float] = None,
+                        time_limit: Optional[float] = None) -> List[bytes]:
+        request = self._ops.requests(group, values, delay, time_limit)
+        await drive(self._ops.push(tr, request))
+        return list(request.request.ids)
 
     async def claim(self, tr: Transactor, lease_seconds: float) -> Optional[FairLease]:
         return await drive(self._ops.claim(tr, lease_seconds))
@@ -88,12 +96,23 @@ class AsyncFairQueue(FairBase):
         return await drive(self._ops.extend_many(tr, leases, seconds))
 
     async def release(self, tr: Transactor, lease: Union[FairLease, bytes], *,
-                      delay: Optional[float] = None, count: bool = True) -> bool:
-        return await drive(self._ops.release(tr, lease, delay, count))
+                      delay: Optional[float] = None, count: bool = True,
+                      error: Optional[JobError] = None) -> bool:
+        return await drive(self._ops.release(tr, lease, delay, count, error))
 
     async def bury(self, tr: Transactor, lease: Union[FairLease, bytes],
-                   reason: Optional[str] = None) -> bool:
-        return await drive(self._ops.bury(tr, lease, reason))
+                   reason: Optional[str] = None, *, error: Optional[JobError] = None) -> bool:
+        return await drive(self._ops.bury(tr, lease, reason, error))
+
+    async def job(self, tr: Transactor, id: bytes, *, group: Group) -> Optional[JobRecord]:
+        return await drive(self._ops.job(tr, group, id))
+
+    async def result(self, db: Any, id: bytes, *, group: Group,
+                     timeout: Optional[float] = None) -> Any:
+        return await drive(self._ops.result(db, group, id, timeout))
+
+    async def cancel(self, tr: Transactor, id: bytes, *, group: Group) -> Optional[str]:
+        return await drive(self._ops.cancel(tr, group, id))
 
     async def stats(self, tr: Transactor, group: Optional[Group] = None
                     ) -> Union[FairStats, Dict[Group, FairStats]]:

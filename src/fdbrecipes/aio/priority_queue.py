@@ -34,12 +34,15 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
     _ops_class = PriorityQueueOps
 
     async def push(self, tr: Transactor, value: V, priority: int, *,
-                   id: Optional[bytes] = None, delay: Optional[float] = None) -> None:
-        await self._push(tr, self._ops.request(value, priority, id, delay))
+                   id: Optional[bytes] = None, delay: Optional[float] = None,
+                   time_limit: Optional[float] = None) -> Optional[bytes]:
+        request = self._ops.request(value, priority, id, delay, time_limit)
+        return (await self._push(tr, request)).item_id(0)
 
     async def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
-                        delay: Optional[float] = None) -> None:
-        await self._push(tr, self._ops.requests(items, delay))
+                        delay: Optional[float] = None,
+                        time_limit: Optional[float] = None) -> List[bytes]:
+        return list((await self._push(tr, self._ops.requests(items, delay, time_limit))).ids)
 
     async def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         return await self._take(tr, self._ops.pop(tr, MIN, spread), spread)

@@ -38,19 +38,21 @@ class AsyncQueue(AsyncOrderedFace[V]):
 
     The constructor takes the arguments of :class:`fdbrecipes.Queue` (``subspace``,
     ``high_contention``, ``clock``, ``id_retention``, ``result_timeout``,
-    ``max_deliveries``), with the same meaning.
+    ``max_deliveries``, ``history``), with the same meaning.
     """
 
     _ops: QueueOps[V]
     _ops_class = QueueOps
 
     async def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
-                   delay: Optional[float] = None) -> None:
-        await self._push(tr, self._ops.request(value, id, delay))
+                   delay: Optional[float] = None,
+                   time_limit: Optional[float] = None) -> Optional[bytes]:
+        return (await self._push(tr, self._ops.request(value, id, delay, time_limit))).item_id(0)
 
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
-                        delay: Optional[float] = None) -> None:
-        await self._push(tr, self._ops.requests(values, delay))
+                        delay: Optional[float] = None,
+                        time_limit: Optional[float] = None) -> List[bytes]:
+        return list((await self._push(tr, self._ops.requests(values, delay, time_limit))).ids)
 
     async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         return await self._take(tr, self._ops.pop(tr, MIN, spread), spread)

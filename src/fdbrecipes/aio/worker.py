@@ -32,15 +32,21 @@ class AsyncWorker:
                  concurrency: int = 8, lease_seconds: float = 30.0,
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
-                 schedules: Sequence[Schedule] = ()) -> None:
+                 schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
+                 name: Optional[str] = None) -> None:
         self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
                                 lease_seconds=lease_seconds, backoff=backoff,
                                 shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
-                                schedules=schedules, threaded=False)
+                                schedules=schedules, time_limit=time_limit, name=name,
+                                threaded=False)
         self._runner: Optional[asyncio.Task[None]] = None
 
     def __repr__(self) -> str:
         return f"AsyncWorker({self._core.queue!r}, concurrency={self._core.concurrency})"
+
+    @property
+    def id(self) -> str:
+        return self._core.id
 
     async def run(self, *, burst: bool = False) -> None:
         await self._core.run(burst)

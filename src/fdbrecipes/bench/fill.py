@@ -9,11 +9,11 @@ structures.  Run by the parent process before the clients start; not timed.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from .. import FairQueue, PriorityQueue, Queue, RetryStats, WeightTree
 from .recipe import QUEUE_FILL_BATCH, VALUE, RecipeQueue, chunks, transact
-from .settings import FAIR_GROUPS, PQ_PRIORITIES
+from .settings import FAIR_GROUPS, HISTORY_SECONDS, PQ_PRIORITIES
 
 #: Items per push_many when filling a WeightTree.
 TREE_FILL_BATCH = 5_000
@@ -28,11 +28,18 @@ def fill_recipe(db: Any, subspace: Any, items: int, _seed: int) -> None:
     RecipeQueue(subspace).fill(db, items)
 
 
-def fill_queue(db: Any, subspace: Any, items: int, _seed: int) -> None:
-    """A Queue of the ints 0 .. items - 1 (``push_many`` of 1,000)."""
-    queue = Queue(subspace)
+def fill_queue(db: Any, subspace: Any, items: int, _seed: int,
+               history: Optional[float] = None) -> None:
+    """A Queue of the ints 0 .. items - 1 (``push_many`` of 1,000; with ``history``,
+    each with its job record)."""
+    queue = Queue(subspace, history=history)
     for chunk in chunks(0, items, QUEUE_FILL_BATCH):
         queue.push_many(db, chunk)
+
+
+def fill_history_queue(db: Any, subspace: Any, items: int, seed: int) -> None:
+    """A Queue made with ``history``, filled as :func:`fill_queue` does."""
+    fill_queue(db, subspace, items, seed, HISTORY_SECONDS)
 
 
 def fill_tree(db: Any, subspace: Any, items: int, seed: int) -> None:
@@ -98,6 +105,7 @@ FILLS: Dict[str, Filler] = {
     "aio-spread-pop": fill_queue,
     "aio-claim-ack": fill_queue,
     "worker": fill_queue,
+    "history-worker": fill_history_queue,
     "spread-claim-ack": fill_queue,
     "claim-one": fill_queue,
     "fair-claim-one": fill_fair_queue,

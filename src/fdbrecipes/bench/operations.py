@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 from .. import FairQueue, JobFinished, PriorityQueue, Queue, RetryStats, WeightTree, Worker
 from ..aio import AsyncQueue, wait
 from .recipe import VALUE, RecipeQueue, transact
-from .settings import CLAIM_BATCH, LEASE_SECONDS, SPREAD
+from .settings import CLAIM_BATCH, HISTORY_SECONDS, LEASE_SECONDS, SPREAD
 
 #: The key the read rows read (never written).
 READ_KEY = b"fdbrecipes-bench-read"
@@ -397,6 +397,11 @@ def workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
     return WorkerDrain(db, Queue(subspace), concurrency)
 
 
+def history_workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
+    """A Worker draining a queue made with ``history`` (each job's record kept)."""
+    return WorkerDrain(db, Queue(subspace, history=HISTORY_SECONDS), concurrency)
+
+
 def spread_claims(db: Any, subspace: Any, _index: int, batch: int) -> Client:
     """``claim_many(batch, spread=batch)`` and ``ack_many``: a worker's calls, bare."""
     return ClaimAcker(db, Queue(subspace), batch, batch)
@@ -432,6 +437,7 @@ FACTORIES: Dict[str, Factory] = {
     "awaited-read": awaited_reads,
     "blocking-read": blocking_reads,
     "worker": workers,
+    "history-worker": history_workers,
     "idle-worker": workers,
     "spread-claim-ack": spread_claims,
     "claim-one": one_claims,

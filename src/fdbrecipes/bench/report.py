@@ -106,6 +106,7 @@ def write_json(results: Results, targets: Sequence[Target], path: Path) -> None:
         "fair_queue": [dataclasses.asdict(lat) for lat in results.fair_latencies],
         "fair_queue_growth": growth(results.fair_latencies),
         "noisy_neighbour": None if results.noisy is None else dataclasses.asdict(results.noisy),
+        "job_records": [dataclasses.asdict(lat) for lat in results.job_latencies],
         "targets": [{**dataclasses.asdict(t), "status": t.status} for t in targets],
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
@@ -122,6 +123,11 @@ def publish(results: Results) -> None:
     if results.settings.runs("fair"):
         print()
         print(format_fair(results.fair_latencies, results.noisy))
+    if results.settings.runs("worker"):
+        print()
+        print(format_latencies(results.job_latencies, "Queue.job latency",
+                               "a Queue made with history, half its jobs finished",
+                               "records", "reads"))
     print()
     print(format_targets(targets))
     out = results.settings.out

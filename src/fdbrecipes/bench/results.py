@@ -132,7 +132,8 @@ class NoisyNeighbour:
 @dataclass
 class Results:
     """Everything one run measured (the fair queue's latencies, by groups, and its
-    noisy neighbour when the "fair" group ran)."""
+    noisy neighbour when the "fair" group ran; ``Queue.job`` latency when the
+    "worker" group ran)."""
 
     machine: Dict[str, Any]
     settings: Settings
@@ -140,6 +141,7 @@ class Results:
     latencies: List[Latency]
     fair_latencies: List[Latency] = dataclasses.field(default_factory=list)
     noisy: Optional[NoisyNeighbour] = None
+    job_latencies: List[Latency] = dataclasses.field(default_factory=list)
 
 
 def server_window(reports: Sequence[Report]) -> Optional[float]:

@@ -37,6 +37,10 @@ CLAIM_FILL_CAP = 100_000
 PQ_PRIORITIES = 4
 #: Tasks of the one async client process the ``aio`` group measures with.
 AIO_TASKS = (16, 64)
+#: Seconds a benchmarked structure made with ``history`` keeps finished job records.
+HISTORY_SECONDS = 3600.0
+#: Job records ``Queue.job`` is timed among (half finished, half pending), and calls.
+JOB_RECORDS, JOB_SAMPLES = 10_000, 200
 #: A measured worker's concurrency (and the spread of its claims).
 WORKER_CONCURRENCY = 8
 #: Seconds an idle worker is watched for its CPU.
@@ -119,6 +123,9 @@ BLOCKING_READ = Kind("blocking read", "blocking-read", 1, "reads/s", None)
 AWAITED_READ = Kind("awaited read", "awaited-read", 1, "reads/s", None)
 WORKER = Kind(f"Worker(concurrency={WORKER_CONCURRENCY})", "worker", WORKER_CONCURRENCY,
               "items/s", None, drains=True)
+#: The same worker on a Queue made with ``history``: every job's record kept.
+HISTORY_WORKER = Kind(f"Worker(concurrency={WORKER_CONCURRENCY}), history", "history-worker",
+                      WORKER_CONCURRENCY, "items/s", None, drains=True)
 #: What a worker adds to: the same claims and acks in a bare loop.
 BARE_CLAIMS = Kind(f"claim_many({WORKER_CONCURRENCY}, spread={WORKER_CONCURRENCY})+ack",
                    "spread-claim-ack", WORKER_CONCURRENCY, "items/s", None, drains=True)
@@ -130,7 +137,7 @@ FAIR_CLAIM = Kind(f"FairQueue.claim+ack {FAIR_GROUPS:,} g", "fair-claim-one", 1,
                   None, drains=True)
 FAIR_KINDS = (QUEUE_CLAIM, FAIR_CLAIM)
 AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
-WORKER_KINDS = (WORKER, BARE_CLAIMS)
+WORKER_KINDS = (WORKER, HISTORY_WORKER, BARE_CLAIMS)
 
 PUSH_KINDS = (PUSH, PUSH_TR, PUSH_MANY, RECIPE_PUSH)
 POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)

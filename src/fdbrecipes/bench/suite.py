@@ -16,14 +16,14 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
-from .. import FairQueue, WeightTree
+from .. import FairQueue, Queue, WeightTree
 from .._cluster import open_database, with_cluster
 from .clients import BenchError, Job, run_clients
 from .cpu import server_pids
 from .fair import noisy_neighbour, time_claims
 from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH, Filler, fill_fair_groups, group_name
 from .machine import format_machine, machine_info
-from .recipe import chunks
+from .recipe import QUEUE_FILL_BATCH, chunks
 from .report import publish
 from .results import (
     Latency,
@@ -43,8 +43,11 @@ from .settings import (
     BLOCKING_READ,
     CLAIM_ACK,
     FAIR_KINDS,
+    HISTORY_SECONDS,
     IDLE_SECONDS,
     IDLE_WORKER,
+    JOB_RECORDS,
+    JOB_SAMPLES,
     LIMIT,
     LIMIT_BATCH,
     POP_KINDS,
@@ -129,8 +132,11 @@ class Suite:
             rows += self.pq_pops()
         if self.settings.runs("aio"):
             rows += self.aio()
+        jobs: List[Latency] = []
         if self.settings.runs("worker"):
             rows += self.workers()
+            if self.io.latency:
+                jobs = [self.job_latency()]
         fair: List[Latency] = []
         noisy: Optional[NoisyNeighbour] = None
         if self.settings.runs("fair"):
@@ -139,7 +145,7 @@ class Suite:
                 fair, noisy = self.fair_latencies(), self.noisy_neighbour()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
-        return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy)
+        return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy, jobs)
 
     @contextlib.contextmanager
     def space(self, name: str) -> Iterator[Tuple[str, ...]]:
@@ -258,6 +264,26 @@ class Suite:
             items = self.settings.claim_items(clients)
             rows += [self.drained(kind, clients, items) for kind in WORKER_KINDS]
         return rows + [self.timed(IDLE_WORKER, 1, IDLE_SECONDS)]
+
+    def job_latency(self) -> Latency:
+        """``Queue.job`` latency: a Queue made with ``history`` holding
+        :data:`JOB_RECORDS` jobs, half of them finished (popped), and
+        :data:`JOB_SAMPLES` reads of random ids among them."""
+        rng = random.Random(self.settings.seed)
+        with self.space("job-records") as prefix:
+            queue = Queue(Subspace(prefix), history=HISTORY_SECONDS)
+            progress(f"Queue.job: {JOB_RECORDS:,} records")
+            ids: List[bytes] = []
+            for chunk in chunks(0, JOB_RECORDS, QUEUE_FILL_BATCH):
+                ids += queue.push_many(self.db, chunk)
+            queue.pop_many(self.db, JOB_RECORDS // 2)
+            seconds = []
+            for id_ in rng.sample(ids, JOB_SAMPLES):
+                start = time.perf_counter()
+                if queue.job(self.db, id_) is None:
+                    raise BenchError(f"Queue.job found no record of {id_!r}")
+                seconds.append(time.perf_counter() - start)
+        return latency(JOB_RECORDS, seconds)
 
     def fair_claims(self) -> List[Row]:
         """Queue.claim+ack and FairQueue.claim+ack (``--items`` items over 1,000

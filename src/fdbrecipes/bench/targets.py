@@ -19,6 +19,7 @@ from .settings import (
     CLAIM_ACK,
     FAIR_CLAIM,
     HC_POP,
+    HISTORY_WORKER,
     IDLE_WORKER,
     LIMIT,
     PUSH,
@@ -172,6 +173,9 @@ def worker_targets(rows: Sequence[Row], most: int) -> List[Target]:
         check.at_k(WORKER, f"{workers}: x limit", "ratio_limit", 2.0),
         Target(f"{workers}: x {BARE_CLAIMS.label}",
                rate_ratio(find(rows, WORKER, most), find(rows, BARE_CLAIMS, most)), 0.8,
+               note=scope_note(most)),
+        Target(f"{HISTORY_WORKER.label}, {plural(most, 'client')}: x {WORKER.label}",
+               rate_ratio(find(rows, HISTORY_WORKER, most), find(rows, WORKER, most)), 0.8,
                note=scope_note(most)),
         Target("an idle worker: cores busy", None if idle is None
                else cores(idle.cpu_seconds, idle.seconds), 0.01, at_most=True),

@@ -1,0 +1,69 @@
+"""What the job structures (Queue, PriorityQueue, FairQueue) offer about their jobs as
+a whole: pruning finished records, the live workers, and commands to one of them.
+
+:class:`JobMethods` is a sync mixin of :class:`fdbrecipes.Queue`,
+:class:`fdbrecipes.PriorityQueue` and :class:`fdbrecipes.FairQueue`; its async twin is
+:mod:`fdbrecipes.aio._jobs_face`.  One job's record (``job``, ``result``, ``cancel``)
+is each structure's own method: a FairQueue's take the job's group.  What the records
+hold, and when they change, is :mod:`fdbrecipes._ordered.records`.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ._drivers.blocking import drive
+from ._face import JobFace, JobOpsT
+from ._fdb import Transactor
+from ._registry import WorkerInfo
+
+__all__ = ["JobMethods"]
+
+
+class JobMethods(JobFace[JobOpsT]):
+    """Sync methods about a job structure's records and workers (see the module
+    docstring)."""
+
+    def prune(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        """Forget the finished job records whose ``history`` has passed (up to
+        ``limit``; all when None); how many entries of the index of finished records
+        it took away (a record revived by ``requeue_dead`` and finished again keeps
+        its later entry).  Workers prune as they go: this is for a structure no worker
+        serves.
+
+        Reads, by snapshot, the index of finished records up to now, and each named
+        record's state and end (read conflicts: a revival meanwhile conflicts); clears
+        the entries and the records.  Nothing pending, delayed or running is touched.
+        Given a Database, in transactions of 1,000 entries; given a Transaction, at
+        most 1,000 (a larger ``limit``, or None with more due, is refused).  Cost:
+        O(k) keys, O(k / 1,000) transactions for k records due.
+        """
+        return drive(self._ops.prune(tr, limit))
+
+    def workers(self, tr: Transactor) -> List[WorkerInfo]:
+        """The live workers serving this structure (each :class:`fdbrecipes.WorkerInfo`:
+        id, host, pid, what it serves, when it started and last beat, its state, its
+        counts and the jobs it runs, as of its last heartbeat).  A worker that missed
+        three heartbeats counts as gone and is left out.
+
+        Snapshot reads of the workers' records (no conflicts).  Cost: 1 round trip,
+        O(workers).
+        """
+        return drive(self._ops.workers(tr))
+
+    def command(self, tr: Transactor, worker: str, command: str) -> bool:
+        """Ask the live worker ``worker`` (its id, see :meth:`workers`) to ``"quiet"``
+        (claim no more jobs; those it runs finish) or ``"stop"`` (finish the jobs it
+        runs, then exit, as on SIGTERM); False (nothing written) when no live worker
+        has that id.  The worker watches a key of its own: it learns within a round
+        trip.
+
+        Reads the worker's record (read conflict), writes the command and touches the
+        worker's key (atomic).  Cost: 1 round trip.
+
+        Raises:
+            TypeError or ValueError: ``worker`` is not a str, ``command`` neither
+                "quiet" nor "stop".
+        """
+        return drive(self._ops.command(tr, worker, command))
+

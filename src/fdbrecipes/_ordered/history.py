@@ -1,0 +1,290 @@
+"""Job records as a structure's operations use them: results, follow-up work, waiting
+for a job to finish, pruning, progress and time limits.
+
+What Queue's, PriorityQueue's and FairQueue's operations objects share about job
+records (:mod:`.records` writes and reads one queue's): each function takes the
+structure's own parts (its records, found by where they are) as arguments.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+
+import fdb.tuple
+from fdb.subspace_impl import Subspace
+
+from .._fdb import Gen, Range, read, read_le64, snap
+from .._operation import Attempt
+from .._registry import Registry
+from .._values import check_id, check_seconds, encode_value
+from .._waiting import Readiness
+from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
+from .records import (
+    CANCELLED,
+    DEAD,
+    FINISHED,
+    RUNNING,
+    SUCCEEDED,
+    JobError,
+    JobRecord,
+    Progress,
+    Records,
+)
+
+__all__ = ["CANCELLING", "MAX_RESULT_BYTES", "PRUNE_BATCH", "Finished", "Followup", "cancelled",
+           "check_error", "check_job_id", "check_time_limit", "encode_result", "finished_or",
+           "made_ids", "new_id", "outcome", "prune", "report", "settled", "terms", "Terms"]
+
+#: The largest result a job record keeps, encoded (in chunks of 90,000 bytes): a larger
+#: one is not kept, and its job's record says so.
+MAX_RESULT_BYTES = 1_000_000
+#: The name of the error recorded for a result that was too large.
+TOO_LARGE = "fdbrecipes.ResultTooLargeError"
+#: Job records one pruning transaction forgets at most.
+PRUNE_BATCH = 1_000
+#: What ``cancel`` says of a running job: its worker was asked to stop it.
+CANCELLING = "cancelling"
+
+
+class Followup(NamedTuple):
+    """Work to push when a job is acked, in the same transaction: ``value`` into the
+    structure whose operations are ``ops`` (:class:`fdbrecipes.protocol.Workable`),
+    with an idempotency ``id``, a ``delay`` and ``where`` it goes (``(("priority",
+    3),)``, ``(("group", "acme"),)``)."""
+
+    ops: Any
+    value: Any
+    id: Optional[bytes]
+    delay: Optional[float]
+    where: Tuple[Tuple[str, Any], ...]
+
+    def push(self, tr: Any) -> Gen[None]:
+        """The push, in the caller's transaction ``tr``."""
+        return cast("Gen[None]", self.ops.push_job(tr, self.value, id=self.id,
+                                                   delay=self.delay, **dict(self.where)))
+
+
+class Finished(NamedTuple):
+    """A job a worker finished: its lease, its result (encoded, or None), the work to
+    push with its ack (:class:`Followup`), its last progress (or None), the error to
+    record beside a success (a result too large to keep), or None, and its final
+    state: ``succeeded``, or ``cancelled`` (it stopped on a cancel)."""
+
+    lease: Any
+    result: Optional[bytes] = None
+    followups: Sequence[Followup] = ()
+    progress: Optional[Progress] = None
+    error: Optional[Tuple[str, str, str]] = None
+    state: str = SUCCEEDED
+
+
+def new_id() -> bytes:
+    """A job id made for an item: 32 random hex characters (a UUID4's)."""
+    return uuid.uuid4().hex.encode()
+
+
+def made_ids(n: int, given: Optional[bytes], history: Optional[float]) -> Tuple[bytes, ...]:
+    """The ids made for ``n`` items pushed without an id (``given`` None) into a
+    structure with job records (``history``): see :func:`new_id`; none otherwise."""
+    if given is not None or history is None:
+        return ()
+    return tuple(new_id() for _ in range(n))
+
+
+def check_time_limit(time_limit: Any, history: Optional[float]) -> Optional[float]:
+    """A job's own time limit: None, or seconds > 0, kept in its record (a structure
+    with ``history``).
+
+    Raises:
+        TypeError or ValueError: otherwise.
+    """
+    if time_limit is None:
+        return None
+    seconds = check_seconds(time_limit, "time_limit")
+    if history is None:
+        raise ValueError("time_limit is kept in the job's record: make the structure with "
+                         "history=SECONDS")
+    return seconds
+
+
+def check_job_id(id_: Any) -> bytes:
+    """A job's id (an item's id: 1 to 1,000 bytes).
+
+    Raises:
+        TypeError or ValueError: otherwise.
+    """
+    checked = check_id(id_)
+    if checked is None:
+        raise TypeError("id must be bytes, not NoneType")
+    return checked
+
+
+def check_error(error: Any) -> Optional[Tuple[str, str, str]]:
+    """What a job failed with: None, or a :class:`JobError`.
+
+    Raises:
+        TypeError: otherwise.
+    """
+    if error is None:
+        return None
+    if not isinstance(error, JobError):
+        raise TypeError(f"error must be a JobError or None, not {type(error).__name__}")
+    return (str(error.type)[:200], str(error.message)[:1_000], str(error.traceback)[-8_000:])
+
+
+def cancelled(tr: Any, registry: Registry, state: Optional[str], holder: Optional[str],
+              where: Any, id_: bytes) -> Optional[str]:
+    """What ``cancel`` says of a job that was ``state`` (see
+    ``Listing.cancel``): ``cancelled`` (it was waiting: removed), ``cancelling`` (it
+    runs: its holder, told here, stops it), its finished state (nothing changed), or
+    None (no such job)."""
+    if state == RUNNING:
+        if holder is not None:
+            registry.cancel(tr, holder, where, id_)
+        return CANCELLING
+    if state is None or state in FINISHED:
+        return state
+    return CANCELLED
+
+
+def settled(tr: Any, records: Records, finished: Finished) -> Gen[None]:
+    """What goes with the ack of a job: its last progress, the error recorded beside a
+    success (a result too large) and its follow-up work, pushed in ``tr``."""
+    id_ = finished.lease.id
+    if id_ is not None and records.keeps:
+        if finished.progress is not None:
+            records.progress(tr, id_, finished.progress)
+        if finished.error is not None:
+            records.failed(tr, id_, finished.error)
+    for followup in finished.followups:
+        yield from followup.push(tr)
+
+
+def encode_result(value: Any) -> Tuple[Optional[bytes], Optional[Tuple[str, str, str]]]:
+    """A handler's return value, to keep in its job's record: (its encoding, None), or
+    (None, the error to record) when it is None, or cannot be encoded, or encodes to
+    more than :data:`fdbrecipes.jobs.MAX_RESULT_BYTES` (the job succeeded all the same).
+
+    Raises nothing: a result is the job's own business, its ack is not lost for it."""
+    if value is None:
+        return None, None
+    try:
+        return encode_value(value, "the job's result", MAX_RESULT_BYTES), None
+    except (TypeError, ValueError) as e:
+        return None, (TOO_LARGE, str(e)[:1_000], "")
+
+
+def outcome(record: JobRecord) -> Any:
+    """What ``result()`` gives for a finished job: its result (None if it returned
+    none).
+
+    Raises:
+        JobFailedError: it is dead.
+        JobCancelledError: it was cancelled.
+        ResultTooLargeError: its result was not kept.
+    """
+    if record.state == DEAD:
+        raise JobFailedError(record)
+    if record.state == CANCELLED:
+        raise JobCancelledError(record)
+    if record.error is not None and record.error.type == TOO_LARGE and record.result is None:
+        raise ResultTooLargeError(f"job {record.id!r} succeeded, but its result was not "
+                                  f"kept: {record.error.message}", record)
+    return record.result
+
+
+def finished_or(state: Optional[Tuple[Any, str, Any]], id_: bytes) -> Readiness:
+    """Whether a job whose state was read as ``state`` (see
+    ``Listing.state_of``) is finished; a readiness check's answer.
+
+    Raises:
+        UnknownJobError: no record.
+    """
+    if state is None:
+        raise UnknownJobError(id_)
+    return state[1] in FINISHED, None
+
+
+def prune(tr: Any, attempt: Attempt, expiry: Subspace,
+          locate: Callable[[Tuple[Any, ...]], Records], limit: int) -> Gen[int]:
+    """Forget up to ``limit`` job records whose time is up: those the index of finished
+    records (``expiry``, entries ``(expires_at, *where, id)``) names before now,
+    still finished and due then (a record revived and finished again since has a
+    later entry: only the stale entry goes).  ``locate(where)`` gives the records
+    of the queue named.  Reads each record's state and end (read conflicts: a
+    revival meanwhile makes this conflict); the number of entries handled."""
+    r = expiry.range()
+    end = expiry.pack((time.time(),))
+    entries = yield from Range(snap(tr), r.start, end, limit).read()
+    looked = []
+    for kv in entries:
+        expires, *where, id_ = expiry.unpack(kv.key)
+        records = locate(tuple(where))
+        looked.append((kv.key, expires, records, id_, tr.get(records.keys.key(id_, "s")),
+                       tr.get(records.keys.key(id_, "f"))))
+    for key, expires, records, id_, state_read, end_read in looked:
+        state = yield from read(state_read)
+        ended = yield from read(end_read)
+        tr.add_read_conflict_key(key)
+        tr.clear(key)
+        if (state is not None and fdb.tuple.unpack(state)[0] in FINISHED
+                and ended is not None and fdb.tuple.unpack(ended)[1] == expires):
+            whole = records.keys.jobs.range((id_,))
+            tr.clear_range(whole.start, whole.stop)
+    attempt.idle = not entries
+    return len(entries)
+
+
+def report(tr: Any, records: Sequence[Records], reports: Sequence[Tuple[Any, Progress]]) -> None:
+    """Write each job's progress (``reports``: lease and progress; ``records``: the
+    records of each lease's queue, in order)."""
+    for found, (lease, progress) in zip(records, reports):
+        if lease.id is not None:
+            found.progress(tr, lease.id, progress)
+
+
+class Terms(NamedTuple):
+    """What a worker learns of a job it claimed from its record: its own time limit
+    (seconds, or None) and whether a cancel is pending (asked while a worker that
+    died held it)."""
+
+    time_limit: Optional[float]
+    cancel_requested: bool
+
+
+def terms_known(tr: Any, records: Sequence[Records]) -> Dict[bytes, Any]:
+    """Start reading, for each of ``records``, whether any of its jobs has terms (a
+    time limit, or a cancel asked while it ran): snapshot reads, in parallel."""
+    reader = snap(tr)
+    return {found.keys.terms: reader.get(found.keys.terms) for found in records}
+
+
+def terms(tr: Any, records: Sequence[Records], leases: Sequence[Any],
+          known: Optional[Dict[bytes, Any]] = None) -> Gen[List[Terms]]:
+    """The :class:`Terms` of each job of ``leases`` (``records``: each one's queue's),
+    from its record (none: no limit, no cancel); snapshot reads, in parallel, and
+    none for the jobs of a queue whose jobs never had terms (``known``: what
+    :func:`terms_known` started, if it started earlier)."""
+    known = terms_known(tr, records) if known is None else known
+    some = {}
+    for key, future in known.items():
+        count = yield from read(future)
+        some[key] = read_le64(count) != 0
+    reader = snap(tr)
+    reads = [None if lease.id is None or not some[found.keys.terms] else
+             (reader.get(found.keys.key(lease.id, "a")), reader.get(found.keys.key(lease.id, "c")))
+             for found, lease in zip(records, leases)]
+    out: List[Terms] = []
+    for futures in reads:
+        if futures is None:
+            out.append(Terms(None, False))
+            continue
+        pushed = yield from read(futures[0])
+        cancel = yield from read(futures[1])
+        out.append(Terms(None if pushed is None else fdb.tuple.unpack(pushed)[1],
+                         cancel is not None))
+    return out
+
+

@@ -1,0 +1,239 @@
+"""Job records: what became of each job, written in the transactions that move it.
+
+A structure made with ``history=seconds`` keeps a record per item id (the id given to
+``push``, or one it generates): its state, attempts, when it was pushed, began and
+finished, which worker holds it, its last error, its progress and its result.  The
+record changes in the same transaction as the item (the push, the claim, the ack,
+the release, the burial), so it never disagrees with the queue; what changes with
+time alone (a lease that expires, a delay that ends) is read as it is at the read
+version by :meth:`Records.read` and ``job()``.  A finished record (succeeded, dead,
+cancelled) is kept ``history`` seconds, then pruned in bounded transactions.  Keys:
+:class:`.._layout.RecordLayout`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import fdb.tuple
+
+from .._fdb import Gen, Range, le64
+from .._layout import RecordLayout
+from .._values import decode_value
+
+__all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
+           "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Progress", "Records"]
+
+#: A job's states.  ``pending``: waiting for a consumer; ``delayed``: pushed with a
+#: delay that has not passed; ``running``: held under a live lease; ``retrying``: it
+#: failed (or its lease expired) and will run again, maybe after a backoff;
+#: ``succeeded``: acked (or popped); ``dead``: a dead letter (its deliveries ran out,
+#: or it was buried); ``cancelled``: removed before it ran, or cancelled while it ran.
+PENDING, DELAYED, RUNNING, RETRYING = "pending", "delayed", "running", "retrying"
+SUCCEEDED, DEAD, CANCELLED = "succeeded", "dead", "cancelled"
+#: The states a job does not leave (but for ``requeue_dead``, which revives the dead).
+FINISHED = frozenset((SUCCEEDED, DEAD, CANCELLED))
+#: Bytes of a result per key: a larger one spans several keys.
+RESULT_CHUNK = 90_000
+#: The longest error message and traceback kept, in characters (a traceback keeps its
+#: end, where the error is).
+MESSAGE_CHARS, TRACEBACK_CHARS = 1_000, 8_000
+#: The error of a job whose lease ended while it ran, recorded when the item is taken
+#: back.
+LEASE_EXPIRED = ("LeaseExpired", "the lease ended before the job was settled (its "
+                 "worker died, stalled or ran past the lease)", "")
+
+
+class JobError(NamedTuple):
+    """What a job last failed with: the exception's type (qualified name), its message
+    (at most 1,000 characters) and its traceback (at most the last 8,000)."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+    @classmethod
+    def of(cls, error: BaseException, traceback: str = "") -> JobError:
+        """The record of ``error`` (its traceback, formatted, if given)."""
+        kind = type(error)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else \
+            f"{kind.__module__}.{kind.__qualname__}"
+        return cls(name, str(error)[:MESSAGE_CHARS], traceback[-TRACEBACK_CHARS:])
+
+    def reason(self) -> str:
+        """``Type: message``, as a dead letter's reason (at most 1,000 characters)."""
+        short = self.type.rsplit(".", 1)[-1]
+        return f"{short}: {self.message}"[:MESSAGE_CHARS] if self.message else short
+
+
+class Progress(NamedTuple):
+    """How far a job is, as its handler last said: a fraction in [0, 1] and a short
+    message."""
+
+    fraction: float
+    message: str
+
+
+class JobRecord(NamedTuple):
+    """What became of one job, as of one read version.
+
+    Attributes:
+        id: the job's id (the item's idempotency id).
+        state: one of ``pending``, ``delayed``, ``running``, ``retrying``,
+            ``succeeded``, ``dead``, ``cancelled`` (see :mod:`fdbrecipes.jobs`).
+        attempts: how many times it was handed to a consumer.
+        pushed_at, started_at, finished_at: wall-clock seconds (``time.time()``) of its
+            push, of the start of its last attempt, of its end; None if not (yet).
+        worker: the worker that holds it (or held it last); None if none.
+        error: its last error (a failure, an expired lease, a time limit), or None.
+        progress: what its handler last reported, or None.
+        result: what its handler returned (a :data:`fdbrecipes.Value`), or None.
+        time_limit: its own time limit in seconds, given at push, or None.
+        cancel_requested: a cancel was asked while it ran.
+    """
+
+    id: bytes
+    state: str
+    attempts: int
+    pushed_at: Optional[float]
+    started_at: Optional[float]
+    finished_at: Optional[float]
+    worker: Optional[str]
+    error: Optional[JobError]
+    progress: Optional[Progress]
+    result: Any
+    time_limit: Optional[float]
+    cancel_requested: bool
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job is over (succeeded, dead or cancelled)."""
+        return self.state in FINISHED
+
+
+class Stored(NamedTuple):
+    """A record as stored (its parts, unpacked), before the state is read as it is at
+    the read version (see :meth:`Records.read`)."""
+
+    parts: Dict[str, Tuple[Any, ...]]
+    result: Optional[bytes]
+
+    def lease(self) -> Optional[bytes]:
+        """The lease id of the attempt that began last, if the job runs."""
+        begun = self.parts.get("b")
+        return None if begun is None or self.parts["s"][0] != RUNNING else begun[2]
+
+    def record(self, id_: bytes, state: str) -> JobRecord:
+        """The public record, its state as read."""
+        parts = self.parts
+        stored_state, attempts, _due = parts["s"]
+        pushed_at, time_limit = parts.get("a", (None, None))
+        started_at, worker, _lease = parts.get("b", (None, None, None))
+        finished_at = parts.get("f", (None, None))[0] if stored_state in FINISHED else None
+        error = parts.get("e")
+        progress = parts.get("p")
+        return JobRecord(id_, state, attempts, pushed_at, started_at, finished_at, worker,
+                         None if error is None else JobError(*error),
+                         None if progress is None else Progress(*progress),
+                         None if self.result is None else decode_value(self.result),
+                         time_limit, "c" in parts)
+
+
+def _pack(parts: Tuple[Any, ...]) -> bytes:
+    packed: bytes = fdb.tuple.pack(parts)
+    return packed
+
+
+class Records:
+    """The job records of one queue (see the module docstring): every method writes
+    without reading (blind writes: no conflicts), but :meth:`read`.  A structure made
+    without ``history`` writes none (:attr:`keeps` is False) but reads those others
+    wrote."""
+
+    __slots__ = ("history", "keys")
+
+    def __init__(self, keys: RecordLayout, history: Optional[float]) -> None:
+        self.keys = keys
+        self.history = history
+
+    @property
+    def keeps(self) -> bool:
+        """Whether this structure object writes job records."""
+        return self.history is not None
+
+    # -- written as the item moves ------------------------------------------------------
+
+    def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float]) -> None:
+        """Job ``id_`` was pushed now (its state is written by :meth:`state`); one more
+        job with terms to read at its claims, if it has a time limit."""
+        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit)))
+        if time_limit is not None:
+            tr.add(self.keys.terms, le64(1))
+
+    def state(self, tr: Any, id_: bytes, state: str, attempts: int,
+              due: Optional[int] = None) -> None:
+        """Job ``id_`` is ``state`` after ``attempts`` attempts (``due``: when a
+        delayed or retrying job becomes visible, a clock reading)."""
+        tr.set(self.keys.key(id_, "s"), _pack((state, attempts, due)))
+
+    def began(self, tr: Any, id_: bytes, attempts: int, worker: Optional[str],
+              lease: bytes) -> None:
+        """Attempt ``attempts`` of job ``id_`` began now, under ``lease`` (held by
+        ``worker``, if one said).  A cancel asked of an earlier attempt stays: the
+        next claim reads it (``Lease.cancel_requested``)."""
+        self.state(tr, id_, RUNNING, attempts)
+        tr.set(self.keys.key(id_, "b"), _pack((time.time(), worker, lease)))
+
+    def failed(self, tr: Any, id_: bytes, error: Tuple[str, str, str]) -> None:
+        """Job ``id_`` failed with ``error`` (type, message, traceback)."""
+        tr.set(self.keys.key(id_, "e"), _pack(tuple(error)))
+
+    def finished(self, tr: Any, id_: bytes, state: str, attempts: int,
+                 result: Optional[bytes] = None) -> None:
+        """Job ``id_`` ended (``state``: succeeded, dead, cancelled) after ``attempts``,
+        with ``result`` (tuple-encoded); its record goes ``history`` seconds from now."""
+        now = time.time()
+        expires = now + (self.history or 0.0)
+        self.state(tr, id_, state, attempts)
+        tr.set(self.keys.key(id_, "f"), _pack((now, expires)))
+        tr.clear(self.keys.key(id_, "c"))
+        if result is not None:
+            for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
+                tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
+        tr.set(self.keys.expiry_key(expires, id_), b"")
+
+    def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
+        """Job ``id_``'s handler reported ``progress``."""
+        tr.set(self.keys.key(id_, "p"), _pack(tuple(progress)))
+
+    def cancel(self, tr: Any, id_: bytes) -> None:
+        """A cancel of running job ``id_`` was asked now (one more job with terms to
+        read at its claims)."""
+        tr.set(self.keys.key(id_, "c"), _pack((time.time(),)))
+        tr.add(self.keys.terms, le64(1))
+
+    # -- read ------------------------------------------------------------------------
+
+    def start(self, reader: Any, id_: bytes) -> Range:
+        """Start reading job ``id_``'s record (one range read)."""
+        r = self.keys.jobs.range((id_,))
+        return Range(reader, r.start, r.stop)
+
+    def stored(self, kvs: List[Any]) -> Optional[Stored]:
+        """The record in ``kvs`` (what :meth:`start` read), or None if it has no state."""
+        parts: Dict[str, Tuple[Any, ...]] = {}
+        chunks: List[bytes] = []
+        for kv in kvs:
+            part = self.keys.jobs.unpack(kv.key)[1]
+            if part == "r":
+                chunks.append(kv.value)
+            else:
+                parts[part] = fdb.tuple.unpack(kv.value)
+        if "s" not in parts:
+            return None
+        return Stored(parts, b"".join(chunks) if chunks else None)
+
+    def read(self, reader: Any, id_: bytes) -> Gen[Optional[Stored]]:
+        """Job ``id_``'s record as stored, or None."""
+        return self.stored((yield from self.start(reader, id_).read()))

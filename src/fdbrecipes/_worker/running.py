@@ -1,0 +1,106 @@
+"""A worker's jobs, one by one: the handler's call, what it ended with, and the job as
+the worker holds it (:class:`Running`).  Used by :mod:`.core`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import traceback
+from typing import Any, Callable, Optional, Tuple
+
+from .._ordered.history import Finished
+from .._ordered.leases import Lease
+from .._ordered.records import JobError
+from ..jobs import EventSink, Job
+
+__all__ = ["IDLE_WAIT", "Running", "check_handler", "emit", "idle_seconds", "job_error",
+           "named", "outcome_of"]
+
+log = logging.getLogger("fdbrecipes.worker")
+
+#: Seconds an idle worker waits on its watch before it looks at its schedules and its
+#: stop flag again (a wait, not a poll: a push wakes it at once).
+IDLE_WAIT = 1.0
+
+
+def check_handler(handler: Any, asynchronous: bool) -> None:
+    """Refuse a handler that is not callable, or of the other kind.
+
+    Raises:
+        TypeError: naming the worker to use instead.
+    """
+    if not callable(handler):
+        raise TypeError("handler must be callable")
+    if inspect.iscoroutinefunction(handler) != asynchronous:
+        raise TypeError("an async def handler needs aio.AsyncWorker" if not asynchronous
+                        else "AsyncWorker needs an async def handler; use Worker")
+
+
+def idle_seconds(next_push: float) -> float:
+    """How long an idle worker waits on the watch: until its schedules push next,
+    at most :data:`IDLE_WAIT` (then it looks again)."""
+    return max(0.0, min(IDLE_WAIT, next_push - time.time()))
+
+
+def emit(on_event: Optional[EventSink], event: Any) -> None:
+    """Hand ``event`` to a worker's ``on_event``, if any; what it raises is logged and
+    ignored (a broken sink must not stop the worker)."""
+    if on_event is None:
+        return
+    try:
+        on_event(event)
+    except Exception:
+        log.exception("on_event raised; ignored")
+
+
+def outcome_of(handler: Callable[[Job], Any], job: Job) -> Tuple[Any, Optional[BaseException]]:
+    """Run a sync handler (in a handler thread): what it returned, or what it raised."""
+    try:
+        return handler(job), None
+    except BaseException as e:  # the job's outcome, whatever it was
+        return None, e
+
+
+def job_error(error: BaseException) -> JobError:
+    """The record of what a job failed with, its traceback included."""
+    return JobError.of(error, "".join(traceback.format_exception(type(error), error,
+                                                                 error.__traceback__)))
+
+
+def named(job: Job) -> str:
+    """How the log names a job: its id, or its value."""
+    return repr(job.id) if job.id is not None else f"with value {job.value!r:.60}"
+
+
+class Running:
+    """A job the worker holds: its lease (renewed by the heartbeat), whether its
+    handler began and returned, whether the lease was lost or given back meanwhile,
+    the task running it, its time limit's timer and, once it succeeded, what its ack
+    carries."""
+
+    __slots__ = ("began_at", "finished", "future", "given_back", "handled", "job", "lease",
+                 "lost", "started", "task", "timer")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.lease: Lease[Any] = job.lease
+        self.started = 0.0  # time.monotonic() when its handler began; 0: not yet
+        self.began_at = 0.0  # time.time() then
+        self.handled = False
+        self.lost = False
+        self.given_back = False
+        self.task: Optional[asyncio.Task[None]] = None
+        self.future: Optional[Any] = None  # a sync handler's thread future
+        self.timer: Optional[asyncio.TimerHandle] = None
+        self.finished: Optional[Finished] = None
+
+    def seconds(self) -> float:
+        """How long its handler has run (0 if it did not start)."""
+        return time.monotonic() - self.started if self.started else 0.0
+
+    def size(self) -> int:
+        """About how many bytes its ack writes."""
+        result = self.finished.result if self.finished is not None else None
+        return 200 + (len(result) if result is not None else 0)

@@ -1,0 +1,155 @@
+"""The operator commands about jobs and workers: ``job``, ``cancel`` and ``workers``.
+
+Usage::
+
+    fdbrecipes job 3f2a...e1 --directory app/jobs            # a job's record
+    fdbrecipes cancel 3f2a...e1 --directory app/jobs --yes   # cancel it
+    fdbrecipes workers --directory app/jobs                  # the live workers
+    fdbrecipes workers --directory app/jobs --quiet host-4242-a1b2
+    fdbrecipes workers --directory app/jobs --stop host-4242-a1b2
+
+A job's id is given as text (its UTF-8 bytes: the ids ``push`` makes are 32 hex
+characters); a fair-queue's jobs also need ``--group``.  Job records exist only in a
+structure whose application made it with ``history=SECONDS`` (see docs/jobs.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Dict, Optional, Union
+
+from .._ordered.records import JobRecord
+from .._ordered_face import OrderedFace
+from .._registry import QUIET, STOP
+from ..fair_queue import FairQueue
+from .arguments import Needs, place_arguments
+from .commands import Operation, Report, Target
+from .output import cut, iso_time, json_value, table
+from .places import OperatorError, UsageError
+
+__all__ = ["CANCEL", "JOB", "WORKERS"]
+
+
+def job_arguments(parser: argparse.ArgumentParser) -> None:
+    """``job``'s options."""
+    place_arguments(parser, "Show a job's record: its state, attempts, times, worker, last "
+                    "error (with its traceback), progress and result.  Reads only.")
+    parser.add_argument("id", metavar="ID", help="the job's id (its UTF-8 bytes)")
+
+
+def cancel_arguments(parser: argparse.ArgumentParser) -> None:
+    """``cancel``'s options."""
+    place_arguments(parser, "Cancel a job: a pending, delayed or retrying one is removed, a "
+                    "running one is stopped by its worker.  Writes: refuses to run "
+                    "without --yes.")
+    parser.add_argument("id", metavar="ID", help="the job's id (its UTF-8 bytes)")
+    parser.add_argument("--yes", action="store_true", help="really cancel it")
+
+
+def workers_arguments(parser: argparse.ArgumentParser) -> None:
+    """``workers``' options."""
+    place_arguments(parser, "List the live workers serving a queue (as of their last "
+                    "heartbeat), or ask one to be quiet (claim no more jobs) or to stop "
+                    "(finish its jobs and exit).  Reads only, but --quiet and --stop.")
+    one = parser.add_mutually_exclusive_group()
+    one.add_argument("--quiet", metavar="WORKER", help="ask WORKER to claim no more jobs")
+    one.add_argument("--stop", metavar="WORKER", help="ask WORKER to drain and exit")
+
+
+def _when(epoch: Optional[float]) -> str:
+    return "-" if epoch is None else iso_time(epoch)
+
+
+def _record(record: JobRecord) -> Dict[str, Any]:
+    """A record as JSON."""
+    return {"id": record.id.decode(errors="replace"), "state": record.state,
+            "attempts": record.attempts, "pushed_at": record.pushed_at,
+            "started_at": record.started_at, "finished_at": record.finished_at,
+            "worker": record.worker,
+            "error": None if record.error is None else record.error._asdict(),
+            "progress": None if record.progress is None else record.progress._asdict(),
+            "result": json_value(record.result), "time_limit": record.time_limit,
+            "cancel_requested": record.cancel_requested}
+
+
+def _jobs(target: Target) -> Union[OrderedFace[Any], FairQueue]:
+    """The structure, which has jobs (the checks made on ``--kind`` refused a
+    weight-tree before)."""
+    structure = target.structure
+    if not isinstance(structure, (OrderedFace, FairQueue)):
+        raise UsageError("a weight-tree has no jobs")
+    return structure
+
+
+def _read_job(target: Target, args: argparse.Namespace) -> Optional[JobRecord]:
+    structure, id_ = _jobs(target), args.id.encode()
+    if isinstance(structure, FairQueue):
+        return structure.job(target.db, id_, group=args.group)
+    return structure.job(target.db, id_)
+
+
+def job(target: Target, args: argparse.Namespace) -> Report:
+    """``job``: one job's record."""
+    record = _read_job(target, args)
+    if record is None:
+        raise OperatorError(f"no job {args.id!r} at {target.place} (never pushed, pushed "
+                            "without history, or pruned)")
+    rows = [("state", record.state), ("attempts", str(record.attempts)),
+            ("pushed", _when(record.pushed_at)), ("started", _when(record.started_at)),
+            ("finished", _when(record.finished_at)), ("worker", record.worker or "-"),
+            ("time limit", "-" if record.time_limit is None else f"{record.time_limit:g} s"),
+            ("progress", "-" if record.progress is None else
+             f"{record.progress.fraction:.0%} {record.progress.message}".rstrip()),
+            ("result", cut(repr(record.result))),
+            ("error", "-" if record.error is None else
+             cut(f"{record.error.type}: {record.error.message}", 200))]
+    text = f"{target.title()}: job {args.id}\n{table(rows)}"
+    if record.error is not None and record.error.traceback:
+        text += "\n" + record.error.traceback.rstrip()
+    return Report({**target.header(), "job": _record(record)}, text)
+
+
+def cancel(target: Target, args: argparse.Namespace) -> Report:
+    """``cancel``: cancel one job."""
+    structure, id_ = _jobs(target), args.id.encode()
+    if isinstance(structure, FairQueue):
+        answer = structure.cancel(target.db, id_, group=args.group)
+    else:
+        answer = structure.cancel(target.db, id_)
+    said = {None: "no such job", "cancelling": "running: its worker was told to stop it",
+            "cancelled": "cancelled"}.get(answer, f"already {answer}: nothing changed")
+    return Report({**target.header(), "id": args.id, "answer": answer},
+                  f"{target.title()}: job {args.id}: {said}")
+
+
+def workers(target: Target, args: argparse.Namespace) -> Report:
+    """``workers``: the live workers, or a command to one."""
+    structure = _jobs(target)
+    if args.quiet is not None or args.stop is not None:
+        worker, command = (args.quiet, QUIET) if args.quiet is not None else (args.stop, STOP)
+        if not structure.command(target.db, worker, command):
+            raise OperatorError(f"no live worker {worker!r} serves {target.place}")
+        return Report({**target.header(), "worker": worker, "command": command},
+                      f"{target.title()}: asked worker {worker} to {command}")
+    found = structure.workers(target.db)
+    now = time.time()
+    rows = [(w.id, w.state, f"{now - w.beat_at:.0f} s ago", str(len(w.running)),
+             f"{w.processed:,}", f"{w.failed:,}", cut(w.label, 40)) for w in found]
+    data = [{**w._asdict(), "running": [{"id": None if j.id is None else j.id.decode(
+        errors="replace"), "token": j.token.hex(), "group": j.group, "started_at": j.started_at,
+        "time_limit": j.time_limit} for j in w.running]} for w in found]
+    return Report({**target.header(), "workers": data},
+                  "\n".join([target.title(), table(rows, ("worker", "state", "beat", "running",
+                                                          "done", "failed", "serving"))
+                             if rows else "(no live workers)"]))
+
+
+#: What the job commands need: a queue kind (``--group`` for a fair-queue).
+ONE_JOB = Needs(dead_letters=True, group=True)
+
+JOB = Operation("job", "show a job's record (read only)", job_arguments, job, ONE_JOB)
+CANCEL = Operation("cancel", "cancel a job (needs --yes)", cancel_arguments, cancel,
+                   Needs(True, True, "cancel a job"))
+WORKERS = Operation("workers", "list a queue's live workers; quiet or stop one",
+                    workers_arguments, workers, Needs(dead_letters=True))

@@ -1,0 +1,29 @@
+"""The async twin of :mod:`fdbrecipes._jobs_face`: pruning job records, the live
+workers and commands to one of them, for AsyncQueue, AsyncPriorityQueue and
+AsyncFairQueue."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .._drivers.awaiting import drive
+from .._face import JobFace, JobOpsT, twin
+from .._fdb import Transactor
+from .._jobs_face import JobMethods
+from .._registry import WorkerInfo
+
+__all__ = ["AsyncJobMethods"]
+
+
+@twin(JobMethods, "Queue")  # documented on Queue, as the other shared methods
+class AsyncJobMethods(JobFace[JobOpsT]):
+    """Async methods about a job structure's records and workers."""
+
+    async def prune(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        return await drive(self._ops.prune(tr, limit))
+
+    async def workers(self, tr: Transactor) -> List[WorkerInfo]:
+        return await drive(self._ops.workers(tr))
+
+    async def command(self, tr: Transactor, worker: str, command: str) -> bool:
+        return await drive(self._ops.command(tr, worker, command))

@@ -1,0 +1,303 @@
+"""Job records on a real server: a job's state at every step of its life, exact at each
+read (the record changes in the transactions that move the item, and what changes with
+time alone is read as it is at the read version), its result and failure, waiting for
+it, cancelling it, pruning finished records, and bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import Any, List
+
+import pytest
+
+from fdbrecipes import (
+    FairQueue,
+    JobCancelledError,
+    JobError,
+    JobFailedError,
+    PriorityQueue,
+    Progress,
+    Queue,
+    ResultTooLargeError,
+    UnknownJobError,
+    aio,
+    drive,
+)
+from fdbrecipes.protocol import Finished, encode_result
+from tests.helpers import TestClock, dump
+
+pytestmark = pytest.mark.integration
+
+HOUR = 3600.0
+
+
+def states(q: Any, db: Any, ids: List[bytes]) -> List[str]:
+    return [q.job(db, id_).state for id_ in ids]
+
+
+def test_push_makes_an_id_and_a_record_only_with_history(db: Any, fdb_subspace: Any) -> None:
+    plain = Queue(fdb_subspace["plain"])
+    assert plain.push(db, "a") is None
+    assert plain.push(db, "b", id=b"given") == b"given"
+    assert plain.push_many(db, ["c", "d"]) == []
+    assert plain.job(db, b"given") is None  # no records without history
+    with pytest.raises(ValueError, match="history"):
+        plain.push(db, "e", time_limit=5)
+    kept = Queue(fdb_subspace["kept"], history=HOUR)
+    made = kept.push(db, "a")
+    assert made is not None and len(made) == 32 and int(made, 16) >= 0
+    assert kept.push(db, "b", id=b"given") == b"given"
+    many = kept.push_many(db, ["c", "d", "e"])
+    assert len(set(many)) == 3 and made not in many
+    for id_ in [made, b"given", *many]:
+        record = kept.job(db, id_)
+        assert record is not None and record.state == "pending" and record.attempts == 0
+        assert record.pushed_at is not None and record.started_at is None
+    assert kept.job(db, b"never pushed") is None
+    assert kept.pop_many(db, 10) == ["a", "b", "c", "d", "e"]
+    assert states(kept, db, [made, b"given", *many]) == ["succeeded"] * 5
+
+
+def test_a_job_through_its_whole_life(db: Any, fdb_subspace: Any, clock: TestClock) -> None:
+    q = Queue(fdb_subspace, history=HOUR, clock=clock, max_deliveries=3)
+    id_ = q.push(db, "work", delay=10)
+    assert id_ is not None
+    record = q.job(db, id_)
+    assert (record.state, record.attempts) == ("delayed", 0)
+    clock.advance(11)  # the delay passed: pending at once, before any write says so
+    assert q.job(db, id_).state == "pending"
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.id == id_
+    record = q.job(db, id_)
+    assert (record.state, record.attempts, record.finished_at) == ("running", 1, None)
+    assert record.started_at is not None
+    q.release(db, lease, error=JobError("ValueError", "bad row 7", "Traceback ...\n"))
+    record = q.job(db, id_)
+    assert (record.state, record.attempts) == ("retrying", 1)
+    assert record.error == JobError("ValueError", "bad row 7", "Traceback ...\n")
+    lease = q.claim(db, 30)
+    assert lease is not None and q.job(db, id_).state == "running"
+    clock.advance(31)  # the lease expired: retrying at once, before anyone puts it back
+    assert (q.job(db, id_).state, q.job(db, id_).attempts) == ("retrying", 2)
+    lease = q.claim(db, 30)  # puts the expired hold back, then claims it again
+    assert lease is not None and lease.deliveries == 3
+    assert q.job(db, id_).error.type == "LeaseExpired"
+    assert drive(q.ops.finish_many(db, [Finished(lease, encode_result("done")[0],
+                                                 progress=Progress(1.0, "all rows"))])) == [True]
+    record = q.job(db, id_)
+    assert (record.state, record.attempts, record.result) == ("succeeded", 3, "done")
+    assert record.progress == Progress(1.0, "all rows") and record.finished_at is not None
+    assert q.result(db, id_, timeout=5) == "done"
+    assert q.cancel(db, id_) == "succeeded"  # finished: nothing changes
+    assert q.job(db, id_).state == "succeeded"
+
+
+def test_a_job_that_runs_out_of_deliveries_is_dead_with_its_reason(
+        db: Any, fdb_subspace: Any, clock: TestClock) -> None:
+    q = Queue(fdb_subspace, history=HOUR, clock=clock, max_deliveries=2)
+    id_ = q.push(db, "doomed")
+    for _ in range(2):
+        lease = q.claim(db, 30)
+        assert lease is not None
+        q.release(db, lease, error=JobError("KeyError", "'customer'", "Traceback: ..."))
+    record = q.job(db, id_)
+    assert (record.state, record.attempts) == ("dead", 2)
+    assert record.error.message == "'customer'"
+    assert [d.reason for d in q.dead(db)] == ["KeyError: 'customer'"]
+    with pytest.raises(JobFailedError, match="KeyError") as failed:
+        q.result(db, id_, timeout=5)
+    assert failed.value.record.error.traceback == "Traceback: ..."
+    assert q.requeue_dead(db) == 1  # revived: pending again, its record with it
+    assert q.job(db, id_).state == "pending"
+    lease = q.claim(db, 30)
+    q.bury(db, lease, "given up", error=JobError("RuntimeError", "boom"))
+    assert q.job(db, id_).state == "dead"
+    assert q.dead(db)[0].reason == "given up"
+
+
+def test_an_expired_lease_on_the_last_delivery_reads_as_dead(
+        db: Any, fdb_subspace: Any, clock: TestClock) -> None:
+    q = PriorityQueue(fdb_subspace, history=HOUR, clock=clock, max_deliveries=1)
+    id_ = q.push(db, "x", 5)
+    assert q.claim_min(db, 10) is not None
+    clock.advance(11)
+    assert q.job(db, id_).state == "dead"  # before anything moved it
+    assert q.stats(db).dead == 1
+    assert q.pop_min(db) is None  # the take buries it
+    assert q.job(db, id_).state == "dead" and q.job(db, id_).error.type == "LeaseExpired"
+
+
+def test_result_waits_on_a_watch_and_answers_another_process(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
+    q = Queue(fdb_subspace, history=HOUR)
+    id_ = q.push(db, "slow")
+    with pytest.raises(TimeoutError):
+        q.result(db, id_, timeout=0.2)
+    prefix = fdb_subspace.key()
+    waiter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import fdb
+        fdb.api_version(730)
+        from fdbrecipes import Queue
+        db = fdb.open({fdb_cluster_file!r})
+        q = Queue(fdb.Subspace(rawPrefix={prefix!r}), history=3600)
+        print(q.result(db, {id_!r}, timeout=60), flush=True)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        lease = q.claim(db, 30)
+        drive(q.ops.finish_many(db, [Finished(lease, encode_result(("answer", 42))[0])]))
+        out, _ = waiter.communicate(timeout=60)
+    finally:
+        waiter.kill()
+    assert out.strip() == "('answer', 42)"
+    with pytest.raises(UnknownJobError):
+        q.result(db, b"nobody", timeout=1)
+
+
+def test_cancel_of_pending_delayed_and_running_jobs(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=HOUR)
+    pending, delayed, running = q.push(db, "p"), q.push(db, "d", delay=600), q.push(db, "r")
+    assert q.cancel(db, pending) == "cancelled"
+    assert q.cancel(db, delayed) == "cancelled"
+    assert states(q, db, [pending, delayed]) == ["cancelled", "cancelled"]
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "r"
+    assert q.cancel(db, running) == "cancelling"  # its worker is told; it still runs
+    assert q.job(db, running).state == "running" and q.job(db, running).cancel_requested
+    drive(q.ops.finish_many(db, [Finished(lease, state="cancelled")]))
+    assert q.job(db, running).state == "cancelled"
+    with pytest.raises(JobCancelledError):
+        q.result(db, running, timeout=5)
+    assert q.cancel(db, running) == "cancelled"  # already: nothing changes
+    assert q.cancel(db, b"unknown") is None
+    assert q.size(db) == 0 and q.stats(db).delayed == 0
+
+
+def test_a_result_too_large_is_not_kept_and_the_ack_is_not_lost(
+        db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=HOUR)
+    id_ = q.push(db, "big")
+    lease = q.claim(db, 30)
+    encoded, error = encode_result("x" * 1_500_000)
+    assert encoded is None and error is not None
+    assert drive(q.ops.finish_many(db, [Finished(lease, encoded, error=error)])) == [True]
+    assert q.size(db) == 0
+    assert q.job(db, id_).state == "succeeded"
+    with pytest.raises(ResultTooLargeError):
+        q.result(db, id_, timeout=5)
+    id_ = q.push(db, "fits")  # a result near the limit spans several keys
+    lease = q.claim(db, 30)
+    encoded, error = encode_result("y" * 900_000)
+    drive(q.ops.finish_many(db, [Finished(lease, encoded)]))
+    assert q.result(db, id_, timeout=5) == "y" * 900_000
+
+
+def test_bad_input_is_refused_before_anything_is_written(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"], history=HOUR)
+    other = Queue(fdb_subspace["other"])
+    other.push(db, "x")
+    lease = other.claim(db, 30)
+    with pytest.raises(TypeError, match="id"):
+        q.job(db, "text")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="id"):
+        q.cancel(db, b"")
+    with pytest.raises(ValueError, match="time_limit"):
+        q.push(db, "x", time_limit=0)
+    with pytest.raises(TypeError, match="history"):
+        Queue(fdb_subspace, history="1h")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="error"):
+        q.release(db, lease, error="boom")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="command"):
+        q.command(db, "worker-1", "pause")
+    assert dump(db, fdb_subspace["q"]) == {}
+
+
+def test_fair_queue_jobs_have_records_per_group(db: Any, fdb_subspace: Any) -> None:
+    q = FairQueue(fdb_subspace, history=HOUR)
+    a, b = q.push(db, "a", group="acme"), q.push(db, "b", group="bolt", time_limit=5)
+    assert q.job(db, a, group="acme").state == "pending"
+    assert q.job(db, a, group="bolt") is None  # ids are per group
+    assert q.job(db, b, group="bolt").time_limit == 5
+    assert q.cancel(db, a, group="acme") == "cancelled"
+    assert q.groups(db) == ["bolt"]  # the cancel retired the group from the index
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.id == b and q.job(db, b, group="bolt").state == "running"
+    assert drive(q.ops.finish_many(db, [Finished(lease, encode_result(7)[0])])) == [True]
+    assert q.result(db, b, group="bolt", timeout=5) == 7
+    assert q.groups(db) == []  # retired, its records kept until pruned
+    assert q.job(db, a, group="acme").state == "cancelled"
+
+
+def test_pruning_forgets_finished_records_only(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=0.001)
+    done = q.push_many(db, list(range(2_500)))
+    waiting = q.push(db, "waits", delay=600)
+    assert len(q.pop_many(db, 2_500)) == 2_500
+    with pytest.raises(ValueError, match="1,000"):
+        q.prune(db.create_transaction(), 1_001)
+    assert q.prune(db, 1_000) == 1_000
+    assert q.prune(db) == 1_500  # in transactions of 1,000
+    assert q.prune(db) == 0
+    assert all(q.job(db, id_) is None for id_ in done[:10] + done[-10:])
+    assert q.job(db, waiting).state == "delayed"
+    r = fdb_subspace["o"].range()
+    assert list(db.get_range(r.start, r.stop)) == []
+
+
+def test_the_async_twins_read_and_cancel_records(db: Any, fdb_subspace: Any) -> None:
+    async def main() -> None:
+        q = aio.AsyncQueue(fdb_subspace, history=HOUR)
+        id_ = await q.push(db, "a")
+        assert id_ is not None and (await q.job(db, id_)).state == "pending"
+        waiter = asyncio.ensure_future(q.result(db, id_, timeout=30))
+        assert await q.cancel(db, id_) == "cancelled"
+        with pytest.raises(JobCancelledError):
+            await waiter
+        assert await q.prune(db) == 0
+        assert await q.workers(db) == []
+        fair = aio.AsyncFairQueue(fdb_subspace["fair"], history=HOUR)
+        fid = await fair.push(db, "f", group="g")
+        assert (await fair.job(db, fid, group="g")).state == "pending"
+
+    asyncio.run(main())
+
+
+def test_a_thread_waiting_for_a_result_wakes_when_the_job_ends(
+        db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=HOUR)
+    id_ = q.push(db, "x")
+    got: List[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(q.result(db, id_, timeout=60)))
+    waiter.start()
+    assert q.pop(db) == "x"
+    waiter.join(60)
+    assert not waiter.is_alive() and got == [None]  # popped: succeeded, no result
+
+
+def test_retention_prunes_100000_finished_jobs_in_bounded_transactions(
+        db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=0.001)
+    pending = q.push_many(db, ["still waiting"] * 10)
+    for _ in range(100):
+        q.push_many(db, list(range(1_000)))
+    assert len(q.pop_many(db, 100_010)) == 100_010
+    pending = q.push_many(db, ["still waiting"] * 10)  # pushed after: pending
+    pruned, transactions = 0, 0
+    while True:  # the pruning, one transaction at a time, each measured
+        tr = db.create_transaction()
+        n = q.prune(tr, 1_000)
+        size = tr.get_approximate_size().wait()
+        tr.commit().wait()
+        if n == 0:
+            break
+        assert size < 2_000_000, f"a pruning transaction of {size:,} bytes"  # of 10 MB
+        pruned += n
+        transactions += 1
+    assert pruned == 100_010 and transactions == 101
+    assert [q.job(db, id_).state for id_ in pending] == ["pending"] * 10
+    records = fdb_subspace["j"].range()
+    left = list(db.get_range(records.start, records.stop))
+    assert len({fdb_subspace["j"].unpack(kv.key)[0] for kv in left}) == 10  # the pending

@@ -1,0 +1,287 @@
+"""Worker processes on a real server, driven as an operator would: ``fdbrecipes worker``
+(its log, its defaults, ``--processes`` and its supervisor), ``fdbrecipes job``,
+``cancel`` and ``workers``, workers SIGKILLed mid-job, and chains of jobs that finish
+exactly once while workers are killed at random."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any, Dict, Iterator, List
+
+import fdb
+import pytest
+
+from fdbrecipes import JobFailedError, Queue
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+HANDLERS = textwrap.dedent(
+    """
+    import os, sys, threading
+    import fdb
+    from fdbrecipes import Queue
+
+    PREFIX = bytes.fromhex(os.environ["TEST_PREFIX"])
+    steps = Queue(fdb.Subspace(rawPrefix=PREFIX), history=3600)
+    done = Queue(fdb.Subspace(rawPrefix=PREFIX + b"done"))
+    never = threading.Event()
+
+    def handle(job):
+        value = job.value
+        if value == "fail":
+            raise ValueError("this job always fails")
+        if value == "stuck":
+            return sum(range(10**14))  # C code holding the GIL: the process stops
+        if value == "block":
+            while True:  # long work, looking between steps
+                job.check()
+                never.wait(0.05)
+        if value == "slow":
+            never.wait(1.5)
+            return "slow done"
+        if isinstance(value, tuple):  # a chain's step
+            chain, step = value
+            if step < 3:
+                job.then(steps, (chain, step + 1))
+            else:
+                job.then(done, chain)
+            return step
+        return value.upper()
+    """
+)
+
+
+@pytest.fixture
+def workdir(tmp_path: Any, fdb_subspace: Any) -> Iterator[Any]:
+    (tmp_path / "handlers.py").write_text(HANDLERS)
+    yield tmp_path
+
+
+def cli(fdb_cluster_file: str, subspace: Any, *args: str) -> List[str]:
+    place = repr(fdb.tuple.unpack(subspace.key()))
+    return [sys.executable, "-m", "fdbrecipes", *args, "--tuple", place,
+            "--cluster-file", fdb_cluster_file]
+
+
+def env(subspace: Any) -> Dict[str, str]:
+    return {**os.environ, "TEST_PREFIX": subspace.key().hex()}
+
+
+def run(command: List[str], subspace: Any, workdir: Any) -> Any:
+    return subprocess.run(command, capture_output=True, text=True, timeout=120,
+                          cwd=workdir, env=env(subspace))
+
+
+def start(command: List[str], subspace: Any, workdir: Any) -> Any:
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=workdir, env=env(subspace))
+
+
+def stop(process: Any, timeout: float = 60) -> str:
+    """SIGTERM ``process``; its stderr once it exited (killed after ``timeout``)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        raise AssertionError(f"the process did not stop within {timeout} s:\n{err}") from None
+    text: str = err
+    return text
+
+
+def test_the_cli_worker_logs_and_serves_a_new_queue(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    # A new place: no --kind needed, and --burst finds nothing to do.
+    first = run(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle", "--burst"),
+                fdb_subspace, workdir)
+    assert first.returncode == 0, first.stderr
+    assert "fdbrecipes worker: queue at" in first.stderr and "max deliveries 5" in first.stderr
+    q = Queue(fdb_subspace, history=3600)
+    fails, works = q.push(db, "fail"), q.push(db, "works")
+    worker = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
+                       "--history", "3600", "--max-deliveries", "2", "--lease", "5",
+                       "--log-format", "json"), fdb_subspace, workdir)
+    try:
+        assert q.result(db, works, timeout=60) == "WORKS"
+        with pytest.raises(JobFailedError, match="always fails"):
+            q.result(db, fails, timeout=60)
+    finally:
+        err = stop(worker)
+    lines = [json.loads(line) for line in err.splitlines()]
+    messages = [line["message"] for line in lines]
+    assert any(m.startswith("worker ") and "started" in m for m in messages)
+    failures = [line for line in lines if "failed (delivery" in line["message"]]
+    assert [f["level"] for f in failures] == ["ERROR", "ERROR"]
+    assert "ValueError: this job always fails" in failures[-1]["traceback"]
+    assert "dead letter" in failures[-1]["message"]
+    dead = run(cli(fdb_cluster_file, fdb_subspace, "dead", "--json"), fdb_subspace, workdir)
+    assert [d["reason"] for d in json.loads(dead.stdout)["dead_letters"]] == [
+        "ValueError: this job always fails"]
+    shown = run(cli(fdb_cluster_file, fdb_subspace, "job", fails.decode(), "--json"),
+                fdb_subspace, workdir)
+    record = json.loads(shown.stdout)["job"]
+    assert (record["state"], record["attempts"]) == ("dead", 2)
+    assert "raise ValueError" in record["error"]["traceback"]
+    missing = run(cli(fdb_cluster_file, fdb_subspace, "job", "nope"), fdb_subspace, workdir)
+    assert missing.returncode == 1 and "no job 'nope'" in missing.stderr
+
+
+def test_operators_see_cancel_quiet_and_stop_a_cli_worker(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    q = Queue(fdb_subspace, history=3600)
+    blocked = q.push(db, "block")
+    worker = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
+                       "--history", "3600", "--lease", "3"), fdb_subspace, workdir)
+    try:
+        eventually(lambda: q.job(db, blocked).state == "running", 60, "the job runs")
+
+        def listed() -> Any:
+            found = json.loads(run(cli(fdb_cluster_file, fdb_subspace, "workers", "--json"),
+                                   fdb_subspace, workdir).stdout)["workers"]
+            return found if found and found[0]["running"] else None
+        found = eventually(listed, 30, "the worker lists its job")
+        assert len(found) == 1 and found[0]["pid"] == worker.pid
+        worker_id = found[0]["id"]
+        assert [j["id"] for j in found[0]["running"]] == [blocked.decode()]
+        assert q.job(db, blocked).worker == worker_id
+        said = run(cli(fdb_cluster_file, fdb_subspace, "cancel", blocked.decode()),
+                   fdb_subspace, workdir)
+        assert said.returncode == 2 and "--yes" in said.stderr
+        said = run(cli(fdb_cluster_file, fdb_subspace, "cancel", blocked.decode(), "--yes",
+                       "--json"), fdb_subspace, workdir)
+        assert json.loads(said.stdout)["answer"] == "cancelling"
+        eventually(lambda: q.job(db, blocked).state == "cancelled", 30, "cancelled")
+        quiet = run(cli(fdb_cluster_file, fdb_subspace, "workers", "--quiet", worker_id),
+                    fdb_subspace, workdir)
+        assert quiet.returncode == 0, quiet.stderr
+        eventually(lambda: [w for w in q.workers(db) if w.state == "quiet"], 30, "quiet")
+        waiting = q.push(db, "works")
+        stopped = run(cli(fdb_cluster_file, fdb_subspace, "workers", "--stop", worker_id),
+                      fdb_subspace, workdir)
+        assert stopped.returncode == 0, stopped.stderr
+        assert worker.wait(60) == 0
+    finally:
+        err = stop(worker)
+    assert q.job(db, waiting).state == "pending"  # the quiet worker took nothing more
+    assert q.workers(db) == []
+    assert "an operator asked it to stop" in err
+    gone = run(cli(fdb_cluster_file, fdb_subspace, "workers", "--stop", worker_id),
+               fdb_subspace, workdir)
+    assert gone.returncode == 1 and "no live worker" in gone.stderr
+
+
+def test_a_sigkilled_worker_disappears_and_its_job_runs_again(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    q = Queue(fdb_subspace, history=3600)
+    slow = q.push(db, "slow")
+    lease = 3.0
+    worker = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
+                       "--history", "3600", "--lease", str(lease)), fdb_subspace, workdir)
+    try:
+        eventually(lambda: q.job(db, slow).state == "running", 60, "the job runs")
+        eventually(lambda: q.workers(db), 30, "the worker's record")
+        worker.kill()
+        worker.wait(30)
+        killed_at = time.monotonic()
+        # Never succeeded: running until its lease ends, then retrying.
+        states = set()
+        while q.workers(db):
+            states.add(q.job(db, slow).state)
+            assert time.monotonic() - killed_at < lease + 2, "the dead worker still listed"
+        record = eventually(lambda: q.job(db, slow) if q.job(db, slow).state == "retrying"
+                            else None, 30, "retrying once the lease ended")
+        states.add(record.state)
+        assert states <= {"running", "retrying"} and record.attempts == 1
+    finally:
+        worker.kill()
+        worker.communicate()
+    again = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
+                      "--history", "3600", "--lease", str(lease)), fdb_subspace, workdir)
+    try:
+        assert q.result(db, slow, timeout=60) == "slow done"
+    finally:
+        stop(again)
+    record = q.job(db, slow)
+    assert (record.state, record.attempts, record.error.type) == ("succeeded", 2,
+                                                                  "LeaseExpired")
+
+
+def test_processes_kill_a_child_stuck_in_c_and_drain_on_sigterm(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    q = Queue(fdb_subspace, history=3600)
+    stuck = q.push(db, "stuck")
+    others = q.push_many(db, [f"job-{i}" for i in range(30)])
+    supervisor = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
+                           "--processes", "2", "--concurrency", "1", "--history", "3600",
+                           "--time-limit", "1", "--lease", "20", "--max-deliveries", "1"),
+                       fdb_subspace, workdir)
+    try:
+        assert [q.result(db, id_, timeout=120) for id_ in others] == [
+            f"JOB-{i}" for i in range(30)]  # the other child served them meanwhile
+        with pytest.raises(JobFailedError, match="hard limit"):
+            q.result(db, stuck, timeout=120)
+        assert q.dead(db)[0].reason.startswith("TimeLimitExceeded: the worker process was "
+                                               "killed")
+        pids = eventually(lambda: {w.pid for w in q.workers(db)} if len(q.workers(db)) == 2
+                          else None, 60, "two children again (the killed one restarted)")
+        slow = q.push_many(db, ["slow"] * 4, time_limit=60)  # their own limit
+        eventually(lambda: sum(len(w.running) for w in q.workers(db)) == 2, 60,
+                   "two slow jobs run, one in each child")
+        signalled = time.monotonic()
+        err = stop(supervisor, 60)
+        took = time.monotonic() - signalled
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    assert supervisor.returncode == 0, err
+    assert "killing worker process" in err and "died" in err
+    assert took < 25 + 15, f"the supervisor took {took:.0f} s to stop"
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # Drained: the slow jobs finished (or were given back), nothing is in flight.
+    assert q.stats(db).in_flight == 0
+    assert {q.job(db, id_).state for id_ in slow} <= {"succeeded", "pending"}
+    assert q.workers(db) == []
+
+
+def test_chains_finish_exactly_once_while_workers_are_killed(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    chains = 1_000
+    steps = Queue(fdb_subspace, history=3600)
+    done = Queue(fdb.Subspace(rawPrefix=fdb_subspace.key() + b"done"))
+    for start_at in range(0, chains, 500):
+        steps.push_many(db, [(c, 1) for c in range(start_at, start_at + 500)])
+    command = cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle", "--history",
+                  "3600", "--lease", "2", "--concurrency", "16", "--max-deliveries", "100",
+                  "--log-level", "WARNING")
+    workers = [start(command, fdb_subspace, workdir) for _ in range(3)]
+    rng = random.Random(29)
+    kills = 0
+    deadline = time.monotonic() + 600
+    try:
+        while done.size(db) < chains:
+            assert time.monotonic() < deadline, f"{done.size(db)} of {chains} chains done"
+            time.sleep(rng.uniform(0.3, 1.5))  # the fault schedule: when the next kill comes
+            i = rng.randrange(len(workers))
+            workers[i].kill()
+            workers[i].communicate()
+            kills += 1
+            workers[i] = start(command, fdb_subspace, workdir)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.communicate()
+    finished = done.pop_many(db, chains + 10)
+    assert sorted(finished) == list(range(chains)), "a chain finished twice, or not at all"
+    assert kills >= 3 and steps.size(db) == 0
