@@ -28,7 +28,7 @@ from .commands import Operation, Report, Target
 from .output import cut, iso_time, json_value, table
 from .places import OperatorError, UsageError
 
-__all__ = ["CANCEL", "JOB", "WORKERS"]
+__all__ = ["CANCEL", "JOB", "WORKERS", "cancel_job", "job_record", "jobs_of"]
 
 
 def job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,20 +73,44 @@ def _record(record: JobRecord) -> Dict[str, Any]:
             "cancel_requested": record.cancel_requested}
 
 
-def _jobs(target: Target) -> Union[OrderedFace[Any], FairQueue]:
-    """The structure, which has jobs (the checks made on ``--kind`` refused a
-    weight-tree before)."""
-    structure = target.structure
+def jobs_of(structure: Any) -> Union[OrderedFace[Any], FairQueue]:
+    """``structure``, which has jobs (a Queue, PriorityQueue or FairQueue).
+
+    Raises:
+        UsageError: it is a weight-tree (or anything else).
+    """
     if not isinstance(structure, (OrderedFace, FairQueue)):
         raise UsageError("a weight-tree has no jobs")
     return structure
 
 
+def _jobs(target: Target) -> Union[OrderedFace[Any], FairQueue]:
+    """The structure, which has jobs (the checks made on ``--kind`` refused a
+    weight-tree before)."""
+    return jobs_of(target.structure)
+
+
+def job_record(tr: Any, structure: Any, id_: bytes, group: Any = None) -> Optional[JobRecord]:
+    """The record of job ``id_`` of ``structure`` (a FairQueue's in ``group``): its
+    ``job`` method (one range read, 1 to 2 round trips); None if there is none."""
+    jobs = jobs_of(structure)
+    if isinstance(jobs, FairQueue):
+        return jobs.job(tr, id_, group=group)
+    return jobs.job(tr, id_)
+
+
+def cancel_job(tr: Any, structure: Any, id_: bytes, group: Any = None) -> Optional[str]:
+    """Cancel job ``id_`` of ``structure`` (a FairQueue's in ``group``) with its
+    ``cancel`` method (2 to 5 round trips); what became of it (see
+    ``Queue.cancel``)."""
+    jobs = jobs_of(structure)
+    if isinstance(jobs, FairQueue):
+        return jobs.cancel(tr, id_, group=group)
+    return jobs.cancel(tr, id_)
+
+
 def _read_job(target: Target, args: argparse.Namespace) -> Optional[JobRecord]:
-    structure, id_ = _jobs(target), args.id.encode()
-    if isinstance(structure, FairQueue):
-        return structure.job(target.db, id_, group=args.group)
-    return structure.job(target.db, id_)
+    return job_record(target.db, target.structure, args.id.encode(), args.group)
 
 
 def job(target: Target, args: argparse.Namespace) -> Report:
@@ -112,11 +136,7 @@ def job(target: Target, args: argparse.Namespace) -> Report:
 
 def cancel(target: Target, args: argparse.Namespace) -> Report:
     """``cancel``: cancel one job."""
-    structure, id_ = _jobs(target), args.id.encode()
-    if isinstance(structure, FairQueue):
-        answer = structure.cancel(target.db, id_, group=args.group)
-    else:
-        answer = structure.cancel(target.db, id_)
+    answer = cancel_job(target.db, target.structure, args.id.encode(), args.group)
     said = {None: "no such job", "cancelling": "running: its worker was told to stop it",
             "cancelled": "cancelled"}.get(answer, f"already {answer}: nothing changed")
     return Report({**target.header(), "id": args.id, "answer": answer},

@@ -1,0 +1,45 @@
+"""A web dashboard for the structures of a cluster (extra ``fdbrecipes[web]``).
+
+:func:`create_app` makes an ASGI app (Starlette and Jinja2) that shows every structure
+it is given, one queue's rows, a job's record and the live workers, and offers the
+operator's actions (requeue and purge dead letters, remove a pending job, cancel a
+job, quiet or stop a worker) to the requests its ``access`` allows.  Mount it under
+any path of a FastAPI or Starlette application, or serve it with ``fdbrecipes web``.
+See docs/web.md.
+
+The parts: :mod:`.access` (who may do what), :mod:`.guard` (the security headers,
+cross-site refusal, the token), :mod:`.views` (what each page reads), :mod:`.actions`
+(what each button does, the audit log), :mod:`.show` (how values are shown),
+:mod:`.app` (the routes and pages) and :mod:`.command` (``fdbrecipes web``).
+Importing this package needs neither Starlette nor ``libfdb_c``; :func:`create_app`
+needs the extra.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from .access import ACTIONS, FULL, READ_ONLY, Access, AccessRule
+
+__all__ = ["ACTIONS", "FULL", "INSTALL_HINT", "READ_ONLY", "Access", "AccessRule",
+           "create_app"]
+
+#: What a missing Starlette or Jinja2 says.
+INSTALL_HINT = "the dashboard needs its extra: pip install 'fdbrecipes[web]'"
+
+
+def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
+               trusted_origins: Iterable[str] = (), token: Optional[str] = None,
+               debug: bool = False) -> Any:
+    """The dashboard as an ASGI app: see :func:`fdbrecipes.web.app.create_app`.
+
+    Raises:
+        ImportError: Starlette or Jinja2 is missing (the message says how to install
+            them).
+    """
+    try:
+        from .app import create_app as make
+    except ImportError as e:
+        raise ImportError(f"{INSTALL_HINT} ({e})") from e
+    return make(db, structures, access=access, trusted_origins=trusted_origins, token=token,
+                debug=debug)

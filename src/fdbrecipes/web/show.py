@@ -1,0 +1,104 @@
+"""How the dashboard shows values and names them in URLs: pure functions, no I/O.
+
+Every value is shown as its ``repr()`` (so bytes that are not UTF-8 show as escapes),
+cut to a size cap; the templates escape what these return.  A FairQueue's group (a
+``str`` or ``bytes``) and a job's id (``bytes``) travel in URLs as hex, so any value
+round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import pprint
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import fdb.tuple
+
+__all__ = ["LIST_CAP", "PAGE_CAP", "ago", "group_from_hex", "group_hex", "id_from_hex",
+           "shown", "shown_pretty", "when"]
+
+#: Characters of a value a list row shows.
+LIST_CAP = 200
+#: Characters of a value or traceback one job page shows.
+PAGE_CAP = 20_000
+
+
+def shown(value: Any, cap: int = LIST_CAP) -> str:
+    """``repr(value)``, cut to ``cap`` characters (saying how many more there were)."""
+    text = repr(value)
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}... ({len(text) - cap:,} more characters)"
+
+
+def shown_pretty(value: Any, cap: int = PAGE_CAP) -> str:
+    """``value`` pretty-printed (tuples broken over lines), cut to ``cap`` characters."""
+    text = pprint.pformat(value, width=100)
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}\n... ({len(text) - cap:,} more characters)"
+
+
+def cut_text(text: Optional[str], cap: int = PAGE_CAP) -> str:
+    """``text`` (None: "") cut to ``cap`` characters, keeping its end (a traceback's
+    last lines say most)."""
+    if not text:
+        return ""
+    return text if len(text) <= cap else f"... ({len(text) - cap:,} characters before)\n" + \
+        text[-cap:]
+
+
+def when(epoch: Optional[float]) -> str:
+    """Seconds since the epoch as ``YYYY-MM-DD HH:MM:SS`` UTC; "-" for None."""
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def ago(seconds: Optional[float]) -> str:
+    """A duration for people: ``42 s``, ``3.5 min``, ``2.0 h``, ``1.5 d``; "-" for None."""
+    if seconds is None:
+        return "-"
+    if abs(seconds) < 120:
+        return f"{seconds:.0f} s"
+    if abs(seconds) < 7200:
+        return f"{seconds / 60:.1f} min"
+    if abs(seconds) < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def group_hex(group: Any) -> str:
+    """A FairQueue group (str or bytes) as hex, for a URL."""
+    packed: bytes = fdb.tuple.pack((group,))
+    return packed.hex()
+
+
+def group_from_hex(text: str) -> Any:
+    """The group :func:`group_hex` made.
+
+    Raises:
+        ValueError: ``text`` is not the hex of one packed str or bytes.
+    """
+    try:
+        unpacked = fdb.tuple.unpack(bytes.fromhex(text))
+    except Exception:
+        raise ValueError("g: not a group") from None
+    if len(unpacked) != 1 or not isinstance(unpacked[0], (str, bytes)):
+        raise ValueError("g: not a group")
+    return unpacked[0]
+
+
+def id_from_hex(text: str) -> bytes:
+    """A job id given as hex in a URL.
+
+    Raises:
+        ValueError: not hex, or not 1 to 1,000 bytes.
+    """
+    try:
+        id_ = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError("id: not hex") from None
+    if not 1 <= len(id_) <= 1000:
+        raise ValueError("id: not 1 to 1,000 bytes")
+    return id_
