@@ -60,6 +60,20 @@ def bench_options(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
+def web_options(parser: argparse.ArgumentParser) -> None:
+    """``fdbrecipes web``'s options (importing them needs no Starlette)."""
+    from .web.command import arguments
+
+    arguments(parser)
+
+
+def web(args: argparse.Namespace) -> int:
+    """``fdbrecipes web``: serve the dashboard (:mod:`fdbrecipes.web.command`)."""
+    from .web.command import main
+
+    return main(args)
+
+
 def bench(args: argparse.Namespace) -> int:
     """``fdbrecipes bench``: the benchmark suite (table, targets, PNG chart, JSON)."""
     from .bench import run_bench
@@ -73,12 +87,14 @@ COMMANDS = (
     Command("bench", "run the benchmark suite (table + PNG chart)", bench, bench_options),
     *(Command(op.name, op.help, op.main, op.arguments)
       for op in admin.OPERATIONS + admin.JOBS + admin.SERVICES),
+    Command("web", "serve the web dashboard of the structures under a directory", web,
+            web_options),
 )
 
 #: What ``fdbrecipes --help`` says after the list of commands.
 EPILOG = (
     "Operator commands (stats, peek, dead, requeue-dead, purge-dead, push, leases, "
-    "delayed, remove, job, cancel, workers, worker, metrics) act on a structure of a "
+    "delayed, remove, job, cancel, workers, worker, metrics, web) act on a structure of a "
     "running cluster (--cluster-file, default $FDB_CLUSTER_FILE; no server is started), named by "
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
     "weight-tree, recognised when not given; --group GROUP for a fair-queue's groups), "

@@ -124,3 +124,31 @@ def test_values_shown_safely() -> None:
     for bad in ("", "xy", "00" * 1001):
         with pytest.raises(ValueError, match="id:"):
             id_from_hex(bad)
+
+
+def test_the_command_refuses_an_open_bind(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from fdbrecipes.cli import main
+    from fdbrecipes.web.command import check_bind
+
+    monkeypatch.delenv("FDBRECIPES_WEB_TOKEN", raising=False)
+    assert main(["web", "--directory", "app", "--host", "0.0.0.0"]) == 2
+    assert "refusing" in capsys.readouterr().err
+    for host in ("127.0.0.1", "::1", "localhost"):
+        check_bind(host, False, None)
+    check_bind("0.0.0.0", True, None)
+    check_bind("10.1.2.3", False, "s3cret")
+
+
+def test_the_command_help_needs_neither_the_client_nor_the_extra() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import sys; from fdbrecipes.cli import main\n"
+                           "try:\n    main(['web', '--help'])\n"
+                           "except SystemExit as e:\n    assert e.code == 0\n"
+                           "print(sorted({'fdb.impl', 'starlette', 'jinja2'} & "
+                           "set(sys.modules)))"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--read-only" in done.stdout and done.stdout.strip().endswith("[]")

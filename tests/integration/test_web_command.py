@@ -1,0 +1,114 @@
+"""``fdbrecipes web`` for real: the structures found under a directory, the server it
+starts (uvicorn) answering on 127.0.0.1, and the overview in headless Chromium
+(Debian's ``chromium``; skipped with a one-line reason where it is missing, a failure
+with ``FDBRECIPES_REQUIRE_BROWSER=1``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any, Iterator
+
+import fdb
+import pytest
+
+from fdbrecipes import FairQueue, PriorityQueue, Queue
+from fdbrecipes.admin.places import Place
+from fdbrecipes.web.command import discover
+from tests.integration.test_operator_cli import ROOT
+
+pytest.importorskip("uvicorn", reason="the dashboard's extra: pip install 'fdbrecipes[web]'")
+
+pytestmark = pytest.mark.integration
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def tree(db: Any) -> Iterator[Any]:
+    """A directory with a queue, a priority queue in a subdirectory, a fair queue and an
+    empty directory; removed afterwards."""
+    name = f"fdbrecipes-web-{uuid.uuid4().hex[:8]}"
+    top = fdb.directory.create_or_open(db, (name,))
+    Queue(top.create_or_open(db, "jobs")).push(db, "<script>x</script>")
+    PriorityQueue(top.create_or_open(db, ("mail", "outbox"))).push(db, "m", priority=3)
+    FairQueue(top.create_or_open(db, "tenants")).push(db, "r", group="acme")
+    top.create_or_open(db, "empty")
+    yield name
+    fdb.directory.remove(db, (name,))
+
+
+def test_discover_finds_every_structure(db: Any, tree: str) -> None:
+    found = discover(db, Place(directory=(tree,)))
+    assert {n: type(s).__name__ for n, s in found.items()} == {
+        "jobs": "Queue", "mail/outbox": "PriorityQueue", "tenants": "FairQueue"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def fetch(url: str, deadline: float) -> str:
+    """GET ``url`` until it answers (the server is starting) or ``deadline`` passes."""
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                text: str = answer.read().decode()
+                return text
+        except OSError:
+            assert time.monotonic() < deadline, f"{url} did not answer"
+            time.sleep(0.1)  # the server is starting; polled with a deadline
+
+
+@pytest.fixture
+def served(fdb_cluster_file: str, tree: str) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "FDB_CLUSTER_FILE": fdb_cluster_file}
+    env.pop("FDBRECIPES_WEB_TOKEN", None)
+    process = subprocess.Popen([sys.executable, "-m", "fdbrecipes", "web", "--directory", tree,
+                                "--port", str(port)], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        fetch(url, time.monotonic() + 30)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_the_command_serves_on_loopback(served: str) -> None:
+    page = fetch(served, time.monotonic() + 10)
+    assert "mail/outbox" in page and "priority-queue" in page and "fair-queue" in page
+    jobs = fetch(served + "structure?s=jobs", time.monotonic() + 10)
+    assert "&lt;script&gt;x&lt;/script&gt;" in jobs and "<script>" not in jobs
+
+
+def test_overview_in_chromium(served: str, tmp_path: Any) -> None:
+    if BROWSER is None:
+        reason = "no chromium: apt-get install -y chromium (the tests never download one)"
+        if os.environ.get("FDBRECIPES_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([BROWSER, *flags, "--dump-dom", served + "structure?s=jobs"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    # what the browser built: the value as text, no script element from it
+    assert "&lt;script&gt;x&lt;/script&gt;" in dom and "<script" not in dom
+    shot = tmp_path / "overview.png"
+    subprocess.run([BROWSER, *flags, f"--screenshot={shot}", "--window-size=1100,500",
+                    served], capture_output=True, timeout=120, check=True)
+    assert shot.stat().st_size > 1000
+    artefacts = os.environ.get("FDBRECIPES_ARTEFACTS")
+    if artefacts:
+        shutil.copy(shot, os.path.join(artefacts, "web-overview.png"))
