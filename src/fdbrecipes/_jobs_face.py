@@ -1,5 +1,6 @@
 """What the job structures (Queue, PriorityQueue, FairQueue) offer about their jobs as
-a whole: pruning finished records, the live workers, and commands to one of them.
+a whole: pruning finished records, the live workers, commands to one of them, and
+pausing and resuming the structure.
 
 :class:`JobMethods` is a sync mixin of :class:`fdbrecipes.Queue`,
 :class:`fdbrecipes.PriorityQueue` and :class:`fdbrecipes.FairQueue`; its async twin is
@@ -67,3 +68,32 @@ class JobMethods(JobFace[JobOpsT]):
         """
         return drive(self._ops.command(tr, worker, command))
 
+
+    def pause(self, tr: Transactor) -> bool:
+        """Pause the structure: from the commit on, no pop, claim or worker takes
+        anything from it (``pop`` and ``claim`` return None, ``claim_many`` nothing,
+        ``wait`` and ``pop_wait`` wait), until :meth:`resume`.  Pushes, acks, releases,
+        listings and the operator's actions go on; leases already taken stay theirs
+        (a high-contention popper may still collect the few items it set aside
+        before).  True if it was running, False if already paused (nothing written).
+
+        Reads the pause flag (read conflict), writes it (one key).  Every take reads
+        the flag beside its own reads (a read conflict on it, no extra round trip), so
+        a take that read it before the pause committed conflicts and retries: none
+        commits after the pause.  Cost: 1 round trip.
+        """
+        return drive(self._ops.pause(tr, True))
+
+    def resume(self, tr: Transactor) -> bool:
+        """Resume a paused structure: takes go on, and waiters wake (it touches the
+        wake key).  True if it was paused, False if not (nothing written).  Reads and
+        writes the flag as :meth:`pause`.  Cost: 1 round trip.
+        """
+        return drive(self._ops.pause(tr, False))
+
+    def paused(self, tr: Transactor) -> Optional[float]:
+        """When the structure was paused (wall-clock seconds, ``time.time()`` of the
+        client that paused it), or None if it is not paused.  Reads the flag (one key,
+        a read conflict).  Cost: 1 round trip.
+        """
+        return drive(self._ops.paused(tr))

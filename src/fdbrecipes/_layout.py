@@ -17,8 +17,8 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "LEASE", "RESULT", "FairLayout", "Item", "OrderedLayout", "RecordLayout",
-           "TreeLayout"]
+__all__ = ["DELAY", "LEASE", "PAUSED", "RESULT", "FairLayout", "Item", "OrderedLayout",
+           "RecordLayout", "TreeLayout"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -30,6 +30,9 @@ Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
 LEASE, RESULT, DELAY = 0, 1, 2
+#: The pause flag's key, ``S/"z"`` (Queue, PriorityQueue, FairQueue): present while the
+#: structure is paused (see _pause).
+PAUSED = "z"
 
 
 def kept_by_clear(subspace: Subspace, wake_key: bytes) -> List[Tuple[bytes, bytes]]:
@@ -61,6 +64,7 @@ class OrderedLayout:
         S/"j"/..., S/"o"/...                          job records (see RecordLayout)
         S/"u"/...                                     the workers serving it (see
                                                       _worker.registry)
+        S/"z"                               = (paused_at,)  present while paused
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
 
     The Queue's floor sorts after every item, inside the item range, so a push reads
@@ -72,8 +76,8 @@ class OrderedLayout:
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
                  "due_prefix", "due_range", "floor_key", "group_len", "held", "held_in",
-                 "held_out", "held_prefix", "items", "items_end", "items_range", "pushed",
-                 "subspace", "taken", "wake_key")
+                 "held_out", "held_prefix", "items", "items_end", "items_range", "paused",
+                 "pushed", "subspace", "taken", "wake_key")
 
     def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
@@ -98,6 +102,7 @@ class OrderedLayout:
         self.dead_in = bytes(counts.pack(("dead in",)))
         self.dead_out = bytes(counts.pack(("dead out",)))
         self.wake_key = self.pushed
+        self.paused = bytes(subspace.pack((PAUSED,)))
         if group_len == 0:  # after every item: read with the last one
             self.floor_key = bytes(self.items.pack((True,)))
             self.items_end = self.floor_key
@@ -242,11 +247,12 @@ class FairLayout:
         S/"n"/("pushed",) = int64 the wake counter: every push, ack, release touches it
         S/"o"/(expires_at, group, id) = ''  finished job records by when they go
         S/"u"/...                 the workers serving it (see _worker.registry)
+        S/"z"            = (paused_at,)  present while paused
         S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
     """
 
-    __slots__ = ("active", "expiry", "groups", "policies", "pushed", "rates", "subspace",
-                 "tree", "wakes", "wakes_range")
+    __slots__ = ("active", "expiry", "groups", "paused", "policies", "pushed", "rates",
+                 "subspace", "tree", "wakes", "wakes_range")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -259,6 +265,7 @@ class FairLayout:
         self.wakes_range = self.wakes.range()
         self.pushed = bytes(subspace["n"].pack(("pushed",)))
         self.expiry = subspace["o"]
+        self.paused = bytes(subspace.pack((PAUSED,)))
 
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""

@@ -11,12 +11,16 @@ run a call: the subspace, the retry loop with its counters and receipts
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
+import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from ._fdb import Gen, Transactor, check_transactor
+from ._fdb import read as read_value
 from ._hooks import Hooks
+from ._layout import PAUSED
 from ._operation import Attempt
 from ._ordered.history import (
     PRUNE_BATCH,
@@ -115,7 +119,46 @@ class JobOps(Ops):
         attempt.idle = not done
         return done
 
+    # -- pausing -------------------------------------------------------------------------
+
+    def pause(self, tr: Transactor, paused: Any) -> Gen[bool]:
+        """Pause (``paused`` True) or resume the structure; whether that changed it."""
+        if type(paused) is not bool:
+            raise TypeError(f"paused must be a bool, not {type(paused).__name__}")
+        return self.loop(tr, self.pausing, paused)
+
+    def pausing(self, tr: Any, attempt: Attempt, paused: bool) -> Gen[bool]:
+        """The operation of :meth:`pause`: the flag set (with the time) or cleared, and
+        on a resume the waiters woken."""
+        key = self.subspace.pack((PAUSED,))
+        was = yield from read_value(tr.get(key))
+        changed = (was is None) == paused
+        if changed and paused:
+            tr.set(key, fdb.tuple.pack((time.time(),)))
+        elif changed:
+            tr.clear(key)
+            self.wake_waiters(tr, attempt)
+        attempt.idle = not changed
+        return changed
+
+    def paused(self, tr: Transactor) -> Gen[Optional[float]]:
+        """When the structure was paused (wall-clock seconds), or None if it is not."""
+        return read(tr, self.paused_at)
+
+    def paused_at(self, tr: Any) -> Gen[Optional[float]]:
+        """The operation of :meth:`paused`."""
+        value = yield from read_value(tr.get(self.subspace.pack((PAUSED,))))
+        if value is None:
+            return None
+        at: float = fdb.tuple.unpack(value)[0]
+        return at
+
     # -- what a subclass says ------------------------------------------------------------
+
+    def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
+        """Touch the wake key without changing the structure's counts: its waiters look
+        again."""
+        raise NotImplementedError
 
     def listing_at(self, where: Where) -> Listing:
         """The listing (records, states, cancels) of the queue at ``where``."""

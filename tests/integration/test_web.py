@@ -289,3 +289,24 @@ def test_hostile_values_are_escaped(db: Any, places: Dict[str, Any]) -> None:
     assert "&lt;script&gt;" in pages[0].text and r"\xff\xfe" in pages[0].text
     assert "more characters" in pages[0].text and len(pages[0].content) < 200_000
     assert "&lt;script&gt;why&lt;/script&gt;" in pages[1].text
+
+
+def test_pause_and_resume_from_the_page(db: Any, places: Dict[str, Any],
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    jobs = places["jobs"]
+    jobs.push(db, "waiting")
+    c = client(db, places, access=FULL)
+    page = c.get("/structure", params={"s": "jobs"}).text
+    assert "Running." in page and 'value="pause"' in page
+    assert post(c, s="jobs", action="pause").status_code == 400  # not confirmed
+    with caplog.at_level(logging.INFO, logger="fdbrecipes.web.audit"):
+        answer = post(c, s="jobs", action="pause", yes="1")
+    assert answer.status_code == 303 and jobs.paused(db) is not None
+    assert "action='pause'" in caplog.text
+    assert jobs.claim(db, 30) is None
+    page = c.get(answer.headers["location"]).text
+    assert "Paused</strong> since" in page and 'value="resume"' in page
+    assert "paused</strong> since" in c.get("/").text
+    assert post(client(db, places), s="jobs", action="resume").status_code == 403
+    assert post(c, s="jobs", action="resume").status_code == 303
+    assert jobs.paused(db) is None and jobs.pop(db) == "waiting"

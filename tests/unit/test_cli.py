@@ -55,7 +55,8 @@ def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead", "push",
-        "leases", "delayed", "remove", "job", "cancel", "workers", "worker", "metrics", "web"]
+        "leases", "delayed", "remove", "job", "cancel", "workers", "pause", "resume", "worker",
+        "metrics", "web"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench") else []
         if command.name in ("worker", "push", "job", "cancel"):

@@ -375,8 +375,12 @@ class Fair:
         picked by share among the eligible ones (a group may be picked again: its state
         is read again, so its limit and rate hold); stops early when no group can be
         served, or after :data:`PICKS` picks of groups found ineligible (each taken out
-        of the tree)."""
+        of the tree); none while the structure is paused (its flag read with a read
+        conflict: a pause committed meanwhile makes the claim retry and find it)."""
+        paused = tr.get(self.keys.paused)
         now = yield from attempt.now(tr, self.clock)
+        if (yield from read(paused)) is not None:
+            return []
         wrote = (yield from self.look_due(tr, attempt, now)) > 0
         out: List[FairLease] = []
         taken: List[Tuple[Any, bytes]] = []  # (group, lease id) of each claim, to undo it
@@ -549,8 +553,12 @@ class Fair:
 
     def ready(self, tr: Any) -> Gen[Readiness]:
         """Whether a group is eligible now, or is due for a look; else the seconds
-        until the next look is due."""
+        until the next look is due.  Never while the structure is paused (its resume
+        touches the wake key)."""
+        paused = snap(tr).get(self.keys.paused)
         total = yield from read(snap(tr).get(self.tree.keys.total_key))
+        if (yield from read(paused)) is not None:
+            return False, None
         if read_le64(total) > 0:
             return True, None
         now = yield from ready(tr.get_read_version())

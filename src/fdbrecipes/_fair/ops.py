@@ -308,6 +308,9 @@ class FairOps(JobOps):
     def check_lease(self, lease: Any, name: str) -> Any:
         return parse_fair(lease, name)
 
+    def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
+        self.engine.touch(tr)
+
     def ack_results(self, tr: Any, attempt: Attempt, leases: List[Any],
                     results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:
         return self.engine.ack_many(tr, attempt, leases, results, states)

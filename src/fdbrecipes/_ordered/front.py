@@ -14,7 +14,7 @@ import random
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from .._clock import Clock, reading
-from .._fdb import Gen, Range, fdb_impl, get_value, snap
+from .._fdb import Gen, Range, fdb_impl, get_value, read, snap
 from .._layout import LEASE, Item, OrderedLayout
 from .._operation import Attempt
 
@@ -282,6 +282,17 @@ class FrontReader:
 
     def chosen(self, tr: Any, attempt: Attempt, end: str, n: int,
                spread: int) -> Gen[Tuple[Front, List[Entry]]]:
+        """What a pop or claim reads and takes (see :meth:`choose_entries`): nothing
+        while the structure is paused (its flag read beside, with a read conflict, so
+        a pause committed meanwhile makes the take retry and find it)."""
+        paused = tr.get(self.keys.paused)
+        front, entries = yield from self.choose_entries(tr, attempt, end, n, spread)
+        if (yield from read(paused)) is not None:
+            return front, []
+        return front, entries
+
+    def choose_entries(self, tr: Any, attempt: Attempt, end: str, n: int,
+                       spread: int) -> Gen[Tuple[Front, List[Entry]]]:
         """What a pop or claim of ``n`` items with ``spread`` reads, and the entries it
         takes: ``n`` among the first ``n + spread - 1`` in ``end`` order.
 

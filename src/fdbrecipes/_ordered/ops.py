@@ -30,7 +30,7 @@ from typing import (
 import fdb.tuple
 
 from .._clock import Clock, database_clock
-from .._fdb import Gen, Transactor, check_database, check_transactor, is_transaction
+from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
 from .._layout import Item, OrderedLayout, RecordLayout
 from .._operation import Attempt
@@ -428,6 +428,11 @@ class OrderedOps(JobOps, Generic[V]):
 
     def check_lease(self, lease: Any, name: str) -> Any:
         return lease_id(lease, name)
+
+    def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
+        tally = Tally()
+        self.engine.wake(tally)
+        tally.write(tr, attempt)
 
     def ack_results(self, tr: Any, attempt: Attempt, leases: List[Any],
                     results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:

@@ -17,6 +17,8 @@ Usage::
     fdbrecipes job 3f2a...  --directory app/jobs          # a job's record (history)
     fdbrecipes cancel 3f2a... --directory app/jobs --yes
     fdbrecipes workers      --directory app/jobs [--quiet WORKER | --stop WORKER]
+    fdbrecipes pause        --directory app/jobs          # nothing is taken ...
+    fdbrecipes resume       --directory app/jobs          # ... until this
 
 Every command names one structure:
 
@@ -72,14 +74,14 @@ from .commands import (
     Operation,
     run,
 )
-from .jobs import CANCEL, JOB, WORKERS
+from .jobs import CANCEL, JOB, PAUSE, RESUME, WORKERS
 from .service import METRICS, WORKER
 
 #: The commands about jobs and workers (:mod:`.jobs`).
-JOBS = (JOB, CANCEL, WORKERS)
+JOBS = (JOB, CANCEL, WORKERS, PAUSE, RESUME)
 #: The long-running commands (:mod:`.service`): a worker, a metrics exporter.
 SERVICES = (WORKER, METRICS)
 
 __all__ = ["CANCEL", "DEAD", "DELAYED", "JOB", "JOBS", "LEASES", "METRICS", "OPERATIONS",
-           "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD", "SERVICES", "STATS",
-           "WORKER", "WORKERS", "Operation", "run"]
+           "PAUSE", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD", "RESUME",
+           "SERVICES", "STATS", "WORKER", "WORKERS", "Operation", "run"]

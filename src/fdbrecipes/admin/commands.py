@@ -229,23 +229,26 @@ def queue_of(target: Target, args: argparse.Namespace) -> Inspectable:
 def _counts(tr: Any, target: Target, group: Optional[str]) -> Dict[str, Any]:
     """What ``stats`` shows: the size and where the items are (a weight-tree's size and
     total weight; a fair-queue's, summed over its groups, with how many there are, or
-    those of ``group``, with its limit and share)."""
+    those of ``group``, with its limit and share), and since when it is paused."""
     structure = target.structure
     if isinstance(structure, WeightTree):
         return {"size": structure.size(tr), "total_weight": structure.total_weight(tr)}
+    paused = structure.paused(tr)
+    when = {"paused": None if paused is None else iso_time(paused)}
     if isinstance(structure, FairQueue):
         if group is not None:
-            return {"group": group, **drive(structure.ops.group_stats(tr, group))._asdict()}
+            return {"group": group, **drive(structure.ops.group_stats(tr, group))._asdict(),
+                    **when}
         totals = drive(structure.ops.stats(tr))
-        return {"groups": len(structure.groups(tr)), **totals._asdict()}
-    return {"size": structure.size(tr), **structure.stats(tr)._asdict()}
+        return {"groups": len(structure.groups(tr)), **totals._asdict(), **when}
+    return {"size": structure.size(tr), **structure.stats(tr)._asdict(), **when}
 
 
 def _shown(name: str, value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, str):
-        return cut(repr(value))
+        return value if name == "paused" else cut(repr(value))
     return f"{value:.1f} s" if name.endswith("age") else f"{value:,}"
 
 

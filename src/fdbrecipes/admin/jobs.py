@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 from .._ordered.records import JobRecord
 from .._ordered_face import OrderedFace
@@ -28,7 +28,7 @@ from .commands import Operation, Report, Target
 from .output import cut, iso_time, json_value, table
 from .places import OperatorError, UsageError
 
-__all__ = ["CANCEL", "JOB", "WORKERS", "cancel_job", "job_record", "jobs_of"]
+__all__ = ["CANCEL", "JOB", "PAUSE", "RESUME", "WORKERS", "cancel_job", "job_record", "jobs_of"]
 
 
 def job_arguments(parser: argparse.ArgumentParser) -> None:
@@ -143,6 +143,27 @@ def cancel(target: Target, args: argparse.Namespace) -> Report:
                   f"{target.title()}: job {args.id}: {said}")
 
 
+def pausing_arguments(what: str) -> Callable[[argparse.ArgumentParser], None]:
+    """``pause``'s or ``resume``'s options."""
+    def add(parser: argparse.ArgumentParser) -> None:
+        place_arguments(parser, what)
+    return add
+
+
+def pause(target: Target, args: argparse.Namespace) -> Report:
+    """``pause``: no consumer or worker takes anything until ``resume``."""
+    changed = jobs_of(target.structure).pause(target.db)
+    return Report({**target.header(), "paused": True, "changed": changed},
+                  f"{target.title()}: {'paused' if changed else 'already paused'}")
+
+
+def resume(target: Target, args: argparse.Namespace) -> Report:
+    """``resume``: takes go on."""
+    changed = jobs_of(target.structure).resume(target.db)
+    return Report({**target.header(), "paused": False, "changed": changed},
+                  f"{target.title()}: {'resumed' if changed else 'was not paused'}")
+
+
 def workers(target: Target, args: argparse.Namespace) -> Report:
     """``workers``: the live workers, or a command to one."""
     structure = _jobs(target)
@@ -171,5 +192,13 @@ ONE_JOB = Needs(dead_letters=True, group=True)
 JOB = Operation("job", "show a job's record (read only)", job_arguments, job, ONE_JOB)
 CANCEL = Operation("cancel", "cancel a job (needs --yes)", cancel_arguments, cancel,
                    Needs(True, True, "cancel a job"))
+PAUSE = Operation("pause", "pause a queue: nothing is taken until resume",
+                  pausing_arguments("Pause a queue, priority-queue or fair-queue: from now on "
+                                    "no pop, claim or worker takes anything from it (pushes "
+                                    "go on; running jobs finish) until 'fdbrecipes resume'.  "
+                                    "Writes one key."), pause, Needs(dead_letters=True))
+RESUME = Operation("resume", "resume a paused queue",
+                   pausing_arguments("Resume a paused queue: takes go on, waiting workers "
+                                     "wake.  Writes one key."), resume, Needs(dead_letters=True))
 WORKERS = Operation("workers", "list a queue's live workers; quiet or stop one",
                     workers_arguments, workers, Needs(dead_letters=True))

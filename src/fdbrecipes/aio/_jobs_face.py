@@ -27,3 +27,12 @@ class AsyncJobMethods(JobFace[JobOpsT]):
 
     async def command(self, tr: Transactor, worker: str, command: str) -> bool:
         return await drive(self._ops.command(tr, worker, command))
+
+    async def pause(self, tr: Transactor) -> bool:
+        return await drive(self._ops.pause(tr, True))
+
+    async def resume(self, tr: Transactor) -> bool:
+        return await drive(self._ops.pause(tr, False))
+
+    async def paused(self, tr: Transactor) -> Optional[float]:
+        return await drive(self._ops.paused(tr))

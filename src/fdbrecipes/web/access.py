@@ -16,8 +16,9 @@ from typing import Any, Callable, FrozenSet, Iterable, Union
 __all__ = ["ACTIONS", "FULL", "READ_ONLY", "Access", "AccessRule", "access_of"]
 
 #: Every action the dashboard offers: requeue dead letters, purge them, remove a
-#: pending job by id, cancel a job, quiet a worker, stop a worker.
-ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop")
+#: pending job by id, cancel a job, quiet a worker, stop a worker, pause a structure,
+#: resume it.
+ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop", "pause", "resume")
 
 
 @dataclass(frozen=True)

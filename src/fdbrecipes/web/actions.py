@@ -21,8 +21,8 @@ from .. import drive
 from ..admin.jobs import cancel_job, jobs_of
 from .views import queue_of
 
-__all__ = ["REQUEST_CAP", "Done", "audit", "cancel", "command", "purge_dead", "remove",
-           "requeue_dead"]
+__all__ = ["REQUEST_CAP", "Done", "audit", "cancel", "command", "pause", "purge_dead",
+           "remove", "requeue_dead"]
 
 #: Dead letters one request requeues at most.
 REQUEST_CAP = 10_000
@@ -77,6 +77,15 @@ def cancel(db: Any, structure: Any, id_: bytes, group: Any = None) -> Done:
     said = {None: "no such job", "cancelling": "running: its worker was told to stop it",
             "cancelled": "cancelled"}.get(answer, f"already {answer}: nothing changed")
     return Done(said, 1 if answer in ("cancelled", "cancelling") else 0)
+
+
+def pause(db: Any, structure: Any, paused: bool) -> Done:
+    """Pause (``paused``) or resume ``structure``: ``pause`` or ``resume``, one
+    transaction, 1 round trip."""
+    jobs = jobs_of(structure)
+    if paused:
+        return Done("paused" if jobs.pause(db) else "already paused", 1)
+    return Done("resumed" if jobs.resume(db) else "was not paused", 1)
 
 
 def command(db: Any, structure: Any, worker: str, order: str) -> Done:

@@ -10,6 +10,8 @@ Pages (GET only; each reads in one transaction, see :mod:`.views`):
 * ``/job?s=NAME&id=HEX`` (or ``&text=ID``): one job's record;
 * ``/workers?s=NAME``: the live workers, with quiet and stop.
 
+A structure's page also pauses and resumes it.
+
 Actions are forms posted to ``/act`` (see :mod:`.actions`); the answer redirects (303)
 to the page the action concerns, which says what was done.  Links and forms are
 relative to the app's ``root_path``, so it works mounted under any path and behind a
@@ -29,6 +31,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .. import FairQueue, WeightTree
+from ..admin.commands import read_only
 from ..admin.places import UsageError
 from . import actions, views
 from .access import READ_ONLY, Access, AccessRule, access_of
@@ -52,7 +55,8 @@ FORM_CAP = 65_536
 #: What an action needs besides the structure: "id" (a job id), "worker", "yes" (the
 #: confirmation box).
 NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("id", "yes"),
-         "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes")}
+         "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
+         "pause": ("yes",), "resume": ()}
 
 
 class BadRequest(Exception):
@@ -145,7 +149,7 @@ class Dashboard:
         structure = self.structure(name)
         group = self.group(structure, q.get("g"))
         common = dict(title=name, name=name, kind=views.kind_of(structure), group=group,
-                      g=q.get("g"))
+                      g=q.get("g"), paused=read_only(self.db, views.paused, structure))
         if isinstance(structure, WeightTree):
             return self.render(request, "structure.html", **common, tab=None, found=None,
                                groups=None)
@@ -237,6 +241,8 @@ class Dashboard:
                     {"tab": "dead"})
         if action == "purge":
             return actions.purge_dead(self.db, structure, group), "/structure", {"tab": "dead"}
+        if action in ("pause", "resume"):
+            return actions.pause(self.db, structure, action == "pause"), "/structure", {}
         assert action in ("quiet", "stop") or id_ is not None
         if action == "remove":
             assert id_ is not None

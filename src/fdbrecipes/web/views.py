@@ -17,10 +17,10 @@ from .. import FairQueue, PriorityQueue, Queue, WeightTree, drive
 from ..admin.commands import read_only
 from ..admin.jobs import job_record, jobs_of
 from ..protocol import Inspectable, inspectable
-from .show import LIST_CAP, ago, group_hex, shown
+from .show import LIST_CAP, ago, group_hex, shown, when
 
 __all__ = ["KINDS", "ROW_LIMIT", "SEARCH_SCAN", "TABS", "GroupRow", "Overview", "Row", "Tab",
-           "group_rows", "job", "kind_of", "overview", "queue_of", "tab", "workers"]
+           "group_rows", "job", "kind_of", "overview", "paused", "queue_of", "tab", "workers"]
 
 #: Rows one page lists at most (``limit`` is capped to it).
 ROW_LIMIT = 500
@@ -59,17 +59,28 @@ class Overview(NamedTuple):
     in_flight: int
     dead: int
     oldest_age: str
+    paused: Optional[str]
+
+
+def paused(tr: Any, structure: Any) -> Optional[str]:
+    """Since when ``structure`` is paused (a WeightTree never is), or None: ``paused``
+    (one read)."""
+    if isinstance(structure, WeightTree):
+        return None
+    at: Optional[float] = jobs_of(structure).paused(tr)
+    return None if at is None else when(at)
 
 
 def _overview_row(tr: Any, name: str, structure: Any) -> Overview:
     stats = drive(structure.ops.stats(tr))
     return Overview(name, kind_of(structure), stats.visible, stats.delayed, stats.in_flight,
-                    stats.dead, ago(stats.oldest_age))
+                    stats.dead, ago(stats.oldest_age), paused(tr, structure))
 
 
 def overview(db: Any, structures: Dict[str, Any]) -> List[Overview]:
     """Every structure's counts (``stats``: snapshot reads, 1 round trip each, O(1) in
-    the number of items; read in one transaction, so at one read version)."""
+    the number of items) and pause flag (1 read); read in one transaction, so at one
+    read version."""
     def read(tr: Any) -> List[Overview]:
         return [_overview_row(tr, name, s) for name, s in structures.items()]
     return read_only(db, read)
