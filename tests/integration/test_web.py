@@ -310,3 +310,24 @@ def test_pause_and_resume_from_the_page(db: Any, places: Dict[str, Any],
     assert post(client(db, places), s="jobs", action="resume").status_code == 403
     assert post(c, s="jobs", action="resume").status_code == 303
     assert jobs.paused(db) is None and jobs.pop(db) == "waiting"
+
+
+def test_a_groups_policy_is_edited(db: Any, places: Dict[str, Any]) -> None:
+    tenants = places["tenants"]
+    tenants.push(db, "r", group="<acme>")
+    c = client(db, places, access=FULL)
+    page = c.get("/structure", params={"s": "tenants", "group": "<acme>"}).text
+    assert "&lt;acme&gt;" in page and 'value="policy"' in page and "rate none" in page
+    g = group_hex("<acme>")
+    answer = post(c, s="tenants", g=g, action="policy", share="4", limit="2",
+                  rate_count="10", rate_seconds="60")
+    assert answer.status_code == 303
+    policy = tenants.group_policy(db, "<acme>")
+    assert (policy.share, policy.limit, policy.rate) == (4, 2, (10, 60.0))
+    assert "10 per 60 s" in c.get(answer.headers["location"]).text
+    for bad in ({"share": "0"}, {"share": "x"}, {"rate_count": "3"}):
+        assert post(c, s="tenants", g=g, action="policy", **bad).status_code == 400, bad
+    assert tenants.group_policy(db, "<acme>").share == 4
+    assert post(c, s="jobs", action="policy", share="2").status_code == 400
+    assert post(client(db, places, access=Access.allowing(["pause"])), s="tenants", g=g,
+                action="policy", share="1").status_code == 403

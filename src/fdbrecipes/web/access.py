@@ -17,8 +17,9 @@ __all__ = ["ACTIONS", "FULL", "READ_ONLY", "Access", "AccessRule", "access_of"]
 
 #: Every action the dashboard offers: requeue dead letters, purge them, remove a
 #: pending job by id, cancel a job, quiet a worker, stop a worker, pause a structure,
-#: resume it.
-ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop", "pause", "resume")
+#: resume it, set a FairQueue group's policy.
+ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop", "pause", "resume",
+           "policy")
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ The audit log is the ``fdbrecipes.web.audit`` logger (INFO): one line per action
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional, Tuple
 
-from .. import drive
+from .. import FairQueue, drive
 from ..admin.jobs import cancel_job, jobs_of
 from .views import queue_of
 
-__all__ = ["REQUEST_CAP", "Done", "audit", "cancel", "command", "pause", "purge_dead",
-           "remove", "requeue_dead"]
+__all__ = ["REQUEST_CAP", "Done", "Policy", "audit", "cancel", "command", "pause",
+           "purge_dead", "remove", "requeue_dead", "set_policy"]
 
 #: Dead letters one request requeues at most.
 REQUEST_CAP = 10_000
@@ -86,6 +86,25 @@ def pause(db: Any, structure: Any, paused: bool) -> Done:
     if paused:
         return Done("paused" if jobs.pause(db) else "already paused", 1)
     return Done("resumed" if jobs.resume(db) else "was not paused", 1)
+
+
+class Policy(NamedTuple):
+    """A group's policy as a form gives it: ``share``, ``limit`` (None: the queue's
+    defaults) and ``rate`` (``(count, seconds)``, or None: none)."""
+
+    share: Optional[int]
+    limit: Optional[int]
+    rate: Optional[Tuple[int, float]]
+
+
+def set_policy(db: Any, fair: FairQueue, group: Any, policy: Policy) -> Done:
+    """Set ``group``'s policy: ``set_group``, one transaction, 1 to 3 round trips.
+
+    Raises:
+        TypeError or ValueError: a bad share, limit or rate (nothing written).
+    """
+    fair.set_group(db, group, share=policy.share, limit=policy.limit, rate=policy.rate)
+    return Done("policy set", 1)
 
 
 def command(db: Any, structure: Any, worker: str, order: str) -> Done:

@@ -56,7 +56,7 @@ FORM_CAP = 65_536
 #: confirmation box).
 NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("id", "yes"),
          "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
-         "pause": ("yes",), "resume": ()}
+         "pause": ("yes",), "resume": (), "policy": ()}
 
 
 class BadRequest(Exception):
@@ -110,12 +110,15 @@ class Dashboard:
         return self.structures[name]
 
     @staticmethod
-    def group(structure: Any, given: Optional[str]) -> Any:
-        """The group ``g`` names (hex), or None; a FairQueue's only."""
-        if not given:
+    def group(structure: Any, given: Optional[str], text: Optional[str] = None) -> Any:
+        """The group ``g`` names (hex), or ``group`` (its text, a str), or None; a
+        FairQueue's only."""
+        if not given and not text:
             return None
         if not isinstance(structure, FairQueue):
             raise BadRequest("g: only a fair-queue has groups")
+        if not given:
+            return text
         try:
             return group_from_hex(given)
         except ValueError as e:
@@ -127,7 +130,7 @@ class Dashboard:
             return page(request)
         except BadRequest as e:
             return self.error(request, str(e), e.status)
-        except (ValueError, UsageError) as e:
+        except (TypeError, ValueError, UsageError) as e:
             return self.error(request, str(e), 400)
 
     def error(self, request: Request, message: str, status: int) -> HTMLResponse:
@@ -147,9 +150,13 @@ class Dashboard:
         q = request.query_params
         name = q.get("s")
         structure = self.structure(name)
-        group = self.group(structure, q.get("g"))
+        group = self.group(structure, q.get("g"), q.get("group"))
+        g = None if group is None else group_hex(group)
+        policy = None
+        if isinstance(structure, FairQueue) and group is not None:
+            policy = read_only(self.db, structure.group_policy, group)
         common = dict(title=name, name=name, kind=views.kind_of(structure), group=group,
-                      g=q.get("g"), paused=read_only(self.db, views.paused, structure))
+                      g=g, policy=policy, paused=read_only(self.db, views.paused, structure))
         if isinstance(structure, WeightTree):
             return self.render(request, "structure.html", **common, tab=None, found=None,
                                groups=None)
@@ -200,7 +207,7 @@ class Dashboard:
             return await run_in_threadpool(self.do, request, form, access)
         except BadRequest as e:
             return self.error(request, str(e), e.status)
-        except (ValueError, UsageError) as e:
+        except (TypeError, ValueError, UsageError) as e:
             return self.error(request, str(e), 400)
 
     def do(self, request: Request, form: Dict[str, str], access: Access) -> Response:
@@ -221,10 +228,10 @@ class Dashboard:
             raise BadRequest("worker: give its id")
         assert name is not None
         if isinstance(structure, FairQueue) and group is None and action in (
-                "requeue", "purge", "remove", "cancel"):
+                "requeue", "purge", "remove", "cancel", "policy"):
             raise BadRequest("g: a fair-queue's group is needed")
         cap = _limit(form.get("limit"), actions.REQUEST_CAP, actions.REQUEST_CAP)
-        done, page, query = self.run(action, structure, group, id_, worker, cap)
+        done, page, query = self.run(action, structure, group, id_, worker, cap, form)
         actions.audit(access.who, action, name, done.changed, group,
                       worker or (id_.hex() if id_ else None))
         root: str = request.scope.get("root_path", "")
@@ -233,9 +240,10 @@ class Dashboard:
         return RedirectResponse(f"{root}{page}?{urlencode(kept)}", status_code=303)
 
     def run(self, action: str, structure: Any, group: Any, id_: Optional[bytes],
-            worker: str, cap: int) -> Tuple[actions.Done, str, Dict[str, Any]]:
-        """Run one checked action (a requeue moves at most ``cap``); what it did, and the
-        page (path, query) to show."""
+            worker: str, cap: int, form: Dict[str, str]) -> Tuple[actions.Done, str,
+                                                                   Dict[str, Any]]:
+        """Run one checked action (a requeue moves at most ``cap``; a policy is read from
+        the ``form``); what it did, and the page (path, query) to show."""
         if action == "requeue":
             return (actions.requeue_dead(self.db, structure, group, cap), "/structure",
                     {"tab": "dead"})
@@ -243,6 +251,10 @@ class Dashboard:
             return actions.purge_dead(self.db, structure, group), "/structure", {"tab": "dead"}
         if action in ("pause", "resume"):
             return actions.pause(self.db, structure, action == "pause"), "/structure", {}
+        if action == "policy":
+            if not isinstance(structure, FairQueue):
+                raise BadRequest("only a fair-queue's groups have a policy")
+            return actions.set_policy(self.db, structure, group, _policy(form)), "/structure", {}
         assert action in ("quiet", "stop") or id_ is not None
         if action == "remove":
             assert id_ is not None
@@ -276,6 +288,27 @@ def _limit(text: Optional[str], default: int = 50, most: int = views.ROW_LIMIT) 
     if not 1 <= value <= most:
         raise BadRequest(f"limit: 1 to {most:,}")
     return value
+
+
+def _number(form: Dict[str, str], name: str, kind: Callable[[str], Any]) -> Any:
+    """Field ``name`` of ``form`` as ``kind`` (int or float), or None when empty."""
+    text = form.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        raise BadRequest(f"{name}: a number") from None
+
+
+def _policy(form: Dict[str, str]) -> actions.Policy:
+    """A group's policy from the form: share, limit (empty: the queue's defaults), and
+    a rate (count per seconds; both empty: none)."""
+    count, seconds = _number(form, "rate_count", int), _number(form, "rate_seconds", float)
+    if (count is None) != (seconds is None):
+        raise BadRequest("rate: give both the count and the seconds, or neither")
+    rate = None if count is None else (count, seconds)
+    return actions.Policy(_number(form, "share", int), _number(form, "limit", int), rate)
 
 
 def _job_id(hexed: Optional[str], text: Optional[str]) -> bytes:
