@@ -1,12 +1,10 @@
-"""``fdbrecipes web`` for real: the structures found under a directory, the server it
-starts (uvicorn) answering on 127.0.0.1, and the overview in headless Chromium
-(Debian's ``chromium``; skipped with a one-line reason where it is missing, a failure
-with ``FDBRECIPES_REQUIRE_BROWSER=1``)."""
+"""``fdbrecipes web`` for real: the structures found under a directory, and the server
+it starts (uvicorn) answering on 127.0.0.1 (the browser's journeys are
+test_web_browser.py)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,9 +24,6 @@ from tests.integration.test_operator_cli import ROOT
 pytest.importorskip("uvicorn", reason="the dashboard's extra: pip install 'fdbrecipes[web]'")
 
 pytestmark = pytest.mark.integration
-
-BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
-
 
 @pytest.fixture
 def tree(db: Any) -> Iterator[Any]:
@@ -92,23 +87,3 @@ def test_the_command_serves_on_loopback(served: str) -> None:
     jobs = fetch(served + "structure?s=jobs", time.monotonic() + 10)
     assert "&lt;script&gt;x&lt;/script&gt;" in jobs and "<script>" not in jobs
 
-
-def test_overview_in_chromium(served: str, tmp_path: Any) -> None:
-    if BROWSER is None:
-        reason = "no chromium: apt-get install -y chromium (the tests never download one)"
-        if os.environ.get("FDBRECIPES_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([BROWSER, *flags, "--dump-dom", served + "structure?s=jobs"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    # what the browser built: the value as text, no script element from it
-    assert "&lt;script&gt;x&lt;/script&gt;" in dom and "<script" not in dom
-    shot = tmp_path / "overview.png"
-    subprocess.run([BROWSER, *flags, f"--screenshot={shot}", "--window-size=1100,500",
-                    served], capture_output=True, timeout=120, check=True)
-    assert shot.stat().st_size > 1000
-    artefacts = os.environ.get("FDBRECIPES_ARTEFACTS")
-    if artefacts:
-        shutil.copy(shot, os.path.join(artefacts, "web-overview.png"))

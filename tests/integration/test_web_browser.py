@@ -1,0 +1,243 @@
+"""Journeys through the dashboard in a real browser: Debian's headless ``chromium``,
+driven over the DevTools protocol (``websocket-client``; the tests never download a
+browser), against the app served by uvicorn on 127.0.0.1 and a real server.
+
+Without chromium they skip with one line saying how to install it
+(``FDBRECIPES_REQUIRE_BROWSER=1`` makes that a failure)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
+
+import pytest
+
+from fdbrecipes import Queue
+from fdbrecipes.web import FULL, READ_ONLY, create_app
+
+uvicorn = pytest.importorskip("uvicorn", reason="the dashboard's extra: pip install "
+                              "'fdbrecipes[web]'")
+websocket = pytest.importorskip("websocket", reason="the browser tests' DevTools client: "
+                                "pip install websocket-client")
+
+pytestmark = pytest.mark.integration
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+#: Seconds any wait of these tests lasts at most.
+DEADLINE = 30.0
+
+
+def needs_browser() -> str:
+    if BROWSER is None:
+        reason = "no chromium: apt-get install -y chromium (the tests never download one)"
+        if os.environ.get("FDBRECIPES_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return BROWSER
+
+
+def until(check: Any, what: str) -> Any:
+    """``check()`` once it is truthy; fails after :data:`DEADLINE` seconds."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{what}: not within {DEADLINE:g} s"
+        time.sleep(0.05)  # polling the browser, with a deadline
+
+
+class Browser:
+    """One headless Chromium page, driven over the DevTools protocol."""
+
+    def __init__(self, path: str, profile: Path) -> None:
+        self.process = subprocess.Popen(
+            [path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = profile / "DevToolsActivePort"
+        port = until(lambda: port_file.exists() and port_file.read_text().split("\n")[0],
+                     "chromium's DevTools port")
+        targets = until(lambda: self._targets(int(port)), "a page")
+        self.ws = websocket.create_connection(targets[0]["webSocketDebuggerUrl"],
+                                              timeout=DEADLINE)
+        self.next_id = 0
+
+    @staticmethod
+    def _targets(port: int) -> Optional[Any]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=5) as f:
+                pages = [t for t in json.load(f) if t["type"] == "page"]
+        except OSError:
+            return None
+        return pages or None
+
+    def call(self, method: str, **params: Any) -> Dict[str, Any]:
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:  # events come in between; each recv is bounded by the timeout
+            answer = json.loads(self.ws.recv())
+            if answer.get("id") == self.next_id:
+                assert "error" not in answer, answer
+                result: Dict[str, Any] = answer["result"]
+                return result
+
+    def js(self, expression: str) -> Any:
+        found = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return found["result"].get("value")
+
+    def loaded(self, before: Optional[float]) -> bool:
+        origin = self.js("document.readyState === 'complete' && performance.timeOrigin")
+        return bool(origin) and origin != before
+
+    def go(self, url: str) -> str:
+        before = self.js("performance.timeOrigin")
+        self.call("Page.navigate", url=url)
+        until(lambda: self.loaded(before), f"loading {url}")
+        return self.text()
+
+    def click(self, selector: str) -> str:
+        """Click what ``selector`` finds and wait for the page it leads to."""
+        before = self.js("performance.timeOrigin")
+        assert self.js(f"!!document.querySelector({json.dumps(selector)})"), selector
+        self.js(f"document.querySelector({json.dumps(selector)}).click()")
+        until(lambda: self.loaded(before), f"the page after clicking {selector}")
+        return self.text()
+
+    def text(self) -> str:
+        return str(self.js("document.body.innerText"))
+
+    def screenshot(self, path: Path) -> None:
+        import base64
+
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        path.write_bytes(base64.b64decode(data))
+
+    def close(self) -> None:
+        self.ws.close()
+        self.process.terminate()
+        self.process.wait(DEADLINE)
+
+
+class Served:
+    """An ASGI app served by uvicorn in a thread, on 127.0.0.1."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        until(lambda: self.server.started, "uvicorn")
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(DEADLINE)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    b = Browser(needs_browser(), tmp_path / "profile")
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def jobs(db: Any, fdb_subspace: Any) -> Queue[Any]:
+    return Queue(fdb_subspace, history=3600, max_deliveries=2)
+
+
+def serve(db: Any, jobs: Queue[Any], **options: Any) -> Iterator[Served]:
+    served = Served(create_app(db, {"jobs": jobs}, **options))
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def full(db: Any, jobs: Queue[Any]) -> Iterator[Served]:
+    yield from serve(db, jobs, access=FULL)
+
+
+def bury(db: Any, jobs: Queue[Any], value: str) -> None:
+    jobs.push(db, value)
+    lease = jobs.claim(db, 30)
+    assert lease is not None and jobs.bury(db, lease, "<b>broken</b>")
+
+
+def test_overview_to_a_job_and_its_cancel(db: Any, jobs: Queue[Any], full: Served,
+                                          browser: Browser, tmp_path: Path) -> None:
+    jobs.push(db, "<script>document.title='owned'</script>", id=b"job-7")
+    page = browser.go(full.url)
+    assert "jobs" in page and browser.js("document.title") != "owned"
+    shot = tmp_path / "overview.png"
+    browser.screenshot(shot)
+    assert shot.stat().st_size > 1000
+    artefacts = os.environ.get("FDBRECIPES_ARTEFACTS")  # a directory to keep it in
+    if artefacts:
+        shutil.copy(shot, os.path.join(artefacts, "web-overview.png"))
+    page = browser.click("a[href$='structure?s=jobs']")
+    assert "<script>document.title='owned'</script>" in page  # shown as text
+    browser.js("document.querySelector('input[name=text]').value = 'job-7'")
+    page = browser.click("form[action$='/job'] button")
+    assert "pending" in page
+    browser.js("document.querySelector('form[method=post] input[name=yes]').checked = true")
+    page = browser.click("form[method=post] button")
+    assert "cancelled" in page
+    record = jobs.job(db, b"job-7")
+    assert record is not None and record.state == "cancelled"
+
+
+def test_dead_letters_requeued_and_a_pause(db: Any, jobs: Queue[Any], full: Served,
+                                           browser: Browser) -> None:
+    bury(db, jobs, "one")
+    bury(db, jobs, "two")
+    page = browser.go(full.url + "structure?s=jobs&tab=dead")
+    assert "<b>broken</b>" in page
+    browser.js("document.querySelector('input[value=requeue] ~ label input').checked = true")
+    page = browser.click("input[value=requeue] ~ button")
+    assert "requeued 2 dead letter(s); 0 remain" in page
+    assert jobs.stats(db).dead == 0 and jobs.stats(db).visible == 2
+    browser.js("document.querySelector('input[value=pause] ~ label input').checked = true")
+    page = browser.click("input[value=pause] ~ button")
+    assert "Paused since" in page and jobs.paused(db) is not None
+    page = browser.click("input[value=resume] ~ button")
+    assert "Running." in page and jobs.paused(db) is None
+
+
+def test_denied_access_and_a_cross_site_form(db: Any, jobs: Queue[Any], browser: Browser,
+                                             full: Served) -> None:
+    bury(db, jobs, "kept")
+    for served in serve(db, jobs, access=READ_ONLY):
+        page = browser.go(served.url + "structure?s=jobs&tab=dead")
+        assert "read only" in page
+        assert not browser.js("document.querySelector('form[method=post]')")
+    # a page of another origin (no CSP of ours) posting to the dashboard: refused
+    evil = ("<form method=post action='" + full.url + "act'><input name=action value=purge>"
+            "<input name=s value=jobs><input name=yes value=1><button>go</button></form>")
+    other = Served(page_of(evil))
+    try:
+        browser.go(other.url)
+        page = browser.click("button")
+        assert "refused: cross-site request" in page
+    finally:
+        other.stop()
+    assert jobs.stats(db).dead == 1
+
+
+def page_of(html: str) -> Any:
+    """An ASGI app answering every request with ``html``."""
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/html; charset=utf-8")]})
+        await send({"type": "http.response.body", "body": html.encode()})
+    return app
