@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import time
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -22,6 +21,7 @@ from starlette.testclient import TestClient
 
 from fdbrecipes.web import FULL, READ_ONLY, Access, create_app
 from fdbrecipes.web.show import group_hex
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -164,17 +164,10 @@ def running_worker(db: Any, places: Dict[str, Any]) -> Iterator[Worker]:
     assert not thread.is_alive()
 
 
-def wait_for(check: Callable[[], bool], seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "not within the deadline"
-        time.sleep(0.05)  # polling a condition, with a deadline
-
-
 def test_workers_page_and_quiet(db: Any, places: Dict[str, Any],
                                 running_worker: Worker) -> None:
     jobs = places["jobs"]
-    wait_for(lambda: any(w.running for w in jobs.workers(db)))
+    eventually(lambda: any(w.running for w in jobs.workers(db)), 10, "a worker running")
     [info] = jobs.workers(db)
     c = client(db, places, access=FULL)
     page = c.get("/workers", params={"s": "jobs"}).text
@@ -184,7 +177,7 @@ def test_workers_page_and_quiet(db: Any, places: Dict[str, Any],
     answer = post(c, s="jobs", action="quiet", worker=info.id)
     assert answer.status_code == 303
     assert "asked the worker to quiet" in c.get(answer.headers["location"]).text
-    wait_for(lambda: [w.state for w in jobs.workers(db)] == ["quiet"])
+    eventually(lambda: [w.state for w in jobs.workers(db)] == ["quiet"], 10, "quiet")
     assert "no live worker" in c.get(post(c, s="jobs", action="quiet", worker="nobody")
                                      .headers["location"]).text
 

@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
@@ -21,6 +20,7 @@ import pytest
 
 from fdbrecipes import Queue
 from fdbrecipes.web import FULL, READ_ONLY, create_app
+from tests.helpers import eventually
 
 uvicorn = pytest.importorskip("uvicorn", reason="the dashboard's extra: pip install "
                               "'fdbrecipes[web]'")
@@ -45,13 +45,7 @@ def needs_browser() -> str:
 
 def until(check: Any, what: str) -> Any:
     """``check()`` once it is truthy; fails after :data:`DEADLINE` seconds."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not within {DEADLINE:g} s"
-        time.sleep(0.05)  # polling the browser, with a deadline
+    return eventually(check, DEADLINE, what)
 
 
 class Browser:
