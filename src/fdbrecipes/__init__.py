@@ -22,6 +22,7 @@ from ._ordered.records import JobError, JobRecord, Progress
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._registry import RunningJob, WorkerInfo
 from ._retry import RetryStats
+from ._series import Minute
 from ._values import Value
 from .errors import (
     FdbRecipesError,
@@ -82,6 +83,7 @@ __all__ = [
     "Lease",
     "LeaseInfo",
     "LeaseExpiredError",
+    "Minute",
     "PriorityQueue",
     "Progress",
     "Queue",

@@ -1,6 +1,6 @@
 """What the job structures (Queue, PriorityQueue, FairQueue) offer about their jobs as
-a whole: pruning finished records, the live workers, commands to one of them, and
-pausing and resuming the structure.
+a whole: pruning finished records, the live workers, commands to one of them,
+pausing and resuming the structure, and its throughput history.
 
 :class:`JobMethods` is a sync mixin of :class:`fdbrecipes.Queue`,
 :class:`fdbrecipes.PriorityQueue` and :class:`fdbrecipes.FairQueue`; its async twin is
@@ -17,6 +17,7 @@ from ._drivers.blocking import drive
 from ._face import JobFace, JobOpsT
 from ._fdb import Transactor
 from ._registry import WorkerInfo
+from ._series import Minute
 
 __all__ = ["JobMethods"]
 
@@ -97,3 +98,20 @@ class JobMethods(JobFace[JobOpsT]):
         a read conflict).  Cost: 1 round trip.
         """
         return drive(self._ops.paused(tr))
+
+    def throughput(self, tr: Transactor, minutes: int = 60) -> List[Minute]:
+        """The structure's last ``minutes`` minutes (at most 1,440), oldest first, the
+        current one last: for each (a :class:`fdbrecipes.Minute`) the jobs its workers
+        finished and failed in it, the largest backlog (items visible) they saw, and
+        how many wrote.  Workers write it at each heartbeat, one key per worker and
+        minute (no hot key), kept 7 days (``structure.ops.series.retention``), so it
+        survives restarts and every reader sees the same; minutes without a worker
+        read as zeros.  A FairQueue's backlog is not sampled (None).
+
+        One snapshot range read of ``minutes`` x workers keys (no conflicts).  Cost:
+        1 round trip per 1,000 keys.
+
+        Raises:
+            TypeError or ValueError: ``minutes`` is not an int from 1 to 1,440.
+        """
+        return drive(self._ops.throughput(tr, minutes))

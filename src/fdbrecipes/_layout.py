@@ -65,6 +65,7 @@ class OrderedLayout:
         S/"u"/...                                     the workers serving it (see
                                                       _worker.registry)
         S/"z"                               = (paused_at,)  present while paused
+        S/"m"/(minute, worker)              = (done, failed, backlog)  history (_series)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
 
     The Queue's floor sorts after every item, inside the item range, so a push reads
@@ -248,6 +249,7 @@ class FairLayout:
         S/"o"/(expires_at, group, id) = ''  finished job records by when they go
         S/"u"/...                 the workers serving it (see _worker.registry)
         S/"z"            = (paused_at,)  present while paused
+        S/"m"/(minute, worker) = (done, failed, None)  history (see _series)
         S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
     """
 

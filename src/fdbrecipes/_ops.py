@@ -35,6 +35,7 @@ from ._ordered.history import (
 from ._ordered.records import JobRecord, Progress, Records
 from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from ._retry import RetryLoop, RetryStats, read
+from ._series import MAX_MINUTES, Minute, Series
 from ._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
 from ._waiting import Readiness, Wake, wait_until_ready
 from .errors import UnknownJobError
@@ -87,6 +88,9 @@ class JobOps(Ops):
             item a dead letter (None: never).
         history: seconds a finished job's record is kept (None: no job records).
         registry: the workers serving the structure (see :mod:`._registry`).
+        series: its throughput and backlog history (see :mod:`._series`), which its
+            workers write at each heartbeat; ``series.retention`` (seconds, default
+            7 days) is how long it is kept.
     """
 
     def __init__(self, subspace: Subspace, id_retention: Any, max_deliveries: Any,
@@ -98,6 +102,7 @@ class JobOps(Ops):
         self.history = None if history is None else check_seconds(history, "history")
         super().__init__(subspace)
         self.registry = Registry(subspace["u"])
+        self.series = Series(subspace["m"])
 
     def workers(self, tr: Any, gone: bool = False) -> Gen[List[WorkerInfo]]:
         """The live workers serving the structure (``gone``: and the records of those
@@ -278,12 +283,27 @@ class JobOps(Ops):
     # -- the workers -------------------------------------------------------------------
 
     def beat(self, tr: Transactor, info: WorkerInfo) -> Gen[None]:
-        """Write worker ``info.id``'s record (and clear a few of workers gone)."""
+        """Write worker ``info.id``'s record (and clear a few of workers gone) and its
+        bucket of the structure's history."""
         return self.loop.idempotent(tr, self.beating, info)
 
     def beating(self, tr: Any, _attempt: Attempt, info: WorkerInfo) -> Gen[None]:
         """The operation of :meth:`beat`."""
-        return self.registry.beat(tr, info)
+        backlog = yield from self.backlog(tr)
+        yield from self.registry.beat(tr, info)
+        self.series.record(tr, info, backlog)
+
+    def backlog(self, tr: Any) -> Gen[Optional[int]]:
+        """How many items are visible now, for the history, where that costs O(1) (by
+        snapshot); else None."""
+        yield from ()
+        return None
+
+    def throughput(self, tr: Transactor, minutes: Any = 60) -> Gen[List[Minute]]:
+        """The last ``minutes`` minutes of the structure's history (see
+        :mod:`._series`), oldest first."""
+        count = check_int(minutes, "minutes", low=1, high=MAX_MINUTES)
+        return read(tr, self.series.minutes, count)
 
     def leave(self, tr: Transactor, worker: str) -> Gen[None]:
         """Clear ``worker``'s record, command and cancels: it stopped."""
@@ -293,6 +313,7 @@ class JobOps(Ops):
         """The operation of :meth:`leave`."""
         yield from ()  # an operation (a generator), though it waits for nothing
         self.registry.forget(tr, worker)
+        self.series.forget(worker)
 
     def orders(self, db: Any, worker: str, timeout: Optional[float]) -> Gen[Orders]:
         """Wait on a watch until operators ask something of ``worker`` (a command, a

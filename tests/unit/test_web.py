@@ -152,3 +152,12 @@ def test_the_command_help_needs_neither_the_client_nor_the_extra() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "--read-only" in done.stdout and done.stdout.strip().endswith("[]")
+
+
+def test_sparkline_is_numbers_only() -> None:
+    from fdbrecipes.web.show import sparkline
+
+    assert sparkline([]) == ""
+    svg = sparkline([0, 5, None, 10], width=30, height=10)
+    assert svg.startswith("<svg ") and 'points="0.0,9.0 10.0,5.0 20.0,9.0 30.0,1.0"' in svg
+    assert "points" in sparkline([0, 0, 0])  # all zeros: a flat line, no division by 0

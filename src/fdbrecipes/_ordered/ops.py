@@ -429,6 +429,10 @@ class OrderedOps(JobOps, Generic[V]):
     def check_lease(self, lease: Any, name: str) -> Any:
         return lease_id(lease, name)
 
+    def backlog(self, tr: Any) -> Gen[Optional[int]]:
+        stats = yield from self.engine.stats(tr)
+        return stats.visible
+
     def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
         tally = Tally()
         self.engine.wake(tally)

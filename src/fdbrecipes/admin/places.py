@@ -38,8 +38,8 @@ TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
 FAIR_RANGES = ("a",)
 #: What any structure, even a cleared one, may leave: receipt slots, idempotency ids,
 #: its counters (the wake counter "pushed" among them), job records and their index,
-#: its workers' records and its pause flag.
-NEUTRAL = ("c", "g", "k", "n", "j", "o", "u", "z")
+#: its workers' records, its pause flag and its throughput history.
+NEUTRAL = ("c", "g", "k", "n", "j", "o", "u", "z", "m")
 #: Elements of a Queue's item tuple; a PriorityQueue's has one more, the priority.
 QUEUE_ITEM_LEN = 5
 #: What :func:`stored` says of queue keys that do not tell which kind of queue.

@@ -11,6 +11,7 @@ from .._face import JobFace, JobOpsT, twin
 from .._fdb import Transactor
 from .._jobs_face import JobMethods
 from .._registry import WorkerInfo
+from .._series import Minute
 
 __all__ = ["AsyncJobMethods"]
 
@@ -36,3 +37,6 @@ class AsyncJobMethods(JobFace[JobOpsT]):
 
     async def paused(self, tr: Transactor) -> Optional[float]:
         return await drive(self._ops.paused(tr))
+
+    async def throughput(self, tr: Transactor, minutes: int = 60) -> List[Minute]:
+        return await drive(self._ops.throughput(tr, minutes))

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -45,6 +46,7 @@ from .show import (
     id_from_hex,
     shown,
     shown_pretty,
+    sparkline,
     when,
 )
 
@@ -78,7 +80,7 @@ class Dashboard:
         self.env = Environment(loader=PackageLoader("fdbrecipes.web", "templates"),
                                autoescape=True)
         self.env.filters.update(ago=ago, when=when, shown=shown, pretty=shown_pretty,
-                                tail=cut_text, hexgroup=group_hex)
+                                tail=cut_text, hexgroup=group_hex, spark=_spark)
         self.env.globals.update(PAGE_CAP=PAGE_CAP)
 
     # -- helpers ---------------------------------------------------------------------
@@ -288,6 +290,11 @@ def _limit(text: Optional[str], default: int = 50, most: int = views.ROW_LIMIT) 
     if not 1 <= value <= most:
         raise BadRequest(f"limit: 1 to {most:,}")
     return value
+
+
+def _spark(values: Any) -> Markup:
+    """The sparkline of ``values`` (numbers only: see :func:`.show.sparkline`)."""
+    return Markup(sparkline(values))
 
 
 def _number(form: Dict[str, str], name: str, kind: Callable[[str], Any]) -> Any:

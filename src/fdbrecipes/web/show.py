@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pprint
 from datetime import datetime, timezone
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import fdb.tuple
 
 __all__ = ["LIST_CAP", "PAGE_CAP", "ago", "group_from_hex", "group_hex", "id_from_hex",
-           "shown", "shown_pretty", "when"]
+           "shown", "shown_pretty", "sparkline", "when"]
 
 #: Characters of a value a list row shows.
 LIST_CAP = 200
@@ -46,6 +46,21 @@ def cut_text(text: Optional[str], cap: int = PAGE_CAP) -> str:
         return ""
     return text if len(text) <= cap else f"... ({len(text) - cap:,} characters before)\n" + \
         text[-cap:]
+
+
+def sparkline(values: Sequence[Optional[float]], width: int = 120, height: int = 24) -> str:
+    """An inline SVG line of ``values`` (None: a gap counted as 0), scaled to its
+    maximum; made of numbers only, so it needs no escaping.  Empty for no values."""
+    if not values:
+        return ""
+    top = max((v or 0 for v in values), default=0) or 1
+    step = width / max(1, len(values) - 1)
+    points = " ".join(f"{i * step:.1f},{height - 1 - (v or 0) / top * (height - 2):.1f}"
+                      for i, v in enumerate(values))
+    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'role="img" aria-label="last {len(values)} minutes">'
+            f'<polyline fill="none" stroke="#0969da" stroke-width="1.5" points="{points}"/>'
+            "</svg>")
 
 
 def when(epoch: Optional[float]) -> str:

@@ -28,6 +28,8 @@ ROW_LIMIT = 500
 SEARCH_SCAN = 1_000
 #: The tabs of a queue's page.
 TABS = ("pending", "delayed", "in-flight", "dead")
+#: Minutes of history the overview draws.
+HOUR = 60
 #: A clock reading's units per second (read versions).
 PER_SECOND = 1_000_000
 KINDS = {Queue: "queue", PriorityQueue: "priority-queue", FairQueue: "fair-queue",
@@ -60,6 +62,8 @@ class Overview(NamedTuple):
     dead: int
     oldest_age: str
     paused: Optional[str]
+    done: List[int]
+    backlog: List[Optional[int]]
 
 
 def paused(tr: Any, structure: Any) -> Optional[str]:
@@ -73,14 +77,23 @@ def paused(tr: Any, structure: Any) -> Optional[str]:
 
 def _overview_row(tr: Any, name: str, structure: Any) -> Overview:
     stats = drive(structure.ops.stats(tr))
+    minutes = [] if isinstance(structure, WeightTree) else jobs_of(structure).throughput(
+        tr, HOUR)
     return Overview(name, kind_of(structure), stats.visible, stats.delayed, stats.in_flight,
-                    stats.dead, ago(stats.oldest_age), paused(tr, structure))
+                    stats.dead, ago(stats.oldest_age), paused(tr, structure),
+                    [m.done for m in minutes], _sampled([m.backlog for m in minutes]))
+
+
+def _sampled(backlog: List[Optional[int]]) -> List[Optional[int]]:
+    """``backlog``, or nothing when no minute of it was sampled."""
+    return backlog if any(b is not None for b in backlog) else []
 
 
 def overview(db: Any, structures: Dict[str, Any]) -> List[Overview]:
     """Every structure's counts (``stats``: snapshot reads, 1 round trip each, O(1) in
-    the number of items) and pause flag (1 read); read in one transaction, so at one
-    read version."""
+    the number of items), pause flag (1 read) and last hour of history (``throughput``:
+    one range read of 60 keys per worker); read in one transaction, so at one read
+    version."""
     def read(tr: Any) -> List[Overview]:
         return [_overview_row(tr, name, s) for name, s in structures.items()]
     return read_only(db, read)
