@@ -108,9 +108,11 @@ class Browser:
     def text(self) -> str:
         return str(self.js("document.body.innerText"))
 
-    def screenshot(self, path: Path) -> None:
+    def screenshot(self, path: Path, width: int = 1200, height: int = 360) -> None:
         import base64
 
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=False)
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))
 
