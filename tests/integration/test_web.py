@@ -327,3 +327,26 @@ def test_a_groups_policy_is_edited(db: Any, places: Dict[str, Any]) -> None:
     assert post(c, s="jobs", action="policy", share="2").status_code == 400
     assert post(client(db, places, access=Access.allowing(["pause"])), s="tenants", g=g,
                 action="policy", share="1").status_code == 403
+
+
+def test_schedules_page(db: Any, places: Dict[str, Any]) -> None:
+    from fdbrecipes import Schedule, drive
+
+    jobs = places["jobs"]
+    nightly = Schedule(jobs, "<nightly>", every=3600, value="report")
+    op, upcoming = nightly.pushing(db)
+    drive(op)  # what a worker carrying the schedule does
+    jobs.push(db, "report", id=nightly.slot_id(upcoming - 3600))  # the last slot's job
+    lease = jobs.claim(db, 30)
+    assert lease is not None
+    jobs.ack(db, lease)
+    c = client(db, places, schedules=[nightly])
+    page = c.get("/schedules").text
+    row = re.search(r"<tr><td>&lt;nightly&gt;</td>(.*?)</tr>", page, re.S)
+    assert row is not None, page
+    cells = re.findall(r"<td>(.*?)</td>", row.group(1), re.S)
+    assert "jobs" in cells[0] and cells[1] == "60.0 min"
+    assert cells[3] == "delayed" and cells[5] == "succeeded"
+    assert 'href="/schedules"' in c.get("/").text
+    with pytest.raises(TypeError, match="Schedule"):
+        create_app(db, places, schedules=["nightly"])

@@ -17,7 +17,7 @@ needs the extra.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .access import ACTIONS, FULL, READ_ONLY, Access, AccessRule
 
@@ -29,8 +29,8 @@ INSTALL_HINT = "the dashboard needs its extra: pip install 'fdbrecipes[web]'"
 
 
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
-               trusted_origins: Iterable[str] = (), token: Optional[str] = None,
-               debug: bool = False) -> Any:
+               schedules: Sequence[Any] = (), trusted_origins: Iterable[str] = (),
+               token: Optional[str] = None, debug: bool = False) -> Any:
     """The dashboard as an ASGI app: see :func:`fdbrecipes.web.app.create_app`.
 
     Raises:
@@ -41,5 +41,5 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
         from .app import create_app as make
     except ImportError as e:
         raise ImportError(f"{INSTALL_HINT} ({e})") from e
-    return make(db, structures, access=access, trusted_origins=trusted_origins, token=token,
-                debug=debug)
+    return make(db, structures, access=access, schedules=schedules,
+                trusted_origins=trusted_origins, token=token, debug=debug)

@@ -8,7 +8,8 @@ Pages (GET only; each reads in one transaction, see :mod:`.views`):
   FairQueue: its groups, then ``&g=GROUP`` one group's queue), ``&q=TEXT`` searches the
   first rows' values, ``&limit=N``;
 * ``/job?s=NAME&id=HEX`` (or ``&text=ID``): one job's record;
-* ``/workers?s=NAME``: the live workers, with quiet and stop.
+* ``/workers?s=NAME``: the live workers, with quiet and stop;
+* ``/schedules``: the schedules given, their next and last slots and their jobs.
 
 A structure's page also pauses and resumes it.
 
@@ -20,7 +21,7 @@ proxy that sets it.  Every response goes through :class:`.guard.Guard`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader
@@ -31,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import FairQueue, WeightTree
+from .. import FairQueue, Schedule, WeightTree
 from ..admin.commands import read_only
 from ..admin.places import UsageError
 from . import actions, views
@@ -73,9 +74,11 @@ class BadRequest(Exception):
 class Dashboard:
     """The pages and actions of one app (see the module docstring)."""
 
-    def __init__(self, db: Any, structures: Mapping[str, Any], access: AccessRule) -> None:
+    def __init__(self, db: Any, structures: Mapping[str, Any], access: AccessRule,
+                 schedules: Sequence[Any] = ()) -> None:
         self.db = db
         self.structures = dict(structures)
+        self.schedules = list(schedules)
         self.access = access
         self.env = Environment(loader=PackageLoader("fdbrecipes.web", "templates"),
                                autoescape=True)
@@ -98,6 +101,7 @@ class Dashboard:
         page = self.env.get_template(template).render(
             url=url, nonce=request.state.csp_nonce, access=access,
             said=request.query_params.get("said", ""), names=list(self.structures),
+            has_schedules=bool(self.schedules),
             **context)
         return HTMLResponse(page, status_code=status)
 
@@ -191,6 +195,11 @@ class Dashboard:
                            name=name, record=record, id_hex=id_.hex(), shown_id=shown(id_),
                            g=q.get("g"), group=group)
 
+    def schedules_page(self, request: Request) -> Response:
+        """``/schedules``."""
+        return self.render(request, "schedules.html", title="Schedules",
+                           rows=views.schedules(self.db, self.schedules, self.structures))
+
     def workers_page(self, request: Request) -> Response:
         """``/workers``."""
         name = request.query_params.get("s")
@@ -276,6 +285,7 @@ class Dashboard:
                 Route("/structure", page(self.structure_page), methods=["GET"]),
                 Route("/job", page(self.job_page), methods=["GET"]),
                 Route("/workers", page(self.workers_page), methods=["GET"]),
+                Route("/schedules", page(self.schedules_page), methods=["GET"]),
                 Route("/act", self.act, methods=["POST"])]
 
 
@@ -348,8 +358,8 @@ async def _form(request: Request) -> Dict[str, str]:
 
 
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
-               trusted_origins: Iterable[str] = (), token: Optional[str] = None,
-               debug: bool = False) -> Any:
+               schedules: Sequence[Any] = (), trusted_origins: Iterable[str] = (),
+               token: Optional[str] = None, debug: bool = False) -> Any:
     """The dashboard of ``structures`` (names to Queue, PriorityQueue, FairQueue or
     WeightTree objects, the sync ones) on ``db``, as an ASGI app to mount anywhere::
 
@@ -362,6 +372,8 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
         access: an :class:`~fdbrecipes.web.Access` for every request, or a function of
             the request returning one (default :data:`~fdbrecipes.web.READ_ONLY`: look
             only).  See :mod:`fdbrecipes.web.access`.
+        schedules: the application's :class:`fdbrecipes.Schedule` objects, shown with
+            their next and last slots on ``/schedules``.
         trusted_origins: origins besides the request's own whose posts are accepted
             (see :func:`fdbrecipes.web.guard.cross_site`).
         token: a password every request must give (HTTP Basic), or None.
@@ -379,7 +391,10 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
         views.kind_of(structure)
     if not isinstance(access, Access) and not callable(access):
         raise TypeError("access must be an Access or a function of the request")
-    dashboard = Dashboard(db, structures, access)
+    for schedule in schedules:
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedules: a Schedule, not {type(schedule).__name__}")
+    dashboard = Dashboard(db, structures, access, schedules)
     app = Starlette(debug=debug, routes=dashboard.routes())
     app.state.dashboard = dashboard
     return Guard(app, trusted_origins, token)

@@ -20,7 +20,8 @@ from ..protocol import Inspectable, inspectable
 from .show import LIST_CAP, ago, group_hex, shown, when
 
 __all__ = ["KINDS", "ROW_LIMIT", "SEARCH_SCAN", "TABS", "GroupRow", "Overview", "Row", "Tab",
-           "group_rows", "job", "kind_of", "overview", "paused", "queue_of", "tab", "workers"]
+           "ScheduleRow", "group_rows", "job", "kind_of", "overview", "paused", "queue_of",
+           "schedules", "tab", "workers"]
 
 #: Rows one page lists at most (``limit`` is capped to it).
 ROW_LIMIT = 500
@@ -229,3 +230,43 @@ def workers(db: Any, structure: Any) -> List[Any]:
     jobs = jobs_of(structure)
     found: List[Any] = read_only(db, jobs.workers)
     return found
+
+
+class ScheduleRow(NamedTuple):
+    """One schedule: its name, the structure it feeds (its name here, or None), its
+    period (seconds, None for ``at=``), and its next and last slots with their jobs'
+    states (None: no record, as without ``history``)."""
+
+    name: str
+    structure: Optional[str]
+    every: Optional[float]
+    next_at: float
+    next_state: Optional[str]
+    last_at: Optional[float]
+    last_state: Optional[str]
+
+
+def _slot_state(tr: Any, schedule: Any, slot: Optional[float]) -> Optional[str]:
+    if slot is None:
+        return None
+    record = job_record(tr, schedule.queue, schedule.slot_id(slot), schedule.group)
+    return None if record is None else str(record.state)
+
+
+def _schedule_rows(tr: Any, schedules: List[Any], names: Dict[int, str],
+                   now: float) -> List[ScheduleRow]:
+    rows = []
+    for s in schedules:
+        upcoming = s.next_slot(now)
+        last = None if s.every is None else upcoming - s.every
+        rows.append(ScheduleRow(s.name, names.get(id(s.queue)), s.every, upcoming,
+                                _slot_state(tr, s, upcoming), last, _slot_state(tr, s, last)))
+    return rows
+
+
+def schedules(db: Any, given: List[Any], structures: Dict[str, Any]) -> List[ScheduleRow]:
+    """Each schedule's next slot (and, for ``every=``, its last) with the state of its
+    job's record (``job``: 1 to 2 round trips each; the slot's id is the schedule's
+    ``slot_id``); one transaction."""
+    names = {id(s): name for name, s in structures.items()}
+    return read_only(db, _schedule_rows, given, names, time.time())
