@@ -350,3 +350,37 @@ def test_schedules_page(db: Any, places: Dict[str, Any]) -> None:
     assert 'href="/schedules"' in c.get("/").text
     with pytest.raises(TypeError, match="Schedule"):
         create_app(db, places, schedules=["nightly"])
+
+
+def test_items_in_flight_given_back_or_deleted(db: Any, places: Dict[str, Any]) -> None:
+    jobs, tenants = places["jobs"], places["tenants"]
+    jobs.push_many(db, ["a", "b", "c"])
+    leases = jobs.claim_many(db, 3, 60)
+    tokens = [lease.token.hex() for lease in leases]
+    c = client(db, places, access=FULL)
+    page = c.get("/structure", params={"s": "jobs", "tab": "in-flight"}).text
+    assert all(f'form="chosen" name="token" value="{t}"' in page for t in tokens)
+    answer = c.post("/act", data={"s": "jobs", "action": "release", "yes": "1",
+                                  "token": tokens[:2]}, headers=SAME_ORIGIN,
+                    follow_redirects=False)
+    assert answer.status_code == 303
+    assert "gave 2 of 2 back" in c.get(answer.headers["location"]).text
+    assert jobs.stats(db).visible == 2 and jobs.stats(db).in_flight == 1
+    assert post(c, s="jobs", action="ack", yes="1", token=tokens[2]).status_code == 303
+    assert jobs.stats(db).in_flight == 0 and jobs.size(db) == 2
+    # again: those leases ended
+    answer = post(c, s="jobs", action="ack", yes="1", token=tokens[0])
+    assert "deleted 0 of 1" in c.get(answer.headers["location"]).text
+    assert post(c, s="jobs", action="ack", yes="1").status_code == 400  # none chosen
+    assert post(c, s="jobs", action="ack", yes="1", token="zz").status_code == 400
+    tenants.push(db, "t", group="acme")
+    lease = tenants.claim(db, 60)
+    assert lease is not None
+    page = c.get("/structure", params={"s": "tenants", "g": group_hex("acme"),
+                                       "tab": "in-flight"}).text
+    assert lease.token.hex() in page
+    assert post(c, s="tenants", g=group_hex("acme"), action="release", yes="1",
+                token=lease.token.hex()).status_code == 303
+    assert tenants.stats(db, "acme").visible == 1
+    page = client(db, places).get("/structure", params={"s": "jobs", "tab": "in-flight"})
+    assert 'name="token"' not in page.text  # read only: nothing to choose

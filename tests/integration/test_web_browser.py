@@ -105,6 +105,12 @@ class Browser:
         until(lambda: self.loaded(before), f"the page after clicking {selector}")
         return self.text()
 
+    def confirm(self, form: str, button: str) -> str:
+        """Tick the confirmation box of ``form`` (a selector), then click ``button`` in
+        it; the page it leads to."""
+        self.js(f"document.querySelector({json.dumps(form + ' input[name=yes]')}).checked = true")
+        return self.click(f"{form} {button}")
+
     def text(self) -> str:
         return str(self.js("document.body.innerText"))
 
@@ -184,8 +190,7 @@ def test_overview_to_a_job_and_its_cancel(db: Any, jobs: Queue[Any], full: Serve
     browser.js("document.querySelector('input[name=text]').value = 'job-7'")
     page = browser.click("form[action$='/job'] button")
     assert "pending" in page
-    browser.js("document.querySelector('form[method=post] input[name=yes]').checked = true")
-    page = browser.click("form[method=post] button")
+    page = browser.confirm("form[method=post]", "button")
     assert "cancelled" in page
     record = jobs.job(db, b"job-7")
     assert record is not None and record.state == "cancelled"
@@ -197,12 +202,10 @@ def test_dead_letters_requeued_and_a_pause(db: Any, jobs: Queue[Any], full: Serv
     bury(db, jobs, "two")
     page = browser.go(full.url + "structure?s=jobs&tab=dead")
     assert "<b>broken</b>" in page
-    browser.js("document.querySelector('input[value=requeue] ~ label input').checked = true")
-    page = browser.click("input[value=requeue] ~ button")
+    page = browser.confirm("form:has(input[value=requeue])", "button")
     assert "requeued 2 dead letter(s); 0 remain" in page
     assert jobs.stats(db).dead == 0 and jobs.stats(db).visible == 2
-    browser.js("document.querySelector('input[value=pause] ~ label input').checked = true")
-    page = browser.click("input[value=pause] ~ button")
+    page = browser.confirm("form:has(input[value=pause])", "button")
     assert "Paused since" in page and jobs.paused(db) is not None
     page = browser.click("input[value=resume] ~ button")
     assert "Running." in page and jobs.paused(db) is None
@@ -237,3 +240,16 @@ def page_of(html: str) -> Any:
                     "headers": [(b"content-type", b"text/html; charset=utf-8")]})
         await send({"type": "http.response.body", "body": html.encode()})
     return app
+
+
+def test_chosen_items_in_flight_given_back(db: Any, jobs: Queue[Any], full: Served,
+                                           browser: Browser) -> None:
+    jobs.push_many(db, ["stuck 1", "stuck 2"])
+    assert len(jobs.claim_many(db, 2, 300)) == 2
+    browser.go(full.url + "structure?s=jobs&tab=in-flight")
+    browser.js("document.querySelector('input[form=chosen][name=token]').checked = true")
+    page = browser.confirm("#chosen", "button[value=release]")
+    assert "gave 1 of 1 back" in page
+    assert jobs.stats(db).visible == 1 and jobs.stats(db).in_flight == 1
+    page = browser.confirm("#shown", "button[value=ack]")
+    assert "deleted 1 of 1" in page and jobs.size(db) == 1

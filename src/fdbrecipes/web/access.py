@@ -17,9 +17,10 @@ __all__ = ["ACTIONS", "FULL", "READ_ONLY", "Access", "AccessRule", "access_of"]
 
 #: Every action the dashboard offers: requeue dead letters, purge them, remove a
 #: pending job by id, cancel a job, quiet a worker, stop a worker, pause a structure,
-#: resume it, set a FairQueue group's policy.
+#: resume it, set a FairQueue group's policy, give items in flight back (release: they
+#: are delivered again) or delete them (ack).
 ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop", "pause", "resume",
-           "policy")
+           "policy", "release", "ack")
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ The audit log is the ``fdbrecipes.web.audit`` logger (INFO): one line per action
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 from .. import FairQueue, drive
 from ..admin.jobs import cancel_job, jobs_of
 from .views import queue_of
 
 __all__ = ["REQUEST_CAP", "Done", "Policy", "audit", "cancel", "command", "pause",
-           "purge_dead", "remove", "requeue_dead", "set_policy"]
+           "purge_dead", "remove", "requeue_dead", "set_policy", "settle"]
 
 #: Dead letters one request requeues at most.
 REQUEST_CAP = 10_000
@@ -105,6 +105,23 @@ def set_policy(db: Any, fair: FairQueue, group: Any, policy: Policy) -> Done:
     """
     fair.set_group(db, group, share=policy.share, limit=policy.limit, rate=policy.rate)
     return Done("policy set", 1)
+
+
+def settle(db: Any, structure: Any, tokens: List[bytes], give_back: bool) -> Done:
+    """Give the items in flight of the lease ``tokens`` back (``give_back``: ``release``,
+    each in one transaction, 1 round trip; their delivery counts) or delete them for good
+    (``ack_many``: one transaction); those whose lease already ended are skipped.
+
+    Raises:
+        TypeError or ValueError: a token is not one of this structure's (nothing
+            written for it).
+    """
+    jobs = jobs_of(structure)
+    if give_back:
+        done = sum(1 for token in tokens if jobs.release(db, token))
+        return Done(f"gave {done:,} of {len(tokens):,} back", done)
+    done = sum(jobs.ack_many(db, tokens))
+    return Done(f"deleted {done:,} of {len(tokens):,}", done)
 
 
 def command(db: Any, structure: Any, worker: str, order: str) -> Done:

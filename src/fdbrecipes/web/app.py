@@ -54,12 +54,13 @@ from .show import (
 __all__ = ["FORM_CAP", "create_app"]
 
 #: Bytes of a posted form read at most.
-FORM_CAP = 65_536
+FORM_CAP = 262_144
 #: What an action needs besides the structure: "id" (a job id), "worker", "yes" (the
 #: confirmation box).
 NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("id", "yes"),
          "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
-         "pause": ("yes",), "resume": (), "policy": ()}
+         "pause": ("yes",), "resume": (), "policy": (), "release": ("token", "yes"),
+         "ack": ("token", "yes")}
 
 
 class BadRequest(Exception):
@@ -237,9 +238,11 @@ class Dashboard:
         worker = form.get("worker", "")
         if "worker" in NEEDS[action] and not worker:
             raise BadRequest("worker: give its id")
+        if "token" in NEEDS[action] and not form.get("token"):
+            raise BadRequest("select at least one item")
         assert name is not None
         if isinstance(structure, FairQueue) and group is None and action in (
-                "requeue", "purge", "remove", "cancel", "policy"):
+                "requeue", "purge", "remove", "cancel", "policy", "release", "ack"):
             raise BadRequest("g: a fair-queue's group is needed")
         cap = _limit(form.get("limit"), actions.REQUEST_CAP, actions.REQUEST_CAP)
         done, page, query = self.run(action, structure, group, id_, worker, cap, form)
@@ -262,6 +265,10 @@ class Dashboard:
             return actions.purge_dead(self.db, structure, group), "/structure", {"tab": "dead"}
         if action in ("pause", "resume"):
             return actions.pause(self.db, structure, action == "pause"), "/structure", {}
+        if action in ("release", "ack"):
+            tokens = _tokens(form.get("token", ""))
+            return (actions.settle(self.db, structure, tokens, action == "release"),
+                    "/structure", {"tab": "in-flight"})
         if action == "policy":
             if not isinstance(structure, FairQueue):
                 raise BadRequest("only a fair-queue's groups have a policy")
@@ -307,6 +314,19 @@ def _spark(values: Any) -> Markup:
     return Markup(sparkline(values))
 
 
+def _tokens(text: str) -> List[bytes]:
+    """The lease tokens a form selected (hex, joined by ","), at most ROW_LIMIT."""
+    try:
+        tokens = [bytes.fromhex(t) for t in text.split(",") if t]
+    except ValueError:
+        raise BadRequest("token: not hex") from None
+    if not tokens:
+        raise BadRequest("select at least one item")
+    if len(tokens) > views.ROW_LIMIT:
+        raise BadRequest(f"token: at most {views.ROW_LIMIT} at once")
+    return tokens
+
+
 def _number(form: Dict[str, str], name: str, kind: Callable[[str], Any]) -> Any:
     """Field ``name`` of ``form`` as ``kind`` (int or float), or None when empty."""
     text = form.get(name, "").strip()
@@ -341,7 +361,8 @@ def _job_id(hexed: Optional[str], text: Optional[str]) -> bytes:
 
 
 async def _form(request: Request) -> Dict[str, str]:
-    """The posted form (urlencoded, at most :data:`FORM_CAP` bytes; one value a field)."""
+    """The posted form (urlencoded, at most :data:`FORM_CAP` bytes): a field's first
+    value, but the ``token`` fields' joined by ","."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
         raise BadRequest("post a form (application/x-www-form-urlencoded)", 415)
@@ -354,7 +375,7 @@ async def _form(request: Request) -> Dict[str, str]:
         fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:
         raise BadRequest("form: not UTF-8") from None
-    return {k: v[0] for k, v in fields.items()}
+    return {k: ",".join(v) if k == "token" else v[0] for k, v in fields.items()}
 
 
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
