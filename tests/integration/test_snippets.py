@@ -8,7 +8,7 @@ own test runs); one whose first line is ``# test_<name>.py`` is a test file, wri
 and run with pytest (the plugin's fixtures included).  A page using ``LocalCluster``
 needs ``fdbserver`` on this machine.  The operator commands of the README and of
 ``docs/operator.md`` (the lines of their ``sh`` blocks that start with ``fdbrecipes``,
-except the long-running ``worker``, ``metrics``, ``bench`` and ``demo``) run after the
+except the long-running ``worker``, ``metrics``, ``web``, ``bench`` and ``demo``) run after the
 page's Python session, each exiting 0.  The examples live in the directory
 ``fdbrecipes-example``, which this test removes before and after each page.
 """
@@ -37,7 +37,7 @@ FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 EXCERPT = re.compile(r"# from (\S+)\n")
 TEST_FILE = re.compile(r"# (test_\w+\.py)\n")
 #: Commands that serve until stopped: shown in the docs, not run here.
-LONG_RUNNING = {"worker", "metrics", "bench", "demo"}
+LONG_RUNNING = {"worker", "metrics", "bench", "demo", "web"}
 EXAMPLE_DIRECTORY = ("fdbrecipes-example",)
 
 

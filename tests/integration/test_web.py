@@ -384,3 +384,14 @@ def test_items_in_flight_given_back_or_deleted(db: Any, places: Dict[str, Any]) 
     assert tenants.stats(db, "acme").visible == 1
     page = client(db, places).get("/structure", params={"s": "jobs", "tab": "in-flight"})
     assert 'name="token"' not in page.text  # read only: nothing to choose
+
+
+def test_a_link_from_elsewhere_cannot_put_words_on_the_page(db: Any,
+                                                           places: Dict[str, Any]) -> None:
+    c = client(db, places, access=FULL)
+    page = c.get("/", params={"said": "Session expired: log in at evil.example"}).text
+    assert "evil.example" not in page
+    answer = post(c, s="jobs", action="pause", yes="1")
+    assert "paused" in c.get(answer.headers["location"]).text
+    forged = answer.headers["location"].replace("said=paused", "said=hacked")
+    assert "hacked" not in c.get(forged).text

@@ -21,6 +21,9 @@ proxy that sets it.  Every response goes through :class:`.guard.Guard`.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, urlencode
 
@@ -80,6 +83,7 @@ class Dashboard:
         self.db = db
         self.structures = dict(structures)
         self.schedules = list(schedules)
+        self.key = secrets.token_bytes(16)  # signs what a redirect says (see said())
         self.access = access
         self.env = Environment(loader=PackageLoader("fdbrecipes.web", "templates"),
                                autoescape=True)
@@ -101,10 +105,21 @@ class Dashboard:
         access = access_of(self.access, request)
         page = self.env.get_template(template).render(
             url=url, nonce=request.state.csp_nonce, access=access,
-            said=request.query_params.get("said", ""), names=list(self.structures),
+            said=self.said(request), names=list(self.structures),
             has_schedules=bool(self.schedules),
             **context)
         return HTMLResponse(page, status_code=status)
+
+    def sign(self, text: str) -> str:
+        """The signature of ``text``, a message this app made."""
+        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def said(self, request: Request) -> str:
+        """What the last action said (``said=``), shown only when this app signed it
+        (``sig=``): a link from elsewhere cannot put words on the page."""
+        text = request.query_params.get("said", "")
+        sig = request.query_params.get("sig", "")
+        return text if text and hmac.compare_digest(sig, self.sign(text)) else ""
 
     def structure(self, name: Optional[str]) -> Any:
         """The structure named ``name``.
@@ -249,7 +264,8 @@ class Dashboard:
         actions.audit(access.who, action, name, done.changed, group,
                       worker or (id_.hex() if id_ else None))
         root: str = request.scope.get("root_path", "")
-        query = {"s": name, "g": form.get("g") or None, **query, "said": done.said}
+        query = {"s": name, "g": form.get("g") or None, **query, "said": done.said,
+                 "sig": self.sign(done.said)}
         kept = {k: v for k, v in query.items() if v is not None}
         return RedirectResponse(f"{root}{page}?{urlencode(kept)}", status_code=303)
 
