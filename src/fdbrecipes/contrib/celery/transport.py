@@ -68,9 +68,9 @@ class QoS(virtual.QoS):
     """kombu's QoS with acks by lease: ack acks, reject releases or buries, and
     unacked messages are given back (no delivery counted) when the channel closes."""
 
-    @property
-    def _shared(self) -> Shared:
-        return self.channel.shared  # type: ignore[no-any-return]
+    def __init__(self, channel: Any, prefetch_count: int = 0) -> None:
+        super().__init__(channel, prefetch_count)
+        self._shared: Shared = channel.shared  # kept: acks may come after the channel closed
 
     def ack(self, delivery_tag: str) -> None:
         held = self._shared.keeper.take(delivery_tag)

@@ -1,0 +1,171 @@
+"""Helpers of the Celery and Dramatiq tests: worker processes with deadlines, the
+effects tasks record in FoundationDB, and the modules the workers import.
+
+Tasks record each run in the cluster (``effects``): a "start" key when a run begins and
+an "end" key when it ends, each naming the run, the worker and the time, so a test
+counts runs exactly, whoever ran them and whatever was killed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
+
+import fdb
+
+#: What the worker modules import to record their runs (written next to them).
+EFFECTS_MODULE = '''
+import os, time, uuid
+import fdb
+fdb.api_version(730)
+_db = fdb.open()
+_fx = fdb.Subspace(tuple(os.environ["FDBRECIPES_TEST_EFFECTS"].split("/")))
+
+def record(key, event, worker, run=None, note=""):
+    """Write one effect: (key, run, event) -> (worker, wall time, note)."""
+    run = run or uuid.uuid4().hex
+    _db[_fx.pack((key, run, event))] = fdb.tuple.pack((worker, time.time(), note))
+    return run
+
+def seen(key):
+    """Whether a run of ``key`` started before (a redelivery)."""
+    r = _fx.range((key,))
+    return any(True for _ in _db.get_range(r.start, r.stop, limit=1))
+'''
+
+
+class Run(NamedTuple):
+    """One run of a task: who ran it, when it started, when it ended (None: never),
+    and what the task noted when it started."""
+
+    worker: str
+    started: float
+    ended: Optional[float]
+    note: str
+
+
+def runs(db: Any, effects: Any) -> Dict[str, List[Run]]:
+    """Every recorded run, by task key, oldest start first."""
+    r = effects.range()
+    found: Dict[Any, Dict[str, Any]] = defaultdict(dict)
+    for kv in db.get_range(r.start, r.stop):
+        key, run, event = effects.unpack(kv.key)
+        found[(key, run)][event] = fdb.tuple.unpack(kv.value)
+    by_key: Dict[str, List[Run]] = defaultdict(list)
+    for (key, _), events in found.items():
+        start = events.get("start") or events["end"]
+        end = events.get("end")
+        by_key[key].append(Run(start[0], start[1], end[1] if end else None, start[2]))
+    for r_ in by_key.values():
+        r_.sort(key=lambda run: run.started)
+    return dict(by_key)
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str,
+               every: float = 0.1) -> Any:
+    """Call ``check`` until it returns something true (returned), failing with
+    ``what`` after ``timeout`` seconds: a condition polled with a deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+class Worker:
+    """A worker process in its own process group (so a kill reaches its pool), its
+    output in a file; :meth:`kill` SIGKILLs the group, :meth:`stop` SIGTERMs and
+    waits, then kills."""
+
+    def __init__(self, args: List[str], cwd: Path, env: Dict[str, str], name: str) -> None:
+        self.name = name
+        self.log = cwd / f"{name}.log"
+        self._out = open(self.log, "w")  # noqa: SIM115 (closed by stop/kill)
+        self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=self._out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        """Wait until the output shows ``text``; fail (with the output) if the
+        process exits or ``timeout`` seconds pass first."""
+        def seen() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited ({self.proc.returncode}):\n"
+                                     f"{self.output()[-3000:]}")
+            return text in self.output()
+        try:
+            wait_until(seen, timeout, f"{text!r} from {self.name}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.output()[-3000:]}") from None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: the machine died."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self._out.close()
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM (a warm shutdown), then SIGKILL after ``timeout`` seconds."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=timeout)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+class Workers:
+    """Worker processes of one test: every one is killed when the test ends."""
+
+    def __init__(self, cwd: Path, env: Dict[str, str]) -> None:
+        self.cwd = cwd
+        self.env = env
+        self.started: List[Worker] = []
+
+    def start(self, args: List[str], name: str, **env: str) -> Worker:
+        worker = Worker(args, self.cwd, {**self.env, **env}, name)
+        self.started.append(worker)
+        return worker
+
+    def close(self) -> None:
+        for worker in self.started:
+            worker.kill()
+
+
+def worker_env(cluster_file: str, effects: str, **extra: str) -> Dict[str, str]:
+    """The environment of worker processes: the test's cluster, where effects go,
+    the test directory importable."""
+    env = {**os.environ, "FDB_CLUSTER_FILE": cluster_file,
+           "FDBRECIPES_TEST_EFFECTS": effects, "PYTHONUNBUFFERED": "1", **extra}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def write_module(directory: Path, name: str, text: str) -> None:
+    """Write a module the workers import (dedented)."""
+    (directory / f"{name}.py").write_text(textwrap.dedent(text))
+
+
+def fresh_path() -> tuple:
+    """A directory path of the test's own: ("fdbrecipes-test", <random>)."""
+    return ("fdbrecipes-test", uuid.uuid4().hex)
+
+
+def python() -> str:
+    return sys.executable

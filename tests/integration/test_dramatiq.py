@@ -1,0 +1,204 @@
+"""Dramatiq on FdbBroker, with real ``dramatiq`` worker processes on a real server:
+messages, delays, retries ending in dead letters with their reason, ``join``; a worker
+SIGKILLed in the middle of a message (it runs once more, after the lease); a delay far
+past the lease (runs once).  Every wait has a deadline; workers are killed at the end."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import fdb
+import pytest
+
+from .frameworks import (
+    EFFECTS_MODULE,
+    Workers,
+    fresh_path,
+    runs,
+    wait_until,
+    worker_env,
+    write_module,
+)
+
+dramatiq = pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
+
+pytestmark = pytest.mark.integration
+
+APP = '''
+import os, time
+import fdb
+fdb.api_version(730)
+import dramatiq
+from fdbrecipes.contrib.dramatiq import FdbBroker
+
+broker = FdbBroker(cluster_file=os.environ["FDB_CLUSTER_FILE"],
+                   directory=os.environ["FDBRECIPES_TEST_DIRECTORY"] + "/broker",
+                   lease_seconds=float(os.environ.get("FDBRECIPES_TEST_LEASE", "30")))
+dramatiq.set_broker(broker)
+WORKER = os.environ.get("FDBRECIPES_TEST_WORKER", "sender")
+
+
+def _record(*args, **kwargs):
+    from effects import record
+    return record(*args, **kwargs)
+
+
+@dramatiq.actor(max_retries=0, time_limit=600_000)
+def work(key, seconds=0.0, first_only=False):
+    from effects import seen
+    slow = seconds and not (first_only and seen(key))
+    run = _record(key, "start", WORKER)
+    if slow:
+        time.sleep(seconds)   # the work itself
+    _record(key, "end", WORKER, run)
+
+
+@dramatiq.actor(max_retries=1, min_backoff=100, max_backoff=200)
+def fail(key):
+    _record(key, "start", WORKER)
+    raise ValueError("boom " + key)
+'''
+
+
+class Dramatiq:
+    """One test's Dramatiq: the actors module (imported here too, to send), its
+    directory, its effects, its worker processes."""
+
+    def __init__(self, db: Any, cluster_file: str, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch, lease: float) -> None:
+        self.db = db
+        self.path = fresh_path()
+        self.effects = fdb.Subspace((*self.path, "effects"))
+        self.lease = lease
+        self.name = f"dramaapp_{self.path[1][:12]}"
+        write_module(tmp_path, self.name, APP)
+        write_module(tmp_path, "effects", EFFECTS_MODULE)
+        env = {"FDBRECIPES_TEST_DIRECTORY": "/".join(self.path),
+               "FDBRECIPES_TEST_LEASE": str(lease)}
+        for key, value in {**env, "FDB_CLUSTER_FILE": cluster_file}.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        self.module: Any = importlib.import_module(self.name)
+        self.broker = self.module.broker
+        self.workers = Workers(tmp_path, worker_env(cluster_file,
+                                                    "/".join((*self.path, "effects")), **env))
+
+    def worker(self, name: str, processes: int = 1, threads: int = 4) -> Any:
+        """Start ``dramatiq`` (``processes`` x ``threads``), wait until it is ready."""
+        w = self.workers.start([sys.executable, "-m", "dramatiq", self.name, "-p",
+                                str(processes), "-t", str(threads)], name,
+                               FDBRECIPES_TEST_WORKER=name)
+        w.wait_for("is ready for action", 120)
+        return w
+
+    def runs(self) -> Dict[str, Any]:
+        return runs(self.db, self.effects)
+
+    def settled(self) -> bool:
+        stats = self.broker.store.structure("default").stats(self.db)
+        return stats.visible + stats.delayed + stats.in_flight == 0
+
+    def close(self) -> None:
+        self.workers.close()
+        self.broker.close()
+        fdb.directory.remove_if_exists(self.db, self.path)
+        r = self.effects.range()
+        self.db.clear_range(r.start, r.stop)
+
+
+@pytest.fixture
+def make_dramatiq(db: Any, fdb_cluster_file: str, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    made: List[Dramatiq] = []
+
+    def make(lease: float = 30.0) -> Dramatiq:
+        made.append(Dramatiq(db, fdb_cluster_file, tmp_path, monkeypatch, lease))
+        return made[-1]
+
+    yield make
+    for d in made:
+        d.close()
+
+
+def test_dramatiq_workers_run_messages_delays_and_dead_letters(make_dramatiq: Any) -> None:
+    d = make_dramatiq()
+    m = d.module
+    d.worker("w1", processes=2, threads=4)
+    for i in range(50):
+        m.work.send(f"m{i}")
+    sent = time.time()
+    m.work.send_with_options(args=("later",), delay=3000)
+    m.fail.send("bad")
+    d.broker.join("default", timeout=60_000)
+    done = d.runs()
+    assert all(len(done[f"m{i}"]) == 1 and done[f"m{i}"][0].ended for i in range(50))
+    assert done["later"][0].started >= sent + 3 - 2.0  # the cluster's clock (see docs)
+    assert len(done["bad"]) == 2                       # one retry, then dead
+    (letter,) = d.broker.dead_letters("default")
+    assert dramatiq.Message.decode(letter.value).args == ("bad",)
+    assert letter.reason == "ValueError: boom bad"
+
+
+def test_a_message_killed_mid_run_runs_again_after_its_lease_and_only_once(
+        make_dramatiq: Any) -> None:
+    lease = 6.0
+    d = make_dramatiq(lease=lease)
+    workers = {"w1": d.worker("w1"), "w2": d.worker("w2")}
+    d.module.work.send("long", 2 * lease, True)
+    first = wait_until(lambda: d.runs().get("long"), 60, "the message to start")[0]
+    wait_until(lambda: time.time() > first.started + 2 * lease, 3 * lease,
+               "two lease lengths of work")
+    assert len(d.runs()["long"]) == 1 and first.ended is None   # the heartbeat held it
+    killed_at = time.time()
+    workers[first.worker].kill()
+    wait_until(lambda: any(r.ended for r in d.runs()["long"]), 60, "the second run")
+    d.broker.join("default", timeout=30_000)
+    first, second = d.runs()["long"]
+    assert second.worker != first.worker
+    assert second.started >= killed_at + lease - lease / 3 - 1.0, second.started - killed_at
+
+
+def test_a_delay_far_past_the_lease_runs_exactly_once(make_dramatiq: Any) -> None:
+    lease = 2.0
+    d = make_dramatiq(lease=lease)
+    d.worker("w1")
+    d.worker("w2")
+    delays = {f"late{i}": (3 + i / 2) * lease for i in range(5)}
+    sent = time.time()
+    for key, seconds in delays.items():
+        d.module.work.send_with_options(args=(key,), delay=int(seconds * 1000))
+    stats = d.broker.store.structure("default").stats(d.db)
+    assert (stats.delayed, stats.in_flight, stats.visible) == (5, 0, 0)
+    wait_until(lambda: len(d.runs()) == 5 and all(r.ended for rs in d.runs().values()
+                                                  for r in rs), 60, "every delayed message")
+    d.broker.join("default", timeout=30_000)
+    for key, rs in d.runs().items():
+        assert len(rs) == 1, (key, rs)
+        assert rs[0].started >= sent + delays[key] - 2.0
+
+
+def test_the_documented_actors_run(db: Any, fdb_cluster_file: str,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/examples/dramatiq_app.py, as docs/celery-dramatiq.md shows it."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    monkeypatch.setenv("FDB_CLUSTER_FILE", fdb_cluster_file)
+    monkeypatch.syspath_prepend(str(examples))
+    workers = Workers(examples, worker_env(fdb_cluster_file, "unused"))
+    try:
+        app = importlib.import_module("dramatiq_app")
+        w = workers.start([sys.executable, "-m", "dramatiq", "dramatiq_app", "-p", "1", "-t",
+                           "2"], "example-worker")
+        w.wait_for("is ready for action", 120)
+        app.add.send(2, 3)
+        app.remind.send("ada")
+        app.broker.join("default", timeout=60_000)
+        wait_until(lambda: "reminding ada" in w.output() and "5" in w.output(), 30,
+                   "the actors' lines")
+    finally:
+        workers.close()
+        (examples / "example-worker.log").unlink(missing_ok=True)
+        fdb.directory.remove_if_exists(db, ("fdbrecipes-example",))
