@@ -8,6 +8,7 @@ counts runs exactly, whoever ran them and whatever was killed."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb
 
@@ -162,10 +163,54 @@ def write_module(directory: Path, name: str, text: str) -> None:
     (directory / f"{name}.py").write_text(textwrap.dedent(text))
 
 
-def fresh_path() -> tuple:
-    """A directory path of the test's own: ("fdbrecipes-test", <random>)."""
-    return ("fdbrecipes-test", uuid.uuid4().hex)
+class Setup:
+    """One test's framework: a module of tasks written to ``tmp_path`` (and imported
+    here too, to send them), the test's own directory and effects, and its worker
+    processes.  The module reads ``FDBRECIPES_TEST_DIRECTORY`` and
+    ``FDB_CLUSTER_FILE``; ``env`` adds more of its settings."""
+
+    def __init__(self, db: Any, cluster_file: str, tmp_path: Path, monkeypatch: Any,
+                 module: str, text: str, env: Dict[str, str]) -> None:
+        self.db = db
+        self.path: Tuple[str, ...] = ("fdbrecipes-test", uuid.uuid4().hex)
+        self.effects = fdb.Subspace((*self.path, "effects"))
+        self.name = f"{module}_{self.path[1][:12]}"
+        write_module(tmp_path, self.name, text)
+        write_module(tmp_path, "effects", EFFECTS_MODULE)
+        env = {"FDBRECIPES_TEST_DIRECTORY": "/".join(self.path), **env}
+        for key, value in {**env, "FDB_CLUSTER_FILE": cluster_file}.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        self.module: Any = importlib.import_module(self.name)
+        self.workers = Workers(tmp_path, worker_env(cluster_file,
+                                                    "/".join((*self.path, "effects")), **env))
+
+    def runs(self) -> Dict[str, List[Run]]:
+        return runs(self.db, self.effects)
+
+    def close(self) -> None:
+        self.workers.close()
+        fdb.directory.remove_if_exists(self.db, self.path)
+        r = self.effects.range()
+        self.db.clear_range(r.start, r.stop)
 
 
-def python() -> str:
-    return sys.executable
+def run_example(db: Any, cluster_file: str, monkeypatch: Any, module: str,
+                worker: List[str], ready: str, use: Callable[[Any, Worker], None]) -> None:
+    """Import ``docs/examples/<module>.py`` here, start ``worker`` (its command after
+    the Python interpreter) in that directory, and once its output shows ``ready``
+    call ``use(module, worker)``; then kill the worker, remove its log and the
+    examples' directory ``fdbrecipes-example``."""
+    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
+    monkeypatch.setenv("FDB_CLUSTER_FILE", cluster_file)
+    monkeypatch.syspath_prepend(str(examples))
+    workers = Workers(examples, worker_env(cluster_file, "unused"))
+    try:
+        app = importlib.import_module(module)
+        w = workers.start([sys.executable, "-m", *worker], "example-worker")
+        w.wait_for(ready, 120)
+        use(app, w)
+    finally:
+        workers.close()
+        (examples / "example-worker.log").unlink(missing_ok=True)
+        fdb.directory.remove_if_exists(db, ("fdbrecipes-example",))

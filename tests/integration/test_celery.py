@@ -9,7 +9,6 @@ killed when it ends; every wait has a deadline."""
 
 from __future__ import annotations
 
-import importlib
 import random
 import subprocess
 import sys
@@ -23,15 +22,7 @@ import pytest
 
 from fdbrecipes import Queue
 
-from .frameworks import (
-    EFFECTS_MODULE,
-    Workers,
-    fresh_path,
-    runs,
-    wait_until,
-    worker_env,
-    write_module,
-)
+from .frameworks import Setup, run_example, wait_until
 
 celery = pytest.importorskip("celery", reason="the celery extra needs Python >= 3.10")
 
@@ -110,30 +101,17 @@ def work(self, key, seconds=0.0, first_only=False):
 '''
 
 
-class Celery:
-    """One test's Celery: the app module (also imported here, to send tasks), its
-    directory, its effects, and its worker processes."""
+class Celery(Setup):
+    """One test's Celery (see :class:`Setup`): the app, its queues, its workers."""
 
     def __init__(self, db: Any, cluster_file: str, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch, lease: float, prefetch: int = 4) -> None:
-        self.db = db
-        self.path = fresh_path()
-        self.effects = fdb.Subspace((*self.path, "effects"))
+        super().__init__(db, cluster_file, tmp_path, monkeypatch, "celeryapp", APP,
+                         {"FDBRECIPES_TEST_LEASE": str(lease),
+                          "FDBRECIPES_TEST_PREFETCH": str(prefetch)})
         self.lease = lease
-        name = f"celeryapp_{self.path[1][:12]}"
-        write_module(tmp_path, name, APP)
-        write_module(tmp_path, "effects", EFFECTS_MODULE)
-        env = {"FDBRECIPES_TEST_DIRECTORY": "/".join(self.path),
-               "FDBRECIPES_TEST_LEASE": str(lease),
-               "FDBRECIPES_TEST_PREFETCH": str(prefetch)}
-        for key, value in {**env, "FDB_CLUSTER_FILE": cluster_file}.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        self.app_module = name
-        self.module: Any = importlib.import_module(name)
+        self.app_module = self.name
         self.app = self.module.app
-        self.workers = Workers(tmp_path, worker_env(cluster_file,
-                                                    "/".join((*self.path, "effects")), **env))
 
     def worker(self, name: str, pool: str = "threads", concurrency: int = 4,
                queues: str = "celery", *extra: str) -> Any:
@@ -143,9 +121,6 @@ class Celery:
                                 f"{name}@%h", "-Q", queues, "-l", "INFO", *extra], name)
         w.wait_for(" ready.", 120)
         return w
-
-    def runs(self) -> Dict[str, Any]:
-        return runs(self.db, self.effects)
 
     def queue(self, name: str = "celery") -> Queue:
         """The transport's structure of queue ``name`` (layout: D/"q"/name)."""
@@ -158,11 +133,8 @@ class Celery:
         return stats.visible + stats.delayed + stats.in_flight == 0
 
     def close(self) -> None:
-        self.workers.close()
         self.app.close()
-        fdb.directory.remove_if_exists(self.db, self.path)
-        r = self.effects.range()
-        self.db.clear_range(r.start, r.stop)
+        super().close()
 
 
 @pytest.fixture
@@ -344,26 +316,17 @@ def test_an_eta_far_past_the_lease_runs_exactly_once(make_celery: Any) -> None:
         assert rs[0].started >= sent + etas[key] - 0.05
 
 
-def test_the_documented_app_runs(db: Any, fdb_cluster_file: str, tmp_path: Path,
+def test_the_documented_app_runs(db: Any, fdb_cluster_file: str,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/examples/celery_app.py, as docs/celery-dramatiq.md shows it: a worker
     started from its directory runs its tasks."""
-    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
-    monkeypatch.setenv("FDB_CLUSTER_FILE", fdb_cluster_file)
-    monkeypatch.syspath_prepend(str(examples))
-    workers = Workers(examples, worker_env(fdb_cluster_file, "unused"))
-    example = ("fdbrecipes-example",)
-    try:
-        app = importlib.import_module("celery_app")
-        w = workers.start([sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-P",
-                           "threads", "-c", "2", "-n", "example@%h"], "example-worker")
-        w.wait_for(" ready.", 120)
+    def use(app: Any, worker: Any) -> None:
         assert app.add.delay(2, 3).get(timeout=60) == 5
         assert celery.chord(app.add.s(i, i) for i in range(4))(app.total.s()).get(timeout=60) \
             == 12
         app.charge.delay("order 17").get(timeout=60)
-        wait_until(lambda: "charging order 17" in w.output(), 30, "the charge task's line")
-    finally:
-        workers.close()
-        (examples / "example-worker.log").unlink(missing_ok=True)
-        fdb.directory.remove_if_exists(db, example)
+        wait_until(lambda: "charging order 17" in worker.output(), 30, "the charge task's line")
+
+    run_example(db, fdb_cluster_file, monkeypatch, "celery_app",
+                ["celery", "-A", "celery_app", "worker", "-P", "threads", "-c", "2", "-n",
+                 "example@%h"], " ready.", use)

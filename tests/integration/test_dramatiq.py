@@ -5,24 +5,14 @@ past the lease (runs once).  Every wait has a deadline; workers are killed at th
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Iterator, List
 
-import fdb
 import pytest
 
-from .frameworks import (
-    EFFECTS_MODULE,
-    Workers,
-    fresh_path,
-    runs,
-    wait_until,
-    worker_env,
-    write_module,
-)
+from .frameworks import Setup, run_example, wait_until
 
 dramatiq = pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
 
@@ -64,28 +54,15 @@ def fail(key):
 '''
 
 
-class Dramatiq:
-    """One test's Dramatiq: the actors module (imported here too, to send), its
-    directory, its effects, its worker processes."""
+class Dramatiq(Setup):
+    """One test's Dramatiq (see :class:`Setup`): the actors, the broker, the workers."""
 
     def __init__(self, db: Any, cluster_file: str, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch, lease: float) -> None:
-        self.db = db
-        self.path = fresh_path()
-        self.effects = fdb.Subspace((*self.path, "effects"))
+        super().__init__(db, cluster_file, tmp_path, monkeypatch, "dramaapp", APP,
+                         {"FDBRECIPES_TEST_LEASE": str(lease)})
         self.lease = lease
-        self.name = f"dramaapp_{self.path[1][:12]}"
-        write_module(tmp_path, self.name, APP)
-        write_module(tmp_path, "effects", EFFECTS_MODULE)
-        env = {"FDBRECIPES_TEST_DIRECTORY": "/".join(self.path),
-               "FDBRECIPES_TEST_LEASE": str(lease)}
-        for key, value in {**env, "FDB_CLUSTER_FILE": cluster_file}.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.syspath_prepend(str(tmp_path))
-        self.module: Any = importlib.import_module(self.name)
         self.broker = self.module.broker
-        self.workers = Workers(tmp_path, worker_env(cluster_file,
-                                                    "/".join((*self.path, "effects")), **env))
 
     def worker(self, name: str, processes: int = 1, threads: int = 4) -> Any:
         """Start ``dramatiq`` (``processes`` x ``threads``), wait until it is ready."""
@@ -95,19 +72,13 @@ class Dramatiq:
         w.wait_for("is ready for action", 120)
         return w
 
-    def runs(self) -> Dict[str, Any]:
-        return runs(self.db, self.effects)
-
     def settled(self) -> bool:
         stats = self.broker.store.structure("default").stats(self.db)
         return stats.visible + stats.delayed + stats.in_flight == 0
 
     def close(self) -> None:
-        self.workers.close()
         self.broker.close()
-        fdb.directory.remove_if_exists(self.db, self.path)
-        r = self.effects.range()
-        self.db.clear_range(r.start, r.stop)
+        super().close()
 
 
 @pytest.fixture
@@ -184,21 +155,12 @@ def test_a_delay_far_past_the_lease_runs_exactly_once(make_dramatiq: Any) -> Non
 def test_the_documented_actors_run(db: Any, fdb_cluster_file: str,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/examples/dramatiq_app.py, as docs/celery-dramatiq.md shows it."""
-    examples = Path(__file__).resolve().parents[2] / "docs" / "examples"
-    monkeypatch.setenv("FDB_CLUSTER_FILE", fdb_cluster_file)
-    monkeypatch.syspath_prepend(str(examples))
-    workers = Workers(examples, worker_env(fdb_cluster_file, "unused"))
-    try:
-        app = importlib.import_module("dramatiq_app")
-        w = workers.start([sys.executable, "-m", "dramatiq", "dramatiq_app", "-p", "1", "-t",
-                           "2"], "example-worker")
-        w.wait_for("is ready for action", 120)
+    def use(app: Any, worker: Any) -> None:
         app.add.send(2, 3)
         app.remind.send("ada")
         app.broker.join("default", timeout=60_000)
-        wait_until(lambda: "reminding ada" in w.output() and "5" in w.output(), 30,
+        wait_until(lambda: "reminding ada" in worker.output() and "5" in worker.output(), 30,
                    "the actors' lines")
-    finally:
-        workers.close()
-        (examples / "example-worker.log").unlink(missing_ok=True)
-        fdb.directory.remove_if_exists(db, ("fdbrecipes-example",))
+
+    run_example(db, fdb_cluster_file, monkeypatch, "dramatiq_app",
+                ["dramatiq", "dramatiq_app", "-p", "1", "-t", "2"], "is ready for action", use)
