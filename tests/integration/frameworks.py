@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import fdb
 
@@ -214,3 +215,38 @@ def run_example(db: Any, cluster_file: str, monkeypatch: Any, module: str,
         workers.close()
         (examples / "example-worker.log").unlink(missing_ok=True)
         fdb.directory.remove_if_exists(db, ("fdbrecipes-example",))
+
+
+def crash_run(setup: Setup, start: Callable[[str], Worker], send: Callable[[str], None],
+              n: int, workers: int, kills: int, settled: Callable[[], bool]) -> None:
+    """``n`` tasks (``send(key)``) on ``workers`` workers (``start(name)``); a random
+    worker SIGKILLed, and replaced, at evenly spaced points of progress, ``kills``
+    times.  Then: every task ran to its end at least once, and every run but a task's
+    last was by a worker that was killed (no task ran twice unless a worker died
+    running it, or before its ack)."""
+    rng = random.Random(n)
+    live = {f"w{i}": start(f"w{i}") for i in range(workers)}
+    for i in range(n):
+        send(f"t{i}")
+    killed: Set[str] = set()
+    started = workers
+
+    def ended() -> int:
+        return sum(any(r.ended for r in rs) for rs in setup.runs().values())
+
+    for k in range(kills):
+        target = n * (k + 1) // (kills + 1)
+        wait_until(lambda target=target: ended() >= target, 300,
+                   f"progress before kill {k + 1}", every=0.2)
+        victim = rng.choice(sorted(live))
+        live.pop(victim).kill()
+        killed.add(victim)
+        live[f"w{started}"] = start(f"w{started}")
+        started += 1
+    wait_until(lambda: ended() == n, 300, "every task to end", every=0.5)
+    wait_until(settled, 120, "every task to be acked")
+    twice = 0
+    for key, rs in setup.runs().items():
+        assert all(r.worker.split("@")[0] in killed for r in rs[:-1]), (key, rs)
+        twice += len(rs) > 1
+    print(f"{n} tasks, {kills} kills ({sorted(killed)}): {twice} ran more than once")

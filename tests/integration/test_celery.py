@@ -9,20 +9,19 @@ killed when it ends; every wait has a deadline."""
 
 from __future__ import annotations
 
-import random
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Set
+from typing import Any, Dict, Iterator, List
 
 import fdb
 import pytest
 
 from fdbrecipes import Queue
 
-from .frameworks import Setup, run_example, wait_until
+from .frameworks import Setup, crash_run, run_example, wait_until
 
 celery = pytest.importorskip("celery", reason="the celery extra needs Python >= 3.10")
 
@@ -252,47 +251,25 @@ def test_a_task_killed_mid_run_runs_again_after_its_lease_and_only_once(
     assert second.started >= killed_at + lease - period - 1.0, (second.started - killed_at)
 
 
-def crash_run(c: Any, n: int, workers: int, kills: int, pool: str, seconds: float) -> None:
-    """``n`` tasks of ``seconds`` on ``workers`` workers; a random worker SIGKILLed (and
-    replaced) at evenly spaced points of progress, ``kills`` times.  Then: every task
-    ran to its end at least once, and every run but a task's last was by a worker that
-    was killed (no task ran twice unless a worker died running it)."""
-    rng = random.Random(n)
-    live = {f"w{i}": c.worker(f"w{i}", pool, 4) for i in range(workers)}
-    for i in range(n):
-        c.module.work.delay(f"t{i}", seconds)
-    killed: Set[str] = set()
-    started = workers
-    for k in range(kills):
-        def progressed(k: int = k) -> bool:
-            return sum(any(r.ended for r in rs) for rs in c.runs().values()) \
-                >= n * (k + 1) // (kills + 1)
-        wait_until(progressed, 300, f"progress before kill {k + 1}", every=0.2)
-        victim = rng.choice(sorted(live))
-        live.pop(victim).kill()
-        killed.add(victim)
-        live[f"w{started}"] = c.worker(f"w{started}", pool, 4)
-        started += 1
-    wait_until(lambda: len(c.runs()) == n and all(any(r.ended for r in rs)
-                                                  for rs in c.runs().values()),
-               300, "every task to end", every=0.5)
-    wait_until(c.settled, 120, "every task to be acked")
-    twice = 0
-    for key, rs in c.runs().items():
-        assert all(r.worker.split("@")[0] in killed for r in rs[:-1]), (key, rs)
-        twice += len(rs) > 1
-    print(f"{n} tasks, {kills} kills ({sorted(killed)}): {twice} ran more than once")
+def celery_crash_run(c: Celery, n: int, workers: int, kills: int, pool: str) -> None:
+    def start(name: str) -> Any:
+        return c.worker(name, pool, 4)
+
+    def send(key: str) -> None:
+        c.module.work.delay(key, 0.2)
+
+    crash_run(c, start, send, n, workers, kills, c.settled)
 
 
 def test_workers_killed_at_random_lose_nothing(make_celery: Any) -> None:
-    crash_run(make_celery(lease=3.0), 200, 3, 3, "threads", 0.2)
+    celery_crash_run(make_celery(lease=3.0), 200, 3, 3, "threads")
 
 
 @pytest.mark.soak
 @pytest.mark.slow
 @pytest.mark.parametrize("pool", ["threads", "prefork"])
 def test_1000_tasks_with_workers_killed_at_random(make_celery: Any, pool: str) -> None:
-    crash_run(make_celery(lease=3.0), 1_000, 4, 8, pool, 0.2)
+    celery_crash_run(make_celery(lease=3.0), 1_000, 4, 8, pool)
 
 
 def test_an_eta_far_past_the_lease_runs_exactly_once(make_celery: Any) -> None:

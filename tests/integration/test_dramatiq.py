@@ -12,7 +12,7 @@ from typing import Any, Iterator, List
 
 import pytest
 
-from .frameworks import Setup, run_example, wait_until
+from .frameworks import Setup, crash_run, run_example, wait_until
 
 dramatiq = pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
 
@@ -131,6 +131,26 @@ def test_a_message_killed_mid_run_runs_again_after_its_lease_and_only_once(
     first, second = d.runs()["long"]
     assert second.worker != first.worker
     assert second.started >= killed_at + lease - lease / 3 - 1.0, second.started - killed_at
+
+
+def dramatiq_crash_run(d: Dramatiq, n: int, workers: int, kills: int) -> None:
+    def start(name: str) -> Any:
+        return d.worker(name, 1, 4)
+
+    def send(key: str) -> None:
+        d.module.work.send(key, 0.2)
+
+    crash_run(d, start, send, n, workers, kills, d.settled)
+
+
+def test_workers_killed_at_random_lose_nothing(make_dramatiq: Any) -> None:
+    dramatiq_crash_run(make_dramatiq(lease=3.0), 200, 3, 3)
+
+
+@pytest.mark.soak
+@pytest.mark.slow
+def test_1000_messages_with_workers_killed_at_random(make_dramatiq: Any) -> None:
+    dramatiq_crash_run(make_dramatiq(lease=3.0), 1_000, 4, 8)
 
 
 def test_a_delay_far_past_the_lease_runs_exactly_once(make_dramatiq: Any) -> None:

@@ -130,11 +130,6 @@ class Routing:
     def _bindings(self, tr: Any, subspace: Any, exchange: str) -> List[Binding]:
         return [Binding(*row) for row in self._rows(tr, subspace, exchange)]
 
-    def queue_bindings(self, queue: str) -> List[Binding]:
-        """The bindings of ``queue``.  One range read."""
-        rows = transact(self.db, self._rows, self._by_queue, queue)
-        return [Binding(exchange, q, key) for q, exchange, key in rows]
-
     def table(self, exchange: str) -> List[Tuple[str, str]]:
         """``(routing_key, queue)`` for every binding of ``exchange``, as of now: the
         cached table when the change counter has not moved since it was read (1
