@@ -41,6 +41,9 @@ PRIORITY = "priority"
 #: chunked (FoundationDB values are at most 100,000 bytes).
 INLINE = 90_000
 
+#: Most leases one ack_many transaction acks.
+_ACK_BATCH = 1_000
+
 #: Messages a purge takes per transaction.
 _PURGE_BATCH = 1_000
 
@@ -314,6 +317,27 @@ class Queues:
         except LeaseExpiredError:
             log.warning("ack of %r came after its lease expired: it may run again", held.lease)
             return False
+
+    def ack_many(self, batch: List[Held]) -> int:
+        """Ack every lease of ``batch``: one ``ack_many`` per structure (and one
+        transaction per chunked message); return how many were acked.  Leases that
+        had expired are logged (their messages may run again)."""
+        by_structure: Dict[int, List[Held]] = {}
+        acked = 0
+        for held in batch:
+            if held.extra is None:
+                by_structure.setdefault(id(held.structure), []).append(held)
+            else:
+                acked += self.ack(held)
+        for group in by_structure.values():
+            for start in range(0, len(group), _ACK_BATCH):
+                part = group[start:start + _ACK_BATCH]
+                done = part[0].structure.ack_many(self.db, [h.lease for h in part])
+                acked += sum(done)
+                if not all(done):
+                    log.warning("%d acks came after their leases expired: those messages "
+                                "may run again", len(part) - sum(done))
+        return acked
 
     def _ack_blob(self, tr: Any, held: Held) -> None:
         held.structure.ack(tr, held.lease)

@@ -34,6 +34,7 @@ except ImportError as e:  # pragma: no cover (the extra is installed for the tes
     raise ImportError("fdbrecipes.contrib.dramatiq needs Dramatiq: pip install "
                       "'fdbrecipes[dramatiq]'") from e
 
+from ._acker import Acker
 from ._database import database, directory, directory_path, transact
 from ._keeper import Held, LeaseKeeper
 from ._options import check_cluster_file, check_count, check_seconds
@@ -91,6 +92,7 @@ class FdbBroker(dramatiq.Broker):
             60.0)
         self._opened: Optional[Queues] = None
         self._keeper: Optional[LeaseKeeper] = None
+        self._acker: Optional[Acker] = None
         self._open_lock = threading.Lock()
         super().__init__(middleware=middleware)
         self.queues: Dict[str, bool] = {}
@@ -104,6 +106,7 @@ class FdbBroker(dramatiq.Broker):
                 self._opened = Queues(db, directory(db, self._path, self._cluster_file),
                                       self._settings)
                 self._keeper = LeaseKeeper(db, self._settings.lease_seconds)
+                self._acker = Acker(self._opened)
             return self._opened
 
     @property
@@ -113,7 +116,17 @@ class FdbBroker(dramatiq.Broker):
         assert self._keeper is not None
         return self._keeper
 
+    @property
+    def acker(self) -> Acker:
+        """Where this process's acks go, to be committed in batches."""
+        self.store  # noqa: B018 (opens it)
+        assert self._acker is not None
+        return self._acker
+
     def close(self) -> None:
+        """Commit the acks handed over, stop the heartbeat."""
+        if self._acker is not None:
+            self._acker.flush()
         if self._keeper is not None:
             self._keeper.close()
 
@@ -234,11 +247,11 @@ class _Consumer(dramatiq.Consumer):
             self._settled.notify_all()
 
     def ack(self, message: dramatiq.MessageProxy) -> None:
-        """The message was processed: ack its lease (a lease lost meanwhile is
-        logged, not acked)."""
+        """The message was processed: ack its lease, in a batch with other acks (a
+        lease lost meanwhile is logged, not acked)."""
         held = self._broker.keeper.take(getattr(message, "tag", None))
         if held is not None:
-            self._broker.store.ack(held)
+            self._broker.acker.ack(held)
         self._settle()
 
     def nack(self, message: dramatiq.MessageProxy) -> None:
@@ -259,8 +272,9 @@ class _Consumer(dramatiq.Consumer):
             self._settle()
 
     def close(self) -> None:
-        """Give back the messages claimed but never delivered."""
+        """Give back the messages claimed but never delivered; commit the acks."""
         while self._buffer:
             held = self._broker.keeper.take(self._buffer.popleft().tag)
             if held is not None:
                 self._broker.store.release(held, count=False)
+        self._broker.acker.flush()

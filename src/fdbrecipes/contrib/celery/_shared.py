@@ -1,5 +1,5 @@
 """What the kombu transports of one process share, per settings: the queues, the
-routing, the lease keeper and the set of queues being consumed.
+routing, the lease keeper, the acker and the set of queues being consumed.
 
 A Celery worker opens several connections (tasks, remote control, events); they share
 one :class:`Shared`, hence one heartbeat thread and one cache of queue kinds and
@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from typing import Any, Dict, Optional, Set
 
+from .._acker import Acker
 from .._database import database, directory, transact
 from .._keeper import LeaseKeeper
 from .._queues import Queues, QueueSettings
@@ -49,6 +50,7 @@ class Shared:
             settings.lease_seconds, settings.spread, settings.max_deliveries,
             settings.expiry_grace))
         self.routing = Routing(self.db, root)
+        self.acker = Acker(self.queues)
         self.keeper = LeaseKeeper(self.db, settings.lease_seconds,
                                   period=min(settings.lease_seconds / 3, _MAX_PERIOD),
                                   also=self._touch_consumed)

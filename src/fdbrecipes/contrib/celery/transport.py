@@ -75,7 +75,7 @@ class QoS(virtual.QoS):
     def ack(self, delivery_tag: str) -> None:
         held = self._shared.keeper.take(delivery_tag)
         if held is not None:
-            self._shared.queues.ack(held)
+            self._shared.acker.ack(held)  # committed in a batch, by the acker's thread
         super().ack(delivery_tag)
         self.channel.capacity_freed()
 
@@ -399,6 +399,8 @@ class Transport(virtual.Transport):
 
     def close_connection(self, connection: Any) -> None:
         super().close_connection(connection)
+        if self._shared is not None:
+            self._shared.acker.flush()
         if self._waiter is not None:
             self._waiter.close()
             self._waiter = None
