@@ -46,4 +46,4 @@ def total(numbers):
 @app.task(autoretry_for=(ConnectionError,), retry_backoff=True, max_retries=3)
 def charge(order):
     """Work with side effects outside FoundationDB: retried with backoff on failure."""
-    print("charging", order)
+    print(f"charging {order}")

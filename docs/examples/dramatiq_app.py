@@ -27,7 +27,7 @@ def add(x, y):
 
 @dramatiq.actor
 def remind(user):
-    print("reminding", user)
+    print(f"reminding {user}")
 
 
 # remind.send_with_options(args=("ada",), delay=3_600_000)  # in an hour: waits in the cluster

@@ -9,6 +9,7 @@ killed when it ends; every wait has a deadline."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -197,12 +198,14 @@ def test_a_celery_worker_runs_tasks_end_to_end(make_celery: Any, pool: str) -> N
         sent = time.time()
         assert m.work.apply_async(("eta",), countdown=3).get(timeout=60) == "eta"
         assert c.runs()["eta"][0].started >= sent + 3 - 0.05
+        node = f"w1@{socket.gethostname()}"  # with a destination, a reply ends the wait
         ping = subprocess.run([sys.executable, "-m", "celery", "-A", c.app_module, "inspect",
-                               "ping", "--timeout", "10"], cwd=c.workers.cwd,
-                              env=c.workers.env, capture_output=True, text=True, timeout=120)
+                               "ping", "--timeout", "10", "--destination", node],
+                              cwd=c.workers.cwd, env=c.workers.env, capture_output=True,
+                              text=True, timeout=120)
         assert ping.returncode == 0 and "pong" in ping.stdout, ping.stdout + ping.stderr
-        queues = c.app.control.inspect(timeout=10).active_queues()
-        assert [q["name"] for q in next(iter(queues.values()))] == ["celery"]
+        queues = c.app.control.inspect(destination=[node], timeout=10).active_queues()
+        assert [q["name"] for q in queues[node]] == ["celery"]
         wait_until(lambda: {"task-received", "task-started", "task-succeeded"} <= {
             e["type"] for e in events if e.get("uuid") == added.id}, 30,
             "the add task's events")
@@ -229,13 +232,13 @@ def test_priorities_are_honoured(make_celery: Any) -> None:
 
 def test_a_task_killed_mid_run_runs_again_after_its_lease_and_only_once(
         make_celery: Any) -> None:
-    """acks_late task of 2 leases on w1 or w2: nobody else starts it while its worker
+    """An acks_late task of 4 leases on w1 or w2: nobody else starts it while its worker
     lives (the heartbeat); after a SIGKILL of that worker, the other runs it once
     more, not before the lease ends, and it is acked."""
     lease = 6.0
     c = make_celery(lease=lease)
     workers = {"w1": c.worker("w1"), "w2": c.worker("w2")}
-    result = c.module.work.delay("long", 2 * lease, True)
+    result = c.module.work.delay("long", 4 * lease, True)
     first = wait_until(lambda: c.runs().get("long"), 60, "the task to start")[0]
     wait_until(lambda: time.time() > first.started + 2 * lease, 3 * lease,
                "two lease lengths of work")
@@ -306,4 +309,4 @@ def test_the_documented_app_runs(db: Any, fdb_cluster_file: str,
 
     run_example(db, fdb_cluster_file, monkeypatch, "celery_app",
                 ["celery", "-A", "celery_app", "worker", "-P", "threads", "-c", "2", "-n",
-                 "example@%h"], " ready.", use)
+                 "example@%h", "-l", "INFO"], " ready.", use)

@@ -119,7 +119,7 @@ def test_a_message_killed_mid_run_runs_again_after_its_lease_and_only_once(
     lease = 6.0
     d = make_dramatiq(lease=lease)
     workers = {"w1": d.worker("w1"), "w2": d.worker("w2")}
-    d.module.work.send("long", 2 * lease, True)
+    d.module.work.send("long", 4 * lease, True)
     first = wait_until(lambda: d.runs().get("long"), 60, "the message to start")[0]
     wait_until(lambda: time.time() > first.started + 2 * lease, 3 * lease,
                "two lease lengths of work")

@@ -114,10 +114,18 @@ def directory(db: Any, path: Tuple[str, ...], cluster_file: Optional[str] = None
 
 
 def transact(db: Any, body: Callable[..., T], *args: Any) -> T:
-    """``body(tr, *args)`` in FoundationDB's retry loop (as ``@fdb.transactional``):
+    """``body(tr, *args)`` in FoundationDB's retry loop (as ``@fdb.transactional``,
+    which cannot wrap bound methods):
     for work that composes structures' operations with keys of the integration's own
     in one transaction.  Like every such loop, a commit that ends in
     ``commit_unknown_result`` runs ``body`` again: the callers say what that means."""
     import fdb
 
-    return fdb.transactional(body)(db, *args)  # type: ignore[no-any-return]
+    tr = db.create_transaction()
+    while True:
+        try:
+            result = body(tr, *args)
+            tr.commit().wait()
+            return result
+        except fdb.FDBError as e:
+            tr.on_error(e).wait()  # raises what cannot be retried

@@ -34,6 +34,7 @@ from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from kombu.exceptions import ChannelError
 from kombu.transport import virtual
+from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps, loads
 from kombu.utils.uuid import uuid
 
@@ -175,6 +176,12 @@ class Channel(virtual.Channel):
             self._put(queue, message)
 
     # -- queues --------------------------------------------------------------------------
+
+    def prepare_queue_arguments(self, arguments: Any, **kwargs: Any) -> Any:
+        """kombu's queue options as RabbitMQ's arguments (``max_priority`` as
+        ``x-max-priority``, ``expires`` as ``x-expires``...), which the queue's
+        declaration reads."""
+        return to_rabbitmq_queue_arguments(arguments or {}, **kwargs)
 
     def _new_queue(self, queue: str, **kwargs: Any) -> None:
         arguments = kwargs.get("arguments") or {}
