@@ -79,6 +79,7 @@ def test_eta_delay_reads_celery_eta_headers() -> None:
     assert eta_delay({}, now) is None
     assert eta_delay(None, now) is None
     assert eta_delay({"eta": "not a time"}, now) is None
+    assert eta_delay({"eta": "2999-01-01T00:00:00+00:00"}, now) == 10 * 365 * 24 * 3600
     naive_now = datetime.datetime(2026, 1, 1, 12, 0, 0)
     assert eta_delay({"eta": "2026-01-01T12:00:30"}, naive_now) == 30.0
 

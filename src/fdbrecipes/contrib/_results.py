@@ -78,10 +78,11 @@ class ExpiringStore:
         db: the database.
         root: the directory (a subspace).
         sweep_every: seconds between this process's background sweeps of expired keys
-            (a daemon thread, started by the first write with an expiry).
+            (a daemon thread, started by the first write with an expiry); None: no
+            background sweeps (call :meth:`sweep`).
     """
 
-    def __init__(self, db: Any, root: Any, sweep_every: float = 60.0) -> None:
+    def __init__(self, db: Any, root: Any, sweep_every: Optional[float] = 60.0) -> None:
         self.db = db
         self._values = Blobs(root.subspace(("v",)))
         self._expiry = root.subspace(("e",))
@@ -226,12 +227,13 @@ class ExpiringStore:
 
     def _start_sweeper(self) -> None:
         with self._lock:
-            if self._sweeper is None:
+            if self._sweeper is None and self._sweep_every is not None:
                 self._sweeper = threading.Thread(target=self._sweep_forever, daemon=True,
                                                  name="fdbrecipes-results-sweeper")
                 self._sweeper.start()
 
     def _sweep_forever(self) -> None:
+        assert self._sweep_every is not None
         while True:
             time.sleep(self._sweep_every)  # a period between sweeps, not a synchronization
             try:

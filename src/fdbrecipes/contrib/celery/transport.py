@@ -45,13 +45,18 @@ from ._routing import Binding
 from ._settings import TransportSettings
 from ._shared import Shared, shared
 
-__all__ = ["Channel", "QoS", "Transport", "TransportSettings", "eta_delay"]
+__all__ = ["MAX_ETA_SECONDS", "Channel", "QoS", "Transport", "TransportSettings", "eta_delay"]
+
+
+#: The longest delay an ETA makes (ten years); a later ETA waits this long.
+MAX_ETA_SECONDS = 10 * 365 * 24 * 3600.0
 
 
 def eta_delay(headers: Any, now: Optional[datetime.datetime] = None) -> Optional[float]:
     """Seconds until the ``eta`` header (ISO 8601, as Celery writes it) of a message's
-    ``headers``; None when there is none, it cannot be read, or it has passed.  A
-    naive time is taken as local time (Celery writes aware ones)."""
+    ``headers``, at most :data:`MAX_ETA_SECONDS`; None when there is none, it cannot
+    be read, or it has passed.  A naive time is taken as local time (Celery writes
+    aware ones)."""
     eta = headers.get("eta") if isinstance(headers, dict) else None
     if not isinstance(eta, str):
         return None
@@ -62,7 +67,7 @@ def eta_delay(headers: Any, now: Optional[datetime.datetime] = None) -> Optional
     if now is None:
         now = datetime.datetime.now(datetime.timezone.utc if when.tzinfo else None)
     seconds = (when - now).total_seconds()
-    return seconds if seconds > 0 else None
+    return min(seconds, MAX_ETA_SECONDS) if seconds > 0 else None
 
 
 class QoS(virtual.QoS):
