@@ -45,8 +45,14 @@ from ._routing import Binding
 from ._settings import TransportSettings
 from ._shared import Shared, shared
 
-__all__ = ["MAX_ETA_SECONDS", "Channel", "QoS", "Transport", "TransportSettings", "eta_delay"]
+__all__ = ["MAX_ETA_SECONDS", "RECHECK_SECONDS", "Channel", "QoS", "Transport",
+           "TransportSettings", "eta_delay"]
 
+
+#: While a connection delivers from some queues, seconds before it asks again a queue
+#: it found empty (a claim is a transaction: asking an empty remote-control queue
+#: before every task would halve a worker's rate).
+RECHECK_SECONDS = 0.05
 
 #: The longest delay an ETA makes (ten years); a later ETA waits this long.
 MAX_ETA_SECONDS = 10 * 365 * 24 * 3600.0
@@ -128,6 +134,7 @@ class Channel(virtual.Channel):
         super().__init__(connection, **kwargs)
         self._buffers: Dict[str, Deque[Tuple[Dict[str, Any], str]]] = defaultdict(deque)
         self._no_ack: Set[str] = set()
+        self._empty_until: Dict[str, float] = {}
 
     @property
     def shared(self) -> Shared:
@@ -263,8 +270,12 @@ class Channel(virtual.Channel):
         return message
 
     def _get(self, queue: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The next message of ``queue``: from what the last claim took, else from a
+        claim of up to ``batch`` (within the prefetch window).  A queue found empty is
+        not asked again for :data:`RECHECK_SECONDS` while other queues deliver (when
+        none does, the connection waits on every queue's watch and asks them all)."""
         buffered = self._buffers[queue]
-        if not buffered:
+        if not buffered and time.monotonic() >= self._empty_until.get(queue, 0.0):
             leased = queue not in self._no_ack
             room = self.qos.can_consume_max_estimate() if leased else None
             n = self.shared.settings.batch
@@ -272,9 +283,15 @@ class Channel(virtual.Channel):
                 n = min(n, room - sum(len(b) for b in self._buffers.values()))
             if n > 0:
                 buffered.extend(self._take(queue, n, leased))
+                if not buffered:
+                    self._empty_until[queue] = time.monotonic() + RECHECK_SECONDS
         if not buffered:
             raise Empty()
         return buffered.popleft()[0]
+
+    def recheck(self) -> None:
+        """Ask every queue again at the next look (the connection waited)."""
+        self._empty_until.clear()
 
     def _take(self, queue: str, n: int, leased: bool) -> List[Tuple[Dict[str, Any], str]]:
         """Take up to ``n`` messages (under leases the keeper extends, if
@@ -448,3 +465,5 @@ class Transport(virtual.Transport):
             queues = sorted({q for ch in self.channels if ch.can_take()
                              for q in ch._active_queues})
             self._waiter.wait(queues, left)
+            for channel in self.channels:
+                channel.recheck()
