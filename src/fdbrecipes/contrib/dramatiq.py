@@ -103,9 +103,10 @@ class FdbBroker(dramatiq.Broker):
         with self._open_lock:
             if self._opened is None:
                 db = database(self._cluster_file)
-                self._opened = Queues(db, directory(db, self._path, self._cluster_file),
-                                      self._settings)
-                self._keeper = LeaseKeeper(db, self._settings.lease_seconds)
+                root = directory(db, self._path, self._cluster_file)
+                self._opened = Queues(db, root, self._settings)
+                self._keeper = LeaseKeeper(db, self._settings.lease_seconds,
+                                           clock_key=root.pack(("clock",)))
                 self._acker = Acker(self._opened)
             return self._opened
 
@@ -203,7 +204,9 @@ class FdbBroker(dramatiq.Broker):
 
 
 class _Consumer(dramatiq.Consumer):
-    """Claims messages of one queue under leases the broker's keeper extends."""
+    """Claims messages of one queue under leases the broker's keeper extends: up to
+    ``prefetch`` delivered and unacked, claimed once half of that is free (a busy
+    consumer claims in batches, not one message for each ack)."""
 
     def __init__(self, broker: FdbBroker, queue_name: str, prefetch: int,
                  timeout: int) -> None:
@@ -219,7 +222,7 @@ class _Consumer(dramatiq.Consumer):
         if not self._buffer:
             with self._settled:
                 room = self._prefetch - self._outstanding
-                if room <= 0:  # wait for an ack, at most the timeout
+                if room < max(1, self._prefetch // 2):  # claim in batches: wait for acks
                     self._settled.wait(self._timeout)
                     return None
             self._claim(room)

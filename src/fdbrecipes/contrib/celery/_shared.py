@@ -53,7 +53,7 @@ class Shared:
         self.acker = Acker(self.queues)
         self.keeper = LeaseKeeper(self.db, settings.lease_seconds,
                                   period=min(settings.lease_seconds / 3, _MAX_PERIOD),
-                                  also=self._touch_consumed)
+                                  also=self._touch_consumed, clock_key=root.pack(("clock",)))
         self._consumed: Counter[str] = Counter()
         self._auto_delete: Set[str] = set()
         self._lock = threading.Lock()

@@ -277,10 +277,7 @@ class Channel(virtual.Channel):
         buffered = self._buffers[queue]
         if not buffered and time.monotonic() >= self._empty_until.get(queue, 0.0):
             leased = queue not in self._no_ack
-            room = self.qos.can_consume_max_estimate() if leased else None
-            n = self.shared.settings.batch
-            if room is not None:
-                n = min(n, room - sum(len(b) for b in self._buffers.values()))
+            n = self._claim_size() if leased else self.shared.settings.batch
             if n > 0:
                 buffered.extend(self._take(queue, n, leased))
                 if not buffered:
@@ -288,6 +285,19 @@ class Channel(virtual.Channel):
         if not buffered:
             raise Empty()
         return buffered.popleft()[0]
+
+    def _claim_size(self) -> int:
+        """How many messages a claim for this channel takes now: up to ``batch``,
+        within the prefetch window (delivered and unacked messages count, and so do
+        those claimed and not delivered yet); 0 while less than half of
+        ``min(batch, window)`` is free, so that a busy consumer claims in batches
+        rather than one message for each ack."""
+        batch = int(self.shared.settings.batch)
+        window = self.qos.prefetch_count
+        if not window:
+            return batch
+        room = self.qos.can_consume_max_estimate() - sum(len(b) for b in self._buffers.values())
+        return min(batch, room) if room >= max(1, min(batch, window) // 2) else 0
 
     def recheck(self) -> None:
         """Ask every queue again at the next look (the connection waited)."""
@@ -319,10 +329,14 @@ class Channel(virtual.Channel):
             if held is not None:
                 self.shared.queues.release(held, count=False)
 
-    def can_take(self) -> bool:
-        """Whether this channel would take a message now (it has consumers and
-        prefetch room)."""
-        return bool(self._consumers) and bool(self.qos.can_consume())
+    def waitable(self) -> List[str]:
+        """The queues this channel would take a message from now: those it consumes
+        without acks, and the others while its prefetch window has room for a
+        claim."""
+        if not self._consumers:
+            return []
+        room = self._claim_size() > 0
+        return [q for q in self._active_queues if room or q in self._no_ack]
 
     def close(self) -> None:
         if not self.closed:
@@ -462,8 +476,7 @@ class Transport(virtual.Transport):
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise socket.timeout()
-            queues = sorted({q for ch in self.channels if ch.can_take()
-                             for q in ch._active_queues})
+            queues = sorted({q for ch in self.channels for q in ch.waitable()})
             self._waiter.wait(queues, left)
             for channel in self.channels:
                 channel.recheck()
