@@ -128,6 +128,25 @@ class Row(NamedTuple):
     drain: Optional[float]    # jobs per second, the workers
 
 
+def median(values: List[float]) -> Optional[float]:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def summary(rows: List[Row]) -> Row:
+    """The medians of one system's rounds."""
+    return Row(rows[0].system, median([r.enqueue for r in rows if r.enqueue]),
+               median([r.drain for r in rows if r.drain]))
+
+
+def spread(values: List[Optional[float]]) -> str:
+    found = [v for v in values if v]
+    return f"{min(found):,.0f}-{max(found):,.0f}" if found else "-"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -246,7 +265,9 @@ def ratio(a: Optional[float], b: Optional[float]) -> str:
     return f"{a / b:.2f}" if a and b else "-"
 
 
-def table(rows: Dict[str, Row]) -> str:
+def table(rounds: Dict[str, List[Row]]) -> str:
+    """Medians over the rounds, their ratios, then each system's range."""
+    rows = {name: summary(found) for name, found in rounds.items()}
     lines = [f"{'system':<24}{'enqueue/s':>11}{'drain/s':>10}   enqueue x always/default"
              "   drain x always/default"]
     for name, row in rows.items():
@@ -263,7 +284,11 @@ def table(rows: Dict[str, Row]) -> str:
             f"{ratio(row.enqueue, default and default.enqueue):<6}"
             f"{'':>10}{ratio(row.drain, always and always.drain):>6} / "
             f"{ratio(row.drain, default and default.drain):<6}")
-    lines.append("(native and commit rows: ratios to Dramatiq on Redis)")
+    lines.append("(medians; native and commit rows: ratios to Dramatiq on Redis)")
+    lines.append(f"{'ranges over the rounds':<24}{'enqueue/s':>16}{'drain/s':>16}")
+    for name, found in rounds.items():
+        lines.append(f"{name:<24}{spread([r.enqueue for r in found]):>16}"
+                     f"{spread([r.drain for r in found]):>16}")
     return "\n".join(lines)
 
 
@@ -272,6 +297,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="measure every system this many times, in turn (medians)")
     parser.add_argument("--only", default=",".join(SYSTEMS),
                         help="comma-separated systems: " + ", ".join(SYSTEMS))
     parser.add_argument("--out", default="bench-results/peers.json")
@@ -284,26 +311,30 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} on {os.cpu_count()} cores", file=sys.stderr)
-    rows: Dict[str, Row] = {}
+    rounds: Dict[str, List[Row]] = {system: [] for system in chosen}
     with tempfile.TemporaryDirectory(prefix="fdbrecipes-peers-") as tmp, \
             local_cluster() as cluster_file:
         workdir = Path(tmp)
-        (workdir / "peers_app.py").write_text(textwrap.dedent(APP))
         base_env = {**os.environ, "FDB_CLUSTER_FILE": cluster_file, "PYTHONPATH": str(workdir)}
-        for system in chosen:
-            print(f"{system} ...", file=sys.stderr)
-            if "-redis-" in system:
-                with redis_server(system.endswith("always"), workdir) as url:
-                    rows[system] = measure(system, workdir, {**base_env, "PEERS_REDIS": url},
-                                           args)
-            else:
-                rows[system] = measure(system, workdir, base_env, args)
-            print(f"  {rows[system]}", file=sys.stderr)
-    print(table(rows))
+        for r in range(args.rounds):
+            for system in chosen:
+                print(f"round {r + 1}: {system} ...", file=sys.stderr)
+                run_dir = workdir / f"round-{r}"
+                run_dir.mkdir(exist_ok=True)
+                (run_dir / "peers_app.py").write_text(textwrap.dedent(APP))
+                env = {**base_env, "PYTHONPATH": str(run_dir)}
+                if "-redis-" in system:
+                    with redis_server(system.endswith("always"), run_dir) as url:
+                        row = measure(system, run_dir, {**env, "PEERS_REDIS": url}, args)
+                else:
+                    row = measure(system, run_dir, env, args)
+                rounds[system].append(row)
+                print(f"  {row}", file=sys.stderr)
+    print(table(rounds))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": vars(args), "load": load,
-                               "rows": [r._asdict() for r in rows.values()]}, indent=2))
+    out.write_text(json.dumps({"settings": vars(args), "load": load, "rounds": {
+        name: [r._asdict() for r in found] for name, found in rounds.items()}}, indent=2))
     return 0
 
 
