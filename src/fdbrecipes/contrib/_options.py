@@ -33,7 +33,7 @@ def check_count(value: Any, name: str, *, optional: bool = False) -> Optional[in
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value!r}")
-    return value
+    return int(value)
 
 
 def check_cluster_file(value: Any, name: str = "cluster_file") -> Optional[str]:
@@ -44,4 +44,4 @@ def check_cluster_file(value: Any, name: str = "cluster_file") -> Optional[str]:
     """
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{name} must be a path (str), not {type(value).__name__}")
-    return value
+    return None if value is None else str(value)
