@@ -114,6 +114,23 @@ def test_dramatiq_workers_run_messages_delays_and_dead_letters(make_dramatiq: An
     assert letter.reason == "ValueError: boom bad"
 
 
+def test_flush_drops_waiting_delayed_and_dead_messages(make_dramatiq: Any) -> None:
+    d = make_dramatiq()
+    for i in range(5):
+        d.module.work.send(f"m{i}")
+    d.module.work.send_with_options(args=("later",), delay=60_000)
+    stats = d.broker.store.structure("default").stats(d.db)
+    assert (stats.visible, stats.delayed) == (5, 1)
+    with pytest.raises(dramatiq.errors.QueueJoinTimeout):
+        d.broker.join("default", timeout=200)
+    d.broker.flush_all()
+    d.broker.join("default", timeout=10_000)          # nothing left to wait for
+    d.module.work.send("after")                       # the queue works on
+    assert d.broker.store.structure("default").stats(d.db).visible == 1
+    d.broker.flush("default")
+    assert d.settled()
+
+
 def test_a_message_killed_mid_run_runs_again_after_its_lease_and_only_once(
         make_dramatiq: Any) -> None:
     lease = 6.0
