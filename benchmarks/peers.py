@@ -7,8 +7,8 @@ one run, for each system:
   (Celery ``delay()``, Dramatiq ``send()``, ``Queue.push(db, ...)``): jobs per second;
 * **drain**: with the jobs waiting, ``--processes`` worker processes of ``--threads``
   threads each start (Celery: ``celery worker -P threads -c 8`` per process;
-  Dramatiq: ``dramatiq -p 4 -t 8``; native: ``fdbrecipes worker --concurrency 8``
-  per process) and run them: jobs per second from the first job's end to the last's
+  Dramatiq: ``dramatiq -p 4 -t 8``; native: ``fdbrecipes worker --processes 4
+  --concurrency 8``) and run them: jobs per second from the first job's end to the last's
   (each job appends one byte to its process's file; the parent counts the bytes every
   10 ms).
 
@@ -221,7 +221,7 @@ class Run:
             return [[sys.executable, "-m", "dramatiq", "peers_app", "-p", str(p), "-t", str(t)]]
         return [[sys.executable, "-m", "fdbrecipes", "worker", "peers_app:handle",
                  "--directory", f"{self.env['PEERS_DIRECTORY']}/jobs", "--kind", "queue",
-                 "--concurrency", str(t)] for _ in range(p)]
+                 "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING"]]
 
     def done(self) -> int:
         return sum(f.stat().st_size for f in self.counts.iterdir())
