@@ -85,6 +85,13 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str,
         time.sleep(every)
 
 
+def settled(db: Any, structure: Any) -> bool:
+    """Nothing waits, is delayed or is in flight in ``structure`` (a Queue or
+    PriorityQueue): every message was acked or buried.  1 snapshot read."""
+    stats = structure.stats(db)
+    return bool(stats.visible + stats.delayed + stats.in_flight == 0)
+
+
 class Worker:
     """A worker process in its own process group (so a kill reaches its pool), its
     output in a file; :meth:`kill` SIGKILLs the group, :meth:`stop` SIGTERMs and

@@ -22,7 +22,7 @@ import pytest
 
 from fdbrecipes import Queue
 
-from .frameworks import Setup, crash_run, run_example, wait_until
+from .frameworks import Setup, crash_run, run_example, settled, wait_until
 
 celery = pytest.importorskip("celery", reason="the celery extra needs Python >= 3.10")
 
@@ -129,8 +129,7 @@ class Celery(Setup):
 
     def settled(self, name: str = "celery") -> bool:
         """Nothing waits, is delayed or is in flight in queue ``name``."""
-        stats = self.queue(name).stats(self.db)
-        return stats.visible + stats.delayed + stats.in_flight == 0
+        return settled(self.db, self.queue(name))
 
     def close(self) -> None:
         self.app.close()

@@ -12,7 +12,7 @@ from typing import Any, Iterator, List
 
 import pytest
 
-from .frameworks import Setup, crash_run, run_example, wait_until
+from .frameworks import Setup, crash_run, run_example, settled, wait_until
 
 dramatiq = pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
 
@@ -73,8 +73,7 @@ class Dramatiq(Setup):
         return w
 
     def settled(self) -> bool:
-        stats = self.broker.store.structure("default").stats(self.db)
-        return stats.visible + stats.delayed + stats.in_flight == 0
+        return settled(self.db, self.broker.store.structure("default"))
 
     def close(self) -> None:
         self.broker.close()
