@@ -14,8 +14,10 @@ one run, for each system:
 
 Systems: Celery and Dramatiq on this transport/broker, on Redis with ``appendfsync
 always`` (as durable as a FoundationDB commit) and on Redis with its default settings;
-the native ``fdbrecipes worker``; and FoundationDB's 1-key commit from one client, the
-floor of a one-call-per-job enqueue.  Redis (Debian's ``redis-server``: ``apt-get
+the native ``fdbrecipes worker``; the simplest code on the library (``bare``: the same
+pushes; ``--processes`` processes each looping ``claim_many`` of 16, the jobs, one
+``ack_many``); and FoundationDB's 1-key commit from one client, the floor of a
+one-call-per-job enqueue.  Redis (Debian's ``redis-server``: ``apt-get
 install -y redis-server``) is started on free loopback ports and stopped afterwards;
 FoundationDB is ``FDB_CLUSTER_FILE``'s cluster or a throwaway local server.  Needs the
 ``peers`` extra (``pip install -e '.[peers]'``).  Run it on a quiet machine: workers,
@@ -50,7 +52,7 @@ _fd = os.open(os.path.join(os.environ["PEERS_COUNT_DIR"], str(os.getpid())),
 def tick():
     os.write(_fd, b"x")
 
-if SYSTEM in ("celery-fdb", "dramatiq-fdb", "native", "commit"):
+if SYSTEM in ("celery-fdb", "dramatiq-fdb", "native", "bare", "commit"):
     import fdb
     fdb.api_version(730)
 
@@ -93,7 +95,7 @@ elif SYSTEM.startswith("dramatiq"):
         for _ in range(n):
             noop.send()
 
-else:  # native, and the 1-key commit
+else:  # native, bare, and the 1-key commit
     from fdbrecipes import Queue
     db = fdb.open(FDB["cluster_file"])
     jobs = Queue(fdb.directory.create_or_open(db, (FDB["directory"], "jobs")))
@@ -102,7 +104,7 @@ else:  # native, and the 1-key commit
         tick()
 
     def send(n):
-        if SYSTEM == "native":
+        if SYSTEM in ("native", "bare"):
             for _ in range(n):
                 jobs.push(db, b"noop")
         else:
@@ -111,15 +113,29 @@ else:  # native, and the 1-key commit
                 db[space.pack((i,))] = b""
             db.clear_range(space.range().start, space.range().stop)
 
+    def drain():
+        """The simplest consumer: claim a batch under leases (among the 8 oldest),
+        run it, ack it in one transaction; wait on the queue's watch when empty."""
+        while True:
+            leases = jobs.claim_many(db, 16, 30.0, spread=8)
+            if not leases:
+                jobs.wait(db, timeout=1.0)
+                continue
+            for lease in leases:
+                handle(lease)
+            jobs.ack_many(db, leases)
+
 if __name__ == "__main__":
     import sys
+    if sys.argv[1] == "drain":
+        drain()
     start = time.perf_counter()
     send(int(sys.argv[1]))
     print(time.perf_counter() - start)
 '''
 
 SYSTEMS = ["celery-fdb", "celery-redis-always", "celery-redis-default", "dramatiq-fdb",
-           "dramatiq-redis-always", "dramatiq-redis-default", "native", "commit"]
+           "dramatiq-redis-always", "dramatiq-redis-default", "native", "bare", "commit"]
 
 
 class Row(NamedTuple):
@@ -219,6 +235,8 @@ class Run:
                      "--without-gossip", "-l", "WARNING"] for i in range(p)]
         if self.system.startswith("dramatiq"):
             return [[sys.executable, "-m", "dramatiq", "peers_app", "-p", str(p), "-t", str(t)]]
+        if self.system == "bare":
+            return [[sys.executable, "peers_app.py", "drain"] for _ in range(p)]
         return [[sys.executable, "-m", "fdbrecipes", "worker", "peers_app:handle",
                  "--directory", f"{self.env['PEERS_DIRECTORY']}/jobs", "--kind", "queue",
                  "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING"]]
@@ -284,7 +302,7 @@ def table(rounds: Dict[str, List[Row]]) -> str:
             f"{ratio(row.enqueue, default and default.enqueue):<6}"
             f"{'':>10}{ratio(row.drain, always and always.drain):>6} / "
             f"{ratio(row.drain, default and default.drain):<6}")
-    lines.append("(medians; native and commit rows: ratios to Dramatiq on Redis)")
+    lines.append("(medians; native, bare and commit rows: ratios to Dramatiq on Redis)")
     lines.append(f"{'ranges over the rounds':<24}{'enqueue/s':>16}{'drain/s':>16}")
     for name, found in rounds.items():
         lines.append(f"{name:<24}{spread([r.enqueue for r in found]):>16}"
