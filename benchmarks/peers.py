@@ -1,0 +1,360 @@
+"""Celery and Dramatiq on fdbrecipes against the same on Redis, and the native worker.
+
+``python benchmarks/peers.py [--jobs 3000] [--processes 4] [--threads 8]`` measures, in
+one run, for each system:
+
+* **enqueue**: one caller process sends ``--jobs`` no-op jobs, one call per job
+  (Celery ``delay()``, Dramatiq ``send()``, ``Queue.push(db, ...)``): jobs per second;
+* **drain**: with the jobs waiting, ``--processes`` worker processes of ``--threads``
+  threads each start (Celery: ``celery worker -P threads -c 8`` per process;
+  Dramatiq: ``dramatiq -p 4 -t 8``; native: ``fdbrecipes worker --processes 4
+  --concurrency 8``) and run them: jobs per second from the first job's end to the last's
+  (each job appends one byte to its process's file; the parent counts the bytes every
+  10 ms).
+
+Systems: Celery and Dramatiq on this transport/broker, on Redis with ``appendfsync
+always`` (as durable as a FoundationDB commit) and on Redis with its default settings;
+the native ``fdbrecipes worker``; the simplest code on the library (``bare``: the same
+pushes; ``--processes`` processes each looping ``claim_many`` of 16, the jobs, one
+``ack_many``); and FoundationDB's 1-key commit from one client, the floor of a
+one-call-per-job enqueue.  Redis (Debian's ``redis-server``: ``apt-get
+install -y redis-server``) is started on free loopback ports and stopped afterwards;
+FoundationDB is ``FDB_CLUSTER_FILE``'s cluster or a throwaway local server.  Needs the
+``peers`` extra (``pip install -e '.[peers]'``).  Run it on a quiet machine: workers,
+callers and servers share its cores.  Results: a table on stdout, ``--out`` JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
+
+#: The module every worker and caller imports: one no-op job per framework.
+APP = '''
+import os, time
+SYSTEM = os.environ["PEERS_SYSTEM"]
+_fd = os.open(os.path.join(os.environ["PEERS_COUNT_DIR"], str(os.getpid())),
+              os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+def tick():
+    os.write(_fd, b"x")
+
+if SYSTEM in ("celery-fdb", "dramatiq-fdb", "native", "bare", "commit"):
+    import fdb
+    fdb.api_version(730)
+
+FDB = {"cluster_file": os.environ.get("FDB_CLUSTER_FILE"),
+       "directory": os.environ.get("PEERS_DIRECTORY", "peers")}
+
+if SYSTEM.startswith("celery"):
+    from celery import Celery
+    if SYSTEM == "celery-fdb":
+        app = Celery("peers_app", broker="fdbrecipes://")
+        app.conf.broker_transport = "fdbrecipes.contrib.celery:Transport"
+        app.conf.broker_transport_options = FDB
+    else:
+        app = Celery("peers_app", broker=os.environ["PEERS_REDIS"])
+    app.conf.task_ignore_result = True
+
+    @app.task
+    def noop():
+        tick()
+
+    def send(n):
+        for _ in range(n):
+            noop.delay()
+
+elif SYSTEM.startswith("dramatiq"):
+    import dramatiq
+    if SYSTEM == "dramatiq-fdb":
+        from fdbrecipes.contrib.dramatiq import FdbBroker
+        broker = FdbBroker(**FDB)
+    else:
+        from dramatiq.brokers.redis import RedisBroker
+        broker = RedisBroker(url=os.environ["PEERS_REDIS"])
+    dramatiq.set_broker(broker)
+
+    @dramatiq.actor
+    def noop():
+        tick()
+
+    def send(n):
+        for _ in range(n):
+            noop.send()
+
+else:  # native, bare, and the 1-key commit
+    from fdbrecipes import Queue
+    db = fdb.open(FDB["cluster_file"])
+    jobs = Queue(fdb.directory.create_or_open(db, (FDB["directory"], "jobs")))
+
+    def handle(job):
+        tick()
+
+    def send(n):
+        if SYSTEM in ("native", "bare"):
+            for _ in range(n):
+                jobs.push(db, b"noop")
+        else:
+            space = fdb.Subspace(("peers-commit", os.getpid()))
+            for i in range(n):
+                db[space.pack((i,))] = b""
+            db.clear_range(space.range().start, space.range().stop)
+
+    def drain():
+        """The simplest consumer: claim a batch under leases (among the 8 oldest),
+        run it, ack it in one transaction; wait on the queue's watch when empty."""
+        while True:
+            leases = jobs.claim_many(db, 16, 30.0, spread=8)
+            if not leases:
+                jobs.wait(db, timeout=1.0)
+                continue
+            for lease in leases:
+                handle(lease)
+            jobs.ack_many(db, leases)
+
+if __name__ == "__main__":
+    import sys
+    if sys.argv[1] == "drain":
+        drain()
+    start = time.perf_counter()
+    send(int(sys.argv[1]))
+    print(time.perf_counter() - start)
+'''
+
+SYSTEMS = ["celery-fdb", "celery-redis-always", "celery-redis-default", "dramatiq-fdb",
+           "dramatiq-redis-always", "dramatiq-redis-default", "native", "bare", "commit"]
+
+
+class Row(NamedTuple):
+    system: str
+    enqueue: Optional[float]  # jobs per second, one caller
+    drain: Optional[float]    # jobs per second, the workers
+
+
+def median(values: List[float]) -> Optional[float]:
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def summary(rows: List[Row]) -> Row:
+    """The medians of one system's rounds."""
+    return Row(rows[0].system, median([r.enqueue for r in rows if r.enqueue]),
+               median([r.drain for r in rows if r.drain]))
+
+
+def spread(values: List[Optional[float]]) -> str:
+    found = [v for v in values if v]
+    return f"{min(found):,.0f}-{max(found):,.0f}" if found else "-"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def redis_server(durable: bool, workdir: Path) -> Iterator[str]:
+    """A ``redis-server`` on a free loopback port (``appendfsync always`` if
+    ``durable``, else Debian's defaults), its URL; stopped on exit."""
+    program = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.path.exists(program):
+        raise SystemExit("redis-server not found: apt-get install -y redis-server")
+    port = free_port()
+    data = workdir / f"redis-{port}"
+    data.mkdir()
+    args = [program, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
+            "--daemonize", "no"]
+    if durable:
+        args += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), \
+                    socket.create_connection(("127.0.0.1", port), 1) as c:
+                c.sendall(b"PING\r\n")
+                if c.recv(16).startswith(b"+PONG"):
+                    break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"redis-server on port {port} did not start")
+            time.sleep(0.05)  # polling a starting server, with a deadline
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+class Run:
+    """One system's measurement: its environment, its counter files, its workers."""
+
+    def __init__(self, system: str, workdir: Path, env: Dict[str, str], args: Any) -> None:
+        self.system = system
+        self.args = args
+        self.counts = workdir / f"counts-{system}"
+        self.counts.mkdir()
+        self.env = {**env, "PEERS_SYSTEM": system.split("-redis")[0] + (
+            "-redis" if "-redis" in system else ""), "PEERS_COUNT_DIR": str(self.counts),
+            "PEERS_DIRECTORY": f"peers-{uuid.uuid4().hex[:12]}"}
+        self.workdir = workdir
+
+    def enqueue(self) -> float:
+        """Seconds one caller took to send the jobs."""
+        done = subprocess.run([sys.executable, "peers_app.py", str(self.args.jobs)],
+                              cwd=self.workdir, env=self.env, capture_output=True, text=True,
+                              timeout=1800)
+        if done.returncode != 0:
+            raise SystemExit(f"{self.system}: enqueue failed:\n{done.stderr[-3000:]}")
+        return float(done.stdout.strip().splitlines()[-1])
+
+    def worker_commands(self) -> List[List[str]]:
+        p, t = self.args.processes, self.args.threads
+        if self.system.startswith("celery"):
+            return [[sys.executable, "-m", "celery", "-A", "peers_app", "worker", "-P",
+                     "threads", "-c", str(t), "-n", f"w{i}@%h", "--without-mingle",
+                     "--without-gossip", "-l", "WARNING"] for i in range(p)]
+        if self.system.startswith("dramatiq"):
+            return [[sys.executable, "-m", "dramatiq", "peers_app", "-p", str(p), "-t", str(t)]]
+        if self.system == "bare":
+            return [[sys.executable, "peers_app.py", "drain"] for _ in range(p)]
+        return [[sys.executable, "-m", "fdbrecipes", "worker", "peers_app:handle",
+                 "--directory", f"{self.env['PEERS_DIRECTORY']}/jobs", "--kind", "queue",
+                 "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING"]]
+
+    def done(self) -> int:
+        return sum(f.stat().st_size for f in self.counts.iterdir())
+
+    def drain(self) -> float:
+        """Jobs per second from the first job's end to the last's."""
+        procs = [subprocess.Popen(cmd, cwd=self.workdir, env=self.env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True) for cmd in self.worker_commands()]
+        try:
+            deadline = time.monotonic() + 600
+            first = None
+            while True:
+                n = self.done()
+                now = time.perf_counter()
+                if n and first is None:
+                    first = (now, n)
+                if n >= self.args.jobs:
+                    break
+                if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                    raise SystemExit(f"{self.system}: {n} of {self.args.jobs} jobs ran")
+                time.sleep(0.01)  # the sampling period of the count
+            assert first is not None
+            return (n - first[1]) / (now - first[0])
+        finally:
+            for p in procs:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=60)
+
+
+def measure(system: str, workdir: Path, env: Dict[str, str], args: Any) -> Row:
+    run = Run(system, workdir, env, args)
+    seconds = run.enqueue()
+    enqueue = args.jobs / seconds
+    drain = None if system == "commit" else run.drain()
+    return Row(system, enqueue, drain)
+
+
+def ratio(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def table(rounds: Dict[str, List[Row]]) -> str:
+    """Medians over the rounds, their ratios, then each system's range."""
+    rows = {name: summary(found) for name, found in rounds.items()}
+    lines = [f"{'system':<24}{'enqueue/s':>11}{'drain/s':>10}   enqueue x always/default"
+             "   drain x always/default"]
+    for name, row in rows.items():
+        base = name.split("-")[0]
+        always = rows.get(f"{base}-redis-always") if base in ("celery", "dramatiq") \
+            else rows.get("dramatiq-redis-always")
+        default = rows.get(f"{base}-redis-default") if base in ("celery", "dramatiq") \
+            else rows.get("dramatiq-redis-default")
+        enq = f"{row.enqueue:,.0f}" if row.enqueue else "-"
+        dr = f"{row.drain:,.0f}" if row.drain else "-"
+        lines.append(
+            f"{name:<24}{enq:>11}{dr:>10}   "
+            f"{ratio(row.enqueue, always and always.enqueue):>6} / "
+            f"{ratio(row.enqueue, default and default.enqueue):<6}"
+            f"{'':>10}{ratio(row.drain, always and always.drain):>6} / "
+            f"{ratio(row.drain, default and default.drain):<6}")
+    lines.append("(medians; native, bare and commit rows: ratios to Dramatiq on Redis)")
+    lines.append(f"{'ranges over the rounds':<24}{'enqueue/s':>16}{'drain/s':>16}")
+    for name, found in rounds.items():
+        lines.append(f"{name:<24}{spread([r.enqueue for r in found]):>16}"
+                     f"{spread([r.drain for r in found]):>16}")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=3000)
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="measure every system this many times, in turn (medians)")
+    parser.add_argument("--only", default=",".join(SYSTEMS),
+                        help="comma-separated systems: " + ", ".join(SYSTEMS))
+    parser.add_argument("--out", default="bench-results/peers.json")
+    args = parser.parse_args(argv)
+    chosen = [s for s in args.only.split(",") if s]
+    unknown = set(chosen) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    from fdbrecipes.testing import local_cluster
+
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} on {os.cpu_count()} cores", file=sys.stderr)
+    rounds: Dict[str, List[Row]] = {system: [] for system in chosen}
+    with tempfile.TemporaryDirectory(prefix="fdbrecipes-peers-") as tmp, \
+            local_cluster() as cluster_file:
+        workdir = Path(tmp)
+        base_env = {**os.environ, "FDB_CLUSTER_FILE": cluster_file, "PYTHONPATH": str(workdir)}
+        for r in range(args.rounds):
+            for system in chosen:
+                print(f"round {r + 1}: {system} ...", file=sys.stderr)
+                run_dir = workdir / f"round-{r}"
+                run_dir.mkdir(exist_ok=True)
+                (run_dir / "peers_app.py").write_text(textwrap.dedent(APP))
+                env = {**base_env, "PYTHONPATH": str(run_dir)}
+                if "-redis-" in system:
+                    with redis_server(system.endswith("always"), run_dir) as url:
+                        row = measure(system, run_dir, {**env, "PEERS_REDIS": url}, args)
+                else:
+                    row = measure(system, run_dir, env, args)
+                rounds[system].append(row)
+                print(f"  {row}", file=sys.stderr)
+    print(table(rounds))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"settings": vars(args), "load": load, "rounds": {
+        name: [r._asdict() for r in found] for name, found in rounds.items()}}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The kombu transport's options (``broker_transport_options``), checked.
+
+Every option has a default; a wrong type or value raises ``TypeError`` or
+``ValueError`` naming the option before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Tuple
+
+from .._database import directory_path
+from .._options import check_cluster_file, check_count, check_seconds
+
+__all__ = ["TransportSettings"]
+
+
+def _seconds(options: Mapping[str, Any], name: str, default: float) -> float:
+    return check_seconds(options.get(name, default), name)
+
+
+def _count(options: Mapping[str, Any], name: str, default: int) -> int:
+    return check_count(options.get(name, default), name) or default
+
+
+@dataclass(frozen=True)
+class TransportSettings:
+    """What ``broker_transport_options`` may set.
+
+    Attributes:
+        cluster_file: the cluster file (None: ``FDB_CLUSTER_FILE`` or the default).
+        directory: the directory the transport keeps its keys in (``"celery"``).
+        lease_seconds: a claimed message's lease; a worker's heartbeat extends the
+            leases it holds about every third of it, so this is how long a dead
+            worker's messages wait before they are delivered again (30).
+        spread: claims from a plain queue take one of this many oldest messages
+            (so workers rarely collide); priority queues claim in strict order (8).
+        batch: most messages one claim takes for a consumer, within its prefetch (32).
+        max_deliveries: deliveries after which a message whose lease ends without
+            ack (its worker died each time) becomes a dead letter; None: never.
+        auto_delete_expires: seconds an ``auto_delete`` queue declared without
+            ``x-expires`` outlives its last consumer's heartbeat (600).
+        expiry_grace: seconds past its expiry before an expiring queue nobody
+            consumes is deleted by the next publish to it (30).
+    """
+
+    cluster_file: Optional[str] = None
+    directory: Tuple[str, ...] = ("celery",)
+    lease_seconds: float = 30.0
+    spread: int = 8
+    batch: int = 32
+    max_deliveries: Optional[int] = None
+    auto_delete_expires: float = 600.0
+    expiry_grace: float = 30.0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> TransportSettings:
+        """The settings in ``options`` (kombu's ``transport_options``); other keys
+        (kombu's own, such as ``polling_interval``) are left alone.
+
+        Raises:
+            TypeError or ValueError: an option's value is wrong (named).
+        """
+        return cls(
+            cluster_file=check_cluster_file(options.get("cluster_file")),
+            directory=directory_path(options.get("directory", cls.directory), "directory"),
+            lease_seconds=_seconds(options, "lease_seconds", cls.lease_seconds),
+            spread=_count(options, "spread", cls.spread),
+            batch=_count(options, "batch", cls.batch),
+            max_deliveries=check_count(options.get("max_deliveries"), "max_deliveries",
+                                       optional=True),
+            auto_delete_expires=_seconds(options, "auto_delete_expires",
+                                         cls.auto_delete_expires),
+            expiry_grace=_seconds(options, "expiry_grace", cls.expiry_grace),
+        )

@@ -1,0 +1,113 @@
+"""What the kombu transports of one process share, per settings: the queues, the
+routing, the lease keeper, the acker and the set of queues being consumed.
+
+A Celery worker opens several connections (tasks, remote control, events); they share
+one :class:`Shared`, hence one heartbeat thread and one cache of queue kinds and
+bindings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any, Dict, Optional, Set
+
+from .._acker import Acker
+from .._database import database, directory, transact
+from .._keeper import LeaseKeeper
+from .._queues import Queues, QueueSettings
+from ._routing import Routing
+from ._settings import TransportSettings
+
+__all__ = ["Shared", "shared"]
+
+#: The keeper beats at least this often: it also keeps expiring queues alive, and
+#: Celery's remote-control queues expire after 10 seconds without a consumer.
+_MAX_PERIOD = 3.0
+
+_lock = threading.Lock()
+_shared: Dict[TransportSettings, Shared] = {}
+
+
+def shared(settings: TransportSettings) -> Shared:
+    """The process's :class:`Shared` for ``settings`` (made on first use: opens the
+    database and the directory, bounded by the first-contact timeout)."""
+    with _lock:
+        found = _shared.get(settings)
+        if found is None:
+            found = _shared[settings] = Shared(settings)
+        return found
+
+
+class Shared:
+    """One transport directory, as this process sees it."""
+
+    def __init__(self, settings: TransportSettings) -> None:
+        self.settings = settings
+        self.db = database(settings.cluster_file)
+        root = directory(self.db, settings.directory, settings.cluster_file)
+        self.queues = Queues(self.db, root, QueueSettings(
+            settings.lease_seconds, settings.spread, settings.max_deliveries,
+            settings.expiry_grace))
+        self.routing = Routing(self.db, root)
+        self.acker = Acker(self.queues)
+        self.keeper = LeaseKeeper(self.db, settings.lease_seconds,
+                                  period=min(settings.lease_seconds / 3, _MAX_PERIOD),
+                                  also=self._touch_consumed, clock_key=root.pack(("clock",)))
+        self._consumed: Counter[str] = Counter()
+        self._auto_delete: Set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- consumers and auto-delete queues ---------------------------------------------------
+
+    def consuming(self, queue: str) -> None:
+        """A consumer of ``queue`` started here: its expiry moves on with the
+        keeper's beats (the keeper starts now)."""
+        with self._lock:
+            self._consumed[queue] += 1
+        self.queues.touch([queue])
+        self.keeper.start()
+
+    def stopped_consuming(self, queue: str) -> bool:
+        """A consumer of ``queue`` stopped here; True when it was the last one here
+        and the queue was declared ``auto_delete`` here (the caller deletes it)."""
+        with self._lock:
+            self._consumed[queue] -= 1
+            if self._consumed[queue] > 0:
+                return False
+            del self._consumed[queue]
+            return queue in self._auto_delete
+
+    def auto_delete(self, queue: str) -> None:
+        """``queue`` was declared ``auto_delete``: it goes when its last consumer here
+        stops."""
+        with self._lock:
+            self._auto_delete.add(queue)
+
+    def _touch_consumed(self) -> None:
+        with self._lock:
+            names = list(self._consumed)
+        self.queues.touch(names)
+
+    # -- deleting -------------------------------------------------------------------------
+
+    def delete_queue(self, queue: str) -> None:
+        """Delete ``queue``, its messages and its bindings, in one transaction."""
+        transact(self.db, self._delete_queue, queue)
+        self.queues.forget(queue)
+        with self._lock:
+            self._auto_delete.discard(queue)
+
+    def _delete_queue(self, tr: Any, queue: str) -> None:
+        self.queues.delete(tr, queue)
+        self.routing.drop_queue(tr, queue)
+
+    def delete_exchange(self, exchange: str) -> None:
+        """Delete ``exchange`` and its bindings (its queues stay, as in AMQP)."""
+        transact(self.db, self.routing.delete_exchange, exchange)
+
+    def put(self, queue: str, payload: bytes, priority: int, delay: Optional[float]) -> None:
+        """Push a message to ``queue``; an expiring queue nobody consumes any more is
+        deleted instead (see :meth:`Queues.put`)."""
+        if not self.queues.put(queue, payload, priority, delay):
+            self.delete_queue(queue)

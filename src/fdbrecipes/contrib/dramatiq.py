@@ -1,0 +1,283 @@
+"""A Dramatiq broker on fdbrecipes' Queue.
+
+::
+
+    import fdb
+    fdb.api_version(730)
+    import dramatiq
+    from fdbrecipes.contrib.dramatiq import FdbBroker
+
+    dramatiq.set_broker(FdbBroker(directory="myapp/dramatiq"))
+
+Each Dramatiq queue is a :class:`fdbrecipes.Queue`.  A consumer *claims* messages
+(the message and its lease in one transaction: no crash loses one in between), the
+process's heartbeat extends the leases it holds, ``ack`` acks, ``nack`` makes the
+message a dead letter of the queue (``Queue.dead``) with the actor's error as its
+reason, and a message whose worker died comes back after ``lease_seconds``.  A delayed
+message (``send_with_options(delay=...)``, retries) is pushed delayed: it waits in the
+cluster, not in a worker's memory, so Dramatiq's delay queues (``.DQ``) stay empty.
+Needs the ``dramatiq`` extra: ``pip install 'fdbrecipes[dramatiq]'``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from typing import Any, Deque, Dict, Iterable, List, Optional
+
+try:
+    import dramatiq
+    from dramatiq.errors import QueueJoinTimeout, QueueNotFound
+except ImportError as e:  # pragma: no cover (the extra is installed for the tests)
+    raise ImportError("fdbrecipes.contrib.dramatiq needs Dramatiq: pip install "
+                      "'fdbrecipes[dramatiq]'") from e
+
+from ._acker import Acker
+from ._database import database, directory, directory_path, transact
+from ._keeper import Held, LeaseKeeper
+from ._options import check_cluster_file, check_count, check_seconds
+from ._queues import Queues, QueueSettings
+
+__all__ = ["FdbBroker"]
+
+#: Longest reason stored with a dead letter (the library's limit).
+_REASON = 1_000
+
+
+class _Proxy(dramatiq.MessageProxy):
+    """A delivered message and the tag its lease is held under."""
+
+    def __init__(self, message: Any, tag: str) -> None:
+        super().__init__(message)
+        self.tag = tag
+
+
+def _reason(message: Any) -> str:
+    """Why a nacked message died: the actor's last error, if Dramatiq kept it."""
+    error = getattr(message, "_exception", None)
+    if error is None:
+        return "rejected by the worker (nack)"
+    return f"{type(error).__name__}: {error}"[:_REASON]
+
+
+class FdbBroker(dramatiq.Broker):
+    """A Dramatiq broker whose queues are :class:`fdbrecipes.Queue` structures.
+
+    Args:
+        cluster_file: the cluster file (None: ``FDB_CLUSTER_FILE`` or the default).
+        directory: the directory its keys live in (``"dramatiq"``; ``"a/b"`` or a
+            tuple).
+        lease_seconds: a claimed message's lease, extended by the heartbeat while
+            the worker holds it: how long a dead worker's messages wait.
+        spread: consumers claim among this many oldest messages (rarely colliding).
+        max_deliveries: deliveries after which a message whose lease keeps ending
+            without ack (its worker dies each time) becomes a dead letter; None: never.
+        middleware: as for :class:`dramatiq.Broker`.
+
+    Raises:
+        TypeError or ValueError: an option is wrong (named).
+    """
+
+    def __init__(self, *, cluster_file: Optional[str] = None, directory: Any = "dramatiq",
+                 lease_seconds: float = 30.0, spread: int = 8,
+                 max_deliveries: Optional[int] = None, middleware: Any = None) -> None:
+        self._cluster_file = check_cluster_file(cluster_file)
+        self._path = directory_path(directory, "directory")
+        self._settings = QueueSettings(
+            check_seconds(lease_seconds, "lease_seconds"),
+            check_count(spread, "spread") or 1,
+            check_count(max_deliveries, "max_deliveries", optional=True),
+            60.0)
+        self._opened: Optional[Queues] = None
+        self._keeper: Optional[LeaseKeeper] = None
+        self._acker: Optional[Acker] = None
+        self._open_lock = threading.Lock()
+        super().__init__(middleware=middleware)
+        self.queues: Dict[str, bool] = {}
+
+    @property
+    def store(self) -> Queues:
+        """The queues in the cluster (opened on first use, in the process using them)."""
+        with self._open_lock:
+            if self._opened is None:
+                db = database(self._cluster_file)
+                root = directory(db, self._path, self._cluster_file)
+                self._opened = Queues(db, root, self._settings)
+                self._keeper = LeaseKeeper(db, self._settings.lease_seconds,
+                                           clock_key=root.pack(("clock",)))
+                self._acker = Acker(self._opened)
+            return self._opened
+
+    @property
+    def keeper(self) -> LeaseKeeper:
+        """The heartbeat of the leases this process holds."""
+        self.store  # noqa: B018 (opens it)
+        assert self._keeper is not None
+        return self._keeper
+
+    @property
+    def acker(self) -> Acker:
+        """Where this process's acks go, to be committed in batches."""
+        self.store  # noqa: B018 (opens it)
+        assert self._acker is not None
+        return self._acker
+
+    def close(self) -> None:
+        """Commit the acks handed over, stop the heartbeat."""
+        if self._acker is not None:
+            self._acker.flush()
+        if self._keeper is not None:
+            self._keeper.close()
+
+    def declare_queue(self, queue_name: str) -> None:
+        """Declare ``queue_name`` (idempotent; no delay queue: delays wait in the
+        queue itself)."""
+        if queue_name in self.queues:
+            return
+        self.emit_before("declare_queue", queue_name)
+        self.queues[queue_name] = True
+        self.emit_after("declare_queue", queue_name)
+
+    def enqueue(self, message: Any, *, delay: Optional[int] = None) -> Any:
+        """Push ``message`` to its queue, visible after ``delay`` milliseconds.
+
+        Raises:
+            dramatiq.errors.QueueNotFound: its queue was not declared here.
+        """
+        if message.queue_name not in self.queues:
+            raise QueueNotFound(message.queue_name)
+        self.emit_before("enqueue", message, delay)
+        self.store.put(message.queue_name, message.encode(), 0,
+                       delay / 1000 if delay else None)
+        self.emit_after("enqueue", message, delay)
+        return message
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 30000) -> Any:
+        """A consumer of ``queue_name`` claiming up to ``prefetch`` messages, waiting
+        up to ``timeout`` milliseconds on a watch for one.
+
+        Raises:
+            dramatiq.errors.QueueNotFound: the queue was not declared here.
+        """
+        if queue_name not in self.queues:
+            raise QueueNotFound(queue_name)
+        return _Consumer(self, queue_name, prefetch, timeout)
+
+    def flush(self, queue_name: str) -> None:
+        """Drop every message of ``queue_name``: waiting, delayed, in flight (their
+        acks will fail, logged) and dead."""
+        transact(self.store.db, self.store.delete, queue_name)
+        self.store.forget(queue_name)
+
+    def flush_all(self) -> None:
+        """:meth:`flush` every declared queue."""
+        for queue_name in self.queues:
+            self.flush(queue_name)
+
+    def join(self, queue_name: str, *, interval: int = 100,
+             timeout: Optional[int] = None) -> None:
+        """Wait until ``queue_name`` holds nothing (visible, delayed or in flight),
+        checking its stats (one snapshot read) every ``interval`` milliseconds.  For
+        tests, as Dramatiq's other brokers.
+
+        Raises:
+            dramatiq.errors.QueueJoinTimeout: ``timeout`` milliseconds passed first.
+        """
+        if queue_name not in self.queues:
+            raise QueueNotFound(queue_name)
+        deadline = None if timeout is None else time.monotonic() + timeout / 1000
+        structure = self.store.structure(queue_name)
+        while True:
+            stats = structure.stats(self.store.db)
+            if stats.visible + stats.delayed + stats.in_flight == 0:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise QueueJoinTimeout(queue_name)
+            time.sleep(interval / 1000)
+
+    def dead_letters(self, queue_name: str) -> List[Any]:
+        """The dead letters of ``queue_name`` (:class:`fdbrecipes.DeadLetter`, their
+        values the encoded messages: ``dramatiq.Message.decode(letter.value)``)."""
+        return list(self.store.structure(queue_name).dead(self.store.db))
+
+
+class _Consumer(dramatiq.Consumer):
+    """Claims messages of one queue under leases the broker's keeper extends: up to
+    ``prefetch`` delivered and unacked, claimed once half of that is free (a busy
+    consumer claims in batches, not one message for each ack)."""
+
+    def __init__(self, broker: FdbBroker, queue_name: str, prefetch: int,
+                 timeout: int) -> None:
+        self._broker = broker
+        self._queue = queue_name
+        self._prefetch = max(prefetch, 1)
+        self._timeout = timeout / 1000
+        self._buffer: Deque[_Proxy] = deque()
+        self._outstanding = 0
+        self._settled = threading.Condition()
+
+    def __next__(self) -> Optional[_Proxy]:
+        if not self._buffer:
+            with self._settled:
+                room = self._prefetch - self._outstanding
+                if room < max(1, self._prefetch // 2):  # claim in batches: wait for acks
+                    self._settled.wait(self._timeout)
+                    return None
+            self._claim(room)
+            if not self._buffer:
+                self._broker.store.structure(self._queue).wait(self._broker.store.db,
+                                                              self._timeout)
+                self._claim(room)
+        if not self._buffer:
+            return None
+        with self._settled:
+            self._outstanding += 1
+        return self._buffer.popleft()
+
+    def _claim(self, n: int) -> None:
+        store = self._broker.store
+        structure = store.structure(self._queue)
+        for delivery in store.take(self._queue, n, leased=True):
+            proxy = _Proxy(dramatiq.Message.decode(delivery.payload), uuid.uuid4().hex)
+            self._broker.keeper.hold(proxy.tag, Held(structure, delivery.lease, delivery.blob))
+            self._buffer.append(proxy)
+
+    def _settle(self) -> None:
+        with self._settled:
+            self._outstanding -= 1
+            self._settled.notify_all()
+
+    def ack(self, message: dramatiq.MessageProxy) -> None:
+        """The message was processed: ack its lease, in a batch with other acks (a
+        lease lost meanwhile is logged, not acked)."""
+        held = self._broker.keeper.take(getattr(message, "tag", None))
+        if held is not None:
+            self._broker.acker.ack(held)
+        self._settle()
+
+    def nack(self, message: dramatiq.MessageProxy) -> None:
+        """The message failed for good: a dead letter of its queue, with the actor's
+        error as its reason."""
+        held = self._broker.keeper.take(getattr(message, "tag", None))
+        if held is not None:
+            self._broker.store.bury(held, _reason(message))
+        self._settle()
+
+    def requeue(self, messages: Iterable[dramatiq.MessageProxy]) -> None:
+        """Give back messages delivered but not processed (a worker shutting down),
+        at their places, no delivery counted."""
+        for message in messages:
+            held = self._broker.keeper.take(getattr(message, "tag", None))
+            if held is not None:
+                self._broker.store.release(held, count=False)
+            self._settle()
+
+    def close(self) -> None:
+        """Give back the messages claimed but never delivered; commit the acks."""
+        while self._buffer:
+            held = self._broker.keeper.take(self._buffer.popleft().tag)
+            if held is not None:
+                self._broker.store.release(held, count=False)
+        self._broker.acker.flush()

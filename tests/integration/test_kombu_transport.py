@@ -1,0 +1,254 @@
+"""The kombu transport and the result store on a real server, without workers: queue
+declare, size, purge and delete; priorities; fanout and topic routing across
+connections; messages larger than a value; consumers without acks; what a closing
+channel gives back; rejects; expiring queues; results with expiry, sweeping, chunks
+and exact counters."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, Iterator, List
+
+import fdb
+import pytest
+
+from fdbrecipes import Queue
+
+kombu = pytest.importorskip("kombu", reason="the celery extra needs Python >= 3.10")
+
+from kombu import Connection, Exchange  # noqa: E402
+from kombu import Queue as KQueue  # noqa: E402
+
+from fdbrecipes.contrib._results import SWEEP_BATCH, ExpiringStore  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+TRANSPORT = "fdbrecipes.contrib.celery:Transport"
+
+
+@pytest.fixture
+def path(db: Any) -> Iterator[tuple]:
+    path = ("fdbrecipes-test", uuid.uuid4().hex)
+    yield path
+    fdb.directory.remove_if_exists(db, path)
+
+
+@pytest.fixture
+def connect(fdb_cluster_file: str, path: tuple) -> Iterator[Any]:
+    made: List[Any] = []
+
+    def make(**options: Any) -> Any:
+        conn = Connection("fdbrecipes://", transport=TRANSPORT, transport_options={
+            "cluster_file": fdb_cluster_file, "directory": "/".join(path), **options})
+        made.append(conn)
+        return conn
+
+    yield make
+    for conn in made:
+        conn.release()
+
+
+def structure(db: Any, path: tuple, name: str) -> Queue:
+    return Queue(fdb.directory.open(db, path).subspace(("q", name)))
+
+
+def drain(conn: Any, queue: Any, n: int, ack: bool = True) -> List[Any]:
+    """The bodies of ``n`` messages of ``queue``, consumed through kombu."""
+    got: List[Any] = []
+
+    def on_message(body: Any, message: Any) -> None:
+        got.append(body)
+        if ack:
+            message.ack()
+
+    with conn.Consumer(queue, callbacks=[on_message], no_ack=not ack):
+        deadline = time.monotonic() + 30
+        while len(got) < n:
+            assert time.monotonic() < deadline, f"got {len(got)} of {n}"
+            conn.drain_events(timeout=5)
+    return got
+
+
+def declared(channel: Any, name: str) -> bool:
+    """Whether the queue exists, by a passive declare (AMQP's way of asking)."""
+    try:
+        channel.queue_declare(name, passive=True)
+    except kombu.exceptions.ChannelError:
+        return False
+    return True
+
+
+def test_declare_size_purge_delete(connect: Any, db: Any, path: tuple) -> None:
+    conn = connect()
+    q = KQueue("work", Exchange("work", "direct"), routing_key="work")
+    with conn.Producer() as producer:
+        for i in range(5):
+            producer.publish({"i": i}, exchange=q.exchange, routing_key="work", declare=[q])
+        producer.publish({"later": 1}, exchange=q.exchange, routing_key="work",
+                         headers={"eta": "2999-01-01T00:00:00+00:00"})
+    channel = conn.default_channel
+    assert channel.queue_declare("work", passive=True).message_count == 6   # 5 + 1 delayed
+    assert channel.queue_purge("work") == 5            # ready messages only
+    assert structure(db, path, "work").stats(db).delayed == 1
+    channel.queue_delete("work")
+    with pytest.raises(kombu.exceptions.ChannelError, match="NOT_FOUND"):
+        channel.queue_declare("work", passive=True)
+    with conn.Producer() as producer:   # its binding went with it: nothing is routed
+        producer.publish({"i": 9}, exchange="work", routing_key="work")
+    assert not declared(channel, "work")
+
+
+def test_priorities_and_large_messages(connect: Any) -> None:
+    conn = connect()
+    q = KQueue("p", Exchange("p", "direct"), routing_key="p", max_priority=9)
+    big = "y" * 250_000
+    with conn.Producer() as producer:
+        for i, p in enumerate([1, 5, 9, 5, 1, 9]):
+            producer.publish({"i": i, "p": p}, exchange=q.exchange, routing_key="p",
+                             declare=[q], priority=p)
+        producer.publish({"big": big}, exchange=q.exchange, routing_key="p", priority=0)
+    bodies = drain(conn, q, 7)
+    assert [b.get("i") for b in bodies[:6]] == [2, 5, 1, 3, 0, 4]   # high first, FIFO ties
+    assert bodies[6]["big"] == big
+
+
+def test_redeclaring_as_the_other_kind_is_refused(connect: Any) -> None:
+    channel = connect().default_channel
+    channel.queue_declare("plain")
+    with pytest.raises(kombu.exceptions.ChannelError, match="PRECONDITION_FAILED"):
+        channel.queue_declare("plain", arguments={"x-max-priority": 9})
+
+
+def test_fanout_and_topic_reach_other_connections(connect: Any) -> None:
+    """Bindings made by one connection route the publishes of another (remote
+    control and events work across processes this way)."""
+    a, b, publisher = connect(), connect(), connect()
+    fan = Exchange("fan", "fanout")
+    topic = Exchange("ev", "topic")
+    qa = KQueue("a", fan, auto_delete=True)
+    qb = KQueue("b", fan, auto_delete=True)
+    qt = KQueue("t", topic, routing_key="task.#")
+    for conn, q in [(a, qa), (b, qb), (a, qt)]:
+        q(conn.default_channel).declare()
+    with publisher.Producer() as producer:
+        producer.publish({"hello": "all"}, exchange=fan)
+        producer.publish({"t": 1}, exchange=topic, routing_key="task.succeeded")
+        producer.publish({"t": 2}, exchange=topic, routing_key="worker.heartbeat")
+    assert drain(a, qa, 1, ack=False) == [{"hello": "all"}]
+    assert drain(b, qb, 1, ack=False) == [{"hello": "all"}]
+    assert drain(a, qt, 1) == [{"t": 1}]
+    assert a.default_channel.queue_declare("t", passive=True).message_count == 0
+
+
+def test_a_closing_channel_gives_back_what_it_held_and_reject_settles(
+        connect: Any, db: Any, path: tuple) -> None:
+    conn = connect()
+    q = KQueue("held", Exchange("held", "direct"), routing_key="held")
+    with conn.Producer() as producer:
+        for i in range(3):
+            producer.publish({"i": i}, exchange=q.exchange, routing_key="held", declare=[q])
+    channel = conn.channel()
+    first, second, third = (channel.basic_get("held") for _ in range(3))
+    stats = structure(db, path, "held").stats(db)
+    assert (stats.visible, stats.in_flight) == (0, 3)      # claimed: leased, not gone
+    channel.basic_reject(second.delivery_tag, requeue=True)
+    channel.basic_reject(third.delivery_tag, requeue=False)
+    channel.close()                                         # first: given back
+    stats = structure(db, path, "held").stats(db)
+    assert (stats.visible, stats.in_flight, stats.dead) == (2, 0, 1)
+    letter = structure(db, path, "held").dead(db)[0]
+    assert letter.reason == "rejected by the consumer (basic_reject)"
+    again = drain(conn, q, 2)
+    assert sorted(b["i"] for b in again) == sorted([first.payload["i"], second.payload["i"]])
+
+
+def test_a_consumer_waits_on_a_watch_not_a_poll(connect: Any) -> None:
+    """Messages published while a consumer waits are delivered within 0.3 s of their
+    publish, three times in a row: a watch fires.  A consumer polling every second (kombu's
+    virtual transports) would be that quick three times in a row about once in 37 runs."""
+    consumer_conn, publisher = connect(), connect()
+    q = KQueue("w", Exchange("w", "direct"), routing_key="w")
+    q(consumer_conn.default_channel).declare()
+    got: List[float] = []
+    sent: List[float] = []
+
+    def on_message(body: Any, message: Any) -> None:
+        got.append(time.monotonic())
+        message.ack()
+
+    def publish() -> None:
+        time.sleep(0.4)  # publish while the consumer (most likely) waits
+        with publisher.Producer() as producer:
+            sent.append(time.monotonic())
+            producer.publish({"x": 1}, exchange=q.exchange, routing_key="w")
+
+    with consumer_conn.Consumer(q, callbacks=[on_message]):
+        for _ in range(3):
+            t = threading.Thread(target=publish)
+            t.start()
+            consumer_conn.drain_events(timeout=10)
+            t.join(timeout=10)
+    delays = [g - s for g, s in zip(got, sent)]
+    assert len(delays) == 3 and max(delays) < 0.3, delays
+
+
+def test_an_expired_queue_nobody_consumes_is_deleted_by_the_next_publish(
+        connect: Any) -> None:
+    conn = connect(expiry_grace=0.5)
+    fan = Exchange("bc", "fanout")
+    gone = KQueue("gone", fan, expires=0.5)
+    gone(conn.default_channel).declare()
+
+    def deleted() -> bool:
+        with conn.Producer() as producer:
+            producer.publish({"x": 1}, exchange=fan)
+        return not declared(conn.default_channel, "gone")
+
+    deadline = time.monotonic() + 30
+    while not deleted():
+        assert time.monotonic() < deadline, "the expired queue was never deleted"
+        time.sleep(0.2)  # the cluster's clock passing the expiry
+
+
+def test_results_expire_and_a_sweep_removes_them_in_batches(db: Any, path: tuple) -> None:
+    store = ExpiringStore(db, fdb.directory.create_or_open(db, path), sweep_every=None)
+    n = SWEEP_BATCH * 2 + 100
+    for i in range(n):
+        store.set(f"k{i}".encode(), b"v" * 10, expires=0.5)
+    store.set(b"keep", b"x" * 250_000, expires=3600)          # chunked, not expired
+    store.set(b"forever", b"f", expires=None)
+    deadline = time.monotonic() + 30
+    while store.get(f"k{n - 1}".encode()) is not None:   # the last one written
+        assert time.monotonic() < deadline
+        time.sleep(0.1)  # the cluster's clock passing the expiry
+    assert store.sweep() == n
+    assert store.get(b"keep") == b"x" * 250_000 and store.get(b"forever") == b"f"
+    root = fdb.directory.open(db, path)
+    r = root.range()
+    left = [root.unpack(kv.key)[0] for kv in db.get_range(r.start, r.stop)]
+    # what is left: keep's 3 chunks, expiry and index entry; forever's chunk
+    assert sorted(left) == ["e", "v", "v", "v", "v", "x"]
+    store.delete(b"keep")
+    store.delete(b"forever")
+    assert not list(db.get_range(r.start, r.stop))
+
+
+def test_counters_count_exactly_under_concurrency(db: Any, path: tuple) -> None:
+    store = ExpiringStore(db, fdb.directory.create_or_open(db, path), sweep_every=None)
+    seen: List[int] = []
+    lock = threading.Lock()
+
+    def incr() -> None:
+        for _ in range(50):
+            value = store.incr(b"chord")
+            with lock:
+                seen.append(value)
+
+    threads = [threading.Thread(target=incr) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(seen) == list(range(1, 401))   # every value once: none skipped

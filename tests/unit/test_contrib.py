@@ -1,0 +1,152 @@
+"""The Celery and Dramatiq integrations without a server: options checked and named,
+ETA headers read, the result backend found through Celery's entry point, the extras
+declared with their Python versions, and importing them selects no API version."""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+celery = pytest.importorskip("celery", reason="the celery extra needs Python >= 3.10")
+dramatiq = pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
+
+from kombu import Connection  # noqa: E402
+
+from fdbrecipes.contrib._blobs import CHUNK, MAX_BYTES, Blobs  # noqa: E402
+from fdbrecipes.contrib._database import directory_path  # noqa: E402
+from fdbrecipes.contrib.celery import FdbBackend, Transport, TransportSettings, eta_delay  # noqa: E402
+from fdbrecipes.contrib.dramatiq import FdbBroker, _reason  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+UTC = datetime.timezone.utc
+TRANSPORT = "fdbrecipes.contrib.celery:Transport"
+
+
+def test_transport_settings_have_defaults_and_name_the_wrong_option() -> None:
+    assert TransportSettings.from_options({}) == TransportSettings()
+    s = TransportSettings.from_options({"directory": "app/broker", "lease_seconds": 5,
+                                        "spread": 1, "max_deliveries": 3,
+                                        "polling_interval": 1})  # kombu's own: left alone
+    assert s.directory == ("app", "broker") and s.lease_seconds == 5.0
+    assert s.spread == 1 and s.max_deliveries == 3
+    for options, error, name in [
+        ({"lease_seconds": "30"}, TypeError, "lease_seconds"),
+        ({"lease_seconds": 0}, ValueError, "lease_seconds"),
+        ({"spread": True}, TypeError, "spread"),
+        ({"batch": 0}, ValueError, "batch"),
+        ({"max_deliveries": 1.5}, TypeError, "max_deliveries"),
+        ({"directory": ""}, ValueError, "directory"),
+        ({"directory": 7}, TypeError, "directory"),
+        ({"cluster_file": 7}, TypeError, "cluster_file"),
+    ]:
+        with pytest.raises(error, match=name):
+            TransportSettings.from_options(options)
+
+
+def test_a_connection_builds_the_transport_without_touching_a_cluster() -> None:
+    """kombu makes the transport from the option; nothing connects until used, and
+    a wrong option fails when the transport is made."""
+    conn = Connection("fdbrecipes://", transport=TRANSPORT,
+                      transport_options={"lease_seconds": 7})
+    assert isinstance(conn.transport, Transport)
+    assert conn.transport.settings.lease_seconds == 7.0
+    bad = Connection("fdbrecipes://", transport=TRANSPORT,
+                     transport_options={"lease_seconds": -1})
+    with pytest.raises(ValueError, match="lease_seconds"):
+        bad.transport  # noqa: B018
+
+
+def test_the_result_backend_is_found_by_its_url_scheme() -> None:
+    """The ``celery.result_backends`` entry point registers ``fdbrecipes://``."""
+    app = celery.Celery("t", backend="fdbrecipes://",
+                        result_backend_transport_options={"directory": ("t", "r")})
+    assert isinstance(app.backend, FdbBackend)
+    assert app.backend.as_uri() == "fdbrecipes://"
+    assert app.backend.implements_incr and app.backend.supports_autoexpire
+
+
+def test_eta_delay_reads_celery_eta_headers() -> None:
+    now = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    later = (now + datetime.timedelta(seconds=90)).isoformat()
+    assert eta_delay({"eta": later}, now) == 90.0
+    assert eta_delay({"eta": (now - datetime.timedelta(seconds=1)).isoformat()}, now) is None
+    assert eta_delay({"eta": None}, now) is None
+    assert eta_delay({}, now) is None
+    assert eta_delay(None, now) is None
+    assert eta_delay({"eta": "not a time"}, now) is None
+    assert eta_delay({"eta": "2999-01-01T00:00:00+00:00"}, now) == 10 * 365 * 24 * 3600
+    naive_now = datetime.datetime(2026, 1, 1, 12, 0, 0)
+    assert eta_delay({"eta": "2026-01-01T12:00:30"}, naive_now) == 30.0
+
+
+def test_directory_paths() -> None:
+    assert directory_path("a/b", "d") == ("a", "b")
+    assert directory_path(("a", "b"), "d") == ("a", "b")
+    with pytest.raises(ValueError, match="d must name"):
+        directory_path("a//b", "d")
+    with pytest.raises(TypeError, match="d must be"):
+        directory_path(None, "d")
+
+
+def test_blobs_refuse_what_one_transaction_cannot_write() -> None:
+    assert CHUNK < 100_000
+    Blobs.check(b"x" * MAX_BYTES, "a result")
+    with pytest.raises(ValueError, match="a result is 8,000,001 bytes"):
+        Blobs.check(b"x" * (MAX_BYTES + 1), "a result")
+
+
+def test_the_dramatiq_broker_checks_its_options_before_connecting() -> None:
+    broker = FdbBroker(directory=("t", "d"), lease_seconds=2, spread=4)
+    broker.declare_queue("default")
+    assert broker.get_declared_queues() == {"default"}
+    assert broker.get_declared_delay_queues() == set()  # delays wait in the queue
+    for kwargs, error, name in [
+        ({"lease_seconds": 0}, ValueError, "lease_seconds"),
+        ({"spread": "8"}, TypeError, "spread"),
+        ({"max_deliveries": 0}, ValueError, "max_deliveries"),
+        ({"directory": ()}, ValueError, "directory"),
+        ({"cluster_file": b"/x"}, TypeError, "cluster_file"),
+    ]:
+        with pytest.raises(error, match=name):
+            FdbBroker(**kwargs)
+
+
+def test_a_nacked_message_dies_with_its_error_as_the_reason() -> None:
+    message: Any = dramatiq.MessageProxy(dramatiq.Message("q", "a", (), {}, {}))
+    assert _reason(message) == "rejected by the worker (nack)"
+    message.stuff_exception(ValueError("bad input " + "x" * 2000))
+    assert _reason(message).startswith("ValueError: bad input x")
+    assert len(_reason(message)) == 1_000
+
+
+def test_importing_the_integrations_selects_no_api_version() -> None:
+    code = ("import fdb, fdbrecipes.contrib.celery, fdbrecipes.contrib.dramatiq; "
+            "print(fdb.is_api_version_selected())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_using_them_without_an_api_version_says_what_to_do() -> None:
+    code = ("from fdbrecipes.contrib._database import database\n"
+            "try:\n    database(None)\nexcept Exception as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert "call fdb.api_version(730) in the module that defines your Celery app" in out
+
+
+def test_the_extras_need_python_3_10_and_the_core_3_9() -> None:
+    project = (ROOT / "pyproject.toml").read_text()
+    assert 'requires-python = ">=3.9"' in project
+    for extra in ("celery", "dramatiq"):
+        line = next(x for x in project.splitlines() if x.startswith(f"{extra} = ["))
+        assert "python_version >= '3.10'" in line, line
+    test_extra = project.split("test = [", 1)[1].split("]", 1)[0]
+    assert "celery>=5.7,<6; python_version >= '3.10'" in test_extra
+    assert "dramatiq>=2,<3; python_version >= '3.10'" in test_extra
+    assert '[project.entry-points."celery.result_backends"]' in project
