@@ -1,0 +1,277 @@
+"""Real cluster faults under load: a 5-process ``double`` cluster on this machine.
+
+Every structure runs producers and consumers at once (``tests/cluster_loads.py``:
+Queue claim/ack, high-contention pops, FairQueue, WeightTree pops, a Worker, asyncio
+pops) while one fault strikes: a storage process is killed, a log process is killed,
+the master is killed (a recovery), a log process is paused (SIGSTOP) for longer than
+failure detection, a storage process is excluded.  Then the fault is healed (the
+process restarted, resumed or included) and the cluster waited for to be healthy.
+
+Each run asserts: nothing lost, nothing taken twice (values are ids), counters exact
+at the end (every size and stat says nothing is left, as nothing is), and every
+consumer took something within :data:`KEEP_GOING` seconds of the fault (a pause: of
+its end).  The fault strikes once a quarter of the values is taken; the second half is
+pushed after it.
+
+The seed (``FDBRECIPES_FAULT_SEED``, else random) picks the target among the
+processes holding the role and the weights; it is printed and in every failure
+message.  ``FDBRECIPES_SOAK=1`` also runs the soak: every fault in turn, in random
+order, for ``FDBRECIPES_SOAK_SECONDS`` (default 900).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from fdbrecipes.testing import ClusterRoles, LocalCluster
+from tests.cluster_loads import Load, Progress, make_loads, open_warm, summary
+
+pytestmark = pytest.mark.integration
+
+SEED = int(os.environ.get("FDBRECIPES_FAULT_SEED", random.randrange(2**32)))
+#: Values per structure and run.
+TOTAL = 120
+#: Seconds within which every consumer must take something after a kill or an
+#: exclusion begins, or after a pause ends (a recovery on this machine takes a few).
+KEEP_GOING = 30.0
+#: Seconds a paused process stays paused: past FoundationDB's failure detection.
+PAUSE = 12.0
+#: Seconds a run may last at most, from its start to every value taken.
+RUN_DEADLINE = 240.0
+#: Seconds the cluster has to be healthy again after a fault is healed.
+HEAL_DEADLINE = 180.0
+#: The roles a process holding only the one a fault aims at must not hold.
+OTHERS = ("master", "cluster_controller", "commit_proxy", "grv_proxy", "resolver",
+          "coordinator")
+
+
+def pick(roles: ClusterRoles, role: str, rng: random.Random, avoid: Tuple[str, ...]) -> str:
+    """A process holding ``role``: one holding none of ``avoid`` if there is one (the
+    fault then hits that role alone), else any, chosen by ``rng``."""
+    wanted = [r for r in avoid if r != role]
+    for without in (wanted, [r for r in wanted if r != "log"], []):
+        found = roles.holding(role, without=without)
+        if found:
+            return rng.choice(found)
+    raise AssertionError(f"no process holds {role}: {roles}")
+
+
+@dataclass
+class Fault:
+    """A fault: how it strikes (returning the process hit), how it is healed, and when
+    (``heal_after`` seconds after it struck; None: once every consumer took
+    something after it)."""
+
+    name: str
+    strike: Callable[[LocalCluster, ClusterRoles, random.Random], str]
+    heal: Callable[[LocalCluster, str], None]
+    heal_after: Optional[float] = None
+
+
+def kill_storage(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
+    target = pick(roles, "storage", rng, ("log", *OTHERS))
+    cluster.kill(target)
+    return target
+
+
+def kill_log(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
+    target = pick(roles, "log", rng, OTHERS)
+    cluster.kill(target)
+    return target
+
+
+def kill_master(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
+    assert roles.master is not None, roles
+    cluster.kill(roles.master)
+    return roles.master
+
+
+def pause_log(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
+    target = pick(roles, "log", rng, OTHERS)
+    cluster.pause(target)
+    return target
+
+
+def exclude_storage(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
+    target = pick(roles, "storage", rng, ("log", *OTHERS))
+    cluster.exclude(target)
+    return target
+
+
+def restart(cluster: LocalCluster, target: str) -> None:
+    cluster.restart(target)
+
+
+def resume(cluster: LocalCluster, target: str) -> None:
+    cluster.resume(target)
+
+
+def include(cluster: LocalCluster, target: str) -> None:
+    cluster.include(target)
+
+
+FAULTS = {
+    "kill-storage": Fault("kill-storage", kill_storage, restart),
+    "kill-log": Fault("kill-log", kill_log, restart),
+    "kill-master": Fault("kill-master", kill_master, restart),
+    "pause-log": Fault("pause-log", pause_log, resume, heal_after=PAUSE),
+    "exclude-storage": Fault("exclude-storage", exclude_storage, include),
+}
+
+
+@dataclass
+class Report:
+    """What one run did, printed for the record."""
+
+    seed: int
+    fault: str
+    target: str = ""
+    roles_before: Dict[str, Any] = field(default_factory=dict)
+    generations: Tuple[int, int] = (0, 0)
+    keep_going: Dict[str, Optional[float]] = field(default_factory=dict)
+    seconds: Dict[str, float] = field(default_factory=dict)
+    loads: Dict[str, Any] = field(default_factory=dict)
+
+    def line(self) -> str:
+        return "cluster-fault " + json.dumps(self.__dict__, default=str, sort_keys=True)
+
+
+def describe(roles: ClusterRoles) -> Dict[str, Any]:
+    return dict(master=roles.master, cluster_controller=roles.cluster_controller,
+                logs=roles.logs, storage=roles.storage, generation=roles.generation)
+
+
+def all_took_after(loads: List[Load], moment: float) -> Callable[[], bool]:
+    def check() -> bool:
+        return all(load.first_take_after(moment) is not None for load in loads)
+    return check
+
+
+def quarter_taken(loads: List[Load]) -> Callable[[], bool]:
+    def check() -> bool:
+        return all(load.count() >= load.total // 4 for load in loads)
+    return check
+
+
+def all_done(loads: List[Load]) -> Callable[[], bool]:
+    def check() -> bool:
+        return all(load.done() for load in loads)
+    return check
+
+
+def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: int) -> Report:
+    """Run every load through ``fault`` (see the module docstring); the report."""
+    rng = random.Random(seed)
+    report = Report(seed, fault.name)
+    progress = Progress()
+    loads = make_loads(db, space, TOTAL, seed, progress)
+    stop, second_half = threading.Event(), threading.Event()
+    threads = [t for load in loads for t in load.threads(second_half, stop)]
+    began = time.monotonic()
+    healed = False
+    for t in threads:
+        t.start()
+    try:
+        assert progress.wait_for(quarter_taken(loads), RUN_DEADLINE), \
+            f"seed {seed}: the loads did not start: {summary(loads)}"
+        report.seconds["warm"] = time.monotonic() - began
+        roles = cluster.roles()
+        report.roles_before = describe(roles)
+        struck = time.monotonic()
+        report.target = fault.strike(cluster, roles, rng)
+        report.seconds["strike"] = time.monotonic() - struck
+        second_half.set()
+        if fault.heal_after is not None:  # a pause: its length is the fault itself
+            time.sleep(max(0.0, struck + fault.heal_after - time.monotonic()))
+            fault.heal(cluster, report.target)
+            healed, moment = True, time.monotonic()
+        else:
+            progress.wait_for(all_took_after(loads, struck), KEEP_GOING)
+            moment = struck
+        report.keep_going = {load.name: load.first_take_after(moment) for load in loads}
+        if not healed:
+            fault.heal(cluster, report.target)
+            healed = True
+        assert progress.wait_for(all_done(loads), max(1.0, began + RUN_DEADLINE
+                                                      - time.monotonic())), \
+            f"seed {seed}: not every value was taken in time: {summary(loads)}"
+        report.keep_going = {load.name: load.first_take_after(moment) for load in loads}
+    finally:
+        stop.set()
+        second_half.set()
+        for t in threads:
+            t.join(timeout=60)
+        if not healed and report.target:
+            fault.heal(cluster, report.target)
+    report.seconds["run"] = time.monotonic() - began
+    after = cluster.wait_healthy(HEAL_DEADLINE)
+    report.generations = (roles.generation, after.generation)
+    report.seconds["healthy_again"] = time.monotonic() - began - report.seconds["run"]
+    report.loads = summary(loads)
+    print(report.line(), flush=True)
+    assert not any(t.is_alive() for t in threads), f"seed {seed}: a thread did not end"
+    problems = [p for load in loads for p in load.problems()]
+    assert not problems, f"seed {seed}, {fault.name} on {report.target}: {problems}"
+    slow = {name: s for name, s in report.keep_going.items() if s is None or s > KEEP_GOING}
+    assert not slow, (f"seed {seed}, {fault.name} on {report.target}: consumers stalled "
+                      f"past {KEEP_GOING} s: {slow}")
+    return report
+
+
+@pytest.fixture(scope="module")
+def cluster(fdb_cluster_factory: Any) -> LocalCluster:
+    """One 5-process ``double`` cluster for the module's runs."""
+    started = time.monotonic()
+    made: LocalCluster = fdb_cluster_factory(processes=5, redundancy="double")
+    print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
+    return made
+
+
+@pytest.fixture(scope="module")
+def cluster_db(cluster: LocalCluster) -> Any:
+    return open_warm(cluster.cluster_file)
+
+
+@pytest.fixture
+def space(cluster_db: Any) -> Any:
+    import uuid
+
+    import fdb
+
+    subspace = fdb.Subspace(("fdbrecipes-test", "faults", uuid.uuid4().hex))
+    yield subspace
+    r = subspace.range()
+    cluster_db.clear_range(r.start, r.stop)
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_every_structure_keeps_its_promises_through_a_fault(
+        name: str, cluster: LocalCluster, cluster_db: Any, space: Any) -> None:
+    print(f"seed {SEED} (FDBRECIPES_FAULT_SEED={SEED} replays its choices)", flush=True)
+    run_fault(cluster, cluster_db, space, FAULTS[name], SEED)
+
+
+@pytest.mark.soak
+@pytest.mark.slow
+def test_soak_every_fault_in_random_order(cluster: LocalCluster, cluster_db: Any,
+                                          space: Any) -> None:
+    """Every fault in turn, in a random order, for FDBRECIPES_SOAK_SECONDS."""
+    seconds = float(os.environ.get("FDBRECIPES_SOAK_SECONDS", "900"))
+    rng = random.Random(SEED)
+    ends = time.monotonic() + seconds
+    runs = 0
+    while time.monotonic() < ends:
+        names = list(FAULTS)
+        rng.shuffle(names)
+        for name in names:
+            run_fault(cluster, cluster_db, space[runs], FAULTS[name], rng.randrange(2**32))
+            runs += 1
+    print(f"soak: {runs} runs in {seconds:.0f} s, seed {SEED}", flush=True)
