@@ -24,8 +24,6 @@ import time
 from collections import Counter
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence
 
-import fdb
-
 from fdbrecipes import FairQueue, Job, JobFinished, LeaseExpiredError, Queue, WeightTree, Worker
 from fdbrecipes.aio import AsyncQueue
 
@@ -84,6 +82,21 @@ class Load:
         """What the structure's counters and listings say is still there, where
         that is not nothing."""
         raise NotImplementedError
+
+    def claim_and_ack(self, q: Any) -> Optional[Any]:
+        """Claim from ``q`` (a Queue or FairQueue), then ack: the value, or None when
+        nothing was visible or the ack came after the lease had ended (the item is
+        then delivered again)."""
+        lease = q.claim_wait(self.db, LEASE, timeout=WAIT)
+        if lease is None:
+            return None
+        try:
+            q.ack(self.db, lease)
+        except LeaseExpiredError:
+            with self.lock:
+                self.expired += 1
+            return None
+        return lease.value
 
     # -- the threads ---------------------------------------------------------------------
 
@@ -184,16 +197,7 @@ class QueueClaims(Load):
         self.q.push(self.db, value, id=b"%d" % value)
 
     def take(self) -> Optional[Any]:
-        lease = self.q.claim_wait(self.db, LEASE, timeout=WAIT)
-        if lease is None:
-            return None
-        try:
-            self.q.ack(self.db, lease)
-        except LeaseExpiredError:
-            with self.lock:
-                self.expired += 1
-            return None
-        return lease.value
+        return self.claim_and_ack(self.q)
 
     def left(self) -> List[str]:
         return queue_left(self.q, self.db)
@@ -238,16 +242,7 @@ class FairClaims(Load):
         self.q.push(self.db, value, group=self.GROUPS[value % 3], id=b"%d" % value)
 
     def take(self) -> Optional[Any]:
-        lease = self.q.claim_wait(self.db, LEASE, timeout=WAIT)
-        if lease is None:
-            return None
-        try:
-            self.q.ack(self.db, lease)
-        except LeaseExpiredError:
-            with self.lock:
-                self.expired += 1
-            return None
-        return lease.value
+        return self.claim_and_ack(self.q)
 
     def left(self) -> List[str]:
         stats = self.q.stats(self.db)
@@ -386,17 +381,6 @@ def make_loads(db: Any, space: Any, total: int, seed: int, progress: Progress) -
     """One of each :data:`LOADS`, each in ``space[name]``, seeded from ``seed``."""
     return [cls(db, space[cls.name], total, seed * 100 + i, progress)
             for i, cls in enumerate(LOADS)]
-
-
-def open_warm(cluster_file: str) -> Any:
-    """A Database on ``cluster_file`` whose first commit is behind it (a fresh
-    Database's first commits can end in ``commit_unknown_result`` while the client
-    learns the proxies)."""
-    from tests.helpers import warm_up
-
-    db = fdb.open(cluster_file)
-    warm_up(db)
-    return db
 
 
 def summary(loads: Sequence[Load]) -> Dict[str, Any]:

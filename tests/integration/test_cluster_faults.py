@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import pytest
 
 from fdbrecipes.testing import ClusterRoles, LocalCluster
-from tests.cluster_loads import Load, Progress, make_loads, open_warm, summary
+from tests.cluster_loads import Load, Progress, make_loads, summary
 
 pytestmark = pytest.mark.integration
 
@@ -226,22 +226,8 @@ def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: in
     return report
 
 
-@pytest.fixture(scope="module")
-def cluster(fdb_cluster_factory: Any) -> LocalCluster:
-    """One 5-process ``double`` cluster for the module's runs."""
-    started = time.monotonic()
-    made: LocalCluster = fdb_cluster_factory(processes=5, redundancy="double")
-    print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
-    return made
-
-
-@pytest.fixture(scope="module")
-def cluster_db(cluster: LocalCluster) -> Any:
-    return open_warm(cluster.cluster_file)
-
-
 @pytest.fixture
-def space(cluster_db: Any) -> Any:
+def space(double_db: Any) -> Any:
     import uuid
 
     import fdb
@@ -249,19 +235,19 @@ def space(cluster_db: Any) -> Any:
     subspace = fdb.Subspace(("fdbrecipes-test", "faults", uuid.uuid4().hex))
     yield subspace
     r = subspace.range()
-    cluster_db.clear_range(r.start, r.stop)
+    double_db.clear_range(r.start, r.stop)
 
 
 @pytest.mark.parametrize("name", list(FAULTS))
 def test_every_structure_keeps_its_promises_through_a_fault(
-        name: str, cluster: LocalCluster, cluster_db: Any, space: Any) -> None:
+        name: str, double_cluster: LocalCluster, double_db: Any, space: Any) -> None:
     print(f"seed {SEED} (FDBRECIPES_FAULT_SEED={SEED} replays its choices)", flush=True)
-    run_fault(cluster, cluster_db, space, FAULTS[name], SEED)
+    run_fault(double_cluster, double_db, space, FAULTS[name], SEED)
 
 
 @pytest.mark.soak
 @pytest.mark.slow
-def test_soak_every_fault_in_random_order(cluster: LocalCluster, cluster_db: Any,
+def test_soak_every_fault_in_random_order(double_cluster: LocalCluster, double_db: Any,
                                           space: Any) -> None:
     """Every fault in turn, in a random order, for FDBRECIPES_SOAK_SECONDS."""
     seconds = float(os.environ.get("FDBRECIPES_SOAK_SECONDS", "900"))
@@ -272,6 +258,6 @@ def test_soak_every_fault_in_random_order(cluster: LocalCluster, cluster_db: Any
         names = list(FAULTS)
         rng.shuffle(names)
         for name in names:
-            run_fault(cluster, cluster_db, space[runs], FAULTS[name], rng.randrange(2**32))
+            run_fault(double_cluster, double_db, space[runs], FAULTS[name], rng.randrange(2**32))
             runs += 1
     print(f"soak: {runs} runs in {seconds:.0f} s, seed {SEED}", flush=True)

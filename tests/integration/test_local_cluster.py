@@ -24,18 +24,10 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cluster(fdb_cluster_factory: Any) -> LocalCluster:
-    started = time.monotonic()
-    made: LocalCluster = fdb_cluster_factory(processes=5, redundancy="double")
-    print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
-    return made
-
-
-def test_each_process_is_a_machine_and_a_zone_of_its_own(cluster: LocalCluster) -> None:
-    status = cluster.status()
+def test_each_process_is_a_machine_and_a_zone_of_its_own(double_cluster: LocalCluster) -> None:
+    status = double_cluster.status()
     localities = {p["address"]: p["locality"] for p in status["cluster"]["processes"].values()}
-    assert sorted(localities) == sorted(p.address for p in cluster.processes)
+    assert sorted(localities) == sorted(p.address for p in double_cluster.processes)
     assert len({loc["machineid"] for loc in localities.values()}) == 5
     assert len({loc["zoneid"] for loc in localities.values()}) == 5
     assert status["cluster"]["configuration"]["redundancy_mode"] == "double"
@@ -43,73 +35,73 @@ def test_each_process_is_a_machine_and_a_zone_of_its_own(cluster: LocalCluster) 
 
 
 def test_roles_name_one_master_the_current_logs_and_the_coordinators(
-        cluster: LocalCluster) -> None:
-    roles = cluster.wait_healthy(60)
-    addresses = {p.address for p in cluster.processes}
+        double_cluster: LocalCluster) -> None:
+    roles = double_cluster.wait_healthy(60)
+    addresses = {p.address for p in double_cluster.processes}
     assert roles.master in addresses and roles.cluster_controller in addresses
     assert roles.recovery_state == "fully_recovered"
     assert len(roles.logs) >= 2 and set(roles.logs) <= addresses
     assert len(roles.storage) >= 2 and set(roles.storage) <= addresses
-    assert roles.coordinators == tuple(sorted(p.address for p in cluster.processes[:3]))
+    assert roles.coordinators == tuple(sorted(p.address for p in double_cluster.processes[:3]))
     assert roles.commit_proxies and roles.grv_proxies and roles.resolvers
     for log in roles.logs:
         assert "log" in roles.of(log)
     assert roles.holding("master") == (roles.master,)
 
 
-def test_killing_the_master_recovers_into_a_new_generation(cluster: LocalCluster) -> None:
-    before = cluster.wait_healthy(60)
+def test_killing_the_master_recovers_into_a_new_generation(double_cluster: LocalCluster) -> None:
+    before = double_cluster.wait_healthy(60)
     assert before.master is not None
-    cluster.kill(before.master)
-    assert not cluster.running(before.master)
-    cluster.restart(before.master)
-    after = cluster.wait_healthy(120)
+    double_cluster.kill(before.master)
+    assert not double_cluster.running(before.master)
+    double_cluster.restart(before.master)
+    after = double_cluster.wait_healthy(120)
     assert after.generation > before.generation
-    assert cluster.running(before.master)
+    assert double_cluster.running(before.master)
 
 
-def test_pause_resume_kill_restart(cluster: LocalCluster) -> None:
-    roles = cluster.wait_healthy(60)
+def test_pause_resume_kill_restart(double_cluster: LocalCluster) -> None:
+    roles = double_cluster.wait_healthy(60)
     target = roles.storage[-1]
-    cluster.pause(target)
-    assert [p.address for p in cluster.paused()] == [target]
-    assert cluster.running(target)
-    cluster.resume(target)
-    assert cluster.paused() == ()
-    cluster.kill(target)
-    assert not cluster.running(target)
+    double_cluster.pause(target)
+    assert [p.address for p in double_cluster.paused()] == [target]
+    assert double_cluster.running(target)
+    double_cluster.resume(target)
+    assert double_cluster.paused() == ()
+    double_cluster.kill(target)
+    assert not double_cluster.running(target)
     with pytest.raises(ValueError, match="is not running"):
-        cluster.pause(target)
-    cluster.restart(target)
-    cluster.wait_healthy(120)
+        double_cluster.pause(target)
+    double_cluster.restart(target)
+    double_cluster.wait_healthy(120)
 
 
 def test_exclude_moves_the_data_off_and_include_brings_the_process_back(
-        cluster: LocalCluster) -> None:
-    roles = cluster.wait_healthy(60)
+        double_cluster: LocalCluster) -> None:
+    roles = double_cluster.wait_healthy(60)
     target = next(a for a in roles.storage if a not in roles.coordinators)
-    cluster.exclude(target)
+    double_cluster.exclude(target)
     try:
-        excluded = cluster.roles()
+        excluded = double_cluster.roles()
         assert target in excluded.excluded
         assert "storage" not in excluded.of(target)
     finally:
-        cluster.include()
-    roles = cluster.wait_healthy(120)
+        double_cluster.include()
+    roles = double_cluster.wait_healthy(120)
     assert roles.excluded == frozenset()
 
 
-def test_processes_are_named_by_index_address_or_themselves(cluster: LocalCluster) -> None:
-    third = cluster.processes[2]
-    assert cluster.process(2) is third
-    assert cluster.process(third.address) is third
-    assert cluster.process(third) is third
+def test_processes_are_named_by_index_address_or_themselves(double_cluster: LocalCluster) -> None:
+    third = double_cluster.processes[2]
+    assert double_cluster.process(2) is third
+    assert double_cluster.process(third.address) is third
+    assert double_cluster.process(third) is third
     with pytest.raises(ValueError, match="p must be 0 to 4"):
-        cluster.process(5)
+        double_cluster.process(5)
     with pytest.raises(ValueError, match="no process of this cluster"):
-        cluster.process("127.0.0.1:1")
+        double_cluster.process("127.0.0.1:1")
     with pytest.raises(TypeError, match="p must be an index"):
-        cluster.process(2.0)  # type: ignore[arg-type]
+        double_cluster.process(2.0)  # type: ignore[arg-type]
 
 
 def test_cleanup_kills_every_process_and_removes_the_directory(
@@ -158,7 +150,7 @@ STARTS = textwrap.dedent("""
 
 
 @pytest.fixture
-def starter(cluster: LocalCluster) -> Iterator[List[subprocess.Popen[str]]]:
+def starter(double_cluster: LocalCluster) -> Iterator[List[subprocess.Popen[str]]]:
     """Python processes that start a cluster (killed at the end if still running).
     Asks for the module's cluster, which skips where there is no server."""
     made: List[subprocess.Popen[str]] = []

@@ -25,7 +25,6 @@ from fdbrecipes.testing.placement import (
     storage_input_bytes,
     teams,
 )
-from tests.cluster_loads import open_warm
 
 pytestmark = pytest.mark.integration
 
@@ -36,46 +35,35 @@ ITEMS, VALUE_BYTES = 2_000, 1_000
 COUNTERS_DEADLINE = 30.0
 
 
-@pytest.fixture(scope="module")
-def cluster(fdb_cluster_factory: Any) -> LocalCluster:
-    made: LocalCluster = fdb_cluster_factory(processes=5, redundancy="double")
-    return made
-
-
-@pytest.fixture(scope="module")
-def cluster_db(cluster: LocalCluster) -> Any:
-    return open_warm(cluster.cluster_file)
-
-
-def test_every_shard_of_the_key_space_has_a_team_of_two(cluster: LocalCluster,
-                                                         cluster_db: Any) -> None:
-    found = shards(cluster_db, b"", b"\xff")
-    addresses = {p.address for p in cluster.processes}
+def test_every_shard_of_the_key_space_has_a_team_of_two(double_cluster: LocalCluster,
+                                                         double_db: Any) -> None:
+    found = shards(double_db, b"", b"\xff")
+    addresses = {p.address for p in double_cluster.processes}
     assert found[0].begin == b"" and found[-1].end == b"\xff"
     for before, after in zip(found, found[1:]):
         assert before.end == after.begin
     for shard in found:
         assert len(shard.team) == 2 and set(shard.team) <= addresses, shard
     with pytest.raises(ValueError, match="begin must be before end"):
-        shards(cluster_db, b"b", b"a")
+        shards(double_db, b"b", b"a")
 
 
-def test_an_unsharded_queue_lands_on_one_team(cluster: LocalCluster, cluster_db: Any) -> None:
+def test_an_unsharded_queue_lands_on_one_team(double_db: Any) -> None:
     space = fdb.Subspace(("fdbrecipes-test", "placement", uuid.uuid4().hex))
     q: Queue[bytes] = Queue(space)
-    before = storage_input_bytes(cluster_db)
+    before = storage_input_bytes(double_db)
     payload = ITEMS * VALUE_BYTES
     for start in range(0, ITEMS, 100):
-        q.push_many(cluster_db, [bytes([i % 256]) * VALUE_BYTES
+        q.push_many(double_db, [bytes([i % 256]) * VALUE_BYTES
                                  for i in range(start, start + 100)])
-    held = shards_of(cluster_db, space)
+    held = shards_of(double_db, space)
     print(f"placement: queue {space.key()!r}: {len(held)} shard(s), teams {teams(held)}")
     assert len(teams(held)) == 1, held
     team = set(next(iter(teams(held))))
     got: Dict[str, int] = {}
     deadline = time.monotonic() + COUNTERS_DEADLINE
     while time.monotonic() < deadline:
-        got = landed(before, storage_input_bytes(cluster_db))
+        got = landed(before, storage_input_bytes(double_db))
         if all(got.get(a, 0) >= payload for a in team):
             break
         time.sleep(0.5)  # status counters are read on request: poll, with a deadline
@@ -85,4 +73,4 @@ def test_an_unsharded_queue_lands_on_one_team(cluster: LocalCluster, cluster_db:
     others = {a: n for a, n in got.items() if a not in team}
     assert all(n < payload / 10 for n in others.values()), others
     r = space.range()
-    cluster_db.clear_range(r.start, r.stop)
+    double_db.clear_range(r.start, r.stop)
