@@ -153,11 +153,14 @@ class Load:
     def count(self) -> int:
         return len(self.taken)
 
-    def first_take_after(self, moment: float) -> Optional[float]:
-        """Seconds from ``moment`` to the first take after it (None: none yet)."""
+    def longest_wait(self, since: float) -> Optional[float]:
+        """The longest time, from ``since`` to this load's last take, that passed
+        without a take (None: nothing was taken after ``since``)."""
         with self.lock:
-            later = [t for t in self.times if t > moment]
-        return min(later) - moment if later else None
+            later = sorted(t for t in self.times if t > since)
+        if not later:
+            return None
+        return max(b - a for a, b in zip([since, *later], later))
 
     def problems(self) -> List[str]:
         """Everything wrong at the end: lost, doubled, counters not exact, errors."""

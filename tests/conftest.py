@@ -49,12 +49,19 @@ def db(fdb_database: Any) -> Any:
     return fdb_database
 
 
+#: The classes of :func:`double_cluster`'s processes: three storage processes (two of
+#: which FoundationDB also gives a log), one transaction process (a log), and one
+#: stateless process (master, cluster controller, proxies, resolver, ...), so a fault
+#: can hit a storage process, a log or the master alone.
+DOUBLE_CLASSES = ("storage", "storage", "storage", "transaction", "stateless")
+
+
 @pytest.fixture(scope="module")
 def double_cluster(fdb_cluster_factory: Any) -> Any:
-    """A 5-process ``double`` LocalCluster, one per test module that asks for it (its
-    start-up time is printed)."""
+    """A 5-process ``double`` LocalCluster (:data:`DOUBLE_CLASSES`), one per test module
+    that asks for it (its start-up time is printed)."""
     started = time.monotonic()
-    made = fdb_cluster_factory(processes=5, redundancy="double")
+    made = fdb_cluster_factory(processes=5, redundancy="double", classes=DOUBLE_CLASSES)
     print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
     return made
 

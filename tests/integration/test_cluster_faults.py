@@ -8,10 +8,11 @@ failure detection, a storage process is excluded.  Then the fault is healed (the
 process restarted, resumed or included) and the cluster waited for to be healthy.
 
 Each run asserts: nothing lost, nothing taken twice (values are ids), counters exact
-at the end (every size and stat says nothing is left, as nothing is), and every
-consumer took something within :data:`KEEP_GOING` seconds of the fault (a pause: of
-its end).  The fault strikes once a quarter of the values is taken; the second half is
-pushed after it.
+at the end (every size and stat says nothing is left, as nothing is), and no
+structure's consumers went more than :data:`KEEP_GOING` seconds without a take from
+the fault to their last take (the longest wait is printed: how long the fault stopped
+them).  The fault strikes once a quarter of the values is taken, as the second half
+starts being pushed.
 
 The seed (``FDBRECIPES_FAULT_SEED``, else random) picks the target among the
 processes holding the role and the weights; it is printed and in every failure
@@ -39,18 +40,21 @@ pytestmark = pytest.mark.integration
 SEED = int(os.environ.get("FDBRECIPES_FAULT_SEED", random.randrange(2**32)))
 #: Values per structure and run.
 TOTAL = 120
-#: Seconds within which every consumer must take something after a kill or an
-#: exclusion begins, or after a pause ends (a recovery on this machine takes a few).
+#: Seconds within which every consumer must take something after the fault strikes.
+#: Measured on this machine (2 shared cores, 7.3.79): commits stop for about 5 s
+#: after a killed log or master (a recovery), and for about 17 s after a log is
+#: paused (until failure detection ends its generation: a recovery without it).
 KEEP_GOING = 30.0
-#: Seconds a paused process stays paused: past FoundationDB's failure detection.
-PAUSE = 12.0
+#: Seconds a paused process stays paused: past FoundationDB's failure detection
+#: (a 10 s pause made no recovery, the commits waited for it; 20 s did).
+PAUSE = 20.0
 #: Seconds a run may last at most, from its start to every value taken.
 RUN_DEADLINE = 240.0
 #: Seconds the cluster has to be healthy again after a fault is healed.
 HEAL_DEADLINE = 180.0
-#: The roles a process holding only the one a fault aims at must not hold.
-OTHERS = ("master", "cluster_controller", "commit_proxy", "grv_proxy", "resolver",
-          "coordinator")
+#: The roles a process holding only the one a fault aims at must not hold (a
+#: coordinator may be hit: two of three still make a quorum).
+OTHERS = ("master", "cluster_controller", "commit_proxy", "grv_proxy", "resolver")
 
 
 def pick(roles: ClusterRoles, role: str, rng: random.Random, avoid: Tuple[str, ...]) -> str:
@@ -136,6 +140,7 @@ class Report:
     target: str = ""
     roles_before: Dict[str, Any] = field(default_factory=dict)
     generations: Tuple[int, int] = (0, 0)
+    paused_generation: Optional[int] = None
     keep_going: Dict[str, Optional[float]] = field(default_factory=dict)
     seconds: Dict[str, float] = field(default_factory=dict)
     loads: Dict[str, Any] = field(default_factory=dict)
@@ -149,9 +154,9 @@ def describe(roles: ClusterRoles) -> Dict[str, Any]:
                 logs=roles.logs, storage=roles.storage, generation=roles.generation)
 
 
-def all_took_after(loads: List[Load], moment: float) -> Callable[[], bool]:
+def all_took_since(loads: List[Load], moment: float) -> Callable[[], bool]:
     def check() -> bool:
-        return all(load.first_take_after(moment) is not None for load in loads)
+        return all(load.longest_wait(moment) is not None or load.done() for load in loads)
     return check
 
 
@@ -165,6 +170,29 @@ def all_done(loads: List[Load]) -> Callable[[], bool]:
     def check() -> bool:
         return all(load.done() for load in loads)
     return check
+
+
+def generation_now(cluster: LocalCluster) -> Optional[int]:
+    """The cluster's generation, or None if status does not answer (a process is
+    paused: status may wait for it)."""
+    try:
+        return cluster.roles().generation
+    except RuntimeError:
+        return None
+
+
+def settle(cluster: LocalCluster) -> ClusterRoles:
+    """Wait until the cluster is healthy and every storage-class process serves
+    storage again (a restarted or included process gets its storage server back
+    seconds after the cluster is healthy), so the next run finds the roles it aims
+    at."""
+    deadline = time.monotonic() + HEAL_DEADLINE
+    while True:
+        roles = cluster.wait_healthy(max(1.0, deadline - time.monotonic()))
+        if all("storage" in roles.of(p.address) for p in cluster.processes
+               if p.process_class == "storage") or time.monotonic() > deadline:
+            return roles
+        time.sleep(0.5)  # the cluster recruits on its own: poll it, with a deadline
 
 
 def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: int) -> Report:
@@ -185,25 +213,21 @@ def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: in
         report.seconds["warm"] = time.monotonic() - began
         roles = cluster.roles()
         report.roles_before = describe(roles)
+        second_half.set()  # the second half is pushed through the fault
         struck = time.monotonic()
         report.target = fault.strike(cluster, roles, rng)
         report.seconds["strike"] = time.monotonic() - struck
-        second_half.set()
         if fault.heal_after is not None:  # a pause: its length is the fault itself
             time.sleep(max(0.0, struck + fault.heal_after - time.monotonic()))
-            fault.heal(cluster, report.target)
-            healed, moment = True, time.monotonic()
-        else:
-            progress.wait_for(all_took_after(loads, struck), KEEP_GOING)
-            moment = struck
-        report.keep_going = {load.name: load.first_take_after(moment) for load in loads}
-        if not healed:
-            fault.heal(cluster, report.target)
-            healed = True
+            report.paused_generation = generation_now(cluster)
+        else:  # a kill or an exclusion: healed once the loads went on without it
+            progress.wait_for(all_took_since(loads, time.monotonic()), KEEP_GOING)
+        fault.heal(cluster, report.target)
+        healed = True
         assert progress.wait_for(all_done(loads), max(1.0, began + RUN_DEADLINE
                                                       - time.monotonic())), \
             f"seed {seed}: not every value was taken in time: {summary(loads)}"
-        report.keep_going = {load.name: load.first_take_after(moment) for load in loads}
+        report.keep_going = {load.name: load.longest_wait(struck) for load in loads}
     finally:
         stop.set()
         second_half.set()
@@ -212,7 +236,7 @@ def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: in
         if not healed and report.target:
             fault.heal(cluster, report.target)
     report.seconds["run"] = time.monotonic() - began
-    after = cluster.wait_healthy(HEAL_DEADLINE)
+    after = settle(cluster)
     report.generations = (roles.generation, after.generation)
     report.seconds["healthy_again"] = time.monotonic() - began - report.seconds["run"]
     report.loads = summary(loads)
@@ -221,8 +245,8 @@ def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: in
     problems = [p for load in loads for p in load.problems()]
     assert not problems, f"seed {seed}, {fault.name} on {report.target}: {problems}"
     slow = {name: s for name, s in report.keep_going.items() if s is None or s > KEEP_GOING}
-    assert not slow, (f"seed {seed}, {fault.name} on {report.target}: consumers stalled "
-                      f"past {KEEP_GOING} s: {slow}")
+    assert not slow, (f"seed {seed}, {fault.name} on {report.target}: consumers waited "
+                      f"more than {KEEP_GOING} s for a take after the fault: {slow}")
     return report
 
 

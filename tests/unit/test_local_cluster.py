@@ -16,7 +16,7 @@ from typing import Any, Dict
 import pytest
 
 from fdbrecipes import cli
-from fdbrecipes._local.plan import make_plan
+from fdbrecipes._local.plan import TEST_KNOBS, make_plan
 from fdbrecipes._local.reaper import serve
 from fdbrecipes.testing import LocalCluster, ServerNotFoundError
 
@@ -37,6 +37,10 @@ PORTS = [4500, 4501, 4502, 4503, 4504]
     (dict(processes=2, classes=["storage"]), ValueError, "one class per process"),
     (dict(processes=2, classes="storage"), TypeError, "classes must be None or a sequence"),
     (dict(processes=2, classes=["storage", "proxy"]), ValueError, r"classes\[1\] must be"),
+    (dict(knobs="fast"), TypeError, "knobs must be None or a mapping"),
+    (dict(knobs={"Bad-Name": 1}), ValueError, "is not a knob name"),
+    (dict(knobs={"min_trace_severity": "1 --class log"}), ValueError, "without spaces"),
+    (dict(knobs={"min_trace_severity": True}), ValueError, "must be a str or number"),
     (dict(startup_timeout=0), ValueError, "startup_timeout must be seconds > 0"),
     (dict(startup_timeout="5"), TypeError, "startup_timeout must be a number"),
 ])
@@ -89,6 +93,20 @@ def test_each_process_has_its_port_folder_machine_and_zone(tmp_path: Path) -> No
     assert "--class" not in last.command("fdbserver", "c")  # unset: FoundationDB chooses
     assert last.address == "127.0.0.1:4504"
     assert last.output == tmp_path / "p4" / "fdbserver.out"
+
+
+def test_knobs_go_on_every_command_line(tmp_path: Path) -> None:
+    default = make_plan(2, "double", "memory", None, tmp_path, PORTS[:2])
+    assert default.knobs == TEST_KNOBS
+    assert default.command(default.processes[1], "fdbserver", "c")[-2:] == [
+        "--knob_initial_failure_reaction_delay=1", "--knob_log_on_completion_delay=0"]
+    stock = make_plan(2, "double", "memory", None, tmp_path, PORTS[:2], {})
+    assert not [a for a in stock.command(stock.processes[0], "fdbserver", "c")
+                if a.startswith("--knob")]
+    chosen = make_plan(1, "single", "memory", None, tmp_path, PORTS[:1],
+                       {"max_storage_commit_time": 2.5})
+    assert chosen.command(chosen.processes[0], "fdbserver", "c")[-1] == \
+        "--knob_max_storage_commit_time=2.5"
 
 
 def test_ports_must_be_distinct(tmp_path: Path) -> None:

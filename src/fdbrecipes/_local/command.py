@@ -18,11 +18,7 @@ from typing import Any, Callable, List, Optional, Sequence
 from .cluster import LocalCluster
 from .plan import CLASSES, MAX_PROCESSES, REPLICAS, ServerProcess
 from .programs import ServerNotFoundError
-from .status import ClusterRoles
-
-#: How a process's roles are listed, most telling first.
-ROLE_ORDER = ("cluster_controller", "master", "log", "storage", "commit_proxy", "grv_proxy",
-              "resolver", "ratekeeper", "data_distributor", "coordinator")
+from .status import ROLES, ClusterRoles
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +44,7 @@ def describe(processes: Sequence[ServerProcess], roles: ClusterRoles) -> List[st
     lines = [f"{'process':<8} {'address':<16} {'class':<12} roles"]
     for process in processes:
         held = roles.of(process.address)
-        names = ", ".join(r for r in ROLE_ORDER if r in held) or "-"
+        names = ", ".join(r for r in ROLES if r in held) or "-"
         if process.address in roles.excluded:
             names += " (excluded)"
         lines.append(f"{process.index:<8} {process.address:<16} {process.process_class:<12} "

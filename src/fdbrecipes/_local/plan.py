@@ -12,7 +12,8 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 #: Copies of each piece of data, per redundancy mode (FoundationDB's
 #: ``configure single|double|triple``).
@@ -29,6 +30,16 @@ MAX_PROCESSES = 32
 #: A storage engine name as ``configure`` takes it (``memory``, ``ssd``,
 #: ``ssd-redwood-1``, ...): a word, so it cannot smuggle another fdbcli command in.
 ENGINE = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
+#: The server knobs a LocalCluster sets unless told otherwise.  Data distribution
+#: waits ``initial_failure_reaction_delay`` (30 s) after it starts before it reacts
+#: to failures, then ``log_on_completion_delay`` (3 s) before it says so; status
+#: reports the data "initializing" meanwhile, so a fresh 5-process cluster took 40 s
+#: to be healthy on this machine (and as long again after every recovery that moved
+#: the data distributor).  With 1 s and 0 s: 7 s.
+TEST_KNOBS: Mapping[str, str] = MappingProxyType({"initial_failure_reaction_delay": "1",
+                                                  "log_on_completion_delay": "0"})
+#: A knob name as ``--knob_<name>`` takes it.
+KNOB = re.compile(r"[a-z][a-z0-9_]*\Z")
 #: The loopback address every process listens on.
 HOST = "127.0.0.1"
 
@@ -78,8 +89,10 @@ class ServerProcess:
         """Where its standard output and error go."""
         return self.directory / "fdbserver.out"
 
-    def command(self, fdbserver: str, cluster_file: str) -> List[str]:
-        """The command line that runs this process."""
+    def command(self, fdbserver: str, cluster_file: str,
+                knobs: Mapping[str, str] = MappingProxyType({})) -> List[str]:
+        """The command line that runs this process (``knobs``: server knobs, each
+        passed as ``--knob_<name>=<value>``)."""
         args = [
             fdbserver,
             "--public-address", self.address,
@@ -92,7 +105,7 @@ class ServerProcess:
         ]
         if self.process_class != "unset":
             args += ["--class", self.process_class]
-        return args
+        return args + [f"--knob_{name}={value}" for name, value in sorted(knobs.items())]
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,7 @@ class ClusterPlan:
     redundancy: str
     engine: str
     cluster_id: str
+    knobs: Mapping[str, str]
 
     @property
     def coordinators(self) -> Tuple[ServerProcess, ...]:
@@ -120,6 +134,10 @@ class ClusterPlan:
     def configure_command(self) -> str:
         """The ``fdbcli`` command creating the database."""
         return f"configure new {self.redundancy} {self.engine}"
+
+    def command(self, process: ServerProcess, fdbserver: str, cluster_file: str) -> List[str]:
+        """The command line of ``process``, with this cluster's knobs."""
+        return process.command(fdbserver, cluster_file, self.knobs)
 
 
 def check_processes(processes: Any) -> int:
@@ -170,6 +188,26 @@ def check_classes(classes: Optional[Sequence[str]], processes: int) -> Tuple[str
     return tuple(classes)
 
 
+def check_knobs(knobs: Optional[Mapping[str, Any]]) -> Mapping[str, str]:
+    """``knobs`` as names and values for ``--knob_<name>=<value>`` (None:
+    :data:`TEST_KNOBS`)."""
+    if knobs is None:
+        return TEST_KNOBS
+    if not isinstance(knobs, Mapping):
+        raise TypeError(f"knobs must be None or a mapping of knob names to values, not "
+                        f"{type(knobs).__name__}")
+    checked = {}
+    for name, value in knobs.items():
+        if not isinstance(name, str) or not KNOB.match(name):
+            raise ValueError(f"knobs: {name!r} is not a knob name (lower case, digits, _)")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
+                not str(value) or any(c.isspace() for c in str(value)):
+            raise ValueError(f"knobs[{name!r}] must be a str or number without spaces, "
+                             f"got {value!r}")
+        checked[name] = str(value)
+    return MappingProxyType(checked)
+
+
 def check_seconds(seconds: Any, name: str) -> float:
     """``seconds`` as a positive, finite number of seconds."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
@@ -180,7 +218,7 @@ def check_seconds(seconds: Any, name: str) -> float:
 
 
 def make_plan(processes: Any, redundancy: Any, engine: Any, classes: Any, directory: Path,
-              ports: Sequence[int]) -> ClusterPlan:
+              ports: Sequence[int], knobs: Any = None) -> ClusterPlan:
     """Check the arguments of a local cluster and lay it out in ``directory``, process
     ``i`` on ``ports[i]`` in ``directory / "p<i>"``.
 
@@ -194,4 +232,5 @@ def make_plan(processes: Any, redundancy: Any, engine: Any, classes: Any, direct
         raise ValueError(f"ports must be {n} distinct ports, got {list(ports)}")
     layout = tuple(ServerProcess(i, port, kind, directory / f"p{i}")
                    for i, (port, kind) in enumerate(zip(ports, kinds)))
-    return ClusterPlan(layout, mode, check_engine(engine), secrets.token_hex(8))
+    return ClusterPlan(layout, mode, check_engine(engine), secrets.token_hex(8),
+                       check_knobs(knobs))

@@ -1,7 +1,8 @@
 """A watchdog that kills a local cluster's servers if the Python process that started
 them dies without cleaning up (SIGKILL, a CI job's timeout, a crash).
 
-:class:`Reaper` starts ``python -m fdbrecipes._local.reaper [directory]`` in a
+:class:`Reaper` runs this file (``python -I reaper.py [directory]``: it needs
+nothing but the standard library, so not even fdbrecipes has to be importable) in a
 session of its own (Ctrl-C in the terminal does not reach it) with a pipe on its
 standard input, and tells it through the pipe which process groups to watch
 (``watch <pgid>``), which ended (``forget <pgid>``), and that the cluster was cleaned
@@ -25,7 +26,7 @@ class Reaper:
     """The parent's end of the watchdog: one per local cluster."""
 
     def __init__(self, directory: Optional[str]) -> None:
-        args = [sys.executable, "-m", "fdbrecipes._local.reaper"]
+        args = [sys.executable, "-I", os.path.abspath(__file__)]
         self._process = subprocess.Popen(
             args + ([directory] if directory else []), stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,

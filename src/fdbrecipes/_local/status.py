@@ -12,9 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
 
+#: Seconds a process's uptime in status JSON may exceed the time since it was started
+#: (the two clocks are read at different moments).
+UPTIME_SLACK = 2.0
 #: The roles :class:`ClusterRoles` names, as status JSON spells them.
 ROLES = ("master", "cluster_controller", "log", "storage", "commit_proxy", "grv_proxy",
-         "resolver", "ratekeeper", "data_distributor", "coordinator")
+         "resolver", "ratekeeper", "data_distributor", "consistency_scan", "coordinator")
 
 
 def parse_status(text: str) -> Dict[str, Any]:
@@ -99,7 +102,8 @@ def current_logs(status: Mapping[str, Any]) -> Tuple[str, ...]:
     """The addresses of the current generation's logs, in address order."""
     for generation in status.get("cluster", {}).get("logs", []):
         if generation.get("current"):
-            return tuple(sorted(_address(log) for log in generation.get("log_interfaces", [])))
+            return tuple(sorted(_address(log) for log in generation.get("log_interfaces", [])
+                                if log.get("address")))  # a log gone has no address
     return ()
 
 
@@ -150,14 +154,18 @@ def parse_roles(status: Mapping[str, Any]) -> ClusterRoles:
     )
 
 
-def health_problems(status: Mapping[str, Any], expected: Iterable[str]) -> List[str]:
-    """Why the cluster is not healthy, or an empty list when it is: the database is
-    available, fully recovered, its data fully replicated (``data.state.healthy``),
-    and every address of ``expected`` (the processes that should be running) is
-    part of it."""
+def health_problems(status: Mapping[str, Any], expected: Mapping[str, float]) -> List[str]:
+    """Why the cluster is not healthy, or an empty list when it is: the status is
+    complete, the database available, fully recovered, its data fully replicated
+    (``data.state.healthy``), and every process of ``expected`` (address -> seconds
+    since it was last started) is part of it *as started then*: a status that shows a
+    longer uptime still describes the process before its restart."""
     problems: List[str] = []
     client = status.get("client", {})
     cluster = status.get("cluster", {})
+    messages = [str(m.get("name")) for m in cluster.get("messages", [])]
+    if "status_incomplete" in messages:
+        problems.append("status incomplete")
     if not client.get("database_status", {}).get("available", False):
         problems.append("the database is not available")
     state = cluster.get("recovery_state", {}).get("name", "unknown")
@@ -166,10 +174,12 @@ def health_problems(status: Mapping[str, Any], expected: Iterable[str]) -> List[
     data = cluster.get("data", {}).get("state", {})
     if not data.get("healthy", False):
         problems.append(f"data state {data.get('name', 'unknown')}")
-    present = {_address(p) for p in cluster.get("processes", {}).values()}
-    missing = sorted(set(expected) - present)
+    uptimes = {_address(p): float(p.get("uptime_seconds", 0.0))
+               for p in cluster.get("processes", {}).values()}
+    missing = sorted(a for a, age in expected.items()
+                     if a not in uptimes or uptimes[a] > age + UPTIME_SLACK)
     if missing:
-        problems.append(f"not (yet) part of the cluster: {', '.join(missing)}")
+        problems.append(f"not (yet) part of the cluster as last started: {', '.join(missing)}")
     return problems
 
 
