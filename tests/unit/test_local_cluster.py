@@ -98,8 +98,9 @@ def test_each_process_has_its_port_folder_machine_and_zone(tmp_path: Path) -> No
 def test_knobs_go_on_every_command_line(tmp_path: Path) -> None:
     default = make_plan(2, "double", "memory", None, tmp_path, PORTS[:2])
     assert default.knobs == TEST_KNOBS
-    assert default.command(default.processes[1], "fdbserver", "c")[-2:] == [
-        "--knob_initial_failure_reaction_delay=1", "--knob_log_on_completion_delay=0"]
+    assert default.command(default.processes[1], "fdbserver", "c")[-3:] == [
+        "--knob_check_team_delay=1", "--knob_initial_failure_reaction_delay=1",
+        "--knob_log_on_completion_delay=0"]
     stock = make_plan(2, "double", "memory", None, tmp_path, PORTS[:2], {})
     assert not [a for a in stock.command(stock.processes[0], "fdbserver", "c")
                 if a.startswith("--knob")]
