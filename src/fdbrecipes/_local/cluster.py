@@ -175,6 +175,7 @@ class LocalCluster:
     def _spawn(self, process: ServerProcess) -> None:
         if self.running(process):
             return
+        self._end(process, signal.SIGKILL, 10.0)  # one that exited on its own: forget it
         process.data.mkdir(parents=True, exist_ok=True)
         process.logs.mkdir(parents=True, exist_ok=True)
         if self._reaper is None:

@@ -9,11 +9,12 @@ directory.  Nothing here loads ``libfdb_c``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 from .cluster import LocalCluster
 from .plan import CLASSES, MAX_PROCESSES, REPLICAS, ServerProcess
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace, stop: Optional[threading.Event] = None) -> int
         print(f"fdbrecipes cluster: cannot run: {e}", file=sys.stderr)
         return 1
     finally:
-        cluster.cleanup()
+        with _uninterrupted():  # a second Ctrl-C must not leave servers behind
+            cluster.cleanup()
         restore()
     print("fdbrecipes cluster: stopped", flush=True)
     return 0
@@ -110,3 +112,16 @@ def _stop_on_sigterm(stop: threading.Event) -> Callable[[], None]:
 
 def _nothing() -> None:
     """Nothing to restore."""
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Ignore SIGINT (Ctrl-C) in the block, when in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
