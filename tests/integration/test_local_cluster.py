@@ -187,7 +187,8 @@ def test_a_cluster_is_cleaned_up_when_its_python_process_dies_or_is_interrupted(
 def test_the_cluster_command_serves_until_ctrl_c(starter: List[subprocess.Popen[str]]
                                                  ) -> None:
     process = subprocess.Popen([sys.executable, "-m", "fdbrecipes", "cluster", "--processes",
-                                "3", "--redundancy", "double"], stdout=subprocess.PIPE,
+                                "3", "--redundancy", "double", "--classes",
+                                "storage,storage,stateless"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=ROOT)
     starter.append(process)
     assert process.stdout is not None
@@ -199,7 +200,8 @@ def test_the_cluster_command_serves_until_ctrl_c(starter: List[subprocess.Popen[
     cluster_file = next(x.split(": ", 1)[1] for x in lines if x.startswith("cluster file: "))
     assert f"  export FDB_CLUSTER_FILE={cluster_file}" in lines
     assert sum(1 for x in lines if "127.0.0.1:" in x) == 3
-    assert any("master" in x for x in lines) and any("log" in x for x in lines)
+    assert any("stateless" in x and "master" in x for x in lines)
+    assert sum(1 for x in lines if "storage" in x and "log" in x) == 2
     db = open_database(cluster_file)
     warm_up(db)
     db[b"dev"] = b"ok"
