@@ -57,18 +57,24 @@ HEAL_DEADLINE = 180.0
 OTHERS = ("master", "cluster_controller", "commit_proxy", "grv_proxy", "resolver")
 
 
-def pick(roles: ClusterRoles, role: str, rng: random.Random, avoid: Tuple[str, ...]) -> str:
-    """A process holding ``role``: one holding none of ``avoid`` if there is one (the
-    fault then hits that role alone), else any, chosen by ``rng``.  On a fresh
-    cluster of :data:`tests.conftest.DOUBLE_CLASSES` there is one; after many faults
-    (the soak) FoundationDB may have moved every log onto the storage processes, and
-    the report's ``target_roles`` then shows that a storage kill hit a log too."""
-    wanted = [r for r in avoid if r != role]
-    for without in (wanted, [r for r in wanted if r != "log"], []):
-        found = roles.holding(role, without=without)
+def pick(roles: ClusterRoles, role: str, rng: random.Random,
+         *preferences: Tuple[str, ...]) -> str:
+    """A process holding ``role``, chosen by ``rng`` among those holding none of the
+    first of ``preferences`` that leaves any (then any holding ``role``): the fault
+    hits that role alone where it can.  On a fresh cluster of
+    :data:`tests.conftest.DOUBLE_CLASSES` it can; after many faults (the soak)
+    FoundationDB may have moved every log onto the storage processes, and the
+    report's ``target_roles`` then shows that a storage kill hit a log too."""
+    for avoid in (*preferences, ()):
+        found = roles.holding(role, without=avoid)
         if found:
             return rng.choice(found)
     raise AssertionError(f"no process holds {role}: {roles}")
+
+
+#: Whom a storage fault, and a log fault, would rather not hit as well.
+STORAGE_ALONE = (("log", *OTHERS), OTHERS)
+LOG_ALONE = (("storage", *OTHERS), OTHERS)
 
 
 @dataclass
@@ -84,13 +90,13 @@ class Fault:
 
 
 def kill_storage(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
-    target = pick(roles, "storage", rng, ("log", *OTHERS))
+    target = pick(roles, "storage", rng, *STORAGE_ALONE)
     cluster.kill(target)
     return target
 
 
 def kill_log(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
-    target = pick(roles, "log", rng, OTHERS)
+    target = pick(roles, "log", rng, *LOG_ALONE)
     cluster.kill(target)
     return target
 
@@ -102,13 +108,13 @@ def kill_master(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) 
 
 
 def pause_log(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
-    target = pick(roles, "log", rng, OTHERS)
+    target = pick(roles, "log", rng, *LOG_ALONE)
     cluster.pause(target)
     return target
 
 
 def exclude_storage(cluster: LocalCluster, roles: ClusterRoles, rng: random.Random) -> str:
-    target = pick(roles, "storage", rng, ("log", *OTHERS))
+    target = pick(roles, "storage", rng, *STORAGE_ALONE)
     cluster.exclude(target)
     return target
 
