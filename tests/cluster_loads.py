@@ -2,13 +2,15 @@
 cluster (``tests/integration/test_cluster_faults.py``).
 
 Each :class:`Load` owns one structure in a subspace of its own and the values
-``0 .. total - 1``.  Its producer pushes the first half with ids, waits for the
-driver's ``second_half`` event (set once the fault is injected), then pushes the
-rest; its consumers take values through the public API until every value is taken.
+``0 .. total - 1``.  Its producer pushes them with ids in three parts (see
+:class:`Phases`): the first half at once, the third quarter once the driver has
+struck the fault, the last quarter once it has healed it; its consumers take values
+through the public API until every value is taken.
 A load records what its consumers *certainly* took (a pop's or claim-and-ack's
 result, a Worker's ``JobFinished(outcome="ok")``) and when, and at the end checks:
 nothing lost, nothing taken twice, and the structure's counters exact (what is left,
-nothing, in ``size``/``stats`` and the listings).
+nothing, in ``size``/``stats`` and the listings); the Worker's queue keeps job records,
+and each says ``succeeded`` with its handler's result.
 
 Only the public API is used.  Every wait has a deadline (:data:`WAIT`, and the
 driver's).
@@ -22,7 +24,7 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from fdbrecipes import FairQueue, Job, JobFinished, LeaseExpiredError, Queue, WeightTree, Worker
 from fdbrecipes.aio import AsyncQueue
@@ -32,8 +34,32 @@ from fdbrecipes.aio import AsyncQueue
 LEASE = 30.0
 #: Seconds a consumer waits on a watch before it looks again (whether it is done).
 WAIT = 0.5
-#: Seconds a producer waits for the second half's signal at most.
+#: Seconds a producer waits for each of the driver's signals at most.
 PHASE = 300.0
+#: Seconds the Worker load's job records are kept (past any run: none is pruned).
+HISTORY = 3600.0
+
+
+class Phases:
+    """The driver's signals to the producers: ``struck`` (the fault is in place: push
+    the third quarter), ``healed`` (it is healed: push the last quarter), ``stop``
+    (the run is over: give up)."""
+
+    def __init__(self) -> None:
+        self.struck, self.healed, self.stop = (threading.Event(), threading.Event(),
+                                               threading.Event())
+
+    def end(self) -> None:
+        """Release every producer and consumer (the run is over)."""
+        for event in (self.struck, self.healed, self.stop):
+            event.set()
+
+    def parts(self, total: int) -> List[Tuple[range, Optional[threading.Event]]]:
+        """The values in the order they are pushed, each part with the signal it
+        waits for first (None: none)."""
+        half, three_quarters = total // 2, total * 3 // 4
+        return [(range(half), None), (range(half, three_quarters), self.struck),
+                (range(three_quarters, total), self.healed)]
 
 
 class Progress:
@@ -100,21 +126,20 @@ class Load:
 
     # -- the threads ---------------------------------------------------------------------
 
-    def threads(self, second_half: threading.Event, stop: threading.Event
-                ) -> List[threading.Thread]:
+    def threads(self, phases: Phases) -> List[threading.Thread]:
         """The producer and consumer threads of this load (not started)."""
-        made = [threading.Thread(target=self.produce, args=(second_half, stop),
+        made = [threading.Thread(target=self.produce, args=(phases,),
                                  name=f"{self.name}-producer", daemon=True)]
-        made += [threading.Thread(target=self.consume, args=(stop,),
+        made += [threading.Thread(target=self.consume, args=(phases.stop,),
                                   name=f"{self.name}-consumer-{i}", daemon=True)
                  for i in range(self.consumers)]
         return made
 
-    def produce(self, second_half: threading.Event, stop: threading.Event) -> None:
-        half = self.total // 2
-        self.push_all(range(half), stop)
-        if second_half.wait(PHASE):
-            self.push_all(range(half, self.total), stop)
+    def produce(self, phases: Phases) -> None:
+        for values, signal in phases.parts(self.total):
+            if signal is not None and not signal.wait(PHASE):
+                return
+            self.push_all(values, phases.stop)
 
     def push_all(self, values: Sequence[int], stop: threading.Event) -> None:
         for value in values:
@@ -153,14 +178,24 @@ class Load:
     def count(self) -> int:
         return len(self.taken)
 
-    def longest_wait(self, since: float) -> Optional[float]:
-        """The longest time, from ``since`` to this load's last take, that passed
-        without a take (None: nothing was taken after ``since``)."""
+    def longest_wait(self, *moments: float) -> Optional[float]:
+        """The longest time, from the first of ``moments`` (the fault struck, it was
+        healed) to this load's last take, that passed without a take, not counting
+        the time before a moment while consumers waited for the values the producer
+        pushes after it: the longest of each moment's wait for the next take and
+        the gaps between takes with no moment between them.  None: nothing was taken
+        after some moment."""
         with self.lock:
-            later = sorted(t for t in self.times if t > since)
-        if not later:
-            return None
-        return max(b - a for a, b in zip([since, *later], later))
+            later = sorted(t for t in self.times if t > moments[0])
+        waits = []
+        for moment in moments:
+            first = next((t for t in later if t > moment), None)
+            if first is None:
+                return None
+            waits.append(first - moment)
+        waits += [b - a for a, b in zip(later, later[1:])
+                  if not any(a < moment <= b for moment in moments)]
+        return max(waits)
 
     def problems(self) -> List[str]:
         """Everything wrong at the end: lost, doubled, counters not exact, errors."""
@@ -282,24 +317,27 @@ class TreePops(Load):
 
 
 class WorkerJobs(Load):
-    """A Worker (4 handler threads) over a Queue; a job is taken when its
-    ``JobFinished`` says ``ok`` (acked)."""
+    """A Worker (4 handler threads) over a Queue with job records (``history``); a
+    job is taken when its ``JobFinished`` says ``ok`` (acked).  At the end every
+    job's record says ``succeeded``, with the handler's result, once per job: each
+    id has one record and one ``ok``."""
 
     name = "worker"
     consumers = 1
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.q: Queue[int] = Queue(self.space)
+        self.q: Queue[int] = Queue(self.space, history=HISTORY)
         self.handled: Counter[Any] = Counter()
         self.outcomes: Counter[str] = Counter()
 
     def push(self, value: int) -> None:
         self.q.push(self.db, value, id=b"%d" % value)
 
-    def handle(self, job: Job) -> None:
+    def handle(self, job: Job) -> int:
         with self.lock:
             self.handled[job.value] += 1
+        return job.value * 2
 
     def event(self, event: Any) -> None:
         if isinstance(event, JobFinished):
@@ -324,7 +362,17 @@ class WorkerJobs(Load):
         calls, finished = sum(self.handled.values()), sum(self.outcomes.values())
         if calls != finished:
             found.append(f"{self.name}: {calls} handler calls but {finished} JobFinished")
-        return found
+        return found + self.records_wrong()
+
+    def records_wrong(self) -> List[str]:
+        """Every job whose record does not say it succeeded with its result."""
+        wrong = []
+        for value in range(self.total):
+            record = self.q.job(self.db, b"%d" % value)
+            if record is None or record.state != "succeeded" or record.result != value * 2:
+                wrong.append(f"{value}: {record}")
+        return [f"{self.name}: job records not succeeded: {wrong[:5]} of {len(wrong)}"
+                ] if wrong else []
 
     def left(self) -> List[str]:
         return queue_left(self.q, self.db)
@@ -340,17 +388,16 @@ class AsyncPops(Load):
         super().__init__(*args)
         self.q: AsyncQueue[int] = AsyncQueue(self.space)
 
-    def threads(self, second_half: threading.Event, stop: threading.Event
-                ) -> List[threading.Thread]:
-        return [threading.Thread(target=asyncio.run, args=(self.main(second_half, stop),),
+    def threads(self, phases: Phases) -> List[threading.Thread]:
+        return [threading.Thread(target=asyncio.run, args=(self.main(phases),),
                                  name=f"{self.name}-loop", daemon=True)]
 
-    async def main(self, second_half: threading.Event, stop: threading.Event) -> None:
-        consumers = [asyncio.ensure_future(self.apop(stop)) for _ in range(3)]
-        half = self.total // 2
-        await self.apush(range(half), stop)
-        if await asyncio.to_thread(second_half.wait, PHASE):
-            await self.apush(range(half, self.total), stop)
+    async def main(self, phases: Phases) -> None:
+        consumers = [asyncio.ensure_future(self.apop(phases.stop)) for _ in range(3)]
+        for values, signal in phases.parts(self.total):
+            if signal is not None and not await asyncio.to_thread(signal.wait, PHASE):
+                break
+            await self.apush(values, phases.stop)
         await asyncio.gather(*consumers)
 
     async def apush(self, values: Sequence[int], stop: threading.Event) -> None:
