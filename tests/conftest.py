@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from fdbrecipes.testing import open_database
+from fdbrecipes.testing import TEST_KNOBS, open_database
 from tests.helpers import TestClock
 
 settings.register_profile(
@@ -54,6 +54,10 @@ def db(fdb_database: Any) -> Any:
 #: stateless process (master, cluster controller, proxies, resolver, ...), so a fault
 #: can hit a storage process, a log or the master alone.
 DOUBLE_CLASSES = ("storage", "storage", "storage", "transaction", "stateless")
+#: The knobs of :func:`double_cluster`: LocalCluster's, and a data distributor that
+#: counts a dead storage process failed (and copies its data again) after 2 s instead
+#: of 60 s, so a killed storage process is re-replicated while the fault tests run.
+DOUBLE_KNOBS = {**TEST_KNOBS, "data_distribution_failure_reaction_time": "2"}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +65,8 @@ def double_cluster(fdb_cluster_factory: Any) -> Any:
     """A 5-process ``double`` LocalCluster (:data:`DOUBLE_CLASSES`), one per test module
     that asks for it (its start-up time is printed)."""
     started = time.monotonic()
-    made = fdb_cluster_factory(processes=5, redundancy="double", classes=DOUBLE_CLASSES)
+    made = fdb_cluster_factory(processes=5, redundancy="double", classes=DOUBLE_CLASSES,
+                               knobs=DOUBLE_KNOBS)
     print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
     return made
 

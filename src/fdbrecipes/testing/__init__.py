@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .._cluster import client_library_problem, local_cluster, open_database
 from .._local.cluster import LocalCluster
-from .._local.plan import ServerProcess
+from .._local.plan import TEST_KNOBS, ServerProcess
 from .._local.programs import ServerNotFoundError, find_program
 from .._local.status import ClusterRoles
 
@@ -29,6 +29,7 @@ __all__ = [
     "LocalCluster",
     "ServerNotFoundError",
     "ServerProcess",
+    "TEST_KNOBS",
     "client_library_problem",
     "find_program",
     "local_cluster",
