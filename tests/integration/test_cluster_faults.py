@@ -2,9 +2,10 @@
 
 Every structure runs producers and consumers at once (``tests/cluster_loads.py``:
 Queue claim/ack, high-contention pops, FairQueue, WeightTree pops, a Worker, asyncio
-pops) while one fault strikes: a storage process is killed, a log process is killed,
-the master is killed (a recovery), a log process is paused (SIGSTOP) for longer than
-failure detection, a storage process is excluded.  Then the fault is healed (the
+pops) while one fault strikes: a storage process is killed (for at least
+:data:`STORAGE_OUTAGE` seconds: the cluster copies its data again), a log process is
+killed, the master is killed (a recovery), a log process is paused (SIGSTOP) for
+longer than failure detection, a storage process is excluded.  Then the fault is healed (the
 process restarted, resumed or included) and the cluster waited for to be healthy.
 
 Each run asserts: nothing lost, nothing taken twice (values are ids), counters exact
@@ -247,7 +248,8 @@ def run_fault(cluster: LocalCluster, db: Any, space: Any, fault: Fault, seed: in
     assert not problems, f"seed {seed}, {fault.name} on {report.target}: {problems}"
     slow = {name: s for name, s in report.keep_going.items() if s is None or s > KEEP_GOING}
     assert not slow, (f"seed {seed}, {fault.name} on {report.target}: consumers waited "
-                      f"more than {KEEP_GOING} s for a take after the fault: {slow}")
+                      f"more than {KEEP_GOING} s for a take after the fault or its healing: "
+                      f"{slow}")
     return report
 
 

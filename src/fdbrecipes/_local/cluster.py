@@ -58,7 +58,7 @@ class LocalCluster:
     for tests and local development.
 
     Each process has its own free port, its own folder (``p<i>/data``,
-    ``p<i>/logs``, ``p<i>/fdbserver.out`` under :attr:`directory`) and its own
+    ``p<i>/logs``, ``p<i>/fdbserver.out`` under ``directory``) and its own
     machine and zone locality, so FoundationDB spreads copies over them as over
     machines.  The cluster file names as many coordinators as the redundancy wants
     (1 for ``single``, 3 for ``double``, 5 for ``triple``; at most all processes,

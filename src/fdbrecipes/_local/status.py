@@ -78,7 +78,8 @@ class ClusterRoles:
         in address order.
 
         Raises:
-            ValueError: a role is not one of :data:`ROLES`.
+            ValueError: a role is not one status JSON names (``master``,
+                ``cluster_controller``, ``log``, ``storage``, ``commit_proxy``, ...).
         """
         avoid = frozenset(without)
         for name in (role, *avoid):
