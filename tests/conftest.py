@@ -6,11 +6,13 @@ them instead with ``FDBRECIPES_REQUIRE_SERVER=1``)."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from fdbrecipes.testing import TEST_KNOBS, open_database
 from tests.helpers import TestClock
 
 settings.register_profile(
@@ -45,3 +47,36 @@ def clock() -> TestClock:
 def db(fdb_database: Any) -> Any:
     """The test database (an ``fdb.Database``), from the plugin's fixture."""
     return fdb_database
+
+
+#: The classes of :func:`double_cluster`'s processes: three storage processes (two of
+#: which FoundationDB also gives a log), one transaction process (a log), and one
+#: stateless process (master, cluster controller, proxies, resolver, ...), so a fault
+#: can hit a storage process, a log or the master alone.
+DOUBLE_CLASSES = ("storage", "storage", "storage", "transaction", "stateless")
+#: The knobs of :func:`double_cluster`: LocalCluster's, and a data distributor that
+#: counts a dead storage process failed (and copies its data again) after 2 s instead
+#: of 60 s, so a killed storage process is re-replicated while the fault tests run.
+DOUBLE_KNOBS = {**TEST_KNOBS, "data_distribution_failure_reaction_time": "2"}
+
+
+@pytest.fixture(scope="module")
+def double_cluster(fdb_cluster_factory: Any) -> Any:
+    """A 5-process ``double`` LocalCluster (:data:`DOUBLE_CLASSES`), one per test module
+    that asks for it (its start-up time is printed)."""
+    started = time.monotonic()
+    made = fdb_cluster_factory(processes=5, redundancy="double", classes=DOUBLE_CLASSES,
+                               knobs=DOUBLE_KNOBS)
+    print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
+    return made
+
+
+@pytest.fixture(scope="module")
+def double_db(double_cluster: Any) -> Any:
+    """A Database on :func:`double_cluster`, its first commit behind it (a fresh
+    Database's first commits can end in ``commit_unknown_result``)."""
+    from tests.helpers import warm_up
+
+    db = open_database(double_cluster.cluster_file)
+    warm_up(db)
+    return db

@@ -4,8 +4,9 @@ The ``fdbrecipes`` command (demo, bench), the benchmark's client processes and t
 pytest plugin share this module:
 
 * a cluster: :func:`local_cluster` yields the cluster file ``FDB_CLUSTER_FILE`` names,
-  or that of a throwaway single-process ``fdbserver`` (:class:`LocalCluster`) on a free
-  127.0.0.1 port, driven through the ``fdbserver`` and ``fdbcli`` programs;
+  or that of a throwaway single-process ``fdbserver`` (:class:`LocalCluster`, from
+  :mod:`fdbrecipes._local`) on a free 127.0.0.1 port, driven through the
+  ``fdbserver`` and ``fdbcli`` programs;
 * the client library: :func:`client_library_problem` says why ``libfdb_c`` cannot be
   loaded, if it cannot, and :func:`tools_client_problem` also why the installed
   bindings cannot use it (their version is newer than the library's);
@@ -22,19 +23,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, Optional
 
-_SEARCH_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin",
-                "/usr/local/libexec", "/usr/lib/foundationdb")
+from ._local.cluster import LocalCluster
+from ._local.programs import SERVER_HINT, ServerNotFoundError, find_program
+
+__all__ = ["API_VERSION", "BINDINGS_HINT", "CLIENT_HINT", "FIRST_CONTACT_SECONDS", "INSTALL_HINT",
+           "SERVER_HINT", "LocalCluster", "ServerNotFoundError", "client_library_problem",
+           "find_program", "first_contact", "local_cluster", "open_database",
+           "select_api_version", "tools_client_problem", "wanted_api_version", "with_cluster"]
 
 CLIENT_HINT = (
     "install the FoundationDB 7.3 client library (package foundationdb-clients from "
@@ -43,11 +41,6 @@ CLIENT_HINT = (
 BINDINGS_HINT = (
     "install the Python bindings of the client library's version, for 7.3: "
     "pip install 'foundationdb==7.3.*'"
-)
-SERVER_HINT = (
-    "install the FoundationDB 7.3 server (package foundationdb-server from "
-    "https://github.com/apple/foundationdb/releases) or set FDB_CLUSTER_FILE to a running "
-    "cluster"
 )
 INSTALL_HINT = ("install the FoundationDB 7.3 packages foundationdb-clients and "
                 "foundationdb-server from https://github.com/apple/foundationdb/releases, "
@@ -58,25 +51,6 @@ INSTALL_HINT = ("install the FoundationDB 7.3 packages foundationdb-clients and 
 API_VERSION = 730
 
 
-class ServerNotFoundError(RuntimeError):
-    """No ``fdbserver``/``fdbcli`` to start a throwaway cluster with."""
-
-
-def find_program(name: str, env_var: str) -> Optional[str]:
-    """Locate ``name``: the path in ``env_var``, else PATH, else the usual sbin dirs."""
-    configured = os.environ.get(env_var)
-    if configured:
-        return configured if os.access(configured, os.X_OK) else None
-    found = shutil.which(name)
-    if found:
-        return found
-    for directory in _SEARCH_DIRS:
-        candidate = os.path.join(directory, name)
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def client_library_problem() -> Optional[str]:
     """Why the fdb bindings cannot talk to a cluster here, or None if they can."""
     try:
@@ -84,167 +58,6 @@ def client_library_problem() -> Optional[str]:
     except Exception as e:
         return f"libfdb_c is not loadable ({e}): {CLIENT_HINT}"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _created(_code: int, out: str) -> bool:
-    """Whether ``fdbcli``'s ``configure new`` left a database (new or existing)."""
-    return "Database created" in out or "already exists" in out
-
-
-def _succeeded(code: int, out: str) -> bool:
-    """Whether an ``fdbcli`` command succeeded."""
-    return code == 0 and "ERROR" not in out
-
-
-class LocalCluster:
-    """A single-process FoundationDB cluster on 127.0.0.1, for tests and the tools.
-
-    Args:
-        engine: storage engine for ``configure new single <engine>`` (``memory``,
-            ``ssd``, ...).
-        directory: where data, logs and the cluster file go (default: a new temporary
-            directory, removed by :meth:`cleanup`).
-        startup_timeout: seconds to wait for the database to accept a commit.
-
-    Raises:
-        ServerNotFoundError: no ``fdbserver`` or no ``fdbcli`` program was found.
-    """
-
-    def __init__(
-        self,
-        *,
-        engine: str = "memory",
-        directory: Optional[str] = None,
-        startup_timeout: float = 60.0,
-    ) -> None:
-        self.fdbserver = find_program("fdbserver", "FDBSERVER")
-        self.fdbcli = find_program("fdbcli", "FDBCLI")
-        missing = [n for n, p in (("fdbserver", self.fdbserver), ("fdbcli", self.fdbcli)) if not p]
-        if missing:
-            raise ServerNotFoundError(
-                f"{' and '.join(missing)} not found (looked at $FDBSERVER/$FDBCLI, PATH, "
-                f"{', '.join(_SEARCH_DIRS)}): {SERVER_HINT}"
-            )
-        self.engine = engine
-        self.startup_timeout = startup_timeout
-        self._own_directory = directory is None
-        self.directory = Path(directory or tempfile.mkdtemp(prefix="fdbrecipes-"))
-        self.port = _free_port()
-        self.cluster_file = str(self.directory / "fdb.cluster")
-        Path(self.cluster_file).write_text(
-            f"fdbrecipes:{secrets.token_hex(8)}@127.0.0.1:{self.port}\n"
-        )
-        self._process: Optional[subprocess.Popen[bytes]] = None
-        self._configured = False
-
-    # -- lifecycle ---------------------------------------------------------------------
-
-    def start(self) -> str:
-        """Start the server (configuring the database the first time); return the
-        cluster file once a transaction commits."""
-        if self._process is not None and self._process.poll() is None:
-            return self.cluster_file
-        data, logs = self.directory / "data", self.directory / "logs"
-        data.mkdir(parents=True, exist_ok=True)
-        logs.mkdir(parents=True, exist_ok=True)
-        assert self.fdbserver is not None
-        with open(self.directory / "fdbserver.out", "ab") as out:
-            self._process = subprocess.Popen(
-                [
-                    self.fdbserver,
-                    "--public-address", f"127.0.0.1:{self.port}",
-                    "--listen-address", "public",
-                    "--cluster-file", self.cluster_file,
-                    "--datadir", str(data),
-                    "--logdir", str(logs),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + self.startup_timeout
-        if not self._configured:
-            self._until(deadline, f"configure new single {self.engine}", _created)
-            self._configured = True
-        self._until(deadline, "writemode on; set fdbrecipes/probe 1; clear fdbrecipes/probe",
-                    _succeeded)
-        return self.cluster_file
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-    def kill(self) -> None:
-        """Kill the server with SIGKILL, as a crash would; data stays for restart()."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def restart(self) -> str:
-        """Start again on the same data directory and port (no reconfiguration)."""
-        self.kill()
-        return self.start()
-
-    def cleanup(self) -> None:
-        """Stop the server and remove a temporary directory."""
-        self.stop()
-        if self._own_directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-    def __enter__(self) -> LocalCluster:
-        """Start the server; if it does not come up, clean up before raising."""
-        try:
-            self.start()
-        except BaseException:
-            self.cleanup()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cleanup()
-
-    # -- fdbcli --------------------------------------------------------------------------
-
-    def cli(self, command: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
-        """Run ``fdbcli --exec command`` against this cluster."""
-        assert self.fdbcli is not None
-        args: List[str] = [self.fdbcli, "-C", self.cluster_file, "--exec", command,
-                           "--timeout", str(max(1, int(timeout)))]
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout + 10,
-                              check=False)
-
-    def _until(self, deadline: float, command: str, ok: Callable[[int, str], bool]) -> None:
-        last = ""
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(
-                    f"fdbserver exited with {self._process.returncode}; see "
-                    f"{self.directory / 'fdbserver.out'} and {self.directory / 'logs'}"
-                )
-            try:
-                result = self.cli(command, timeout=5)
-                last = (result.stdout + result.stderr).strip()
-                if ok(result.returncode, last):
-                    return
-            except subprocess.TimeoutExpired:
-                last = "fdbcli timed out"
-            time.sleep(0.2)  # polling an external program: nothing to wait on
-        raise RuntimeError(f"fdbcli {command!r} did not succeed in time: {last}")
 
 
 @contextlib.contextmanager

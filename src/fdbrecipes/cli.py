@@ -3,8 +3,8 @@
 Each subcommand is a function ``name(args) -> exit status``, listed in :data:`COMMANDS`
 with its one-line help and, if it takes options, a function adding them to its parser.
 To add a subcommand, write those functions and add a :class:`Command` row.  The
-machinery behind ``demo`` and ``bench`` is imported when the command runs (or, for its
-options, when the parser is built); the operator commands are the rows of
+machinery behind ``demo``, ``bench`` and ``cluster`` is imported when the command runs
+(or, for its options, when the parser is built); the operator commands are the rows of
 :data:`fdbrecipes.admin.OPERATIONS`, whose import needs no ``libfdb_c`` either, so
 ``fdbrecipes --help`` needs none.
 
@@ -81,10 +81,26 @@ def bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+def cluster_options(parser: argparse.ArgumentParser) -> None:
+    """``fdbrecipes cluster``'s options."""
+    from ._local.command import add_arguments
+
+    add_arguments(parser)
+
+
+def cluster(args: argparse.Namespace) -> int:
+    """``fdbrecipes cluster``: a throwaway local cluster, until Ctrl-C."""
+    from ._local.command import run
+
+    return run(args)
+
+
 #: Every subcommand, in the order ``--help`` lists them.
 COMMANDS = (
     Command("demo", "push and pop through every structure", demo),
     Command("bench", "run the benchmark suite (table + PNG chart)", bench, bench_options),
+    Command("cluster", "start a throwaway local cluster (several processes, faults to "
+            "try) and run until Ctrl-C", cluster, cluster_options),
     *(Command(op.name, op.help, op.main, op.arguments)
       for op in admin.OPERATIONS + admin.JOBS + admin.SERVICES),
     Command("web", "serve the web dashboard of the structures under a directory", web,

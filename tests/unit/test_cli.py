@@ -54,11 +54,11 @@ REQUIRED = {"stats": ["--tuple", "('jobs',)", "--kind", "queue"]}
 def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
-        "demo", "bench", "stats", "peek", "dead", "requeue-dead", "purge-dead", "push",
-        "leases", "delayed", "remove", "job", "cancel", "workers", "pause", "resume", "worker",
-        "metrics", "web"]
+        "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
+        "push", "leases", "delayed", "remove", "job", "cancel", "workers", "pause", "resume",
+        "worker", "metrics", "web"]
     for command in cli.COMMANDS:
-        needs = REQUIRED["stats"] if command.name not in ("demo", "bench") else []
+        needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster") else []
         if command.name in ("worker", "push", "job", "cancel"):
             needs = [*needs, "app.jobs:handle"]
         if command.name == "remove":

@@ -10,8 +10,12 @@ turns it off). Fixtures:
   bindings know if that is lower), as the ``fdbrecipes`` command does.
 * ``fdb_subspace``: a fresh, empty ``fdb.Subspace`` per test, cleared afterwards.
 * ``fdb_local_cluster``: a factory making extra
-  :class:`~fdbrecipes.testing.LocalCluster` servers (other engines, killable,
-  restartable), cleaned up after the test.
+  :class:`~fdbrecipes.testing.LocalCluster` clusters (several processes, other
+  engines; killable, pausable, restartable), cleaned up after the test:
+  ``fdb_local_cluster(processes=5, redundancy="double")``.
+* ``fdb_cluster_factory`` (module): the same factory, whose clusters live until the
+  end of the module, for a module-scoped fixture of your own (one cluster for the
+  module's tests: starting a 5-process cluster takes seconds).
 
 Where ``libfdb_c`` or a server is missing, tests using these fixtures are skipped with a
 one-line reason; with ``FDBRECIPES_REQUIRE_SERVER=1`` that is a failure.
@@ -26,14 +30,9 @@ from typing import Any, Callable, Iterator, List, NoReturn
 
 import pytest
 
-from .._cluster import (
-    LocalCluster,
-    ServerNotFoundError,
-    client_library_problem,
-    first_contact,
-    local_cluster,
-    open_database,
-)
+from .._cluster import client_library_problem, first_contact, local_cluster, open_database
+from .._local.cluster import LocalCluster
+from .._local.programs import ServerNotFoundError
 
 #: Why the tests needing a cluster were skipped in this session (said once, at the end).
 _SKIPPED: List[str] = []
@@ -101,23 +100,57 @@ def fdb_subspace(fdb_database: Any) -> Iterator[Any]:
     fdb_database.clear_range(r.start, r.stop)
 
 
-@pytest.fixture
-def fdb_local_cluster() -> Iterator[Callable[..., LocalCluster]]:
-    """Factory for extra throwaway servers: ``fdb_local_cluster(engine="ssd")``."""
-    problem = client_library_problem()
-    if problem:
-        _unavailable(problem)
-    made: List[LocalCluster] = []
+class ClusterFactory:
+    """Makes started :class:`LocalCluster` clusters (``factory(**kwargs)`` takes
+    LocalCluster's arguments) and cleans them all up (:meth:`cleanup`).  Where
+    ``libfdb_c`` or ``fdbserver`` is missing, the test asking is skipped (fails with
+    FDBRECIPES_REQUIRE_SERVER=1)."""
 
-    def make(**kwargs: Any) -> LocalCluster:
+    def __init__(self) -> None:
+        problem = client_library_problem()
+        if problem:
+            _unavailable(problem)
+        self.made: List[LocalCluster] = []
+
+    def __call__(self, **kwargs: Any) -> LocalCluster:
         try:
             cluster = LocalCluster(**kwargs)
         except ServerNotFoundError as e:
             _unavailable(str(e))
-        made.append(cluster)
+        self.made.append(cluster)
         cluster.start()
         return cluster
 
-    yield make
-    for cluster in made:
-        cluster.cleanup()
+    def cleanup(self) -> None:
+        """Kill every cluster made and remove its directory."""
+        for cluster in self.made:
+            cluster.cleanup()
+
+
+def _clusters() -> Iterator[ClusterFactory]:
+    """A :class:`ClusterFactory` for a fixture, whose clusters are cleaned up when the
+    fixture ends (also after a failure, or Ctrl-C: pytest tears fixtures down)."""
+    factory = ClusterFactory()
+    try:
+        yield factory
+    finally:
+        factory.cleanup()
+
+
+@pytest.fixture
+def fdb_local_cluster() -> Iterator[Callable[..., LocalCluster]]:
+    """Factory of throwaway clusters, cleaned up after the test:
+    ``fdb_local_cluster(engine="ssd")``, ``fdb_local_cluster(processes=5,
+    redundancy="double")``."""
+    yield from _clusters()
+
+
+@pytest.fixture(scope="module")
+def fdb_cluster_factory() -> Iterator[Callable[..., LocalCluster]]:
+    """:func:`fdb_local_cluster` whose clusters live until the end of the module::
+
+        @pytest.fixture(scope="module")
+        def cluster(fdb_cluster_factory):
+            return fdb_cluster_factory(processes=5, redundancy="double")
+    """
+    yield from _clusters()

@@ -1,0 +1,101 @@
+"""Where a key range lives and where writes land, on a real cluster.
+
+FoundationDB cuts the key space into shards; each shard is held by a team of storage
+servers (as many as the redundancy keeps copies).  Everything pushed to one key range
+(a queue's items, say) goes to the team holding the shard there, until data
+distribution splits it.  These helpers measure that, for tests::
+
+    from fdbrecipes.testing.placement import shards_of, storage_input_bytes, landed
+
+    before = storage_input_bytes(db)
+    q.push_many(db, items)
+    print(shards_of(db, q_subspace))                  # [Shard(begin, end, team)]
+    print(landed(before, storage_input_bytes(db)))    # bytes received, by process
+
+They read the cluster's shard map (``fdb.locality``: ``\\xff/keyServers``) and its
+status JSON (``\\xff\\xff/status/json``): nothing is written.  The fdb bindings are
+imported when a function runs (an API version must be selected by then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Set, Tuple
+
+from .._local.status import parse_status, plain_address, storage_counters
+
+__all__ = ["Shard", "landed", "shards", "shards_of", "status_json", "storage_input_bytes",
+           "teams"]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A piece of the key range asked about, and who holds it.
+
+    Attributes:
+        begin, end: the piece, ``[begin, end)``, clipped to the range asked about.
+        team: the addresses (``"127.0.0.1:port"``) of the storage servers holding it,
+            sorted.
+    """
+
+    begin: bytes
+    end: bytes
+    team: Tuple[str, ...]
+
+
+def shards(db: Any, begin: bytes, end: bytes) -> List[Shard]:
+    """The shards of ``[begin, end)``, in key order, each with its team.
+
+    Reads the shard boundaries (``fdb.locality.get_boundary_keys``) and, for each
+    shard, its storage servers (``fdb.locality.get_addresses_for_key``).  Cost: 1
+    round trip per shard, plus the boundaries.
+
+    Raises:
+        ValueError: ``begin`` is not before ``end``.
+    """
+    import fdb.locality
+
+    if not begin < end:
+        raise ValueError(f"begin must be before end, got {begin!r} and {end!r}")
+    starts = [begin] + [bytes(k) for k in fdb.locality.get_boundary_keys(db, begin, end)
+                        if bytes(k) > begin]
+    found = []
+    for start, stop in zip(starts, [*starts[1:], end]):
+        addresses = fdb.locality.get_addresses_for_key(db, start).wait()
+        team = tuple(sorted({plain_address(bytes(a).decode()) for a in addresses}))
+        found.append(Shard(start, stop, team))
+    return found
+
+
+def shards_of(db: Any, subspace: Any) -> List[Shard]:
+    """:func:`shards` of everything under ``subspace`` (an ``fdb.Subspace``)."""
+    r = subspace.range()
+    return shards(db, r.start, r.stop)
+
+
+def teams(found: Iterable[Shard]) -> Set[Tuple[str, ...]]:
+    """The distinct teams holding ``found``."""
+    return {shard.team for shard in found}
+
+
+def status_json(db: Any) -> Dict[str, Any]:
+    """The cluster's status JSON, read through the client (one read of
+    ``\\xff\\xff/status/json``)."""
+    text = db[b"\xff\xff/status/json"]
+    return parse_status(bytes(text).decode())
+
+
+def storage_input_bytes(db: Any) -> Dict[str, int]:
+    """Bytes of mutations each storage process has received so far (status JSON's
+    ``input_bytes`` counter of its storage roles), by address.  The counters are
+    cumulative from each process's start and the status is a few seconds stale at
+    most: compare two readings taken around a workload with :func:`landed`."""
+    return {address: counters.input_bytes
+            for address, counters in storage_counters(status_json(db)).items()}
+
+
+def landed(before: Mapping[str, int], after: Mapping[str, int]) -> Dict[str, int]:
+    """What each storage process received between two :func:`storage_input_bytes`
+    readings (a process that restarted in between counts from 0 again)."""
+    return {address: count - before.get(address, 0) if count >= before.get(address, 0)
+            else count for address, count in after.items()}
