@@ -255,6 +255,41 @@ def test_processes_kill_a_child_stuck_in_c_and_drain_on_sigterm(
     assert q.workers(db) == []
 
 
+def exited(pid: int) -> bool:
+    """Whether process ``pid`` has exited (gone, or a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(") ")[2].startswith("Z")
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def test_children_stop_when_their_supervisor_is_killed(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    q = Queue(fdb_subspace, history=3600)
+    supervisor = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
+                           "--processes", "2", "--concurrency", "1", "--history", "3600"),
+                       fdb_subspace, workdir)
+    try:
+        pids = eventually(lambda: {w.pid for w in q.workers(db)} if len(q.workers(db)) == 2
+                          else None, 60, "two children running")
+        supervisor.kill()
+        # The children hold the supervisor's stderr: it ends when both have exited.
+        _, err = supervisor.communicate(timeout=60)
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    assert err.count("is gone: this worker process stops") == 2, err
+    eventually(lambda: all(exited(pid) for pid in pids), 30, "both children exited")
+    assert q.workers(db) == []  # each drained and left its record
+
+
 def test_chains_finish_exactly_once_while_workers_are_killed(
         db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
     chains = 1_000

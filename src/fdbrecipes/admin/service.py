@@ -146,7 +146,7 @@ def work(target: Target, args: argparse.Namespace) -> Report:
     signalled."""
     from ..aio import AsyncWorker
     from ..worker import Worker
-    from .supervisor import supervise
+    from .supervisor import supervise, watch_parent
 
     if args.end is not None and target.kind != "priority-queue":
         raise UsageError("--end applies to --kind priority-queue only")
@@ -166,10 +166,13 @@ def work(target: Target, args: argparse.Namespace) -> Report:
                    shutdown_timeout=args.shutdown_timeout, end=args.end or "min",
                    time_limit=args.time_limit, name=args.name or target.title())
     if inspect.iscoroutinefunction(handler):
-        asyncio.run(AsyncWorker(target.db, target.structure, handler, **options)
-                    .run(burst=args.burst))
+        async_worker = AsyncWorker(target.db, target.structure, handler, **options)
+        watch_parent(async_worker.stop)
+        asyncio.run(async_worker.run(burst=args.burst))
     else:
-        Worker(target.db, target.structure, handler, **options).run(burst=args.burst)
+        worker = Worker(target.db, target.structure, handler, **options)
+        watch_parent(worker.stop)
+        worker.run(burst=args.burst)
     return Report({**target.header(), "stopped": True}, f"{target.title()}: worker stopped")
 
 

@@ -19,6 +19,10 @@ every :data:`LOOK_EVERY` second:
 * SIGTERM (or SIGINT) is forwarded to every child, which drains as a worker does; a
   child still running ``shutdown_timeout`` + :data:`STOP_MARGIN` seconds later is
   killed.  A second signal forwards SIGTERM again (each child skips its wait).
+* A supervisor that dies without a word (SIGKILL, a crash) leaves no child behind:
+  each child is told the supervisor's pid (``FDBRECIPES_SUPERVISOR``) and stops as on
+  SIGTERM once its parent is no longer that process (:func:`watch_parent`, a look
+  every :data:`LOOK_EVERY` second).
 """
 
 from __future__ import annotations
@@ -31,14 +35,15 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set
 
 from .._drivers.blocking import drive
 from .._ordered.records import JobError
 from .._registry import WorkerInfo
 from .commands import Target
 
-__all__ = ["HARD_GRACE", "LOOK_EVERY", "STOP_MARGIN", "child_argv", "supervise"]
+__all__ = ["HARD_GRACE", "LOOK_EVERY", "STOP_MARGIN", "SUPERVISOR_ENV", "child_argv",
+           "supervise", "watch_parent"]
 
 log = logging.getLogger("fdbrecipes.worker")
 
@@ -48,6 +53,8 @@ LOOK_EVERY = 1.0
 HARD_GRACE = 5.0
 #: Seconds a stopping child gets beyond its shutdown timeout before it is killed.
 STOP_MARGIN = 15.0
+#: The environment variable that gives a child its supervisor's pid.
+SUPERVISOR_ENV = "FDBRECIPES_SUPERVISOR"
 
 
 def child_argv(argv: List[str]) -> List[str]:
@@ -64,6 +71,26 @@ def child_argv(argv: List[str]) -> List[str]:
     return [sys.executable, "-m", "fdbrecipes", *out]
 
 
+def watch_parent(stop: Callable[[], None]) -> Optional[threading.Thread]:
+    """In a child of a supervisor (``FDBRECIPES_SUPERVISOR`` set): a daemon thread
+    that calls ``stop`` (a graceful drain) once the process's parent is no longer the
+    supervisor, which died; None elsewhere."""
+    supervisor = os.environ.get(SUPERVISOR_ENV)
+    if not supervisor or not supervisor.isdigit():
+        return None
+    watcher = threading.Thread(target=_watch, args=(int(supervisor), stop),
+                               name="fdbrecipes-supervisor-watch", daemon=True)
+    watcher.start()
+    return watcher
+
+
+def _watch(supervisor: int, stop: Callable[[], None]) -> None:
+    while os.getppid() == supervisor:
+        time.sleep(LOOK_EVERY)
+    log.warning("supervisor (pid %d) is gone: this worker process stops", supervisor)
+    stop()
+
+
 class Child:
     """One worker process: its slot, the process, when it started."""
 
@@ -71,7 +98,8 @@ class Child:
 
     def __init__(self, slot: int, argv: List[str]) -> None:
         self.slot = slot
-        self.process = subprocess.Popen(argv, start_new_session=True)  # no terminal Ctrl-C
+        env = {**os.environ, SUPERVISOR_ENV: str(os.getpid())}
+        self.process = subprocess.Popen(argv, start_new_session=True, env=env)  # no Ctrl-C
         self.started = time.time()
         log.info("supervisor: worker process %d started (pid %d)", slot, self.process.pid)
 
