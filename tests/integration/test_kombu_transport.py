@@ -142,6 +142,28 @@ def test_fanout_and_topic_reach_other_connections(connect: Any) -> None:
     assert a.default_channel.queue_declare("t", passive=True).message_count == 0
 
 
+def test_a_publish_sees_bindings_another_process_changed_since_it_routed(
+        connect: Any) -> None:
+    """A publisher routes on the bindings it cached while the change counter, read in
+    the publish's own transaction, says they are current: a queue another process
+    (here: a connection with settings of its own, hence its own cache) binds or
+    deletes after the publisher's first publish is seen by its next one."""
+    publisher, other = connect(), connect(lease_seconds=31.0)
+    fan = Exchange("fan2", "fanout")
+    first, second = KQueue("first", fan), KQueue("second", fan)
+    first(other.default_channel).declare()
+    with publisher.Producer() as producer:
+        producer.publish({"n": 1}, exchange=fan)
+        second(other.default_channel).declare()
+        producer.publish({"n": 2}, exchange=fan)
+        other.default_channel.queue_delete("first")
+        producer.publish({"n": 3}, exchange=fan)
+    assert not declared(other.default_channel, "first")
+    got = drain(other, second, 2)
+    assert sorted(got, key=str) == [{"n": 2}, {"n": 3}]
+    assert other.default_channel.queue_declare("second", passive=True).message_count == 0
+
+
 def test_a_closing_channel_gives_back_what_it_held_and_reject_settles(
         connect: Any, db: Any, path: tuple) -> None:
     conn = connect()

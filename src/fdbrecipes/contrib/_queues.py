@@ -241,27 +241,47 @@ class Queues:
 
     def put(self, name: str, payload: bytes, priority: int, delay: Optional[float]) -> bool:
         """Push one message (visible after ``delay`` seconds, if given); False when
-        ``name`` is an expiring queue nobody consumes any more (deleted instead, with
-        the message, as RabbitMQ's ``x-expires`` would have).  A message over
-        :data:`INLINE` bytes is chunked, in the same transaction as its push.  Cost:
-        1 round trip (plus 1 read per expiry period for an expiring queue).
+        ``name`` is an expiring queue nobody consumes any more (see :meth:`usable`;
+        nothing is pushed).  Cost: 1 round trip (see :meth:`push`).
 
         Raises:
             ValueError: the message is over 8,000,000 bytes.
         """
+        if not self.usable(name):
+            return False
+        transact(self.db, self.push, name, payload, priority, delay)
+        return True
+
+    def usable(self, name: str) -> bool:
+        """Whether a message may be pushed to ``name``: False for an expiring queue
+        nobody consumes any more (to be deleted instead, with the message, as
+        RabbitMQ's ``x-expires`` would have).  Remembered: no round trip, but 1 read
+        per expiry period for an expiring queue (and 1 transaction the first time
+        this process sees ``name``)."""
         meta = self.meta(name)
         if self.expired(name, meta):
             log.info("queue %r expired (no consumer for %s s): deleting it", name, meta.expires)
             return False
+        return True
+
+    def push(self, tr: Any, name: str, payload: bytes, priority: int,
+             delay: Optional[float]) -> None:
+        """Push one message to ``name`` in ``tr`` (visible after ``delay`` seconds, if
+        given; ``priority`` counts in a priority queue only).  A message over
+        :data:`INLINE` bytes is chunked in the same transaction.  Reads and conflicts
+        as the structure's push (snapshot reads only); cost: 1 round trip.
+
+        Raises:
+            ValueError: the message is over 8,000,000 bytes (before anything is
+                written).
+        """
         s = self.structure(name)
-        args = (priority,) if meta.kind == PRIORITY else ()
+        args = (priority,) if self.meta(name).kind == PRIORITY else ()
         if len(payload) <= INLINE:
-            s.push(self.db, payload, *args, delay=delay)
+            s.push(tr, payload, *args, delay=delay)
         else:
             Blobs.check(payload, "a message")
-            ref = (name, uuid.uuid4().bytes)
-            transact(self.db, self._put_blob, s, ref, payload, args, delay)
-        return True
+            self._put_blob(tr, s, (name, uuid.uuid4().bytes), payload, args, delay)
 
     def _put_blob(self, tr: Any, s: Any, ref: Tuple[Any, ...], payload: bytes,
                   args: Tuple[Any, ...], delay: Optional[float]) -> None:

@@ -10,22 +10,28 @@ under the transport's directory ``D``:
   routing_key)``: a binding, found by exchange (routing) and by queue (deleting);
 * ``D/"v"``: a counter every change of bindings adds to (atomic, conflict-free).
 
-A publisher caches each exchange's bindings with the counter it read them at and reads
-the counter again (1 snapshot read) before using them: a binding committed before a
-publish starts is always seen, and an unchanged table costs one key.
+A publisher caches each exchange's bindings with the counter it read them at, and its
+publish reads the counter again (1 snapshot read, in the publish's own transaction,
+before its pushes): a binding committed before a publish starts is always seen, and an
+unchanged table costs one key read, no transaction of its own.
 """
 
 from __future__ import annotations
 
 import struct
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, TypeVar
 
 from .._database import transact
 
 __all__ = ["Binding", "Routing"]
 
+T = TypeVar("T")
+
 _ONE = struct.pack("<q", 1)
+
+#: ``(routing_key, queue)`` for every binding of an exchange.
+Rows = List[Tuple[str, str]]
 
 
 class Binding(NamedTuple):
@@ -38,7 +44,7 @@ class Binding(NamedTuple):
 
 class _Table(NamedTuple):
     version: Optional[bytes]
-    rows: List[Tuple[str, str]]  # (routing_key, queue)
+    rows: Rows
 
 
 class Routing:
@@ -130,22 +136,34 @@ class Routing:
     def _bindings(self, tr: Any, subspace: Any, exchange: str) -> List[Binding]:
         return [Binding(*row) for row in self._rows(tr, subspace, exchange)]
 
-    def table(self, exchange: str) -> List[Tuple[str, str]]:
-        """``(routing_key, queue)`` for every binding of ``exchange``, as of now: the
-        cached table when the change counter has not moved since it was read (1
-        snapshot read), else read again (1 more round trip)."""
-        version = self.db[self._version]
+    def table(self, exchange: str) -> Rows:
+        """``(routing_key, queue)`` for every binding of ``exchange``, as of now (see
+        :meth:`deliver`).  Cost: 1 round trip (2 when the table changed)."""
+        return transact(self.db, self.deliver, exchange, _rows)
+
+    def deliver(self, tr: Any, exchange: str, send: Callable[[Any, Rows], T]) -> T:
+        """``send(tr, rows)`` with ``exchange``'s bindings as of ``tr``'s read
+        version: the cached table while the change counter is the one it was read
+        at, else the table read in ``tr`` (then cached).  The routing is settled
+        before ``send`` runs, so nothing is pushed to a queue the bindings no longer
+        name (a push to an unknown queue declares it).  Reads the counter, and the
+        table when it changed, by snapshot (no conflicts).  Cost: 1 round trip (the
+        counter) when the table is unchanged, 2 when it changed; then ``send``'s."""
+        version = tr.snapshot[self._version]
         with self._lock:
             cached = self._tables.get(exchange)
-        if cached is not None and cached.version == version:
-            return cached.rows
-        table = transact(self.db, self._read_table, exchange)
-        with self._lock:
-            self._tables[exchange] = table
-        return table.rows
+        if cached is None or cached.version != (bytes(version) if version.present() else None):
+            cached = self._read_table(tr, exchange)
+            with self._lock:
+                self._tables[exchange] = cached
+        return send(tr, cached.rows)
 
     def _read_table(self, tr: Any, exchange: str) -> _Table:
         version = tr.snapshot[self._version]
         rows = [(b.routing_key, b.queue) for b in self._bindings(tr.snapshot,
                                                                  self._by_exchange, exchange)]
         return _Table(bytes(version) if version.present() else None, rows)
+
+
+def _rows(tr: Any, rows: Rows) -> Rows:
+    return rows
