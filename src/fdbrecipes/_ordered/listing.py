@@ -91,6 +91,8 @@ class Listing:
         while limit is None or len(out) < limit:
             kvs = yield from Range(snap(tr), begin, r.stop, 0 if limit is None else 1_000).read()
             for kv in kvs:
+                if limit is not None and len(out) >= limit:
+                    break
                 hold_id, item, deadline, kind = k.held.unpack(kv.key)
                 if kind == LEASE and deadline >= now:
                     out.append(LeaseInfo(decode_value(kv.value), k.deliveries(item) + 1,
@@ -120,6 +122,8 @@ class Listing:
                 if kind == DELAY:
                     entries.append(Entry(item, k.item_key(item), None,
                                          Hold(hold_id, deadline, kind)))
+            if limit is not None:  # only the values of the rows returned are read
+                entries = entries[:limit - len(out)]
             [found] = yield from self.engine.read_held(snap(tr), (entries,))
             out += [DelayedItem(decode_value(e.value), e.hold.deadline,  # type: ignore[arg-type,union-attr]
                                 k.deliveries(e.item), k.item_id(e.item),
