@@ -285,7 +285,8 @@ class RecordLayout:
                                                            or None)
         Q/"j"/(id, "s")    = (state, attempts, due)         the state; due: when a delayed
                                                            or retrying job is visible
-                                                           again (a clock reading), or None
+                                                           again, or when a dead one died
+                                                           (clock readings), or None
         Q/"j"/(id, "b")    = (started_at, worker, lease id) the attempt that began last
         Q/"j"/(id, "f")    = (finished_at, expires_at)      when it finished, and is pruned
         Q/"j"/(id, "e")    = (type, message, traceback)     the last error

@@ -12,7 +12,7 @@ run a call: the subspace, the retry loop with its counters and receipts
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Sequence, Tuple, TypeVar
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -32,7 +32,9 @@ from ._ordered.history import (
     report,
     settled,
 )
+from ._ordered.paging import FinishedJob, finished
 from ._ordered.records import JobRecord, Progress, Records
+from ._ordered.tokens import optional, parse_finished
 from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from ._retry import RetryLoop, RetryStats, read
 from ._series import MAX_MINUTES, Minute, Series
@@ -92,6 +94,10 @@ class JobOps(Ops):
             workers write at each heartbeat; ``series.retention`` (seconds, default
             7 days) is how long it is kept.
     """
+
+    #: Elements of ``where`` in the entries of the index of finished records: 0, or
+    #: a FairQueue's 1 (the group).
+    where_len: ClassVar[int] = 0
 
     def __init__(self, subspace: Subspace, id_retention: Any, max_deliveries: Any,
                  history: Any = None) -> None:
@@ -233,6 +239,13 @@ class JobOps(Ops):
         state, holder = yield from self.removing(tr, attempt, where,
                                                  self.listing_at(where).cancel, id_)
         return cancelled(tr, self.registry, state, holder, where[0] if where else None, id_)
+
+    def finished(self, tr: Transactor, limit: Any = None,
+                 after: Any = None) -> Gen[List[FinishedJob]]:
+        """The finished jobs, the latest to be pruned first, after the one the token
+        ``after`` names (see :func:`._ordered.paging.finished`)."""
+        at = optional(parse_finished, after, self.where_len)
+        return read(tr, finished, self.expiry, self.records_at, check_limit(limit), at)
 
     def prune(self, tr: Transactor, limit: Any = None) -> Gen[int]:
         """Forget up to ``limit`` (all when None) job records whose time is up, in

@@ -20,6 +20,7 @@ from ._heartbeat import kept_alive
 from ._ordered.front import MIN
 from ._ordered.leases import Lease
 from ._ordered.ops import QueueOps
+from ._ordered.paging import PendingItem
 from ._ordered_face import OrderedFace
 from ._values import V
 
@@ -185,6 +186,26 @@ class Queue(OrderedFace[V]):
         keys (O(limit) with a limit), 1 round trip per 1,000.
         """
         return drive(self._ops.items(tr, limit))
+
+    def pending(self, tr: Transactor, limit: Optional[int] = None, *,
+                after: Optional[bytes] = None) -> List[PendingItem]:
+        """The visible items, oldest first, as rows (up to ``limit``): each
+        :class:`fdbrecipes.PendingItem` has the value, the item's id, its deliveries,
+        since when it is visible and its token, which names it for
+        :meth:`remove_many` and, given as ``after``, starts the next page just after
+        it: paging by key, never by offset, so a page deep in a queue of millions
+        costs what the first does, and items taken meanwhile never shift a page.
+
+        Snapshot reads (no conflicts) of the item range from ``after`` on and of the
+        expired holds (counted where they are, as a pop sees them).  Given a
+        Database, pages of 1,000 items, each in its own transaction.  Cost: O(limit)
+        keys, 1 round trip per 1,000.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a pending item's token of a
+                Queue.
+        """
+        return drive(self._ops.pending(tr, limit, MIN, after))
 
     def claim(self, tr: Transactor, lease_seconds: float, *,
               spread: int = 1) -> Optional[Lease[V]]:

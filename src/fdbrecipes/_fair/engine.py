@@ -52,6 +52,7 @@ from .._ordered.front import MIN, Front
 from .._ordered.leases import Lease, Leases, lease_id, token_of, with_terms
 from .._ordered.listing import Listing
 from .._ordered.records import Records
+from .._ordered.tokens import TimedPlace
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
 from .._values import BATCH_BYTES, decode_value, encode_value, unpack_token
 from .._waiting import Readiness
@@ -517,11 +518,12 @@ class Fair:
         """Group ``g``'s policy (read with a conflict)."""
         return self.policy((yield from read(tr.get(self.keys.policies.pack((g,))))))
 
-    def groups(self, tr: Any, limit: Optional[int]) -> Gen[List[Any]]:
-        """The groups in the index: those with work (visible, delayed, in flight or
-        dead items) or a policy (see :meth:`retire`)."""
+    def groups(self, tr: Any, limit: Optional[int], after: Any = None) -> Gen[List[Any]]:
+        """The groups in the index, after the group ``after`` if given: those with work
+        (visible, delayed, in flight or dead items) or a policy (see :meth:`retire`)."""
         r = self.keys.active.range()
-        kvs = yield from Range(tr, r.start, r.stop, limit or 0).read()
+        begin = r.start if after is None else self.keys.active.range((after,)).stop
+        kvs = yield from Range(tr, begin, r.stop, limit or 0).read()
         return [self.keys.active.unpack(kv.key)[0] for kv in kvs]
 
     def refresh(self, tr: Any, attempt: Attempt, g: Any) -> Gen[None]:
@@ -542,9 +544,11 @@ class Fair:
             attempt.idle = False
         return done
 
-    def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
-        """Push group ``g``'s dead letters back; then revise the group."""
-        moved = yield from self.group(g).dead.requeue(tr, attempt, limit)
+    def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int,
+                     at: Optional[List[TimedPlace]] = None) -> Gen[int]:
+        """Push group ``g``'s dead letters (the oldest ``limit``, or those ``at``
+        names) back; then revise the group."""
+        moved = yield from self.group(g).dead.requeue(tr, attempt, limit, at)
         if moved:
             now = yield from attempt.now(tr, self.clock)
             self.touch(tr)

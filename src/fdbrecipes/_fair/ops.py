@@ -20,14 +20,26 @@ from .._fdb import Gen, Transactor, check_database, check_transactor, clear_exce
 from .._layout import FairLayout
 from .._operation import Attempt, gather
 from .._ops import JobOps
-from .._ordered.dead import DeadLetter
+from .._ordered.dead import DeadLetter, DeadLetters
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
 from .._ordered.history import check_error, check_job_id, check_time_limit, made_ids
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo, Listing
 from .._ordered.ops import check_end, lease_batch
-from .._ordered.records import JobRecord
+from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.records import RUNNING, JobRecord
+from .._ordered.tokens import (
+    Named,
+    TimedPlace,
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
+)
 from .._retry import read, read_pages
 from .._values import (
     Value,
@@ -46,11 +58,13 @@ from .._values import (
     encode_value,
     materialize,
     push_bytes,
+    unpack_token,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
 from .engine import Fair, FairLease, Policy, check_group, fair_token, parse_fair
+from .group import GroupOps
 
-__all__ = ["FairOps", "FairStats", "GroupOps", "GroupPush"]
+__all__ = ["FairOps", "FairStats", "GroupPush"]
 
 T = TypeVar("T")
 #: A FairQueue lease as the calls take it: the FairLease, or its token.
@@ -89,6 +103,21 @@ class FairStats(NamedTuple):
     share: int
 
 
+class GroupView(NamedTuple):
+    """A group's :class:`fdbrecipes.QueueStats` and the :class:`Policy` it is served
+    by, as :meth:`FairOps.stats_of` reads them."""
+
+    stats: QueueStats
+    policy: Policy
+
+
+def fair_stats(view: GroupView) -> FairStats:
+    """The :class:`FairStats` of a group's stats and policy."""
+    stats, policy = view
+    return FairStats(stats.visible, stats.delayed, stats.in_flight, stats.dead,
+                     policy.limit, policy.share)
+
+
 def check_share(share: Any, name: str = "share") -> int:
     """A lottery share: an int in [1, 2**32]."""
     return check_int(share, name, low=1, high=2**32)
@@ -107,6 +136,8 @@ def check_rate(rate: Any) -> Optional[Tuple[int, float]]:
 class FairOps(JobOps):
     """What FairQueue runs (see the module docstring); the arguments of the
     constructor are its."""
+
+    where_len = 1  # finished records are indexed with their group
 
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
@@ -147,9 +178,10 @@ class FairOps(JobOps):
         rows = yield from read(tr, self.engine.tree.items, None)
         return {check_group(group): weight for _, group, weight in rows}
 
-    def groups(self, tr: Transactor, limit: Any = None) -> Gen[List[Any]]:
-        """The groups with work or a policy, in key order."""
-        return read(tr, self.engine.groups, check_limit(limit))
+    def groups(self, tr: Transactor, limit: Any = None, after: Any = None) -> Gen[List[Any]]:
+        """The groups with work or a policy, in key order, after the group ``after``."""
+        first = None if after is None else check_group(after, "after")
+        return read(tr, self.engine.groups, check_limit(limit), first)
 
     def group_queue(self, group: Any) -> GroupOps:
         """``group`` seen as a queue (see :class:`GroupOps`)."""
@@ -329,8 +361,16 @@ class FairOps(JobOps):
 
     def job(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[JobRecord]]:
         """Job ``id_`` of ``group``: its record, as it is at the read version; None if
-        unknown."""
-        return self.job_at(tr, check_job_id(id_), (check_group(group),))
+        unknown.  A running job's token is its FairLease's."""
+        g = check_group(group)
+        return self.group_job(tr, g, check_job_id(id_))
+
+    def group_job(self, tr: Transactor, g: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
+        """The operation of :meth:`job`, its arguments checked."""
+        record = yield from self.job_at(tr, id_, (g,))
+        if record is not None and record.state == RUNNING and record.token is not None:
+            return record._replace(token=fair_token(g, lease_id(record.token)))
+        return record
 
     def result(self, db: Any, group: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` of ``group`` is finished; its result (or raise its
@@ -349,10 +389,32 @@ class FairOps(JobOps):
 
     def read_group_stats(self, tr: Any, g: Any) -> Gen[FairStats]:
         """The reading operation of :meth:`group_stats`."""
-        stats: QueueStats = yield from self.engine.group(g).engine.stats(tr)
-        policy = yield from self.engine.group_policy(snap(tr), g)
-        return FairStats(stats.visible, stats.delayed, stats.in_flight, stats.dead,
-                         policy.limit, policy.share)
+        return fair_stats((yield from self.read_group_view(tr, g)))
+
+    def read_group_view(self, tr: Any, g: Any) -> Gen[GroupView]:
+        """Group ``g``'s stats and its policy, read side by side."""
+        found: List[Any] = yield from gather([self.engine.group(g).engine.stats(tr),
+                                              self.engine.group_policy(snap(tr), g)])
+        return GroupView(found[0], found[1])
+
+    def stats_of(self, tr: Transactor, groups: Any) -> Gen[Dict[Any, GroupView]]:
+        """The stats and policy of each of ``groups`` (at most 1,000), read side by
+        side: a few round trips in all, not a few per group."""
+        batch = [check_group(g, f"groups[{i}]")
+                 for i, g in enumerate(materialize(groups, "groups"))]
+        if len(batch) > 2 * GATHERED:
+            raise ValueError(f"groups: at most {2 * GATHERED:,} per call, got {len(batch):,}")
+        return read(tr, self.read_views, batch)
+
+    def read_views(self, tr: Any, groups: List[Any]) -> Gen[Dict[Any, GroupView]]:
+        """The reading operation of :meth:`stats_of`, :data:`GATHERED` groups at a
+        time."""
+        out: Dict[Any, GroupView] = {}
+        for at in range(0, len(groups), GATHERED):
+            some = groups[at:at + GATHERED]
+            out.update(zip(some, (yield from gather(
+                [self.read_group_view(tr, g) for g in some]))))
+        return out
 
     def all_stats(self, tr: Transactor) -> Gen[Dict[Any, FairStats]]:
         """The :class:`FairStats` of every group in the index."""
@@ -361,13 +423,9 @@ class FairOps(JobOps):
     def read_all_stats(self, tr: Any) -> Gen[Dict[Any, FairStats]]:
         """The reading operation of :meth:`all_stats`: the groups' reads side by side,
         :data:`GATHERED` groups at a time."""
-        out: Dict[Any, FairStats] = {}
         groups = yield from self.engine.groups(tr, None)
-        for at in range(0, len(groups), GATHERED):
-            some = groups[at:at + GATHERED]
-            out.update(zip(some, (yield from gather(
-                [self.read_group_stats(tr, g) for g in some]))))
-        return out
+        views = yield from self.read_views(tr, groups)
+        return {g: fair_stats(view) for g, view in views.items()}
 
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """Every group's items, summed (``oldest_age``: the longest a front item has
@@ -402,16 +460,35 @@ class FairOps(JobOps):
         entries = yield from read_pages(tr, engine.peek, (MIN,), check_limit(limit))
         return [decode_value(value_of(e)) for e in entries]
 
-    def leases(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[LeaseInfo]]:
-        """``group``'s items in flight, oldest claim first (tokens of FairLeases)."""
+    def pending(self, tr: Transactor, group: Any, limit: Any = None,
+                after: Any = None) -> Gen[List[PendingItem]]:
+        """``group``'s visible items with their tokens, oldest first, after the item
+        the token ``after`` names."""
+        engine = self.engine.group(check_group(group)).engine
+        first = optional(parse_pending, after, 0)
+        return read_pages(tr, pending, (engine, MIN, first), check_limit(limit))
+
+    def leases(self, tr: Transactor, group: Any, limit: Any = None,
+               after: Any = None) -> Gen[List[LeaseInfo]]:
+        """``group``'s items in flight, oldest claim first (tokens of FairLeases),
+        after the lease ``after``."""
         g = check_group(group)
-        infos = yield from read(tr, self.engine.group(g).listing.leases, check_limit(limit))
+        hold_id = None
+        if after is not None:
+            of, token = parse_fair(after, "after")
+            if of != g:
+                raise ValueError("after is a lease of another group")
+            hold_id = lease_id(token)
+        infos = yield from read(tr, self.engine.group(g).listing.leases, check_limit(limit),
+                                hold_id)
         return [info._replace(token=fair_token(g, lease_id(info.token))) for info in infos]
 
-    def delayed(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[DelayedItem]]:
-        """``group``'s delayed items, soonest first."""
+    def delayed(self, tr: Transactor, group: Any, limit: Any = None,
+                after: Any = None) -> Gen[List[DelayedItem]]:
+        """``group``'s delayed items, soonest first, after the one ``after`` names."""
         g = check_group(group)
-        return read(tr, self.engine.group(g).listing.delayed, check_limit(limit))
+        return read(tr, self.engine.group(g).listing.delayed, check_limit(limit),
+                    optional(parse_delayed, after, 0))
 
     def remove(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[Value]]:
         """Remove ``group``'s pending item pushed with ``id_``; its value, or None."""
@@ -422,22 +499,73 @@ class FairOps(JobOps):
         return self.loop(tr, self.engine.refreshing, g, self.engine.group(g).listing.remove,
                          checked)
 
-    def dead(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[DeadLetter]]:
-        """``group``'s dead letters, oldest first."""
-        g, limit = check_group(group), check_limit(limit)
-        return read(tr, self.engine.group(g).dead.letters, limit)
-
-    def requeue_dead(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[int]:
-        """Push ``group``'s oldest dead letters back (at most 1,000 a call)."""
+    def lookup(self, tr: Transactor, group: Any, token: Any) -> Gen[Optional[Row]]:
+        """The row of ``group``'s listings ``token`` names now; None if gone (a lease's
+        token is its FairLease's)."""
         g = check_group(group)
-        ask = DEAD_CALL if limit is None else min(DEAD_CALL, check_int(limit, "limit", low=0))
-        return self.loop(tr, self.engine.requeue_dead, g, ask)
+        named = None
+        parts = unpack_token(token, "token", "a token of a listed row (bytes)") or ()
+        if parts[:1] == ("fair",):
+            of, plain = parse_fair(token, "token")
+            if of != g:
+                raise ValueError("token is a lease of another group")
+            named = Named("lease", lease_id(plain))
+        found = self.engine.group(g)
+        return self.fair_row(tr, g, found.listing, found.dead,
+                             named or parse_any(token, 0))
 
-    def purge_dead(self, tr: Transactor, group: Any) -> Gen[int]:
-        """Remove ``group``'s dead letters for good (at most 1,000 a call)."""
+    def fair_row(self, tr: Transactor, g: Any, listing: Listing, dead: DeadLetters,
+                 named: Named) -> Gen[Optional[Row]]:
+        """The operation of :meth:`lookup`: a lease's row carries its FairLease's
+        token."""
+        row = yield from read(tr, lookup, listing, dead, named)
+        if isinstance(row, LeaseInfo):
+            return row._replace(token=fair_token(g, lease_id(row.token)))
+        return row
+
+    def remove_many(self, tr: Transactor, group: Any, tokens: Any) -> Gen[List[Optional[Value]]]:
+        """Remove ``group``'s pending items the tokens name, in one transaction; for
+        each, its value or None."""
+        g = check_group(group)
+        places = parse_tokens(tokens, parse_removable, 0)
+        if not places:
+            check_transactor(tr)
+            return []
+        removed: List[Optional[Value]] = yield from self.loop(
+            tr, self.engine.refreshing, g, self.engine.group(g).listing.remove_at, places)
+        return removed
+
+    def dead(self, tr: Transactor, group: Any, limit: Any = None,
+             after: Any = None) -> Gen[List[DeadLetter]]:
+        """``group``'s dead letters, oldest first, after the one ``after`` names."""
+        g, limit = check_group(group), check_limit(limit)
+        return read(tr, self.engine.group(g).dead.letters, limit,
+                    optional(parse_dead, after, 0))
+
+    def requeue_dead(self, tr: Transactor, group: Any, limit: Any = None,
+                     tokens: Any = None) -> Gen[int]:
+        """Push ``group``'s oldest dead letters (or those ``tokens`` name) back (at
+        most 1,000 a call)."""
+        g = check_group(group)
+        at = self.dead_named(limit, tokens)
+        ask = DEAD_CALL if limit is None else min(DEAD_CALL, check_int(limit, "limit", low=0))
+        return self.loop(tr, self.engine.requeue_dead, g, ask, at)
+
+    def purge_dead(self, tr: Transactor, group: Any, tokens: Any = None) -> Gen[int]:
+        """Remove ``group``'s dead letters (or those ``tokens`` name) for good (at
+        most 1,000 a call)."""
         g = check_group(group)
         return self.loop(tr, self.engine.refreshing, g, self.engine.group(g).dead.purge,
-                         DEAD_CALL)
+                         DEAD_CALL, self.dead_named(None, tokens))
+
+    @staticmethod
+    def dead_named(limit: Any, tokens: Any) -> Optional[List[TimedPlace]]:
+        """The dead letters ``tokens`` name (None: the oldest)."""
+        if tokens is None:
+            return None
+        if limit is not None:
+            raise TypeError("give limit or tokens, not both")
+        return parse_tokens(tokens, parse_dead, 0)
 
     def clear(self, tr: Transactor) -> Gen[None]:
         """Remove every group, item, policy and remembered id."""
@@ -450,51 +578,3 @@ class FairOps(JobOps):
         r = keys.subspace.range()
         clear_except(tr, bytes(r.start), bytes(r.stop), keys.kept_by_clear())
         self.engine.touch(tr)
-
-
-class GroupOps:
-    """One group of a FairQueue seen as a queue: the calls of
-    :class:`fdbrecipes.protocol.Inspectable`, each that of the FairQueue's operations
-    with this group (what the operator commands use for ``--group``)."""
-
-    def __init__(self, fair: FairOps, group: Any) -> None:
-        self.fair = fair
-        self.group = group
-        self.subspace = fair.engine.keys.groups[group]
-        self.wake_key = fair.wake_key
-        self.max_deliveries = fair.max_deliveries
-
-    def __repr__(self) -> str:
-        return f"GroupOps({self.fair.subspace!r}, {self.group!r})"
-
-    def stats(self, tr: Transactor) -> Gen[QueueStats]:
-        """The group's :class:`fdbrecipes.QueueStats`."""
-        return read(tr, self.fair.engine.group(self.group).engine.stats)
-
-    def items(self, tr: Transactor, limit: Any = None, end: Any = MIN) -> Gen[List[Value]]:
-        check_end(end, 0)
-        return self.fair.items(tr, self.group, limit)
-
-    def leases(self, tr: Transactor, limit: Any = None) -> Gen[List[LeaseInfo]]:
-        return self.fair.leases(tr, self.group, limit)
-
-    def delayed(self, tr: Transactor, limit: Any = None) -> Gen[List[DelayedItem]]:
-        return self.fair.delayed(tr, self.group, limit)
-
-    def dead(self, tr: Transactor, limit: Any = None) -> Gen[List[DeadLetter]]:
-        return self.fair.dead(tr, self.group, limit)
-
-    def requeue_dead(self, tr: Transactor, limit: Any = None) -> Gen[int]:
-        return self.fair.requeue_dead(tr, self.group, limit)
-
-    def purge_dead(self, tr: Transactor) -> Gen[int]:
-        return self.fair.purge_dead(tr, self.group)
-
-    def remove(self, tr: Transactor, id_: Any) -> Gen[Optional[Value]]:
-        return self.fair.remove(tr, self.group, id_)
-
-    def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        if where:
-            raise TypeError(f"a FairQueue group takes no {', '.join(sorted(where))}")
-        return self.fair.push_job(tr, value, id=id, delay=delay, group=self.group)

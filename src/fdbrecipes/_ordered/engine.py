@@ -156,7 +156,7 @@ class Ordered(FrontReader):
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
         id_ = self.record(item)
         if id_ is not None:
-            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item))
+            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
             if error is not None:
                 self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "

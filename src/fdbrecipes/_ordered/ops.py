@@ -69,7 +69,17 @@ from .front import MAX, MIN, value_of
 from .history import check_error, check_job_id, check_time_limit, made_ids
 from .leases import Lease, Leases, lease_id
 from .listing import DelayedItem, LeaseInfo, Listing
+from .paging import PendingItem, Row, lookup, pending
 from .records import JobRecord, Records
+from .tokens import (
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
+)
 
 __all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps", "check_end",
            "lease_batch", "reverse_end"]
@@ -325,21 +335,35 @@ class OrderedOps(JobOps, Generic[V]):
         """Where the items are."""
         return read(tr, self.engine.stats)
 
-    def leases(self, tr: Transactor, limit: Any = None) -> Gen[List[LeaseInfo]]:
-        """The items in flight, oldest claim first."""
-        return read(tr, self.listing.leases, check_limit(limit))
+    def pending(self, tr: Transactor, limit: Any = None, end: Any = MIN,
+                after: Any = None) -> Gen[List[PendingItem]]:
+        """The visible items in ``end`` order with their tokens, after the item the
+        token ``after`` names; given a Database, in pages (see :meth:`items`)."""
+        end = check_end(end, self.group_len)
+        first = optional(parse_pending, after, self.group_len)
+        return read_pages(tr, pending, (self.engine, end, first), check_limit(limit))
 
-    def delayed(self, tr: Transactor, limit: Any = None) -> Gen[List[DelayedItem]]:
-        """The delayed items, soonest first."""
-        return read(tr, self.listing.delayed, check_limit(limit))
+    def leases(self, tr: Transactor, limit: Any = None,
+               after: Any = None) -> Gen[List[LeaseInfo]]:
+        """The items in flight, oldest claim first, after the lease ``after``."""
+        hold_id = None if after is None else lease_id(after, "after")
+        return read(tr, self.listing.leases, check_limit(limit), hold_id)
 
-    def dead(self, tr: Transactor, limit: Any = None) -> Gen[List[DeadLetter]]:
-        """The dead letters, oldest first."""
+    def delayed(self, tr: Transactor, limit: Any = None,
+                after: Any = None) -> Gen[List[DelayedItem]]:
+        """The delayed items, soonest first, after the one the token ``after`` names."""
+        return read(tr, self.listing.delayed, check_limit(limit),
+                    optional(parse_delayed, after, self.group_len))
+
+    def dead(self, tr: Transactor, limit: Any = None,
+             after: Any = None) -> Gen[List[DeadLetter]]:
+        """The dead letters, oldest first, after the one the token ``after`` names."""
         limit = check_limit(limit)
+        at = optional(parse_dead, after, self.group_len)
         if limit == 0:
             check_transactor(tr, writes=False)
             return []
-        return (yield from read(tr, self.dead_letters.letters, limit))
+        return (yield from read(tr, self.dead_letters.letters, limit, at))
 
     # -- changing ----------------------------------------------------------------------
 
@@ -354,15 +378,48 @@ class OrderedOps(JobOps, Generic[V]):
             raise TypeError("id must be bytes, not NoneType")
         return cast("Gen[Optional[V]]", self.loop(tr, self.listing.remove, checked))
 
-    def requeue_dead(self, tr: Transactor, limit: Any = None) -> Gen[int]:
-        """Push the oldest dead letters back; how many moved."""
+    def lookup(self, tr: Transactor, token: Any) -> Gen[Optional[Row]]:
+        """The row ``token`` names, as its listing would list it now; None if gone."""
+        named = parse_any(token, self.group_len)
+        return read(tr, lookup, self.listing, self.dead_letters, named)
+
+    def remove_many(self, tr: Transactor, tokens: Any) -> Gen[List[Optional[V]]]:
+        """Remove the pending items the tokens name (of ``pending`` or ``delayed``
+        rows), in one transaction; for each, its value or None."""
+        places = parse_tokens(tokens, parse_removable, self.group_len)
+        if not places:
+            check_transactor(tr)
+            return []
+        removed = yield from self.loop(tr, self.listing.remove_at, places)
+        return cast("List[Optional[V]]", removed)
+
+    def requeue_dead(self, tr: Transactor, limit: Any = None,
+                     tokens: Any = None) -> Gen[int]:
+        """Push the oldest dead letters (or those ``tokens`` name) back; how many
+        moved."""
+        if tokens is not None:
+            return self.dead_named(tr, self.dead_letters.requeue, limit, tokens)
         return self.loop.counted(tr, self.dead_letters.requeue, check_limit(limit), DEAD_BATCH,
                                  "requeue_dead", "dead letters", self.dead_letters.count)
 
-    def purge_dead(self, tr: Transactor) -> Gen[int]:
-        """Remove every dead letter; how many."""
+    def purge_dead(self, tr: Transactor, tokens: Any = None) -> Gen[int]:
+        """Remove every dead letter (or those ``tokens`` name); how many."""
+        if tokens is not None:
+            return self.dead_named(tr, self.dead_letters.purge, None, tokens)
         return self.loop.counted(tr, self.dead_letters.purge, None, DEAD_BATCH,
                                  "purge_dead", "dead letters", self.dead_letters.count)
+
+    def dead_named(self, tr: Transactor, op: Callable[..., Gen[int]], limit: Any,
+                   tokens: Any) -> Gen[int]:
+        """``op`` (a requeue or purge) on the dead letters ``tokens`` name, in one
+        transaction."""
+        if limit is not None:
+            raise TypeError("give limit or tokens, not both")
+        places = parse_tokens(tokens, parse_dead, self.group_len)
+        if not places:
+            check_transactor(tr)
+            return 0
+        return (yield from self.loop(tr, op, DEAD_BATCH, places))
 
     # -- leases ------------------------------------------------------------------------
 
