@@ -118,13 +118,17 @@ def get_value(future: Any) -> Optional[bytes]:
 
 def read(future: Any) -> Gen[Optional[bytes]]:
     """The bytes of a ``tr.get`` future once it is ready, or None."""
-    yield future
+    if not future.is_ready():
+        yield future
     return get_value(future)
 
 
 def ready(future: Any) -> Gen[Any]:
-    """What ``future.wait()`` returns, once the future is ready."""
-    yield future
+    """What ``future.wait()`` returns, once the future is ready.  A future that is
+    ready already (a read version asked for before a read that came back) is not
+    handed to the driver: no step through every operation the call nests."""
+    if not future.is_ready():
+        yield future
     return future.wait()
 
 
@@ -170,7 +174,8 @@ class Range:
         future, iteration, limit = self.future, 1, self.limit
         begin, end = self.begin, self.end
         while True:
-            yield future
+            if not future.is_ready():
+                yield future
             kvs, count, more = future.wait()
             out.extend(kvs)
             if not count or not more or (self.limit and len(out) >= self.limit):
@@ -216,6 +221,7 @@ def snap(tr: Any) -> Any:
 # -- counters -------------------------------------------------------------------------
 
 _LE64 = struct.Struct("<q")
+_unpack_le64 = _LE64.unpack_from
 ZERO = _LE64.pack(0)
 
 
@@ -225,10 +231,14 @@ def le64(n: int) -> bytes:
 
 
 def read_le64(data: Optional[bytes]) -> int:
-    """Decode a counter written by atomic ADD; a missing key is 0."""
-    if not data:
+    """Decode a counter written by atomic ADD (its first 8 bytes); a missing key is 0,
+    a shorter value its bytes zero-extended."""
+    if data is None:
         return 0
-    return int(_LE64.unpack(data[:8].ljust(8, b"\x00"))[0])
+    if len(data) >= 8:
+        value: int = _unpack_le64(data)[0]
+        return value
+    return int.from_bytes(data, "little")
 
 
 class Tally:
