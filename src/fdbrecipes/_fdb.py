@@ -118,15 +118,22 @@ def get_value(future: Any) -> Optional[bytes]:
 
 def read(future: Any) -> Gen[Optional[bytes]]:
     """The bytes of a ``tr.get`` future once it is ready, or None."""
-    if not future.is_ready():
-        yield future
+    yield future
     return get_value(future)
 
 
 def ready(future: Any) -> Gen[Any]:
-    """What ``future.wait()`` returns, once the future is ready.  A future that is
-    ready already (a read version asked for before a read that came back) is not
-    handed to the driver: no step through every operation the call nests."""
+    """What ``future.wait()`` returns, once the future is ready."""
+    yield future
+    return future.wait()
+
+
+def known(future: Any) -> Gen[Any]:
+    """:func:`ready`, for a future that is most likely ready already (a read version
+    asked for before a read that came back): then it is read at once, not handed to
+    the driver (a step through every operation the call nests).  Not for a future
+    that is usually still on its way: asking whether it is ready is one more call into
+    ``libfdb_c``, which lets the network thread take the GIL."""
     if not future.is_ready():
         yield future
     return future.wait()
@@ -174,8 +181,7 @@ class Range:
         future, iteration, limit = self.future, 1, self.limit
         begin, end = self.begin, self.end
         while True:
-            if not future.is_ready():
-                yield future
+            yield future
             kvs, count, more = future.wait()
             out.extend(kvs)
             if not count or not more or (self.limit and len(out) >= self.limit):
