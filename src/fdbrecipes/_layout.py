@@ -30,8 +30,9 @@ Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
 LEASE, RESULT, DELAY = 0, 1, 2
-#: The pause flag's key, ``S/"z"`` (Queue, PriorityQueue, FairQueue): present while the
-#: structure is paused (see _pause).
+#: The pause flag's key in a FairQueue, ``S/"z"``: present while the structure is
+#: paused (see ``JobOps.pause``).  A Queue's or PriorityQueue's is ``S/"d"``
+#: (:attr:`OrderedLayout.paused`).
 PAUSED = "z"
 
 
@@ -58,21 +59,24 @@ class OrderedLayout:
             delayed in, delayed out                   delayed
             dead in, dead out                         dead letters (not in size)
         S/"h"/(hold id, item, deadline, kind) = value held items (leases, results, delays)
+        S/"d"                               = (paused_at,)  present while paused
         S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
         S/"x"/(died, item, died_at[, reason]) = value dead letters, oldest first
         S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
         S/"j"/..., S/"o"/...                          job records (see RecordLayout)
         S/"u"/...                                     the workers serving it (see
                                                       _worker.registry)
-        S/"z"                               = (paused_at,)  present while paused
         S/"m"/(minute, worker)              = (done, failed, backlog)  history (_series)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
 
     The Queue's floor sorts after every item, inside the item range, so a push reads
-    the last item and the floor in one range read.  Counters only grow: each change is
-    one atomic ADD (no compare-and-clear), and a watch on "pushed" never sees it return
-    to an earlier value.  Times (``deadline``, ``since``, ``died``) are clock readings:
-    read versions, about 1,000,000 per second; ``died_at`` is seconds since the epoch.
+    the last item and the floor in one range read.  The pause flag is the deadline
+    index's own prefix: it sorts just before every deadline, outside the index's
+    range, so a take reads it with the earliest deadlines, in one range read.
+    Counters only grow: each change is one atomic ADD (no compare-and-clear), and a
+    watch on "pushed" never sees it return to an earlier value.  Times (``deadline``,
+    ``since``, ``died``) are clock readings: read versions, about 1,000,000 per
+    second; ``died_at`` is seconds since the epoch.
     """
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
@@ -103,7 +107,7 @@ class OrderedLayout:
         self.dead_in = bytes(counts.pack(("dead in",)))
         self.dead_out = bytes(counts.pack(("dead out",)))
         self.wake_key = self.pushed
-        self.paused = bytes(subspace.pack((PAUSED,)))
+        self.paused = self.due_prefix  # read with the earliest deadlines
         if group_len == 0:  # after every item: read with the last one
             self.floor_key = bytes(self.items.pack((True,)))
             self.items_end = self.floor_key

@@ -20,7 +20,6 @@ from fdb.subspace_impl import Subspace
 from ._fdb import Gen, Transactor, check_transactor
 from ._fdb import read as read_value
 from ._hooks import Hooks
-from ._layout import PAUSED
 from ._operation import Attempt
 from ._ordered.history import (
     PRUNE_BATCH,
@@ -141,7 +140,7 @@ class JobOps(Ops):
     def pausing(self, tr: Any, attempt: Attempt, paused: bool) -> Gen[bool]:
         """The operation of :meth:`pause`: the flag set (with the time) or cleared, and
         on a resume the waiters woken."""
-        key = self.subspace.pack((PAUSED,))
+        key = self.pause_key
         was = yield from read_value(tr.get(key))
         changed = (was is None) == paused
         if changed and paused:
@@ -158,13 +157,19 @@ class JobOps(Ops):
 
     def paused_at(self, tr: Any) -> Gen[Optional[float]]:
         """The operation of :meth:`paused`."""
-        value = yield from read_value(tr.get(self.subspace.pack((PAUSED,))))
+        value = yield from read_value(tr.get(self.pause_key))
         if value is None:
             return None
         at: float = fdb.tuple.unpack(value)[0]
         return at
 
     # -- what a subclass says ------------------------------------------------------------
+
+    @property
+    def pause_key(self) -> bytes:
+        """The structure's pause flag: present while it is paused (see the layouts of
+        :mod:`._layout`)."""
+        raise NotImplementedError
 
     def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
         """Touch the wake key without changing the structure's counts: its waiters look

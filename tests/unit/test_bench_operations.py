@@ -39,7 +39,7 @@ SUBSPACE = Subspace(("bench-test",))
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 22 and set(kinds) | set(AIO_KINDS) == set(KINDS)
+    assert len(kinds) == 26 and set(kinds) | set(AIO_KINDS) == set(KINDS)
     assert len(AIO_KINDS) == 6 and {k.tasks for k in AIO_KINDS} == {16, 64}
     assert len({k.label for k in KINDS}) == len(KINDS)
     assert {k.op for k in KINDS} == set(FACTORIES)

@@ -157,6 +157,11 @@ class FairOps(JobOps):
         """The key every push, ack and release touches."""
         return self.engine.keys.pushed
 
+    @property
+    def pause_key(self) -> bytes:
+        """The pause flag (``S/"z"``)."""
+        return self.engine.keys.paused
+
     # -- groups ------------------------------------------------------------------------
 
     def set_group(self, tr: Transactor, group: Any, share: Any, limit: Any,

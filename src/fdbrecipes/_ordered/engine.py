@@ -26,7 +26,6 @@ from .._fdb import (
     Tally,
     clear_structure,
     get_value,
-    read,
     read_le64,
     snap,
 )
@@ -428,10 +427,10 @@ class Ordered(FrontReader):
     def ready(self, tr: Any, end: str) -> Gen[Readiness]:
         """Whether an item is visible at ``end``; if not, the seconds until the next
         hold expires (its item becomes visible without any write), or None.  Never
-        while the structure is paused (its resume touches the wake key)."""
-        paused = snap(tr).get(self.keys.paused)
+        while the structure is paused (its resume touches the wake key; the flag is
+        read with the earliest deadlines, by snapshot)."""
         front = yield from self.front(tr, end, 1, conflict=False, writing=False)
-        if (yield from read(paused)) is not None:
+        if front.paused:
             return False, None
         if front.entries:
             return True, None

@@ -163,6 +163,12 @@ class OrderedOps(JobOps, Generic[V]):
         """The key every push (and every write that makes an item visible) touches."""
         return self.engine.keys.wake_key
 
+    @property
+    def pause_key(self) -> bytes:
+        """The pause flag (``S/"d"``: read with the earliest deadlines)."""
+        key: bytes = self.engine.keys.paused
+        return key
+
     # -- pushing ---------------------------------------------------------------------
 
     def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
