@@ -36,6 +36,7 @@ from ._ordered.records import JobRecord, Progress, Records
 from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from ._retry import RetryLoop, RetryStats, read
 from ._series import MAX_MINUTES, Minute, Series
+from ._sharding import LayoutGuard
 from ._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
 from ._waiting import Readiness, Wake, wait_until_ready
 from .errors import UnknownJobError
@@ -87,11 +88,16 @@ class JobOps(Ops):
         max_deliveries: deliveries after which a lease that ends without ack makes its
             item a dead letter (None: never).
         history: seconds a finished job's record is kept (None: no job records).
+        shards: how many shards its items are spread over (1: unsharded; see
+            :mod:`._sharding`).
         registry: the workers serving the structure (see :mod:`._registry`).
         series: its throughput and backlog history (see :mod:`._series`), which its
             workers write at each heartbeat; ``series.retention`` (seconds, default
             7 days) is how long it is kept.
     """
+
+    shards: int
+    guard: LayoutGuard  # set by the subclass, which knows its kind and shards
 
     def __init__(self, subspace: Subspace, id_retention: Any, max_deliveries: Any,
                  history: Any = None) -> None:
@@ -103,6 +109,12 @@ class JobOps(Ops):
         super().__init__(subspace)
         self.registry = Registry(subspace["u"])
         self.series = Series(subspace["m"])
+
+    def guarded(self, tr: Transactor, op: Gen[T], writes: bool = False) -> Gen[T]:
+        """``op``, after the layout check if this object has not made it yet (a call
+        that ``writes`` of a sharded object writes the marker if the structure is
+        fresh; see :class:`._sharding.LayoutGuard`)."""
+        return self.guard.guarded(tr, self.loop, op, writes)
 
     def workers(self, tr: Any, gone: bool = False) -> Gen[List[WorkerInfo]]:
         """The live workers serving the structure (``gone``: and the records of those
@@ -130,7 +142,7 @@ class JobOps(Ops):
         """Pause (``paused`` True) or resume the structure; whether that changed it."""
         if type(paused) is not bool:
             raise TypeError(f"paused must be a bool, not {type(paused).__name__}")
-        return self.loop(tr, self.pausing, paused)
+        return self.guarded(tr, self.loop(tr, self.pausing, paused), True)
 
     def pausing(self, tr: Any, attempt: Attempt, paused: bool) -> Gen[bool]:
         """The operation of :meth:`pause`: the flag set (with the time) or cleared, and
@@ -211,7 +223,7 @@ class JobOps(Ops):
         """Wait until job ``id_`` is finished; its result (or raise its failure)."""
         check_timeout(timeout)
         key = self.records_at(where).keys.key(id_, "s")
-        wake = Wake(key, self.is_finished, (id_, where), self.hooks)
+        wake = Wake((key,), self.is_finished, (id_, where), self.hooks)
         if not (yield from wait_until_ready(db, timeout, wake)):
             raise TimeoutError(f"job {id_!r} did not finish within {timeout} s")
         record = yield from read(db, self.listing_at(where).job, id_)
@@ -257,7 +269,7 @@ class JobOps(Ops):
         if not batch:
             check_transactor(tr)
             return []
-        return (yield from self.loop(tr, self.finishing, batch))
+        return (yield from self.guarded(tr, self.loop(tr, self.finishing, batch), True))
 
     def finishing(self, tr: Any, attempt: Attempt, finished: List[Finished]) -> Gen[List[bool]]:
         """The operation of :meth:`finish_many`: the acks, then, for each job acked,
@@ -319,7 +331,7 @@ class JobOps(Ops):
         """Wait on a watch until operators ask something of ``worker`` (a command, a
         cancel) or ``timeout`` passes; what they asked (nothing if none), cleared as
         it is read."""
-        wake = Wake(self.registry.wake_key(worker), self.registry.has_orders, (worker,),
+        wake = Wake((self.registry.wake_key(worker),), self.registry.has_orders, (worker,),
                     self.hooks)
         if not (yield from wait_until_ready(db, timeout, wake)):
             return Orders(None, [])

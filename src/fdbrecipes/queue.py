@@ -57,6 +57,14 @@ class Queue(OrderedFace[V]):
             move its item, and keep finished ones this many seconds (then pruned, see
             :meth:`prune`).  Every item then has an id (made by ``push`` when none is
             given).  None (the default): no records, the recipe's cost.
+        shards: spread the items over this many shards (1 to 64; 1, the default:
+            unsharded).  Each shard is a whole queue in a key range of its own, so
+            a busy queue's writes can reach several storage teams; a push goes to a
+            shard drawn at random, a pop or claim takes from one (see
+            docs/scaling.md).  Items leave each shard in order, and every guarantee
+            holds; between shards the order is relaxed.  Every client of the queue
+            must pass the same number: the first call of an object whose number
+            disagrees with the stored one raises :class:`fdbrecipes.LayoutError`.
 
     Example::
 

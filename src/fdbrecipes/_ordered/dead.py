@@ -20,7 +20,7 @@ from .._values import Value, decode_value
 from .engine import Ordered
 from .front import value_of
 
-__all__ = ["DeadLetter", "DeadLetters"]
+__all__ = ["Budget", "DeadLetter", "DeadLetters"]
 
 #: Dead letters one transaction moves at most; past it, a call given a Database runs
 #: several transactions and one given a Transaction is refused.
@@ -47,6 +47,18 @@ class DeadLetter(NamedTuple):
     died_at: float
     token: bytes
     reason: Optional[str] = None
+
+
+class Budget:
+    """The value bytes a requeue may still write in its transaction (shared by the
+    shards of a sharded structure's, see :mod:`.shards`), and whether it moved any
+    (the first always moves)."""
+
+    __slots__ = ("left", "used")
+
+    def __init__(self, left: int = DEAD_BYTES) -> None:
+        self.left = left
+        self.used = False
 
 
 def dead_order(letter: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -103,10 +115,13 @@ class DeadLetters:
         yield revived
         return read_le64(get_value(died)) - read_le64(get_value(revived))
 
-    def requeue(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
+    def requeue(self, tr: Any, attempt: Attempt, limit: int,
+                budget: Optional[Budget] = None) -> Gen[int]:
         """Push the oldest ``limit`` dead letters back at the tail of their groups, with
-        a fresh delivery count (ids kept); the number moved.  Expired leases whose items
-        died are moved to the dead letters first."""
+        a fresh delivery count (ids kept), while their values fit in ``budget`` (by
+        default :data:`DEAD_BYTES`; the first always moves); the number moved.  Expired
+        leases whose items died are moved to the dead letters first."""
+        budget = budget or Budget()
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         buried = yield from self.engine.bury_dying(tr, now, tally)
@@ -114,11 +129,11 @@ class DeadLetters:
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
         seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         moved = 0
-        size = 0
         for kv, item in zip(letters, items):
-            size += len(kv.value)
-            if moved and size > DEAD_BYTES:
+            if budget.used and len(kv.value) > budget.left:
                 break
+            budget.left -= len(kv.value)
+            budget.used = True
             tr.clear(kv.key)
             id_ = self.engine.keys.item_id(item)
             back = self.engine.append(tr, self.engine.keys.group(item), seqs, kv.value,
