@@ -230,7 +230,8 @@ def test_results_json(tmp_path: Path) -> None:
     assert written["weight_tree_growth"] == pytest.approx(1.6)
     statuses = {t["name"]: t["status"] for t in written["targets"]}
     assert {s for n, s in statuses.items() if "aio" not in n and "orker" not in n
-            and "awaited" not in n and "Fair" not in n and "noisy" not in n} == {"PASS"}
+            and "awaited" not in n and "Fair" not in n and "noisy" not in n
+            and "shard" not in n} == {"PASS"}
     assert written["fair_queue"] == [] and written["noisy_neighbour"] is None
 
 
