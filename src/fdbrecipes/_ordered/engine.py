@@ -288,15 +288,14 @@ class Ordered(FrontReader, Takes):
         ``into``: the engine each request goes to, a shard of this structure (by
         default this one); the ids are checked once for all."""
         checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
-        if into is None:  # one engine: this one
-            engines: Sequence[Ordered] = [self] * len(requests)
-            groups = {group for r in requests for group, _ in r.batch}
-            seqs = {self: (yield from self.next_seqs(tr, groups))}
+        engines: Sequence[Ordered] = [self] * len(requests) if into is None else into
+        wanted: Dict[Ordered, Set[Item]] = {}
+        for engine, r in zip(engines, requests):
+            wanted.setdefault(engine, set()).update(group for group, _ in r.batch)
+        if len(wanted) == 1:  # one engine (always, unsharded): no need to gather
+            [(engine, groups)] = wanted.items()
+            seqs = {engine: (yield from engine.next_seqs(tr, groups))}
         else:
-            engines = into
-            wanted: Dict[Ordered, Set[Item]] = {}
-            for engine, r in zip(engines, requests):
-                wanted.setdefault(engine, set()).update(group for group, _ in r.batch)
             found = yield from gather([engine.next_seqs(tr, groups)
                                        for engine, groups in wanted.items()])
             seqs = dict(zip(wanted, found))
