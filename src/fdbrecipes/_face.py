@@ -76,8 +76,8 @@ class JobFace(Face[JobOpsT]):
 
     @property
     def shards(self) -> int:
-        """How many shards the structure's items are spread over (1: unsharded; see
-        docs/scaling.md)."""
+        """How many shards the structure's items are spread over, 1 when it is
+        unsharded (see docs/scaling.md)."""
         return self._ops.shards
 
 

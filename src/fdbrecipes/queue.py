@@ -66,6 +66,14 @@ class Queue(OrderedFace[V]):
             must pass the same number: the first call of an object whose number
             disagrees with the stored one raises :class:`fdbrecipes.LayoutError`.
 
+    Sharded (``shards`` > 1), each call below works on one shard as it says, and
+    the shard is picked for it: a push goes to a shard drawn at random; a pop or claim
+    reads a shard drawn at random, and every other one, side by side (one more round
+    trip), when that one holds fewer items than asked; a lease's calls go to its
+    shard; ``size``, ``stats``, ``peek``, ``is_empty``, the listings and the waits
+    read every shard, side by side (``items`` lists them shard by shard).  Oldest
+    means oldest of its shard.  See docs/scaling.md.
+
     Example::
 
         jobs = Queue(fdb.Subspace(("jobs",)))

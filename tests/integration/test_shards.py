@@ -27,9 +27,11 @@ from fdbrecipes import (
     aio,
     drive,
 )
-from fdbrecipes.admin.places import make_structure, shards_of, stored
+from fdbrecipes.admin.places import Place, make_structure, shards_of, stored
 from fdbrecipes.testing.hooks import hooks
+from fdbrecipes.web.command import discover
 from tests.helpers import Faulty, TestClock, dump, run_threads
+from tests.integration.test_operator_cli import answer, fdbrecipes, place
 
 pytestmark = pytest.mark.integration
 
@@ -381,7 +383,8 @@ def test_a_worker_drains_a_sharded_queue(db: Any, fdb_subspace: Any) -> None:
     assert {q.job(db, i).state for i in ids} == {"succeeded"}  # type: ignore[union-attr]
 
 
-def test_the_operator_tools_read_a_sharded_structure(db: Any, fdb_subspace: Any) -> None:
+def test_the_operator_tools_read_a_sharded_structure(db: Any, fdb_subspace: Any,
+                                                     fdb_cluster_file: str) -> None:
     q: PriorityQueue[int] = PriorityQueue(fdb_subspace, shards=SHARDS)
     for i in range(10):
         q.push(db, i, i % 3)
@@ -391,3 +394,7 @@ def test_the_operator_tools_read_a_sharded_structure(db: Any, fdb_subspace: Any)
     seen = make_structure("priority-queue", fdb_subspace, None, shards=SHARDS)
     assert seen.stats(db) == q.stats(db)
     assert sorted(seen.items(db)) == list(range(10))  # type: ignore[call-arg]
+    [shown] = discover(db, Place(prefix=fdb.tuple.unpack(fdb_subspace.key()))).values()
+    assert shown.shards == SHARDS and sorted(shown.items(db)) == list(range(10))
+    stats = answer(fdbrecipes(fdb_cluster_file, "stats", *place(fdb_subspace), "--json"))
+    assert (stats["kind"], stats["visible"]) == ("priority-queue", 10)
