@@ -351,10 +351,33 @@ def test_a_sharded_fair_queue_keeps_limits_and_leaves_nothing_behind(
             break
         assert fq.stats(db, "acme").in_flight <= 2
     assert drive(fq.ops.stats(db))[:4] == (0, 0, 0, 0)
-    fq.set_group(db, "acme")  # a policy keeps a group listed; this one has none left
+    assert fq.groups(db) == ["acme"]  # zen, with nothing left, was retired: in every shard
+    for key in dump(db, fdb_subspace):  # but for its ids and job records, kept their time
+        parts = fdb_subspace.unpack(key)
+        queue = parts[3:] if parts[0] == "l" and parts[2:3] == ("q",) else (
+            parts[1:] if parts[0] == "q" else ())
+        assert queue[:1] != ("zen",) or queue[1] in ("k", "g", "j"), parts
     fq.clear(db)
     left = {fdb_subspace.unpack(k)[0] for k in dump(db, fdb_subspace)}
     assert left <= {"n", "c", "l"}
+
+
+def test_a_sharded_fair_queue_s_delays_and_dead_letters(db: Any, fdb_subspace: Any) -> None:
+    clock = TestClock()
+    fq = FairQueue(fdb_subspace, shards=3, clock=clock, max_deliveries=1)
+    fq.push_many(db, [1, 2, 3], group="g")
+    fq.push(db, 4, group="g", delay=60)
+    leases = fq.claim_many(db, 5, 30)
+    assert sorted(lease.value for lease in leases) == [1, 2, 3]
+    assert fq.release(db, leases[0], delay=10)  # its last delivery: a dead letter
+    assert fq.bury(db, leases[1], "no")
+    clock.advance(40)  # the third lease expired: dead too
+    assert sorted(d.value for d in fq.dead(db, "g")) == sorted(
+        lease.value for lease in leases)
+    assert fq.claim(db, 30) is None and fq.stats(db, "g")[:4] == (0, 1, 0, 3)
+    assert fq.requeue_dead(db, "g") == 3 and fq.purge_dead(db, "g") == 0
+    clock.advance(30)
+    assert sorted(lease.value for lease in fq.claim_many(db, 9, 30)) == [1, 2, 3, 4]
 
 
 def test_asyncio_twin(db: Any, fdb_subspace: Any) -> None:
