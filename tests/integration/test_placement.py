@@ -28,7 +28,7 @@ import fdb
 import pytest
 
 from fdbrecipes import Queue
-from fdbrecipes.testing import LocalCluster, open_database
+from fdbrecipes.testing import LocalCluster
 from fdbrecipes.testing.placement import (
     landed,
     shards,
@@ -36,8 +36,7 @@ from fdbrecipes.testing.placement import (
     storage_input_bytes,
     teams,
 )
-from tests.conftest import DOUBLE_CLASSES, DOUBLE_KNOBS
-from tests.helpers import warm_up
+from tests.conftest import DOUBLE_KNOBS, start_double, warm_database
 
 pytestmark = pytest.mark.integration
 
@@ -62,18 +61,12 @@ MOVE_DEADLINE, COUNTERS_DEADLINE = 90.0, 30.0
 def placement_cluster(fdb_cluster_factory: Any) -> Any:
     """A 5-process ``double`` LocalCluster (three storage processes) whose data
     distributor splits shards past 400 KB (:data:`PLACEMENT_KNOBS`)."""
-    started = time.monotonic()
-    made = fdb_cluster_factory(processes=5, redundancy="double", classes=DOUBLE_CLASSES,
-                               knobs=PLACEMENT_KNOBS)
-    print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
-    return made
+    return start_double(fdb_cluster_factory, PLACEMENT_KNOBS)
 
 
 @pytest.fixture(scope="module")
 def placement_db(placement_cluster: LocalCluster) -> Any:
-    db = open_database(placement_cluster.cluster_file)
-    warm_up(db)
-    return db
+    return warm_database(placement_cluster)
 
 
 def test_every_shard_of_the_key_space_has_a_team_of_two(placement_cluster: LocalCluster,
