@@ -13,8 +13,10 @@ popper do, over the shards (:mod:`.shard_listing` does the listings):
 * a push goes to a shard drawn at random, the whole call in it;
 * a pop or a claim of a Queue reads one shard drawn at random, as an unsharded queue
   would (a strict take is strict in it, ``spread`` applies in it), and when it holds
-  fewer than asked, every other shard side by side; a PriorityQueue's reads every
-  shard's front and takes the best priority (among shards tied on it, one at random);
+  fewer than asked, every other shard side by side, by snapshot (a strict take then
+  conflicts on the range of the shard it takes from, up to its item); a
+  PriorityQueue's reads every shard's front and takes the best priority (among shards
+  tied on it, one at random);
 * a lease goes to the shard its id names (:func:`.._values.lease_shard`).
 
 Order: items leave each shard in its order (FIFO, or priority then FIFO), exactly as
@@ -32,7 +34,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from fdb.subspace_impl import Subspace
 
 from .._clock import Clock
-from .._fdb import Gen, Tally, clear_structure
+from .._fdb import Gen, Tally, clear_structure, read
 from .._ids import Ids
 from .._layout import Marker, OrderedLayout, kept_by_clear, shard_space
 from .._operation import Attempt, gather, side_by_side
@@ -42,7 +44,7 @@ from .._waiting import Readiness
 from .contention import Contention
 from .dead import DeadLetters
 from .engine import Ordered, PushRequest, QueueStats, Takes
-from .front import MIN, OTHER_END, Entry, Front, value_of
+from .front import MIN, OTHER_END, Entry, Front, choose, value_of
 from .history import terms_known
 from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing
@@ -149,8 +151,10 @@ class Shards:
     def chosen(self, tr: Any, attempt: Attempt, end: str, n: int,
                spread: int) -> Gen[List[Pick]]:
         """What a pop or claim of ``n`` items with ``spread`` reads and takes, shard by
-        shard (see the module docstring; each shard's read is
-        :meth:`.front.FrontReader.chosen`, with its read conflicts)."""
+        shard (see the module docstring).  A PriorityQueue's reads every shard as an
+        unsharded one is read (:meth:`.front.FrontReader.chosen`, with its read
+        conflicts); a Queue's, one shard so, then, if it holds too few, the others by
+        snapshot (:meth:`rest`)."""
         order = self.order()
         if self.group_len:  # a PriorityQueue: every front
             found = yield from gather([s.engine.chosen(tr, attempt, end, n, spread)
@@ -160,14 +164,33 @@ class Shards:
         first = order[0]
         front, entries = yield from first.engine.chosen(tr, attempt, end, n, spread)
         picks: List[Pick] = [(first, front, entries)]
-        short = n - len(entries)
-        if short > 0 and len(order) > 1:
-            rest = order[1:]
-            found = yield from gather([s.engine.chosen(tr, attempt, end, short, spread)
-                                       for s in rest])
-            for shard, (front, entries) in zip(rest, found):
-                picks.append((shard, front, entries[:short]))
-                short -= len(picks[-1][2])
+        if len(entries) < n and len(order) > 1:
+            picks += yield from self.rest(tr, attempt, order[1:], end, n - len(entries),
+                                          n == 1 and spread == 1, spread)
+        return picks
+
+    def rest(self, tr: Any, attempt: Attempt, order: List[Shard], end: str, short: int,
+             strict: bool, spread: int) -> Gen[List[Pick]]:
+        """The takes from ``order``'s shards of what the first shard lacked (``short``
+        items): every shard's front read side by side by snapshot, the items chosen in
+        the shards' order (each among its shard's first ``short + spread - 1``).  A
+        ``strict`` take of one item takes a read conflict on its shard's range up to it,
+        as a strict take reading that shard alone would; none while the structure is
+        paused (the flag was read by the first shard's take: here from the cache)."""
+        paused = tr.get(order[0].engine.keys.paused)
+        found: List[Front] = yield from gather([
+            s.engine.front(tr, end, short + spread - 1, conflict=False, attempt=attempt)
+            for s in order])
+        if (yield from read(paused)) is not None:
+            return []
+        picks: List[Pick] = []
+        for shard, front in zip(order, found):
+            taking = choose(front.entries, short, spread)
+            short -= len(taking)
+            if taking and strict:
+                tr.add_read_conflict_range(shard.engine.keys.items_range.start,
+                                           taking[0].key + b"\x00")
+            picks.append((shard, front, taking))
         return picks
 
 
