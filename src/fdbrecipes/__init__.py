@@ -18,6 +18,7 @@ from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.paging import FinishedJob, PendingItem
 from ._ordered.records import JobError, JobRecord, Progress
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._registry import RunningJob, WorkerInfo
@@ -71,6 +72,7 @@ __all__ = [
     "FairQueue",
     "FairStats",
     "FdbRecipesError",
+    "FinishedJob",
     "IncompleteBatchError",
     "InterruptedCall",
     "Job",
@@ -86,6 +88,7 @@ __all__ = [
     "LeaseInfo",
     "LeaseExpiredError",
     "Minute",
+    "PendingItem",
     "PriorityQueue",
     "Progress",
     "Queue",

@@ -16,6 +16,7 @@ from typing import List, Optional
 from ._drivers.blocking import drive
 from ._face import JobFace, JobOpsT
 from ._fdb import Transactor
+from ._ordered.paging import FinishedJob
 from ._registry import WorkerInfo
 from ._series import Minute
 
@@ -41,6 +42,28 @@ class JobMethods(JobFace[JobOpsT]):
         O(k) keys, O(k / 1,000) transactions for k records due.
         """
         return drive(self._ops.prune(tr, limit))
+
+    def finished(self, tr: Transactor, limit: Optional[int] = None, *,
+                 after: Optional[bytes] = None) -> List[FinishedJob]:
+        """The finished jobs whose records are kept (a structure made with
+        ``history``), the latest to be pruned first (the latest finished, when every
+        record is kept as long), up to ``limit``: each :class:`fdbrecipes.FinishedJob`
+        has the id, group (a FairQueue's; every group's are listed), state
+        (succeeded, dead, cancelled), attempts, when it finished and is pruned, its
+        last error and a token which, given as ``after``, starts the next page just
+        after it (paging by key).  ``job`` gives a whole record, its result too.
+
+        Snapshot reads (no conflicts): the index of finished records backwards from
+        ``after``, 1,000 entries a round trip, and three keys of each record named
+        (in parallel; never its result).  An entry whose job was revived since
+        (``requeue_dead``) is skipped.  Cost: 2 round trips per 1,000 jobs, O(limit)
+        keys.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a finished job's token of a
+                structure of this kind.
+        """
+        return drive(self._ops.finished(tr, limit, after))
 
     def workers(self, tr: Transactor) -> List[WorkerInfo]:
         """The live workers serving this structure (each :class:`fdbrecipes.WorkerInfo`:

@@ -31,8 +31,9 @@ Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
 LEASE, RESULT, DELAY = 0, 1, 2
-#: The pause flag's key, ``S/"z"`` (Queue, PriorityQueue, FairQueue): present while the
-#: structure is paused (see _pause).
+#: The pause flag's key in a FairQueue, ``S/"z"``: present while the structure is
+#: paused (see ``JobOps.pause``).  A Queue's or PriorityQueue's is ``S/"d"``
+#: (:attr:`OrderedLayout.paused`).
 PAUSED = "z"
 #: Where a sharded structure (Queue, PriorityQueue, FairQueue made with ``shards`` > 1)
 #: says so, ``S/"l"`` (its :class:`Marker`), and keeps its shards 1, 2, ...:
@@ -96,8 +97,7 @@ def kept_by_clear(subspace: Subspace, *keys: bytes) -> List[Tuple[bytes, bytes]]
 
 class OrderedLayout:
     """Keys of a Queue (``group_len`` 0) or PriorityQueue (``group_len`` 1), or of
-    one shard of a sharded one (``subspace`` is then the shard's, ``structure`` the
-    whole structure's, where the pause flag is)::
+    one shard of a sharded one (``subspace`` is then the shard's)::
 
         S/"i"/(*g, seq, random, deliveries, id, since) = value   visible items, in order
         S/"i"/(True,)                       = int64   Queue: floor, highest seq ever held
@@ -109,27 +109,31 @@ class OrderedLayout:
             delayed in, delayed out                   delayed
             dead in, dead out                         dead letters (not in size)
         S/"h"/(hold id, item, deadline, kind) = value held items (leases, results, delays)
+        S/"d"                               = (paused_at,)  present while paused
         S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
         S/"x"/(died, item, died_at[, reason]) = value dead letters, oldest first
         S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
         S/"j"/..., S/"o"/...                          job records (see RecordLayout)
         S/"u"/...                                     the workers serving it (see
                                                       _worker.registry)
-        S/"z"                               = (paused_at,)  present while paused
         S/"m"/(minute, worker)              = (done, failed, backlog)  history (_series)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
         S/"l"                               = (2, kind, shards)  a sharded one's Marker
         S/"l"/(k,)/"i", "f", "n", "h", "d", "x"       shard k's items, floor, counters,
-                                                      holds and dead letters (k >= 1;
-                                                      shard 0's are the keys above)
+                                                      holds, pause flag, deadlines and
+                                                      dead letters (k >= 1; shard 0's
+                                                      are the keys above)
 
-    A sharded structure keeps its ids, job records, workers, pause flag, history and
-    receipts once, under ``S``; each shard has the rest.  The Queue's floor sorts after
-    every item, inside the item range, so a push reads the last item and the floor in
-    one range read.  Counters only grow: each change is one atomic ADD (no
+    A sharded structure keeps its ids, job records, workers, history and receipts
+    once, under ``S``; each shard has the rest, the pause flag included (pausing
+    writes every shard's).  The Queue's floor sorts after every item, inside the item
+    range, so a push reads the last item and the floor in one range read.  The pause
+    flag is the deadline index's own prefix: it sorts just before every deadline,
+    outside the index's range, so a take reads it with the earliest deadlines, in one
+    range read.  Counters only grow: each change is one atomic ADD (no
     compare-and-clear), and a watch on "pushed" never sees it return to an earlier
-    value.  Times (``deadline``, ``since``, ``died``) are clock readings:
-    read versions, about 1,000,000 per second; ``died_at`` is seconds since the epoch.
+    value.  Times (``deadline``, ``since``, ``died``) are clock readings: read
+    versions, about 1,000,000 per second; ``died_at`` is seconds since the epoch.
     """
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
@@ -137,8 +141,7 @@ class OrderedLayout:
                  "held_out", "held_prefix", "items", "items_end", "items_range", "paused",
                  "pushed", "subspace", "taken", "wake_key")
 
-    def __init__(self, subspace: Subspace, group_len: int,
-                 structure: Optional[Subspace] = None) -> None:
+    def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
         self.group_len = group_len
         self.items = subspace["i"]
@@ -161,7 +164,7 @@ class OrderedLayout:
         self.dead_in = bytes(counts.pack(("dead in",)))
         self.dead_out = bytes(counts.pack(("dead out",)))
         self.wake_key = self.pushed
-        self.paused = bytes((structure or subspace).pack((PAUSED,)))
+        self.paused = self.due_prefix  # read with the earliest deadlines
         if group_len == 0:  # after every item: read with the last one
             self.floor_key = bytes(self.items.pack((True,)))
             self.items_end = self.floor_key
@@ -343,7 +346,8 @@ class RecordLayout:
                                                            or None)
         Q/"j"/(id, "s")    = (state, attempts, due)         the state; due: when a delayed
                                                            or retrying job is visible
-                                                           again (a clock reading), or None
+                                                           again, or when a dead one died
+                                                           (clock readings), or None
         Q/"j"/(id, "b")    = (started_at, worker, lease id) the attempt that began last
         Q/"j"/(id, "f")    = (finished_at, expires_at)      when it finished, and is pruned
         Q/"j"/(id, "e")    = (type, message, traceback)     the last error

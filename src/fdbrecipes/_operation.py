@@ -17,7 +17,7 @@ import logging
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 from ._clock import Clock, database_clock
-from ._fdb import Gen, ready
+from ._fdb import Gen, known
 
 __all__ = ["Attempt", "Cancelled", "Undo", "gather", "logged", "side_by_side", "undo_all"]
 
@@ -78,8 +78,8 @@ class Attempt:
 
     def read_version(self) -> Gen[int]:
         """The transaction's read version."""
-        if not self._version:
-            self._version = yield from ready(self._future)
+        if not self._version:  # asked for before the first read: ready by now, mostly
+            self._version = yield from known(self._future)
         return self._version
 
     def note(self, message: str) -> None:

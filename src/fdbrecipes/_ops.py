@@ -12,7 +12,7 @@ run a call: the subspace, the retry loop with its counters and receipts
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Sequence, Tuple, TypeVar
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -20,7 +20,6 @@ from fdb.subspace_impl import Subspace
 from ._fdb import Gen, Transactor, check_transactor
 from ._fdb import read as read_value
 from ._hooks import Hooks
-from ._layout import PAUSED
 from ._operation import Attempt
 from ._ordered.history import (
     PRUNE_BATCH,
@@ -32,7 +31,9 @@ from ._ordered.history import (
     report,
     settled,
 )
+from ._ordered.paging import FinishedJob, finished
 from ._ordered.records import JobRecord, Progress, Records
+from ._ordered.tokens import optional, parse_finished
 from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from ._retry import RetryLoop, RetryStats, read
 from ._series import MAX_MINUTES, Minute, Series
@@ -96,6 +97,10 @@ class JobOps(Ops):
             7 days) is how long it is kept.
     """
 
+    #: Elements of ``where`` in the entries of the index of finished records: 0, or
+    #: a FairQueue's 1 (the group).
+    where_len: ClassVar[int] = 0
+
     shards: int
     guard: LayoutGuard  # set by the subclass, which knows its kind and shards
 
@@ -145,15 +150,16 @@ class JobOps(Ops):
         return self.guarded(tr, self.loop(tr, self.pausing, paused), True)
 
     def pausing(self, tr: Any, attempt: Attempt, paused: bool) -> Gen[bool]:
-        """The operation of :meth:`pause`: the flag set (with the time) or cleared, and
-        on a resume the waiters woken."""
-        key = self.subspace.pack((PAUSED,))
-        was = yield from read_value(tr.get(key))
+        """The operation of :meth:`pause`: the flag set (with the time) or cleared, in
+        every shard, and on a resume the waiters woken."""
+        was = yield from read_value(tr.get(self.pause_key))
         changed = (was is None) == paused
-        if changed and paused:
-            tr.set(key, fdb.tuple.pack((time.time(),)))
-        elif changed:
-            tr.clear(key)
+        for key in self.pause_keys if changed else ():
+            if paused:
+                tr.set(key, fdb.tuple.pack((time.time(),)))
+            else:
+                tr.clear(key)
+        if changed and not paused:
             self.wake_waiters(tr, attempt)
         attempt.idle = not changed
         return changed
@@ -164,13 +170,25 @@ class JobOps(Ops):
 
     def paused_at(self, tr: Any) -> Gen[Optional[float]]:
         """The operation of :meth:`paused`."""
-        value = yield from read_value(tr.get(self.subspace.pack((PAUSED,))))
+        value = yield from read_value(tr.get(self.pause_key))
         if value is None:
             return None
         at: float = fdb.tuple.unpack(value)[0]
         return at
 
     # -- what a subclass says ------------------------------------------------------------
+
+    @property
+    def pause_key(self) -> bytes:
+        """The structure's pause flag: present while it is paused (see the layouts of
+        :mod:`._layout`); a sharded Queue's or PriorityQueue's, shard 0's."""
+        return self.pause_keys[0]
+
+    @property
+    def pause_keys(self) -> Tuple[bytes, ...]:
+        """Where the pause flag is written: :attr:`pause_key`, and in a sharded Queue
+        or PriorityQueue every other shard's (each take reads its shard's)."""
+        raise NotImplementedError
 
     def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
         """Touch the wake key without changing the structure's counts: its waiters look
@@ -245,6 +263,13 @@ class JobOps(Ops):
         state, holder = yield from self.removing(tr, attempt, where,
                                                  self.listing_at(where).cancel, id_)
         return cancelled(tr, self.registry, state, holder, where[0] if where else None, id_)
+
+    def finished(self, tr: Transactor, limit: Any = None,
+                 after: Any = None) -> Gen[List[FinishedJob]]:
+        """The finished jobs, the latest to be pruned first, after the one the token
+        ``after`` names (see :func:`._ordered.paging.finished`)."""
+        at = optional(parse_finished, after, self.where_len)
+        return read(tr, finished, self.expiry, self.records_at, check_limit(limit), at)
 
     def prune(self, tr: Transactor, limit: Any = None) -> Gen[int]:
         """Forget up to ``limit`` (all when None) job records whose time is up, in

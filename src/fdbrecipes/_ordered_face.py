@@ -21,6 +21,7 @@ from ._ordered.engine import PushRequest, QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.ops import LeaseLike, OrderedOps
+from ._ordered.paging import Row
 from ._ordered.records import JobError, JobRecord
 from ._values import V
 
@@ -211,25 +212,39 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
     # -- stuck work ----------------------------------------------------------------
 
-    def leases(self, tr: Transactor, limit: Optional[int] = None) -> List[LeaseInfo]:
+    def leases(self, tr: Transactor, limit: Optional[int] = None, *,
+               after: Optional[bytes] = None) -> List[LeaseInfo]:
         """The items in flight, oldest claim first (up to ``limit``): value,
-        deliveries, deadline, when claimed, and the lease's token (which ``ack``,
+        deliveries, deadline, when claimed, the lease's token (which ``ack``,
         ``extend`` and ``release`` take: an operator can finish or give back work a
-        consumer holds).
+        consumer holds) and the item's id.  ``after``: a token of the page before
+        (its last row's), to list those after it (paging by key: see
+        :mod:`fdbrecipes._ordered.tokens`).
 
         Snapshot reads of the held range (no conflicts), 1,000 keys a round trip, in
         one transaction.  Cost: O(leases + delayed items) keys.
-        """
-        return drive(self._ops.leases(tr, limit))
 
-    def delayed(self, tr: Transactor, limit: Optional[int] = None) -> List[DelayedItem]:
+        Raises:
+            TypeError or ValueError: ``after`` is not a lease token of this structure.
+        """
+        return drive(self._ops.leases(tr, limit, after))
+
+    def delayed(self, tr: Transactor, limit: Optional[int] = None, *,
+                after: Optional[bytes] = None) -> List[DelayedItem]:
         """The delayed items, soonest first (up to ``limit``): value, when it becomes
-        visible (a clock reading), deliveries so far.
+        visible (a clock reading), deliveries so far, id and token (``after=`` of the
+        next page, :meth:`remove_many`).  ``after``: the token of the last row of the
+        page before.
 
         Snapshot reads of the deadline index and of each item (no conflicts), 1,000
-        keys a round trip, in one transaction.  Cost: O(delayed items + leases) keys.
+        keys a round trip, in one transaction.  Cost: O(delayed items + leases) keys
+        (those due after ``after``).
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a delayed item's token of a
+                structure of this kind.
         """
-        return drive(self._ops.delayed(tr, limit))
+        return drive(self._ops.delayed(tr, limit, after))
 
     def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
         """Remove the pending item pushed with ``id`` (visible, or still delayed: this
@@ -246,6 +261,43 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
             TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
         """
         return drive(self._ops.remove(tr, id))
+
+    def lookup(self, tr: Transactor, token: bytes) -> Optional[Row]:
+        """The row a token names (a :class:`fdbrecipes.PendingItem`'s,
+        :class:`fdbrecipes.DelayedItem`'s, :class:`fdbrecipes.LeaseInfo`'s,
+        :class:`fdbrecipes.DeadLetter`'s, or a job's :attr:`fdbrecipes.JobRecord.token`),
+        as its listing would list it now: a delayed item whose delay passed as a
+        pending one; None when it is no longer there (taken, moved, its lease ended).
+        What a job's page shows of its item: its value, deliveries, deadline.
+
+        Reads the one key the token names (a range read of one key, a read conflict
+        on it) and the clock.  Cost: 1 round trip, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``token`` is not such a token of a structure of
+                this kind.
+        """
+        return drive(self._ops.lookup(tr, token))
+
+    def remove_many(self, tr: Transactor, tokens: Iterable[bytes]) -> List[Optional[V]]:
+        """Remove the pending items the ``tokens`` name (those of ``pending`` or
+        :meth:`delayed` rows: items pushed with or without an id), in one
+        transaction; for each token, the item's value, or None when it is no longer
+        pending there (taken, in flight, dead, gone, or named earlier in
+        ``tokens``).  Their job records say cancelled; their ids are forgotten after
+        ``id_retention``.
+
+        Reads each item where its token says (visible, or under its delay: read
+        conflicts), in parallel; clears those found, one counter update.  Conflicts
+        with a concurrent take of the same items.  Cost: 1 to 2 round trips, O(k)
+        keys for k tokens.
+
+        Raises:
+            TypeError or ValueError: a token is not a pending or delayed item's of a
+                structure of this kind (named by index), or more than 1,000 tokens
+                (nothing written).
+        """
+        return drive(self._ops.remove_many(tr, tokens))
 
     # -- job records -----------------------------------------------------------------
 
@@ -303,34 +355,54 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
     # -- dead letters --------------------------------------------------------------
 
-    def dead(self, tr: Transactor, limit: Optional[int] = None) -> List[DeadLetter]:
-        """The dead letters, oldest first (up to ``limit``).
+    def dead(self, tr: Transactor, limit: Optional[int] = None, *,
+             after: Optional[bytes] = None) -> List[DeadLetter]:
+        """The dead letters, oldest first (up to ``limit``), after the one the token
+        ``after`` names (the last row of the page before).
 
-        Reads the dead-letter range (read conflict on the part read).  Cost: 1 round
-        trip, O(k) keys for k dead letters.
+        Reads the dead-letter range from there (read conflict on the part read).
+        Cost: 1 round trip, O(k) keys for k dead letters listed.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a dead letter's token of a
+                structure of this kind.
         """
-        return drive(self._ops.dead(tr, limit))
+        return drive(self._ops.dead(tr, limit, after))
 
-    def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
-        """Push the oldest dead letters (up to ``limit``; all when None) back at the
+    def requeue_dead(self, tr: Transactor, limit: Optional[int] = None, *,
+                     tokens: Optional[Iterable[bytes]] = None) -> int:
+        """Push the oldest dead letters (up to ``limit``; all when None), or with
+        ``tokens`` those the tokens name (:attr:`DeadLetter.token`), back at the
         tail, delivery count reset, ids kept; return how many moved.
 
         Reads them (read conflict), the tail position by snapshot, writes each item
         and one counter update.  Given a Database, moves at most 1,000 per
         transaction, in as many transactions as needed; given a Transaction, at most
-        1,000 (a larger ``limit``, or None with more dead letters, is refused).
+        1,000 (a larger ``limit``, or None with more dead letters, is refused).  With
+        ``tokens`` (at most 1,000): one transaction, reading each named letter (a
+        range read of one key, in parallel); those no longer there are skipped.
         Cost: O(k) keys, O(k / 1,000) transactions.
-        """
-        return drive(self._ops.requeue_dead(tr, limit))
 
-    def purge_dead(self, tr: Transactor) -> int:
-        """Remove every dead letter for good; return how many.
+        Raises:
+            TypeError or ValueError: both ``limit`` and ``tokens``, or a token that is
+                not a dead letter's of a structure of this kind (nothing written).
+        """
+        return drive(self._ops.requeue_dead(tr, limit, tokens))
+
+    def purge_dead(self, tr: Transactor, *, tokens: Optional[Iterable[bytes]] = None) -> int:
+        """Remove every dead letter (or, with ``tokens``, those the tokens name) for
+        good; return how many.
 
         Reads them (their ids are forgotten after ``id_retention``), clears each,
         one counter update.  Given a Database, in transactions of 1,000; given a
-        Transaction, refused when there are more than 1,000.  Cost: O(k) keys.
+        Transaction, refused when there are more than 1,000.  With ``tokens`` (at
+        most 1,000): one transaction, as :meth:`requeue_dead`.  Cost: O(k) keys.
+
+        Raises:
+            TypeError or ValueError: a token that is not a dead letter's of a
+                structure of this kind (nothing written).
         """
-        return drive(self._ops.purge_dead(tr))
+        return drive(self._ops.purge_dead(tr, tokens))
 
     # -- waiting -------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ by an occasional snapshot scan.  See docs/design.md.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
@@ -140,11 +141,12 @@ class Process:
     call that could not settle is never used again.
     """
 
-    __slots__ = ("busy", "lock", "pid", "retired", "token")
+    __slots__ = ("busy", "calls", "lock", "pid", "retired", "token")
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.token = os.urandom(8)
+        self.calls = itertools.count()  # numbers this process's call ids
         self.busy: Dict[int, Set[int]] = {}  # thread ident -> slot numbers in use
         self.retired: Dict[int, Set[int]] = {}  # thread ident -> slots left to evidence
         self.lock = threading.Lock()
@@ -161,6 +163,11 @@ class Process:
             busy.add(number)
         return self.token, thread, number
 
+    def call_id(self) -> bytes:
+        """A new call id, never made before by any process: this process's token and
+        the call's number in it (16 bytes, as a receipt holds)."""
+        return self.token + next(self.calls).to_bytes(8, "big")
+
     def release(self, slot: Tuple[bytes, int, int], retire: bool) -> None:
         """The call using ``slot`` ended; ``retire``: never use the slot again."""
         _, thread, number = slot
@@ -176,11 +183,23 @@ class Process:
 _PROCESS = Process()
 
 
-def this_process() -> Process:
-    """The current process's receipt identity."""
+def _forked() -> None:
+    """In a child made by ``os.fork``: a receipt identity of its own."""
     global _PROCESS
-    if _PROCESS.pid != os.getpid():
-        _PROCESS = Process()
+    _PROCESS = Process()
+
+
+#: Whether a fork replaces the identity itself (POSIX), so that no call asks for the
+#: process id (a system call).
+_FORK_AWARE = hasattr(os, "register_at_fork")
+if _FORK_AWARE:
+    os.register_at_fork(after_in_child=_forked)
+
+
+def this_process() -> Process:
+    """The current process's receipt identity (new in a forked child)."""
+    if not _FORK_AWARE and _PROCESS.pid != os.getpid():
+        _forked()
     return _PROCESS
 
 
@@ -266,7 +285,7 @@ class Call:
         self.slot = self.process.acquire()
         self.key = receipts.key(self.slot)  # this call's receipt slot
         self.retire = False  # the slot keeps evidence of a call that could not settle
-        self.call_id = os.urandom(16)
+        self.call_id = self.process.call_id()
         self.results: Dict[int, Any] = {}  # attempt number -> result, for signed attempts
         self.undos: Dict[int, Any] = {}  # attempt number -> what undoes it, if anything
         self.landed_undo: Any = None  # what undoes the attempt settling found landed

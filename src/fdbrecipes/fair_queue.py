@@ -27,6 +27,7 @@ from ._heartbeat import kept_alive
 from ._jobs_face import JobMethods
 from ._ordered.dead import DeadLetter
 from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.paging import PendingItem, Row
 from ._ordered.records import JobError, JobRecord
 from ._values import Value
 
@@ -120,14 +121,20 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         trip per 1,000 groups."""
         return drive(self._ops.lottery(tr))
 
-    def groups(self, tr: Transactor, limit: Optional[int] = None) -> List[Group]:
+    def groups(self, tr: Transactor, limit: Optional[int] = None, *,
+               after: Optional[Group] = None) -> List[Group]:
         """The groups with work (visible, delayed, in flight or dead items) or a
-        policy, in key order (up to ``limit``).  A group leaves the list in the
+        policy, in key order (up to ``limit``), after the group ``after`` if given
+        (the last of the page before: paging by key).  A group leaves the list in the
         transaction that takes its last item, dead letter or delayed item away (an
         ack, a purge, a removal), unless it has a policy: tenants that come and go do
-        not make it grow.  Reads the index of groups (read conflict on the part read).
-        Cost: 1 round trip per 1,000 groups."""
-        return drive(self._ops.groups(tr, limit))
+        not make it grow.  Reads the index of groups from there (read conflict on the
+        part read).  Cost: 1 round trip per 1,000 groups.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a group name.
+        """
+        return drive(self._ops.groups(tr, limit, after))
 
     # -- pushing ---------------------------------------------------------------------------
 
@@ -309,18 +316,25 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         :meth:`fdbrecipes.Queue.items` in the group's queue."""
         return drive(self._ops.items(tr, group, limit))
 
-    def leases(self, tr: Transactor, group: Group,
-               limit: Optional[int] = None) -> List[LeaseInfo]:
-        """``group``'s items in flight, oldest claim first (as
-        :meth:`fdbrecipes.Queue.leases`); each token is a FairLease's, which
-        :meth:`ack`, :meth:`extend` and :meth:`release` take."""
-        return drive(self._ops.leases(tr, group, limit))
+    def pending(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                after: Optional[bytes] = None) -> List[PendingItem]:
+        """``group``'s visible items as rows, oldest first, after the one the token
+        ``after`` names (as :meth:`fdbrecipes.Queue.pending`, in the group's queue);
+        the tokens name them for :meth:`remove_many`."""
+        return drive(self._ops.pending(tr, group, limit, after))
 
-    def delayed(self, tr: Transactor, group: Group,
-                limit: Optional[int] = None) -> List[DelayedItem]:
-        """``group``'s delayed items, soonest first (as
-        :meth:`fdbrecipes.Queue.delayed`)."""
-        return drive(self._ops.delayed(tr, group, limit))
+    def leases(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+               after: Optional[bytes] = None) -> List[LeaseInfo]:
+        """``group``'s items in flight, oldest claim first, after the lease
+        ``after`` (as :meth:`fdbrecipes.Queue.leases`); each token is a FairLease's,
+        which :meth:`ack`, :meth:`extend` and :meth:`release` take."""
+        return drive(self._ops.leases(tr, group, limit, after))
+
+    def delayed(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                after: Optional[bytes] = None) -> List[DelayedItem]:
+        """``group``'s delayed items, soonest first, after the one the token
+        ``after`` names (as :meth:`fdbrecipes.Queue.delayed`)."""
+        return drive(self._ops.delayed(tr, group, limit, after))
 
     def remove(self, tr: Transactor, *, group: Group, id: bytes) -> Optional[Value]:
         """Remove ``group``'s pending item pushed with ``id`` (as
@@ -328,20 +342,40 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         index of groups, if that was what kept it there.  Cost: 2 to 4 round trips."""
         return drive(self._ops.remove(tr, group, id))
 
-    def dead(self, tr: Transactor, group: Group,
-             limit: Optional[int] = None) -> List[DeadLetter]:
-        """``group``'s dead letters, oldest first (see :meth:`fdbrecipes.Queue.dead`)."""
-        return drive(self._ops.dead(tr, group, limit))
+    def lookup(self, tr: Transactor, group: Group, token: bytes) -> Optional[Row]:
+        """The row of ``group``'s listings a token names, as it would be listed now,
+        or None when it is gone (as :meth:`fdbrecipes.Queue.lookup`; a lease's token is
+        its FairLease's)."""
+        return drive(self._ops.lookup(tr, group, token))
 
-    def requeue_dead(self, tr: Transactor, group: Group, limit: Optional[int] = None) -> int:
+    def remove_many(self, tr: Transactor, group: Group,
+                    tokens: Iterable[bytes]) -> List[Optional[Value]]:
+        """Remove ``group``'s pending items the ``tokens`` name (of :meth:`pending` or
+        :meth:`delayed` rows), in one transaction, as
+        :meth:`fdbrecipes.Queue.remove_many`; then the group leaves the lottery, or
+        the index of groups, if that was what kept it there.  Cost: 2 to 4 round
+        trips."""
+        return drive(self._ops.remove_many(tr, group, tokens))
+
+    def dead(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+             after: Optional[bytes] = None) -> List[DeadLetter]:
+        """``group``'s dead letters, oldest first, after the one the token ``after``
+        names (see :meth:`fdbrecipes.Queue.dead`)."""
+        return drive(self._ops.dead(tr, group, limit, after))
+
+    def requeue_dead(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                     tokens: Optional[Iterable[bytes]] = None) -> int:
         """Push ``group``'s oldest dead letters (up to ``limit``, at most 1,000 per
-        call) back into its queue; how many moved."""
-        return drive(self._ops.requeue_dead(tr, group, limit))
+        call), or those the ``tokens`` name, back into its queue; how many moved (see
+        :meth:`fdbrecipes.Queue.requeue_dead`)."""
+        return drive(self._ops.requeue_dead(tr, group, limit, tokens))
 
-    def purge_dead(self, tr: Transactor, group: Group) -> int:
-        """Remove ``group``'s dead letters for good (at most 1,000 per call); how many.
-        The group leaves the index of groups if they were all it had."""
-        return drive(self._ops.purge_dead(tr, group))
+    def purge_dead(self, tr: Transactor, group: Group, *,
+                   tokens: Optional[Iterable[bytes]] = None) -> int:
+        """Remove ``group``'s dead letters (at most 1,000 per call), or those the
+        ``tokens`` name, for good; how many.  The group leaves the index of groups if
+        they were all it had."""
+        return drive(self._ops.purge_dead(tr, group, tokens))
 
     def clear(self, tr: Transactor) -> None:
         """Remove every group, item, policy and remembered id (range clears); the wake

@@ -54,6 +54,7 @@ from ._ordered.engine import QueueStats
 from ._ordered.history import Finished, Followup, encode_result
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
+from ._ordered.paging import PendingItem, Row
 from ._ordered.records import Progress
 from ._registry import Orders, WorkerInfo
 from ._values import Value
@@ -102,23 +103,40 @@ class Inspectable(Protocol):
         """The visible items in the order of ``end`` ("min", or a PriorityQueue's
         "max"), up to ``limit``."""
 
-    def leases(self, tr: Any, limit: Any = None) -> Operation[List[LeaseInfo]]:
-        """The items in flight, oldest claim first."""
+    def pending(self, tr: Any, limit: Any = None, end: Any = "min",
+                after: Any = None) -> Operation[List[PendingItem]]:
+        """The visible items (with their ids and tokens) in the order of ``end``, up
+        to ``limit``, after the item the token ``after`` names."""
 
-    def delayed(self, tr: Any, limit: Any = None) -> Operation[List[DelayedItem]]:
-        """The delayed items, soonest first."""
+    def leases(self, tr: Any, limit: Any = None,
+               after: Any = None) -> Operation[List[LeaseInfo]]:
+        """The items in flight, oldest claim first, after the lease ``after``."""
 
-    def dead(self, tr: Any, limit: Any = None) -> Operation[List[DeadLetter]]:
-        """The dead letters, oldest first."""
+    def delayed(self, tr: Any, limit: Any = None,
+                after: Any = None) -> Operation[List[DelayedItem]]:
+        """The delayed items, soonest first, after the one the token ``after`` names."""
 
-    def requeue_dead(self, tr: Any, limit: Any = None) -> Operation[int]:
-        """Push dead letters back (oldest first, up to ``limit``); how many."""
+    def dead(self, tr: Any, limit: Any = None,
+             after: Any = None) -> Operation[List[DeadLetter]]:
+        """The dead letters, oldest first, after the one the token ``after`` names."""
 
-    def purge_dead(self, tr: Any) -> Operation[int]:
-        """Remove dead letters for good; how many."""
+    def requeue_dead(self, tr: Any, limit: Any = None, tokens: Any = None) -> Operation[int]:
+        """Push dead letters back (oldest first, up to ``limit``, or those the
+        ``tokens`` name); how many."""
+
+    def purge_dead(self, tr: Any, tokens: Any = None) -> Operation[int]:
+        """Remove dead letters (or those the ``tokens`` name) for good; how many."""
 
     def remove(self, tr: Any, id_: Any) -> Operation[Optional[Value]]:
         """Remove the pending item pushed with idempotency id ``id_``; its value."""
+
+    def lookup(self, tr: Any, token: Any) -> Operation[Optional[Row]]:
+        """The row ``token`` names (a pending item's, a delayed item's, a lease's, a
+        dead letter's), as its listing would list it now; None when it is gone."""
+
+    def remove_many(self, tr: Any, tokens: Any) -> Operation[List[Optional[Value]]]:
+        """Remove the pending (or delayed) items the ``tokens`` name, in one
+        transaction; for each, its value or None."""
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, **where: Any) -> Operation[None]:

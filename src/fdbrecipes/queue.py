@@ -20,6 +20,7 @@ from ._heartbeat import kept_alive
 from ._ordered.front import MIN
 from ._ordered.leases import Lease
 from ._ordered.ops import QueueOps
+from ._ordered.paging import PendingItem
 from ._ordered_face import OrderedFace
 from ._values import V
 
@@ -71,7 +72,9 @@ class Queue(OrderedFace[V]):
     reads a shard drawn at random, and every other one, side by side (one more round
     trip), when that one holds fewer items than asked; a lease's calls go to its
     shard; ``size``, ``stats``, ``peek``, ``is_empty``, the listings and the waits
-    read every shard, side by side (``items`` lists them shard by shard).  Oldest
+    read every shard, side by side (``items`` and ``pending`` merge them by place:
+    each shard's items in its order, interleaved by their shard's sequence numbers,
+    not in the order of the pushes across shards).  Oldest
     means oldest of its shard.  See docs/scaling.md.
 
     Example::
@@ -201,6 +204,26 @@ class Queue(OrderedFace[V]):
         keys (O(limit) with a limit), 1 round trip per 1,000.
         """
         return drive(self._ops.items(tr, limit))
+
+    def pending(self, tr: Transactor, limit: Optional[int] = None, *,
+                after: Optional[bytes] = None) -> List[PendingItem]:
+        """The visible items, oldest first, as rows (up to ``limit``): each
+        :class:`fdbrecipes.PendingItem` has the value, the item's id, its deliveries,
+        since when it is visible and its token, which names it for
+        :meth:`remove_many` and, given as ``after``, starts the next page just after
+        it: paging by key, never by offset, so a page deep in a queue of millions
+        costs what the first does, and items taken meanwhile never shift a page.
+
+        Snapshot reads (no conflicts) of the item range from ``after`` on and of the
+        expired holds (counted where they are, as a pop sees them).  Given a
+        Database, pages of 1,000 items, each in its own transaction.  Cost: O(limit)
+        keys, 1 round trip per 1,000.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a pending item's token of a
+                Queue.
+        """
+        return drive(self._ops.pending(tr, limit, MIN, after))
 
     def claim(self, tr: Transactor, lease_seconds: float, *,
               spread: int = 1) -> Optional[Lease[V]]:

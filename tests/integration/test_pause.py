@@ -13,6 +13,7 @@ import pytest
 
 from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker
 from fdbrecipes.aio import AsyncQueue
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -59,6 +60,53 @@ def test_a_take_racing_the_pause_conflicts(db: Any, fdb_subspace: Any) -> None:
         tr.commit().wait()
     assert raised.value.code == 1020  # not_committed: the take retries and finds the pause
     assert q.stats(db).visible == 1
+
+
+@pytest.mark.parametrize("take", ["spread pop", "pop_many", "claim_many", "pop_max"])
+def test_every_take_racing_the_pause_conflicts(db: Any, fdb_subspace: Any, take: str) -> None:
+    import fdb
+
+    pq = PriorityQueue(fdb_subspace)
+    pq.push_many(db, [("a", 1), ("b", 2)])
+    tr = db.create_transaction()
+    takes = {"spread pop": lambda: pq.pop_min(tr, spread=4),
+             "pop_many": lambda: pq.pop_min_many(tr, 2),
+             "claim_many": lambda: pq.claim_min_many(tr, 2, 30, spread=2),
+             "pop_max": lambda: pq.pop_max(tr)}
+    assert takes[take]()  # read the flag (with the deadlines): not paused yet
+    assert pq.pause(db)
+    with pytest.raises(fdb.FDBError) as raised:
+        tr.commit().wait()
+    assert raised.value.code == 1020  # not_committed: the take retries and finds the pause
+    assert pq.stats(db).visible == 2 and pq.pop_min(db) is None
+
+
+def test_a_pause_holds_expired_holds_back_too(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace)
+    q.push(db, "late", delay=0.05)
+    q.push(db, "now")
+    lease = q.claim(db, 0.05)
+    assert lease is not None and lease.value == "now"
+    assert q.pause(db)
+    # the delay and the lease end: two holds in the deadline index, after the flag
+    eventually(lambda: q.stats(db).visible == 2, 20, "the holds to expire")
+    assert q.pop(db) is None and q.pop(db, spread=3) is None and q.claim_many(db, 5, 30) == []
+    assert not q.wait(db, timeout=0.2)
+    assert q.resume(db)
+    assert sorted([q.pop(db), q.pop(db, spread=3)]) == ["late", "now"] and q.pop(db) is None
+
+
+def test_a_paused_empty_queue_is_still_a_queue(db: Any, fdb_subspace: Any) -> None:
+    from fdbrecipes.admin.places import ANY_QUEUE, stored
+
+    q = Queue(fdb_subspace)
+    tr = db.create_transaction()  # no receipt: the flag is the place's only key
+    assert q.pause(tr)
+    tr.commit().wait()
+    assert [kv.key for kv in db.get_range_startswith(fdb_subspace.key())] == [
+        q.ops.pause_key]
+    assert stored(db.create_transaction(), fdb_subspace) == (ANY_QUEUE, None)
+    assert q.paused(db) is not None and q.clear(db) is None and q.paused(db) is None
 
 
 def test_a_waiter_wakes_on_resume(db: Any, fdb_subspace: Any) -> None:

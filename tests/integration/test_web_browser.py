@@ -158,9 +158,7 @@ def jobs(db: Any, fdb_subspace: Any) -> Queue[Any]:
 
 
 def serve(db: Any, jobs: Queue[Any], **options: Any) -> Iterator[Served]:
-    served = Served(create_app(db, {"jobs": jobs}, **options))
-    yield served
-    served.stop()
+    yield from serve_app(create_app(db, {"jobs": jobs}, **options))
 
 
 @pytest.fixture
@@ -174,26 +172,45 @@ def bury(db: Any, jobs: Queue[Any], value: str) -> None:
     assert lease is not None and jobs.bury(db, lease, "<b>broken</b>")
 
 
-def test_overview_to_a_job_and_its_cancel(db: Any, jobs: Queue[Any], full: Served,
-                                          browser: Browser, tmp_path: Path) -> None:
+def artefact(shot: Path, name: str) -> None:
+    """Keep ``shot`` as ``name`` in ``$FDBRECIPES_ARTEFACTS``, when it names a directory."""
+    artefacts = os.environ.get("FDBRECIPES_ARTEFACTS")
+    if artefacts:
+        shutil.copy(shot, os.path.join(artefacts, name))
+
+
+def test_overview_to_a_job_and_its_retry(db: Any, jobs: Queue[Any], full: Served,
+                                         browser: Browser, tmp_path: Path) -> None:
     jobs.push(db, "<script>document.title='owned'</script>", id=b"job-7")
+    lease = jobs.claim(db, 30)
+    assert lease is not None and jobs.bury(db, lease, "<b>broken</b>")
     page = browser.go(full.url)
     assert "jobs" in page and browser.js("document.title") != "owned"
     shot = tmp_path / "overview.png"
     browser.screenshot(shot)
     assert shot.stat().st_size > 1000
-    artefacts = os.environ.get("FDBRECIPES_ARTEFACTS")  # a directory to keep it in
-    if artefacts:
-        shutil.copy(shot, os.path.join(artefacts, "web-overview.png"))
+    artefact(shot, "web-overview-journey.png")
     page = browser.click("a[href$='structure?s=jobs']")
+    page = browser.click("a[href$='tab=dead']")
     assert "<script>document.title='owned'</script>" in page  # shown as text
-    browser.js("document.querySelector('input[name=text]').value = 'job-7'")
-    page = browser.click("form[action$='/job'] button")
-    assert "pending" in page
-    page = browser.confirm("form[method=post]", "button")
-    assert "cancelled" in page
+    page = browser.click("td.v a")
+    assert "dead" in page and "<b>broken</b>" in page and "Retry" in page
+    page = browser.confirm("form:has(input[value=requeue])", "button")
+    assert "requeued 1 of 1 chosen" in page and "pending" in page
     record = jobs.job(db, b"job-7")
-    assert record is not None and record.state == "cancelled"
+    assert record is not None and record.state == "pending"
+    page = browser.confirm("#cancel", "button")
+    assert "cancelled" in page
+
+
+def test_pages_follow_by_key(db: Any, jobs: Queue[Any], full: Served,
+                             browser: Browser) -> None:
+    for value in ("one", "two", "three"):
+        bury(db, jobs, value)
+    page = browser.go(full.url + "structure?s=jobs&tab=dead&limit=2")
+    assert "'one'" in page and "'two'" in page and "'three'" not in page
+    page = browser.click("nav.pager a")
+    assert "'three'" in page and "'one'" not in page and "first page" in page
 
 
 def test_dead_letters_requeued_and_a_pause(db: Any, jobs: Queue[Any], full: Served,
@@ -206,9 +223,9 @@ def test_dead_letters_requeued_and_a_pause(db: Any, jobs: Queue[Any], full: Serv
     assert "requeued 2 dead letter(s); 0 remain" in page
     assert jobs.stats(db).dead == 0 and jobs.stats(db).visible == 2
     page = browser.confirm("form:has(input[value=pause])", "button")
-    assert "Paused since" in page and jobs.paused(db) is not None
+    assert "Resume" in page and "nothing is taken" in page and jobs.paused(db) is not None
     page = browser.click("input[value=resume] ~ button")
-    assert "Running." in page and jobs.paused(db) is None
+    assert "running" in page and jobs.paused(db) is None
 
 
 def test_denied_access_and_a_cross_site_form(db: Any, jobs: Queue[Any], browser: Browser,
@@ -253,3 +270,80 @@ def test_chosen_items_in_flight_given_back(db: Any, jobs: Queue[Any], full: Serv
     assert jobs.stats(db).visible == 1 and jobs.stats(db).in_flight == 1
     page = browser.confirm("#shown", "button[value=ack]")
     assert "deleted 1 of 1" in page and jobs.size(db) == 1
+
+
+def test_screenshots_of_a_busy_dashboard(db: Any, fdb_subspace: Any, browser: Browser,
+                                         tmp_path: Path) -> None:
+    """The overview, a queue's dead letters and a job's page of a dashboard over every
+    kind of structure, one queue served by a worker: screenshots kept as artefacts
+    (docs/web-overview.png and docs/web-dead.png are these)."""
+    from fdbrecipes import FairQueue, PriorityQueue, WeightTree, Worker
+
+    images = Queue(fdb_subspace["images"], history=3600, max_deliveries=3)
+    mail = PriorityQueue(fdb_subspace["mail"], history=3600)
+    tenants = FairQueue(fdb_subspace["tenants"], history=3600)
+    pool = WeightTree(fdb_subspace["pool"])
+    done = threading.Event()
+
+    def resize(job: Any) -> str:
+        if job.value == "sleep":
+            done.wait(DEADLINE)
+        return f"resized {job.value}"
+
+    images.push_many(db, [f"photo-{i}.jpg" for i in range(40)] + ["sleep"])
+    worker = Worker(db, images, resize, concurrency=4, lease_seconds=1.5)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        until(lambda: images.stats(db).visible == 0 and images.stats(db).in_flight == 1,
+              "the worker done with the photos")
+        until(lambda: any(m.done for m in images.throughput(db, 5)), "the history written")
+        assert images.command(db, worker.id, "quiet")  # it takes no more: the rest waits
+        until(lambda: [w.state for w in images.workers(db)] == ["quiet"], "a quiet worker")
+        for name, why in (("corrupt.jpg", "PIL.UnidentifiedImageError: cannot identify image"),
+                          ("huge.tiff", "MemoryError"), ("<script>x</script>.gif", "<b>bad</b>")):
+            images.push(db, name, id=name.encode())
+            images.bury(db, drive_claim(db, images), why)
+        images.push_many(db, [f"upload-{i}.png" for i in range(7)])
+        images.push(db, "thumbnail-later.png", delay=900)
+        mail.push_many(db, [(f"welcome {i}", i % 3) for i in range(12)])
+        for g, n in (("acme", 5), ("globex", 2), ("initech", 9)):
+            tenants.push_many(db, [f"{g} report {i}" for i in range(n)], group=g)
+        tenants.set_group(db, "acme", share=3, limit=2)
+        pool.push_many(db, [(f"server-{i}", 10 + i) for i in range(5)])
+        mail.pause(db)
+        app = create_app(db, {"images": images, "mail": mail, "tenants": tenants,
+                              "pool": pool}, access=FULL)
+        for served in serve_app(app):
+            browser.go(served.url)
+            shot = tmp_path / "web-overview.png"
+            browser.screenshot(shot, 1200, 330)
+            artefact(shot, "web-overview.png")
+            browser.go(served.url + "structure?s=images&tab=dead")
+            shot = tmp_path / "web-dead.png"
+            browser.screenshot(shot, 1200, 620)
+            artefact(shot, "web-dead.png")
+            browser.go(served.url + "job?s=images&text=corrupt.jpg")
+            shot = tmp_path / "web-job.png"
+            browser.screenshot(shot, 1200, 620)
+            artefact(shot, "web-job.png")
+            assert "PIL.UnidentifiedImageError" in browser.text()
+    finally:
+        done.set()
+        worker.stop()
+        thread.join(DEADLINE)
+    assert not thread.is_alive()
+
+
+def drive_claim(db: Any, q: Queue[Any]) -> Any:
+    """One lease of ``q``'s oldest item, claimed under a worker's name."""
+    from fdbrecipes import drive
+
+    [lease] = drive(q.ops.claim_many(db, 1, 300, holder="host-7-resizer"))
+    return lease
+
+
+def serve_app(app: Any) -> Iterator[Served]:
+    served = Served(app)
+    yield served
+    served.stop()

@@ -88,6 +88,9 @@ def run(rec: Recorder, *argv: str, **changes: Any) -> Any:
     return suite.Suite("/fake/fdb.cluster", settings, runtime(rec, **changes)).run("fake")
 
 
+#: The hot group's kinds at 16 clients, in the order of its first round (drains: None).
+HOT = [("probe-pop", None), ("spread-pop", None), ("write", 2 / 3), ("tree-pop", None)]
+
 LIMITS: List[Measured] = [("write", 1, c, 2.0) for c in (1, 2, 4, 8, 16)] + [
     ("write", 100, 1, 2.0), ("write", 100, 16, 2.0)]
 
@@ -103,6 +106,9 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
         ("claim-ack", 100, 1, None), ("claim-ack", 100, 16, None),
         ("tree-pop", 1, 1, None), ("tree-pop", 1, 4, None), ("tree-pop", 1, 16, None),
     ] + [(op, 1, c, None) for c in (1, 4, 16) for op in ("pq-pop-min", "pq-pop-max")] + [
+        (op, 1, 16, duration) for turn in range(3)
+        for op, duration in (HOT[turn:] + HOT[:turn])
+    ] + [
         (op, tasks, 1, duration) for tasks in (16, 64)
         for op, duration in (("aio-push", 2.0), ("aio-spread-pop", None),
                              ("aio-claim-ack", None))
@@ -124,9 +130,20 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
     assert [items for op, items in recorder.fills if op == "history-worker"] == [2000, 16_000]
-    assert {items for op, items in recorder.fills if op not in big} == {2000}
-    # push rounds: one row; a shard pair's two rounds of each: one row each
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 6
+    hot = [items for op, items in recorder.fills if op in ("probe-pop", "tree-pop")]
+    assert hot == [2000] * 3 + [4000] * 6  # the tree group's drains, then the hot rounds
+    assert [items for op, items in recorder.fills if op == "spread-pop"] == [2000] * 5 + [4000] * 3
+    assert {items for op, items in recorder.fills
+            if op not in big + ("probe-pop", "spread-pop", "tree-pop")} == {2000}
+    # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
+    # of each: one row each
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6
+    spread = next(r for r in results.rows if r.name == "hot: Queue.pop spread=16")
+    assert (spread.count, spread.ratio_recipe) == (3 * 4000, pytest.approx(1.0))
+    tree = next(r for r in results.rows if r.name == "hot: WeightTree.pop")
+    limit = next(r for r in results.rows if r.name == "hot: limit 1-key write tx")
+    assert (limit.count, limit.seconds) == (3 * 1600, 3.0)
+    assert tree.ratio_recipe == pytest.approx(4000 / 1600)  # against the rounds' limit
     push = next(r for r in results.rows if r.name == "Queue.push(db)" and r.clients == 16)
     assert (push.count, push.seconds, push.retries) == (4 * 1600, 4.0, 0)
     assert push.cpu_seconds == pytest.approx(4 * 0.16)

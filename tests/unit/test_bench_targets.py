@@ -17,9 +17,13 @@ from fdbrecipes.bench.settings import (
     FAIR_CLAIM,
     HC_POP,
     HISTORY_WORKER,
+    HOT_LIMIT,
+    HOT_SPREAD_POP,
+    HOT_TREE_POP,
     IDLE_WORKER,
     LIMIT,
     POP,
+    PROBE_POP,
     PUSH,
     QUEUE_CLAIM,
     RECIPE_POP,
@@ -53,6 +57,8 @@ def sample_rows() -> List[Row]:
         row(HC_POP, 1, 450), row(HC_POP, 16, 1200, 120),
         row(CLAIM_ACK, 1, 4000), row(CLAIM_ACK, 16, 12000),
         row(TREE_POP, 16, 900),
+        row(PROBE_POP, 16, 1000), row(HOT_SPREAD_POP, 16, 900),
+        row(HOT_LIMIT, 16, 2000), row(HOT_TREE_POP, 16, 500),
         row(AIO_PUSH, 1, 4000), row(AIO_POP, 1, 1000), row(AIO_CLAIM, 1, 12000),
         Row(AWAITED_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.30),
         Row(BLOCKING_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.28),
@@ -86,6 +92,8 @@ NAMES = [
     ("Queue.push(db), 16 clients: x recipe push", 0.95),
     ("WeightTree.pop, 16 clients: x limit", 0.4),
     ("WeightTree pop median growth, 1,000 to 1,000,000 items", 2.0),
+    ("hot: Queue.pop spread=16, 16 clients: x bare probe pop", 0.9),
+    ("hot: WeightTree.pop, 16 clients: x limit, same rounds", 0.25),
     ("aio push(db), 64 tasks: x Queue.push(db), 16 sync clients", 1.0),
     ("aio pop spread=16, 64 tasks: x Queue.pop spread=16, 16 sync clients", 1.0),
     ("aio claim_many(100)+ack, 64 tasks: x claim_many(100)+ack, 16 sync clients", 1.0),
@@ -129,6 +137,8 @@ def test_targets_fail() -> None:
         row(RECIPE_POP, 16, 300), row(HC_POP, 16, 1200, 500),
         row(SPREAD_POP, 16, 600, 700), row(CLAIM_ACK, 16, 9000), row(TREE_POP, 16, 600),
         row(QUEUE_CLAIM, 1, 400), row(FAIR_CLAIM, 1, 199),
+        row(PROBE_POP, 16, 1000), row(HOT_SPREAD_POP, 16, 899),
+        row(HOT_LIMIT, 16, 2000), row(HOT_TREE_POP, 16, 499),
     ])
     slow = [Latency(10**3, 500, 1.0, 1.0), Latency(10**6, 500, 2.5, 3.0)]
     slow_fair = [Latency(10**2, 500, 1.0, 1.0), Latency(10**5, 500, 2.1, 3.0)]
@@ -140,6 +150,7 @@ def test_targets_fail() -> None:
         "FAIL", "FAIL", "PASS", "FAIL",  # push: 0.5x limit at 1, 0.9x recipe at 16
         "FAIL",  # WeightTree.pop 0.3x limit
         "FAIL",  # growth 2.5x
+        "FAIL", "FAIL",  # hot: spread 0.899x the probe, tree 0.2495x the limit
         *["SKIP"] * 9,  # no async or worker rows
         "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
@@ -182,6 +193,21 @@ def test_a_target_at_its_threshold_passes_and_just_past_it_fails(
     assert check(results.with_ratios([row(LIMIT, 16, 1000)]))[index].status == "SKIP"
 
 
+@pytest.mark.parametrize("index, kind, baseline, rate", [
+    (14, HOT_SPREAD_POP, PROBE_POP, 900), (15, HOT_TREE_POP, HOT_LIMIT, 250)])
+def test_a_hot_target_is_checked_against_its_own_rounds_baseline(
+        index: int, kind: Kind, baseline: Kind, rate: int) -> None:
+    def rows(rate: int) -> List[Row]:
+        # the limit of the "limit" group is far higher: the hot rows use their own
+        return results.with_ratios([row(LIMIT, 16, 4000), row(baseline, 16, 1000),
+                                    row(kind, 16, rate)])
+
+    target = check(rows(rate))[index]
+    assert target.value == pytest.approx(target.threshold) and target.status == "PASS"
+    assert check(rows(rate - 1))[index].status == "FAIL"
+    assert check(results.with_ratios([row(kind, 16, rate)]))[index].status == "SKIP"
+
+
 def test_a_target_at_the_threshold_passes() -> None:
     assert Target("x", 2.0, 2.0, at_most=True).status == "PASS"
     assert Target("x", 0.5, 0.5).status == "PASS"
@@ -193,7 +219,8 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
     rows = results.with_ratios([row(k, 8, r.rate) for r in sample_rows()
                                 for k in (LIMIT, PUSH, RECIPE_PUSH, RECIPE_POP, HC_POP,
                                           SPREAD_POP, CLAIM_ACK, TREE_POP, QUEUE_CLAIM,
-                                          FAIR_CLAIM)
+                                          FAIR_CLAIM, PROBE_POP, HOT_SPREAD_POP, HOT_LIMIT,
+                                          HOT_TREE_POP)
                                 if r.name == k.label and r.clients == 16])
     checked = check(rows, LATENCIES[:3], 8)
     scoped = [t for t in checked if "the target is at 16" in t.note]
@@ -209,6 +236,8 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "Queue.push(db), 8 clients: x limit",
         "Queue.push(db), 8 clients: x recipe push",
         "WeightTree.pop, 8 clients: x limit",
+        "hot: Queue.pop spread=16, 8 clients: x bare probe pop",
+        "hot: WeightTree.pop, 8 clients: x limit, same rounds",
         "aio push(db), 64 tasks: x Queue.push(db), 8 sync clients",
         "aio pop spread=16, 64 tasks: x Queue.pop spread=16, 8 sync clients",
         "aio claim_many(100)+ack, 64 tasks: x claim_many(100)+ack, 8 sync clients",
@@ -221,7 +250,7 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "claim_many(100)+ack, 8 shards, 8 clients: x claim_many(100)+ack, 1 shard",
         "Queue.claim+ack, 8 shards, 8 clients: x Queue.claim+ack, 1 shard",
     ]
-    assert all(t.status == "PASS" for t in scoped[:11])
+    assert all(t.status == "PASS" for t in scoped[:13])
     push1 = [t for t in checked if t.name.startswith("Queue.push(db), 1 client")]
     assert [t.note for t in push1] == ["", ""] and {t.status for t in push1} == {"SKIP"}
     growth = next(t for t in checked if t.name.startswith("WeightTree pop median growth"))

@@ -190,9 +190,9 @@ def test_shards_live_under_the_marker_shard_0_is_the_structure() -> None:
     marker = Marker(SHARDED, "queue", 4)
     assert Marker.unpack(marker.pack()) == marker == (2, "queue", 4)
     assert Marker.unpack(fdb.tuple.pack((3, "queue", 4, "later"))) == (3, "", 0)
-    # a shard's pause flag is the structure's
-    assert OrderedLayout(shard, 0, S).paused == QUEUE.paused == S.pack(("z",))
-    assert OrderedLayout(shard, 0, S).pushed == shard.pack(("n", "pushed"))
+    # each shard has its pause flag, read with its own deadlines (pausing writes all)
+    assert OrderedLayout(shard, 0).paused == shard.pack(("d",)) != QUEUE.paused
+    assert OrderedLayout(shard, 0).pushed == shard.pack(("n", "pushed"))
 
 
 def test_a_sharded_lease_id_names_its_shard() -> None:
@@ -204,7 +204,7 @@ def test_a_sharded_lease_id_names_its_shard() -> None:
 
 
 def test_clear_keeps_a_sharded_structure_s_marker_and_wake_keys() -> None:
-    wakes = [OrderedLayout(shard_space(S, k), 0, S).wake_key for k in range(3)]
+    wakes = [OrderedLayout(shard_space(S, k), 0).wake_key for k in range(3)]
     kept = kept_by_clear(S, Marker.key(S), *wakes)
     assert len(kept) == 5 and kept == sorted(kept)
     for key in (Marker.key(S), *wakes):

@@ -242,7 +242,10 @@ def test_markers_follow_the_library_layout() -> None:
     assert [s.key() for s in (q.items, q.held, q.due, q.dead)] == [
         S[m].key() for m in QUEUE_RANGES]
     assert q.items.contains(q.floor_key)  # a Queue's floor is among its items
-    assert [pq.floor_key] == [S.pack((m,)) for m in QUEUE_KEYS]
+    assert [pq.floor_key, q.paused] == [S.pack((m,)) for m in QUEUE_KEYS]
+    assert q.paused == pq.paused == q.due.key()  # the deadlines' prefix: before them all
+    assert q.paused < q.due_range.start
+    assert FairLayout(S).paused == S.pack(("z",)) and "z" in NEUTRAL
     assert [s.key() for s in (t.leaves, t.values, t.nodes)] == [
         S[m].key() for m in TREE_RANGES]
     assert [t.total_key] == [S.pack((m,)) for m in TREE_KEYS]

@@ -10,6 +10,7 @@ import threading
 import tracemalloc
 from typing import Any, List
 
+import pytest
 from fdb.subspace_impl import Subspace
 
 from fdbrecipes._receipts import (
@@ -19,6 +20,7 @@ from fdbrecipes._receipts import (
     Receipts,
     read_receipt,
     receipt,
+    this_process,
 )
 
 S = Subspace(("receipts-test", os.urandom(8)))
@@ -80,6 +82,36 @@ def test_a_million_calls_from_ever_new_threads_keep_the_bookkeeping_flat() -> No
         tracemalloc.stop()
     assert grown < 64 * 1024, f"the receipt bookkeeping grew by {grown:,} bytes"
     assert [process.acquire()[2] for _ in range(3)] == [0, 1, 2]  # no slot leaked
+
+
+def test_call_ids_are_never_made_twice() -> None:
+    """A call id is the process's token and a number: 16 bytes, as a receipt holds."""
+    process = Process()
+    ids = [process.call_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000 and {len(i) for i in ids} == {16}
+    assert {i[:8] for i in ids} == {process.token} != {Process().call_id()[:8]}
+    assert read_receipt(receipt(ids[-1], 7, 1)) == (ids[-1], 7, 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_has_a_receipt_identity_of_its_own() -> None:
+    """Its slots and call ids would otherwise be its parent's (without asking the
+    process id at every call)."""
+    parent = this_process()
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: report its token, and whether it is stable
+        mine = this_process()
+        os.write(writing, mine.token + bytes([mine is this_process()]))
+        os._exit(0)
+    os.close(writing)
+    try:
+        got = os.read(reading, 9)
+    finally:
+        os.close(reading)
+        os.waitpid(child, 0)
+    assert len(got) == 9 and got[:8] != parent.token and got[8] == 1
+    assert this_process() is parent
 
 
 def test_slot_keys_live_inside_the_subspace() -> None:

@@ -161,3 +161,15 @@ def test_sparkline_is_numbers_only() -> None:
     svg = sparkline([0, 5, None, 10], width=30, height=10)
     assert svg.startswith("<svg ") and 'points="0.0,9.0 10.0,5.0 20.0,9.0 30.0,1.0"' in svg
     assert "points" in sparkline([0, 0, 0])  # all zeros: a flat line, no division by 0
+
+
+def test_cursors_from_urls_are_bounded() -> None:
+    from fdbrecipes.web.show import cursor_from_hex
+
+    assert cursor_from_hex("0270") == b"\x02p"
+    for bad, why in (("zz", "not hex"), ("", "empty"), ("0" * 5001, "too long"),
+                     ("0", "not hex")):
+        with pytest.raises(ValueError, match=f"after: {why}"):
+            cursor_from_hex(bad)
+    with pytest.raises(ValueError, match="g: too long"):
+        group_from_hex("00" * 2501)

@@ -76,6 +76,7 @@ from .._ordered.leases import lease_id, with_terms
 from .._ordered.records import Records
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, make_shards
+from .._ordered.tokens import TimedPlace
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
 from .._values import BATCH_BYTES, decode_value, encode_value, lease_shard
 from .._waiting import Readiness
@@ -133,7 +134,7 @@ class Fair:
                 self._groups.clear()
             spaces = [keys.groups[g] for keys in self.shard_keys]
             records = Records(RecordLayout(spaces[0], self.keys.expiry, (g,)), self.history)
-            parts = make_shards(spaces, self.keys.subspace, 0, self.clock,
+            parts = make_shards(spaces, 0, self.clock,
                                 Ids(spaces[0], self.id_retention), self.max_deliveries,
                                 records)
             if len(parts) == 1:
@@ -498,14 +499,15 @@ class Fair:
         """Group ``g``'s policy (read with a conflict)."""
         return self.policy((yield from read(tr.get(self.keys.policies.pack((g,))))))
 
-    def groups(self, tr: Any, limit: Optional[int]) -> Gen[List[Any]]:
-        """The groups in the index: those with work (visible, delayed, in flight or
-        dead items) or a policy (see :meth:`retire`); every shard's entries, read
-        side by side, merged."""
+    def groups(self, tr: Any, limit: Optional[int], after: Any = None) -> Gen[List[Any]]:
+        """The groups in the index, after the group ``after`` if given: those with work
+        (visible, delayed, in flight or dead items) or a policy (see :meth:`retire`);
+        every shard's entries, read side by side, merged."""
         found = []
         for keys in self.shard_keys:
             r = keys.active.range()
-            found.append((keys.active, Range(tr, r.start, r.stop, limit or 0)))
+            begin = r.start if after is None else keys.active.range((after,)).stop
+            found.append((keys.active, Range(tr, begin, r.stop, limit or 0)))
         groups: List[Any] = []
         for active, started in found:
             groups += (active.unpack(kv.key)[0] for kv in (yield from started.read()))
@@ -531,9 +533,11 @@ class Fair:
             attempt.idle = False
         return done
 
-    def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int) -> Gen[int]:
-        """Push group ``g``'s dead letters back; then revise the group."""
-        moved = yield from self.group(g).dead.requeue(tr, attempt, limit)
+    def requeue_dead(self, tr: Any, attempt: Attempt, g: Any, limit: int,
+                     at: Optional[List[TimedPlace]] = None) -> Gen[int]:
+        """Push group ``g``'s dead letters (the oldest ``limit``, or those ``at``
+        names) back; then revise the group."""
+        moved = yield from self.group(g).dead.requeue(tr, attempt, limit, at)
         if moved:
             now = yield from attempt.now(tr, self.clock)
             self.touch(tr)

@@ -27,7 +27,20 @@ from .._ordered.history import check_error, check_job_id, check_time_limit, made
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.ops import check_end, lease_batch
-from .._ordered.records import JobRecord, Records
+from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.records import RUNNING, JobRecord, Records
+from .._ordered.shard_listing import ShardedListing
+from .._ordered.tokens import (
+    Named,
+    TimedPlace,
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
+)
 from .._retry import read, read_pages
 from .._sharding import LayoutGuard
 from .._values import (
@@ -48,12 +61,14 @@ from .._values import (
     encode_value,
     materialize,
     push_bytes,
+    unpack_token,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
 from .engine import Fair
+from .group import GroupOps
 from .parts import FairLease, Policy, check_group, fair_token, parse_fair
 
-__all__ = ["FairOps", "FairStats", "GroupOps", "GroupPush"]
+__all__ = ["FairOps", "FairStats", "GroupPush"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -93,6 +108,21 @@ class FairStats(NamedTuple):
     share: int
 
 
+class GroupView(NamedTuple):
+    """A group's :class:`fdbrecipes.QueueStats` and the :class:`Policy` it is served
+    by, as :meth:`FairOps.stats_of` reads them."""
+
+    stats: QueueStats
+    policy: Policy
+
+
+def fair_stats(view: GroupView) -> FairStats:
+    """The :class:`FairStats` of a group's stats and policy."""
+    stats, policy = view
+    return FairStats(stats.visible, stats.delayed, stats.in_flight, stats.dead,
+                     policy.limit, policy.share)
+
+
 def check_share(share: Any, name: str = "share") -> int:
     """A lottery share: an int in [1, 2**32]."""
     return check_int(share, name, low=1, high=2**32)
@@ -111,6 +141,8 @@ def check_rate(rate: Any) -> Optional[Tuple[int, float]]:
 class FairOps(JobOps):
     """What FairQueue runs (see the module docstring); the arguments of the
     constructor are its."""
+
+    where_len = 1  # finished records are indexed with their group
 
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
@@ -139,6 +171,11 @@ class FairOps(JobOps):
         """Every shard's wake key: each push, ack and release touches one."""
         return tuple(keys.pushed for keys in self.engine.shard_keys)
 
+    @property
+    def pause_keys(self) -> Tuple[bytes, ...]:
+        """The pause flag (``S/"z"``: one for every shard, read by each claim)."""
+        return (self.engine.keys.paused,)
+
     # -- groups ------------------------------------------------------------------------
 
     def set_group(self, tr: Transactor, group: Any, share: Any, limit: Any,
@@ -160,9 +197,10 @@ class FairOps(JobOps):
         rows = yield from self.guarded(tr, read(tr, self.engine.tree.items, None))
         return {check_group(group): weight for _, group, weight in rows}
 
-    def groups(self, tr: Transactor, limit: Any = None) -> Gen[List[Any]]:
-        """The groups with work or a policy, in key order."""
-        return self.guarded(tr, read(tr, self.engine.groups, check_limit(limit)))
+    def groups(self, tr: Transactor, limit: Any = None, after: Any = None) -> Gen[List[Any]]:
+        """The groups with work or a policy, in key order, after the group ``after``."""
+        first = None if after is None else check_group(after, "after")
+        return self.guarded(tr, read(tr, self.engine.groups, check_limit(limit), first))
 
     def group_queue(self, group: Any) -> GroupOps:
         """``group`` seen as a queue (see :class:`GroupOps`)."""
@@ -349,8 +387,16 @@ class FairOps(JobOps):
 
     def job(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[JobRecord]]:
         """Job ``id_`` of ``group``: its record, as it is at the read version; None if
-        unknown."""
-        return self.guarded(tr, self.job_at(tr, check_job_id(id_), (check_group(group),)))
+        unknown.  A running job's token is its FairLease's."""
+        g = check_group(group)
+        return self.guarded(tr, self.group_job(tr, g, check_job_id(id_)))
+
+    def group_job(self, tr: Transactor, g: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
+        """The operation of :meth:`job`, its arguments checked."""
+        record = yield from self.job_at(tr, id_, (g,))
+        if record is not None and record.state == RUNNING and record.token is not None:
+            return record._replace(token=fair_token(g, lease_id(record.token)))
+        return record
 
     def result(self, db: Any, group: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` of ``group`` is finished; its result (or raise its
@@ -371,10 +417,32 @@ class FairOps(JobOps):
 
     def read_group_stats(self, tr: Any, g: Any) -> Gen[FairStats]:
         """The reading operation of :meth:`group_stats`."""
-        stats: QueueStats = yield from self.engine.group(g).engine.stats(tr)
-        policy = yield from self.engine.group_policy(snap(tr), g)
-        return FairStats(stats.visible, stats.delayed, stats.in_flight, stats.dead,
-                         policy.limit, policy.share)
+        return fair_stats((yield from self.read_group_view(tr, g)))
+
+    def read_group_view(self, tr: Any, g: Any) -> Gen[GroupView]:
+        """Group ``g``'s stats and its policy, read side by side."""
+        found: List[Any] = yield from gather([self.engine.group(g).engine.stats(tr),
+                                              self.engine.group_policy(snap(tr), g)])
+        return GroupView(found[0], found[1])
+
+    def stats_of(self, tr: Transactor, groups: Any) -> Gen[Dict[Any, GroupView]]:
+        """The stats and policy of each of ``groups`` (at most 1,000), read side by
+        side: a few round trips in all, not a few per group."""
+        batch = [check_group(g, f"groups[{i}]")
+                 for i, g in enumerate(materialize(groups, "groups"))]
+        if len(batch) > 2 * GATHERED:
+            raise ValueError(f"groups: at most {2 * GATHERED:,} per call, got {len(batch):,}")
+        return read(tr, self.read_views, batch)
+
+    def read_views(self, tr: Any, groups: List[Any]) -> Gen[Dict[Any, GroupView]]:
+        """The reading operation of :meth:`stats_of`, :data:`GATHERED` groups at a
+        time."""
+        out: Dict[Any, GroupView] = {}
+        for at in range(0, len(groups), GATHERED):
+            some = groups[at:at + GATHERED]
+            out.update(zip(some, (yield from gather(
+                [self.read_group_view(tr, g) for g in some]))))
+        return out
 
     def all_stats(self, tr: Transactor) -> Gen[Dict[Any, FairStats]]:
         """The :class:`FairStats` of every group in the index."""
@@ -383,13 +451,9 @@ class FairOps(JobOps):
     def read_all_stats(self, tr: Any) -> Gen[Dict[Any, FairStats]]:
         """The reading operation of :meth:`all_stats`: the groups' reads side by side,
         :data:`GATHERED` groups at a time."""
-        out: Dict[Any, FairStats] = {}
         groups = yield from self.engine.groups(tr, None)
-        for at in range(0, len(groups), GATHERED):
-            some = groups[at:at + GATHERED]
-            out.update(zip(some, (yield from gather(
-                [self.read_group_stats(tr, g) for g in some]))))
-        return out
+        views = yield from self.read_views(tr, groups)
+        return {g: fair_stats(view) for g, view in views.items()}
 
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """Every group's items, summed (``oldest_age``: the longest a front item has
@@ -426,18 +490,39 @@ class FairOps(JobOps):
         entries = yield from self.guarded(tr, read_pages(tr, engine.peek, (MIN,), limit))
         return [decode_value(value_of(e)) for e in entries]
 
-    def leases(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[LeaseInfo]]:
-        """``group``'s items in flight, oldest claim first (tokens of FairLeases)."""
+    def pending(self, tr: Transactor, group: Any, limit: Any = None,
+                after: Any = None) -> Gen[List[PendingItem]]:
+        """``group``'s visible items with their tokens, oldest first, after the item
+        the token ``after`` names."""
+        found = self.engine.group(check_group(group))
+        first = optional(parse_pending, after, 0)
+        if isinstance(found.listing, ShardedListing):
+            return self.guarded(tr, read_pages(tr, found.listing.pending, (MIN, first),
+                                               check_limit(limit)))
+        return self.guarded(tr, read_pages(tr, pending, (found.engine, MIN, first),
+                                           check_limit(limit)))
+
+    def leases(self, tr: Transactor, group: Any, limit: Any = None,
+               after: Any = None) -> Gen[List[LeaseInfo]]:
+        """``group``'s items in flight, oldest claim first (tokens of FairLeases),
+        after the lease ``after``."""
         g = check_group(group)
-        limit = check_limit(limit)
-        infos = yield from self.guarded(tr, read(tr, self.engine.group(g).listing.leases, limit))
+        hold_id = None
+        if after is not None:
+            of, token = parse_fair(after, "after")
+            if of != g:
+                raise ValueError("after is a lease of another group")
+            hold_id = lease_id(token)
+        infos = yield from self.guarded(tr, read(tr, self.engine.group(g).listing.leases,
+                                                 check_limit(limit), hold_id))
         return [info._replace(token=fair_token(g, lease_id(info.token))) for info in infos]
 
-    def delayed(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[DelayedItem]]:
-        """``group``'s delayed items, soonest first."""
+    def delayed(self, tr: Transactor, group: Any, limit: Any = None,
+                after: Any = None) -> Gen[List[DelayedItem]]:
+        """``group``'s delayed items, soonest first, after the one ``after`` names."""
         g = check_group(group)
         return self.guarded(tr, read(tr, self.engine.group(g).listing.delayed,
-                                     check_limit(limit)))
+                                     check_limit(limit), optional(parse_delayed, after, 0)))
 
     def remove(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[Value]]:
         """Remove ``group``'s pending item pushed with ``id_``; its value, or None."""
@@ -448,22 +533,76 @@ class FairOps(JobOps):
         return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
                                           self.engine.group(g).listing.remove, checked), True)
 
-    def dead(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[DeadLetter]]:
-        """``group``'s dead letters, oldest first."""
-        g, limit = check_group(group), check_limit(limit)
-        return self.guarded(tr, read(tr, self.engine.group(g).dead.letters, limit))
-
-    def requeue_dead(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[int]:
-        """Push ``group``'s oldest dead letters back (at most 1,000 a call)."""
+    def lookup(self, tr: Transactor, group: Any, token: Any) -> Gen[Optional[Row]]:
+        """The row of ``group``'s listings ``token`` names now; None if gone (a lease's
+        token is its FairLease's)."""
         g = check_group(group)
-        ask = DEAD_CALL if limit is None else min(DEAD_CALL, check_int(limit, "limit", low=0))
-        return self.guarded(tr, self.loop(tr, self.engine.requeue_dead, g, ask), True)
+        named = None
+        parts = unpack_token(token, "token", "a token of a listed row (bytes)") or ()
+        if parts[:1] == ("fair",):
+            of, plain = parse_fair(token, "token")
+            if of != g:
+                raise ValueError("token is a lease of another group")
+            named = Named("lease", lease_id(plain))
+        return self.guarded(tr, self.fair_row(tr, g, named or parse_any(token, 0)))
 
-    def purge_dead(self, tr: Transactor, group: Any) -> Gen[int]:
-        """Remove ``group``'s dead letters for good (at most 1,000 a call)."""
+    def fair_row(self, tr: Transactor, g: Any, named: Named) -> Gen[Optional[Row]]:
+        """The operation of :meth:`lookup`: a lease's row carries its FairLease's
+        token."""
+        found = self.engine.group(g)
+        if isinstance(found.listing, ShardedListing):
+            row = yield from read(tr, found.listing.lookup, named)
+        else:
+            row = yield from read(tr, lookup, found.listing, found.dead, named)
+        if isinstance(row, LeaseInfo):
+            return row._replace(token=fair_token(g, lease_id(row.token)))
+        return row
+
+    def remove_many(self, tr: Transactor, group: Any, tokens: Any) -> Gen[List[Optional[Value]]]:
+        """Remove ``group``'s pending items the tokens name, in one transaction; for
+        each, its value or None."""
+        g = check_group(group)
+        places = parse_tokens(tokens, parse_removable, 0)
+        if not places:
+            check_transactor(tr)
+            return []
+        removed: List[Optional[Value]] = yield from self.guarded(tr, self.loop(
+            tr, self.engine.refreshing, g, self.engine.group(g).listing.remove_at, places),
+            True)
+        return removed
+
+    def dead(self, tr: Transactor, group: Any, limit: Any = None,
+             after: Any = None) -> Gen[List[DeadLetter]]:
+        """``group``'s dead letters, oldest first, after the one ``after`` names."""
+        g, limit = check_group(group), check_limit(limit)
+        return self.guarded(tr, read(tr, self.engine.group(g).dead.letters, limit,
+                                     optional(parse_dead, after, 0)))
+
+    def requeue_dead(self, tr: Transactor, group: Any, limit: Any = None,
+                     tokens: Any = None) -> Gen[int]:
+        """Push ``group``'s oldest dead letters (or those ``tokens`` name) back (at
+        most 1,000 a call)."""
+        g = check_group(group)
+        at = self.dead_named(limit, tokens)
+        ask = DEAD_CALL if limit is None else min(DEAD_CALL, check_int(limit, "limit", low=0))
+        return self.guarded(tr, self.loop(tr, self.engine.requeue_dead, g, ask, at), True)
+
+    def purge_dead(self, tr: Transactor, group: Any, tokens: Any = None) -> Gen[int]:
+        """Remove ``group``'s dead letters (or those ``tokens`` name) for good (at
+        most 1,000 a call)."""
         g = check_group(group)
         return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
-                                          self.engine.group(g).dead.purge, DEAD_CALL), True)
+                                          self.engine.group(g).dead.purge, DEAD_CALL,
+                                          self.dead_named(None, tokens)), True)
+
+    @staticmethod
+    def dead_named(limit: Any, tokens: Any) -> Optional[List[TimedPlace]]:
+        """The dead letters ``tokens`` name (None: the oldest)."""
+        if tokens is None:
+            return None
+        if limit is not None:
+            raise TypeError("give limit or tokens, not both")
+        return parse_tokens(tokens, parse_dead, 0)
 
     def clear(self, tr: Transactor) -> Gen[None]:
         """Remove every group, item, policy and remembered id."""
@@ -473,51 +612,3 @@ class FairOps(JobOps):
         """The operation of :meth:`clear`: range clears, the wake counter touched."""
         yield from ()  # an operation (a generator), though it waits for nothing
         self.engine.clear(tr)
-
-
-class GroupOps:
-    """One group of a FairQueue seen as a queue: the calls of
-    :class:`fdbrecipes.protocol.Inspectable`, each that of the FairQueue's operations
-    with this group (what the operator commands use for ``--group``)."""
-
-    def __init__(self, fair: FairOps, group: Any) -> None:
-        self.fair = fair
-        self.group = group
-        self.subspace = fair.engine.keys.groups[group]
-        self.wake_key = fair.wake_key
-        self.max_deliveries = fair.max_deliveries
-
-    def __repr__(self) -> str:
-        return f"GroupOps({self.fair.subspace!r}, {self.group!r})"
-
-    def stats(self, tr: Transactor) -> Gen[QueueStats]:
-        """The group's :class:`fdbrecipes.QueueStats`."""
-        return self.fair.guarded(tr, read(tr, self.fair.engine.group(self.group).engine.stats))
-
-    def items(self, tr: Transactor, limit: Any = None, end: Any = MIN) -> Gen[List[Value]]:
-        check_end(end, 0)
-        return self.fair.items(tr, self.group, limit)
-
-    def leases(self, tr: Transactor, limit: Any = None) -> Gen[List[LeaseInfo]]:
-        return self.fair.leases(tr, self.group, limit)
-
-    def delayed(self, tr: Transactor, limit: Any = None) -> Gen[List[DelayedItem]]:
-        return self.fair.delayed(tr, self.group, limit)
-
-    def dead(self, tr: Transactor, limit: Any = None) -> Gen[List[DeadLetter]]:
-        return self.fair.dead(tr, self.group, limit)
-
-    def requeue_dead(self, tr: Transactor, limit: Any = None) -> Gen[int]:
-        return self.fair.requeue_dead(tr, self.group, limit)
-
-    def purge_dead(self, tr: Transactor) -> Gen[int]:
-        return self.fair.purge_dead(tr, self.group)
-
-    def remove(self, tr: Transactor, id_: Any) -> Gen[Optional[Value]]:
-        return self.fair.remove(tr, self.group, id_)
-
-    def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        if where:
-            raise TypeError(f"a FairQueue group takes no {', '.join(sorted(where))}")
-        return self.fair.push_job(tr, value, id=id, delay=delay, group=self.group)

@@ -247,9 +247,8 @@ class Contention:
         """Pop the first item; with ``batch`` > 1 also set aside the next ones (up to
         ``batch`` in all) for this popper.  A read conflict on the front; nothing is
         taken while the structure is paused (as :meth:`.front.FrontReader.chosen`)."""
-        paused = tr.get(self.engine.keys.paused)
         front = yield from self.engine.front(tr, end, batch, conflict=True, attempt=attempt)
-        if (yield from read(paused)) is not None:
+        if self.engine.paused_front(tr, front):
             front = front._replace(entries=[])
         tally = Tally()
         settled = self.engine.settle(tr, front, tally)

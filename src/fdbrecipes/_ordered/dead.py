@@ -8,9 +8,8 @@ count reset) or purges them.  See :class:`.engine.Ordered` for how they get ther
 from __future__ import annotations
 
 import time
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
-import fdb.tuple
 from fdb.tuple import pack
 
 from .._clock import reading
@@ -19,6 +18,7 @@ from .._operation import Attempt
 from .._values import Value, decode_value
 from .engine import Ordered
 from .front import value_of
+from .tokens import TimedPlace, after_key, dead_token
 
 __all__ = ["Budget", "DeadLetter", "DeadLetters"]
 
@@ -40,6 +40,7 @@ class DeadLetter(NamedTuple):
         token: bytes naming this dead letter.
         reason: why it was buried (``bury(..., reason=...)``, a Worker's
             ``Discard``), or None (its deliveries ran out).
+        id: the item's id (its job's), or None if it was pushed without one.
     """
 
     value: Value
@@ -47,6 +48,7 @@ class DeadLetter(NamedTuple):
     died_at: float
     token: bytes
     reason: Optional[str] = None
+    id: Optional[bytes] = None
 
 
 class Budget:
@@ -67,6 +69,11 @@ def dead_order(letter: Tuple[Any, ...]) -> Tuple[Any, ...]:
     return letter[0], letter[1]
 
 
+def key_of(kv: Any) -> bytes:
+    """Sort key of a key-value read: its key."""
+    return bytes(kv.key)
+
+
 class DeadLetters:
     """The dead letters of an :class:`.engine.Ordered` engine."""
 
@@ -75,15 +82,23 @@ class DeadLetters:
     def __init__(self, engine: Ordered) -> None:
         self.engine = engine
 
-    def _read(self, tr: Any, limit: Optional[int]) -> Range:
+    def _read(self, tr: Any, limit: Optional[int], after: Optional[TimedPlace] = None) -> Range:
         r = self.engine.keys.dead.range()
-        return Range(tr, r.start, r.stop, limit or 0)
+        begin = r.start if after is None else after_key(self.prefix(after))
+        return Range(tr, begin, r.stop, limit or 0)
 
-    def letters(self, tr: Any, limit: Optional[int]) -> Gen[List[DeadLetter]]:
-        """The oldest ``limit`` dead letters (all when None), oldest first: those moved
-        under ``x``, and the expired leases whose items died but were not moved yet
-        (read by snapshot), at the places they will take."""
-        started = self._read(tr, limit)
+    def prefix(self, at: TimedPlace) -> bytes:
+        """What the key of the dead letter ``at`` names starts with (its item's
+        encoding, less its end, begins with its place's)."""
+        return bytes(self.engine.keys.dead.pack((at.at, at.place)))[:-1]
+
+    def letters(self, tr: Any, limit: Optional[int],
+                after: Optional[TimedPlace] = None) -> Gen[List[DeadLetter]]:
+        """The oldest ``limit`` dead letters (all when None), oldest first, after the
+        one ``after`` names if given: those moved under ``x``, and the expired leases
+        whose items died but were not moved yet (read by snapshot), at the places they
+        will take."""
+        started = self._read(tr, limit, after)
         now = yield from reading(tr, self.engine.clock)
         dying = yield from self.engine.dying(tr, now)
         found = []
@@ -99,13 +114,37 @@ class DeadLetters:
             item = keys.renewed(entry.item, keys.deliveries(entry.item) + 1, died)
             found.append((died, self.engine.keys.place(item), value_of(entry), item,
                           wall - (now - died) / VERSIONS_PER_SECOND, None))
+        if after is not None:
+            found = [f for f in found if dead_order(f) > after]
         found.sort(key=dead_order)
         out = []
+        keys = self.engine.keys
         for died, place, value, item, died_at, reason in found[:limit]:
-            token: bytes = fdb.tuple.pack(("dead", died, place))
-            out.append(DeadLetter(decode_value(value), self.engine.keys.deliveries(item), died_at,
-                                  token, reason))
+            out.append(DeadLetter(decode_value(value), keys.deliveries(item), died_at,
+                                  dead_token(died, place), reason, keys.item_id(item)))
         return out
+
+    def find(self, tr: Any, at: List[TimedPlace]) -> Gen[List[Any]]:
+        """The key-values of the dead letters ``at`` names that are there (each named
+        once), in their order; a range read of one key each (read conflicts), in
+        parallel."""
+        reads: Dict[bytes, Range] = {}
+        for place in at:
+            prefix = self.prefix(place)
+            reads.setdefault(prefix, Range(tr, prefix, after_key(prefix), 1))
+        found = []
+        for started in reads.values():
+            kv = yield from started.first()
+            if kv is not None:
+                found.append(kv)
+        return sorted(found, key=key_of)
+
+    def chosen(self, tr: Any, limit: int, at: Optional[List[TimedPlace]]) -> Gen[List[Any]]:
+        """The dead letters a requeue or purge moves: the oldest ``limit``, or those
+        ``at`` names (see :meth:`find`)."""
+        if at is None:
+            return (yield from self._read(tr, limit).read())
+        return (yield from self.find(tr, at))
 
     def count(self, tr: Any) -> Gen[int]:
         """The number of dead letters, from the counters, by snapshot."""
@@ -116,16 +155,18 @@ class DeadLetters:
         return read_le64(get_value(died)) - read_le64(get_value(revived))
 
     def requeue(self, tr: Any, attempt: Attempt, limit: int,
+                at: Optional[List[TimedPlace]] = None,
                 budget: Optional[Budget] = None) -> Gen[int]:
-        """Push the oldest ``limit`` dead letters back at the tail of their groups, with
-        a fresh delivery count (ids kept), while their values fit in ``budget`` (by
-        default :data:`DEAD_BYTES`; the first always moves); the number moved.  Expired
-        leases whose items died are moved to the dead letters first."""
+        """Push the oldest ``limit`` dead letters (or those ``at`` names) back at the
+        tail of their groups, with a fresh delivery count (ids kept), while their
+        values fit in ``budget`` (by default :data:`DEAD_BYTES`; the first always
+        moves); the number moved.  Expired leases whose items died are moved to the
+        dead letters first."""
         budget = budget or Budget()
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         buried = yield from self.engine.bury_dying(tr, now, tally)
-        letters = yield from self._read(tr, limit).read()
+        letters = yield from self.chosen(tr, limit, at)
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
         seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         moved = 0
@@ -147,13 +188,15 @@ class DeadLetters:
         attempt.idle = not (moved or buried)
         return moved
 
-    def purge(self, tr: Any, attempt: Attempt, limit: int) -> Gen[int]:
-        """Remove the oldest ``limit`` dead letters for good; the number removed.  The
-        range read takes a read conflict, so a concurrent new dead letter conflicts."""
+    def purge(self, tr: Any, attempt: Attempt, limit: int,
+              at: Optional[List[TimedPlace]] = None) -> Gen[int]:
+        """Remove the oldest ``limit`` dead letters (or those ``at`` names) for good;
+        the number removed.  The range read takes a read conflict, so a concurrent new
+        dead letter conflicts."""
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         buried = yield from self.engine.bury_dying(tr, now, tally)
-        letters = yield from self._read(tr, limit).read()
+        letters = yield from self.chosen(tr, limit, at)
         keys = self.engine.keys
         for kv in letters:
             tr.clear(kv.key)

@@ -26,7 +26,6 @@ from .._fdb import (
     Tally,
     clear_structure,
     get_value,
-    read,
     read_le64,
     snap,
 )
@@ -181,7 +180,7 @@ class Ordered(FrontReader, Takes):
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
         id_ = self.record(item)
         if id_ is not None:
-            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item))
+            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
             if error is not None:
                 self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
@@ -460,10 +459,10 @@ class Ordered(FrontReader, Takes):
     def ready(self, tr: Any, end: str) -> Gen[Readiness]:
         """Whether an item is visible at ``end``; if not, the seconds until the next
         hold expires (its item becomes visible without any write), or None.  Never
-        while the structure is paused (its resume touches the wake key)."""
-        paused = snap(tr).get(self.keys.paused)
+        while the structure is paused (its resume touches the wake key; the flag is
+        read with the earliest deadlines, by snapshot)."""
         front = yield from self.front(tr, end, 1, conflict=False, writing=False)
-        if (yield from read(paused)) is not None:
+        if front.paused:
             return False, None
         if front.entries:
             return True, None

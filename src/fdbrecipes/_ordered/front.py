@@ -14,7 +14,7 @@ import random
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 from .._clock import Clock, reading
-from .._fdb import Gen, Range, fdb_impl, get_value, read, snap
+from .._fdb import Gen, Range, fdb_impl, get_value, snap
 from .._layout import LEASE, Item, OrderedLayout
 from .._operation import Attempt
 
@@ -74,6 +74,8 @@ class Front(NamedTuple):
             bury (values read).
         now: the clock's reading.
         holds: every expired hold (values not read).
+        paused: the structure's pause flag was read, with the earliest deadlines (by
+            snapshot: a take adds the read conflict, see :meth:`FrontReader.chosen`).
     """
 
     entries: List[Entry]
@@ -81,6 +83,16 @@ class Front(NamedTuple):
     dead: List[Entry]
     now: int
     holds: List[Entry]
+    paused: bool = False
+
+
+class Expired(NamedTuple):
+    """What a read of the deadline index found: the holds whose deadline has passed,
+    by deadline (values not read), and whether the pause flag, which sorts just
+    before the index, was there."""
+
+    holds: List[Entry]
+    paused: bool
 
 
 def min_order(entry: Entry) -> Any:
@@ -184,20 +196,25 @@ class FrontReader:
         return head + above + oldest
 
     def start_expired(self, tr: Any) -> Range:
-        """Start a snapshot read of the earliest deadlines (see :meth:`expired_holds`);
-        it needs no read version first, so it goes out beside the other reads."""
-        r = self.keys.due_range
-        return Range(snap(tr), r.start, r.stop, EXPIRED_PAGE + 1)
+        """Start a snapshot read of the pause flag and the earliest deadlines (see
+        :meth:`expired_holds`): the flag is the deadline index's prefix, so one range
+        read finds both.  It needs no read version first, so it goes out beside the
+        other reads."""
+        return Range(snap(tr), self.keys.paused, self.keys.due_range.stop, EXPIRED_PAGE + 2)
 
-    def expired_holds(self, tr: Any, now: int, started: Range) -> Gen[List[Entry]]:
-        """Every hold whose deadline is at or before ``now``, by deadline (snapshot
-        reads).
+    def expired_holds(self, tr: Any, now: int, started: Range) -> Gen[Expired]:
+        """Every hold whose deadline is at or before ``now``, by deadline, and whether
+        the structure is paused (snapshot reads).
 
-        ``started`` (from :meth:`start_expired`) reads the :data:`EXPIRED_PAGE` + 1
-        earliest deadlines; only when all of them have passed are the expired ones
-        all read (after a mass expiry; writers soon put them back).
+        ``started`` (from :meth:`start_expired`) reads the flag and the
+        :data:`EXPIRED_PAGE` + 1 earliest deadlines; only when all of those have
+        passed are the expired ones all read (after a mass expiry; writers soon put
+        them back).
         """
         due = yield from started.read()
+        paused = bool(due) and due[0].key == self.keys.paused
+        if paused:
+            del due[0]
         if len(due) > EXPIRED_PAGE and self.keys.due.unpack(due[-1].key)[0] <= now:
             begin, end = self.keys.due_range.start, self.keys.due.pack((now + 1,))
             due = yield from Range(snap(tr), begin, end).read()
@@ -208,7 +225,7 @@ class FrontReader:
                 break
             holds.append(Entry(item, self.keys.item_key(item), None,
                                Hold(hold_id, deadline, kind)))
-        return holds
+        return Expired(holds, paused)
 
     def front(self, tr: Any, end: str, n: Optional[int], *, conflict: bool,
               after: Optional[Entry] = None, writing: bool = True, skip: int = 0,
@@ -230,9 +247,9 @@ class FrontReader:
             now = yield from reading(tr, self.clock)
         else:
             now = yield from attempt.now(tr, self.clock)
-        holds = yield from self.expired_holds(tr, now, started)
+        holds, paused = yield from self.expired_holds(tr, now, started)
         if not holds:
-            return Front(visible, [], [], now, holds)
+            return Front(visible, [], [], now, holds, paused)
         key = order(end)
         live, dead = self.split_dead(holds)
         if after is not None:
@@ -247,7 +264,7 @@ class FrontReader:
         else:
             dead = []
         entries, expired, dead = yield from self.read_held(reader, (entries, expired, dead))
-        return Front(entries, expired, dead, now, holds)
+        return Front(entries, expired, dead, now, holds, paused)
 
     def read_held(self, reader: Any, groups: Tuple[List[Entry], ...]
                    ) -> Gen[List[List[Entry]]]:
@@ -280,14 +297,20 @@ class FrontReader:
         """The held key of an entry under a hold."""
         return self.hold_keys(entry)[0]
 
+    def paused_front(self, tr: Any, front: Front) -> bool:
+        """Whether a take that read ``front`` must take nothing: the structure is
+        paused.  The flag came with the earliest deadlines (a snapshot read); this
+        adds its read conflict, so a pause committed meanwhile makes the take retry
+        and find it."""
+        tr.add_read_conflict_key(self.keys.paused)
+        return front.paused
+
     def chosen(self, tr: Any, attempt: Attempt, end: str, n: int,
                spread: int) -> Gen[Tuple[Front, List[Entry]]]:
         """What a pop or claim reads and takes (see :meth:`choose_entries`): nothing
-        while the structure is paused (its flag read beside, with a read conflict, so
-        a pause committed meanwhile makes the take retry and find it)."""
-        paused = tr.get(self.keys.paused)
+        while the structure is paused (see :meth:`paused_front`)."""
         front, entries = yield from self.choose_entries(tr, attempt, end, n, spread)
-        if (yield from read(paused)) is not None:
+        if self.paused_front(tr, front):
             return front, []
         return front, entries
 
@@ -317,7 +340,7 @@ class FrontReader:
     def expired_now(self, tr: Any, now: int) -> Gen[List[Entry]]:
         """Every hold whose deadline is at or before ``now`` (:meth:`expired_holds`,
         read on its own)."""
-        return (yield from self.expired_holds(tr, now, self.start_expired(tr)))
+        return (yield from self.expired_holds(tr, now, self.start_expired(tr))).holds
 
     def dead_holds(self, tr: Any, now: int) -> Gen[List[Entry]]:
         """The expired leases whose items are dead letters now but not moved yet, by

@@ -35,9 +35,11 @@ from .records import (
     PENDING,
     RETRYING,
     RUNNING,
+    SUCCEEDED,
     JobRecord,
     Stored,
 )
+from .tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
 
 __all__ = ["DelayedItem", "LeaseInfo", "Listing"]
 
@@ -53,15 +55,19 @@ class LeaseInfo(NamedTuple):
     deadline: int
     claimed_at: Optional[int]
     token: bytes
+    id: Optional[bytes] = None
 
 
 class DelayedItem(NamedTuple):
-    """A delayed item: its value, when it becomes visible (a clock reading), and its
-    deliveries so far."""
+    """A delayed item: its value, when it becomes visible (a clock reading), its
+    deliveries so far, its id (None if pushed without one) and its token (``after=``
+    of the next page, ``remove_many``; see :mod:`.tokens`)."""
 
     value: Value
     due_at: int
     deliveries: int
+    id: Optional[bytes] = None
+    token: bytes = b""
 
 
 class Listing:
@@ -72,32 +78,41 @@ class Listing:
     def __init__(self, engine: Ordered) -> None:
         self.engine = engine
 
-    def leases(self, tr: Any, limit: Optional[int]) -> Gen[List[LeaseInfo]]:
-        """The live leases, oldest claim first (up to ``limit``); snapshot reads, 1,000
-        held keys a round trip."""
+    def leases(self, tr: Any, limit: Optional[int],
+               after: Optional[bytes] = None) -> Gen[List[LeaseInfo]]:
+        """The live leases, oldest claim first (up to ``limit``), after the lease
+        whose id is ``after`` if given; snapshot reads, 1,000 held keys a round
+        trip."""
         k = self.engine.keys
         r = k.held.range()
-        begin = r.start
+        begin = r.start if after is None else k.held.range((after,)).stop
         now = yield from reading(tr, self.engine.clock)
         out: List[LeaseInfo] = []
         while limit is None or len(out) < limit:
             kvs = yield from Range(snap(tr), begin, r.stop, 0 if limit is None else 1_000).read()
             for kv in kvs:
+                if limit is not None and len(out) >= limit:
+                    break
                 hold_id, item, deadline, kind = k.held.unpack(kv.key)
                 if kind == LEASE and deadline >= now:
                     out.append(LeaseInfo(decode_value(kv.value), k.deliveries(item) + 1,
-                                         deadline, claimed_at(hold_id), token_of(hold_id)))
+                                         deadline, claimed_at(hold_id), token_of(hold_id),
+                                         k.item_id(item)))
             if limit is None or len(kvs) < 1_000:
                 break
             begin = bytes(kvs[-1].key) + b"\x00"
         return out if limit is None else out[:limit]
 
-    def delayed(self, tr: Any, limit: Optional[int]) -> Gen[List[DelayedItem]]:
-        """The delayed items, soonest first (up to ``limit``); snapshot reads, 1,000
-        deadlines a round trip."""
+    def delayed(self, tr: Any, limit: Optional[int],
+                after: Optional[TimedPlace] = None) -> Gen[List[DelayedItem]]:
+        """The delayed items, soonest first (up to ``limit``), after the one ``after``
+        names if given; snapshot reads, 1,000 deadlines a round trip."""
         k = self.engine.keys
         now = yield from reading(tr, self.engine.clock)
         begin, end = k.due.pack((now + 1,)), k.due_range.stop
+        if after is not None:
+            hold_id = k.delay_id(after.place)
+            begin = max(begin, after_key(k.due.pack((after.at, hold_id))))
         out: List[DelayedItem] = []
         while limit is None or len(out) < limit:
             kvs = yield from Range(snap(tr), begin, end, 0 if limit is None else 1_000).read()
@@ -107,23 +122,52 @@ class Listing:
                 if kind == DELAY:
                     entries.append(Entry(item, k.item_key(item), None,
                                          Hold(hold_id, deadline, kind)))
+            if limit is not None:  # only the values of the rows returned are read
+                entries = entries[:limit - len(out)]
             [found] = yield from self.engine.read_held(snap(tr), (entries,))
             out += [DelayedItem(decode_value(e.value), e.hold.deadline,  # type: ignore[arg-type,union-attr]
-                                k.deliveries(e.item)) for e in found]
+                                k.deliveries(e.item), k.item_id(e.item),
+                                delayed_token(e.hold.deadline, k.place(e.item)))  # type: ignore[union-attr]
+                    for e in found]
             if limit is None or len(kvs) < 1_000:
                 break
             begin = bytes(kvs[-1].key) + b"\x00"
         return out if limit is None else out[:limit]
 
     def job(self, tr: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
-        """Job ``id_``'s record as it is at the read version, or None (unknown id, or a
-        job pushed without history).  Reads the record (a read conflict on it) and,
-        while it runs, its lease's hold."""
+        """Job ``id_``'s record as it is at the read version, with the token of where
+        its item is, or None (unknown id, or a job pushed without history).  Reads the
+        record (a read conflict on it), by snapshot the id's key (beside it: where the
+        item is) and, while it runs, its lease's hold."""
+        known = snap(tr).get(self.engine.ids.key(id_))
         found = yield from self.state_of(tr, id_)
         if found is None:
             return None
-        stored, state, _hold = found
-        return stored.record(id_, state)
+        stored, state, kv = found
+        place = yield from read(known)
+        token = self.token_at(stored, state, kv, None if not place or place.startswith(
+            RETIRED) else fdb.tuple.unpack(place))
+        return stored.record(id_, state)._replace(token=token)
+
+    def token_at(self, stored: Stored, state: str, kv: Any,
+                 place: Optional[Tuple[Any, ...]]) -> Optional[bytes]:
+        """The token of where a job's item is (see ``JobRecord.token``): from the hold
+        ``kv`` of its lease if it runs or died with it, else from its ``place`` and
+        its state's due."""
+        k = self.engine.keys
+        due = stored.parts["s"][2]
+        if kv is not None:
+            hold_id, item, deadline, _kind = k.held.unpack(kv.key)
+            if state == RUNNING:
+                return token_of(hold_id)
+            return dead_token(deadline, k.place(item)) if state == DEAD else None
+        if place is None or state in (SUCCEEDED, CANCELLED) or (state == DEAD and due is None):
+            return None
+        if state == DEAD:
+            return dead_token(due, place)
+        if state in (DELAYED, RETRYING) and due is not None:
+            return delayed_token(due, place)
+        return pending_token(place)
 
     def state_of(self, tr: Any, id_: bytes) -> Gen[Optional[Tuple[Stored, str, Any]]]:
         """Job ``id_``'s stored record, its state at the read version, and, if it
@@ -185,17 +229,49 @@ class Listing:
         """Remove the pending (visible or delayed) item pushed with ``id_``; its value,
         or None (nothing written) when there is none: never pushed, in flight, dead,
         gone, or pushed before ids told where their items are."""
-        k = self.engine.keys
         known = yield from read(tr.get(self.engine.ids.key(id_)))
         if not known or known.startswith(RETIRED):
             attempt.idle = True
             return None
-        place = fdb.tuple.unpack(known)
+        [value] = yield from self.remove_at(tr, attempt, [fdb.tuple.unpack(known)])
+        return value
+
+    def remove_at(self, tr: Any, attempt: Attempt,
+                  places: List[Tuple[Any, ...]]) -> Gen[List[Optional[Value]]]:
+        """Remove the pending (visible or delayed) items at ``places``; for each, its
+        value, or None when no pending item is there (taken, in flight, dead, gone,
+        or named earlier in ``places``).  Reads each place's item and delay hold (read
+        conflicts), in parallel."""
+        found = {place: self.find_pending(tr, place) for place in places}
+        entries: List[Optional[Entry]] = []
+        for place in places:
+            started = found.pop(place, None)
+            entries.append(None if started is None else
+                           (yield from self.pending_entry(*started)))
+        taking = [e for e in entries if e is not None]
+        if not taking:
+            attempt.idle = True
+            return [None for _ in places]
+        now = yield from attempt.now(tr, self.engine.clock)
+        tally = Tally()
+        values = iter(self.engine.remove(tr, taking, now, tally, CANCELLED))
+        tally.write(tr, attempt)
+        attempt.idle = False
+        return [None if e is None else decode_value(next(values)) for e in entries]
+
+    def find_pending(self, tr: Any, place: Tuple[Any, ...]) -> Tuple[Range, Range]:
+        """Start reading where the pending item at ``place`` may be: among the visible
+        items, or under its delay hold (each a range read of one key)."""
+        k = self.engine.keys
         at = k.items.range(place)
         visible = Range(tr, bytes(at.start), bytes(at.stop), 1)
         under = k.held.range((b"delay:" + place[-1][:16],))
         held = Range(tr, bytes(under.start), bytes(under.stop), 1)
-        now = yield from attempt.now(tr, self.engine.clock)
+        return visible, held
+
+    def pending_entry(self, visible: Range, held: Range) -> Gen[Optional[Entry]]:
+        """The entry :meth:`find_pending` found, or None."""
+        k = self.engine.keys
         entry: Optional[Entry] = None
         kv = yield from visible.first()
         if kv is not None:
@@ -209,12 +285,5 @@ class Listing:
                                   Hold(hold_id, deadline, kind,
                                        (bytes(kv.key), k.due_key(bytes(kv.key), hold_id,
                                                                  deadline, kind))))
-        if entry is None:
-            attempt.idle = True
-            return None
-        tally = Tally()
-        value = self.engine.remove(tr, [entry], now, tally, CANCELLED)[0]
-        tally.write(tr, attempt)
-        attempt.idle = False
-        return decode_value(value)
+        return entry
 

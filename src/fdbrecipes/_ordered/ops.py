@@ -72,6 +72,7 @@ from .front import MAX, MIN, value_of
 from .history import check_error, check_job_id, check_time_limit, made_ids
 from .leases import Lease, Leases, lease_id
 from .listing import DelayedItem, LeaseInfo, Listing
+from .paging import PendingItem, Row, lookup, pending
 from .records import JobRecord, Records
 from .shard_listing import ShardedDeadLetters, ShardedListing
 from .shards import (
@@ -81,6 +82,15 @@ from .shards import (
     Shards,
     make_shards,
     shard_spaces,
+)
+from .tokens import (
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
 )
 
 __all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps", "check_end",
@@ -169,7 +179,7 @@ class OrderedOps(JobOps, Generic[V]):
         self.shards = check_shards(shards, MAX_SHARDS)
         super().__init__(subspace, id_retention, max_deliveries, history)
         self.records = Records(RecordLayout(subspace, subspace["o"]), self.history)
-        parts = make_shards(shard_spaces(subspace, self.shards), subspace, self.group_len,
+        parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
                             check_clock(clock) or database_clock,
                             Ids(subspace, self.id_retention), max_deliveries, self.records)
         self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]
@@ -194,6 +204,12 @@ class OrderedOps(JobOps, Generic[V]):
         """The wake keys of every shard: each push (and each write that makes an item
         visible) touches its shard's."""
         return tuple(layout.wake_key for layout in self.layouts)
+
+    @property
+    def pause_keys(self) -> Tuple[bytes, ...]:
+        """The pause flag of every shard (``S/"d"``: read with the earliest deadlines;
+        a shard's, with its own)."""
+        return tuple(layout.paused for layout in self.layouts)
 
     # -- pushing ---------------------------------------------------------------------
 
@@ -369,21 +385,39 @@ class OrderedOps(JobOps, Generic[V]):
         """Where the items are."""
         return self.guarded(tr, read(tr, self.engine.stats))
 
-    def leases(self, tr: Transactor, limit: Any = None) -> Gen[List[LeaseInfo]]:
-        """The items in flight, oldest claim first."""
-        return self.guarded(tr, read(tr, self.listing.leases, check_limit(limit)))
-
-    def delayed(self, tr: Transactor, limit: Any = None) -> Gen[List[DelayedItem]]:
-        """The delayed items, soonest first."""
-        return self.guarded(tr, read(tr, self.listing.delayed, check_limit(limit)))
-
-    def dead(self, tr: Transactor, limit: Any = None) -> Gen[List[DeadLetter]]:
-        """The dead letters, oldest first."""
+    def pending(self, tr: Transactor, limit: Any = None, end: Any = MIN,
+                after: Any = None) -> Gen[List[PendingItem]]:
+        """The visible items in ``end`` order with their tokens, after the item the
+        token ``after`` names; given a Database, in pages (see :meth:`items`); a
+        sharded structure's, every shard's merged by place."""
+        end = check_end(end, self.group_len)
+        first = optional(parse_pending, after, self.group_len)
         limit = check_limit(limit)
+        if isinstance(self.listing, ShardedListing):
+            return self.guarded(tr, read_pages(tr, self.listing.pending, (end, first), limit))
+        return self.guarded(tr, read_pages(tr, pending, (self.engine, end, first), limit))
+
+    def leases(self, tr: Transactor, limit: Any = None,
+               after: Any = None) -> Gen[List[LeaseInfo]]:
+        """The items in flight, oldest claim first, after the lease ``after``."""
+        hold_id = None if after is None else lease_id(after, "after")
+        return self.guarded(tr, read(tr, self.listing.leases, check_limit(limit), hold_id))
+
+    def delayed(self, tr: Transactor, limit: Any = None,
+                after: Any = None) -> Gen[List[DelayedItem]]:
+        """The delayed items, soonest first, after the one the token ``after`` names."""
+        return self.guarded(tr, read(tr, self.listing.delayed, check_limit(limit),
+                                     optional(parse_delayed, after, self.group_len)))
+
+    def dead(self, tr: Transactor, limit: Any = None,
+             after: Any = None) -> Gen[List[DeadLetter]]:
+        """The dead letters, oldest first, after the one the token ``after`` names."""
+        limit = check_limit(limit)
+        at = optional(parse_dead, after, self.group_len)
         if limit == 0:
             check_transactor(tr, writes=False)
             return []
-        return (yield from self.guarded(tr, read(tr, self.dead_letters.letters, limit)))
+        return (yield from self.guarded(tr, read(tr, self.dead_letters.letters, limit, at)))
 
     # -- changing ----------------------------------------------------------------------
 
@@ -399,17 +433,53 @@ class OrderedOps(JobOps, Generic[V]):
         return cast("Gen[Optional[V]]",
                     self.guarded(tr, self.loop(tr, self.listing.remove, checked), True))
 
-    def requeue_dead(self, tr: Transactor, limit: Any = None) -> Gen[int]:
-        """Push the oldest dead letters back; how many moved."""
+    def lookup(self, tr: Transactor, token: Any) -> Gen[Optional[Row]]:
+        """The row ``token`` names, as its listing would list it now; None if gone."""
+        named = parse_any(token, self.group_len)
+        if isinstance(self.listing, ShardedListing):
+            return self.guarded(tr, read(tr, self.listing.lookup, named))
+        return self.guarded(tr, read(tr, lookup, self.listing, self.dead_letters, named))
+
+    def remove_many(self, tr: Transactor, tokens: Any) -> Gen[List[Optional[V]]]:
+        """Remove the pending items the tokens name (of ``pending`` or ``delayed``
+        rows), in one transaction; for each, its value or None."""
+        places = parse_tokens(tokens, parse_removable, self.group_len)
+        if not places:
+            check_transactor(tr)
+            return []
+        removed = yield from self.guarded(tr, self.loop(tr, self.listing.remove_at, places),
+                                          True)
+        return cast("List[Optional[V]]", removed)
+
+    def requeue_dead(self, tr: Transactor, limit: Any = None,
+                     tokens: Any = None) -> Gen[int]:
+        """Push the oldest dead letters (or those ``tokens`` name) back; how many
+        moved."""
+        if tokens is not None:
+            return self.dead_named(tr, self.dead_letters.requeue, limit, tokens)
         return self.guarded(tr, self.loop.counted(
             tr, self.dead_letters.requeue, check_limit(limit), DEAD_BATCH, "requeue_dead",
             "dead letters", self.dead_letters.count), True)
 
-    def purge_dead(self, tr: Transactor) -> Gen[int]:
-        """Remove every dead letter; how many."""
+    def purge_dead(self, tr: Transactor, tokens: Any = None) -> Gen[int]:
+        """Remove every dead letter (or those ``tokens`` name); how many."""
+        if tokens is not None:
+            return self.dead_named(tr, self.dead_letters.purge, None, tokens)
         return self.guarded(tr, self.loop.counted(
             tr, self.dead_letters.purge, None, DEAD_BATCH, "purge_dead", "dead letters",
             self.dead_letters.count), True)
+
+    def dead_named(self, tr: Transactor, op: Callable[..., Gen[int]], limit: Any,
+                   tokens: Any) -> Gen[int]:
+        """``op`` (a requeue or purge) on the dead letters ``tokens`` name, in one
+        transaction."""
+        if limit is not None:
+            raise TypeError("give limit or tokens, not both")
+        places = parse_tokens(tokens, parse_dead, self.group_len)
+        if not places:
+            check_transactor(tr)
+            return 0
+        return (yield from self.guarded(tr, self.loop(tr, op, DEAD_BATCH, places), True))
 
     # -- leases ------------------------------------------------------------------------
 

@@ -91,6 +91,12 @@ class JobRecord(NamedTuple):
         result: what its handler returned (a :data:`fdbrecipes.Value`), or None.
         time_limit: its own time limit in seconds, given at push, or None.
         cancel_requested: a cancel was asked while it ran.
+        token: where its item is now, as the token of the row that lists it: a
+            pending item's, a delayed item's, its lease's (running), its dead
+            letter's; what ``remove_many``, ``ack``/``release`` and
+            ``requeue_dead(tokens=)`` take.  None when it is finished otherwise, when
+            its lease ended and the item was not taken back yet, or when the record
+            came from elsewhere than ``job``.
     """
 
     id: bytes
@@ -105,6 +111,7 @@ class JobRecord(NamedTuple):
     result: Any
     time_limit: Optional[float]
     cancel_requested: bool
+    token: Optional[bytes] = None
 
     @property
     def finished(self) -> bool:
@@ -190,12 +197,14 @@ class Records:
         tr.set(self.keys.key(id_, "e"), _pack(tuple(error)))
 
     def finished(self, tr: Any, id_: bytes, state: str, attempts: int,
-                 result: Optional[bytes] = None) -> None:
+                 result: Optional[bytes] = None, died: Optional[int] = None) -> None:
         """Job ``id_`` ended (``state``: succeeded, dead, cancelled) after ``attempts``,
-        with ``result`` (tuple-encoded); its record goes ``history`` seconds from now."""
+        with ``result`` (tuple-encoded); its record goes ``history`` seconds from now.
+        A dead job's state keeps when it ``died`` (the clock reading its dead letter is
+        filed under) as its ``due``."""
         now = time.time()
         expires = now + (self.history or 0.0)
-        self.state(tr, id_, state, attempts)
+        self.state(tr, id_, state, attempts, died)
         tr.set(self.keys.key(id_, "f"), _pack((now, expires)))
         tr.clear(self.keys.key(id_, "c"))
         if result is not None:

@@ -5,8 +5,9 @@ with its leases, dead letters and listings), one per shard, each in its own key 
 (:func:`.._layout.shard_space`: shard 0 at ``S`` exactly as an unsharded structure,
 shard k at ``S/"l"/(k,)``).  Whatever a push writes (the item, the counters, the wake
 key) and whatever a claim writes (the hold, the deadline index, the floor) is its
-shard's own, so the shards' ranges can live on different storage teams; the ids, the
-job records and the pause flag are the structure's, shared.  The classes here do for
+shard's own, so the shards' ranges can live on different storage teams (so is the
+pause flag, the prefix of each shard's deadline index, which pausing writes in every
+shard); the ids and the job records are the structure's, shared.  The classes here do for
 the operations object (:mod:`.ops`) what one engine, its leases and its high-contention
 popper do, over the shards (:mod:`.shard_listing` does the listings):
 
@@ -34,7 +35,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 from fdb.subspace_impl import Subspace
 
 from .._clock import Clock
-from .._fdb import Gen, Tally, clear_structure, read
+from .._fdb import Gen, Tally, clear_structure
 from .._ids import Ids
 from .._layout import Marker, OrderedLayout, kept_by_clear, shard_space
 from .._operation import Attempt, gather, side_by_side
@@ -73,16 +74,14 @@ def shard_spaces(subspace: Subspace, count: int) -> List[Subspace]:
     return [shard_space(subspace, k) for k in range(count)]
 
 
-def make_shards(spaces: Sequence[Subspace], structure: Subspace, group_len: int,
-                clock: Clock, ids: Ids, max_deliveries: Optional[int],
-                records: Records) -> List[Shard]:
-    """The shards of a structure at ``structure`` (its pause flag is there), one per
-    subspace of ``spaces``, sharing ``ids`` and ``records``; one shard (numbered None:
-    unsharded) when ``spaces`` has one."""
+def make_shards(spaces: Sequence[Subspace], group_len: int, clock: Clock, ids: Ids,
+                max_deliveries: Optional[int], records: Records) -> List[Shard]:
+    """The shards of a structure, one per subspace of ``spaces``, sharing ``ids`` and
+    ``records``; one shard (numbered None: unsharded) when ``spaces`` has one."""
     parts = []
     for k, space in enumerate(spaces):
-        engine = Ordered(OrderedLayout(space, group_len, structure), clock, ids,
-                         max_deliveries, records, None if len(spaces) == 1 else k)
+        engine = Ordered(OrderedLayout(space, group_len), clock, ids, max_deliveries,
+                         records, None if len(spaces) == 1 else k)
         parts.append(Shard(engine, Leases(engine), DeadLetters(engine), Listing(engine)))
     return parts
 
@@ -176,15 +175,15 @@ class Shards:
         the shards' order (each among its shard's first ``short + spread - 1``).  A
         ``strict`` take of one item takes a read conflict on its shard's range up to it,
         as a strict take reading that shard alone would; none while the structure is
-        paused (the flag was read by the first shard's take: here from the cache)."""
-        paused = tr.get(order[0].engine.keys.paused)
+        paused (every shard's flag comes with its front: see
+        :meth:`.front.FrontReader.paused_front`)."""
         found: List[Front] = yield from gather([
             s.engine.front(tr, end, short + spread - 1, conflict=False, attempt=attempt)
             for s in order])
-        if (yield from read(paused)) is not None:
-            return []
         picks: List[Pick] = []
         for shard, front in zip(order, found):
+            if shard.engine.paused_front(tr, front):
+                return []
             taking = choose(front.entries, short, spread)
             short -= len(taking)
             if taking and strict:
@@ -238,25 +237,33 @@ class ShardedEngine(Takes):
 
     def peek(self, tr: Any, end: str, n: Optional[int],
              after: Optional[Entry] = None) -> Gen[List[Entry]]:
-        """The entries the next pop would take (``n`` 1, no ``after``: every shard's
-        front, the best of a PriorityQueue's, the first shard's with items of a
-        Queue's), or a listing: shard by shard, each in its order, after ``after``
-        (read conflicts as :meth:`Ordered.peek`)."""
-        parts = self.parts
-        if n == 1 and after is None:
-            fronts = yield from gather([p.engine.peek(tr, end, 1) for p in parts])
-            found = [(0 if not self.shards.group_len else
-                      (1 if end == MIN else -1) * entries[0].item[0], k, entries[0])
-                     for k, entries in enumerate(fronts) if entries]
-            return [min(found)[2]] if found else []  # (rank, shard) tell them apart
-        start = 0 if after is None else parts.index(self.shards.of_entry(after))
-        out: List[Entry] = []
-        for k in range(start, len(parts)):
-            want = None if n is None else n - len(out)
-            if want == 0:
-                break
-            out += yield from parts[k].engine.peek(tr, end, want, after if k == start else None)
-        return out
+        """The first ``n`` entries (all when None) of every shard, after the place of
+        ``after``, merged by place (at a PriorityQueue's MAX end, by priority first): the
+        order of :meth:`.shard_listing.ShardedListing.pending`, which each shard's own
+        follows (read conflicts as :meth:`Ordered.peek`, side by side)."""
+        found = yield from gather([p.engine.peek(tr, end, n, self.after_in(p, after))
+                                   for p in self.parts])
+        key = self.place_order if end == MIN else self.priority_order
+        return sorted((e for f in found for e in f), key=key)[:n]
+
+    def after_in(self, shard: Shard, after: Optional[Entry]) -> Optional[Entry]:
+        """A cursor in ``shard`` just after the place of ``after`` (an entry of any
+        shard): it sorts after every key of an item at that place."""
+        if after is None:
+            return None
+        place = self.place_order(after)
+        return Entry(place, bytes(shard.engine.keys.items.pack(place)) + b"\xff", None)
+
+    def place_order(self, entry: Entry) -> Tuple[Any, ...]:
+        """Sort key of entries at the MIN end: their places."""
+        place: Tuple[Any, ...] = entry.item[:self.shards.group_len + 2]
+        return place
+
+    def priority_order(self, entry: Entry) -> Tuple[Any, ...]:
+        """Sort key of a PriorityQueue's entries at the MAX end: the highest priority
+        first, then their places."""
+        place = self.place_order(entry)
+        return (-place[0], *place[1:])
 
     def size(self, tr: Any) -> Gen[int]:
         """Every shard's size (see :meth:`Ordered.size`), summed; read side by side."""

@@ -47,6 +47,8 @@ MAX_TOTAL_WEIGHT = 2**62
 BITS = 6  # fanout 64: a node sums up to 64 children
 FANOUT = 1 << BITS
 LEVELS = 5  # stored node levels 1..5: one level-5 node covers 2**30 sequence numbers
+#: Node keys a tree object keeps packed (see :meth:`Tree.node`).
+NODE_KEYS = 4096
 
 Key = Tuple[int, bytes]  # (seq, random): names an item
 
@@ -227,9 +229,7 @@ class View:
 
     def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Range]:
         if parent is None:  # every node of the level: FANOUT + 1 at most, but the top
-            space = self.tree.keys.leaves if level == 0 else self.tree.keys.nodes.subspace((level,))
-            r = space.range()
-            begin, end = bytes(r.start), bytes(r.stop)
+            begin, end = self.tree.level_ranges[level]
             limit = 0 if level == LEVELS else FANOUT + 1
         else:
             begin, end = self.tree.children_range(level, parent)
@@ -274,7 +274,7 @@ class View:
 class Tree:
     """A weight tree's transactional operations (see the module docstring)."""
 
-    __slots__ = ("clock", "ids", "keys", "level_hint", "rng")
+    __slots__ = ("clock", "ids", "keys", "level_hint", "level_ranges", "node_keys", "rng")
 
     def __init__(self, layout: TreeLayout, rng: random.Random, clock: Clock,
                  ids: Ids) -> None:
@@ -285,10 +285,27 @@ class Tree:
         #: The level the last operation's picks started at (see :class:`View`):
         #: where the next one looks first.  None: look at every level at once.
         self.level_hint: Optional[int] = None
+        #: The key range of each level (0: the leaves), packed once.
+        self.level_ranges: List[Tuple[bytes, bytes]] = [
+            (bytes(r.start), bytes(r.stop))
+            for r in (self.level_space(level).range() for level in range(LEVELS + 1))]
+        #: Node keys packed so far, by (level, index): every pop changes the same few
+        #: nodes near the top (at most :data:`NODE_KEYS` kept).
+        self.node_keys: Dict[Tuple[int, int], bytes] = {}
+
+    def level_space(self, level: int) -> Any:
+        """The subspace of the nodes of ``level`` (0: the leaves)."""
+        return self.keys.leaves if level == 0 else self.keys.nodes.subspace((level,))
 
     def node(self, level: int, seq: int) -> bytes:
         """Key of the level-``level`` node covering sequence number ``seq``."""
-        return bytes(self.keys.nodes.pack((level, node_index(level, seq))))
+        where = (level, node_index(level, seq))
+        key = self.node_keys.get(where)
+        if key is None:
+            if len(self.node_keys) >= NODE_KEYS:
+                self.node_keys.clear()
+            key = self.node_keys[where] = bytes(self.keys.nodes.pack(where))
+        return key
 
     def head(self, tr: Any) -> Gen[Tuple[int, int]]:
         """(total weight, largest sequence number or -1), by snapshot, in parallel."""
@@ -301,7 +318,7 @@ class Tree:
     def children_range(self, level: int, parent: int) -> Tuple[bytes, bytes]:
         """Key range of the children of node ``parent`` one level above ``level``."""
         lo, hi = parent * FANOUT, (parent + 1) * FANOUT
-        space = self.keys.leaves if level == 0 else self.keys.nodes.subspace((level,))
+        space = self.level_space(level)
         return bytes(space.pack((lo,))), bytes(space.pack((hi,)))
 
     def adjust(self, seq: int, delta: int, tally: Tally) -> None:
@@ -432,8 +449,10 @@ class Tree:
             if picked is None:
                 break
             key, leaf, _ = picked
-            view.removed(key, self.unlink(tr, key, leaf, now, tally))
+            weight = self.unlink(tr, key, leaf, now, tally)
             picks.append(picked)
+            if len(picks) < n:  # a pick follows: it must see this removal
+                view.removed(key, weight)
         tally.write(tr, attempt)
         attempt.idle = not picks
         if picks:

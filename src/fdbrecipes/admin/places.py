@@ -28,8 +28,9 @@ Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 #: The first tuple element of a structure's keys says what they are (the key layout of
 #: :mod:`fdbrecipes._layout`, drawn in docs/data-model.md; the unit tests check these
 #: against it).  Queue kinds: ranges of items (a Queue's floor among them),
-#: holds, deadlines and dead letters; a PriorityQueue's floor key.
-QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x"), ("f",)
+#: holds, deadlines and dead letters; a PriorityQueue's floor key and the pause flag
+#: (the deadlines' prefix, outside their range).
+QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x"), ("f", "d")
 #: A weight tree: ranges of leaves, values and sums; the total weight key.
 TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
 #: A fair queue: its index of groups, where every fair queue with work or a policy has
@@ -39,7 +40,7 @@ TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
 FAIR_RANGES = ("a",)
 #: What any structure, even a cleared one, may leave: receipt slots, idempotency ids,
 #: its counters (the wake counter "pushed" among them), job records and their index,
-#: its workers' records, its pause flag and its throughput history.
+#: its workers' records, a fair queue's pause flag and its throughput history.
 NEUTRAL = ("c", "g", "k", "n", "j", "o", "u", "z", "m")
 #: Elements of a Queue's item tuple; a PriorityQueue's has one more, the priority.
 QUEUE_ITEM_LEN = 5

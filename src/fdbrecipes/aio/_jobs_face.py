@@ -10,6 +10,7 @@ from .._drivers.awaiting import drive
 from .._face import JobFace, JobOpsT, twin
 from .._fdb import Transactor
 from .._jobs_face import JobMethods
+from .._ordered.paging import FinishedJob
 from .._registry import WorkerInfo
 from .._series import Minute
 
@@ -22,6 +23,10 @@ class AsyncJobMethods(JobFace[JobOpsT]):
 
     async def prune(self, tr: Transactor, limit: Optional[int] = None) -> int:
         return await drive(self._ops.prune(tr, limit))
+
+    async def finished(self, tr: Transactor, limit: Optional[int] = None, *,
+                       after: Optional[bytes] = None) -> List[FinishedJob]:
+        return await drive(self._ops.finished(tr, limit, after))
 
     async def workers(self, tr: Transactor) -> List[WorkerInfo]:
         return await drive(self._ops.workers(tr))

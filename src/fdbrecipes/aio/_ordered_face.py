@@ -23,6 +23,7 @@ from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.ops import LeaseLike, OrderedOps, lease_batch
+from .._ordered.paging import Row
 from .._ordered.records import JobError, JobRecord
 from .._ordered_face import OrderedBase
 from .._values import V, check_spread
@@ -133,14 +134,22 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
 
     # -- stuck work ---------------------------------------------------------------------
 
-    async def leases(self, tr: Transactor, limit: Optional[int] = None) -> List[LeaseInfo]:
-        return await drive(self._ops.leases(tr, limit))
+    async def leases(self, tr: Transactor, limit: Optional[int] = None, *,
+                     after: Optional[bytes] = None) -> List[LeaseInfo]:
+        return await drive(self._ops.leases(tr, limit, after))
 
-    async def delayed(self, tr: Transactor, limit: Optional[int] = None) -> List[DelayedItem]:
-        return await drive(self._ops.delayed(tr, limit))
+    async def delayed(self, tr: Transactor, limit: Optional[int] = None, *,
+                      after: Optional[bytes] = None) -> List[DelayedItem]:
+        return await drive(self._ops.delayed(tr, limit, after))
 
     async def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
         return await drive(self._ops.remove(tr, id))
+
+    async def lookup(self, tr: Transactor, token: bytes) -> Optional[Row]:
+        return await drive(self._ops.lookup(tr, token))
+
+    async def remove_many(self, tr: Transactor, tokens: Iterable[bytes]) -> List[Optional[V]]:
+        return await drive(self._ops.remove_many(tr, tokens))
 
     # -- job records --------------------------------------------------------------------
 
@@ -155,14 +164,17 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
 
     # -- dead letters ------------------------------------------------------------------
 
-    async def dead(self, tr: Transactor, limit: Optional[int] = None) -> List[DeadLetter]:
-        return await drive(self._ops.dead(tr, limit))
+    async def dead(self, tr: Transactor, limit: Optional[int] = None, *,
+                   after: Optional[bytes] = None) -> List[DeadLetter]:
+        return await drive(self._ops.dead(tr, limit, after))
 
-    async def requeue_dead(self, tr: Transactor, limit: Optional[int] = None) -> int:
-        return await drive(self._ops.requeue_dead(tr, limit))
+    async def requeue_dead(self, tr: Transactor, limit: Optional[int] = None, *,
+                           tokens: Optional[Iterable[bytes]] = None) -> int:
+        return await drive(self._ops.requeue_dead(tr, limit, tokens))
 
-    async def purge_dead(self, tr: Transactor) -> int:
-        return await drive(self._ops.purge_dead(tr))
+    async def purge_dead(self, tr: Transactor, *,
+                         tokens: Optional[Iterable[bytes]] = None) -> int:
+        return await drive(self._ops.purge_dead(tr, tokens))
 
     # -- waiting ------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from .._fair.parts import FairLease, Policy
 from .._fdb import Transactor
 from .._ordered.dead import DeadLetter
 from .._ordered.listing import DelayedItem, LeaseInfo
+from .._ordered.paging import PendingItem, Row
 from .._ordered.records import JobError, JobRecord
 from .._values import Value
 from ..fair_queue import FairBase, FairQueue, Group
@@ -43,8 +44,9 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
     async def lottery(self, tr: Transactor) -> Dict[Group, int]:
         return await drive(self._ops.lottery(tr))
 
-    async def groups(self, tr: Transactor, limit: Optional[int] = None) -> List[Group]:
-        return await drive(self._ops.groups(tr, limit))
+    async def groups(self, tr: Transactor, limit: Optional[int] = None, *,
+                     after: Optional[Group] = None) -> List[Group]:
+        return await drive(self._ops.groups(tr, limit, after))
 
     async def push(self, tr: Transactor, value: Value, *, group: Group,
                    id: Optional[bytes] = None, delay: Optional[float] = None,
@@ -127,27 +129,39 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
                     limit: Optional[int] = None) -> List[Value]:
         return await drive(self._ops.items(tr, group, limit))
 
-    async def leases(self, tr: Transactor, group: Group,
-                     limit: Optional[int] = None) -> List[LeaseInfo]:
-        return await drive(self._ops.leases(tr, group, limit))
+    async def pending(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                      after: Optional[bytes] = None) -> List[PendingItem]:
+        return await drive(self._ops.pending(tr, group, limit, after))
 
-    async def delayed(self, tr: Transactor, group: Group,
-                      limit: Optional[int] = None) -> List[DelayedItem]:
-        return await drive(self._ops.delayed(tr, group, limit))
+    async def leases(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                     after: Optional[bytes] = None) -> List[LeaseInfo]:
+        return await drive(self._ops.leases(tr, group, limit, after))
+
+    async def delayed(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                      after: Optional[bytes] = None) -> List[DelayedItem]:
+        return await drive(self._ops.delayed(tr, group, limit, after))
 
     async def remove(self, tr: Transactor, *, group: Group, id: bytes) -> Optional[Value]:
         return await drive(self._ops.remove(tr, group, id))
 
-    async def dead(self, tr: Transactor, group: Group,
-                   limit: Optional[int] = None) -> List[DeadLetter]:
-        return await drive(self._ops.dead(tr, group, limit))
+    async def lookup(self, tr: Transactor, group: Group, token: bytes) -> Optional[Row]:
+        return await drive(self._ops.lookup(tr, group, token))
 
-    async def requeue_dead(self, tr: Transactor, group: Group,
-                           limit: Optional[int] = None) -> int:
-        return await drive(self._ops.requeue_dead(tr, group, limit))
+    async def remove_many(self, tr: Transactor, group: Group,
+                          tokens: Iterable[bytes]) -> List[Optional[Value]]:
+        return await drive(self._ops.remove_many(tr, group, tokens))
 
-    async def purge_dead(self, tr: Transactor, group: Group) -> int:
-        return await drive(self._ops.purge_dead(tr, group))
+    async def dead(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                   after: Optional[bytes] = None) -> List[DeadLetter]:
+        return await drive(self._ops.dead(tr, group, limit, after))
+
+    async def requeue_dead(self, tr: Transactor, group: Group, limit: Optional[int] = None, *,
+                           tokens: Optional[Iterable[bytes]] = None) -> int:
+        return await drive(self._ops.requeue_dead(tr, group, limit, tokens))
+
+    async def purge_dead(self, tr: Transactor, group: Group, *,
+                         tokens: Optional[Iterable[bytes]] = None) -> int:
+        return await drive(self._ops.purge_dead(tr, group, tokens))
 
     async def clear(self, tr: Transactor) -> None:
         await drive(self._ops.clear(tr))

@@ -16,6 +16,7 @@ from .._fdb import Transactor
 from .._ordered.front import MAX, MIN
 from .._ordered.leases import Lease
 from .._ordered.ops import PriorityQueueOps, reverse_end
+from .._ordered.paging import PendingItem
 from .._values import V
 from ..priority_queue import PriorityQueue
 from ._heartbeat import kept_alive
@@ -65,6 +66,11 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
     async def items(self, tr: Transactor, limit: Optional[int] = None,
                     reverse: bool = False) -> List[V]:
         return await drive(self._ops.items(tr, limit, reverse_end(reverse)))
+
+    async def pending(self, tr: Transactor, limit: Optional[int] = None, *,
+                      reverse: bool = False,
+                      after: Optional[bytes] = None) -> List[PendingItem]:
+        return await drive(self._ops.pending(tr, limit, reverse_end(reverse), after))
 
     async def claim_min(self, tr: Transactor, lease_seconds: float, *,
                         spread: int = 1) -> Optional[Lease[V]]:

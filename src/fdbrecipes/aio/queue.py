@@ -16,6 +16,7 @@ from .._fdb import Transactor
 from .._ordered.front import MIN
 from .._ordered.leases import Lease
 from .._ordered.ops import QueueOps
+from .._ordered.paging import PendingItem
 from .._values import V
 from ..queue import Queue
 from ._heartbeat import kept_alive
@@ -65,6 +66,10 @@ class AsyncQueue(AsyncOrderedFace[V]):
 
     async def items(self, tr: Transactor, limit: Optional[int] = None) -> List[V]:
         return await drive(self._ops.items(tr, limit))
+
+    async def pending(self, tr: Transactor, limit: Optional[int] = None, *,
+                      after: Optional[bytes] = None) -> List[PendingItem]:
+        return await drive(self._ops.pending(tr, limit, MIN, after))
 
     async def claim(self, tr: Transactor, lease_seconds: float, *,
                     spread: int = 1) -> Optional[Lease[V]]:

@@ -108,6 +108,7 @@ def fill_fair_queue(db: Any, subspace: Any, items: int, _seed: int) -> None:
 #: How the structure of each draining operation is pre-filled.
 FILLS: Dict[str, Filler] = {
     "recipe-pop": fill_recipe,
+    "probe-pop": fill_recipe,
     "pop": fill_queue,
     "spread-pop": fill_queue,
     "hc-pop": fill_queue,

@@ -318,6 +318,13 @@ def recipe_pops(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
     return Popper(db, recipe.pop, recipe.stats)
 
 
+def probe_pops(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
+    """The bare probe pop (:meth:`~fdbrecipes.bench.recipe.RecipeQueue.probe_pop`),
+    counting its own retries."""
+    recipe = RecipeQueue(subspace)
+    return Popper(db, recipe.probe_pop, recipe.stats)
+
+
 def plain_pops(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
     """The plain ``Queue.pop(db)``."""
     queue = Queue(subspace)
@@ -444,6 +451,7 @@ FACTORIES: Dict[str, Factory] = {
     "push-tr": tx_pushes,
     "recipe-push": recipe_pushes,
     "recipe-pop": recipe_pops,
+    "probe-pop": probe_pops,
     "pop": plain_pops,
     "spread-pop": spread_pops,
     "hc-pop": hc_pops,

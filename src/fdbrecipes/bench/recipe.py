@@ -2,18 +2,21 @@
 own transactions run in.
 
 :class:`RecipeQueue` is the queue recipe of FoundationDB's documentation, written here
-independently of the library; :func:`transact` is a plain ``create_transaction`` /
-``commit`` / ``on_error`` loop that counts its retries.
+independently of the library, with the simplest relaxed pop beside it (the bare probe);
+:func:`transact` is a plain ``create_transaction`` / ``commit`` / ``on_error`` loop
+that counts its retries.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import fdb
 
 from .. import RetryStats
+from .settings import SPREAD
 
 T = TypeVar("T")
 
@@ -21,6 +24,10 @@ T = TypeVar("T")
 QUEUE_FILL_BATCH = 1_000
 #: Tiny value every write, push and fill stores.
 VALUE = b"x"
+#: Items the bare probe pop reads, and takes one of: the spread pop's spread.
+PROBE_WINDOW = SPREAD
+
+_chance = random.Random()
 
 
 def transact(db: Any, body: Callable[[Any], T], stats: RetryStats) -> T:
@@ -98,6 +105,25 @@ class RecipeQueue:
             tr.clear(kv.key)
             return bytes(kv.value)
         return None
+
+    def probe_pop(self, db: Any) -> Optional[bytes]:
+        """The simplest relaxed pop (the bare probe): one of the first
+        :data:`PROBE_WINDOW` values at random, or None when the queue is empty; its
+        retries counted in :attr:`stats`.  What ``Queue.pop(db, spread=16)`` does
+        without the library's counters, receipt, deadline index and pause flag."""
+        return transact(db, self._probe, self.stats)
+
+    def _probe(self, tr: Any) -> Optional[bytes]:
+        """One probe attempt in ``tr``: read the first :data:`PROBE_WINDOW` keys by
+        snapshot, take one at random with a read conflict on it, clear it."""
+        r = self.subspace.range()
+        kvs = list(tr.snapshot.get_range(r.start, r.stop, limit=PROBE_WINDOW))
+        if not kvs:
+            return None
+        kv = _chance.choice(kvs)
+        tr.add_read_conflict_key(kv.key)
+        tr.clear(kv.key)
+        return bytes(kv.value)
 
     def fill(self, db: Any, items: int) -> None:
         """Store ``items`` values at indexes 0, 1, ..., in transactions of 1,000."""

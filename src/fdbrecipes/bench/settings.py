@@ -52,6 +52,8 @@ FAIR_SIZES = (10**2, 10**4, 10**5)
 QUICK_FAIR_SIZES = FAIR_SIZES[:2]
 #: The noisy neighbour: items of the loud group, groups beside it and their items each.
 NOISY_ITEMS, QUIET_GROUPS, QUIET_ITEMS = 20_000, 10, 20
+#: The hot paths (group ``hot``): items each drain takes at least, and rounds.
+HOT_ITEMS, HOT_ROUNDS = 4_000, 3
 #: Shards of the sharded rows (the "shards" group), measured beside the same rows of
 #: an unsharded queue.
 BENCH_SHARDS = 8
@@ -73,7 +75,9 @@ class Kind:
         batch: items per operation (keys per transaction, values per push_many, leases
             per claim_many).
         unit: what the rate counts.
-        recipe: label of the recipe baseline it is compared with (None: none).
+        recipe: label of the baseline it is compared with in the "x recipe" column
+            (None: none): the recipe's push or pop, or, for the ``hot`` rows, the
+            bare probe pop or the limit measured in the same rounds.
         drains: True for pops and claims, which empty a pre-filled structure; False
             for operations run for ``--duration`` seconds.
         tasks: for the ``aio`` kinds, the tasks its one client process runs (the
@@ -139,6 +143,16 @@ QUEUE_CLAIM = Kind("Queue.claim+ack", "claim-one", 1, "items/s", None, drains=Tr
 FAIR_CLAIM = Kind(f"FairQueue.claim+ack {FAIR_GROUPS:,} g", "fair-claim-one", 1, "items/s",
                   None, drains=True)
 FAIR_KINDS = (QUEUE_CLAIM, FAIR_CLAIM)
+#: The hot paths, at K clients in rotated rounds: the spread pop beside the simplest
+#: code doing its work (a snapshot read of the first 16 items, one taken at random
+#: with a read conflict on it, cleared), and WeightTree.pop beside the limit.
+PROBE_POP = Kind("hot: bare probe pop", "probe-pop", 1, "pops/s", None, drains=True)
+HOT_SPREAD_POP = Kind(f"hot: Queue.pop spread={SPREAD}", "spread-pop", 1, "pops/s",
+                      PROBE_POP.label, drains=True)
+HOT_LIMIT = Kind("hot: limit 1-key write tx", "write", 1, "tx/s", None)
+HOT_TREE_POP = Kind("hot: WeightTree.pop", "tree-pop", 1, "pops/s", HOT_LIMIT.label,
+                    drains=True)
+HOT_KINDS = (PROBE_POP, HOT_SPREAD_POP, HOT_LIMIT, HOT_TREE_POP)
 
 
 def shard_pair(label: str, op: str, batch: int, unit: str, recipe: Optional[str],
@@ -167,16 +181,17 @@ POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)
 PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
-         *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER, *FAIR_KINDS,
-         *SHARD_KINDS)
+         *HOT_KINDS, *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER,
+         *FAIR_KINDS, *SHARD_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
-#: WeightTree.pop throughput, the PriorityQueue pops, the async rows, the worker rows,
-#: the fair queue (claims, latency by groups, the noisy neighbour), the sharded queue
-#: beside the unsharded one, WeightTree.pop latency.
-GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "aio", "worker", "fair", "shards",
-          "latency")
+#: WeightTree.pop throughput, the PriorityQueue pops, the hot paths (the spread pop
+#: beside the bare probe, WeightTree.pop beside the limit, in rounds), the async rows,
+#: the worker rows, the fair queue (claims, latency by groups, the noisy neighbour),
+#: the sharded queue beside the unsharded one, WeightTree.pop latency.
+GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "hot", "aio", "worker", "fair",
+          "shards", "latency")
 
 
 @dataclass(frozen=True)
@@ -219,6 +234,12 @@ class Settings:
         :data:`CLAIM_ROUNDS` full claims per client (at most :data:`CLAIM_FILL_CAP`)
         if that is more."""
         return max(self.items, min(CLAIM_BATCH * clients * CLAIM_ROUNDS, CLAIM_FILL_CAP))
+
+    @property
+    def hot_items(self) -> int:
+        """Items each drain of the ``hot`` group takes: ``--items``, at least
+        :data:`HOT_ITEMS`."""
+        return max(self.items, HOT_ITEMS)
 
 
 def client_counts(most: int) -> Tuple[int, ...]:

@@ -44,6 +44,8 @@ from .settings import (
     CLAIM_ACK,
     FAIR_KINDS,
     HISTORY_SECONDS,
+    HOT_KINDS,
+    HOT_ROUNDS,
     IDLE_SECONDS,
     IDLE_WORKER,
     JOB_RECORDS,
@@ -116,8 +118,8 @@ class Suite:
 
     def run(self, cluster: str) -> Results:
         """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
-        Queue pops, claims, WeightTree pops, PriorityQueue pops, the async rows, the
-        worker rows, the fair queue, WeightTree latency."""
+        Queue pops, claims, WeightTree pops, PriorityQueue pops, the hot paths, the
+        async rows, the worker rows, the fair queue, WeightTree latency."""
         machine = self.io.machine_info(self.db, cluster)
         machine["server_processes_sampled"] = len(self.server_pids)
         print(self.io.format_machine(machine), flush=True)
@@ -131,6 +133,8 @@ class Suite:
             rows += self.tree_pops()
         if self.settings.runs("pq"):
             rows += self.pq_pops()
+        if self.settings.runs("hot"):
+            rows += self.hot()
         if self.settings.runs("aio"):
             rows += self.aio()
         jobs: List[Latency] = []
@@ -178,17 +182,23 @@ class Suite:
         with self.space(f"{kind.op}-{kind.batch}-{clients}") as prefix:
             return self.measure(kind, clients, prefix, duration)
 
-    def rotated(self, kinds: Tuple[Kind, ...], clients: int) -> List[Row]:
-        """Each of ``kinds`` timed with ``clients`` processes for ``--duration``
-        seconds in all, in as many rounds as there are kinds, the order rotated each
-        round (every kind runs once in every position): a passing load on the
-        cluster, such as its clearing of the writes measured just before, weighs on
-        them alike.  A kind's rounds are summed into one row."""
-        share = self.settings.duration / len(kinds)
+    def rotated(self, kinds: Tuple[Kind, ...], clients: int,
+                turns: Optional[int] = None, items: Optional[int] = None) -> List[Row]:
+        """Each of ``kinds`` with ``clients`` processes in ``turns`` rounds (default:
+        as many as there are kinds), the order rotated each round (with as many
+        rounds as kinds, every kind runs once in every position): a passing load on
+        the cluster, such as its clearing of the writes measured just before, weighs
+        on them alike.  A timed kind runs ``--duration`` seconds in all, a draining
+        one drains ``items`` items (default ``--items``) each round.  A kind's rounds
+        are summed into one row."""
+        turns = len(kinds) if turns is None else turns
+        share = self.settings.duration / turns
         rounds: Dict[str, List[Row]] = {kind.label: [] for kind in kinds}
-        for turn in range(len(kinds)):
-            for kind in kinds[turn:] + kinds[:turn]:
-                rounds[kind.label].append(self.timed(kind, clients, share))
+        for turn in range(turns):
+            at = turn % len(kinds)
+            for kind in kinds[at:] + kinds[:at]:
+                rounds[kind.label].append(self.drained(kind, clients, items) if kind.drains
+                                          else self.timed(kind, clients, share))
         return [combined(rounds[kind.label]) for kind in kinds]
 
     def drained(self, kind: Kind, clients: int, items: Optional[int] = None) -> Row:
@@ -242,6 +252,14 @@ class Suite:
     def pq_pops(self) -> List[Row]:
         """PriorityQueue.pop_min and pop_max, interleaved, at 1, 4, 16 clients."""
         return [self.drained(kind, c) for c in self.settings.coarse for kind in PQ_KINDS]
+
+    def hot(self) -> List[Row]:
+        """The hot paths at K clients, in :data:`HOT_ROUNDS` rotated rounds
+        (:meth:`rotated`): the bare probe pop and ``Queue.pop(spread=16)``, each
+        draining :attr:`Settings.hot_items` items, the limit, and ``WeightTree.pop``
+        draining as many; the spread pop is compared with the probe, the tree's pop
+        with this limit."""
+        return self.rotated(HOT_KINDS, self.settings.most, HOT_ROUNDS, self.settings.hot_items)
 
     def aio(self) -> List[Row]:
         """One async process with 16 and with 64 tasks: pushes (timed, sharing

@@ -20,6 +20,8 @@ from .settings import (
     FAIR_CLAIM,
     HC_POP,
     HISTORY_WORKER,
+    HOT_SPREAD_POP,
+    HOT_TREE_POP,
     IDLE_WORKER,
     LIMIT,
     PUSH,
@@ -100,8 +102,8 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
 
     In order: the high-contention pop, the spread pop, claim_many+ack, Queue.push at
     1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth, the
-    async rows (:func:`aio_targets`), the workers (:func:`worker_targets`), the fair
-    queue (:func:`fair_targets`).
+    hot paths (:func:`hot_targets`), the async rows (:func:`aio_targets`), the
+    workers (:func:`worker_targets`), the fair queue (:func:`fair_targets`).
     """
     check = _Checker(rows, most)
     poppers = plural(most, "popper")
@@ -132,8 +134,22 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
         growth(latencies), 2.0, at_most=True,
         note="" if full else "the target is from 10^3 to 10^6 items",
     ))
-    return (targets + aio_targets(rows, most) + worker_targets(rows, most)
-            + fair_targets(rows, most, fair, noisy) + shard_targets(rows, most))
+    return (targets + hot_targets(rows, most) + aio_targets(rows, most)
+            + worker_targets(rows, most) + fair_targets(rows, most, fair, noisy)
+            + shard_targets(rows, most))
+
+
+def hot_targets(rows: Sequence[Row], most: int) -> List[Target]:
+    """The hot paths at K clients, each against its baseline of the same rounds: the
+    spread pop over the bare probe pop, WeightTree.pop over the limit."""
+    check = _Checker(rows, most)
+    clients = plural(most, "client")
+    return [
+        check.at_k(HOT_SPREAD_POP, f"{HOT_SPREAD_POP.label}, {clients}: x bare probe pop",
+                   "ratio_recipe", 0.9),
+        check.at_k(HOT_TREE_POP, f"{HOT_TREE_POP.label}, {clients}: x limit, same rounds",
+                   "ratio_recipe", 0.25),
+    ]
 
 
 def rate_ratio(row: Optional[Row], reference: Optional[Row]) -> Optional[float]:

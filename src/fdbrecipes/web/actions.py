@@ -1,15 +1,25 @@
 """What the dashboard's buttons do, through the structures' public methods, each
 logged as one audit line.
 
-Every action is one transaction or a sequence of bounded ones the library documents
-(``requeue_dead`` and ``purge_dead`` given a Database: transactions of at most 1,000
-dead letters, each complete on its own), so a browser that goes away midway loses
-nothing: what committed is done, the rest is still there.  A request moves at most
-:data:`REQUEST_CAP` dead letters; the page says how many remain.
+Every action is one transaction or a documented sequence of bounded ones, each
+complete on its own, so a browser that goes away midway loses nothing: what committed
+is done, the rest is still there, and nothing is done twice.
+
+* One item, or the items chosen on a page (at most :data:`~.listings.ROW_LIMIT`):
+  ``requeue_dead(tokens=)``, ``purge_dead(tokens=)``, ``remove_many`` (one
+  transaction), ``release`` (one each), ``ack_many`` (one).
+* Everything matching a filter (or everything) in a tab: the tab is read page by page
+  from a cursor (:func:`.listings.scan`, transactions of 1,000 rows that write
+  nothing), then the rows that matched are moved or deleted by their tokens in
+  transactions of at most :data:`CHUNK`; one request reads at most :data:`SCAN_CAP`
+  rows and changes at most :data:`REQUEST_CAP`, and says where it stopped, so the page
+  offers to go on from there (its progress).
+* Requeueing every dead letter: ``requeue_dead`` given the Database, oldest first, at
+  most :data:`REQUEST_CAP` a request, in transactions of at most 1,000.
 
 The audit log is the ``fdbrecipes.web.audit`` logger (INFO): one line per action,
-``who=... action=... structure=... group=... target=... count=...`` with every field
-``repr``-quoted, so a hostile name cannot forge a line.
+``who=... action=... scope=... structure=... group=... target=... count=...`` with
+every field ``repr``-quoted, so a hostile name cannot forge a line.
 """
 
 from __future__ import annotations
@@ -19,29 +29,38 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 from .. import FairQueue, drive
 from ..admin.jobs import cancel_job, jobs_of
-from .views import queue_of
+from .listings import Scanned, queue_of, scan
 
-__all__ = ["REQUEST_CAP", "Done", "Policy", "audit", "cancel", "command", "pause",
-           "purge_dead", "remove", "requeue_dead", "set_policy", "settle"]
+__all__ = ["CHUNK", "REQUEST_CAP", "SCAN_CAP", "Done", "Policy", "audit", "cancel", "chosen",
+           "command", "matching", "pause", "remove", "requeue_dead", "set_policy", "settle"]
 
-#: Dead letters one request requeues at most.
+#: Items one request changes at most.
 REQUEST_CAP = 10_000
+#: Rows one request reads at most to find those matching a filter.
+SCAN_CAP = 10_000
+#: Items one transaction changes at most (the library's limit for calls naming rows).
+CHUNK = 1_000
+#: What each bulk action is called on a page, by what it does.
+DOING = {"requeue": "requeued", "purge": "deleted", "remove": "deleted"}
 
 log = logging.getLogger("fdbrecipes.web.audit")
 
 
 class Done(NamedTuple):
-    """What an action did: a sentence for the page, and how many it changed."""
+    """What an action did: a sentence for the page, how many it changed, and, for a
+    bulk action that stopped at its cap, the cursor to go on from (None: it is
+    over)."""
 
     said: str
     changed: int
+    more: Optional[bytes] = None
 
 
 def audit(who: str, action: str, structure: str, count: int, group: Any = None,
-          target: Any = None) -> None:
+          target: Any = None, scope: str = "one") -> None:
     """Write the audit line of one action (see the module docstring)."""
-    log.info("who=%r action=%r structure=%r group=%r target=%r count=%d", who, action,
-             structure, group, target, count)
+    log.info("who=%r action=%r scope=%r structure=%r group=%r target=%r count=%d", who,
+             action, scope, structure, group, target, count)
 
 
 def requeue_dead(db: Any, structure: Any, group: Any = None,
@@ -55,11 +74,44 @@ def requeue_dead(db: Any, structure: Any, group: Any = None,
     return Done(f"requeued {moved:,} dead letter(s); {left:,} remain", moved)
 
 
-def purge_dead(db: Any, structure: Any, group: Any = None) -> Done:
-    """Delete every dead letter: ``purge_dead`` given the Database, in transactions of at
-    most 1,000."""
-    removed = drive(queue_of(structure, group).purge_dead(db))
-    return Done(f"purged {removed:,} dead letter(s)", removed)
+def _on_tokens(db: Any, queue: Any, action: str, tokens: List[bytes]) -> int:
+    """Do ``action`` to the rows ``tokens`` name, :data:`CHUNK` per transaction; how
+    many it changed (those gone meanwhile are skipped)."""
+    changed = 0
+    for at in range(0, len(tokens), CHUNK):
+        some = tokens[at:at + CHUNK]
+        if action == "requeue":
+            changed += drive(queue.requeue_dead(db, None, some))
+        elif action == "purge":
+            changed += drive(queue.purge_dead(db, some))
+        else:
+            changed += sum(v is not None for v in drive(queue.remove_many(db, some)))
+    return changed
+
+
+def chosen(db: Any, structure: Any, group: Any, action: str, tokens: List[bytes]) -> Done:
+    """Requeue or delete the dead letters, or delete the pending or delayed items,
+    that ``tokens`` name (a page's choice: one transaction per :data:`CHUNK`)."""
+    changed = _on_tokens(db, queue_of(structure, group), action, tokens)
+    return Done(f"{DOING[action]} {changed:,} of {len(tokens):,} chosen", changed)
+
+
+def matching(db: Any, structure: Any, group: Any, tab: str, action: str, search: str,
+             after: Optional[bytes], cap: Optional[int] = None) -> Done:
+    """Requeue or delete the rows of ``tab`` from the cursor ``after`` on whose shown
+    value contains ``search`` (all when empty): read :data:`SCAN_CAP` rows at most
+    (:func:`.listings.scan`), change ``cap`` (default :data:`REQUEST_CAP`) at most,
+    chunked; say how far it got."""
+    cap = REQUEST_CAP if cap is None else cap
+    found: Scanned = scan(db, structure, tab, group, search, after, SCAN_CAP)
+    tokens = found.tokens[:cap]
+    changed = _on_tokens(db, queue_of(structure, group), action, tokens)
+    more = tokens[-1] if len(found.tokens) > cap else found.next
+    what = f"matching {search!r}" if search else "in all"
+    said = (f"{DOING[action]} {changed:,} of {len(found.tokens):,} {what} among the "
+            f"{found.scanned:,} rows read")
+    return Done(said + ("; there may be more: go on from there" if more else "; done"),
+                changed, more)
 
 
 def remove(db: Any, structure: Any, id_: bytes, group: Any = None) -> Done:
@@ -130,4 +182,3 @@ def command(db: Any, structure: Any, worker: str, order: str) -> Done:
     if not jobs_of(structure).command(db, worker, order):
         return Done("no live worker has that id", 0)
     return Done(f"asked the worker to {order}", 1)
-

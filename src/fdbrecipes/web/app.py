@@ -1,13 +1,16 @@
 """The dashboard as an ASGI app: :func:`create_app` (Starlette and Jinja2, extra
 ``fdbrecipes[web]``).
 
-Pages (GET only; each reads in one transaction, see :mod:`.views`):
+Pages (GET only; each reads in one transaction, see :mod:`.views` and
+:mod:`.listings`):
 
 * ``/``: every structure's counts;
-* ``/structure?s=NAME&tab=pending|delayed|in-flight|dead``: one queue's rows (a
-  FairQueue: its groups, then ``&g=GROUP`` one group's queue), ``&q=TEXT`` searches the
-  first rows' values, ``&limit=N``;
-* ``/job?s=NAME&id=HEX`` (or ``&text=ID``): one job's record;
+* ``/structure?s=NAME&tab=pending|delayed|in-flight|dead|finished``: one page of a
+  queue's rows (a FairQueue: its groups or its finished jobs, then ``&g=GROUP`` one
+  group's queue), ``&after=CURSOR`` the page after the row the cursor names (paging by
+  key), ``&q=TEXT`` searches the next rows' values, ``&limit=N``;
+* ``/job?s=NAME&id=HEX`` (or ``&text=ID``): one job's record and its item (its payload,
+  its lease);
 * ``/workers?s=NAME``: the live workers, with quiet and stop;
 * ``/schedules``: the schedules given, their next and last slots and their jobs.
 
@@ -24,8 +27,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
-from urllib.parse import parse_qs, urlencode
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
+from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
@@ -38,8 +52,9 @@ from starlette.routing import Route
 from .. import FairQueue, Schedule, WeightTree
 from ..admin.commands import read_only
 from ..admin.places import UsageError
-from . import actions, views
+from . import actions, forms, listings, views
 from .access import READ_ONLY, Access, AccessRule, access_of
+from .forms import BadRequest
 from .guard import Guard
 from .show import (
     PAGE_CAP,
@@ -47,32 +62,36 @@ from .show import (
     cut_text,
     group_from_hex,
     group_hex,
-    id_from_hex,
     shown,
+    shown_id,
     shown_pretty,
     sparkline,
     when,
 )
 
-__all__ = ["FORM_CAP", "create_app"]
+__all__ = ["create_app"]
 
-#: Bytes of a posted form read at most.
-FORM_CAP = 262_144
-#: What an action needs besides the structure: "id" (a job id), "worker", "yes" (the
-#: confirmation box).
-NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("id", "yes"),
+#: What an action needs besides the structure: "id" (a job id), "worker", "token" (the
+#: rows chosen), "yes" (the confirmation box).
+NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("yes",),
          "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
          "pause": ("yes",), "resume": (), "policy": (), "release": ("token", "yes"),
          "ack": ("token", "yes")}
+#: What the actions on rows act on (``scope``; the first is the default): every row
+#: (of the dead letters; of a tab, filtered by ``q``), the rows chosen (``token``),
+#: those matching a filter, or the pending item with an id.
+SCOPES = {"requeue": ("all", "chosen", "matching"), "purge": ("all", "chosen", "matching"),
+          "remove": ("id", "chosen", "matching")}
+#: The actions that need a FairQueue's group.
+IN_A_GROUP = ("requeue", "purge", "remove", "cancel", "policy", "release", "ack")
 
 
-class BadRequest(Exception):
-    """A page or action was asked with wrong parameters (400), or of something that is
-    not there (404)."""
+class Said(NamedTuple):
+    """What the page says after an action, and, for a bulk action that stopped at its
+    cap, how to go on (``more``: action, scope, filter, tab and cursor)."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
+    text: str
+    more: Optional[Dict[str, str]]
 
 
 class Dashboard:
@@ -89,7 +108,9 @@ class Dashboard:
                                autoescape=True)
         self.env.filters.update(ago=ago, when=when, shown=shown, pretty=shown_pretty,
                                 tail=cut_text, hexgroup=group_hex, spark=_spark)
-        self.env.globals.update(PAGE_CAP=PAGE_CAP)
+        self.env.globals.update(PAGE_CAP=PAGE_CAP, REQUEST_CAP=actions.REQUEST_CAP,
+                                SCAN_CAP=actions.SCAN_CAP,
+                                OVERVIEW_GROUPS=views.OVERVIEW_GROUPS)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -110,16 +131,22 @@ class Dashboard:
             **context)
         return HTMLResponse(page, status_code=status)
 
-    def sign(self, text: str) -> str:
-        """The signature of ``text``, a message this app made."""
+    def sign(self, *parts: str) -> str:
+        """The signature of ``parts``, what this app said."""
+        text = "\n".join(parts)
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()[:32]
 
-    def said(self, request: Request) -> str:
-        """What the last action said (``said=``), shown only when this app signed it
-        (``sig=``): a link from elsewhere cannot put words on the page."""
-        text = request.query_params.get("said", "")
-        sig = request.query_params.get("sig", "")
-        return text if text and hmac.compare_digest(sig, self.sign(text)) else ""
+    def said(self, request: Request) -> Said:
+        """What the last action said (``said=``, and ``more_*`` to go on), shown only
+        when this app signed it (``sig=``): a link from elsewhere cannot put words, or
+        a button, on the page."""
+        q = request.query_params
+        text = q.get("said", "")
+        more = {k: q.get("more_" + k, "") for k in MORE}
+        sig = q.get("sig", "")
+        if not text or not hmac.compare_digest(sig, self.sign(text, *more.values())):
+            return Said("", None)
+        return Said(text, more if more["after"] else None)
 
     def structure(self, name: Optional[str]) -> Any:
         """The structure named ``name``.
@@ -174,26 +201,37 @@ class Dashboard:
         structure = self.structure(name)
         group = self.group(structure, q.get("g"), q.get("group"))
         g = None if group is None else group_hex(group)
+        limit = forms.limit(q.get("limit"))
         policy = None
         if isinstance(structure, FairQueue) and group is not None:
             policy = read_only(self.db, structure.group_policy, group)
         common = dict(title=name, name=name, kind=views.kind_of(structure), group=group,
-                      g=g, policy=policy, paused=read_only(self.db, views.paused, structure))
+                      g=g, policy=policy, paused=read_only(self.db, views.paused, structure),
+                      limit=q.get("limit"), tabs=_tabs(structure, group),
+                      counts=views.tab_counts(self.db, structure, group))
         if isinstance(structure, WeightTree):
             return self.render(request, "structure.html", **common, tab=None, found=None,
                                groups=None)
-        if isinstance(structure, FairQueue) and group is None:
-            rows, more = views.group_rows(self.db, structure, _limit(q.get("limit")))
-            return self.render(request, "structure.html", **common, tab=None, found=None,
-                               groups=rows, more=more)
-        tab = q.get("tab") or "pending"
+        tab = q.get("tab") or ("groups" if isinstance(structure, FairQueue) and group is None
+                               else "pending")
+        if tab not in common["tabs"]:
+            raise BadRequest(f"tab: one of {', '.join(common['tabs'])}")
+        if tab == "groups":
+            after = q.get("after")
+            rows = listings.group_rows(self.db, structure, limit,
+                                       group_from_hex(after, "after") if after else None)
+            return self.render(request, "structure.html", **common, tab=tab, found=None,
+                               groups=rows, after=after)
         end = q.get("end") or "min"
         if end not in ("min", "max"):
             raise BadRequest("end: min or max")
-        found = views.tab(self.db, structure, tab, group=group, limit=_limit(q.get("limit")),
-                          search=q.get("q") or "", end=end)
-        return self.render(request, "structure.html", **common, tab=tab, tabs=views.TABS,
-                           found=found, groups=None, search=q.get("q") or "", end=end)
+        search = q.get("q") or ""
+        if len(search) > 1_000:
+            raise BadRequest("q: at most 1,000 characters")
+        found = listings.tab(self.db, structure, tab, group=group, limit=limit,
+                             search=search, end=end, after=forms.cursor(q.get("after")))
+        return self.render(request, "structure.html", **common, tab=tab, found=found,
+                           groups=None, search=search, end=end, after=q.get("after"))
 
     def job_page(self, request: Request) -> Response:
         """``/job``."""
@@ -201,14 +239,14 @@ class Dashboard:
         name = q.get("s")
         structure = self.structure(name)
         group = self.group(structure, q.get("g"))
-        id_ = _job_id(q.get("id"), q.get("text"))
+        id_ = forms.job_id(q.get("id"), q.get("text"))
         if isinstance(structure, WeightTree):
             raise BadRequest("a weight-tree has no jobs")
         if isinstance(structure, FairQueue) and group is None:
             raise BadRequest("g: a fair-queue's jobs need their group")
-        record = views.job(self.db, structure, id_, group)
-        return self.render(request, "job.html", 200 if record else 404, title="Job",
-                           name=name, record=record, id_hex=id_.hex(), shown_id=shown(id_),
+        view = views.job(self.db, structure, id_, group)
+        return self.render(request, "job.html", 200 if view else 404, title="Job",
+                           name=name, view=view, id_hex=id_.hex(), shown_id=shown_id(id_),
                            g=q.get("g"), group=group)
 
     def schedules_page(self, request: Request) -> Response:
@@ -229,7 +267,7 @@ class Dashboard:
     async def act(self, request: Request) -> Response:
         """``POST /act``: one action, then a redirect to the page it concerns."""
         try:
-            form = await _form(request)
+            form = await forms.read_form(request)
             access = access_of(self.access, request)
             return await run_in_threadpool(self.do, request, form, access)
         except BadRequest as e:
@@ -238,7 +276,8 @@ class Dashboard:
             return self.error(request, str(e), 400)
 
     def do(self, request: Request, form: Dict[str, str], access: Access) -> Response:
-        """Check and run one action (see :data:`NEEDS`), audit it, redirect."""
+        """Check and run one action (see :data:`NEEDS` and :data:`SCOPES`), audit it,
+        redirect."""
         action = form.get("action", "")
         if action not in NEEDS:
             raise BadRequest("action: unknown")
@@ -247,56 +286,73 @@ class Dashboard:
         name = form.get("s")
         structure = self.structure(name)
         group = self.group(structure, form.get("g"))
-        if "yes" in NEEDS[action] and form.get("yes") != "1":
+        scope = form.get("scope") or SCOPES.get(action, ("one",))[0]
+        if scope not in SCOPES.get(action, ("one",)):
+            raise BadRequest(f"scope: one of {', '.join(SCOPES.get(action, ('one',)))}")
+        needs = NEEDS[action] + (("id",) if scope == "id" else ("token",) if scope == "chosen"
+                                 else ())
+        if "yes" in needs and form.get("yes") != "1":
             raise BadRequest("tick the confirmation box to do this")
-        id_ = _job_id(form.get("id"), form.get("text")) if "id" in NEEDS[action] else None
-        worker = form.get("worker", "")
-        if "worker" in NEEDS[action] and not worker:
+        if "worker" in needs and not form.get("worker"):
             raise BadRequest("worker: give its id")
-        if "token" in NEEDS[action] and not form.get("token"):
-            raise BadRequest("select at least one item")
-        assert name is not None
-        if isinstance(structure, FairQueue) and group is None and action in (
-                "requeue", "purge", "remove", "cancel", "policy", "release", "ack"):
+        if "token" in needs and not form.get("token"):
+            raise BadRequest("choose at least one item")
+        if isinstance(structure, FairQueue) and group is None and action in IN_A_GROUP:
             raise BadRequest("g: a fair-queue's group is needed")
-        cap = _limit(form.get("limit"), actions.REQUEST_CAP, actions.REQUEST_CAP)
-        done, page, query = self.run(action, structure, group, id_, worker, cap, form)
-        actions.audit(access.who, action, name, done.changed, group,
-                      worker or (id_.hex() if id_ else None))
+        assert name is not None
+        check = Checked(action, scope, structure, group, form)
+        done, page, query = self.run(check)
+        if form.get("back") == "job":  # an action on a job's page shows that page again
+            page, query = "/job", {"id": check.id().hex()}
+        actions.audit(access.who, action, name, done.changed, group, check.target(), scope)
+        return self.redirect(request, name, form, done, page, query, check)
+
+    def redirect(self, request: Request, name: str, form: Dict[str, str], done: actions.Done,
+                 page: str, query: Dict[str, Any], check: Checked) -> Response:
+        """The redirect (303) to the page an action concerns, saying what it did (and
+        how to go on, signed with it)."""
+        more = dict.fromkeys(MORE, "")
+        if done.more is not None:
+            more = {"action": check.action, "scope": check.scope, "q": form.get("q", ""),
+                    "tab": query.get("tab", ""), "after": done.more.hex()}
         root: str = request.scope.get("root_path", "")
         query = {"s": name, "g": form.get("g") or None, **query, "said": done.said,
-                 "sig": self.sign(done.said)}
+                 **{"more_" + k: v or None for k, v in more.items()},
+                 "sig": self.sign(done.said, *more.values())}
         kept = {k: v for k, v in query.items() if v is not None}
         return RedirectResponse(f"{root}{page}?{urlencode(kept)}", status_code=303)
 
-    def run(self, action: str, structure: Any, group: Any, id_: Optional[bytes],
-            worker: str, cap: int, form: Dict[str, str]) -> Tuple[actions.Done, str,
-                                                                   Dict[str, Any]]:
-        """Run one checked action (a requeue moves at most ``cap``; a policy is read from
-        the ``form``); what it did, and the page (path, query) to show."""
-        if action == "requeue":
-            return (actions.requeue_dead(self.db, structure, group, cap), "/structure",
-                    {"tab": "dead"})
-        if action == "purge":
-            return actions.purge_dead(self.db, structure, group), "/structure", {"tab": "dead"}
+    def run(self, check: Checked) -> Tuple[actions.Done, str, Dict[str, Any]]:
+        """Run one checked action; what it did, and the page (path, query) to show."""
+        action, structure, group, form = check.action, check.structure, check.group, check.form
+        db = self.db
+        if action in SCOPES:
+            tab = check.tab()
+            if check.scope == "chosen":
+                done = actions.chosen(db, structure, group, action, forms.tokens(form["token"]))
+            elif check.scope == "id":
+                done = actions.remove(db, structure, check.id(), group)
+            elif action == "requeue" and check.scope == "all" and not form.get("q"):
+                cap = forms.limit(form.get("limit"), actions.REQUEST_CAP, actions.REQUEST_CAP)
+                done = actions.requeue_dead(db, structure, group, cap)
+            else:
+                done = actions.matching(db, structure, group, tab, action, form.get("q", ""),
+                                        forms.cursor(form.get("after")))
+            return done, "/structure", {"tab": tab}
         if action in ("pause", "resume"):
-            return actions.pause(self.db, structure, action == "pause"), "/structure", {}
+            return actions.pause(db, structure, action == "pause"), "/structure", {}
         if action in ("release", "ack"):
-            tokens = _tokens(form.get("token", ""))
-            return (actions.settle(self.db, structure, tokens, action == "release"),
+            tokens = forms.tokens(form["token"])
+            return (actions.settle(db, structure, tokens, action == "release"),
                     "/structure", {"tab": "in-flight"})
         if action == "policy":
             if not isinstance(structure, FairQueue):
                 raise BadRequest("only a fair-queue's groups have a policy")
-            return actions.set_policy(self.db, structure, group, _policy(form)), "/structure", {}
-        assert action in ("quiet", "stop") or id_ is not None
-        if action == "remove":
-            assert id_ is not None
-            return actions.remove(self.db, structure, id_, group), "/structure", {}
+            return actions.set_policy(db, structure, group, forms.policy(form)), "/structure", {}
         if action == "cancel":
-            assert id_ is not None
-            return actions.cancel(self.db, structure, id_, group), "/job", {"id": id_.hex()}
-        return actions.command(self.db, structure, worker, action), "/workers", {}
+            id_ = check.id()
+            return actions.cancel(db, structure, id_, group), "/job", {"id": id_.hex()}
+        return actions.command(db, structure, form["worker"], action), "/workers", {}
 
     def routes(self) -> List[Route]:
         """The app's routes."""
@@ -312,86 +368,62 @@ class Dashboard:
                 Route("/act", self.act, methods=["POST"])]
 
 
-def _limit(text: Optional[str], default: int = 50, most: int = views.ROW_LIMIT) -> int:
-    """A ``limit`` field: ``default`` when empty, else a number from 1 to ``most``."""
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadRequest("limit: a number") from None
-    if not 1 <= value <= most:
-        raise BadRequest(f"limit: 1 to {most:,}")
-    return value
+#: The fields of how to go on with a bulk action that stopped at its cap.
+MORE = ("action", "scope", "q", "tab", "after")
+
+
+class Checked(NamedTuple):
+    """An action whose name, rights, structure, scope and confirmation were checked,
+    with its form."""
+
+    action: str
+    scope: str
+    structure: Any
+    group: Any
+    form: Dict[str, str]
+
+    def tab(self) -> str:
+        """The tab an action on rows works in: the dead letters, or (remove) the pending
+        or delayed items."""
+        if self.action != "remove":
+            return "dead"
+        tab = self.form.get("tab") or "pending"
+        if tab not in ("pending", "delayed"):
+            raise BadRequest("tab: remove works on pending or delayed items")
+        return tab
+
+    def id(self) -> bytes:
+        """The job id the form gives (``id`` as hex, or ``text``)."""
+        return forms.job_id(self.form.get("id"), self.form.get("text"))
+
+    def target(self) -> Optional[str]:
+        """What the audit line names: a worker, a job id, the rows chosen, a filter."""
+        form = self.form
+        if form.get("worker"):
+            return form["worker"]
+        if self.scope == "chosen":
+            return f"{len(form.get('token', '').split(','))} chosen"
+        if self.scope in ("matching", "all") and self.action in SCOPES:
+            return f"q={form.get('q', '')!r} after={form.get('after', '')!r}"
+        if form.get("id") or form.get("text"):
+            return self.id().hex()
+        return None
+
+
+def _tabs(structure: Any, group: Any) -> Tuple[str, ...]:
+    """The tabs of a structure's page: a queue's (a FairQueue group's have no finished
+    jobs: the FairQueue's own page lists every group's), a FairQueue's groups and
+    finished jobs."""
+    if isinstance(structure, WeightTree):
+        return ()
+    if isinstance(structure, FairQueue):
+        return listings.TABS[:-1] if group is not None else ("groups", "finished")
+    return listings.TABS
 
 
 def _spark(values: Any) -> Markup:
     """The sparkline of ``values`` (numbers only: see :func:`.show.sparkline`)."""
     return Markup(sparkline(values))
-
-
-def _tokens(text: str) -> List[bytes]:
-    """The lease tokens a form selected (hex, joined by ","), at most ROW_LIMIT."""
-    try:
-        tokens = [bytes.fromhex(t) for t in text.split(",") if t]
-    except ValueError:
-        raise BadRequest("token: not hex") from None
-    if not tokens:
-        raise BadRequest("select at least one item")
-    if len(tokens) > views.ROW_LIMIT:
-        raise BadRequest(f"token: at most {views.ROW_LIMIT} at once")
-    return tokens
-
-
-def _number(form: Dict[str, str], name: str, kind: Callable[[str], Any]) -> Any:
-    """Field ``name`` of ``form`` as ``kind`` (int or float), or None when empty."""
-    text = form.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        return kind(text)
-    except ValueError:
-        raise BadRequest(f"{name}: a number") from None
-
-
-def _policy(form: Dict[str, str]) -> actions.Policy:
-    """A group's policy from the form: share, limit (empty: the queue's defaults), and
-    a rate (count per seconds; both empty: none)."""
-    count, seconds = _number(form, "rate_count", int), _number(form, "rate_seconds", float)
-    if (count is None) != (seconds is None):
-        raise BadRequest("rate: give both the count and the seconds, or neither")
-    rate = None if count is None else (count, seconds)
-    return actions.Policy(_number(form, "share", int), _number(form, "limit", int), rate)
-
-
-def _job_id(hexed: Optional[str], text: Optional[str]) -> bytes:
-    """A job id given as hex (``id``) or as text (``text``, its UTF-8 bytes)."""
-    if hexed:
-        return id_from_hex(hexed)
-    if text:
-        id_ = text.encode()
-        if len(id_) > 1000:
-            raise BadRequest("text: at most 1,000 bytes")
-        return id_
-    raise BadRequest("id: give the job's id")
-
-
-async def _form(request: Request) -> Dict[str, str]:
-    """The posted form (urlencoded, at most :data:`FORM_CAP` bytes): a field's first
-    value, but the ``token`` fields' joined by ","."""
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if kind != "application/x-www-form-urlencoded":
-        raise BadRequest("post a form (application/x-www-form-urlencoded)", 415)
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > FORM_CAP:
-            raise BadRequest("form too large", 413)
-    try:
-        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
-    except UnicodeDecodeError:
-        raise BadRequest("form: not UTF-8") from None
-    return {k: ",".join(v) if k == "token" else v[0] for k, v in fields.items()}
 
 
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,

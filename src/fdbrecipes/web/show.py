@@ -14,8 +14,10 @@ from typing import Any, Optional, Sequence
 
 import fdb.tuple
 
-__all__ = ["LIST_CAP", "PAGE_CAP", "ago", "group_from_hex", "group_hex", "id_from_hex",
-           "shown", "shown_pretty", "sparkline", "when"]
+from .._ordered.tokens import MAX_TOKEN_BYTES
+
+__all__ = ["LIST_CAP", "PAGE_CAP", "ago", "cursor_from_hex", "cut", "cut_text", "group_from_hex",
+           "group_hex", "id_from_hex", "shown", "shown_id", "shown_pretty", "sparkline", "when"]
 
 #: Characters of a value a list row shows.
 LIST_CAP = 200
@@ -37,6 +39,24 @@ def shown_pretty(value: Any, cap: int = PAGE_CAP) -> str:
     if len(text) <= cap:
         return text
     return f"{text[:cap]}\n... ({len(text) - cap:,} more characters)"
+
+
+def cut(text: str, cap: int = LIST_CAP) -> str:
+    """``text`` (a reason, an error message: text already) cut to ``cap`` characters,
+    saying how many more there were."""
+    if len(text) <= cap:
+        return text
+    return f"{text[:cap]}... ({len(text) - cap:,} more characters)"
+
+
+def shown_id(id_: bytes) -> str:
+    """A job's id as people gave it: its text when it is printable UTF-8 (the ids
+    ``push`` makes are hex text), else its ``repr()``."""
+    try:
+        text = id_.decode()
+    except UnicodeDecodeError:
+        return shown(id_)
+    return text if text.isprintable() else shown(id_)
 
 
 def cut_text(text: Optional[str], cap: int = PAGE_CAP) -> str:
@@ -89,19 +109,40 @@ def group_hex(group: Any) -> str:
     return packed.hex()
 
 
-def group_from_hex(text: str) -> Any:
+def group_from_hex(text: str, name: str = "g") -> Any:
     """The group :func:`group_hex` made.
 
     Raises:
-        ValueError: ``text`` is not the hex of one packed str or bytes.
+        ValueError: ``text`` is not the hex of one packed str or bytes (of at most
+            2,500 bytes).
     """
+    if len(text) > 2 * MAX_TOKEN_BYTES:
+        raise ValueError(f"{name}: too long")
     try:
         unpacked = fdb.tuple.unpack(bytes.fromhex(text))
     except Exception:
-        raise ValueError("g: not a group") from None
+        raise ValueError(f"{name}: not a group") from None
     if len(unpacked) != 1 or not isinstance(unpacked[0], (str, bytes)):
-        raise ValueError("g: not a group")
+        raise ValueError(f"{name}: not a group")
     return unpacked[0]
+
+
+def cursor_from_hex(text: str, name: str = "after") -> bytes:
+    """A row's token given as hex in a URL or a form (a cursor, a chosen row); what it
+    names is checked by the library call it is given to.
+
+    Raises:
+        ValueError: not hex, or longer than a token can be (2,500 bytes).
+    """
+    if len(text) > 2 * MAX_TOKEN_BYTES:
+        raise ValueError(f"{name}: too long")
+    try:
+        token = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"{name}: not hex") from None
+    if not token:
+        raise ValueError(f"{name}: empty")
+    return token
 
 
 def id_from_hex(text: str) -> bytes:

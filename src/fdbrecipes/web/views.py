@@ -1,38 +1,44 @@
-"""What each dashboard page shows, read from the cluster: plain data, no HTML.
+"""What the dashboard's pages but a structure's tabs show (those are
+:mod:`.listings`), read from the cluster: plain data, no HTML.
 
 Every function takes the Database and reads in one transaction that is never committed
 (:func:`fdbrecipes.admin.commands.read_only`: snapshot reads where the library's
 reading methods take them, retried on retryable errors), through the structures'
 public methods and operations objects (:mod:`fdbrecipes.protocol`).  Every read is
-bounded: counters, the first ``limit`` rows of one range, or the first
-:data:`SEARCH_SCAN` rows searched.
+bounded: counters, one key per row, the last hour of history.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
-from .. import FairQueue, PriorityQueue, Queue, WeightTree, drive
+from .. import (
+    DeadLetter,
+    DelayedItem,
+    FairQueue,
+    LeaseInfo,
+    PendingItem,
+    PriorityQueue,
+    Queue,
+    WeightTree,
+    drive,
+)
+from .._fdb import Gen, snap
+from .._operation import gather
+from .._ordered.engine import QueueStats
 from ..admin.commands import read_only
 from ..admin.jobs import job_record, jobs_of
-from ..protocol import Inspectable, inspectable
-from .show import LIST_CAP, ago, group_hex, shown, when
+from .listings import PER_SECOND, queue_of
+from .show import ago, when
 
-__all__ = ["KINDS", "ROW_LIMIT", "SEARCH_SCAN", "TABS", "GroupRow", "Overview", "Row", "Tab",
-           "ScheduleRow", "group_rows", "job", "kind_of", "overview", "paused", "queue_of",
-           "schedules", "tab", "workers"]
+__all__ = ["KINDS", "OVERVIEW_GROUPS", "JobView", "Overview", "ScheduleRow", "job", "kind_of",
+           "overview", "paused", "schedules", "tab_counts", "workers"]
 
-#: Rows one page lists at most (``limit`` is capped to it).
-ROW_LIMIT = 500
-#: Rows a payload search reads at most.
-SEARCH_SCAN = 1_000
-#: The tabs of a queue's page.
-TABS = ("pending", "delayed", "in-flight", "dead")
 #: Minutes of history the overview draws.
 HOUR = 60
-#: A clock reading's units per second (read versions).
-PER_SECOND = 1_000_000
+#: Groups of a FairQueue whose counts the overview sums at most.
+OVERVIEW_GROUPS = 200
 KINDS = {Queue: "queue", PriorityQueue: "priority-queue", FairQueue: "fair-queue",
          WeightTree: "weight-tree"}
 
@@ -53,7 +59,8 @@ def kind_of(structure: Any) -> str:
 
 class Overview(NamedTuple):
     """One structure's line on the overview: its name, kind and counts (a weight
-    tree's items all count as visible)."""
+    tree's items all count as visible; ``partial``: a FairQueue's counts are those of
+    its first :data:`OVERVIEW_GROUPS` groups only, it has more)."""
 
     name: str
     kind: str
@@ -65,6 +72,7 @@ class Overview(NamedTuple):
     paused: Optional[str]
     done: List[int]
     backlog: List[Optional[int]]
+    partial: bool = False
 
 
 def paused(tr: Any, structure: Any) -> Optional[str]:
@@ -76,13 +84,70 @@ def paused(tr: Any, structure: Any) -> Optional[str]:
     return None if at is None else when(at)
 
 
-def _overview_row(tr: Any, name: str, structure: Any) -> Overview:
-    stats = drive(structure.ops.stats(tr))
-    minutes = [] if isinstance(structure, WeightTree) else jobs_of(structure).throughput(
-        tr, HOUR)
-    return Overview(name, kind_of(structure), stats.visible, stats.delayed, stats.in_flight,
-                    stats.dead, ago(stats.oldest_age), paused(tr, structure),
-                    [m.done for m in minutes], _sampled([m.backlog for m in minutes]))
+def tab_counts(db: Any, structure: Any, group: Any = None) -> Dict[str, int]:
+    """How many rows each tab of a queue's page lists (``stats``: counters, by
+    snapshot, 1 round trip); none for a FairQueue's own page or a WeightTree."""
+    if isinstance(structure, WeightTree) or (isinstance(structure, FairQueue)
+                                             and group is None):
+        return {}
+    found = read_only(db, _stats, queue_of(structure, group))
+    return {"pending": found.visible, "delayed": found.delayed,
+            "in-flight": found.in_flight, "dead": found.dead}
+
+
+def _stats(tr: Any, queue: Any) -> QueueStats:
+    found: QueueStats = drive(queue.stats(tr))
+    return found
+
+
+def _value(value: Any) -> Gen[Any]:
+    """An operation that reads nothing and returns ``value``."""
+    yield from ()
+    return value
+
+
+class Totals(NamedTuple):
+    """A structure's stats, and whether they cover only part of it."""
+
+    stats: QueueStats
+    partial: bool
+
+
+def _totals(tr: Any, structure: Any) -> Gen[Totals]:
+    """``structure``'s stats; a FairQueue's summed over its first
+    :data:`OVERVIEW_GROUPS` groups (its ``stats`` reads every group: O(groups))."""
+    if not isinstance(structure, FairQueue):
+        return Totals((yield from structure.ops.stats(tr)), False)
+    groups = yield from structure.ops.groups(snap(tr), OVERVIEW_GROUPS + 1)
+    views = (yield from structure.ops.stats_of(tr, groups[:OVERVIEW_GROUPS])).values()
+    found = [view.stats for view in views]
+    ages = [s.oldest_age for s in found if s.oldest_age is not None]
+    stats = QueueStats(sum(s.visible for s in found), sum(s.delayed for s in found),
+                       sum(s.in_flight for s in found), sum(s.dead for s in found),
+                       max(ages) if ages else None)
+    return Totals(stats, len(groups) > OVERVIEW_GROUPS)
+
+
+def _overview_reads(tr: Any, structure: Any) -> List[Gen[Any]]:
+    """What one line of the overview reads: the totals, the last hour, the pause."""
+    if isinstance(structure, WeightTree):
+        return [_totals(tr, structure), _value([]), _value(None)]
+    return [_totals(tr, structure), structure.ops.throughput(tr, HOUR),
+            structure.ops.paused(tr)]
+
+
+def _overview(tr: Any, structures: Dict[str, Any]) -> List[Overview]:
+    reads = [_overview_reads(tr, s) for s in structures.values()]
+    found = drive(gather([op for ops in reads for op in ops]))
+    rows = []
+    for i, (name, structure) in enumerate(structures.items()):
+        totals, minutes, at = found[3 * i:3 * i + 3]
+        stats = totals.stats
+        rows.append(Overview(name, kind_of(structure), stats.visible, stats.delayed,
+                             stats.in_flight, stats.dead, ago(stats.oldest_age),
+                             None if at is None else when(at), [m.done for m in minutes],
+                             _sampled([m.backlog for m in minutes]), totals.partial))
+    return rows
 
 
 def _sampled(backlog: List[Optional[int]]) -> List[Optional[int]]:
@@ -91,135 +156,55 @@ def _sampled(backlog: List[Optional[int]]) -> List[Optional[int]]:
 
 
 def overview(db: Any, structures: Dict[str, Any]) -> List[Overview]:
-    """Every structure's counts (``stats``: snapshot reads, 1 round trip each, O(1) in
-    the number of items), pause flag (1 read) and last hour of history (``throughput``:
-    one range read of 60 keys per worker); read in one transaction, so at one read
-    version."""
-    def read(tr: Any) -> List[Overview]:
-        return [_overview_row(tr, name, s) for name, s in structures.items()]
-    return read_only(db, read)
+    """Every structure's counts (``stats``: snapshot reads, O(1) in the number of
+    items; a FairQueue's over its first :data:`OVERVIEW_GROUPS` groups, side by side),
+    pause flag (1 read) and last hour of history (``throughput``: one range read of 60
+    keys per worker), every structure's read side by side in one transaction (so at
+    one read version): 2 to 4 round trips in all."""
+    return read_only(db, _overview, structures)
 
 
-def queue_of(structure: Any, group: Any = None) -> Inspectable:
-    """The queue a page looks into: a Queue's or PriorityQueue's operations, or those of
-    a FairQueue's ``group``.
+class JobView(NamedTuple):
+    """A job's page: its record (a :class:`fdbrecipes.JobRecord`); the row of its item
+    where it is now (``lookup`` of the record's token: a PendingItem, DelayedItem,
+    LeaseInfo or DeadLetter; None once it left), which holds its payload, its lease's
+    deadline, its dead letter's reason; that row's ``kind`` (the tab that lists it),
+    its token (hex), and, for a lease or a delay, when it ends (from now, and as a
+    time)."""
 
-    Raises:
-        ValueError: a FairQueue without a group.
-        TypeError: a WeightTree.
-    """
-    if isinstance(structure, FairQueue):
-        if group is None:
-            raise ValueError("g: a fair-queue's page needs a group")
-        inspect: Inspectable = structure.ops.group_queue(group)
-        return inspect
-    return inspectable(structure)
-
-
-class Row(NamedTuple):
-    """One row of a tab: the value (shown), and the columns each tab adds (deliveries,
-    when, a token, a reason)."""
-
-    value: str
-    deliveries: Optional[int]
-    when: str
-    extra: str
+    record: Any
+    row: Any
+    kind: Optional[str]
+    token: Optional[str]
+    ends_in: str
+    deadline: str
 
 
-class Tab(NamedTuple):
-    """One tab of a queue's page: its rows, whether there may be more than shown, and
-    how many rows a search read."""
-
-    rows: List[Row]
-    more: bool
-    scanned: Optional[int]
+#: The tab that lists each kind of row.
+ROW_KINDS = {PendingItem: "pending", DelayedItem: "delayed", LeaseInfo: "in-flight",
+             DeadLetter: "dead"}
 
 
-def _rows(tr: Any, queue: Inspectable, name: str, limit: int, end: str) -> List[Row]:
-    now: int = tr.get_read_version().wait()
-    if name == "pending":
-        return [Row(shown(v), None, "", "") for v in drive(queue.items(tr, limit, end))]
-    if name == "delayed":
-        return [Row(shown(d.value), d.deliveries, "in " + ago((d.due_at - now) / PER_SECOND), "")
-                for d in drive(queue.delayed(tr, limit))]
-    if name == "in-flight":
-        return [Row(shown(i.value), i.deliveries,
-                    "ends in " + ago((i.deadline - now) / PER_SECOND), i.token.hex())
-                for i in drive(queue.leases(tr, limit))]
-    return [Row(shown(d.value), d.deliveries, ago(None) if d.died_at is None else
-                _since(d.died_at), shown(d.reason, LIST_CAP) if d.reason else "")
-            for d in drive(queue.dead(tr, limit))]
+def _job_view(tr: Any, structure: Any, id_: bytes, group: Any) -> Optional[JobView]:
+    record = job_record(tr, structure, id_, group)
+    if record is None:
+        return None
+    row = None
+    if record.token is not None:
+        row = drive(queue_of(structure, group).lookup(tr, record.token))
+    if row is None:
+        return JobView(record, None, None, None, "", "")
+    ends = getattr(row, "deadline", getattr(row, "due_at", None))
+    left = None if ends is None else (ends - tr.get_read_version().wait()) / PER_SECOND
+    return JobView(record, row, ROW_KINDS[type(row)], row.token.hex(), ago(left),
+                   "-" if left is None else when(time.time() + left))
 
 
-def _since(epoch: float) -> str:
-    return ago(time.time() - epoch) + " ago"
-
-
-def tab(db: Any, structure: Any, name: str, *, group: Any = None, limit: int = 50,
-        search: str = "", end: str = "min") -> Tab:
-    """The first ``limit`` rows of tab ``name`` (see :data:`TABS`) of a queue (of a
-    FairQueue's ``group``), in the structure's order; with ``search``, those of the
-    first :data:`SEARCH_SCAN` whose shown value contains it.  One transaction, never
-    committed (its read conflicts conflict with nothing), reading one range of at most
-    ``max(limit + 1, SEARCH_SCAN)`` rows through the structure's listing (``items``,
-    ``delayed``, ``leases`` or ``dead``): 1 round trip per 1,000 rows.
-
-    Raises:
-        ValueError: an unknown tab, or ``limit`` not in 1..ROW_LIMIT.
-    """
-    if name not in TABS:
-        raise ValueError(f"tab: one of {', '.join(TABS)}")
-    if not 1 <= limit <= ROW_LIMIT:
-        raise ValueError(f"limit: 1 to {ROW_LIMIT}")
-    queue = queue_of(structure, group)
-    read = SEARCH_SCAN if search else limit + 1
-    rows = read_only(db, _rows, queue, name, read, end)
-    scanned = None
-    if search:
-        scanned = len(rows)
-        rows = [r for r in rows if search in r.value]
-    return Tab(rows[:limit], len(rows) > limit or (scanned is not None and scanned >= read),
-               scanned)
-
-
-class GroupRow(NamedTuple):
-    """One group of a FairQueue: its name (shown), its id in URLs, its counts and
-    policy."""
-
-    name: str
-    key: str
-    visible: int
-    delayed: int
-    in_flight: int
-    dead: int
-    share: int
-    limit: Optional[int]
-    rate: Optional[Tuple[int, float]]
-
-
-def group_rows(db: Any, fair: FairQueue, limit: int = 50) -> Tuple[List[GroupRow], bool]:
-    """The first ``limit`` groups of ``fair`` in key order, with their counts and policy;
-    and whether there are more.  One transaction: the index of groups (one range read),
-    then each group's stats and policy (2 reads, in parallel per group).  Cost: 1 + 2
-    round trips per group shown."""
-    def read(tr: Any) -> Tuple[List[GroupRow], bool]:
-        groups = fair.groups(tr, limit + 1)
-        rows = []
-        for g in groups[:limit]:
-            stats = fair.stats(tr, g)
-            assert not isinstance(stats, dict)
-            policy = fair.group_policy(tr, g)
-            rows.append(GroupRow(shown(g), group_hex(g), stats.visible, stats.delayed,
-                                 stats.in_flight, stats.dead, policy.share, policy.limit,
-                                 policy.rate))
-        return rows, len(groups) > limit
-    return read_only(db, read)
-
-
-def job(db: Any, structure: Any, id_: bytes, group: Any = None) -> Any:
-    """Job ``id_``'s record (a :class:`fdbrecipes.JobRecord`), or None: the structure's
-    ``job`` method (1 to 2 round trips)."""
-    return read_only(db, job_record, structure, id_, group)
+def job(db: Any, structure: Any, id_: bytes, group: Any = None) -> Optional[JobView]:
+    """Job ``id_``'s record and its item's row, or None (no record).  One transaction:
+    the structure's ``job`` (1 to 2 round trips), then ``lookup`` of where its item is
+    (1 round trip; the payload read once, whatever its size)."""
+    return read_only(db, _job_view, structure, id_, group)
 
 
 def workers(db: Any, structure: Any) -> List[Any]:
