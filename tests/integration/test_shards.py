@@ -32,6 +32,7 @@ from fdbrecipes.testing.hooks import hooks
 from fdbrecipes.web.command import discover
 from tests.helpers import Faulty, TestClock, dump, run_threads
 from tests.integration.test_operator_cli import answer, fdbrecipes, place
+from tests.integration.test_paging import paged, token
 
 pytestmark = pytest.mark.integration
 
@@ -245,9 +246,64 @@ def test_pause_stops_every_take_of_every_shard(db: Any, fdb_subspace: Any) -> No
     for i in range(20):
         q.push(db, i)
     assert q.pause(db)
+    # each shard's flag (the prefix of its deadline index): its takes read it alone
+    assert shard_keys(db, fdb_subspace, "d") == Counter(range(SHARDS))
     assert q.pop(db) is None and q.claim(db, 30) is None and q.claim_many(db, 20, 30) == []
     assert q.pop_wait(db, timeout=0.2) is None
-    assert q.resume(db) and sorted(q.pop_many(db, 30)) == list(range(20))
+    assert q.resume(db) and shard_keys(db, fdb_subspace, "d") == Counter()
+    assert sorted(q.pop_many(db, 30)) == list(range(20))
+
+
+def test_listings_page_across_shards_and_tokens_find_their_shard(
+        db: Any, fdb_subspace: Any) -> None:
+    """The paged listings (``after=``) merge every shard's rows, and the calls that take
+    a row's token (``lookup``, ``remove_many``, ``requeue_dead``/``purge_dead`` with
+    tokens) go to the shard that holds it."""
+    q: Queue[int] = Queue(fdb_subspace, shards=SHARDS, history=3600)
+    q.push_many(db, range(10))  # one shard: a push_many lands in one
+    for i in range(10, 40):
+        q.push(db, i)
+    assert len(shard_keys(db, fdb_subspace)) == SHARDS
+    rows = paged(q.pending, 7, token, db)
+    assert [r.value for r in rows] == q.items(db) and sorted(r.value for r in rows) == list(
+        range(40))
+    assert len({r.token for r in rows}) == 40
+    assert q.lookup(db, rows[5].token) == rows[5]
+    assert q.remove_many(db, [rows[5].token, rows[20].token, rows[5].token]) == [
+        rows[5].value, rows[20].value, None]
+    leases = q.claim_many(db, 12, 60)
+    assert sorted(i.token for i in paged(q.leases, 5, token, db)) == sorted(
+        lease.token for lease in leases)
+    for i in range(6):
+        q.push(db, 100 + i, delay=100 + i)
+    assert [d.value for d in paged(q.delayed, 4, token, db)] == list(range(100, 106))
+    for lease in leases[:8]:
+        assert q.bury(db, lease, "why")
+    dead = paged(q.dead, 3, token, db)
+    assert sorted(d.value for d in dead) == sorted(lease.value for lease in leases[:8])
+    assert q.lookup(db, dead[2].token) == dead[2]
+    assert q.requeue_dead(db, tokens=[dead[0].token, dead[3].token]) == 2
+    assert q.purge_dead(db, tokens=[dead[0].token, dead[5].token]) == 1  # dead[0] left
+    assert sorted(d.value for d in q.dead(db)) == sorted(
+        d.value for d in dead if d not in (dead[0], dead[3], dead[5]))
+    assert q.stats(db)[:4] == (40 - 2 - 12 + 2, 6, 4, 5)
+    pq: PriorityQueue[str] = PriorityQueue(fdb_subspace["pq"], shards=3)
+    for i in range(4):
+        for p in (3, 1, 2):
+            pq.push(db, f"{p}-{i}", p)
+    for reverse in (False, True):
+        listed = paged(pq.pending, 2, token, db, reverse=reverse)
+        assert [r.value for r in listed] == pq.items(db, reverse=reverse)
+        assert [r.priority for r in listed] == sorted([1, 2, 3] * 4, reverse=reverse)
+    fair: FairQueue[str] = FairQueue(fdb_subspace["f"], shards=3)
+    for g in ("c", "a", "b"):
+        for i in range(5):
+            fair.push(db, f"{g} {i}", group=g)
+    assert paged(fair.groups, 2, lambda g: g, db) == ["a", "b", "c"]
+    a_rows = paged(fair.pending, 2, token, db, "a")
+    assert sorted(r.value for r in a_rows) == [f"a {i}" for i in range(5)]
+    assert fair.remove_many(db, "a", [r.token for r in a_rows]) == [r.value for r in a_rows]
+    assert fair.groups(db) == ["b", "c"]
 
 
 def test_concurrent_consumers_take_every_item_once(db: Any, fdb_subspace: Any) -> None:
