@@ -9,6 +9,7 @@ across shards for a strict PriorityQueue pop."""
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections import Counter
@@ -477,3 +478,33 @@ def test_the_operator_tools_read_a_sharded_structure(db: Any, fdb_subspace: Any,
     assert shown.shards == SHARDS and sorted(shown.items(db)) == list(range(10))
     stats = answer(fdbrecipes(fdb_cluster_file, "stats", *place(fdb_subspace), "--json"))
     assert (stats["kind"], stats["visible"]) == ("priority-queue", 10)
+
+
+def test_the_dashboard_pages_and_acts_on_a_sharded_queue(db: Any, fdb_subspace: Any) -> None:
+    """The web dashboard's tabs page through every shard, and its actions on chosen rows
+    reach the shards that hold them."""
+    pytest.importorskip("starlette", reason="the dashboard's extra")
+    from fdbrecipes.web import FULL
+    from tests.integration.test_web import bury_one, client
+    from tests.integration.test_web_rows import act, pages
+
+    jobs: Queue[str] = Queue(fdb_subspace, shards=SHARDS, history=3600, max_deliveries=3)
+    for i in range(6):
+        bury_one(db, jobs, f"dead {i}")
+    for i in range(9):
+        jobs.push(db, f"p{i}")
+    assert len(shard_keys(db, fdb_subspace)) > 1
+    c = client(db, {"jobs": jobs}, access=FULL)
+    shown = pages(c, "/structure?s=jobs&limit=4")
+    assert [len(p) for p in shown] == [4, 4, 1]
+    assert sorted(v for p in shown for v in p) == sorted(
+        f"&#39;{v}&#39;" for v in jobs.items(db))
+    assert sum(len(p) for p in pages(c, "/structure?s=jobs&tab=dead&limit=4")) == 6
+    dead = c.get("/structure", params={"s": "jobs", "tab": "dead"}).text
+    tokens = re.findall(r'form="chosen" name="token" value="([0-9a-f]+)"', dead)
+    assert len(tokens) == 6
+    answer = act(c, s="jobs", action="requeue", scope="chosen", token=tokens[:3], yes="1")
+    assert "requeued 3 of 3 chosen" in c.get(answer.headers["location"]).text
+    answer = act(c, s="jobs", action="purge", scope="matching", tab="dead", yes="1")
+    assert "deleted 3 of 3" in c.get(answer.headers["location"]).text
+    assert jobs.stats(db)[:4] == (12, 0, 0, 0)
