@@ -60,23 +60,34 @@ DOUBLE_CLASSES = ("storage", "storage", "storage", "transaction", "stateless")
 DOUBLE_KNOBS = {**TEST_KNOBS, "data_distribution_failure_reaction_time": "2"}
 
 
-@pytest.fixture(scope="module")
-def double_cluster(fdb_cluster_factory: Any) -> Any:
-    """A 5-process ``double`` LocalCluster (:data:`DOUBLE_CLASSES`), one per test module
-    that asks for it (its start-up time is printed)."""
+def start_double(fdb_cluster_factory: Any, knobs: Any = DOUBLE_KNOBS) -> Any:
+    """A 5-process ``double`` LocalCluster (:data:`DOUBLE_CLASSES`) with ``knobs``,
+    from the module's factory (its start-up time is printed)."""
     started = time.monotonic()
     made = fdb_cluster_factory(processes=5, redundancy="double", classes=DOUBLE_CLASSES,
-                               knobs=DOUBLE_KNOBS)
+                               knobs=knobs)
     print(f"cluster-start 5 processes double: {time.monotonic() - started:.1f} s", flush=True)
     return made
 
 
-@pytest.fixture(scope="module")
-def double_db(double_cluster: Any) -> Any:
-    """A Database on :func:`double_cluster`, its first commit behind it (a fresh
-    Database's first commits can end in ``commit_unknown_result``)."""
+def warm_database(cluster: Any) -> Any:
+    """A Database on ``cluster``, its first commit behind it (a fresh Database's first
+    commits can end in ``commit_unknown_result``)."""
     from tests.helpers import warm_up
 
-    db = open_database(double_cluster.cluster_file)
+    db = open_database(cluster.cluster_file)
     warm_up(db)
     return db
+
+
+@pytest.fixture(scope="module")
+def double_cluster(fdb_cluster_factory: Any) -> Any:
+    """A 5-process ``double`` LocalCluster (:data:`DOUBLE_CLASSES`), one per test module
+    that asks for it (its start-up time is printed)."""
+    return start_double(fdb_cluster_factory)
+
+
+@pytest.fixture(scope="module")
+def double_db(double_cluster: Any) -> Any:
+    """A Database on :func:`double_cluster` (see :func:`warm_database`)."""
+    return warm_database(double_cluster)

@@ -74,6 +74,12 @@ class JobFace(Face[JobOpsT]):
         keeps no job records."""
         return self._ops.history
 
+    @property
+    def shards(self) -> int:
+        """How many shards the structure's items are spread over, 1 when it is
+        unsharded (see docs/scaling.md)."""
+        return self._ops.shards
+
 
 def twin(sync: type, public: Optional[str] = None) -> Callable[[C], C]:
     """A class decorator for the async twin of the class ``sync``: each public method

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any, Dict, Generator, Iterable, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, Generator, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import fdb
 
@@ -307,17 +307,21 @@ def clear_except(tr: Any, begin: bytes, end: bytes, kept: List[Tuple[bytes, byte
 
 
 def clear_structure(tr: Any, subspace: Any, kept: List[Tuple[bytes, bytes]],
-                    pushed: bytes, taken: bytes) -> Gen[None]:
+                    counters: Sequence[Tuple[bytes, bytes]]) -> Gen[None]:
     """Clear a structure's subspace except the ranges ``kept`` (which hold its wake
-    counter ``pushed`` and its receipt slots): touch ``pushed`` and set ``taken`` to
-    match it, so the size restarts at 0 and the wake counter never returns to a value a
-    watch holds.  Reads ``pushed`` (a conflict with concurrent pushes: the reset is
-    exact)."""
-    count = read_le64((yield from read(tr.get(pushed))))
+    counters and its receipt slots); for each ``(pushed, taken)`` pair of
+    ``counters`` (one per shard), touch ``pushed`` and set ``taken`` to match it, so the
+    size restarts at 0 and a wake counter never returns to a value a watch holds.
+    Reads every ``pushed`` (conflicts with concurrent pushes: the reset is exact)."""
+    reads = [tr.get(pushed) for pushed, _ in counters]
+    counts = []
+    for future in reads:
+        counts.append(read_le64((yield from read(future))))
     r = subspace.range()
     clear_except(tr, bytes(r.start), bytes(r.stop), kept)
-    tr.add(pushed, le64(1))
-    tr.set(taken, le64(count + 1))
+    for (pushed, taken), count in zip(counters, counts):
+        tr.add(pushed, le64(1))
+        tr.set(taken, le64(count + 1))
 
 
 def add(tr: Any, key: bytes, delta: int) -> None:

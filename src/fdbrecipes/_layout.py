@@ -7,7 +7,7 @@ keys small.  Counters are little-endian int64 changed only by atomic operations.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -17,8 +17,9 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "LEASE", "PAUSED", "RESULT", "FairLayout", "Item", "OrderedLayout",
-           "RecordLayout", "TreeLayout"]
+__all__ = ["DELAY", "LEASE", "MAX_SHARDS", "PAUSED", "RESULT", "SHARDED", "SHARDS",
+           "FairLayout", "Item", "Marker", "OrderedLayout", "RecordLayout", "TreeLayout",
+           "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -34,20 +35,69 @@ LEASE, RESULT, DELAY = 0, 1, 2
 #: paused (see ``JobOps.pause``).  A Queue's or PriorityQueue's is ``S/"d"``
 #: (:attr:`OrderedLayout.paused`).
 PAUSED = "z"
+#: Where a sharded structure (Queue, PriorityQueue, FairQueue made with ``shards`` > 1)
+#: says so, ``S/"l"`` (its :class:`Marker`), and keeps its shards 1, 2, ...:
+#: ``S/"l"/(k,)/...``.  Shard 0 is ``S`` itself, laid out exactly as an unsharded
+#: structure, which has no marker (see :func:`shard_space`).
+SHARDS = "l"
+#: The layout version a marker names: 2, sharded.  Version 1 is the layout of an
+#: unsharded structure (and of fdbrecipes before shards), which writes no marker.
+SHARDED = 2
+#: The most shards a structure may have (a waiter watches one key per shard, and a take
+#: from an empty structure reads every shard).
+MAX_SHARDS = 64
 
 
-def kept_by_clear(subspace: Subspace, wake_key: bytes) -> List[Tuple[bytes, bytes]]:
-    """The key ranges a structure's ``clear`` leaves alone, in key order: its wake
-    counter ("pushed": it must only grow, or a waiter's watch could miss a change;
-    clear sets "taken" to match it) and its commit receipts (in-flight calls of
-    other clients rely on theirs)."""
+def shard_space(subspace: Subspace, shard: int) -> Subspace:
+    """The subspace of shard ``shard`` of the structure at ``subspace``: the
+    structure's own for shard 0, ``S/"l"/(shard,)`` for the others.  Each holds a whole
+    structure's keys (items, holds, counters, dead letters...) but for what a
+    structure keeps once (see docs/data-model.md#shards)."""
+    return subspace if shard == 0 else subspace[SHARDS][shard]
+
+
+class Marker(NamedTuple):
+    """What ``S/"l"`` holds in a sharded structure: the layout version
+    (:data:`SHARDED`), the kind (``"queue"``, ``"priority-queue"``, ``"fair-queue"``)
+    and the number of shards, tuple-packed."""
+
+    version: int
+    kind: str
+    shards: int
+
+    @staticmethod
+    def key(subspace: Subspace) -> bytes:
+        """The marker's key, ``S/"l"``."""
+        return bytes(subspace.pack((SHARDS,)))
+
+    def pack(self) -> bytes:
+        """The marker's value."""
+        return _pack(tuple(self))
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Marker:
+        """The marker stored as ``raw``; a value this library cannot read (a later
+        layout's) has ``kind`` "" and ``shards`` 0, and its version."""
+        parts = fdb.tuple.unpack(raw)
+        if len(parts) == 3 and parts[0] == SHARDED:
+            return cls(*parts)
+        return cls(parts[0] if parts and type(parts[0]) is int else 0, "", 0)
+
+
+def kept_by_clear(subspace: Subspace, *keys: bytes) -> List[Tuple[bytes, bytes]]:
+    """The key ranges a structure's ``clear`` leaves alone, in key order: the single
+    ``keys`` (its wake counters, "pushed": they must only grow, or a waiter's watch
+    could miss a change, and clear sets "taken" to match; a sharded structure's
+    marker) and its commit receipts (in-flight calls of other clients rely on
+    theirs)."""
     receipts = subspace["c"].range()
-    kept = [(wake_key, wake_key + b"\x00"), (bytes(receipts.start), bytes(receipts.stop))]
-    return sorted(kept)
+    kept = [(key, key + b"\x00") for key in keys]
+    return sorted(kept + [(bytes(receipts.start), bytes(receipts.stop))])
 
 
 class OrderedLayout:
-    """Keys of a Queue (``group_len`` 0) or PriorityQueue (``group_len`` 1)::
+    """Keys of a Queue (``group_len`` 0) or PriorityQueue (``group_len`` 1), or of
+    one shard of a sharded one (``subspace`` is then the shard's)::
 
         S/"i"/(*g, seq, random, deliveries, id, since) = value   visible items, in order
         S/"i"/(True,)                       = int64   Queue: floor, highest seq ever held
@@ -68,15 +118,22 @@ class OrderedLayout:
                                                       _worker.registry)
         S/"m"/(minute, worker)              = (done, failed, backlog)  history (_series)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
+        S/"l"                               = (2, kind, shards)  a sharded one's Marker
+        S/"l"/(k,)/"i", "f", "n", "h", "d", "x"       shard k's items, floor, counters,
+                                                      holds, pause flag, deadlines and
+                                                      dead letters (k >= 1; shard 0's
+                                                      are the keys above)
 
-    The Queue's floor sorts after every item, inside the item range, so a push reads
-    the last item and the floor in one range read.  The pause flag is the deadline
-    index's own prefix: it sorts just before every deadline, outside the index's
-    range, so a take reads it with the earliest deadlines, in one range read.
-    Counters only grow: each change is one atomic ADD (no compare-and-clear), and a
-    watch on "pushed" never sees it return to an earlier value.  Times (``deadline``,
-    ``since``, ``died``) are clock readings: read versions, about 1,000,000 per
-    second; ``died_at`` is seconds since the epoch.
+    A sharded structure keeps its ids, job records, workers, history and receipts
+    once, under ``S``; each shard has the rest, the pause flag included (pausing
+    writes every shard's).  The Queue's floor sorts after every item, inside the item
+    range, so a push reads the last item and the floor in one range read.  The pause
+    flag is the deadline index's own prefix: it sorts just before every deadline,
+    outside the index's range, so a take reads it with the earliest deadlines, in one
+    range read.  Counters only grow: each change is one atomic ADD (no
+    compare-and-clear), and a watch on "pushed" never sees it return to an earlier
+    value.  Times (``deadline``, ``since``, ``died``) are clock readings: read
+    versions, about 1,000,000 per second; ``died_at`` is seconds since the epoch.
     """
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",

@@ -12,13 +12,14 @@ transaction, or in a retry loop) is :mod:`._retry`.
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 from ._clock import Clock, database_clock
 from ._fdb import Gen, known
 
-__all__ = ["Attempt", "Cancelled", "Undo", "gather", "logged"]
+__all__ = ["Attempt", "Cancelled", "Undo", "gather", "logged", "side_by_side", "undo_all"]
 
 T = TypeVar("T")
 
@@ -92,6 +93,46 @@ class Attempt:
         if clock is database_clock:
             return (yield from self.read_version())
         return clock(tr)
+
+    def fork(self) -> Attempt:
+        """An attempt for a part of this one's work (one shard's, see
+        :func:`side_by_side`): the same transaction and read version, its own
+        :attr:`idle`, :attr:`undo` and notes, gathered back by :meth:`join`."""
+        part = copy.copy(self)  # the read version (asked for, or known), shared
+        part.idle, part.undo, part.notes = False, None, []
+        return part
+
+    def join(self, parts: Sequence[Attempt]) -> bool:
+        """Take back the notes and undos of ``parts`` (forks of this attempt); whether
+        all of them were idle (the caller sets :attr:`idle` from it)."""
+        undos = [] if self.undo is None else [self.undo]
+        for part in parts:
+            self.notes.extend(part.notes)
+            if part.undo is not None:
+                undos.append(part.undo)
+        if undos:
+            self.undo = undos[0] if len(undos) == 1 else (undo_all, (undos,))
+        return all(part.idle for part in parts)
+
+
+def side_by_side(tr: Any, attempt: Attempt,
+                 calls: Sequence[Tuple[Callable[..., Gen[T]], Tuple[Any, ...]]]) -> Gen[List[T]]:
+    """The results of writing operations run side by side (as :func:`gather` runs
+    reading ones), ``op(tr, part, *args)`` for each ``(op, args)`` of ``calls``, each
+    with a fork of ``attempt`` (joined after: notes and undos kept, :attr:`Attempt.idle`
+    set when all were idle).  For operations on keys no other of them touches (the
+    shards of one structure): their reads go out together, one round trip per step
+    for all."""
+    parts = [attempt.fork() for _ in calls]
+    results = yield from gather([op(tr, part, *args) for (op, args), part in zip(calls, parts)])
+    attempt.idle = attempt.join(parts)
+    return results
+
+
+def undo_all(tr: Any, attempt: Attempt, undos: Sequence[Undo]) -> Gen[None]:
+    """The undo of an attempt that took items in several shards: each part's undo,
+    side by side."""
+    yield from side_by_side(tr, attempt, undos)
 
 
 def gather(ops: Sequence[Gen[T]]) -> Gen[List[T]]:

@@ -37,6 +37,7 @@ from ._ordered.tokens import optional, parse_finished
 from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from ._retry import RetryLoop, RetryStats, read
 from ._series import MAX_MINUTES, Minute, Series
+from ._sharding import LayoutGuard
 from ._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
 from ._waiting import Readiness, Wake, wait_until_ready
 from .errors import UnknownJobError
@@ -88,6 +89,8 @@ class JobOps(Ops):
         max_deliveries: deliveries after which a lease that ends without ack makes its
             item a dead letter (None: never).
         history: seconds a finished job's record is kept (None: no job records).
+        shards: how many shards its items are spread over (1: unsharded; see
+            :mod:`._sharding`).
         registry: the workers serving the structure (see :mod:`._registry`).
         series: its throughput and backlog history (see :mod:`._series`), which its
             workers write at each heartbeat; ``series.retention`` (seconds, default
@@ -97,6 +100,9 @@ class JobOps(Ops):
     #: Elements of ``where`` in the entries of the index of finished records: 0, or
     #: a FairQueue's 1 (the group).
     where_len: ClassVar[int] = 0
+
+    shards: int
+    guard: LayoutGuard  # set by the subclass, which knows its kind and shards
 
     def __init__(self, subspace: Subspace, id_retention: Any, max_deliveries: Any,
                  history: Any = None) -> None:
@@ -108,6 +114,12 @@ class JobOps(Ops):
         super().__init__(subspace)
         self.registry = Registry(subspace["u"])
         self.series = Series(subspace["m"])
+
+    def guarded(self, tr: Transactor, op: Gen[T], writes: bool = False) -> Gen[T]:
+        """``op``, after the layout check if this object has not made it yet (a call
+        that ``writes`` of a sharded object writes the marker if the structure is
+        fresh; see :class:`._sharding.LayoutGuard`)."""
+        return self.guard.guarded(tr, self.loop, op, writes)
 
     def workers(self, tr: Any, gone: bool = False) -> Gen[List[WorkerInfo]]:
         """The live workers serving the structure (``gone``: and the records of those
@@ -135,18 +147,19 @@ class JobOps(Ops):
         """Pause (``paused`` True) or resume the structure; whether that changed it."""
         if type(paused) is not bool:
             raise TypeError(f"paused must be a bool, not {type(paused).__name__}")
-        return self.loop(tr, self.pausing, paused)
+        return self.guarded(tr, self.loop(tr, self.pausing, paused), True)
 
     def pausing(self, tr: Any, attempt: Attempt, paused: bool) -> Gen[bool]:
-        """The operation of :meth:`pause`: the flag set (with the time) or cleared, and
-        on a resume the waiters woken."""
-        key = self.pause_key
-        was = yield from read_value(tr.get(key))
+        """The operation of :meth:`pause`: the flag set (with the time) or cleared, in
+        every shard, and on a resume the waiters woken."""
+        was = yield from read_value(tr.get(self.pause_key))
         changed = (was is None) == paused
-        if changed and paused:
-            tr.set(key, fdb.tuple.pack((time.time(),)))
-        elif changed:
-            tr.clear(key)
+        for key in self.pause_keys if changed else ():
+            if paused:
+                tr.set(key, fdb.tuple.pack((time.time(),)))
+            else:
+                tr.clear(key)
+        if changed and not paused:
             self.wake_waiters(tr, attempt)
         attempt.idle = not changed
         return changed
@@ -168,7 +181,13 @@ class JobOps(Ops):
     @property
     def pause_key(self) -> bytes:
         """The structure's pause flag: present while it is paused (see the layouts of
-        :mod:`._layout`)."""
+        :mod:`._layout`); a sharded Queue's or PriorityQueue's, shard 0's."""
+        return self.pause_keys[0]
+
+    @property
+    def pause_keys(self) -> Tuple[bytes, ...]:
+        """Where the pause flag is written: :attr:`pause_key`, and in a sharded Queue
+        or PriorityQueue every other shard's (each take reads its shard's)."""
         raise NotImplementedError
 
     def wake_waiters(self, tr: Any, attempt: Attempt) -> None:
@@ -222,7 +241,7 @@ class JobOps(Ops):
         """Wait until job ``id_`` is finished; its result (or raise its failure)."""
         check_timeout(timeout)
         key = self.records_at(where).keys.key(id_, "s")
-        wake = Wake(key, self.is_finished, (id_, where), self.hooks)
+        wake = Wake((key,), self.is_finished, (id_, where), self.hooks)
         if not (yield from wait_until_ready(db, timeout, wake)):
             raise TimeoutError(f"job {id_!r} did not finish within {timeout} s")
         record = yield from read(db, self.listing_at(where).job, id_)
@@ -275,7 +294,7 @@ class JobOps(Ops):
         if not batch:
             check_transactor(tr)
             return []
-        return (yield from self.loop(tr, self.finishing, batch))
+        return (yield from self.guarded(tr, self.loop(tr, self.finishing, batch), True))
 
     def finishing(self, tr: Any, attempt: Attempt, finished: List[Finished]) -> Gen[List[bool]]:
         """The operation of :meth:`finish_many`: the acks, then, for each job acked,
@@ -337,7 +356,7 @@ class JobOps(Ops):
         """Wait on a watch until operators ask something of ``worker`` (a command, a
         cancel) or ``timeout`` passes; what they asked (nothing if none), cleared as
         it is read."""
-        wake = Wake(self.registry.wake_key(worker), self.registry.has_orders, (worker,),
+        wake = Wake((self.registry.wake_key(worker),), self.registry.has_orders, (worker,),
                     self.hooks)
         if not (yield from wait_until_ready(db, timeout, wake)):
             return Orders(None, [])

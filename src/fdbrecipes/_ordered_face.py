@@ -44,10 +44,12 @@ class OrderedBase(JobFace[OrderedOps[V]]):
         result_timeout: float = 10.0,
         max_deliveries: Optional[int] = None,
         history: Optional[float] = None,
+        shards: int = 1,
     ) -> None:
         super().__init__(self._ops_class(
             subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
-            result_timeout=result_timeout, max_deliveries=max_deliveries, history=history))
+            result_timeout=result_timeout, max_deliveries=max_deliveries, history=history,
+            shards=shards))
 
 
 class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):

@@ -134,6 +134,11 @@ def check_reason(value: Any) -> Optional[str]:
     return value
 
 
+def check_shards(value: Any, most: int) -> int:
+    """Return ``shards``: an int from 1 (unsharded) to ``most``."""
+    return check_int(value, "shards", low=1, high=most)
+
+
 def check_spread(value: Any) -> int:
     """Return ``spread``: an int from 1 (strict order) to :data:`MAX_SPREAD`."""
     return check_int(value, "spread", low=1, high=MAX_SPREAD)
@@ -305,12 +310,21 @@ def random_id() -> bytes:
 BATCH_ID_LEN = 20
 
 
-def batch_ids(n: int, claimed_at: int) -> List[bytes]:
+def batch_ids(n: int, claimed_at: int, shard: Optional[int] = None) -> List[bytes]:
     """Ids for ``n`` leases taken together at ``claimed_at`` (a clock reading): one
     prefix, then each lease's index, so the held keys of a batch are one key range,
-    sorted by claim time, and an id tells when its lease was taken."""
-    prefix = max(0, claimed_at).to_bytes(8, "big") + os.urandom(8)
+    sorted by claim time, and an id tells when its lease was taken.  In shard
+    ``shard`` of a sharded structure the prefix's first random byte is the shard's
+    number, so an id tells where its lease is (:func:`lease_shard`)."""
+    mark = b"" if shard is None else bytes((shard,))
+    prefix = max(0, claimed_at).to_bytes(8, "big") + mark + os.urandom(8 - len(mark))
     return [prefix + i.to_bytes(4, "big") for i in range(n)]
+
+
+def lease_shard(hold_id: bytes) -> int:
+    """The shard a sharded structure's lease ``hold_id`` is in (see :func:`batch_ids`);
+    0 for an id that does not tell (made otherwise)."""
+    return hold_id[8] if len(hold_id) == BATCH_ID_LEN else 0
 
 
 def claimed_at(hold_id: bytes) -> Optional[int]:

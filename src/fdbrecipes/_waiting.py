@@ -34,13 +34,14 @@ class Wake(NamedTuple):
     """How a waiter knows when to look again.
 
     Attributes:
-        key: the wake key, touched by every write that may make an item visible.
+        keys: the wake keys: every write that may make an item visible touches one of
+            them (a sharded structure has one per shard; the waiter watches all).
         ready: ``ready(tr, *args)``, the readiness check (an operation), read-only.
         args: its arguments after the transaction.
         hooks: the structure's testing hooks.
     """
 
-    key: bytes
+    keys: Tuple[bytes, ...]
     ready: Callable[..., Gen[Readiness]]
     args: Tuple[Any, ...]
     hooks: Hooks
@@ -62,14 +63,14 @@ class Watch:
 
 
 class Pause:
-    """What a waiting operation yields to sleep until ``future`` (a watch; None: none)
-    is ready or ``seconds`` pass (None: no limit); the driver sends back whether the
-    future became ready, and, if it did not, is done with it."""
+    """What a waiting operation yields to sleep until one of ``futures`` (watches; none:
+    just sleep) is ready or ``seconds`` pass (None: no limit); the driver sends back
+    whether one became ready, and is done with those that did not."""
 
-    __slots__ = ("future", "seconds")
+    __slots__ = ("futures", "seconds")
 
-    def __init__(self, future: Any, seconds: Optional[float]) -> None:
-        self.future = future
+    def __init__(self, futures: Tuple[Any, ...], seconds: Optional[float]) -> None:
+        self.futures = futures
         self.seconds = seconds
 
 
@@ -77,12 +78,11 @@ def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
     """True if ``wake.ready(tr, *wake.args)`` holds now; else wait until it may have
     become true, or until ``deadline``, and return False.
 
-    If not ready, a watch is set on the wake key (which every push touches) in the
+    If not ready, a watch is set on each wake key (every push touches one) in the
     same transaction, which writes nothing: a push that commits after the check
-    changes the key after the watch's read version, so the watch fires and no
-    wake-up is lost.  A watch that fails instead of firing (too many watches, a
-    timeout) would otherwise return at once, again and again: then it waits out a
-    short backoff.
+    changes its key after the watches' read version, so a watch fires and no wake-up
+    is lost.  A watch that fails instead of firing (too many watches, a timeout) would
+    otherwise return at once, again and again: then it waits out a short backoff.
     """
     impl = fdb_impl()
     tr = db.create_transaction()
@@ -92,7 +92,9 @@ def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
             if is_ready:
                 return True
             version = yield from ready(tr.get_read_version())
-            watch = yield Watch(tr, wake.key, version)
+            watches = []
+            for key in wake.keys:
+                watches.append((yield Watch(tr, key, version)))
             yield from ready(tr.commit())
             break
         except impl.FDBError as e:
@@ -100,14 +102,16 @@ def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
     timeout = deadline.limit(hint)
     if wake.hooks.on_block is not None:
         wake.hooks.on_block(timeout)
-    if (yield Pause(watch, timeout)):
+    if (yield Pause(tuple(watches), timeout)):
         try:
-            watch.wait()
+            for watch in watches:
+                if watch.is_ready():
+                    watch.wait()
         except impl.FDBError:
             backoff = WATCH_FAILURE_BACKOFF
-            yield Pause(None, backoff if timeout is None else min(timeout, backoff))
+            yield Pause((), backoff if timeout is None else min(timeout, backoff))
     elif hint is not None and not deadline.passed():
-        yield from tick(db, wake.key)
+        yield from tick(db, wake.keys[0])
     return False
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, List
 
 __all__ = ["FdbRecipesError", "IncompleteBatchError", "JobCancelledError", "JobFailedError",
-           "LeaseExpiredError", "ResultTooLargeError", "UnknownJobError", "WorkTooLargeError"]
+           "LayoutError", "LeaseExpiredError", "ResultTooLargeError", "UnknownJobError",
+           "WorkTooLargeError"]
 
 
 class FdbRecipesError(Exception):
@@ -18,6 +19,13 @@ class LeaseExpiredError(FdbRecipesError):
     Once a lease's deadline has passed, its item may already have been delivered to
     another consumer, so ``ack`` and ``extend`` refuse it.
     """
+
+
+class LayoutError(FdbRecipesError, ValueError):
+    """The structure stored at a subspace is not laid out as this object's: another
+    number of ``shards``, another kind, an unsharded structure opened with ``shards``
+    > 1, or a layout of a later fdbrecipes.  Raised before anything is written; make
+    the object as the structure was made (``fdbrecipes stats`` names it)."""
 
 
 class WorkTooLargeError(FdbRecipesError):

@@ -20,8 +20,8 @@ from typing import Any, ContextManager, Dict, Iterable, List, Optional, Tuple, U
 from ._clock import Clock
 from ._drivers.blocking import drive
 from ._face import JobFace
-from ._fair.engine import FairLease, Policy
 from ._fair.ops import FairOps, FairStats
+from ._fair.parts import FairLease, Policy
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._jobs_face import JobMethods
@@ -44,10 +44,11 @@ class FairBase(JobFace[FairOps]):
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None) -> None:
+                 history: Optional[float] = None, shards: int = 1) -> None:
         super().__init__(FairOps(subspace, default_share=default_share,
                                  default_limit=default_limit, max_deliveries=max_deliveries,
-                                 id_retention=id_retention, clock=clock, history=history))
+                                 id_retention=id_retention, clock=clock, history=history,
+                                 shards=shards))
 
 
 class FairQueue(FairBase, JobMethods[FairOps]):
@@ -71,6 +72,11 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         clock: where leases and delays read the time (default: the cluster's).
         history: keep a record of each job (per group), finished ones for this many
             seconds, as for :class:`fdbrecipes.Queue` (None: no records).
+        shards: spread each group's items over this many shards (1 to 64; 1, the
+            default: unsharded), as for :class:`fdbrecipes.Queue`: a push goes to a
+            shard of its group drawn at random, a claim takes from one.  Groups are
+            key ranges of their own already; shards spread one busy group.  A
+            group's limit, rate and share hold across its shards.
 
     Example::
 

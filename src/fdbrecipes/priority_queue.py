@@ -41,7 +41,11 @@ class PriorityQueue(OrderedFace[V]):
     methods also write a commit receipt, as Queue's do.
 
     Both ends take the oldest item first among equal priorities; ``spread``, leases,
-    delays and dead letters work as for Queue, at either end.
+    delays and dead letters work as for Queue, at either end.  Sharded (``shards`` >
+    1), a pop or claim reads the front of every shard, side by side, and takes the
+    best priority there (a strict pop: exactly the best at its commit, with read
+    conflicts on every front; among shards tied on it, one drawn at random); the rest
+    is as for a sharded Queue.
     """
 
     _ops: PriorityQueueOps[V]

@@ -58,6 +58,24 @@ class Queue(OrderedFace[V]):
             move its item, and keep finished ones this many seconds (then pruned, see
             :meth:`prune`).  Every item then has an id (made by ``push`` when none is
             given).  None (the default): no records, the recipe's cost.
+        shards: spread the items over this many shards (1 to 64; 1, the default:
+            unsharded).  Each shard is a whole queue in a key range of its own, so
+            a busy queue's writes can reach several storage teams; a push goes to a
+            shard drawn at random, a pop or claim takes from one (see
+            docs/scaling.md).  Items leave each shard in order, and every guarantee
+            holds; between shards the order is relaxed.  Every client of the queue
+            must pass the same number: the first call of an object whose number
+            disagrees with the stored one raises :class:`fdbrecipes.LayoutError`.
+
+    Sharded (``shards`` > 1), each call below works on one shard as it says, and
+    the shard is picked for it: a push goes to a shard drawn at random; a pop or claim
+    reads a shard drawn at random, and every other one, side by side (one more round
+    trip), when that one holds fewer items than asked; a lease's calls go to its
+    shard; ``size``, ``stats``, ``peek``, ``is_empty``, the listings and the waits
+    read every shard, side by side (``items`` and ``pending`` merge them by place:
+    each shard's items in its order, interleaved by their shard's sequence numbers,
+    not in the order of the pushes across shards).  Oldest
+    means oldest of its shard.  See docs/scaling.md.
 
     Example::
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections import Counter
 from typing import Any, Dict, List, Optional, Tuple
 
 import fdb
@@ -323,6 +324,88 @@ class PriorityQueueMachine(OrderedModel):
         return lease if lease is not None else multiple()
 
 
+class ShardedQueueMachine(OrderedModel):
+    """A Queue over three shards: between shards the order is relaxed, so each take
+    must return some visible item (values are unique: the model knows which), and
+    listings hold the visible items in some order; the rest is exact, as for an
+    unsharded queue (leases, delays, dead letters, ids, stats)."""
+
+    def __init__(self, db: Any, api: str) -> None:
+        super().__init__(db, api)
+        self.s = structure(api, Queue, aio.AsyncQueue, self.space, clock=self.clock,
+                           id_retention=10**6, max_deliveries=MAX_DELIVERIES, shards=3)
+
+    def fresh(self) -> int:
+        self.pushes += 1
+        return self.pushes
+
+    def taken(self, value: Any, deliveries: Optional[int] = None) -> Item:
+        """The visible item the structure took: the one with ``value``."""
+        [item] = [i for i in self.visible() if i.value == value]
+        if deliveries is not None:
+            assert deliveries == item.deliveries + 1
+        self.waiting.remove(item)
+        return item
+
+    @rule(id_=ids, delay=delays)
+    def push(self, id_: Optional[bytes], delay: Optional[int]) -> None:
+        value = self.fresh()
+        self.s.push(self.db, value, id=id_, delay=delay)
+        self.accept_push(value, None, id_, delay)
+
+    @rule(n=st.integers(0, 5), delay=delays)
+    def push_many(self, n: int, delay: Optional[int]) -> None:
+        batch = [self.fresh() for _ in range(n)]
+        self.s.push_many(self.db, batch, delay=delay)
+        for value in batch:
+            self.accept_push(value, None, None, delay)
+
+    @rule(n=st.integers(1, 4), spread=st.sampled_from([1, 3]))
+    def pop_many(self, n: int, spread: int) -> None:
+        expect = min(n, len(self.visible()))
+        got = self.s.pop_many(self.db, n, spread=spread) if n > 1 else \
+            [v for v in [self.s.pop(self.db, spread=spread)] if v is not None]
+        assert len(got) == expect
+        for value in got:
+            self.taken(value)
+
+    @rule(limit=st.none() | st.integers(0, 5))
+    def items(self, limit: Optional[int]) -> None:
+        visible = sorted(i.value for i in self.visible())
+        got = self.s.items(self.db, limit=limit)
+        assert len(got) == (len(visible) if limit is None else min(limit, len(visible)))
+        assert set(got) <= set(visible) and len(set(got)) == len(got)
+        peeked = self.s.peek(self.db)
+        assert (peeked is None) == (not visible) and (peeked is None or peeked in visible)
+
+    @rule(target=OrderedModel.leases, n=st.integers(1, 3))
+    def claim_many(self, n: int) -> Any:
+        expect = min(n, len(self.visible()))
+        leases = self.s.claim_many(self.db, n, LEASE_SECONDS) if n > 1 else \
+            [x for x in [self.s.claim(self.db, LEASE_SECONDS)] if x is not None]
+        assert len(leases) == expect
+        for lease in leases:
+            self.hold(lease.token, self.taken(lease.value, lease.deliveries))
+        return multiple(*leases)
+
+    @rule(limit=st.none() | st.integers(1, 3))
+    def requeue_dead(self, limit: Optional[int]) -> None:
+        before = Counter(d.value for d in self.s.dead(self.db))
+        moved = self.s.requeue_dead(self.db, limit)
+        assert moved == min(len(self.dead_letters), limit or len(self.dead_letters))
+        gone = before - Counter(d.value for d in self.s.dead(self.db))
+        assert sum(gone.values()) == moved
+        for item in [i for i in self.dead_letters if i.value in gone]:
+            self.dead_letters.remove(item)
+            self.waiting.append(Item((self.fresh(),), item.value, self.now))
+
+    @rule()
+    def dead(self) -> None:
+        letters = self.s.dead(self.db)
+        assert sorted(d.value for d in letters) == sorted(i.value for i in self.dead_letters)
+        assert [d.deliveries for d in letters] == [MAX_DELIVERIES] * len(letters)
+
+
 class WeightTreeMachine(RuleBasedStateMachine):
     handles = Bundle("handles")
 
@@ -413,6 +496,7 @@ class WeightTreeMachine(RuleBasedStateMachine):
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
-@pytest.mark.parametrize("machine", [QueueMachine, PriorityQueueMachine, WeightTreeMachine])
+@pytest.mark.parametrize("machine", [QueueMachine, PriorityQueueMachine, ShardedQueueMachine,
+                                     WeightTreeMachine])
 def test_state_machine(fdb_database: Any, machine: Any, api: str) -> None:
     run_state_machine_as_test(lambda: machine(fdb_database, api), settings=MACHINE_SETTINGS)

@@ -117,10 +117,16 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
         for op in ("worker", "history-worker", "spread-claim-ack")
     ] + [("idle-worker", 8, 1, 3.0)] + [
         (op, 1, c, None) for c in (1, 16) for op in ("claim-one", "fair-claim-one")
+    ] + [("push", 1, 16, 1.0), ("sharded-push", 1, 16, 1.0),
+         ("sharded-push", 1, 16, 1.0), ("push", 1, 16, 1.0)] + [
+        (op, batch, 16, None) for plain, batch in (("claim-ack", 100), ("claim-one", 1))
+        for op in (plain, "sharded-" + plain, "sharded-" + plain, plain)
     ]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
-    assert claims == [2000, 16_000]
-    big = ("claim-ack", "aio-claim-ack", "worker", "history-worker", "spread-claim-ack")
+    assert claims == [2000, 16_000, 16_000, 16_000]
+    assert [items for op, items in recorder.fills if op == "sharded-claim-ack"] == [16_000] * 2
+    big = ("claim-ack", "aio-claim-ack", "worker", "history-worker", "spread-claim-ack",
+           "sharded-claim-ack")
     assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
     assert [items for op, items in recorder.fills if op == "history-worker"] == [2000, 16_000]
@@ -129,8 +135,9 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     assert [items for op, items in recorder.fills if op == "spread-pop"] == [2000] * 5 + [4000] * 3
     assert {items for op, items in recorder.fills
             if op not in big + ("probe-pop", "spread-pop", "tree-pop")} == {2000}
-    # push rounds: one row; the hot group's rounds likewise
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4
+    # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
+    # of each: one row each
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6
     spread = next(r for r in results.rows if r.name == "hot: Queue.pop spread=16")
     assert (spread.count, spread.ratio_recipe) == (3 * 4000, pytest.approx(1.0))
     tree = next(r for r in results.rows if r.name == "hot: WeightTree.pop")

@@ -28,6 +28,7 @@ from fdbrecipes.bench.settings import (
     QUEUE_CLAIM,
     RECIPE_POP,
     RECIPE_PUSH,
+    SHARD_PAIRS,
     SPREAD_POP,
     TREE_POP,
     WORKER,
@@ -65,6 +66,7 @@ def sample_rows() -> List[Row]:
         Row(IDLE_WORKER.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.015),
         row(QUEUE_CLAIM, 1, 400), row(QUEUE_CLAIM, 16, 1000),
         row(FAIR_CLAIM, 1, 300), row(FAIR_CLAIM, 16, 600),
+        *(row(kind, 16, 1000) for pair in SHARD_PAIRS for kind in pair),
     ])
 
 
@@ -105,6 +107,9 @@ NAMES = [
     ("FairQueue.claim+ack 1,000 g, 16 clients: x Queue.claim+ack", 0.5),
     ("FairQueue claim median growth, 100 to 100,000 groups", 2.0),
     ("noisy neighbour: the loud group's claims before the quiet groups were served", 300),
+    ("Queue.push(db), 8 shards, 16 clients: x Queue.push(db), 1 shard", 0.9),
+    ("claim_many(100)+ack, 8 shards, 16 clients: x claim_many(100)+ack, 1 shard", 0.9),
+    ("Queue.claim+ack, 8 shards, 16 clients: x Queue.claim+ack, 1 shard", 0.9),
 ]
 
 
@@ -149,6 +154,7 @@ def test_targets_fail() -> None:
         *["SKIP"] * 9,  # no async or worker rows
         "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
+        *["SKIP"] * 3,  # no sharded rows
     ]
 
 
@@ -240,6 +246,9 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "Worker(concurrency=8), 8 clients: x claim_many(8, spread=8)+ack",
         "Worker(concurrency=8), history, 8 clients: x Worker(concurrency=8)",
         "FairQueue.claim+ack 1,000 g, 8 clients: x Queue.claim+ack",
+        "Queue.push(db), 8 shards, 8 clients: x Queue.push(db), 1 shard",
+        "claim_many(100)+ack, 8 shards, 8 clients: x claim_many(100)+ack, 1 shard",
+        "Queue.claim+ack, 8 shards, 8 clients: x Queue.claim+ack, 1 shard",
     ]
     assert all(t.status == "PASS" for t in scoped[:13])
     push1 = [t for t in checked if t.name.startswith("Queue.push(db), 1 client")]
@@ -250,6 +259,6 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
 
 def test_one_client_checks_push_once() -> None:
     names = [t.name for t in check([], [], 1)]
-    assert sum(n.startswith("Queue.push(db)") for n in names) == 2
+    assert sum(n.startswith("Queue.push(db)") and "shard" not in n for n in names) == 2
     assert sum(n.startswith("FairQueue.claim+ack") for n in names) == 1
     assert len(names) == len(NAMES) - 3

@@ -12,10 +12,18 @@ from fdb.subspace_impl import Subspace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._layout import OrderedLayout, RecordLayout, TreeLayout
+from fdbrecipes._layout import (
+    SHARDED,
+    Marker,
+    OrderedLayout,
+    RecordLayout,
+    TreeLayout,
+    kept_by_clear,
+    shard_space,
+)
 from fdbrecipes._ordered.front import MAX, MIN, Entry, order
 from fdbrecipes._ordered.leases import Lease, lease_id, token_of
-from fdbrecipes._values import BATCH_ID_LEN, batch_ids, claimed_at
+from fdbrecipes._values import BATCH_ID_LEN, batch_ids, claimed_at, lease_shard
 
 S = Subspace(("app", "jobs"))
 QUEUE, PRIORITY = OrderedLayout(S, 0), OrderedLayout(S, 1)
@@ -172,3 +180,32 @@ def test_record_keys_are_the_tuple_encoding(id_: bytes, part: str, where: Tuple[
     assert keys.key(id_, part) == queue["j"].pack((id_, part))
     assert queue["j"].range((id_,)).start < keys.key(id_, part) < queue["j"].range((id_,)).stop
     assert keys.chunk(id_, 3) == queue["j"].pack((id_, "r", 3))
+
+
+def test_shards_live_under_the_marker_shard_0_is_the_structure() -> None:
+    assert shard_space(S, 0) is S
+    shard = shard_space(S, 3)
+    assert shard.key() == S.pack(("l", 3)) and Marker.key(S) == S.pack(("l",))
+    assert Marker.key(S) < shard.key() < S.range(("m",)).start  # after the marker
+    marker = Marker(SHARDED, "queue", 4)
+    assert Marker.unpack(marker.pack()) == marker == (2, "queue", 4)
+    assert Marker.unpack(fdb.tuple.pack((3, "queue", 4, "later"))) == (3, "", 0)
+    # each shard has its pause flag, read with its own deadlines (pausing writes all)
+    assert OrderedLayout(shard, 0).paused == shard.pack(("d",)) != QUEUE.paused
+    assert OrderedLayout(shard, 0).pushed == shard.pack(("n", "pushed"))
+
+
+def test_a_sharded_lease_id_names_its_shard() -> None:
+    for shard in (0, 1, 63):
+        ids = batch_ids(3, 12345, shard)
+        assert [lease_shard(i) for i in ids] == [shard] * 3
+        assert [claimed_at(i) for i in ids] == [12345] * 3 and len(ids[0]) == BATCH_ID_LEN
+    assert len({i[:16] for i in batch_ids(2, 1)}) == 1  # one claim: one range of ids
+
+
+def test_clear_keeps_a_sharded_structure_s_marker_and_wake_keys() -> None:
+    wakes = [OrderedLayout(shard_space(S, k), 0).wake_key for k in range(3)]
+    kept = kept_by_clear(S, Marker.key(S), *wakes)
+    assert len(kept) == 5 and kept == sorted(kept)
+    for key in (Marker.key(S), *wakes):
+        assert any(b <= key < e for b, e in kept)

@@ -14,7 +14,7 @@ import fdb.tuple
 import pytest
 from fdb.subspace_impl import Subspace
 
-from fdbrecipes import Lease, PriorityQueue, Queue, WeightTree
+from fdbrecipes import FairQueue, Lease, PriorityQueue, Queue, WeightTree
 from fdbrecipes._values import check_id, check_int, check_seconds, check_timeout
 
 S = Subspace(("v",))
@@ -44,7 +44,11 @@ def test_constructors() -> None:
     refuses(ValueError, "^id_retention", lambda: Queue(S, id_retention=-1))
     refuses(TypeError, "^rng", lambda: WeightTree(S, rng=42))  # type: ignore[arg-type]
     refuses(TypeError, "^clock", lambda: Queue(S, clock=5))  # type: ignore[arg-type]
+    refuses(TypeError, "^shards", lambda: Queue(S, shards=2.0))  # type: ignore[arg-type]
+    refuses(ValueError, "^shards must be >= 1", lambda: PriorityQueue(S, shards=0))
+    refuses(ValueError, "^shards must be <= 64", lambda: FairQueue(S, shards=65))
     WeightTree(S, rng=random.Random(1))
+    assert (Queue(S, shards=64).shards, FairQueue(S).shards) == (64, 1)
 
 
 def test_queue() -> None:

@@ -101,6 +101,10 @@ class SharedWatch:
         """What the watch's ``wait()`` gives (its error, if it failed)."""
         return self.future.wait()
 
+    def is_ready(self) -> bool:
+        """Whether the watch fired (or failed)."""
+        return bool(self.future.is_ready())
+
 
 class Watches:
     """The watches the waiters of one event loop share, by (database, wake key).
@@ -122,17 +126,21 @@ class Watches:
                 self.live[key] = shared
         return shared
 
-    async def pause(self, watch: SharedWatch, seconds: Optional[float]) -> bool:
-        """Wait until ``watch`` fires or ``seconds`` pass; True if it fired."""
-        watch.users += 1
+    async def pause(self, watches: Tuple[SharedWatch, ...], seconds: Optional[float]) -> bool:
+        """Wait until one of ``watches`` fires or ``seconds`` pass; True if one fired."""
+        for watch in watches:
+            watch.users += 1
         try:
-            done, _ = await asyncio.wait({watch.fired}, timeout=seconds)
+            done, _ = await asyncio.wait({w.fired for w in watches}, timeout=seconds,
+                                         return_when=asyncio.FIRST_COMPLETED)
         finally:
-            watch.users -= 1
-            if not watch.users and not watch.fired.done():
+            for watch in watches:
+                watch.users -= 1
+                if not watch.users and not watch.fired.done():
+                    self.drop(watch)
+        for watch in watches:
+            if watch.fired.done():
                 self.drop(watch)
-        if done:
-            self.drop(watch)
         return bool(done)
 
     def drop(self, watch: SharedWatch) -> None:
@@ -158,12 +166,13 @@ def watches() -> Watches:
 
 
 async def _pause(step: Pause) -> bool:
-    """Sleep as ``step`` asks: until its (shared) watch fires or its time is up."""
-    if step.future is None:
+    """Sleep as ``step`` asks: until one of its (shared) watches fires or its time is
+    up."""
+    if not step.futures:
         if step.seconds:
             await asyncio.sleep(step.seconds)
         return False
-    return await watches().pause(cast(SharedWatch, step.future), step.seconds)
+    return await watches().pause(cast(Tuple[SharedWatch, ...], step.futures), step.seconds)
 
 
 async def drive(call: Gen[T]) -> T:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Optional, Set, TypeVar, cast
+from typing import Any, Optional, Set, Tuple, TypeVar, cast
 
 from .._fdb import Gen
 from .._waiting import Pause, Watch
@@ -81,7 +81,7 @@ def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
         send, throw = None, None
         try:
             if isinstance(step, Pause):
-                send = wait_ready(step.future, step.seconds, interrupt)
+                send = wait_ready(step.futures, step.seconds, interrupt)
             elif isinstance(step, Watch):
                 send = step.tr.watch(step.key)
             else:
@@ -90,41 +90,44 @@ def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
             throw = e
 
 
-def wait_ready(future: Any, timeout: Optional[float],
+def wait_ready(futures: Tuple[Any, ...], timeout: Optional[float],
                interrupt: Optional[Interrupt] = None) -> bool:
-    """Block until ``future`` is ready or ``timeout`` seconds pass; True if ready (a
-    future not ready by then is cancelled; None: just sleep).
+    """Block until one of ``futures`` is ready or ``timeout`` seconds pass; True if one
+    is (those not ready then are cancelled; none: just sleep).
 
-    The future's outcome (a value or an error) is not inspected: callers use this for
-    watches, where any outcome means "look again".
+    The futures' outcomes (a value or an error) are not inspected: callers use this
+    for watches, where any outcome means "look again".
 
     Raises:
-        Interrupted: ``interrupt`` was set (the future, if any, is cancelled).
+        Interrupted: ``interrupt`` was set (the futures are cancelled).
     """
-    if future is not None and future.is_ready():
+    if any(future.is_ready() for future in futures):
         return True
-    if future is None and not timeout:  # nothing to wait for
+    if not futures and not timeout:  # nothing to wait for
         return False
     event = threading.Event()
-    if future is not None:
+    for future in futures:
         future.on_ready(_Setter(event))
     try:
         if interrupt is not None:
             interrupt.pause(event, timeout)
-        elif future is None:
+        elif not futures:
             if timeout:
                 time.sleep(timeout)
         else:
             event.wait(timeout)
     except Interrupted:
-        if future is not None:
-            future.cancel()
+        cancel_unready(futures)
         raise
-    if event.is_set():
-        return True
-    if future is not None:
-        future.cancel()
-    return False
+    cancel_unready(futures)
+    return event.is_set()
+
+
+def cancel_unready(futures: Tuple[Any, ...]) -> None:
+    """Cancel those of ``futures`` not ready yet."""
+    for future in futures:
+        if not future.is_ready():
+            future.cancel()
 
 
 class _Setter:

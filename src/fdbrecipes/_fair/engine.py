@@ -21,13 +21,29 @@ picks again.
 No key is written by every claim of every group: claims of different groups touch
 different keys, but for the tree's sums (atomic, conflict-free) and, by chance, the
 same due look-ups.
+
+Sharded (``shards`` > 1), each group's queue is spread over the shards
+(:mod:`.._ordered.shards`): shard k of group g under ``S/"l"/(k,)/"q"/(g,)``, with
+the index entry its pushes write (``S/"l"/(k,)/"a"/(g,)``) and the wake counter its
+pushes touch (``S/"l"/(k,)/"n"/("pushed",)``); shard 0 where an unsharded FairQueue
+keeps them.  The lottery, the policies, the rates, the looks, the ids and the job
+records stay the structure's: a group's limit and rate count its claims in every shard.
 """
 
 from __future__ import annotations
 
 import random
 import struct
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
 
 import fdb.tuple
 
@@ -44,20 +60,29 @@ from .._fdb import (
     snap,
 )
 from .._ids import Ids
-from .._layout import LEASE, FairLayout, OrderedLayout, RecordLayout, TreeLayout
+from .._layout import (
+    LEASE,
+    FairLayout,
+    Marker,
+    RecordLayout,
+    TreeLayout,
+    kept_by_clear,
+    shard_space,
+)
 from .._operation import Attempt
-from .._ordered.dead import DeadLetters
-from .._ordered.engine import Ordered, PushRequest
-from .._ordered.front import MIN, Front
-from .._ordered.leases import Lease, Leases, lease_id, token_of, with_terms
-from .._ordered.listing import Listing
+from .._ordered.engine import PushRequest
+from .._ordered.front import MIN
+from .._ordered.leases import lease_id, with_terms
 from .._ordered.records import Records
+from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
+from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, make_shards
 from .._ordered.tokens import TimedPlace
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
-from .._values import BATCH_BYTES, decode_value, encode_value, unpack_token
+from .._values import BATCH_BYTES, decode_value, encode_value, lease_shard
 from .._waiting import Readiness
+from .parts import FairLease, Group, Policy, State, index_order, parse_fair
 
-__all__ = ["Fair", "FairLease", "Policy"]
+__all__ = ["Fair"]
 
 T = TypeVar("T")
 
@@ -72,100 +97,9 @@ PICKS = 4
 GROUP_CACHE = 4_096
 
 
-class Policy(NamedTuple):
-    """How a group is served: its ``share`` (weight), ``limit`` (items in flight at
-    most; None: none) and ``rate`` (``(count, seconds)``: claims started per window at
-    most; None: none)."""
-
-    share: int
-    limit: Optional[int]
-    rate: Optional[Tuple[int, float]]
-
-
-class FairLease(Lease):
-    """A claimed item of a FairQueue (a :class:`fdbrecipes.Lease`, with its group)."""
-
-    __slots__ = ("group",)
-
-    def __init__(self, lease: Lease, group: Any) -> None:
-        super().__init__(lease.value, lease.deliveries, lease.deadline,
-                         fair_token(group, lease_id(lease)), lease.visible_since,
-                         lease.claimed_at, lease.id)
-        self.time_limit, self.cancel_requested = lease.time_limit, lease.cancel_requested
-        self.group = group
-
-    def __repr__(self) -> str:
-        return (f"FairLease(group={self.group!r}, value={self.value!r}, "
-                f"deliveries={self.deliveries}, deadline={self.deadline})")
-
-
-def fair_token(group: Any, hold_id: bytes) -> bytes:
-    """The token of a FairQueue lease: its group and its lease id."""
-    token: bytes = fdb.tuple.pack(("fair", group, hold_id))
-    return token
-
-
-def parse_fair(lease: Any, name: str = "lease") -> Tuple[Any, bytes]:
-    """(group, lease token in its group's queue) of a FairLease or its token.
-
-    Raises:
-        TypeError or ValueError: not a FairQueue lease or token.
-    """
-    token = lease.token if isinstance(lease, Lease) else lease
-    parts = unpack_token(token, name, "a FairLease or its token (bytes)")
-    if (parts is None or len(parts) != 3 or parts[0] != "fair"
-            or type(parts[2]) is not bytes or type(parts[1]) not in (str, bytes)):
-        raise ValueError(f"{name} is not a FairQueue lease token")
-    return parts[1], token_of(parts[2])
-
-
-class Group(NamedTuple):
-    """One group's queue engine, its leases, dead letters and listings."""
-
-    engine: Ordered
-    leases: Leases
-    dead: DeadLetters
-    listing: Listing
-
-
-class State(NamedTuple):
-    """What a group is now: its policy (and whether one was set), its front (two
-    visible items at most, read with a conflict), its items in flight and its latest
-    claim times."""
-
-    policy: Policy
-    front: Front
-    in_flight: int
-    times: Tuple[int, ...]
-    own_policy: bool = False
-
-    def slots(self) -> bool:
-        return self.policy.limit is None or self.in_flight < self.policy.limit
-
-    def room(self, now: int) -> bool:
-        """Whether the rate allows a claim at ``now``."""
-        rate = self.policy.rate
-        if rate is None or len(self.times) < rate[0]:
-            return True
-        return self.times[-rate[0]] <= now - seconds_to_versions(rate[1])
-
-    def eligible(self, now: int) -> bool:
-        return bool(self.front.entries) and self.slots() and self.room(now)
-
-    def after_claim(self, now: int) -> State:
-        """The state once a claim took the first visible item at ``now``."""
-        return State(self.policy, self.front._replace(entries=self.front.entries[1:]),
-                     self.in_flight + 1, (*self.times, now), self.own_policy)
-
-    def bare(self) -> bool:
-        """Nothing visible, under a hold that ended, or in flight, and no policy set:
-        the group may have nothing left at all (its delayed items and dead letters
-        are not read here)."""
-        return (not self.front.entries and not self.front.holds and self.in_flight <= 0
-                and not self.own_policy)
-
-
 _TIMES = struct.Struct("<q")
+
+
 
 
 class Fair:
@@ -174,8 +108,11 @@ class Fair:
 
     def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
                  max_deliveries: Optional[int], id_retention: float,
-                 history: Optional[float] = None) -> None:
+                 history: Optional[float] = None, shards: int = 1) -> None:
         self.keys = layout
+        #: Each shard's groups, index entries and wake counter (shard 0: ``keys``).
+        self.shard_keys = [layout] + [FairLayout(shard_space(layout.subspace, k))
+                                      for k in range(1, shards)]
         self.history = history
         self.clock = clock
         self.default = default
@@ -189,17 +126,24 @@ class Fair:
     # -- groups ----------------------------------------------------------------------
 
     def group(self, g: Any) -> Group:
-        """The engine of group ``g``'s queue (kept for the next calls)."""
+        """The engine of group ``g``'s queue (kept for the next calls): its shards' ids
+        and job records are shard 0's."""
         found = self._groups.get(g)
         if found is None:
             if len(self._groups) >= GROUP_CACHE:
                 self._groups.clear()
-            space = self.keys.groups[g]
-            records = Records(RecordLayout(space, self.keys.expiry, (g,)), self.history)
-            engine = Ordered(OrderedLayout(space, 0), self.clock,
-                             Ids(space, self.id_retention), self.max_deliveries, records)
-            found = self._groups[g] = Group(engine, Leases(engine), DeadLetters(engine),
-                                            Listing(engine))
+            spaces = [keys.groups[g] for keys in self.shard_keys]
+            records = Records(RecordLayout(spaces[0], self.keys.expiry, (g,)), self.history)
+            parts = make_shards(spaces, 0, self.clock,
+                                Ids(spaces[0], self.id_retention), self.max_deliveries,
+                                records)
+            if len(parts) == 1:
+                found = Group(*parts[0], parts)
+            else:
+                spread = Shards(parts, 0)
+                found = Group(ShardedEngine(spread), ShardedLeases(spread),
+                              ShardedDeadLetters(spread), ShardedListing(spread), parts)
+            self._groups[g] = found
         return found
 
     def member_id(self, g: Any) -> bytes:
@@ -223,15 +167,19 @@ class Fair:
         return Policy(share, limit, None if count is None else (count, seconds))
 
     def look(self, tr: Any, attempt: Attempt, g: Any) -> Gen[State]:
-        """Group ``g``'s state, read with conflicts (see :class:`State`)."""
-        engine = self.group(g).engine
+        """Group ``g``'s state, read with conflicts (see :class:`State`): every shard's
+        front and items in flight, side by side."""
+        group = self.group(g)
         policy = tr.get(self.keys.policies.pack((g,)))
         times = tr.get(self.keys.rates.pack((g,)))
-        held_in, held_out = tr.get(engine.keys.held_in), tr.get(engine.keys.held_out)
-        front = yield from engine.front(tr, MIN, 2, conflict=True, attempt=attempt)
+        held = [(tr.get(p.engine.keys.held_in), tr.get(p.engine.keys.held_out))
+                for p in group.parts]
+        front = yield from group.engine.front(tr, MIN, 2, conflict=True, attempt=attempt)
         expired = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == LEASE)
-        in_flight = (read_le64((yield from read(held_in)))
-                     - read_le64((yield from read(held_out))) - expired)
+        in_flight = -expired
+        for held_in, held_out in held:
+            in_flight += (read_le64((yield from read(held_in)))
+                          - read_le64((yield from read(held_out))))
         raw = yield from read(times)
         stamps = () if not raw else tuple(
             _TIMES.unpack_from(raw, i)[0] for i in range(0, len(raw), _TIMES.size))
@@ -246,11 +194,13 @@ class Fair:
         rate = state.policy.rate
         if rate is not None and not state.room(now):
             when.append(state.times[-rate[0]] + seconds_to_versions(rate[1]) + 1)
-        engine = self.group(g).engine
-        due = engine.keys.due
-        kv = yield from Range(snap(tr), due.pack((now + 1,)), engine.keys.due_range.stop, 1).first()
-        if kv is not None:
-            when.append(due.unpack(kv.key)[0] + 1)
+        started = [(p.engine.keys.due, Range(snap(tr), p.engine.keys.due.pack((now + 1,)),
+                                             p.engine.keys.due_range.stop, 1))
+                   for p in self.group(g).parts]
+        for due, first in started:
+            kv = yield from first.first()
+            if kv is not None:
+                when.append(due.unpack(kv.key)[0] + 1)
         return min(when) if when else None
 
     # -- keeping the tree exact ------------------------------------------------------
@@ -298,22 +248,26 @@ class Fair:
         :meth:`set_group`) writes: a concurrent push makes this transaction conflict,
         so a group is never retired while an item arrives.
         """
-        engine = self.group(g).engine
-        keys = engine.keys
+        parts = self.group(g).parts
+        engine = parts[0].engine  # the group's ids and records
         reader = snap(tr)
-        counts = [reader.get(key) for key in (keys.delayed_in, keys.delayed_out,
-                                               keys.dead_in, keys.dead_out)]
+        counts = [[reader.get(key) for key in (p.engine.keys.delayed_in,
+                                               p.engine.keys.delayed_out,
+                                               p.engine.keys.dead_in, p.engine.keys.dead_out)]
+                  for p in parts]
         gc = engine.ids.gc.range()
         last_id = Range(reader, gc.start, gc.stop, 1, reverse=True)
-        read_counts = []
-        for future in counts:
-            read_counts.append(read_le64((yield from read(future))))
-        delayed_in, delayed_out, dead_in, dead_out = read_counts
-        if delayed_in != delayed_out or dead_in != dead_out:
-            return False
-        index = self.keys.active.pack((g,))
-        tr.add_read_conflict_key(index)
-        tr.clear(index)
+        for futures in counts:
+            read_counts = []
+            for future in futures:
+                read_counts.append(read_le64((yield from read(future))))
+            delayed_in, delayed_out, dead_in, dead_out = read_counts
+            if delayed_in != delayed_out or dead_in != dead_out:
+                return False
+        for keys in self.shard_keys:
+            index = keys.active.pack((g,))
+            tr.add_read_conflict_key(index)
+            tr.clear(index)
         jobs = engine.records.keys.jobs.range()
         kept: List[Tuple[bytes, bytes]] = [(bytes(jobs.start), bytes(jobs.stop))]
         kv = yield from last_id.first()
@@ -325,6 +279,9 @@ class Fair:
                 tr.set(self.keys.wake_key(expiry + 1, g), b"")
         space = self.keys.groups[g].range()
         clear_except(tr, bytes(space.start), bytes(space.stop), sorted(kept))
+        for keys in self.shard_keys[1:]:
+            other = keys.groups[g].range()
+            tr.clear_range(other.start, other.stop)
         return True
 
     def after_change(self, tr: Any, attempt: Attempt, g: Any, now: int) -> Gen[None]:
@@ -345,19 +302,34 @@ class Fair:
             yield from self.revise(tr, attempt, g, now, key)
         return len(due)
 
-    def touch(self, tr: Any) -> None:
-        """Wake the waiters: something may have become claimable."""
-        tr.add(self.keys.pushed, _TIMES.pack(1))
+    def touch(self, tr: Any, shard: int = 0) -> None:
+        """Wake the waiters (they watch every shard's wake counter; this touches
+        ``shard``'s): something may have become claimable."""
+        tr.add(self.shard_keys[shard].pushed, _TIMES.pack(1))
+
+    def clear(self, tr: Any) -> None:
+        """Clear every key but the wake counters, the marker and the receipt slots,
+        and wake the waiters."""
+        subspace = self.keys.subspace
+        marker = [Marker.key(subspace)] if len(self.shard_keys) > 1 else []
+        r = subspace.range()
+        clear_except(tr, bytes(r.start), bytes(r.stop),
+                     kept_by_clear(subspace, *marker, *(k.pushed for k in self.shard_keys)))
+        self.touch(tr)
 
     # -- operations ------------------------------------------------------------------
 
     def push(self, tr: Any, attempt: Attempt, g: Any, request: PushRequest) -> Gen[bool]:
-        """Push ``request`` into group ``g``; whether it stored (False: a known id)."""
-        stored = (yield from self.group(g).engine.push(tr, attempt, [request]))[0]
+        """Push ``request`` into group ``g`` (into a shard drawn at random); whether it
+        stored (False: a known id)."""
+        parts = self.group(g).parts
+        k = random.randrange(len(parts))
+        into = None if len(parts) == 1 else [parts[k].engine]
+        stored = (yield from parts[0].engine.push(tr, attempt, [request], into))[0]
         if stored:
             now = yield from attempt.now(tr, self.clock)
-            tr.set(self.keys.active.pack((g,)), b"")
-            self.touch(tr)
+            tr.set(self.shard_keys[k].active.pack((g,)), b"")
+            self.touch(tr, k)
             if request.delay:
                 tr.set(self.keys.wake_key(now + request.delay, g), b"")
             else:
@@ -417,7 +389,7 @@ class Fair:
             attempt.undo = (self.unclaim, (taken,))
         attempt.idle = not (out or wrote)
         if out and self.history is not None:
-            yield from with_terms(tr, [(self.group(lease.group).engine.records, lease)
+            yield from with_terms(tr, [(self.group(lease.group).records, lease)
                                        for lease in out])
         return out
 
@@ -436,7 +408,11 @@ class Fair:
             by_group.setdefault(g, []).append(hold_id)
         now = yield from attempt.now(tr, self.clock)
         for g, ids in by_group.items():
-            yield from self.group(g).leases.unclaim(tr, attempt, ids)
+            parts = self.group(g).parts
+            for k, part in enumerate(parts):
+                mine = [i for i in ids if len(parts) == 1 or lease_shard(i) == k]
+                if mine:
+                    yield from part.leases.unclaim(tr, attempt, mine)
             yield from self.after_change(tr, attempt, g, now)
         self.touch(tr)
         attempt.idle = False
@@ -451,10 +427,15 @@ class Fair:
         wrote = not attempt.idle
         if wrote:
             now = yield from attempt.now(tr, self.clock)
-            self.touch(tr)
+            self.touch(tr, self.shard_of(token))
             yield from self.after_change(tr, attempt, g, now)
         attempt.idle = not wrote
         return result
+
+    def shard_of(self, token: bytes) -> int:
+        """The shard lease ``token`` (in its group's queue) is in; 0 unsharded."""
+        k = lease_shard(lease_id(token))
+        return k if k < len(self.shard_keys) else 0
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: Sequence[Any],
                  results: Optional[Sequence[Optional[bytes]]] = None,
@@ -480,7 +461,7 @@ class Fair:
             if any(acked):
                 yield from self.after_change(tr, attempt, g, now)
         if any(done):
-            self.touch(tr)
+            self.touch(tr, self.shard_of(tokens[done.index(True)]))
         attempt.idle = not any(done)
         return done
 
@@ -520,11 +501,19 @@ class Fair:
 
     def groups(self, tr: Any, limit: Optional[int], after: Any = None) -> Gen[List[Any]]:
         """The groups in the index, after the group ``after`` if given: those with work
-        (visible, delayed, in flight or dead items) or a policy (see :meth:`retire`)."""
-        r = self.keys.active.range()
-        begin = r.start if after is None else self.keys.active.range((after,)).stop
-        kvs = yield from Range(tr, begin, r.stop, limit or 0).read()
-        return [self.keys.active.unpack(kv.key)[0] for kv in kvs]
+        (visible, delayed, in flight or dead items) or a policy (see :meth:`retire`);
+        every shard's entries, read side by side, merged."""
+        found = []
+        for keys in self.shard_keys:
+            r = keys.active.range()
+            begin = r.start if after is None else keys.active.range((after,)).stop
+            found.append((keys.active, Range(tr, begin, r.stop, limit or 0)))
+        groups: List[Any] = []
+        for active, started in found:
+            groups += (active.unpack(kv.key)[0] for kv in (yield from started.read()))
+        if len(found) == 1:
+            return groups
+        return sorted(set(groups), key=index_order)[:limit]
 
     def refresh(self, tr: Any, attempt: Attempt, g: Any) -> Gen[None]:
         """Make group ``g``'s membership (and its place in the index) match its state,
@@ -574,17 +563,3 @@ class Fair:
         if when <= now:
             return True, None
         return False, (when - now) / 1e6
-
-
-def check_group(group: Any, name: str = "group") -> Any:
-    """Return ``group`` if it is a short str or bytes (at most 255 characters or bytes,
-    not empty).
-
-    Raises:
-        TypeError or ValueError: otherwise, naming ``name``.
-    """
-    if type(group) not in (str, bytes):
-        raise TypeError(f"{name} must be a str or bytes, not {type(group).__name__}")
-    if not 0 < len(group) <= 255:
-        raise ValueError(f"{name} must be 1 to 255 characters (or bytes), got {len(group)}")
-    return group

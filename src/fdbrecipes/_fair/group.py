@@ -39,7 +39,7 @@ class GroupOps:
 
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """The group's :class:`fdbrecipes.QueueStats`."""
-        return read(tr, self.fair.engine.group(self.group).engine.stats)
+        return self.fair.guarded(tr, read(tr, self.fair.engine.group(self.group).engine.stats))
 
     def items(self, tr: Transactor, limit: Any = None, end: Any = MIN) -> Gen[List[Value]]:
         check_end(end, 0)

@@ -16,19 +16,20 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tu
 from fdb.subspace_impl import Subspace
 
 from .._clock import Clock, database_clock
-from .._fdb import Gen, Transactor, check_database, check_transactor, clear_except, snap
-from .._layout import FairLayout
+from .._fdb import Gen, Transactor, check_database, check_transactor, snap
+from .._layout import MAX_SHARDS, FairLayout
 from .._operation import Attempt, gather
 from .._ops import JobOps
-from .._ordered.dead import DeadLetter, DeadLetters
+from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
 from .._ordered.history import check_error, check_job_id, check_time_limit, made_ids
 from .._ordered.leases import expired, lease_id
-from .._ordered.listing import DelayedItem, LeaseInfo, Listing
+from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.ops import check_end, lease_batch
 from .._ordered.paging import PendingItem, Row, lookup, pending
-from .._ordered.records import RUNNING, JobRecord
+from .._ordered.records import RUNNING, JobRecord, Records
+from .._ordered.shard_listing import ShardedListing
 from .._ordered.tokens import (
     Named,
     TimedPlace,
@@ -41,6 +42,7 @@ from .._ordered.tokens import (
     parse_tokens,
 )
 from .._retry import read, read_pages
+from .._sharding import LayoutGuard
 from .._values import (
     Value,
     check_batch_bytes,
@@ -52,6 +54,7 @@ from .._values import (
     check_limit,
     check_reason,
     check_seconds,
+    check_shards,
     check_subspace,
     check_timeout,
     decode_value,
@@ -61,12 +64,14 @@ from .._values import (
     unpack_token,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
-from .engine import Fair, FairLease, Policy, check_group, fair_token, parse_fair
+from .engine import Fair
 from .group import GroupOps
+from .parts import FairLease, Policy, check_group, fair_token, parse_fair
 
 __all__ = ["FairOps", "FairStats", "GroupPush"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 #: A FairQueue lease as the calls take it: the FairLease, or its token.
 FairLeaseLike = Union[FairLease, bytes]
 #: Claims one transaction makes given a Database (a claim_many in a caller's
@@ -142,25 +147,34 @@ class FairOps(JobOps):
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None) -> None:
+                 history: Optional[float] = None, shards: int = 1) -> None:
         subspace = check_subspace(subspace)
         share = check_share(default_share, "default_share")
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
+        self.shards = check_shards(shards, MAX_SHARDS)
         super().__init__(subspace, id_retention, max_deliveries, history)
-        self.engine = Fair(FairLayout(subspace), check_clock(clock) or database_clock,
+        layout = FairLayout(subspace)
+        self.engine = Fair(layout, check_clock(clock) or database_clock,
                            Policy(share, limit, None), max_deliveries, self.id_retention,
-                           self.history)
+                           self.history, self.shards)
+        self.guard = LayoutGuard(subspace, "fair-queue", self.shards, layout.pushed)
 
     @property
     def wake_key(self) -> bytes:
-        """The key every push, ack and release touches."""
+        """The key every push, ack and release touches; in a sharded FairQueue, shard
+        0's (see :attr:`wake_keys`)."""
         return self.engine.keys.pushed
 
     @property
-    def pause_key(self) -> bytes:
-        """The pause flag (``S/"z"``)."""
-        return self.engine.keys.paused
+    def wake_keys(self) -> Tuple[bytes, ...]:
+        """Every shard's wake key: each push, ack and release touches one."""
+        return tuple(keys.pushed for keys in self.engine.shard_keys)
+
+    @property
+    def pause_keys(self) -> Tuple[bytes, ...]:
+        """The pause flag (``S/"z"``: one for every shard, read by each claim)."""
+        return (self.engine.keys.paused,)
 
     # -- groups ------------------------------------------------------------------------
 
@@ -172,21 +186,21 @@ class FairOps(JobOps):
         policy = Policy(default.share if share is None else check_share(share),
                         default.limit if limit is None else check_int(limit, "limit", low=0),
                         check_rate(rate))
-        return self.loop(tr, self.engine.set_group, g, policy)
+        return self.guarded(tr, self.loop(tr, self.engine.set_group, g, policy), True)
 
     def group_policy(self, tr: Transactor, group: Any) -> Gen[Policy]:
         """The policy ``group`` is served by."""
-        return read(tr, self.engine.group_policy, check_group(group))
+        return self.guarded(tr, read(tr, self.engine.group_policy, check_group(group)))
 
     def lottery(self, tr: Transactor) -> Gen[Dict[Any, int]]:
         """The groups a claim may pick now, with their shares."""
-        rows = yield from read(tr, self.engine.tree.items, None)
+        rows = yield from self.guarded(tr, read(tr, self.engine.tree.items, None))
         return {check_group(group): weight for _, group, weight in rows}
 
     def groups(self, tr: Transactor, limit: Any = None, after: Any = None) -> Gen[List[Any]]:
         """The groups with work or a policy, in key order, after the group ``after``."""
         first = None if after is None else check_group(after, "after")
-        return read(tr, self.engine.groups, check_limit(limit), first)
+        return self.guarded(tr, read(tr, self.engine.groups, check_limit(limit), first))
 
     def group_queue(self, group: Any) -> GroupOps:
         """``group`` seen as a queue (see :class:`GroupOps`)."""
@@ -227,7 +241,8 @@ class FairOps(JobOps):
         if not push.request.batch:
             check_transactor(tr)
             return
-        yield from self.loop(tr, self.engine.push, push.group, push.request)
+        yield from self.guarded(tr, self.loop(tr, self.engine.push, push.group, push.request),
+                                True)
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, **where: Any) -> Gen[None]:
@@ -245,7 +260,7 @@ class FairOps(JobOps):
     def claim(self, tr: Transactor, lease_seconds: Any) -> Gen[Optional[FairLease]]:
         """Claim one item of a group picked by lottery."""
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        return self.loop(tr, self.engine.claim, seconds)
+        return self.guarded(tr, self.loop(tr, self.engine.claim, seconds), True)
 
     def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
                    end: Any = MIN, holder: Optional[str] = None) -> Gen[List[FairLease]]:
@@ -257,12 +272,13 @@ class FairOps(JobOps):
         n = check_int(n, "n", low=0)
         seconds = check_seconds(lease_seconds, "lease_seconds")
         batch = self.hooks.batch or CLAIM_BATCH
-        return self.loop.batches(tr, self.engine.claim_many, n, (seconds, holder), MOST_CLAIMS,
-                                 batch, what="claims")
+        return self.guarded(tr, self.loop.batches(tr, self.engine.claim_many, n,
+                                                  (seconds, holder), MOST_CLAIMS, batch,
+                                                  what="claims"), True)
 
     def wake(self) -> Wake:
         """How a waiter knows when to look again."""
-        return Wake(self.wake_key, self.engine.ready, (), self.hooks)
+        return Wake(self.wake_keys, self.engine.ready, (), self.hooks)
 
     def claim_wait(self, db: Any, lease_seconds: Any, timeout: Any) -> Gen[Optional[FairLease]]:
         """Claim, waiting on the watch until a group can be served."""
@@ -281,14 +297,15 @@ class FairOps(JobOps):
 
     def wait(self, db: Any, timeout: Optional[float] = None) -> Gen[bool]:
         """Wait until a group can be served (True) or ``timeout`` passes (False)."""
-        return wait_until_ready(db, timeout, self.wake())
+        check_timeout(timeout)
+        return self.guarded(db, wait_until_ready(db, timeout, self.wake()))
 
     # -- leases ------------------------------------------------------------------------
 
     def ack(self, tr: Transactor, lease: FairLeaseLike) -> Gen[None]:
         """Remove a claimed item for good, freeing its slot."""
         parse_fair(lease)
-        return self.loop(tr, self.engine.settle_lease, "ack", lease)
+        return self.guarded(tr, self.loop(tr, self.engine.settle_lease, "ack", lease), True)
 
     def ack_many(self, tr: Transactor, leases: Iterable[FairLeaseLike]) -> Gen[List[bool]]:
         """Ack every lease still alive; for each, whether it was."""
@@ -296,7 +313,7 @@ class FairOps(JobOps):
         if not batch:
             check_transactor(tr)
             return []
-        return (yield from self.loop(tr, self.engine.ack_many, batch))
+        return (yield from self.guarded(tr, self.loop(tr, self.engine.ack_many, batch), True))
 
     def extend(self, tr: Transactor, lease: FairLeaseLike, seconds: Any) -> Gen[FairLease]:
         """Move a live lease's deadline to ``seconds`` from now."""
@@ -313,7 +330,8 @@ class FairOps(JobOps):
         if not batch:
             check_transactor(tr)
             return []
-        return (yield from self.loop(tr, self.engine.extend_many, batch, seconds))
+        return (yield from self.guarded(
+            tr, self.loop(tr, self.engine.extend_many, batch, seconds), True))
 
     def release(self, tr: Transactor, lease: FairLeaseLike, delay: Any = None,
                 count: Any = True, error: Any = None) -> Gen[bool]:
@@ -322,8 +340,8 @@ class FairOps(JobOps):
         versions = check_delay(delay)
         check_bool(count, "count")
         parse_fair(lease)
-        return self.loop(tr, self.engine.settle_lease, "release", lease, versions, count,
-                         check_error(error))
+        return self.guarded(tr, self.loop(tr, self.engine.settle_lease, "release", lease,
+                                          versions, count, check_error(error)), True)
 
     def bury(self, tr: Transactor, lease: FairLeaseLike, reason: Any = None,
              error: Any = None) -> Gen[bool]:
@@ -331,13 +349,16 @@ class FairOps(JobOps):
         a :class:`JobError` the job failed with)."""
         check_reason(reason)
         parse_fair(lease)
-        return self.loop(tr, self.engine.settle_lease, "bury", lease, reason,
-                         check_error(error))
+        return self.guarded(tr, self.loop(tr, self.engine.settle_lease, "bury", lease, reason,
+                                          check_error(error)), True)
 
     # -- job records (see JobOps) -------------------------------------------------------
 
-    def listing_at(self, where: Tuple[Any, ...]) -> Listing:
+    def listing_at(self, where: Tuple[Any, ...]) -> Any:
         return self.engine.group(where[0]).listing
+
+    def records_at(self, where: Tuple[Any, ...]) -> Records:
+        return self.engine.group(where[0]).records
 
     def lease_where(self, lease: Any) -> Tuple[Any, ...]:
         return (parse_fair(lease)[0],)
@@ -368,7 +389,7 @@ class FairOps(JobOps):
         """Job ``id_`` of ``group``: its record, as it is at the read version; None if
         unknown.  A running job's token is its FairLease's."""
         g = check_group(group)
-        return self.group_job(tr, g, check_job_id(id_))
+        return self.guarded(tr, self.group_job(tr, g, check_job_id(id_)))
 
     def group_job(self, tr: Transactor, g: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
         """The operation of :meth:`job`, its arguments checked."""
@@ -380,17 +401,19 @@ class FairOps(JobOps):
     def result(self, db: Any, group: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` of ``group`` is finished; its result (or raise its
         failure)."""
-        return self.result_at(db, check_job_id(id_), (check_group(group),), timeout)
+        return self.guarded(db, self.result_at(db, check_job_id(id_), (check_group(group),),
+                                               timeout))
 
     def cancel(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[str]]:
         """Cancel job ``id_`` of ``group``; what became of it."""
-        return self.cancel_at(tr, check_job_id(id_), (check_group(group),))
+        return self.guarded(tr, self.cancel_at(tr, check_job_id(id_), (check_group(group),)),
+                            True)
 
     # -- one group's contents ------------------------------------------------------------
 
     def group_stats(self, tr: Transactor, group: Any) -> Gen[FairStats]:
         """``group``'s :class:`FairStats`."""
-        return read(tr, self.read_group_stats, check_group(group))
+        return self.guarded(tr, read(tr, self.read_group_stats, check_group(group)))
 
     def read_group_stats(self, tr: Any, g: Any) -> Gen[FairStats]:
         """The reading operation of :meth:`group_stats`."""
@@ -423,7 +446,7 @@ class FairOps(JobOps):
 
     def all_stats(self, tr: Transactor) -> Gen[Dict[Any, FairStats]]:
         """The :class:`FairStats` of every group in the index."""
-        return read(tr, self.read_all_stats)
+        return self.guarded(tr, read(tr, self.read_all_stats))
 
     def read_all_stats(self, tr: Any) -> Gen[Dict[Any, FairStats]]:
         """The reading operation of :meth:`all_stats`: the groups' reads side by side,
@@ -435,7 +458,7 @@ class FairOps(JobOps):
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """Every group's items, summed (``oldest_age``: the longest a front item has
         waited); see :class:`fdbrecipes.protocol.Inspectable`."""
-        return read(tr, self.read_totals)
+        return self.guarded(tr, read(tr, self.read_totals))
 
     def read_totals(self, tr: Any) -> Gen[QueueStats]:
         """The reading operation of :meth:`stats`: each group's stats (their reads side
@@ -456,22 +479,28 @@ class FairOps(JobOps):
 
     def peek(self, tr: Transactor, group: Any) -> Gen[Optional[Value]]:
         """The value ``group``'s next claim would take."""
-        entries = yield from read(tr, self.engine.group(check_group(group)).engine.peek, MIN, 1)
+        engine = self.engine.group(check_group(group)).engine
+        entries = yield from self.guarded(tr, read(tr, engine.peek, MIN, 1))
         return decode_value(value_of(entries[0])) if entries else None
 
     def items(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[Value]]:
         """``group``'s visible items, oldest first."""
         engine = self.engine.group(check_group(group)).engine
-        entries = yield from read_pages(tr, engine.peek, (MIN,), check_limit(limit))
+        limit = check_limit(limit)
+        entries = yield from self.guarded(tr, read_pages(tr, engine.peek, (MIN,), limit))
         return [decode_value(value_of(e)) for e in entries]
 
     def pending(self, tr: Transactor, group: Any, limit: Any = None,
                 after: Any = None) -> Gen[List[PendingItem]]:
         """``group``'s visible items with their tokens, oldest first, after the item
         the token ``after`` names."""
-        engine = self.engine.group(check_group(group)).engine
+        found = self.engine.group(check_group(group))
         first = optional(parse_pending, after, 0)
-        return read_pages(tr, pending, (engine, MIN, first), check_limit(limit))
+        if isinstance(found.listing, ShardedListing):
+            return self.guarded(tr, read_pages(tr, found.listing.pending, (MIN, first),
+                                               check_limit(limit)))
+        return self.guarded(tr, read_pages(tr, pending, (found.engine, MIN, first),
+                                           check_limit(limit)))
 
     def leases(self, tr: Transactor, group: Any, limit: Any = None,
                after: Any = None) -> Gen[List[LeaseInfo]]:
@@ -484,16 +513,16 @@ class FairOps(JobOps):
             if of != g:
                 raise ValueError("after is a lease of another group")
             hold_id = lease_id(token)
-        infos = yield from read(tr, self.engine.group(g).listing.leases, check_limit(limit),
-                                hold_id)
+        infos = yield from self.guarded(tr, read(tr, self.engine.group(g).listing.leases,
+                                                 check_limit(limit), hold_id))
         return [info._replace(token=fair_token(g, lease_id(info.token))) for info in infos]
 
     def delayed(self, tr: Transactor, group: Any, limit: Any = None,
                 after: Any = None) -> Gen[List[DelayedItem]]:
         """``group``'s delayed items, soonest first, after the one ``after`` names."""
         g = check_group(group)
-        return read(tr, self.engine.group(g).listing.delayed, check_limit(limit),
-                    optional(parse_delayed, after, 0))
+        return self.guarded(tr, read(tr, self.engine.group(g).listing.delayed,
+                                     check_limit(limit), optional(parse_delayed, after, 0)))
 
     def remove(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[Value]]:
         """Remove ``group``'s pending item pushed with ``id_``; its value, or None."""
@@ -501,8 +530,8 @@ class FairOps(JobOps):
         checked = check_id(id_)
         if checked is None:
             raise TypeError("id must be bytes, not NoneType")
-        return self.loop(tr, self.engine.refreshing, g, self.engine.group(g).listing.remove,
-                         checked)
+        return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
+                                          self.engine.group(g).listing.remove, checked), True)
 
     def lookup(self, tr: Transactor, group: Any, token: Any) -> Gen[Optional[Row]]:
         """The row of ``group``'s listings ``token`` names now; None if gone (a lease's
@@ -515,15 +544,16 @@ class FairOps(JobOps):
             if of != g:
                 raise ValueError("token is a lease of another group")
             named = Named("lease", lease_id(plain))
-        found = self.engine.group(g)
-        return self.fair_row(tr, g, found.listing, found.dead,
-                             named or parse_any(token, 0))
+        return self.guarded(tr, self.fair_row(tr, g, named or parse_any(token, 0)))
 
-    def fair_row(self, tr: Transactor, g: Any, listing: Listing, dead: DeadLetters,
-                 named: Named) -> Gen[Optional[Row]]:
+    def fair_row(self, tr: Transactor, g: Any, named: Named) -> Gen[Optional[Row]]:
         """The operation of :meth:`lookup`: a lease's row carries its FairLease's
         token."""
-        row = yield from read(tr, lookup, listing, dead, named)
+        found = self.engine.group(g)
+        if isinstance(found.listing, ShardedListing):
+            row = yield from read(tr, found.listing.lookup, named)
+        else:
+            row = yield from read(tr, lookup, found.listing, found.dead, named)
         if isinstance(row, LeaseInfo):
             return row._replace(token=fair_token(g, lease_id(row.token)))
         return row
@@ -536,16 +566,17 @@ class FairOps(JobOps):
         if not places:
             check_transactor(tr)
             return []
-        removed: List[Optional[Value]] = yield from self.loop(
-            tr, self.engine.refreshing, g, self.engine.group(g).listing.remove_at, places)
+        removed: List[Optional[Value]] = yield from self.guarded(tr, self.loop(
+            tr, self.engine.refreshing, g, self.engine.group(g).listing.remove_at, places),
+            True)
         return removed
 
     def dead(self, tr: Transactor, group: Any, limit: Any = None,
              after: Any = None) -> Gen[List[DeadLetter]]:
         """``group``'s dead letters, oldest first, after the one ``after`` names."""
         g, limit = check_group(group), check_limit(limit)
-        return read(tr, self.engine.group(g).dead.letters, limit,
-                    optional(parse_dead, after, 0))
+        return self.guarded(tr, read(tr, self.engine.group(g).dead.letters, limit,
+                                     optional(parse_dead, after, 0)))
 
     def requeue_dead(self, tr: Transactor, group: Any, limit: Any = None,
                      tokens: Any = None) -> Gen[int]:
@@ -554,14 +585,15 @@ class FairOps(JobOps):
         g = check_group(group)
         at = self.dead_named(limit, tokens)
         ask = DEAD_CALL if limit is None else min(DEAD_CALL, check_int(limit, "limit", low=0))
-        return self.loop(tr, self.engine.requeue_dead, g, ask, at)
+        return self.guarded(tr, self.loop(tr, self.engine.requeue_dead, g, ask, at), True)
 
     def purge_dead(self, tr: Transactor, group: Any, tokens: Any = None) -> Gen[int]:
         """Remove ``group``'s dead letters (or those ``tokens`` name) for good (at
         most 1,000 a call)."""
         g = check_group(group)
-        return self.loop(tr, self.engine.refreshing, g, self.engine.group(g).dead.purge,
-                         DEAD_CALL, self.dead_named(None, tokens))
+        return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
+                                          self.engine.group(g).dead.purge, DEAD_CALL,
+                                          self.dead_named(None, tokens)), True)
 
     @staticmethod
     def dead_named(limit: Any, tokens: Any) -> Optional[List[TimedPlace]]:
@@ -574,12 +606,9 @@ class FairOps(JobOps):
 
     def clear(self, tr: Transactor) -> Gen[None]:
         """Remove every group, item, policy and remembered id."""
-        return self.loop.idempotent(tr, self.clear_all)
+        return self.guarded(tr, self.loop.idempotent(tr, self.clear_all), True)
 
     def clear_all(self, tr: Any, _attempt: Attempt) -> Gen[None]:
         """The operation of :meth:`clear`: range clears, the wake counter touched."""
         yield from ()  # an operation (a generator), though it waits for nothing
-        keys = self.engine.keys
-        r = keys.subspace.range()
-        clear_except(tr, bytes(r.start), bytes(r.stop), keys.kept_by_clear())
-        self.engine.touch(tr)
+        self.engine.clear(tr)

@@ -224,6 +224,11 @@ class Contention:
         contended = time.monotonic() < self.loop.stats.last_conflict + HC_CONTENDED
         return HC_BATCH if self.hooks.contended or contended else 1
 
+    def waiting(self, end: str) -> bool:
+        """Whether items are set aside for this popper at ``end``."""
+        with self.lock:
+            return bool(self.held.get(end))
+
     def next_held(self, end: str) -> Optional[Held]:
         """The oldest item set aside at ``end``, or None."""
         with self.lock:

@@ -20,7 +20,7 @@ from .engine import Ordered
 from .front import value_of
 from .tokens import TimedPlace, after_key, dead_token
 
-__all__ = ["DeadLetter", "DeadLetters"]
+__all__ = ["Budget", "DeadLetter", "DeadLetters"]
 
 #: Dead letters one transaction moves at most; past it, a call given a Database runs
 #: several transactions and one given a Transaction is refused.
@@ -49,6 +49,18 @@ class DeadLetter(NamedTuple):
     token: bytes
     reason: Optional[str] = None
     id: Optional[bytes] = None
+
+
+class Budget:
+    """The value bytes a requeue may still write in its transaction (shared by the
+    shards of a sharded structure's, see :mod:`.shards`), and whether it moved any
+    (the first always moves)."""
+
+    __slots__ = ("left", "used")
+
+    def __init__(self, left: int = DEAD_BYTES) -> None:
+        self.left = left
+        self.used = False
 
 
 def dead_order(letter: Tuple[Any, ...]) -> Tuple[Any, ...]:
@@ -143,10 +155,14 @@ class DeadLetters:
         return read_le64(get_value(died)) - read_le64(get_value(revived))
 
     def requeue(self, tr: Any, attempt: Attempt, limit: int,
-                at: Optional[List[TimedPlace]] = None) -> Gen[int]:
+                at: Optional[List[TimedPlace]] = None,
+                budget: Optional[Budget] = None) -> Gen[int]:
         """Push the oldest ``limit`` dead letters (or those ``at`` names) back at the
-        tail of their groups, with a fresh delivery count (ids kept); the number moved.
-        Expired leases whose items died are moved to the dead letters first."""
+        tail of their groups, with a fresh delivery count (ids kept), while their
+        values fit in ``budget`` (by default :data:`DEAD_BYTES`; the first always
+        moves); the number moved.  Expired leases whose items died are moved to the
+        dead letters first."""
+        budget = budget or Budget()
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         buried = yield from self.engine.bury_dying(tr, now, tally)
@@ -154,11 +170,11 @@ class DeadLetters:
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
         seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         moved = 0
-        size = 0
         for kv, item in zip(letters, items):
-            size += len(kv.value)
-            if moved and size > DEAD_BYTES:
+            if budget.used and len(kv.value) > budget.left:
                 break
+            budget.left -= len(kv.value)
+            budget.used = True
             tr.clear(kv.key)
             id_ = self.engine.keys.item_id(item)
             back = self.engine.append(tr, self.engine.keys.group(item), seqs, kv.value,

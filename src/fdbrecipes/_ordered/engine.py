@@ -14,7 +14,7 @@ Every method here runs inside one transaction; :mod:`.._retry` decides which.
 from __future__ import annotations
 
 import time
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from fdb.tuple import pack
 
@@ -31,7 +31,7 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
-from .._operation import Attempt
+from .._operation import Attempt, gather
 from .._values import Value, decode_value
 from .._waiting import Readiness
 from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
@@ -78,18 +78,43 @@ class PushRequest(NamedTuple):
         return [self.id] if self.id is not None else list(self.ids)
 
 
-class Ordered(FrontReader):
-    """Items kept in key order, taken from either end (see the module docstring)."""
+class Takes:
+    """A pop of one item, for what pops ``n`` (an engine, or the engine over the shards
+    of a sharded structure, :class:`.shards.ShardedEngine`)."""
 
-    __slots__ = ("ids", "records")
+    __slots__ = ()
+
+    def pop(self, tr: Any, attempt: Attempt, n: int, end: str,
+            spread: int) -> Gen[List[Value]]:
+        """Remove and return up to ``n`` values."""
+        raise NotImplementedError
+
+    def pop_one(self, tr: Any, attempt: Attempt, end: str,
+                spread: int) -> Gen[Optional[Value]]:
+        """:meth:`pop` of one item: the value, or None when none is visible."""
+        values = yield from self.pop(tr, attempt, 1, end, spread)
+        return values[0] if values else None
+
+
+class Ordered(FrontReader, Takes):
+    """Items kept in key order, taken from either end (see the module docstring).
+
+    In a sharded structure there is one per shard (``shard``: its number, None in an
+    unsharded one), each with its own layout; the ids and the job records are the
+    structure's, shared (see :mod:`.shards`).
+    """
+
+    __slots__ = ("ids", "records", "shard")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
-                 max_deliveries: Optional[int], records: Optional[Records] = None) -> None:
+                 max_deliveries: Optional[int], records: Optional[Records] = None,
+                 shard: Optional[int] = None) -> None:
         super().__init__(layout, clock, max_deliveries)
         self.ids = ids
         #: the job records (written only by a structure with ``history``)
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
+        self.shard = shard
 
     def record(self, item: Item) -> Optional[bytes]:
         """The id whose job record changes as ``item`` moves: the item's id, if the
@@ -253,24 +278,37 @@ class Ordered(FrontReader):
 
     # -- push ----------------------------------------------------------------------------
 
-    def push(self, tr: Any, attempt: Attempt,
-             requests: Sequence[PushRequest]) -> Gen[List[bool]]:
+    def push(self, tr: Any, attempt: Attempt, requests: Sequence[PushRequest],
+             into: Optional[Sequence[Ordered]] = None) -> Gen[List[bool]]:
         """Store each request's ``(group, encoded value)`` pairs, in order, after the
         last of each group (delayed ones under DELAY holds); for each request,
         whether it stored them (False: its id is remembered).  The reads of every
-        request go out together: the ids' keys, the groups' last items, the floor."""
+        request go out together: the ids' keys, the groups' last items, the floor.
+        ``into``: the engine each request goes to, a shard of this structure (by
+        default this one); the ids are checked once for all."""
         checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
-        seqs = yield from self.next_seqs(tr, {group for r in requests for group, _ in r.batch})
+        engines: Sequence[Ordered] = [self] * len(requests) if into is None else into
+        wanted: Dict[Ordered, Set[Item]] = {}
+        for engine, r in zip(engines, requests):
+            wanted.setdefault(engine, set()).update(group for group, _ in r.batch)
+        if len(wanted) == 1:  # one engine (always, unsharded): no need to gather
+            [(engine, groups)] = wanted.items()
+            seqs = {engine: (yield from engine.next_seqs(tr, groups))}
+        else:
+            found = yield from gather([engine.next_seqs(tr, groups)
+                                       for engine, groups in wanted.items()])
+            seqs = dict(zip(wanted, found))
         now = yield from attempt.now(tr, self.clock)
         tally = Tally()
         stored = []
-        for r in requests:
+        for engine, r in zip(engines, requests):
             known = None if checks is None or r.id is None else (
                 yield from self.ids.known(checks, r.id, now))
             if known is not None:
                 stored.append(False)
                 continue
-            items = [self.append(tr, group, seqs, value, (0, r.item_id(i)), now, r.delay, tally)
+            items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
+                                   r.delay, tally)
                      for i, (group, value) in enumerate(r.batch)]
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
@@ -350,12 +388,6 @@ class Ordered(FrontReader):
         attempt.idle = not (values or settled)
         return values
 
-    def pop_one(self, tr: Any, attempt: Attempt, end: str,
-                spread: int) -> Gen[Optional[Value]]:
-        """:meth:`pop` of one item: the value, or None when none is visible."""
-        values = yield from self.pop(tr, attempt, 1, end, spread)
-        return values[0] if values else None
-
     def peek(self, tr: Any, end: str, n: Optional[int],
              after: Optional[Entry] = None) -> Gen[List[Entry]]:
         """The entries the next pops would take, without removing them (read
@@ -381,7 +413,7 @@ class Ordered(FrontReader):
         and "taken" set to match it, so the size is 0) and the receipt slots.  Reads
         "pushed" (a conflict with concurrent pushes, so the reset is exact)."""
         yield from clear_structure(tr, self.keys.subspace, self.keys.kept_by_clear(),
-                                   self.keys.pushed, self.keys.taken)
+                                   [(self.keys.pushed, self.keys.taken)])
 
     # -- counters -----------------------------------------------------------------------
 

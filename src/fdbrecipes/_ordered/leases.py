@@ -26,7 +26,8 @@ from .front import Entry, Hold
 from .history import terms, terms_known
 from .records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Records
 
-__all__ = ["Lease", "Leases", "expired", "lease_id", "refused"]
+__all__ = ["Claims", "Lease", "Leases", "answers", "claimed", "expired", "lease_id",
+           "refused"]
 
 log = logging.getLogger("fdbrecipes")
 
@@ -134,6 +135,28 @@ def with_terms(tr: Any, claimed: Sequence[Tuple[Records, Lease]],
         lease.time_limit, lease.cancel_requested = term
 
 
+def answers(done: List[bool], batches: Sequence[List[Any]]) -> List[List[bool]]:
+    """``done``, the answers for the leases of ``batches`` one after the other, cut
+    into each batch's."""
+    out, at = [], 0
+    for batch in batches:
+        out.append(done[at:at + len(batch)])
+        at += len(batch)
+    return out
+
+
+def claimed(tr: Any, attempt: Attempt, tally: Tally, leases: List[Lease], settled: bool,
+            records: Records, known: Optional[Dict[bytes, Any]]) -> Gen[List[Lease]]:
+    """The end of a claim that made ``leases`` (``settled``: it put back or buried
+    expired holds too): its counters written, and each lease's terms read from its
+    job's record (``known``: see :func:`.history.terms_known`; None: no records)."""
+    tally.write(tr, attempt)
+    attempt.idle = not (leases or settled)
+    if known is not None:
+        yield from with_terms(tr, [(records, lease) for lease in leases], known)
+    return leases
+
+
 def token_of(hold_id: bytes) -> bytes:
     """The token naming lease ``hold_id``."""
     token: bytes = fdb.tuple.pack(("lease", hold_id))
@@ -147,7 +170,25 @@ class Live(NamedTuple):
     now: int
 
 
-class Leases:
+class Claims:
+    """A claim of one item, for what claims ``n`` (leases of one engine, or over the
+    shards of a sharded structure, :class:`.shards.ShardedLeases`)."""
+
+    __slots__ = ()
+
+    def claim(self, tr: Any, attempt: Attempt, n: int, end: str, seconds: float,
+              spread: int, budget: int, holder: Optional[str] = None) -> Gen[List[Lease]]:
+        """Take up to ``n`` items, each under a lease of its own."""
+        raise NotImplementedError
+
+    def claim_one(self, tr: Any, attempt: Attempt, end: str, seconds: float,
+                  spread: int) -> Gen[Optional[Lease]]:
+        """:meth:`claim` of one item: its Lease, or None when none is visible."""
+        leases = yield from self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
+        return leases[0] if leases else None
+
+
+class Leases(Claims):
     """Claim, ack, extend and release on an :class:`.engine.Ordered` engine."""
 
     __slots__ = ("engine",)
@@ -177,11 +218,7 @@ class Leases:
         settled = self.engine.settle(tr, front, tally)
         leases = self.hold_entries(tr, attempt, front.now, entries, seconds, budget, tally,
                                    holder)
-        tally.write(tr, attempt)
-        attempt.idle = not (leases or settled)
-        if known is not None:
-            yield from with_terms(tr, [(records, lease) for lease in leases], known)
-        return leases
+        return (yield from claimed(tr, attempt, tally, leases, settled, records, known))
 
     def hold_entries(self, tr: Any, attempt: Attempt, now: int, entries: List[Entry],
                      seconds: float, budget: int, tally: Tally,
@@ -193,7 +230,7 @@ class Leases:
         deadline = now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
-        ids = batch_ids(len(entries), now)  # one key range: ack_many reads them at once
+        ids = batch_ids(len(entries), now, self.engine.shard)  # one key range (see read_many)
         for entry, hold_id in zip(entries, ids):
             assert entry.value is not None
             size += len(entry.value)
@@ -211,12 +248,6 @@ class Leases:
         if leases:
             attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases
-
-    def claim_one(self, tr: Any, attempt: Attempt, end: str, seconds: float,
-                  spread: int) -> Gen[Optional[Lease]]:
-        """:meth:`claim` of one item: its Lease, or None when none is visible."""
-        leases = yield from self.claim(tr, attempt, 1, end, seconds, spread, BATCH_BYTES)
-        return leases[0] if leases else None
 
     def unclaim(self, tr: Any, attempt: Attempt, ids: List[bytes]) -> Gen[None]:
         """Give the items of live leases back to their places, no delivery counted
@@ -303,11 +334,7 @@ class Leases:
         """:meth:`ack_many` of the leases of several calls, in one transaction; each
         call's answers (a lease named by two calls is acked for the first)."""
         done = yield from self.ack_many(tr, attempt, [lease for b in batches for lease in b])
-        answers, at = [], 0
-        for batch in batches:
-            answers.append(done[at:at + len(batch)])
-            at += len(batch)
-        return answers
+        return answers(done, batches)
 
     def read_many(self, tr: Any, ids: List[bytes]) -> Gen[Dict[bytes, Tuple[Any, Any]]]:
         """The held key-value of each lease in ``ids`` that is held, with its key

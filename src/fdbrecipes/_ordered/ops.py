@@ -23,6 +23,7 @@ from typing import (
     Mapping,
     Optional,
     Tuple,
+    TypeVar,
     Union,
     cast,
 )
@@ -32,11 +33,12 @@ import fdb.tuple
 from .._clock import Clock, database_clock
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
-from .._layout import Item, OrderedLayout, RecordLayout
+from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
 from .._operation import Attempt
 from .._ops import JobOps
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
 from .._retry import read, read_pages
+from .._sharding import LayoutGuard
 from .._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -53,6 +55,7 @@ from .._values import (
     check_pairs,
     check_reason,
     check_seconds,
+    check_shards,
     check_spread,
     check_subspace,
     check_timeout,
@@ -71,6 +74,15 @@ from .leases import Lease, Leases, lease_id
 from .listing import DelayedItem, LeaseInfo, Listing
 from .paging import PendingItem, Row, lookup, pending
 from .records import JobRecord, Records
+from .shard_listing import ShardedDeadLetters, ShardedListing
+from .shards import (
+    ShardedContention,
+    ShardedEngine,
+    ShardedLeases,
+    Shards,
+    make_shards,
+    shard_spaces,
+)
 from .tokens import (
     optional,
     parse_any,
@@ -88,6 +100,8 @@ __all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps", "check_end
 LeaseLike = Union[Lease[Any], bytes]
 #: Expired holds one restoring transaction puts back.
 RESTORE_LIMIT = 1_000
+
+T = TypeVar("T")
 
 
 def check_end(end: Any, group_len: int) -> str:
@@ -137,37 +151,65 @@ def lease_batch(leases: Iterable[Any], check: Callable[[Any, str], Any] = lease_
 
 class OrderedOps(JobOps, Generic[V]):
     """What Queue and PriorityQueue run (see the module docstring); the arguments of
-    the constructor are theirs."""
+    the constructor are theirs.
+
+    Unsharded (``shards`` 1), the engine and its leases, dead letters, listings and
+    high-contention popper are one engine's (:mod:`.engine` and the modules beside
+    it); sharded, they are the classes of :mod:`.shards` and :mod:`.shard_listing`,
+    which do the same over the shards.  Every call checks the stored layout first,
+    once (:mod:`.._sharding`).
+    """
 
     group_len: ClassVar[int]  # key elements before the sequence number: 0 Queue, 1 priority
+    kind: ClassVar[str]  # the kind a sharded structure's marker names
+
+    engine: Union[Ordered, ShardedEngine]
+    leasing: Union[Leases, ShardedLeases]
+    dead_letters: Union[DeadLetters, ShardedDeadLetters]
+    listing: Union[Listing, ShardedListing]
+    contention: Union[Contention, ShardedContention]
 
     def __init__(self, subspace: Any, *, high_contention: bool = False,
                  clock: Optional[Clock] = None, id_retention: float = 3600.0,
                  result_timeout: float = 10.0, max_deliveries: Optional[int] = None,
-                 history: Optional[float] = None) -> None:
+                 history: Optional[float] = None, shards: int = 1) -> None:
         subspace = check_subspace(subspace)
         self.high_contention = check_bool(high_contention, "high_contention")
         timeout = check_seconds(result_timeout, "result_timeout")
+        self.shards = check_shards(shards, MAX_SHARDS)
         super().__init__(subspace, id_retention, max_deliveries, history)
-        records = Records(RecordLayout(subspace, subspace["o"]), self.history)
-        self.engine = Ordered(OrderedLayout(subspace, self.group_len),
-                              check_clock(clock) or database_clock,
-                              Ids(subspace, self.id_retention), max_deliveries, records)
-        self.leasing = Leases(self.engine)
-        self.dead_letters = DeadLetters(self.engine)
-        self.listing = Listing(self.engine)
-        self.contention = Contention(self.engine, self.loop, self.hooks, timeout)
+        self.records = Records(RecordLayout(subspace, subspace["o"]), self.history)
+        parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
+                            check_clock(clock) or database_clock,
+                            Ids(subspace, self.id_retention), max_deliveries, self.records)
+        self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]
+        self.guard = LayoutGuard(subspace, self.kind, self.shards, self.layouts[0].pushed)
+        if self.shards == 1:
+            self.engine, self.leasing, self.dead_letters, self.listing = parts[0]
+            self.contention = Contention(parts[0].engine, self.loop, self.hooks, timeout)
+        else:
+            spread = Shards(parts, self.group_len)
+            self.engine, self.leasing = ShardedEngine(spread), ShardedLeases(spread)
+            self.dead_letters, self.listing = ShardedDeadLetters(spread), ShardedListing(spread)
+            self.contention = ShardedContention(spread, self.loop, self.hooks, timeout)
 
     @property
     def wake_key(self) -> bytes:
-        """The key every push (and every write that makes an item visible) touches."""
-        return self.engine.keys.wake_key
+        """The key every push (and every write that makes an item visible) touches; in
+        a sharded structure, shard 0's (see :attr:`wake_keys`)."""
+        return self.layouts[0].wake_key
 
     @property
-    def pause_key(self) -> bytes:
-        """The pause flag (``S/"d"``: read with the earliest deadlines)."""
-        key: bytes = self.engine.keys.paused
-        return key
+    def wake_keys(self) -> Tuple[bytes, ...]:
+        """The wake keys of every shard: each push (and each write that makes an item
+        visible) touches its shard's."""
+        return tuple(layout.wake_key for layout in self.layouts)
+
+    @property
+    def pause_keys(self) -> Tuple[bytes, ...]:
+        """The pause flag of every shard (``S/"d"``: read with the earliest deadlines;
+        a shard's, with its own)."""
+        return tuple(layout.paused for layout in self.layouts)
 
     # -- pushing ---------------------------------------------------------------------
 
@@ -185,8 +227,8 @@ class OrderedOps(JobOps, Generic[V]):
                           len(batch), name)
         if id_ is not None:  # the id becomes part of the item's key
             group = batch[0][0]
-            check_key(self.engine.keys.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)),
-                      "id")
+            longest = self.layouts[-1]  # the longest prefix: the last shard's
+            check_key(longest.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)), "id")
         return PushRequest(batch, id_, versions, made, limit)
 
     def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
@@ -194,12 +236,12 @@ class OrderedOps(JobOps, Generic[V]):
         if not request.batch:
             check_transactor(tr)
             return
-        yield from self.loop(tr, self.engine.push, [request])
+        yield from self.guarded(tr, self.loop(tr, self.engine.push, [request]), True)
 
     def push_requests(self, tr: Transactor, requests: List[PushRequest]) -> Gen[List[bool]]:
         """Push checked requests in one transaction (a shared one: see
         :mod:`fdbrecipes.aio._combine`); for each, whether it stored its items."""
-        return self.loop(tr, self.engine.push, requests)
+        return self.guarded(tr, self.loop(tr, self.engine.push, requests), True)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any]) -> PushRequest:
@@ -244,7 +286,7 @@ class OrderedOps(JobOps, Generic[V]):
     def pop(self, tr: Transactor, end: str, spread: Any) -> Gen[Optional[V]]:
         """Pop one value at ``end`` (high-contention given a Database, if configured)."""
         spread = check_spread(spread)
-        yield from self.restore(tr)
+        yield from self.guarded(tr, self.restore(tr), True)
         if self.high_contention and spread == 1 and not is_transaction(tr, writes=False):
             check_database(tr, "tr")
             popped = yield from self.contention.pop(tr, end)
@@ -262,7 +304,7 @@ class OrderedOps(JobOps, Generic[V]):
         """Claim one item at ``end``."""
         spread = check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        yield from self.restore(tr)
+        yield from self.guarded(tr, self.restore(tr), True)
         lease = yield from self.loop(tr, self.leasing.claim_one, end, seconds, spread)
         return cast("Optional[Lease[V]]", lease)
 
@@ -283,13 +325,13 @@ class OrderedOps(JobOps, Generic[V]):
         (:meth:`.._retry.RetryLoop.batches`: at most :data:`MAX_TAKE` given a
         Transaction, transactions of :data:`TAKE_BATCH` given a Database), putting
         back a backlog of expired holds first."""
-        yield from self.restore(tr)
+        yield from self.guarded(tr, self.restore(tr), True)
         batch = self.hooks.batch or TAKE_BATCH
         return (yield from self.loop.batches(tr, op, n, args, MAX_TAKE, batch, budgeted))
 
     def wake(self, end: str) -> Wake:
         """How a waiter at ``end`` knows when to look again."""
-        return Wake(self.wake_key, self.engine.ready, (end,), self.hooks)
+        return Wake(self.wake_keys, self.engine.ready, (end,), self.hooks)
 
     def pop_wait(self, db: Any, end: str, timeout: Any) -> Gen[Optional[V]]:
         """Pop at ``end``, waiting on the watch until an item is visible."""
@@ -313,53 +355,59 @@ class OrderedOps(JobOps, Generic[V]):
 
     def wait(self, db: Any, timeout: Optional[float] = None) -> Gen[bool]:
         """Wait until an item is visible (True) or ``timeout`` passes (False)."""
-        return wait_until_ready(db, timeout, self.wake(MIN))
+        check_timeout(timeout)
+        return self.guarded(db, wait_until_ready(db, timeout, self.wake(MIN)))
 
     # -- reading -----------------------------------------------------------------------
 
     def peek(self, tr: Transactor, end: str) -> Gen[Optional[V]]:
         """The value a pop at ``end`` would take now."""
-        entries = yield from read(tr, self.engine.peek, end, 1)
+        entries = yield from self.guarded(tr, read(tr, self.engine.peek, end, 1))
         return cast("Optional[V]", decode_value(value_of(entries[0])) if entries else None)
 
     def items(self, tr: Transactor, limit: Any, end: Any = MIN) -> Gen[List[V]]:
         """The visible items in ``end`` order; given a Database, in pages, each its
         own transaction (not one snapshot: see :func:`.._retry.read_pages`)."""
         end = check_end(end, self.group_len)
-        entries = yield from read_pages(tr, self.engine.peek, (end,), check_limit(limit))
+        limit = check_limit(limit)
+        entries = yield from self.guarded(tr, read_pages(tr, self.engine.peek, (end,), limit))
         return cast("List[V]", [decode_value(value_of(e)) for e in entries])
 
     def is_empty(self, tr: Transactor) -> Gen[bool]:
         """Whether no item is visible."""
-        return not (yield from read(tr, self.engine.peek, MIN, 1))
+        return not (yield from self.guarded(tr, read(tr, self.engine.peek, MIN, 1)))
 
     def size(self, tr: Transactor) -> Gen[int]:
         """Items visible, delayed and in flight."""
-        return read(tr, self.engine.size)
+        return self.guarded(tr, read(tr, self.engine.size))
 
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """Where the items are."""
-        return read(tr, self.engine.stats)
+        return self.guarded(tr, read(tr, self.engine.stats))
 
     def pending(self, tr: Transactor, limit: Any = None, end: Any = MIN,
                 after: Any = None) -> Gen[List[PendingItem]]:
         """The visible items in ``end`` order with their tokens, after the item the
-        token ``after`` names; given a Database, in pages (see :meth:`items`)."""
+        token ``after`` names; given a Database, in pages (see :meth:`items`); a
+        sharded structure's, every shard's merged by place."""
         end = check_end(end, self.group_len)
         first = optional(parse_pending, after, self.group_len)
-        return read_pages(tr, pending, (self.engine, end, first), check_limit(limit))
+        limit = check_limit(limit)
+        if isinstance(self.listing, ShardedListing):
+            return self.guarded(tr, read_pages(tr, self.listing.pending, (end, first), limit))
+        return self.guarded(tr, read_pages(tr, pending, (self.engine, end, first), limit))
 
     def leases(self, tr: Transactor, limit: Any = None,
                after: Any = None) -> Gen[List[LeaseInfo]]:
         """The items in flight, oldest claim first, after the lease ``after``."""
         hold_id = None if after is None else lease_id(after, "after")
-        return read(tr, self.listing.leases, check_limit(limit), hold_id)
+        return self.guarded(tr, read(tr, self.listing.leases, check_limit(limit), hold_id))
 
     def delayed(self, tr: Transactor, limit: Any = None,
                 after: Any = None) -> Gen[List[DelayedItem]]:
         """The delayed items, soonest first, after the one the token ``after`` names."""
-        return read(tr, self.listing.delayed, check_limit(limit),
-                    optional(parse_delayed, after, self.group_len))
+        return self.guarded(tr, read(tr, self.listing.delayed, check_limit(limit),
+                                     optional(parse_delayed, after, self.group_len)))
 
     def dead(self, tr: Transactor, limit: Any = None,
              after: Any = None) -> Gen[List[DeadLetter]]:
@@ -369,25 +417,28 @@ class OrderedOps(JobOps, Generic[V]):
         if limit == 0:
             check_transactor(tr, writes=False)
             return []
-        return (yield from read(tr, self.dead_letters.letters, limit, at))
+        return (yield from self.guarded(tr, read(tr, self.dead_letters.letters, limit, at)))
 
     # -- changing ----------------------------------------------------------------------
 
     def clear(self, tr: Transactor) -> Gen[None]:
         """Remove every item, waiting pop and remembered id."""
-        return self.loop.idempotent(tr, self.engine.clear)
+        return self.guarded(tr, self.loop.idempotent(tr, self.engine.clear), True)
 
     def remove(self, tr: Transactor, id_: Any) -> Gen[Optional[V]]:
         """Remove the pending item pushed with ``id_``; its value, or None."""
         checked = check_id(id_)
         if checked is None:
             raise TypeError("id must be bytes, not NoneType")
-        return cast("Gen[Optional[V]]", self.loop(tr, self.listing.remove, checked))
+        return cast("Gen[Optional[V]]",
+                    self.guarded(tr, self.loop(tr, self.listing.remove, checked), True))
 
     def lookup(self, tr: Transactor, token: Any) -> Gen[Optional[Row]]:
         """The row ``token`` names, as its listing would list it now; None if gone."""
         named = parse_any(token, self.group_len)
-        return read(tr, lookup, self.listing, self.dead_letters, named)
+        if isinstance(self.listing, ShardedListing):
+            return self.guarded(tr, read(tr, self.listing.lookup, named))
+        return self.guarded(tr, read(tr, lookup, self.listing, self.dead_letters, named))
 
     def remove_many(self, tr: Transactor, tokens: Any) -> Gen[List[Optional[V]]]:
         """Remove the pending items the tokens name (of ``pending`` or ``delayed``
@@ -396,7 +447,8 @@ class OrderedOps(JobOps, Generic[V]):
         if not places:
             check_transactor(tr)
             return []
-        removed = yield from self.loop(tr, self.listing.remove_at, places)
+        removed = yield from self.guarded(tr, self.loop(tr, self.listing.remove_at, places),
+                                          True)
         return cast("List[Optional[V]]", removed)
 
     def requeue_dead(self, tr: Transactor, limit: Any = None,
@@ -405,15 +457,17 @@ class OrderedOps(JobOps, Generic[V]):
         moved."""
         if tokens is not None:
             return self.dead_named(tr, self.dead_letters.requeue, limit, tokens)
-        return self.loop.counted(tr, self.dead_letters.requeue, check_limit(limit), DEAD_BATCH,
-                                 "requeue_dead", "dead letters", self.dead_letters.count)
+        return self.guarded(tr, self.loop.counted(
+            tr, self.dead_letters.requeue, check_limit(limit), DEAD_BATCH, "requeue_dead",
+            "dead letters", self.dead_letters.count), True)
 
     def purge_dead(self, tr: Transactor, tokens: Any = None) -> Gen[int]:
         """Remove every dead letter (or those ``tokens`` name); how many."""
         if tokens is not None:
             return self.dead_named(tr, self.dead_letters.purge, None, tokens)
-        return self.loop.counted(tr, self.dead_letters.purge, None, DEAD_BATCH,
-                                 "purge_dead", "dead letters", self.dead_letters.count)
+        return self.guarded(tr, self.loop.counted(
+            tr, self.dead_letters.purge, None, DEAD_BATCH, "purge_dead", "dead letters",
+            self.dead_letters.count), True)
 
     def dead_named(self, tr: Transactor, op: Callable[..., Gen[int]], limit: Any,
                    tokens: Any) -> Gen[int]:
@@ -425,14 +479,14 @@ class OrderedOps(JobOps, Generic[V]):
         if not places:
             check_transactor(tr)
             return 0
-        return (yield from self.loop(tr, op, DEAD_BATCH, places))
+        return (yield from self.guarded(tr, self.loop(tr, op, DEAD_BATCH, places), True))
 
     # -- leases ------------------------------------------------------------------------
 
     def ack(self, tr: Transactor, lease: LeaseLike) -> Gen[None]:
         """Remove a claimed item for good."""
         lease_id(lease)
-        return self.loop(tr, self.leasing.ack, lease)
+        return self.guarded(tr, self.loop(tr, self.leasing.ack, lease), True)
 
     def ack_many(self, tr: Transactor, leases: Iterable[LeaseLike]) -> Gen[List[bool]]:
         """Ack every lease still alive; for each, whether it was acked."""
@@ -440,18 +494,19 @@ class OrderedOps(JobOps, Generic[V]):
         if not batch:
             check_transactor(tr)
             return []
-        return (yield from self.loop(tr, self.leasing.ack_many, batch))
+        return (yield from self.guarded(tr, self.loop(tr, self.leasing.ack_many, batch), True))
 
     def ack_batches(self, tr: Transactor, batches: List[List[LeaseLike]]) -> Gen[List[List[bool]]]:
         """Ack the checked leases of several calls in one transaction (a shared one:
         see :mod:`fdbrecipes.aio._combine`); each call's answers."""
-        return self.loop(tr, self.leasing.ack_batches, batches)
+        return self.guarded(tr, self.loop(tr, self.leasing.ack_batches, batches), True)
 
     def extend(self, tr: Transactor, lease: LeaseLike, seconds: Any) -> Gen[Lease[V]]:
         """Move a live lease's deadline to ``seconds`` from now."""
         seconds = check_seconds(seconds, "seconds")
         lease_id(lease)
-        return cast("Gen[Lease[V]]", self.loop(tr, self.leasing.extend, lease, seconds))
+        return cast("Gen[Lease[V]]",
+                    self.guarded(tr, self.loop(tr, self.leasing.extend, lease, seconds), True))
 
     def extend_many(self, tr: Transactor, leases: Iterable[LeaseLike],
                     seconds: Any) -> Gen[List[Optional[Lease[V]]]]:
@@ -461,7 +516,8 @@ class OrderedOps(JobOps, Generic[V]):
         if not batch:
             check_transactor(tr)
             return []
-        extended = yield from self.loop(tr, self.leasing.extend_many, batch, seconds)
+        extended = yield from self.guarded(
+            tr, self.loop(tr, self.leasing.extend_many, batch, seconds), True)
         return cast("List[Optional[Lease[V]]]", extended)
 
     def release(self, tr: Transactor, lease: LeaseLike, delay: Any = None,
@@ -471,7 +527,8 @@ class OrderedOps(JobOps, Generic[V]):
         versions = check_delay(delay)
         check_bool(count, "count")
         lease_id(lease)
-        return self.loop(tr, self.leasing.release, lease, versions, count, check_error(error))
+        return self.guarded(tr, self.loop(tr, self.leasing.release, lease, versions, count,
+                                          check_error(error)), True)
 
     def bury(self, tr: Transactor, lease: LeaseLike, reason: Any = None,
              error: Any = None) -> Gen[bool]:
@@ -479,12 +536,16 @@ class OrderedOps(JobOps, Generic[V]):
         :class:`JobError` the job failed with)."""
         check_reason(reason)
         lease_id(lease)
-        return self.loop(tr, self.leasing.bury, lease, reason, check_error(error))
+        return self.guarded(tr, self.loop(tr, self.leasing.bury, lease, reason,
+                                          check_error(error)), True)
 
     # -- job records (see JobOps) -------------------------------------------------------
 
-    def listing_at(self, where: Tuple[Any, ...]) -> Listing:
+    def listing_at(self, where: Tuple[Any, ...]) -> Any:
         return self.listing
+
+    def records_at(self, where: Tuple[Any, ...]) -> Records:
+        return self.records
 
     def lease_where(self, lease: Any) -> Tuple[Any, ...]:
         return ()
@@ -507,21 +568,22 @@ class OrderedOps(JobOps, Generic[V]):
 
     def job(self, tr: Transactor, id_: Any) -> Gen[Optional[JobRecord]]:
         """Job ``id_``'s record, as it is at the read version; None if unknown."""
-        return self.job_at(tr, check_job_id(id_), ())
+        return self.guarded(tr, self.job_at(tr, check_job_id(id_), ()))
 
     def result(self, db: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` is finished; its result (or raise its failure)."""
-        return self.result_at(db, check_job_id(id_), (), timeout)
+        return self.guarded(db, self.result_at(db, check_job_id(id_), (), timeout))
 
     def cancel(self, tr: Transactor, id_: Any) -> Gen[Optional[str]]:
         """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
-        return self.cancel_at(tr, check_job_id(id_), ())
+        return self.guarded(tr, self.cancel_at(tr, check_job_id(id_), ()), True)
 
 
 class QueueOps(OrderedOps[V]):
     """A Queue's operations (see the module docstring)."""
 
     group_len = 0
+    kind = "queue"
 
     def request(self, value: V, id_: Any, delay: Any, time_limit: Any = None) -> PushRequest:
         """The checked push of one value."""
@@ -545,6 +607,7 @@ class PriorityQueueOps(OrderedOps[V]):
     """A PriorityQueue's operations (see the module docstring)."""
 
     group_len = 1
+    kind = "priority-queue"
 
     def request(self, value: V, priority: Any, id_: Any, delay: Any,
                 time_limit: Any = None) -> PushRequest:

@@ -519,7 +519,7 @@ class Tree:
         and "taken" set to match it, so the size is 0: see ``Ordered.clear``) and the
         receipt slots.  Reads "pushed"."""
         yield from clear_structure(tr, self.keys.subspace, self.keys.kept_by_clear(),
-                                   self.keys.pushed, self.keys.taken)
+                                   [(self.keys.pushed, self.keys.taken)])
 
     def size(self, tr: Any) -> Gen[int]:
         """Items in the tree: "pushed" - "taken" (read conflicts on both)."""

@@ -126,7 +126,7 @@ class TreeOps(Ops):
 
     def pop_wait(self, db: Any, timeout: Any) -> Gen[Optional[Value]]:
         """Pop, waiting on the watch until an item is there."""
-        wake = Wake(self.wake_key, self.engine.ready, (), self.hooks)
+        wake = Wake((self.wake_key,), self.engine.ready, (), self.hooks)
         return take_or_wait(db, timeout, self.pop, (None,), wake)
 
     def peek(self, tr: Transactor, point: Any) -> Gen[Optional[Value]]:

@@ -46,6 +46,7 @@ from .places import (
     UsageError,
     make_structure,
     open_place,
+    shards_of,
     stored,
     survey,
 )
@@ -159,7 +160,8 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
     if found is not None:
         raise OperatorError(f"no {args.kind} at {place}: found {found}")
     structure = make_structure(args.kind, subspace, args.max_deliveries,
-                               getattr(args, "history", None))
+                               getattr(args, "history", None),
+                               read_only(db, shards_of, subspace))
     return Target(db, place, args.kind, structure)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
+from .._layout import SHARDED, Marker
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
@@ -20,7 +21,7 @@ from .output import cut
 
 __all__ = ["ANY_QUEUE", "FAIR_RANGES", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS",
            "QUEUE_RANGES", "TREE_KEYS", "TREE_RANGES", "OperatorError", "Place", "Structure",
-           "UsageError", "make_structure", "open_place", "stored", "survey"]
+           "UsageError", "make_structure", "open_place", "shards_of", "stored", "survey"]
 
 Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 
@@ -122,13 +123,21 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     queue whose kind its keys do not tell; what is wrong there, or None).
 
     Snapshot reads, all issued at once: the first key of each range a kind keeps, its
-    single keys, and the first key of the place.  A queue's item tuple is one element
-    shorter than a priority queue's, which tells those two apart when an item, a hold
-    or a dead letter is there (otherwise the kind is "queue or priority-queue").
+    single keys, and the first key of the place.  A sharded structure's marker names
+    its kind.  A queue's item tuple is one element shorter than a priority queue's,
+    which tells those two apart when an item, a hold or a dead letter is there
+    (otherwise the kind is "queue or priority-queue").
     """
+    marker = tr.snapshot.get(Marker.key(subspace))
     ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES + FAIR_RANGES}
     keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
     anything = _first(tr, subspace)
+    raw = marker.wait().value
+    if raw is not None:
+        layout = Marker.unpack(bytes(raw))
+        if layout.version != SHARDED:
+            return None, f"a layout of a later fdbrecipes ({layout.version})"
+        return layout.kind, None
     firsts = {m: list(kvs) for m, kvs in ranges.items()}
     found = {m for m, f in keys.items() if f.wait().value is not None}
     is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))
@@ -168,14 +177,24 @@ def survey(tr: Any, subspace: Subspace, kind: str) -> Optional[str]:
     return f"keys of a {seen}"
 
 
+def shards_of(tr: Any, subspace: Subspace) -> int:
+    """How many shards the structure at ``subspace`` has: its marker's number, 1 when
+    it has none (a snapshot read)."""
+    raw = tr.snapshot.get(Marker.key(subspace)).wait().value
+    return 1 if raw is None else max(1, Marker.unpack(bytes(raw)).shards)
+
+
 def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int],
-                   history: Optional[float] = None) -> Structure:
+                   history: Optional[float] = None, shards: int = 1) -> Structure:
     """The library object for a structure of ``kind`` at ``subspace`` (``history``:
-    it keeps job records, as a worker's structure may)."""
+    it keeps job records, as a worker's structure may; ``shards``: as it was made,
+    see :func:`shards_of`)."""
     if kind == "weight-tree":
         return WeightTree(subspace)
     if kind == "queue":
-        return Queue(subspace, max_deliveries=max_deliveries, history=history)
+        return Queue(subspace, max_deliveries=max_deliveries, history=history, shards=shards)
     if kind == "fair-queue":
-        return FairQueue(subspace, max_deliveries=max_deliveries, history=history)
-    return PriorityQueue(subspace, max_deliveries=max_deliveries, history=history)
+        return FairQueue(subspace, max_deliveries=max_deliveries, history=history,
+                         shards=shards)
+    return PriorityQueue(subspace, max_deliveries=max_deliveries, history=history,
+                         shards=shards)

@@ -186,10 +186,11 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
     async def _take(self, tr: Transactor, take: Gen[T], spread: Any) -> T:
         """Run a take (a pop or a claim): in the caller's transaction, or given a
         Database once fewer than ``spread`` takes with that spread of this structure
-        run in this event loop (:class:`Takers`)."""
+        (times its shards, which takes share among them) run in this event loop
+        (:class:`Takers`)."""
         if is_transaction(tr):
             return await drive(take)
-        async with self._takers.bound(check_spread(spread)):
+        async with self._takers.bound(check_spread(spread) * self._ops.shards):
             return await drive(take)
 
     async def _push(self, tr: Transactor, request: PushRequest) -> PushRequest:

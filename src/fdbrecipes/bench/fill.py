@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 from .. import FairQueue, PriorityQueue, Queue, RetryStats, WeightTree
 from .recipe import QUEUE_FILL_BATCH, VALUE, RecipeQueue, chunks, transact
-from .settings import FAIR_GROUPS, HISTORY_SECONDS, PQ_PRIORITIES
+from .settings import BENCH_SHARDS, FAIR_GROUPS, HISTORY_SECONDS, PQ_PRIORITIES
 
 #: Items per push_many when filling a WeightTree.
 TREE_FILL_BATCH = 5_000
@@ -34,6 +34,19 @@ def fill_queue(db: Any, subspace: Any, items: int, _seed: int,
     each with its job record)."""
     queue = Queue(subspace, history=history)
     for chunk in chunks(0, items, QUEUE_FILL_BATCH):
+        queue.push_many(db, chunk)
+
+
+#: Items per push_many when filling a sharded queue: a push goes to one shard, so
+#: small ones spread the items about evenly.
+SHARDED_FILL_BATCH = 100
+
+
+def fill_sharded_queue(db: Any, subspace: Any, items: int, _seed: int) -> None:
+    """A Queue of :data:`BENCH_SHARDS` shards holding the ints 0 .. items - 1
+    (``push_many`` of 100, each into a shard drawn at random)."""
+    queue = Queue(subspace, shards=BENCH_SHARDS)
+    for chunk in chunks(0, items, SHARDED_FILL_BATCH):
         queue.push_many(db, chunk)
 
 
@@ -110,4 +123,6 @@ FILLS: Dict[str, Filler] = {
     "spread-claim-ack": fill_queue,
     "claim-one": fill_queue,
     "fair-claim-one": fill_fair_queue,
+    "sharded-claim-ack": fill_sharded_queue,
+    "sharded-claim-one": fill_sharded_queue,
 }

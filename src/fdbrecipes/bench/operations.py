@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional
 from .. import FairQueue, JobFinished, PriorityQueue, Queue, RetryStats, WeightTree, Worker
 from ..aio import AsyncQueue, wait
 from .recipe import VALUE, RecipeQueue, transact
-from .settings import CLAIM_BATCH, HISTORY_SECONDS, LEASE_SECONDS, SPREAD
+from .settings import BENCH_SHARDS, CLAIM_BATCH, HISTORY_SECONDS, LEASE_SECONDS, SPREAD
 
 #: The key the read rows read (never written).
 READ_KEY = b"fdbrecipes-bench-read"
@@ -424,6 +424,26 @@ def fair_claims(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
     return OneClaimer(db, FairQueue(subspace))
 
 
+def sharded(subspace: Any) -> Queue:
+    """The sharded rows' queue: :data:`BENCH_SHARDS` shards."""
+    return Queue(subspace, shards=BENCH_SHARDS)
+
+
+def sharded_pushes(db: Any, subspace: Any, _index: int, batch: int) -> Client:
+    """``Queue.push(db)`` into a sharded queue."""
+    return Pusher(db, sharded(subspace), batch)
+
+
+def sharded_claims(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
+    """``claim_many(100)`` and ``ack_many`` on a sharded queue."""
+    return ClaimAcker(db, sharded(subspace))
+
+
+def sharded_one_claims(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
+    """``Queue.claim`` and ``ack``, one at a time, on a sharded queue."""
+    return OneClaimer(db, sharded(subspace))
+
+
 #: The client operations, by :attr:`Kind.op <fdbrecipes.bench.settings.Kind.op>`.
 FACTORIES: Dict[str, Factory] = {
     "write": writes,
@@ -450,4 +470,7 @@ FACTORIES: Dict[str, Factory] = {
     "spread-claim-ack": spread_claims,
     "claim-one": one_claims,
     "fair-claim-one": fair_claims,
+    "sharded-push": sharded_pushes,
+    "sharded-claim-ack": sharded_claims,
+    "sharded-claim-one": sharded_one_claims,
 }

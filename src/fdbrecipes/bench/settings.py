@@ -54,6 +54,9 @@ QUICK_FAIR_SIZES = FAIR_SIZES[:2]
 NOISY_ITEMS, QUIET_GROUPS, QUIET_ITEMS = 20_000, 10, 20
 #: The hot paths (group ``hot``): items each drain takes at least, and rounds.
 HOT_ITEMS, HOT_ROUNDS = 4_000, 3
+#: Shards of the sharded rows (the "shards" group), measured beside the same rows of
+#: an unsharded queue.
+BENCH_SHARDS = 8
 
 
 # --------------------------------------------------------------------------------------
@@ -150,6 +153,26 @@ HOT_LIMIT = Kind("hot: limit 1-key write tx", "write", 1, "tx/s", None)
 HOT_TREE_POP = Kind("hot: WeightTree.pop", "tree-pop", 1, "pops/s", HOT_LIMIT.label,
                     drains=True)
 HOT_KINDS = (PROBE_POP, HOT_SPREAD_POP, HOT_LIMIT, HOT_TREE_POP)
+
+
+def shard_pair(label: str, op: str, batch: int, unit: str, recipe: Optional[str],
+               drains: bool) -> Tuple[Kind, Kind]:
+    """A row of an unsharded queue and the same row with :data:`BENCH_SHARDS` shards
+    (its op ``sharded-`` ``op``), measured side by side in the "shards" group."""
+    return (Kind(f"{label}, 1 shard", op, batch, unit, recipe, drains),
+            Kind(f"{label}, {BENCH_SHARDS} shards", f"sharded-{op}", batch, unit, recipe,
+                 drains))
+
+
+#: The "shards" group's pairs: pushes (timed), claims in batches and one at a time
+#: (draining).
+SHARD_PAIRS = (
+    shard_pair("Queue.push(db)", "push", 1, "items/s", RECIPE_PUSH.label, False),
+    shard_pair(f"claim_many({CLAIM_BATCH})+ack", "claim-ack", CLAIM_BATCH, "items/s",
+               RECIPE_POP.label, True),
+    shard_pair("Queue.claim+ack", "claim-one", 1, "items/s", None, True),
+)
+SHARD_KINDS = tuple(kind for pair in SHARD_PAIRS for kind in pair)
 AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
 WORKER_KINDS = (WORKER, HISTORY_WORKER, BARE_CLAIMS)
 
@@ -159,16 +182,16 @@ PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
          *HOT_KINDS, *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER,
-         *FAIR_KINDS)
+         *FAIR_KINDS, *SHARD_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
 #: WeightTree.pop throughput, the PriorityQueue pops, the hot paths (the spread pop
 #: beside the bare probe, WeightTree.pop beside the limit, in rounds), the async rows,
 #: the worker rows, the fair queue (claims, latency by groups, the noisy neighbour),
-#: WeightTree.pop latency.
+#: the sharded queue beside the unsharded one, WeightTree.pop latency.
 GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "hot", "aio", "worker", "fair",
-          "latency")
+          "shards", "latency")
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from .settings import (
     PQ_KINDS,
     PUSH_KINDS,
     RECIPE_POP,
+    SHARD_PAIRS,
     TREE_POP,
     WORKER_KINDS,
     Kind,
@@ -147,6 +148,8 @@ class Suite:
             rows += self.fair_claims()
             if self.io.latency:
                 fair, noisy = self.fair_latencies(), self.noisy_neighbour()
+        if self.settings.runs("shards"):
+            rows += self.shards()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
         return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy, jobs)
@@ -307,6 +310,22 @@ class Suite:
         """Queue.claim+ack and FairQueue.claim+ack (``--items`` items over 1,000
         groups), one item at a time, draining, at 1 and K clients."""
         return [self.drained(kind, c) for c in self.settings.ends for kind in FAIR_KINDS]
+
+    def shards(self) -> List[Row]:
+        """Each pair of :data:`SHARD_PAIRS` (an unsharded queue's row, the same row
+        with 8 shards) at K clients, side by side: pushes rotated (:meth:`rotated`),
+        draining claims in the order unsharded, sharded, sharded, unsharded, each
+        pair's two rounds summed into one row."""
+        rows: List[Row] = []
+        most = self.settings.most
+        for plain, spread in SHARD_PAIRS:
+            if not plain.drains:
+                rows += self.rotated((plain, spread), most)
+                continue
+            items = self.settings.claim_items(most) if plain.batch > 1 else self.settings.items
+            runs = [self.drained(kind, most, items) for kind in (plain, spread, spread, plain)]
+            rows += [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
+        return rows
 
     def fair_latencies(self) -> List[Latency]:
         """FairQueue.claim latency with 10^2, 10^4, 10^5 groups with work (one item

@@ -26,6 +26,7 @@ from .settings import (
     LIMIT,
     PUSH,
     QUEUE_CLAIM,
+    SHARD_PAIRS,
     SPREAD,
     SPREAD_POP,
     TREE_POP,
@@ -134,7 +135,8 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
         note="" if full else "the target is from 10^3 to 10^6 items",
     ))
     return (targets + hot_targets(rows, most) + aio_targets(rows, most)
-            + worker_targets(rows, most) + fair_targets(rows, most, fair, noisy))
+            + worker_targets(rows, most) + fair_targets(rows, most, fair, noisy)
+            + shard_targets(rows, most))
 
 
 def hot_targets(rows: Sequence[Row], most: int) -> List[Target]:
@@ -195,6 +197,16 @@ def worker_targets(rows: Sequence[Row], most: int) -> List[Target]:
         Target("an idle worker: cores busy", None if idle is None
                else cores(idle.cpu_seconds, idle.seconds), 0.01, at_most=True),
     ]
+
+
+def shard_targets(rows: Sequence[Row], most: int) -> List[Target]:
+    """A sharded queue's pushes and claims at K clients against an unsharded one's,
+    measured side by side: at least 0.9x (sharding must cost little where it is not
+    needed, here one storage server)."""
+    return [Target(f"{spread.label}, {plural(most, 'client')}: x {plain.label}",
+                   rate_ratio(find(rows, spread, most), find(rows, plain, most)), 0.9,
+                   note=scope_note(most))
+            for plain, spread in SHARD_PAIRS]
 
 
 def fair_targets(rows: Sequence[Row], most: int, fair: Sequence[Latency],

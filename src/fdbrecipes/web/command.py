@@ -36,6 +36,7 @@ from ..admin.places import (
     UsageError,
     make_structure,
     open_place,
+    shards_of,
     stored,
 )
 from . import FULL, INSTALL_HINT, READ_ONLY
@@ -122,19 +123,20 @@ def check_bind(host: str, read_only: bool, token: Optional[str]) -> None:
                          f"without a token (--token-file, ${TOKEN_VARIABLE}) or --read-only")
 
 
-def _found(tr: Any, place: Place) -> List[Tuple[str, Any, str]]:
-    """``(name, subspace, kind)`` of each structure at and under ``place``."""
+def _found(tr: Any, place: Place) -> List[Tuple[str, Any, str, int]]:
+    """``(name, subspace, kind, shards)`` of each structure at and under ``place``."""
     import fdb
 
     top = open_place(tr, place)
     todo: List[Tuple[Tuple[str, ...], Any]] = [((), top)]
-    out: List[Tuple[str, Any, str]] = []
+    out: List[Tuple[str, Any, str, int]] = []
     while todo and len(out) < MAX_STRUCTURES:
         path, subspace = todo.pop(0)
         kind, _wrong = stored(tr, subspace)
         if kind is not None:
             name = "/".join(path) or (place.directory[-1] if place.directory else "structure")
-            out.append((name, subspace, "queue" if kind == ANY_QUEUE else kind))
+            out.append((name, subspace, "queue" if kind == ANY_QUEUE else kind,
+                        shards_of(tr, subspace)))
         if place.directory is not None and len(path) < MAX_DEPTH:
             for child in fdb.directory.list(tr, place.directory + path):
                 todo.append((path + (child,), fdb.directory.open(tr, place.directory + path
@@ -152,8 +154,8 @@ def discover(db: Any, place: Place, max_deliveries: Optional[int] = None) -> Dic
         OperatorError: no such directory.
     """
     found = read_only(db, _found, place)
-    return {name: make_structure(kind, subspace, max_deliveries)
-            for name, subspace, kind in found}
+    return {name: make_structure(kind, subspace, max_deliveries, shards=shards)
+            for name, subspace, kind, shards in found}
 
 
 def serve(args: argparse.Namespace) -> int:
