@@ -297,7 +297,8 @@ class Run:
             return [[sys.executable, "peers_app.py", "drain"] for _ in range(p)]
         return [[sys.executable, "-m", "fdbrecipes", "worker", "peers_app:handle",
                  "--directory", f"{self.env['PEERS_DIRECTORY']}/jobs", "--kind", "queue",
-                 "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING"]]
+                 "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING",
+                 *self.args.native_option]]
 
     def done(self) -> int:
         return sum(f.stat().st_size for f in self.counts.iterdir())
@@ -413,6 +414,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="measure every system this many times, in turn (medians)")
     parser.add_argument("--only", default=",".join(SYSTEMS),
                         help="comma-separated systems: " + ", ".join(SYSTEMS))
+    parser.add_argument("--native-option", action="append", default=[], metavar="ARG",
+                        help="one more argument of the native worker's command line "
+                        "(repeat: --native-option=--prefetch --native-option=32)")
     parser.add_argument("--out", default="bench-results/peers.json")
     args = parser.parse_args(argv)
     chosen = [s for s in args.only.split(",") if s]

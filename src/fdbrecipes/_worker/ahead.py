@@ -27,16 +27,22 @@ __all__ = ["AHEAD_WAIT", "Ahead"]
 AHEAD_WAIT = 0.1
 #: The weight of the last job in the running mean of handler durations.
 WEIGHT = 0.1
+#: The default ``prefetch`` is this many times the concurrency, at most
+#: :data:`PREFETCH_MAX`: claims of a few dozen jobs or more, where a claim's
+#: transaction costs little per job (measured in docs/performance.md).
+PREFETCH_PER_SLOT = 8
+PREFETCH_MAX = 1_000
 
 
 def check_prefetch(prefetch: Any, concurrency: int) -> int:
-    """``prefetch``, checked (None: ``concurrency``).
+    """``prefetch``, checked (None: :data:`PREFETCH_PER_SLOT` times
+    ``concurrency``, at most :data:`PREFETCH_MAX`).
 
     Raises:
         TypeError or ValueError: not None or an int in [0, 10,000].
     """
     if prefetch is None:
-        return concurrency
+        return min(PREFETCH_PER_SLOT * concurrency, PREFETCH_MAX)
     return check_int(prefetch, "prefetch", low=0, high=10_000)
 
 

@@ -66,7 +66,7 @@ from ..jobs import (
     WorkerStopping,
     decide,
 )
-from ..protocol import Workable, workable
+from ..protocol import Claimed, Workable, workable
 from ..schedule import Schedule, check_retention
 from .ahead import Ahead, check_prefetch
 from .holding import Holding, finishing
@@ -271,8 +271,8 @@ class WorkerCore(Holding):
                 self.claiming = True
                 if not self.waiting:
                     await self.gather()
-                leases = await self.claim()
-                runs = [Running(job) for job in self.jobs_of(leases)]
+                claimed = await self.claim()
+                runs = [Running(job) for job in self.jobs_of(claimed.leases)]
                 if self.stopping.is_set():
                     await self.give_back(runs, report=False)
                     return
@@ -280,17 +280,19 @@ class WorkerCore(Holding):
                     self.running[running.lease.token] = running
                 self.waiting.extend(runs)
                 self.start_waiting()
-                if not leases:
-                    if burst and not self.running:  # nothing held: none running or settling
+                if not claimed.leases:
+                    # nothing held, running or settling (what this claim acked was held
+                    # until it committed: a retry it may have been racing is awaited)
+                    if burst and not self.running and not claimed.acked:
                         return
                     await self.idle()
             except Exception:
                 log.exception("fetching failed; trying again in %s s", FETCH_BACKOFF)
                 await self.changed_or(FETCH_BACKOFF)
 
-    async def claim(self) -> List[Lease[Any]]:
+    async def claim(self) -> Claimed:
         """Claim what :meth:`wanted` says, in one transaction with the acks waiting
-        (at most :data:`SETTLE_BYTES` of results): the leases."""
+        (at most :data:`SETTLE_BYTES` of results): what it acked and claimed."""
         began = time.monotonic()
         acks = self.next_acks()
         try:
@@ -307,7 +309,7 @@ class WorkerCore(Holding):
             self.notify()
         self.claim_seconds = time.monotonic() - began
         self.acked(acks, claimed.acked)
-        return claimed.leases
+        return claimed
 
     def wanted(self) -> int:
         """How many jobs to claim now: for the free slots and the jobs to hold ahead
