@@ -40,7 +40,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 #: The module every worker and caller imports: one no-op job per framework.
 APP = '''
@@ -142,6 +142,8 @@ class Row(NamedTuple):
     system: str
     enqueue: Optional[float]  # jobs per second, one caller
     drain: Optional[float]    # jobs per second, the workers
+    cpu: Optional[float] = None     # ms of CPU per job drained: the workers' processes
+    server: Optional[float] = None  # ms of CPU per job drained: the server's
 
 
 def median(values: List[float]) -> Optional[float]:
@@ -154,13 +156,69 @@ def median(values: List[float]) -> Optional[float]:
 
 def summary(rows: List[Row]) -> Row:
     """The medians of one system's rounds."""
-    return Row(rows[0].system, median([r.enqueue for r in rows if r.enqueue]),
-               median([r.drain for r in rows if r.drain]))
+    return Row(rows[0].system, *(median([v for v in values if v is not None])
+                                 for values in list(zip(*rows))[1:]))
 
 
 def spread(values: List[Optional[float]]) -> str:
     found = [v for v in values if v]
     return f"{min(found):,.0f}-{max(found):,.0f}" if found else "-"
+
+
+#: Clock ticks per second of /proc's CPU times.
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class Proc(NamedTuple):
+    parent: int
+    cpu: float  # seconds, user and system, its own and its reaped children's
+    command: str
+
+
+def processes() -> Dict[int, Proc]:
+    """Every process of the machine (Linux /proc): its parent, CPU and command line."""
+    found: Dict[int, Proc] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # from field 3 (state) on
+        found[int(entry.name)] = Proc(int(fields[1]),
+                                      sum(int(x) for x in fields[11:15]) / TICK, command)
+    return found
+
+
+def tree_cpu(found: Dict[int, Proc], roots: List[int]) -> float:
+    """CPU seconds of ``roots`` and every process descending from them."""
+    children: Dict[int, List[int]] = {}
+    for pid, proc in found.items():
+        children.setdefault(proc.parent, []).append(pid)
+    total, todo, seen = 0.0, list(roots), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen or pid not in found:
+            continue
+        seen.add(pid)
+        total += found[pid].cpu
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def server_cpu(found: Dict[int, Proc], server: Optional[Tuple[str, str]]) -> Optional[float]:
+    """CPU seconds of the server processes ``server`` names (a program and a string
+    of its command line), None if there is none on this machine."""
+    if server is None:
+        return None
+    program, needle = server
+    pids = [pid for pid, proc in found.items()
+            if program in proc.command.split(" ")[0] and needle in proc.command]
+    return sum(found[pid].cpu for pid in pids) if pids else None
 
 
 def free_port() -> int:
@@ -239,16 +297,26 @@ class Run:
             return [[sys.executable, "peers_app.py", "drain"] for _ in range(p)]
         return [[sys.executable, "-m", "fdbrecipes", "worker", "peers_app:handle",
                  "--directory", f"{self.env['PEERS_DIRECTORY']}/jobs", "--kind", "queue",
-                 "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING"]]
+                 "--processes", str(p), "--concurrency", str(t), "--log-level", "WARNING",
+                 *self.args.native_option]]
 
     def done(self) -> int:
         return sum(f.stat().st_size for f in self.counts.iterdir())
 
-    def drain(self) -> float:
-        """Jobs per second from the first job's end to the last's."""
+    def server(self) -> Tuple[str, str]:
+        """The server's program and a string of its command line."""
+        if "-redis-" in self.system:
+            return ("redis-server", ":" + self.env["PEERS_REDIS"].rsplit(":", 1)[1].split("/")[0])
+        return ("fdbserver", self.env["FDB_CLUSTER_FILE"])
+
+    def drain(self) -> Tuple[float, float, Optional[float]]:
+        """Jobs per second from the first job's end to the last's; the CPU per job
+        meanwhile (ms): of the workers' processes, and of the server's (None: not on
+        this machine)."""
         procs = [subprocess.Popen(cmd, cwd=self.workdir, env=self.env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True) for cmd in self.worker_commands()]
+        roots = [p.pid for p in procs]
         try:
             deadline = time.monotonic() + 600
             first = None
@@ -256,14 +324,20 @@ class Run:
                 n = self.done()
                 now = time.perf_counter()
                 if n and first is None:
-                    first = (now, n)
+                    found = processes()
+                    first = (now, n, tree_cpu(found, roots), server_cpu(found, self.server()))
                 if n >= self.args.jobs:
                     break
                 if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                     raise SystemExit(f"{self.system}: {n} of {self.args.jobs} jobs ran")
                 time.sleep(0.01)  # the sampling period of the count
+            found = processes()
             assert first is not None
-            return (n - first[1]) / (now - first[0])
+            jobs = n - first[1]
+            workers = (tree_cpu(found, roots) - first[2]) * 1000 / jobs
+            served = server_cpu(found, self.server())
+            return (jobs / (now - first[0]), workers, None if served is None or first[3] is None
+                    else (served - first[3]) * 1000 / jobs)
         finally:
             self.stop(procs)
 
@@ -288,8 +362,10 @@ def measure(system: str, workdir: Path, env: Dict[str, str], args: Any) -> Row:
     run = Run(system, workdir, env, args)
     seconds = run.enqueue()
     enqueue = args.jobs / seconds
-    drain = None if system == "commit" else run.drain()
-    return Row(system, enqueue, drain)
+    if system == "commit":
+        return Row(system, enqueue, None)
+    drain, cpu, server = run.drain()
+    return Row(system, enqueue, drain, cpu, server)
 
 
 def ratio(a: Optional[float], b: Optional[float]) -> str:
@@ -316,10 +392,16 @@ def table(rounds: Dict[str, List[Row]]) -> str:
             f"{'':>10}{ratio(row.drain, always and always.drain):>6} / "
             f"{ratio(row.drain, default and default.drain):<6}")
     lines.append("(medians; native, bare and commit rows: ratios to Dramatiq on Redis)")
-    lines.append(f"{'ranges over the rounds':<24}{'enqueue/s':>16}{'drain/s':>16}")
+    lines.append(f"{'ranges over the rounds':<24}{'enqueue/s':>16}{'drain/s':>16}"
+                 f"{'CPU ms/job: workers':>22}{'server':>10}")
     for name, found in rounds.items():
+        cpu, server = rows[name].cpu, rows[name].server
         lines.append(f"{name:<24}{spread([r.enqueue for r in found]):>16}"
-                     f"{spread([r.drain for r in found]):>16}")
+                     f"{spread([r.drain for r in found]):>16}"
+                     f"{'-' if cpu is None else f'{cpu:.3f}':>22}"
+                     f"{'-' if server is None else f'{server:.3f}':>10}")
+    lines.append("(CPU: medians over the rounds of the CPU time the workers' processes and "
+                 "the server spent per job drained)")
     return "\n".join(lines)
 
 
@@ -332,6 +414,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="measure every system this many times, in turn (medians)")
     parser.add_argument("--only", default=",".join(SYSTEMS),
                         help="comma-separated systems: " + ", ".join(SYSTEMS))
+    parser.add_argument("--native-option", action="append", default=[], metavar="ARG",
+                        help="one more argument of the native worker's command line "
+                        "(repeat: --native-option=--prefetch --native-option=32)")
     parser.add_argument("--out", default="bench-results/peers.json")
     args = parser.parse_args(argv)
     chosen = [s for s in args.only.split(",") if s]
@@ -346,14 +431,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fdbrecipes-peers-") as tmp, \
             local_cluster() as cluster_file:
         workdir = Path(tmp)
-        base_env = {**os.environ, "FDB_CLUSTER_FILE": cluster_file, "PYTHONPATH": str(workdir)}
+        base_env = {**os.environ, "FDB_CLUSTER_FILE": cluster_file}
+        inherited = os.environ.get("PYTHONPATH")  # kept after the app's: a checkout to measure
         for r in range(args.rounds):
             for system in chosen:
                 print(f"round {r + 1}: {system} ...", file=sys.stderr)
                 run_dir = workdir / f"round-{r}"
                 run_dir.mkdir(exist_ok=True)
                 (run_dir / "peers_app.py").write_text(textwrap.dedent(APP))
-                env = {**base_env, "PYTHONPATH": str(run_dir)}
+                env = {**base_env, "PYTHONPATH": os.pathsep.join(
+                    [str(run_dir)] + ([inherited] if inherited else []))}
                 if "-redis-" in system:
                     with redis_server(system.endswith("always"), run_dir) as url:
                         row = measure(system, run_dir, {**env, "PEERS_REDIS": url}, args)
@@ -361,10 +448,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                     row = measure(system, run_dir, env, args)
                 rounds[system].append(row)
                 print(f"  {row}", file=sys.stderr)
+    ended = os.getloadavg()
     print(table(rounds))
+    print(f"load average (1, 5, 15 min) {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} when the "
+          f"run began, {ended[0]:.2f} {ended[1]:.2f} {ended[2]:.2f} when it ended")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": vars(args), "load": load, "rounds": {
+    out.write_text(json.dumps({"settings": vars(args), "load": load, "load_at_end": ended,
+                               "rounds": {
         name: [r._asdict() for r in found] for name, found in rounds.items()}}, indent=2))
     return 0
 

@@ -12,7 +12,18 @@ run a call: the subspace, the retry loop with its counters and receipts
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -49,7 +60,25 @@ T = TypeVar("T")
 #: Where a queue is in its structure: ``()``, or a FairQueue group's ``(group,)``.
 Where = Tuple[Any, ...]
 
-__all__ = ["JobOps", "Ops"]
+__all__ = ["ClaimStep", "Claimed", "JobOps", "Ops"]
+
+
+class Claimed(NamedTuple):
+    """What ``finish_and_claim`` gives: for each finished job, whether it was acked
+    (as ``finish_many`` says), and the leases claimed (as ``claim_many`` gives)."""
+
+    acked: List[bool]
+    leases: List[Any]
+
+
+class ClaimStep(NamedTuple):
+    """A claim, its arguments checked: ``op(tr, attempt, n, *args)`` claims ``n``
+    items in ``tr`` (an operation of the structure's engine); ``most``: the claims
+    one transaction of ``claim_many`` given a Database makes at most."""
+
+    op: Callable[..., Gen[List[Any]]]
+    args: Tuple[Any, ...]
+    most: int
 
 
 class Ops:
@@ -207,6 +236,17 @@ class JobOps(Ops):
         """``lease`` if it is one of this structure's (a Lease, or its token)."""
         raise NotImplementedError
 
+    def claim_step(self, lease_seconds: Any, spread: Any, end: Any,
+                   holder: Optional[str]) -> ClaimStep:
+        """The claim ``claim_many`` makes, its arguments checked (TypeError or
+        ValueError, naming them)."""
+        raise NotImplementedError
+
+    def before_claim(self, tr: Transactor) -> Gen[None]:
+        """What runs before a claim given a Database, in transactions of its own
+        (a Queue's restore of a backlog of expired holds): nothing here."""
+        yield from ()
+
     def ack_results(self, tr: Any, attempt: Attempt, leases: List[Any],
                     results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:
         """Ack every lease of ``leases`` still alive, each job's record with its result
@@ -284,6 +324,15 @@ class JobOps(Ops):
 
     def finish_many(self, tr: Transactor, finished: Sequence[Finished]) -> Gen[List[bool]]:
         """Ack the jobs of ``finished`` (see :class:`fdbrecipes.protocol.Workable`)."""
+        batch = self.finished_batch(finished)
+        if not batch:
+            check_transactor(tr)
+            return []
+        return (yield from self.guarded(tr, self.loop(tr, self.finishing, batch), True))
+
+    def finished_batch(self, finished: Sequence[Finished]) -> List[Finished]:
+        """``finished``, checked: each a :class:`Finished` of a lease of this
+        structure, at most :data:`MAX_TAKE`."""
         batch = materialize(finished, "finished")
         for i, f in enumerate(batch):
             if not isinstance(f, Finished):
@@ -291,10 +340,38 @@ class JobOps(Ops):
             self.check_lease(f.lease, f"finished[{i}].lease")
         if len(batch) > MAX_TAKE:
             raise ValueError(f"finished: at most {MAX_TAKE:,} per call, got {len(batch):,}")
-        if not batch:
-            check_transactor(tr)
-            return []
-        return (yield from self.guarded(tr, self.loop(tr, self.finishing, batch), True))
+        return batch
+
+    def finish_and_claim(self, tr: Transactor, finished: Sequence[Finished], n: Any,
+                         lease_seconds: Any, *, spread: Any = 1, end: Any = "min",
+                         holder: Optional[str] = None) -> Gen[Claimed]:
+        """``finish_many(finished)`` then ``claim_many(n, ...)``, in one transaction
+        (see :class:`fdbrecipes.protocol.Workable`): it claims at most as many as
+        one transaction of ``claim_many`` would."""
+        batch = self.finished_batch(finished)
+        n = check_int(n, "n", low=0)
+        step = self.claim_step(lease_seconds, spread, end, holder)
+        n = min(n, step.most)
+        if n:
+            yield from self.before_claim(tr)
+        return (yield from self.guarded(
+            tr, self.loop(tr, self.finishing_claiming, batch, n, step), True))
+
+    def finishing_claiming(self, tr: Any, attempt: Attempt, finished: List[Finished], n: int,
+                           step: ClaimStep) -> Gen[Claimed]:
+        """The operation of :meth:`finish_and_claim`: the acks, then the claim (the
+        attempt wrote nothing if neither did)."""
+        acked: List[bool] = []
+        if finished:
+            acked = yield from self.finishing(tr, attempt, finished)
+        idle = attempt.idle or not finished
+        leases: List[Any] = []
+        if n:
+            attempt.idle = False
+            leases = yield from step.op(tr, attempt, n, *step.args)
+            idle = idle and attempt.idle
+        attempt.idle = idle
+        return Claimed(acked, leases)
 
     def finishing(self, tr: Any, attempt: Attempt, finished: List[Finished]) -> Gen[List[bool]]:
         """The operation of :meth:`finish_many`: the acks, then, for each job acked,

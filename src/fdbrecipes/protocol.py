@@ -49,6 +49,7 @@ from typing import (
 
 from fdb.subspace_impl import Subspace
 
+from ._ops import Claimed
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
 from ._ordered.history import Finished, Followup, encode_result
@@ -59,7 +60,7 @@ from ._ordered.records import Progress
 from ._registry import Orders, WorkerInfo
 from ._values import Value
 
-__all__ = ["Finished", "Followup", "Inspectable", "Measurable", "Operation", "Orders",
+__all__ = ["Claimed", "Finished", "Followup", "Inspectable", "Measurable", "Operation", "Orders",
            "Workable", "encode_result", "inspectable", "workable"]
 
 T = TypeVar("T")
@@ -180,6 +181,13 @@ class Workable(Protocol[L]):
         """Ack the jobs of ``finished`` still held, in one transaction: each job's
         record with its result, progress and final state, and its follow-up work
         pushed in the same transaction; for each, whether it was acked."""
+
+    def finish_and_claim(self, tr: Any, finished: Sequence[Finished], n: Any,
+                         lease_seconds: Any, *, spread: Any = 1, end: Any = "min",
+                         holder: Optional[str] = None) -> Operation[Claimed]:
+        """:meth:`finish_many` of ``finished``, then :meth:`claim_many` of up to ``n``
+        (at most what one transaction of ``claim_many`` takes), in one transaction:
+        a worker's acks ride on its next claim.  What each acked and claimed."""
 
     def extend_many(self, tr: Any, leases: Any, seconds: Any) -> Operation[List[Optional[L]]]:
         """Move the deadline of every lease still alive to ``seconds`` from now; for

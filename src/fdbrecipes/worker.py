@@ -28,14 +28,17 @@ class Worker:
 
     * Fetching: one ``claim_many`` for all free slots (relaxed order, ``spread`` about
       the concurrency, so workers rarely collide), then, when nothing is visible, a
-      wait on the structure's watch: no busy polling.
+      wait on the structure's watch: no busy polling.  While jobs are short it
+      claims ahead of its free slots (``prefetch``): a slot is refilled the moment
+      its handler returns, and the next claim is in flight meanwhile.
     * Heartbeat: every lease the worker holds is extended in one transaction
       (``extend_many``) about every third of ``lease_seconds``; a lease lost anyway is
       reported (``lease_lost``), never acked.
-    * Settling: acks of finished jobs go out together (``finish_many``: with a
+    * Settling: acks of finished jobs go out together, in the transaction of the
+      next claim (``finish_and_claim``) or on their own (``finish_many``): with a
       structure made with ``history``, each job's result and last progress too, and
       the follow-up work of :meth:`fdbrecipes.Job.then` pushed in the same
-      transaction); retries, snoozes and discards are a ``release`` or a ``bury``
+      transaction; retries, snoozes and discards are a ``release`` or a ``bury``
       each, with the error the job failed with (its traceback kept in its record,
       ``Type: message`` as a dead letter's reason).
     * Time limits: a handler that runs past ``time_limit`` (or the job's own, given
@@ -79,6 +82,13 @@ class Worker:
         time_limit: seconds a handler may run on one job (None: no limit); a job
             pushed with a ``time_limit`` of its own has that one.
         name: what its record says it serves (default: the structure's repr).
+        prefetch: jobs the worker may hold claimed beyond its free slots, waiting for
+            one (None: 8 times ``concurrency``, at most 1,000; 0: it claims for free
+            slots only).  It claims
+            ahead only while its jobs are short: as many as would wait about 0.1 s
+            at most for a slot, judged by how long its recent handlers took, and
+            none when ``time_limit`` is set.  Jobs claimed ahead are held under
+            leases the heartbeat extends, and given back at once when it stops.
 
     :meth:`run` runs an event loop of its own in the calling thread (which must not be
     running one).  Usable as a context manager (for tests): ``with Worker(...) as w:``
@@ -94,12 +104,12 @@ class Worker:
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
                  schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
         self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
                                 lease_seconds=lease_seconds, backoff=backoff,
                                 shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
                                 schedules=schedules, time_limit=time_limit, name=name,
-                                threaded=True)
+                                prefetch=prefetch, threaded=True)
         self._thread: Optional[threading.Thread] = None
 
     def __repr__(self) -> str:

@@ -200,3 +200,38 @@ def test_the_documented_actors_run(db: Any, fdb_cluster_file: str,
 
     run_example(db, fdb_cluster_file, monkeypatch, "dramatiq_app",
                 ["dramatiq", "dramatiq_app", "-p", "1", "-t", "2"], "is ready for action", use)
+
+
+def test_a_consumer_claims_ahead_within_dramatiqs_prefetch_and_gives_back_on_close(
+        fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """Through Dramatiq's consumer API: at most ``prefetch`` messages are delivered
+    unsettled; once messages proved short, a claim takes ``claim_ahead`` more, held
+    under leases; closing gives them back at once, no delivery counted."""
+    from fdbrecipes.contrib.dramatiq import FdbBroker
+
+    broker = FdbBroker(cluster_file=fdb_cluster_file,
+                       directory=("fdbrecipes-tests", fdb_subspace.key().hex()),
+                       claim_ahead=10)
+    try:
+        broker.declare_queue("q")
+        for i in range(30):
+            broker.enqueue(dramatiq.Message(queue_name="q", actor_name="a", args=(i,),
+                                            kwargs={}, options={}))
+        structure = broker.store.structure("q")
+        consumer = broker.consume("q", prefetch=2, timeout=100)
+        first = next(consumer)
+        assert first is not None
+        consumer.ack(first)                    # a short message: claims go ahead now
+        second, third = next(consumer), next(consumer)
+        assert second is not None and third is not None
+        assert next(consumer) is None          # two unsettled: the prefetch is full
+        stats = structure.stats(broker.store.db)
+        assert (stats.visible, stats.in_flight) == (30 - 1 - 12, 12)  # 2 delivered, 10 ahead
+        consumer.requeue([second, third])      # what a stopping Dramatiq worker does
+        consumer.close()
+        stats = structure.stats(broker.store.db)
+        assert (stats.visible, stats.in_flight) == (29, 0)
+        back = structure.claim_many(broker.store.db, 30, 30)
+        assert len(back) == 29 and {lease.deliveries for lease in back} == {1}
+    finally:
+        broker.close()

@@ -19,7 +19,7 @@ from .._clock import Clock, database_clock
 from .._fdb import Gen, Transactor, check_database, check_transactor, snap
 from .._layout import MAX_SHARDS, FairLayout
 from .._operation import Attempt, gather
-from .._ops import JobOps
+from .._ops import ClaimStep, JobOps
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
@@ -267,14 +267,18 @@ class FairOps(JobOps):
         """Up to ``n`` claims, each of a group picked by lottery (see
         :class:`fdbrecipes.protocol.Workable`: ``spread`` has no use here, and the
         only end is "min"; ``holder``: the worker, for the jobs' records)."""
+        n = check_int(n, "n", low=0)
+        step = self.claim_step(lease_seconds, spread, end, holder)
+        return self.guarded(tr, self.loop.batches(tr, step.op, n, step.args, MOST_CLAIMS,
+                                                  step.most, what="claims"), True)
+
+    def claim_step(self, lease_seconds: Any, spread: Any, end: Any,
+                   holder: Optional[str]) -> ClaimStep:
         check_end(end, 0)
         check_int(spread, "spread", low=1)
-        n = check_int(n, "n", low=0)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        batch = self.hooks.batch or CLAIM_BATCH
-        return self.guarded(tr, self.loop.batches(tr, self.engine.claim_many, n,
-                                                  (seconds, holder), MOST_CLAIMS, batch,
-                                                  what="claims"), True)
+        return ClaimStep(self.engine.claim_many, (seconds, holder),
+                         self.hooks.batch or CLAIM_BATCH)
 
     def wake(self) -> Wake:
         """How a waiter knows when to look again."""

@@ -35,7 +35,7 @@ from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_
 from .._ids import Ids
 from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
 from .._operation import Attempt
-from .._ops import JobOps
+from .._ops import ClaimStep, JobOps
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
 from .._retry import read, read_pages
 from .._sharding import LayoutGuard
@@ -313,11 +313,20 @@ class OrderedOps(JobOps, Generic[V]):
         """Claim up to ``n`` items at ``end``, in batches (see
         :class:`fdbrecipes.protocol.Workable`; ``holder``: the worker, for the jobs'
         records)."""
+        n = check_int(n, "n", low=0)
+        step = self.claim_step(lease_seconds, spread, end, holder)
+        return self.take_many(tr, n, True, step.op, *step.args)
+
+    def claim_step(self, lease_seconds: Any, spread: Any, end: Any,
+                   holder: Optional[str]) -> ClaimStep:
         end = check_end(end, self.group_len)
-        n, spread = check_int(n, "n", low=0), check_spread(spread)
+        spread = check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        return self.take_many(tr, n, True, self.leasing.claim, end, seconds, spread,
-                              BATCH_BYTES, holder)
+        return ClaimStep(self.leasing.claim, (end, seconds, spread, BATCH_BYTES, holder),
+                         self.hooks.batch or TAKE_BATCH)
+
+    def before_claim(self, tr: Transactor) -> Gen[None]:
+        return self.restore(tr)
 
     def take_many(self, tr: Transactor, n: int, budgeted: bool, op: Any,
                   *args: Any) -> Gen[List[Any]]:

@@ -3,6 +3,9 @@
 * Fetching: one ``claim_many`` for all free slots (relaxed order, ``spread`` about the
   concurrency, so workers rarely collide), then, when nothing is visible, a wait on
   the structure's watch: no busy polling.  A slot is busy while its handler runs.
+  While jobs are short, a claim also takes jobs ahead of the free slots
+  (:mod:`.ahead`): they wait in the worker, under leases the heartbeat extends, and
+  start the moment a slot frees; the next claim goes out once half of them started.
   With job records, the claim also reads each job's own time limit and whether a
   cancel is pending (``Lease.time_limit``, ``Lease.cancel_requested``).
 * Running: an ``async def`` handler is awaited in a task; a sync handler runs in one
@@ -15,10 +18,12 @@
   about every third of ``lease_seconds``, then writes the worker's record and its
   jobs' progress (:mod:`.presence`); a lease lost anyway is reported
   (``lease_lost``), never acked.
-* Settling: finished jobs go out together (``finish_many``: the acks, the results,
-  the follow-up work) from one task, in a transaction for all that finished while
-  the previous one was in flight; retries, snoozes and discards are a ``release`` or
-  a ``bury`` each, with the error the job failed with.
+* Settling: the acks of finished jobs (with their results and follow-up work) ride
+  on the next claim, in its transaction (``finish_and_claim``); those no claim takes
+  within :data:`ACK_RIDE` (the queue is empty, the slots are full) go out together
+  from one task (``finish_many``), in a transaction for all that finished while the
+  previous one was in flight.  Retries, snoozes and discards are a ``release`` or a
+  ``bury`` each, with the error the job failed with.
 * Shutdown (:meth:`WorkerCore.stop`, an operator's ``stop``, or SIGTERM/SIGINT when
   the loop runs in the main thread): stop fetching, give back claimed-but-unstarted
   items at once, wait up to ``shutdown_timeout`` for running handlers, then give back
@@ -34,10 +39,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import signal
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from .._drivers.awaiting import drive
 from .._fdb import check_database
@@ -48,27 +52,25 @@ from .._ordered.records import SUCCEEDED
 from .._registry import STOP, Orders
 from .._values import check_bool, check_int, check_seconds
 from ..jobs import (
-    CANCELLED,
     DEAD,
     DISCARD,
     LEASE_LOST,
-    OK,
     RETRY,
     SNOOZE,
     Backoff,
     Decision,
-    EventSink,
     Job,
     JobCancelled,
-    JobFinished,
     JobStarted,
     TimeLimitExceeded,
     WorkerStopping,
     decide,
 )
-from ..protocol import Workable, workable
+from ..protocol import Claimed, Workable, workable
 from ..schedule import Schedule, check_retention
-from .presence import Presence
+from .ahead import Ahead, check_prefetch
+from .holding import Holding, finishing
+from .presence import Presence, stop_on_signals
 from .running import (
     IDLE_WAIT,
     Running,
@@ -79,7 +81,7 @@ from .running import (
     named,
     outcome_of,
 )
-from .threads import HandlerThreads
+from .threads import Completions, HandlerThreads
 
 __all__ = ["FETCH_BACKOFF", "IDLE_WAIT", "WorkerCore", "emit"]
 
@@ -90,14 +92,11 @@ FETCH_BACKOFF = 1.0
 #: Seconds a fetch waits at most for more slots to free before it claims (see
 #: :meth:`WorkerCore.gather`).
 GATHER_MAX = 0.01
-#: Bytes of results one settling transaction carries at most (the rest goes in the
-#: next one): well under FoundationDB's 10 MB.
-SETTLE_BYTES = 4_000_000
-#: The outcomes that count as failures in a worker's record.
-FAILURES = frozenset((RETRY, DEAD, DISCARD, LEASE_LOST))
+#: Seconds acks wait at most for a claim to carry them (see :meth:`WorkerCore.ride`).
+ACK_RIDE = 0.05
 
 
-class WorkerCore:
+class WorkerCore(Holding):
     """Runs ``handler(job)`` on the items of ``queue`` (see the module docstring and
     :class:`fdbrecipes.Worker` for the arguments); ``threaded``: the handler is a
     sync function, run in handler threads."""
@@ -105,7 +104,7 @@ class WorkerCore:
     def __init__(self, db: Any, queue: Any, handler: Callable[[Job], Any], *,
                  concurrency: Any, lease_seconds: Any, backoff: Any, shutdown_timeout: Any,
                  on_event: Any, end: Any, schedules: Sequence[Schedule], time_limit: Any,
-                 name: Any, threaded: bool) -> None:
+                 name: Any, threaded: bool, prefetch: Any = None) -> None:
         self.ops: Workable[Any] = workable(queue)
         check_handler(handler, not threaded)
         check_int(concurrency, "concurrency", low=1, high=10_000)
@@ -119,6 +118,8 @@ class WorkerCore:
             raise TypeError("on_event must be callable or None")
         self.time_limit = None if time_limit is None else check_seconds(time_limit,
                                                                         "time_limit")
+        self.ahead = Ahead(concurrency, check_prefetch(prefetch, concurrency),
+                           self.time_limit is not None)
         if name is not None and not (isinstance(name, str) and 0 < len(name) <= 200):
             raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
         self.ops.claim_many(db, 1, self.lease_seconds, spread=1, end=end).close()  # checks end
@@ -132,24 +133,24 @@ class WorkerCore:
         self.concurrency: int = concurrency
         self.backoff: Backoff = backoff or Backoff()
         self.shutdown_timeout = float(shutdown_timeout)
-        self.on_event: Optional[EventSink] = on_event
         self.end: str = end
         self.schedules = list(schedules)
         self.threaded = threaded
-        self.presence = Presence(self.ops, self.db, name or repr(queue), self.lease_seconds / 3)
-        self.running: Dict[bytes, Running] = {}  # by lease token
-        self.acks: List[Running] = []
+        super().__init__(Presence(self.ops, self.db, name or repr(queue),
+                                  self.lease_seconds / 3), on_event)
         self.threads: Optional[HandlerThreads] = None
+        self.completions: Optional[Completions] = None
         self.next_push = 0.0 if self.schedules else math.inf  # time.time() of the next push
         self.claim_seconds = 0.0  # how long the last claim took
+        self.claiming = False  # a claim is about to go, or in flight
+        self.idling = False  # waiting for work on the structure's watch
         self.lock = threading.Lock()  # guards loop and the stops asked before it runs
         self.loop: Optional[asyncio.AbstractEventLoop] = None  # while it runs
         self.thread = 0  # the ident of the loop's thread, while it runs
         self.stops_asked = 0
-        # made by run(), on its loop: stop asked, hurry asked, something changed
+        # made by run(), on its loop: stop asked, hurry asked
         self.stopping: asyncio.Event
         self.hurry: asyncio.Event
-        self.changed: asyncio.Event
 
     @property
     def id(self) -> str:
@@ -162,14 +163,15 @@ class WorkerCore:
         """Work until stopped; then drain and return (``burst``: also once nothing is
         visible and no handler runs)."""
         check_bool(burst, "burst")
-        self.stopping, self.hurry, self.changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.stopping, self.hurry = asyncio.Event(), asyncio.Event()
         with self.lock:
             self.loop, self.thread = asyncio.get_running_loop(), threading.get_ident()
             asked, self.stops_asked = self.stops_asked, 0
         for _ in range(asked):
             self.request_stop()
-        restore = self.install_signals()
+        restore = stop_on_signals(self.request_stop)
         self.threads = HandlerThreads(self.concurrency) if self.threaded else None
+        self.completions = Completions(asyncio.get_running_loop()) if self.threaded else None
         log.info("worker %s started: %s, concurrency %d, lease %g s%s", self.id,
                  self.presence.label, self.concurrency, self.lease_seconds,
                  "" if self.time_limit is None else f", time limit {self.time_limit:g} s")
@@ -223,42 +225,6 @@ class WorkerCore:
         self.presence.state = "stopping"
         self.notify()
 
-    def install_signals(self) -> Callable[[], None]:
-        """SIGTERM and SIGINT stop the worker, when its loop runs in the main thread;
-        the function that takes the handlers away again."""
-        if threading.current_thread() is not threading.main_thread():
-            return nothing
-        loop = asyncio.get_running_loop()
-        signals = (signal.SIGTERM, signal.SIGINT)
-        try:
-            for sig in signals:
-                loop.add_signal_handler(sig, self.request_stop)
-        except (NotImplementedError, RuntimeError):  # not a Unix loop
-            return nothing
-
-        def restore() -> None:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-        return restore
-
-    def notify(self) -> None:
-        """Something changed (a job ended, a stop): wake what waits for it."""
-        self.changed.set()
-
-    async def changed_or(self, seconds: float) -> None:
-        """Wait until something changes or ``seconds`` pass.  (Not ``wait_for``: before
-        Python 3.12 it swallows a cancellation that comes as the change does.)"""
-        self.changed.clear()
-        changed = asyncio.ensure_future(self.changed.wait())
-        try:
-            await asyncio.wait({changed}, timeout=seconds)
-        finally:
-            changed.cancel()
-
-    def busy(self) -> int:
-        """Jobs whose handler has not returned (each holds a slot)."""
-        return sum(1 for r in self.running.values() if not r.handled and not r.given_back)
-
     # -- what operators ask --------------------------------------------------------------
 
     def apply(self, orders: Orders) -> None:
@@ -299,30 +265,59 @@ class WorkerCore:
         while not self.stopping.is_set():
             try:
                 await self.push_schedules()
-                free = self.concurrency - self.busy()
-                if free <= 0 or self.presence.state != "running":
+                if self.wanted() <= 0 or self.presence.state != "running":
                     await self.changed_or(IDLE_WAIT)
                     continue
-                await self.gather()
-                began = time.monotonic()
-                leases = await drive(self.ops.claim_many(
-                    self.db, self.concurrency - self.busy(), self.lease_seconds,
-                    spread=self.concurrency, end=self.end, holder=self.id))
-                self.claim_seconds = time.monotonic() - began
-                runs = [Running(job) for job in self.jobs_of(leases)]
+                self.claiming = True
+                if not self.waiting:
+                    await self.gather()
+                claimed = await self.claim()
+                runs = [Running(job) for job in self.jobs_of(claimed.leases)]
                 if self.stopping.is_set():
                     await self.give_back(runs, report=False)
                     return
-                await self.announce(runs)
                 for running in runs:
-                    self.start(running)
-                if not leases:
-                    if burst and not self.running:  # nothing held: none running or settling
+                    self.running[running.lease.token] = running
+                self.waiting.extend(runs)
+                self.start_waiting()
+                if not claimed.leases:
+                    # nothing held, running or settling (what this claim acked was held
+                    # until it committed: a retry it may have been racing is awaited)
+                    if burst and not self.running and not claimed.acked:
                         return
                     await self.idle()
             except Exception:
                 log.exception("fetching failed; trying again in %s s", FETCH_BACKOFF)
                 await self.changed_or(FETCH_BACKOFF)
+
+    async def claim(self) -> Claimed:
+        """Claim what :meth:`wanted` says, in one transaction with the acks waiting
+        (at most :data:`SETTLE_BYTES` of results): what it acked and claimed."""
+        began = time.monotonic()
+        acks = self.next_acks()
+        try:
+            claimed = await drive(self.ops.finish_and_claim(
+                self.db, finishing(acks), self.wanted(), self.lease_seconds,
+                spread=self.concurrency, end=self.end, holder=self.id))
+        except Exception:
+            if acks:
+                log.exception("acking %d jobs failed; their leases will expire", len(acks))
+                self.acked(acks, [False] * len(acks))
+            raise
+        finally:
+            self.claiming = False
+            self.notify()
+        self.claim_seconds = time.monotonic() - began
+        self.acked(acks, claimed.acked)
+        return claimed
+
+    def wanted(self) -> int:
+        """How many jobs to claim now: for the free slots and the jobs to hold ahead
+        (see :mod:`.ahead`), once those waiting fell to half of these; 0: none now."""
+        ahead = self.ahead.jobs()
+        if len(self.waiting) > ahead // 2:
+            return 0
+        return max(0, self.concurrency - self.busy() + ahead - len(self.waiting))
 
     async def gather(self) -> None:
         """While handlers run, wait up to one claim's duration (at most
@@ -355,9 +350,12 @@ class WorkerCore:
         waiting = asyncio.ensure_future(drive(self.ops.wait(self.db,
                                                             idle_seconds(self.next_push))))
         stopping = asyncio.ensure_future(self.stopping.wait())
+        self.idling = True
+        self.notify()  # the acks waiting for a claim go on their own
         try:
             await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.idling = False
             for task in (waiting, stopping):
                 task.cancel()
         await asyncio.wait({waiting, stopping})
@@ -375,29 +373,37 @@ class WorkerCore:
             starts.append(slot)
         self.next_push = min(starts)
 
-    async def announce(self, runs: List[Running]) -> None:
-        """Before jobs with a time limit start, write the worker's record with them (a
-        supervisor kills a process whose record shows a job far past its limit: a
-        handler stuck in C code stops the heartbeats too, so only this write would
-        name the job)."""
-        if not any(r.job.time_limit is not None for r in runs):
+    def start_waiting(self) -> None:
+        """Start waiting jobs on the free slots, in the order they were claimed (not
+        once the worker stops: it gives them back).  Before jobs with a time limit
+        start, the worker's record is written with them (see :meth:`work`)."""
+        if self.stopping.is_set() or not self.waiting:
             return
-        now = time.time()
-        for running in runs:
-            running.began_at = now
-            self.running[running.lease.token] = running
-        await self.write_record()
-
-    def start(self, running: Running) -> None:
-        """Hold ``running`` and start its handler."""
-        self.running[running.lease.token] = running
-        running.task = asyncio.ensure_future(self.work(running))
+        free = self.concurrency - self.busy()
+        starting = [self.waiting.popleft() for _ in range(min(free, len(self.waiting)))]
+        announce = None
+        if any(r.job.time_limit is not None for r in starting):
+            now = time.time()
+            for running in starting:
+                running.began_at = now
+            announce = asyncio.ensure_future(self.write_record())
+        for running in starting:
+            running.announce = announce
+            running.slot = True
+            self.slots += 1
+            running.task = asyncio.ensure_future(self.work(running))
 
     # -- one job -------------------------------------------------------------------------
 
     async def work(self, running: Running) -> None:
-        """Run the handler on one job and settle it (or hand its ack to the acker)."""
+        """Run the handler on one job and settle it (or hand its ack to the acker).
+        A job with a time limit waits for the worker's record to name it first (a
+        supervisor kills a process whose record shows a job far past its limit: a
+        handler stuck in C code stops the heartbeats too, so only that write would
+        name the job)."""
         job = running.job
+        if running.announce is not None:
+            await asyncio.shield(running.announce)
         running.started, running.began_at = time.monotonic(), running.began_at or time.time()
         emit(self.on_event, JobStarted(job))
         if job.time_limit is not None:
@@ -414,6 +420,10 @@ class WorkerCore:
             if running.timer is not None:
                 running.timer.cancel()
         running.handled = True
+        self.free_slot(running)
+        if not running.given_back:
+            self.ahead.ran(running.seconds())
+            self.start_waiting()  # on the slot just freed
         self.notify()  # a slot is free
         if running.given_back:
             return
@@ -429,13 +439,16 @@ class WorkerCore:
         await self.settle(running, decision, error)
 
     async def handle(self, running: Running) -> Tuple[Any, Optional[BaseException]]:
-        """Run the handler (unless the job was stopped before it began): what it
-        returned, or what it raised."""
+        """Run the handler (unless the job was stopped, or its lease lost, before it
+        began): what it returned, or what it raised."""
         if running.job.stopped is not None:
             return None, running.job.stopped
+        if running.lost:  # while it waited for a slot: it may be with another worker
+            return None, None
         if self.threads is not None:
+            assert self.completions is not None
             running.future = self.threads.submit(outcome_of, self.handler, running.job)
-            found: Tuple[Any, Optional[BaseException]] = await asyncio.wrap_future(
+            found: Tuple[Any, Optional[BaseException]] = await self.completions.wrap(
                 running.future)
             return found
         try:
@@ -479,48 +492,37 @@ class WorkerCore:
             done, error = False, error or e
         self.finish(running, decision.outcome if done else LEASE_LOST, error)
 
-    def finish(self, running: Running, outcome: str, error: Optional[BaseException]) -> None:
-        """The job ended: forget it, and report it (once: a job given back at
-        shutdown is reported then)."""
-        if self.running.pop(running.lease.token, None) is None:
-            return
-        if outcome == LEASE_LOST:
-            log.warning("job %s: its lease expired before it was settled: it may run "
-                        "again (a lease too short for the work, or a stalled process)",
-                        named(running.job))
-        elif outcome == CANCELLED:
-            log.info("job %s cancelled", named(running.job))
-        if outcome != SNOOZE:
-            self.presence.count(outcome in FAILURES)
-        self.presence.forget(running.job)
-        self.notify()
-        emit(self.on_event, JobFinished(running.job, outcome, running.seconds(), error))
-
     async def settle_acks(self) -> None:
         """Ack finished jobs together (at most :data:`SETTLE_BYTES` of results a
-        transaction), until the worker stops and none is left."""
+        transaction), until the worker stops and none is left: those no claim
+        carries (see :meth:`ride`)."""
         while True:
             while not self.acks and not (self.stopping.is_set() and not self.busy()):
                 await self.changed_or(IDLE_WAIT)
             if not self.acks:
                 return
-            size, n = 0, 0
-            for running in self.acks:
-                size += running.size()
-                if n and size > SETTLE_BYTES:
-                    break
-                n += 1
-            batch, self.acks = self.acks[:n], self.acks[n:]
+            await self.ride()
+            batch = self.next_acks()
+            if not batch:
+                continue
             try:
-                acked = await drive(self.ops.finish_many(
-                    self.db, [r.finished for r in batch if r.finished is not None]))
+                acked = await drive(self.ops.finish_many(self.db, finishing(batch)))
             except Exception:
                 log.exception("acking %d jobs failed; their leases will expire", len(batch))
                 acked = [False] * len(batch)
-            for running, ok in zip(batch, acked):
-                cancelled = running.finished is not None and running.finished.state != SUCCEEDED
-                self.finish(running, LEASE_LOST if not ok else CANCELLED if cancelled else OK,
-                            running.job.stopped if cancelled else None)
+            self.acked(batch, acked)
+
+    async def ride(self) -> None:
+        """Let the acks waiting ride on a claim, in its transaction: wait while one is
+        in flight or about to go (at most :data:`ACK_RIDE`)."""
+        deadline = time.monotonic() + ACK_RIDE
+        while self.acks and not self.stopping.is_set() and (
+                self.claiming or (not self.idling and self.presence.state == "running"
+                                  and self.wanted() > 0)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self.changed_or(left)
 
     # -- heartbeat ---------------------------------------------------------------------
 
@@ -558,11 +560,13 @@ class WorkerCore:
     async def drain(self) -> None:
         """Give back what did not start, wait for handlers (up to the timeout), give
         back what still runs, and wait for the jobs being settled."""
-        unstarted = []
-        for running in self.running.values():
-            if not running.started or (running.future is not None and running.future.cancel()):
-                unstarted.append(running)
-        emit(self.on_event, WorkerStopping(self.busy() - len(unstarted)))
+        self.waiting.clear()  # held in self.running: given back below
+        unstarted = [r for r in self.running.values()
+                     if not r.started or (r.future is not None and r.future.cancel())]
+        given = {id(r) for r in unstarted}
+        emit(self.on_event, WorkerStopping(sum(
+            1 for r in self.running.values()
+            if r.started and not r.handled and not r.given_back and id(r) not in given)))
         await self.give_back(unstarted, report=False)
         deadline = time.monotonic() + self.shutdown_timeout
         while self.busy() and not self.hurry.is_set():
@@ -582,6 +586,7 @@ class WorkerCore:
         snoozed."""
         for running in jobs:  # all marked before the first release waits
             running.given_back = True
+            self.free_slot(running)
             if running.task is not None and not running.task.done():
                 running.task.cancel()
         for running in jobs:
@@ -594,7 +599,3 @@ class WorkerCore:
                 self.finish(running, SNOOZE, None)
             else:
                 self.running.pop(running.lease.token, None)
-
-
-def nothing() -> None:
-    """What takes away the signal handlers of a worker that installed none."""

@@ -8,6 +8,8 @@
   waits on a watch of the worker's own key and hands each order to the worker.
 * Pruning: with job records, a task forgets the finished records whose time is up,
   every :data:`PRUNE_EVERY` seconds, in bounded transactions (see ``Queue.prune``).
+* Signals: SIGTERM and SIGINT stop a worker whose loop runs in the main thread
+  (:func:`stop_on_signals`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import asyncio
 import logging
 import os
 import secrets
+import signal
 import socket
+import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -26,7 +30,7 @@ from .._registry import MISSED_BEATS, Orders, RunningJob, WorkerInfo
 from ..jobs import Job
 from ..protocol import Workable
 
-__all__ = ["PRUNE_EVERY", "Presence", "worker_id"]
+__all__ = ["PRUNE_EVERY", "Presence", "stop_on_signals", "worker_id"]
 
 log = logging.getLogger("fdbrecipes.worker")
 
@@ -138,3 +142,26 @@ class Presence:
             self.state = "quiet"
             log.info("worker %s is quiet%s: it takes no more jobs", self.id,
                      f" ({why})" if why else "")
+
+
+def stop_on_signals(stop: Callable[[], None]) -> Callable[[], None]:
+    """Make SIGTERM and SIGINT call ``stop`` (in the running loop), when that loop runs
+    in the main thread; the function that takes the handlers away again."""
+    if threading.current_thread() is not threading.main_thread():
+        return nothing
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    try:
+        for sig in signals:
+            loop.add_signal_handler(sig, stop)
+    except (NotImplementedError, RuntimeError):  # not a Unix loop
+        return nothing
+
+    def restore() -> None:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+    return restore
+
+
+def nothing() -> None:
+    """What takes away the signal handlers of a worker that installed none."""

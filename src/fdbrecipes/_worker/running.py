@@ -77,11 +77,12 @@ def named(job: Job) -> str:
 class Running:
     """A job the worker holds: its lease (renewed by the heartbeat), whether its
     handler began and returned, whether the lease was lost or given back meanwhile,
-    the task running it, its time limit's timer and, once it succeeded, what its ack
-    carries."""
+    the task running it (None while it waits for a slot), the write of the worker's
+    record it waits for before its handler begins (a job with a time limit), its time
+    limit's timer and, once it succeeded, what its ack carries."""
 
-    __slots__ = ("began_at", "finished", "future", "given_back", "handled", "job", "lease",
-                 "lost", "started", "task", "timer")
+    __slots__ = ("announce", "began_at", "finished", "future", "given_back", "handled", "job",
+                 "lease", "lost", "slot", "started", "task", "timer")
 
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -89,9 +90,11 @@ class Running:
         self.started = 0.0  # time.monotonic() when its handler began; 0: not yet
         self.began_at = 0.0  # time.time() then
         self.handled = False
+        self.slot = False  # it holds one of the worker's slots
         self.lost = False
         self.given_back = False
         self.task: Optional[asyncio.Task[None]] = None
+        self.announce: Optional[asyncio.Future[None]] = None
         self.future: Optional[Any] = None  # a sync handler's thread future
         self.timer: Optional[asyncio.TimerHandle] = None
         self.finished: Optional[Finished] = None

@@ -39,12 +39,22 @@ EPILOG = ("The structure is --directory PATH (a directory-layer path, which must
 
 def positive_int(text: str) -> int:
     """argparse type: an int >= 1."""
+    return int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an int >= 0."""
+    return int_at_least(text, 0)
+
+
+def int_at_least(text: str, low: int) -> int:
+    """``text`` as an int >= ``low``, for argparse."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
     return value
 
 

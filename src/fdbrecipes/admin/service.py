@@ -33,7 +33,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from .arguments import Needs, place_arguments, positive_int, seconds
+from .arguments import Needs, non_negative_int, place_arguments, positive_int, seconds
 from .commands import Operation, Report, Target
 from .logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 from .places import UsageError
@@ -65,6 +65,9 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
                         "current directory on the path)")
     parser.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
                         help="jobs running at once (default 8)")
+    parser.add_argument("--prefetch", type=non_negative_int, metavar="N",
+                        help="jobs claimed ahead of the free slots while jobs are short "
+                        "(default: 8 x the concurrency, at most 1000; 0: none)")
     parser.add_argument("--lease", type=seconds, default=30.0, metavar="SECONDS",
                         help="lease of each job, extended while it runs (default 30)")
     parser.add_argument("--shutdown-timeout", type=seconds, default=25.0, metavar="SECONDS",
@@ -164,7 +167,8 @@ def work(target: Target, args: argparse.Namespace) -> Report:
                       f"{target.title()}: workers stopped")
     options = dict(concurrency=args.concurrency, lease_seconds=args.lease,
                    shutdown_timeout=args.shutdown_timeout, end=args.end or "min",
-                   time_limit=args.time_limit, name=args.name or target.title())
+                   time_limit=args.time_limit, name=args.name or target.title(),
+                   prefetch=args.prefetch)
     if inspect.iscoroutinefunction(handler):
         async_worker = AsyncWorker(target.db, target.structure, handler, **options)
         watch_parent(async_worker.stop)

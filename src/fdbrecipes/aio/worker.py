@@ -33,12 +33,12 @@ class AsyncWorker:
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
                  schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
         self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
                                 lease_seconds=lease_seconds, backoff=backoff,
                                 shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
                                 schedules=schedules, time_limit=time_limit, name=name,
-                                threaded=False)
+                                prefetch=prefetch, threaded=False)
         self._runner: Optional[asyncio.Task[None]] = None
 
     def __repr__(self) -> str:

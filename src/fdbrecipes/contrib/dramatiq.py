@@ -11,7 +11,8 @@
 
 Each Dramatiq queue is a :class:`fdbrecipes.Queue`.  A consumer *claims* messages
 (the message and its lease in one transaction: no crash loses one in between), the
-process's heartbeat extends the leases it holds, ``ack`` acks, ``nack`` makes the
+process's heartbeat extends the leases it holds, ``ack`` acks (with the consumer's
+next claim, in its transaction), ``nack`` makes the
 message a dead letter of the queue (``Queue.dead``) with the actor's error as its
 reason, and a message whose worker died comes back after ``lease_seconds``.  A delayed
 message (``send_with_options(delay=...)``, retries) is pushed delayed: it waits in the
@@ -21,9 +22,9 @@ Needs the ``dramatiq`` extra: ``pip install 'fdbrecipes[dramatiq]'``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-import uuid
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, List, Optional
 
@@ -34,7 +35,8 @@ except ImportError as e:  # pragma: no cover (the extra is installed for the tes
     raise ImportError("fdbrecipes.contrib.dramatiq needs Dramatiq: pip install "
                       "'fdbrecipes[dramatiq]'") from e
 
-from ._acker import Acker
+from .._values import check_int
+from .._worker.ahead import Ahead
 from ._database import database, directory, directory_path, transact
 from ._keeper import Held, LeaseKeeper
 from ._options import check_cluster_file, check_count, check_seconds
@@ -44,12 +46,16 @@ __all__ = ["FdbBroker"]
 
 #: Longest reason stored with a dead letter (the library's limit).
 _REASON = 1_000
+#: Seconds an ack waits at most for a claim to carry it.
+ACK_RIDE = 0.05
+#: Delivery tags: one per message a process claims.
+_TAGS = itertools.count()
 
 
 class _Proxy(dramatiq.MessageProxy):
     """A delivered message and the tag its lease is held under."""
 
-    def __init__(self, message: Any, tag: str) -> None:
+    def __init__(self, message: Any, tag: int) -> None:
         super().__init__(message)
         self.tag = tag
 
@@ -74,6 +80,12 @@ class FdbBroker(dramatiq.Broker):
         spread: consumers claim among this many oldest messages (rarely colliding).
         max_deliveries: deliveries after which a message whose lease keeps ending
             without ack (its worker dies each time) becomes a dead letter; None: never.
+        claim_ahead: messages a consumer may claim beyond its prefetch, held under
+            leases (extended by the heartbeat) until Dramatiq has room for them, so
+            that one transaction claims dozens (None: 4 times the prefetch, at most
+            1,000; 0: none).  Only while messages are short: as many as would wait
+            about 0.1 s, judged by how long the recent ones took from delivery to
+            ack; given back at once when the worker stops.
         middleware: as for :class:`dramatiq.Broker`.
 
     Raises:
@@ -82,8 +94,11 @@ class FdbBroker(dramatiq.Broker):
 
     def __init__(self, *, cluster_file: Optional[str] = None, directory: Any = "dramatiq",
                  lease_seconds: float = 30.0, spread: int = 8,
-                 max_deliveries: Optional[int] = None, middleware: Any = None) -> None:
+                 max_deliveries: Optional[int] = None, claim_ahead: Optional[int] = None,
+                 middleware: Any = None) -> None:
         self._cluster_file = check_cluster_file(cluster_file)
+        self._claim_ahead = None if claim_ahead is None else check_int(
+            claim_ahead, "claim_ahead", low=0, high=10_000)
         self._path = directory_path(directory, "directory")
         self._settings = QueueSettings(
             check_seconds(lease_seconds, "lease_seconds"),
@@ -92,7 +107,6 @@ class FdbBroker(dramatiq.Broker):
             60.0)
         self._opened: Optional[Queues] = None
         self._keeper: Optional[LeaseKeeper] = None
-        self._acker: Optional[Acker] = None
         self._open_lock = threading.Lock()
         super().__init__(middleware=middleware)
         self.queues: Dict[str, bool] = {}
@@ -107,7 +121,6 @@ class FdbBroker(dramatiq.Broker):
                 self._opened = Queues(db, root, self._settings)
                 self._keeper = LeaseKeeper(db, self._settings.lease_seconds,
                                            clock_key=root.pack(("clock",)))
-                self._acker = Acker(self._opened)
             return self._opened
 
     @property
@@ -117,17 +130,8 @@ class FdbBroker(dramatiq.Broker):
         assert self._keeper is not None
         return self._keeper
 
-    @property
-    def acker(self) -> Acker:
-        """Where this process's acks go, to be committed in batches."""
-        self.store  # noqa: B018 (opens it)
-        assert self._acker is not None
-        return self._acker
-
     def close(self) -> None:
-        """Commit the acks handed over, stop the heartbeat."""
-        if self._acker is not None:
-            self._acker.flush()
+        """Stop the heartbeat (each consumer commits its acks as it closes)."""
         if self._keeper is not None:
             self._keeper.close()
 
@@ -163,7 +167,9 @@ class FdbBroker(dramatiq.Broker):
         """
         if queue_name not in self.queues:
             raise QueueNotFound(queue_name)
-        return _Consumer(self, queue_name, prefetch, timeout)
+        ahead = min(4 * max(prefetch, 1), 1_000) if self._claim_ahead is None \
+            else self._claim_ahead
+        return _Consumer(self, queue_name, prefetch, timeout, ahead)
 
     def flush(self, queue_name: str) -> None:
         """Drop every message of ``queue_name``: waiting, delayed, in flight (their
@@ -205,57 +211,136 @@ class FdbBroker(dramatiq.Broker):
 
 class _Consumer(dramatiq.Consumer):
     """Claims messages of one queue under leases the broker's keeper extends: up to
-    ``prefetch`` delivered and unacked, claimed once half of that is free (a busy
-    consumer claims in batches, not one message for each ack)."""
+    ``prefetch`` delivered and unsettled, claimed once half of that is free (a busy
+    consumer claims in batches, not one message for each ack), and, while messages
+    are short, up to ``ahead`` more, held until there is room (see
+    :mod:`fdbrecipes._worker.ahead`: the same rule as a Worker's).  Acks ride on the
+    next claim, in its transaction; those no claim takes within :data:`ACK_RIDE`
+    (the worker's threads are all busy) are committed together by the consumer's
+    thread, and while it waits for the queue to fill each ack is committed by the
+    thread that acks."""
 
     def __init__(self, broker: FdbBroker, queue_name: str, prefetch: int,
-                 timeout: int) -> None:
+                 timeout: int, ahead: int) -> None:
         self._broker = broker
         self._queue = queue_name
         self._prefetch = max(prefetch, 1)
         self._timeout = timeout / 1000
-        self._buffer: Deque[_Proxy] = deque()
-        self._outstanding = 0
+        self._ahead = Ahead(self._prefetch, ahead, False)
+        self._delivered: Dict[int, float] = {}  # tag: time.monotonic() of delivery
+        self._buffer: Deque[_Proxy] = deque()  # claimed, not delivered
+        self._outstanding = 0  # delivered, not yet acked, nacked or requeued
+        self._acks: List[Held] = []  # acked, not yet committed
+        self._acked_at = 0.0  # time.monotonic() of the oldest of them
+        self._closed = False
+        self._idle = False  # waiting on the watch: no claim is coming
         self._settled = threading.Condition()
 
     def __next__(self) -> Optional[_Proxy]:
-        if not self._buffer:
+        if self._buffer:
+            if not self._room(1):
+                return None
+        else:
+            room = self._room(max(1, self._prefetch // 2))
+            if not room:
+                return None
             with self._settled:
-                room = self._prefetch - self._outstanding
-                if room < max(1, self._prefetch // 2):  # claim in batches: wait for acks
-                    self._settled.wait(self._timeout)
-                    return None
-            self._claim(room)
+                wanted = room + self._ahead.jobs()
+            self._claim(wanted)
             if not self._buffer:
-                self._broker.store.structure(self._queue).wait(self._broker.store.db,
-                                                              self._timeout)
-                self._claim(room)
-        if not self._buffer:
-            return None
+                self._wait_for_work()
+                self._claim(wanted)
+            if not self._buffer:
+                return None
+        proxy = self._buffer.popleft()
         with self._settled:
             self._outstanding += 1
-        return self._buffer.popleft()
+            self._delivered[proxy.tag] = time.monotonic()
+        return proxy
+
+    def _room(self, need: int) -> int:
+        """Wait (at most the consumer's timeout) until ``need`` of the prefetch is
+        free; how much is (0: not enough yet).  Acks that waited :data:`ACK_RIDE`
+        for a claim are committed meanwhile."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            with self._settled:
+                room = self._prefetch - self._outstanding
+                if room >= need:
+                    return room
+                now = time.monotonic()
+                if now >= deadline:
+                    return 0
+                if not self._acks or now < self._acked_at + ACK_RIDE:
+                    wake = deadline if not self._acks else self._acked_at + ACK_RIDE
+                    self._settled.wait(min(wake, deadline) - now)
+                    continue
+            self._commit_acks()
+
+    def _wait_for_work(self) -> None:
+        """Wait on the queue's watch (at most the consumer's timeout); acks meanwhile
+        are committed by the threads that ack, as no claim will carry them."""
+        with self._settled:
+            self._idle = True
+        try:
+            self._commit_acks()
+            self._broker.store.structure(self._queue).wait(self._broker.store.db,
+                                                          self._timeout)
+        finally:
+            with self._settled:
+                self._idle = False
+
+    def _take_acks(self) -> List[Held]:
+        with self._settled:
+            acks, self._acks = self._acks, []
+        return acks
+
+    def _commit_acks(self) -> None:
+        """Commit the acks waiting, in one transaction (per structure)."""
+        acks = self._take_acks()
+        if acks:
+            self._broker.store.ack_many(acks)
 
     def _claim(self, n: int) -> None:
         store = self._broker.store
         structure = store.structure(self._queue)
-        for delivery in store.take(self._queue, n, leased=True):
-            proxy = _Proxy(dramatiq.Message.decode(delivery.payload), uuid.uuid4().hex)
+        acks = self._take_acks()
+        try:
+            taken = store.take(self._queue, n, leased=True, acks=acks)
+        except BaseException:
+            with self._settled:  # committed or not, they are settled by the next try
+                self._acks[:0] = acks
+            raise
+        for delivery in taken:
+            proxy = _Proxy(dramatiq.Message.decode(delivery.payload), next(_TAGS))
             self._broker.keeper.hold(proxy.tag, Held(structure, delivery.lease, delivery.blob))
             self._buffer.append(proxy)
 
-    def _settle(self) -> None:
+    def _settle(self, message: Any) -> None:
+        """A delivered message was settled: its room is free again, and how long it
+        took counts for the claims ahead."""
         with self._settled:
             self._outstanding -= 1
+            tag = getattr(message, "tag", None)
+            delivered = None if tag is None else self._delivered.pop(tag, None)
+            if delivered is not None:
+                self._ahead.ran(time.monotonic() - delivered)
             self._settled.notify_all()
 
     def ack(self, message: dramatiq.MessageProxy) -> None:
-        """The message was processed: ack its lease, in a batch with other acks (a
-        lease lost meanwhile is logged, not acked)."""
+        """The message was processed: its lease is acked with the next claim (a lease
+        lost meanwhile is logged, not acked)."""
         held = self._broker.keeper.take(getattr(message, "tag", None))
         if held is not None:
-            self._broker.acker.ack(held)
-        self._settle()
+            with self._settled:
+                now = held.extra is not None or self._closed or self._idle
+                if not now:
+                    if not self._acks:
+                        self._acked_at = time.monotonic()
+                    self._acks.append(held)
+            if now:  # no claim to carry it (or a chunked message: its chunks go too)
+                self._broker.store.ack_many([held])
+        self._settle(message)
 
     def nack(self, message: dramatiq.MessageProxy) -> None:
         """The message failed for good: a dead letter of its queue, with the actor's
@@ -263,7 +348,7 @@ class _Consumer(dramatiq.Consumer):
         held = self._broker.keeper.take(getattr(message, "tag", None))
         if held is not None:
             self._broker.store.bury(held, _reason(message))
-        self._settle()
+        self._settle(message)
 
     def requeue(self, messages: Iterable[dramatiq.MessageProxy]) -> None:
         """Give back messages delivered but not processed (a worker shutting down),
@@ -272,12 +357,13 @@ class _Consumer(dramatiq.Consumer):
             held = self._broker.keeper.take(getattr(message, "tag", None))
             if held is not None:
                 self._broker.store.release(held, count=False)
-            self._settle()
+            self._settle(message)
 
     def close(self) -> None:
         """Give back the messages claimed but never delivered; commit the acks."""
+        self._closed = True
         while self._buffer:
             held = self._broker.keeper.take(self._buffer.popleft().tag)
             if held is not None:
                 self._broker.store.release(held, count=False)
-        self._broker.acker.flush()
+        self._commit_acks()
