@@ -20,8 +20,8 @@ from typing import Any, ContextManager, Dict, Iterable, List, Optional, Tuple, U
 from ._clock import Clock
 from ._drivers.blocking import drive
 from ._face import JobFace
-from ._fair.ops import FairOps, FairStats
-from ._fair.parts import FairLease, Policy
+from ._fair.ops import FairOps
+from ._fair.parts import FairLease, FairStats, Policy
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._jobs_face import JobMethods

@@ -20,9 +20,10 @@ from typing import Any, ContextManager, Iterable, List, Optional, Tuple
 from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
+from ._ordered.checks import reverse_end
 from ._ordered.front import MAX, MIN
 from ._ordered.leases import Lease
-from ._ordered.ops import PriorityQueueOps, reverse_end
+from ._ordered.ops import PriorityQueueOps
 from ._ordered.paging import PendingItem
 from ._ordered_face import OrderedFace
 from ._values import V

@@ -20,13 +20,13 @@ from .._fdb import Gen, Transactor, check_database, check_transactor, snap
 from .._layout import MAX_SHARDS, FairLayout
 from .._operation import Attempt, gather
 from .._ops import ClaimStep, JobOps
+from .._ordered.checks import check_end, lease_batch
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
 from .._ordered.history import check_error, check_job_id, check_time_limit, made_ids
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo
-from .._ordered.ops import check_end, lease_batch
 from .._ordered.paging import PendingItem, Row, lookup, pending
 from .._ordered.records import RUNNING, JobRecord, Records
 from .._ordered.shard_listing import ShardedListing
@@ -66,9 +66,20 @@ from .._values import (
 from .._waiting import Wake, take_or_wait, wait_until_ready
 from .engine import Fair
 from .group import GroupOps
-from .parts import FairLease, Policy, check_group, fair_token, parse_fair
+from .parts import (
+    FairLease,
+    FairStats,
+    GroupView,
+    Policy,
+    check_group,
+    check_rate,
+    check_share,
+    fair_stats,
+    fair_token,
+    parse_fair,
+)
 
-__all__ = ["FairOps", "FairStats", "GroupPush"]
+__all__ = ["FairOps", "GroupPush"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -89,53 +100,6 @@ class GroupPush(NamedTuple):
 
     group: Any
     request: PushRequest
-
-
-class FairStats(NamedTuple):
-    """Where one group's items are, and how it is served.
-
-    Attributes:
-        visible, delayed, in_flight, dead: as in :class:`fdbrecipes.QueueStats`.
-        limit: items in flight at most (None: no limit).
-        share: its weight in the lottery.
-    """
-
-    visible: int
-    delayed: int
-    in_flight: int
-    dead: int
-    limit: Optional[int]
-    share: int
-
-
-class GroupView(NamedTuple):
-    """A group's :class:`fdbrecipes.QueueStats` and the :class:`Policy` it is served
-    by, as :meth:`FairOps.stats_of` reads them."""
-
-    stats: QueueStats
-    policy: Policy
-
-
-def fair_stats(view: GroupView) -> FairStats:
-    """The :class:`FairStats` of a group's stats and policy."""
-    stats, policy = view
-    return FairStats(stats.visible, stats.delayed, stats.in_flight, stats.dead,
-                     policy.limit, policy.share)
-
-
-def check_share(share: Any, name: str = "share") -> int:
-    """A lottery share: an int in [1, 2**32]."""
-    return check_int(share, name, low=1, high=2**32)
-
-
-def check_rate(rate: Any) -> Optional[Tuple[int, float]]:
-    """A rate: None, or ``(count, seconds)``."""
-    if rate is None:
-        return None
-    if type(rate) is not tuple or len(rate) != 2:
-        raise TypeError("rate must be None or a (count, seconds) tuple")
-    return check_int(rate[0], "rate count", low=1, high=10_000), check_seconds(rate[1],
-                                                                             "rate seconds")
 
 
 class FairOps(JobOps):

@@ -1,5 +1,6 @@
 """What a FairQueue is made of: its groups (each a queue, maybe over shards), how each
-is served (its policy), what a claim reads of one (its state), and its leases.
+is served (its policy, checked), what a claim reads of one (its state), what the
+counts of one say (its stats), and its leases.
 
 The engine that uses them is :mod:`.engine`; the keys are
 :class:`.._layout.FairLayout`.
@@ -13,17 +14,18 @@ import fdb.tuple
 
 from .._fdb import seconds_to_versions
 from .._ordered.dead import DeadLetters
-from .._ordered.engine import Ordered
+from .._ordered.engine import Ordered, QueueStats
 from .._ordered.front import Front
 from .._ordered.leases import Lease, Leases, lease_id, token_of
 from .._ordered.listing import Listing
 from .._ordered.records import Records
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import Shard, ShardedEngine, ShardedLeases
-from .._values import unpack_token
+from .._values import check_int, check_seconds, unpack_token
 
-__all__ = ["FairLease", "Group", "Policy", "State", "check_group", "fair_token",
-           "index_order", "parse_fair"]
+__all__ = ["FairLease", "FairStats", "Group", "GroupView", "Policy", "State", "check_group",
+           "check_rate", "check_share", "fair_stats", "fair_token", "index_order",
+           "parse_fair"]
 
 
 class Policy(NamedTuple):
@@ -145,3 +147,50 @@ def check_group(group: Any, name: str = "group") -> Any:
     if not 0 < len(group) <= 255:
         raise ValueError(f"{name} must be 1 to 255 characters (or bytes), got {len(group)}")
     return group
+
+
+class FairStats(NamedTuple):
+    """Where one group's items are, and how it is served.
+
+    Attributes:
+        visible, delayed, in_flight, dead: as in :class:`fdbrecipes.QueueStats`.
+        limit: items in flight at most (None: no limit).
+        share: its weight in the lottery.
+    """
+
+    visible: int
+    delayed: int
+    in_flight: int
+    dead: int
+    limit: Optional[int]
+    share: int
+
+
+class GroupView(NamedTuple):
+    """A group's :class:`fdbrecipes.QueueStats` and the :class:`Policy` it is served
+    by, as :meth:`FairOps.stats_of` reads them."""
+
+    stats: QueueStats
+    policy: Policy
+
+
+def fair_stats(view: GroupView) -> FairStats:
+    """The :class:`FairStats` of a group's stats and policy."""
+    stats, policy = view
+    return FairStats(stats.visible, stats.delayed, stats.in_flight, stats.dead,
+                     policy.limit, policy.share)
+
+
+def check_share(share: Any, name: str = "share") -> int:
+    """A lottery share: an int in [1, 2**32]."""
+    return check_int(share, name, low=1, high=2**32)
+
+
+def check_rate(rate: Any) -> Optional[Tuple[int, float]]:
+    """A rate: None, or ``(count, seconds)``."""
+    if rate is None:
+        return None
+    if type(rate) is not tuple or len(rate) != 2:
+        raise TypeError("rate must be None or a (count, seconds) tuple")
+    return check_int(rate[0], "rate count", low=1, high=10_000), check_seconds(rate[1],
+                                                                             "rate seconds")

@@ -28,8 +28,6 @@ from typing import (
     cast,
 )
 
-import fdb.tuple
-
 from .._clock import Clock, database_clock
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
@@ -65,10 +63,11 @@ from .._values import (
     push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
+from .checks import check_end, check_priority, lease_batch
 from .contention import Contention
 from .dead import DEAD_BATCH, DeadLetter, DeadLetters
 from .engine import Ordered, PushRequest, QueueStats
-from .front import MAX, MIN, value_of
+from .front import MIN, value_of
 from .history import check_error, check_job_id, check_time_limit, made_ids
 from .leases import Lease, Leases, lease_id
 from .listing import DelayedItem, LeaseInfo, Listing
@@ -93,8 +92,7 @@ from .tokens import (
     parse_tokens,
 )
 
-__all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps", "check_end",
-           "lease_batch", "reverse_end"]
+__all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps"]
 
 #: A lease as the calls take it: the Lease, or its token.
 LeaseLike = Union[Lease[Any], bytes]
@@ -102,51 +100,6 @@ LeaseLike = Union[Lease[Any], bytes]
 RESTORE_LIMIT = 1_000
 
 T = TypeVar("T")
-
-
-def check_end(end: Any, group_len: int) -> str:
-    """``end`` if it is an end of this kind of structure ("max" needs a priority).
-
-    Raises:
-        TypeError or ValueError: otherwise.
-    """
-    if end not in (MIN, MAX):
-        raise ValueError(f"end must be 'min' or 'max', got {end!r}")
-    if end == MAX and group_len == 0:
-        raise ValueError("end='max' needs a PriorityQueue")
-    return cast(str, end)
-
-
-def reverse_end(reverse: Any) -> str:
-    """The end ``items(reverse=...)`` lists from.
-
-    Raises:
-        TypeError: ``reverse`` is not a bool.
-    """
-    if type(reverse) is not bool:
-        raise TypeError(f"reverse must be a bool, not {type(reverse).__name__}")
-    return MAX if reverse else MIN
-
-
-def check_priority(priority: Any, name: str = "priority") -> Tuple[int]:
-    """The group of a PriorityQueue item: ``(priority,)``, checked."""
-    check_int(priority, name)
-    try:
-        fdb.tuple.pack((priority,))
-    except Exception:  # beyond the tuple layer's 255-byte integers
-        raise ValueError(f"{name} is too large for the tuple layer") from None
-    return (priority,)
-
-
-def lease_batch(leases: Iterable[Any], check: Callable[[Any, str], Any] = lease_id) -> List[Any]:
-    """``leases``, checked: each a Lease or token (``check(lease, its name)``: of a
-    Queue's by default), at most :data:`MAX_TAKE`."""
-    batch = materialize(leases, "leases")
-    for i, lease in enumerate(batch):
-        check(lease, f"leases[{i}]")
-    if len(batch) > MAX_TAKE:
-        raise ValueError(f"leases: at most {MAX_TAKE:,} per call, got {len(batch):,}")
-    return batch
 
 
 class OrderedOps(JobOps, Generic[V]):

@@ -18,11 +18,12 @@ from typing import Any, Dict, Iterable, List, Optional, TypeVar
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Gen, Transactor, is_transaction
+from .._ordered.checks import lease_batch
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
-from .._ordered.ops import LeaseLike, OrderedOps, lease_batch
+from .._ordered.ops import LeaseLike, OrderedOps
 from .._ordered.paging import Row
 from .._ordered.records import JobError, JobRecord
 from .._ordered_face import OrderedBase

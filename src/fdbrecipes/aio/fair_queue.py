@@ -11,8 +11,8 @@ from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Tup
 
 from .._drivers.awaiting import drive
 from .._face import twin
-from .._fair.ops import FairOps, FairStats
-from .._fair.parts import FairLease, Policy
+from .._fair.ops import FairOps
+from .._fair.parts import FairLease, FairStats, Policy
 from .._fdb import Transactor
 from .._ordered.dead import DeadLetter
 from .._ordered.listing import DelayedItem, LeaseInfo

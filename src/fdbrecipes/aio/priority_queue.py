@@ -13,9 +13,10 @@ from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Transactor
+from .._ordered.checks import reverse_end
 from .._ordered.front import MAX, MIN
 from .._ordered.leases import Lease
-from .._ordered.ops import PriorityQueueOps, reverse_end
+from .._ordered.ops import PriorityQueueOps
 from .._ordered.paging import PendingItem
 from .._values import V
 from ..priority_queue import PriorityQueue
