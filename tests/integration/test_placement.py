@@ -50,11 +50,14 @@ PLACEMENT_KNOBS = {**DOUBLE_KNOBS, "min_shard_bytes": "100000",
 SHARDS = 4
 #: Bytes of each value; items pre-filled into each queue (enough to be split: 2.4 MB,
 #: 600 KB a shard of the sharded one); items pushed while the storage processes' input
-#: is measured (100 KB: too few to split the piece they land in again).
+#: is measured (100 KB; should they make the data distributor split and move the piece
+#: they land in, the measurement is made again: see :func:`measured_still`).
 VALUE_BYTES, PREFILL, MEASURED = 1_000, 2_400, 100
 #: Seconds the data distributor has to split and move the pre-filled ranges, and the
 #: status counters to show the measured pushes (gathered on request, a little late).
 MOVE_DEADLINE, COUNTERS_DEADLINE = 90.0, 30.0
+#: Measurements made at most until one sees the shard map unchanged.
+MEASURE_TRIES = 4
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +127,48 @@ def measured(db: Any, q: Queue[bytes], expect: Set[str]) -> Dict[str, int]:
     return got
 
 
+def shard_map(db: Any, ranges: List[Tuple[bytes, bytes]]) -> List[Any]:
+    """The pieces of ``ranges`` and their teams, as the shard map has them now."""
+    return [shards(db, begin, end) for begin, end in ranges]
+
+
+def settled(db: Any, deadline: float) -> None:
+    """Wait until the data distributor moves nothing (or ``deadline`` passes)."""
+    while moving(db) and time.monotonic() < deadline:
+        time.sleep(1)  # the data distributor moves shards on its own: poll, with a deadline
+
+
+def measured_still(db: Any, q: Queue[bytes], ranges: List[Tuple[bytes, bytes]],
+                   expect: Any) -> Tuple[Dict[str, int], List[Tuple[str, ...]]]:
+    """:func:`measured` while the shard map of ``ranges`` stays as it was: the pushes
+    themselves can make the data distributor split the piece they land in and move a
+    part (its writes then reach the teams it leaves and the one it goes to, and the
+    move's copy counts as input too), so a measurement during which the map changed
+    or data moved is made again once nothing moves, up to :data:`MEASURE_TRIES`
+    times.  ``expect(tails)``: the processes that must show the pushes.  The input
+    bytes and the tails' teams of the measurement kept."""
+    deadline = time.monotonic() + MOVE_DEADLINE
+    for _ in range(MEASURE_TRIES):
+        settled(db, deadline)
+        before = shard_map(db, ranges)
+        ends = [pieces[-1].team for pieces in before]
+        got = measured(db, q, expect(ends))
+        if shard_map(db, ranges) == before and not moving(db):
+            return got, ends
+    raise AssertionError(f"the data distributor moved data during each of {MEASURE_TRIES} "
+                         f"measurements")
+
+
+def team_of(ends: List[Tuple[str, ...]]) -> Set[str]:
+    """The processes of the (one) team holding the tails ``ends``."""
+    return set(ends[0])
+
+
+def teams_of(ends: List[Tuple[str, ...]]) -> Set[str]:
+    """Every process of a team holding one of the tails ``ends``."""
+    return {address for tail in ends for address in tail}
+
+
 def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
         placement_db: Any) -> None:
     """Both queues pre-filled (2.4 MB each), their ranges split and moved by the data
@@ -154,8 +199,7 @@ def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
           f"tails: {tails(placement_db, sharded_ranges)}", flush=True)
     assert split and len(spread) > 1, "the data distributor did not split and move in time"
 
-    [team] = tails(placement_db, plain_ranges)
-    got = measured(placement_db, plain, set(team))
+    got, [team] = measured_still(placement_db, plain, plain_ranges, team_of)
     payload = MEASURED * VALUE_BYTES
     print(f"placement: unsharded, {payload:,} bytes pushed; input bytes by storage "
           f"process: {dict(sorted(got.items()))}; last piece's team {sorted(team)}",
@@ -164,12 +208,11 @@ def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
     assert least >= payload, got
     assert all(n < least / 10 for a, n in got.items() if a not in team), got
 
-    ends = tails(placement_db, sharded_ranges)
+    got, ends = measured_still(placement_db, sharded, sharded_ranges, teams_of)
     share: Dict[str, float] = {}
     for tail in ends:
         for address in tail:
             share[address] = share.get(address, 0.0) + 1 / SHARDS
-    got = measured(placement_db, sharded, set(share))
     print(f"placement: sharded ({SHARDS} shards), {payload:,} bytes pushed; input bytes by "
           f"storage process: {dict(sorted(got.items()))}; the shards' last pieces' "
           f"teams {ends}", flush=True)
