@@ -187,7 +187,13 @@ class Workable(Protocol[L]):
                          holder: Optional[str] = None) -> Operation[Claimed]:
         """:meth:`finish_many` of ``finished``, then :meth:`claim_many` of up to ``n``
         (at most what one transaction of ``claim_many`` takes), in one transaction:
-        a worker's acks ride on its next claim.  What each acked and claimed."""
+        a worker's acks ride on its next claim.  What each acked and claimed.
+
+        Reads, writes and conflicts with what the two calls do (the claim takes no
+        item an ack of the same call settles: they are leases already held); costs
+        one commit for both, the acks' reads and the claim's going out as in each
+        call alone (given a Database, a restore of expired holds may go first, in a
+        transaction of its own, as for ``claim_many``)."""
 
     def extend_many(self, tr: Any, leases: Any, seconds: Any) -> Operation[List[Optional[L]]]:
         """Move the deadline of every lease still alive to ``seconds`` from now; for
