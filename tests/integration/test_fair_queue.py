@@ -149,7 +149,10 @@ class Consumers:
 
     def _read(self, child: Any) -> None:
         for line in child.stdout:
-            what, group, value = line.split()
+            parts = line.split()
+            if len(parts) != 3:  # not a line the script prints (one run read a line of a
+                continue         # single word from a child as it was killed): skipped
+            what, group, value = parts
             with self.changed:
                 self.lines.append((child, what, group, value))
                 self.changed.notify_all()

@@ -52,17 +52,19 @@ def queue_with_a_block(db: Any, subspace: Any) -> Queue:
 
 
 def test_jobs_claimed_ahead_keep_their_leases_and_run_once(db: Any, fdb_subspace: Any) -> None:
-    """One slot, prefetch 4, one-second leases: while the blocking job runs 3 s the
+    """One slot, prefetch 4, two-second leases: while the blocking job runs 6 s the
     worker holds 4 jobs ahead (no more), whose leases the heartbeat extends; then
-    every job runs once, at its first delivery."""
+    every job runs once, at its first delivery.  (Leases of 2 s, not 1: the heartbeat
+    extends them every third of that, and a loaded machine can stall a process for
+    more than the 0.67 s a one-second lease would leave.)"""
     q = queue_with_a_block(db, fdb_subspace)
     gate = Gate()
-    worker = Worker(db, q, gate, concurrency=1, prefetch=4, lease_seconds=1,
+    worker = Worker(db, q, gate, concurrency=1, prefetch=4, lease_seconds=2,
                     on_event=gate.on_event)
     with worker:
         assert gate.blocking.wait(60)
         eventually(lambda: q.stats(db).in_flight == 5, 30, "4 jobs claimed ahead")
-        time.sleep(3)  # three leases long: the waiting jobs' leases must be extended
+        time.sleep(6)  # three leases long: the waiting jobs' leases must be extended
         assert q.stats(db).in_flight == 5  # none taken back, none more claimed
         gate.opened.set()
         eventually(lambda: len(gate.of(JobFinished)) == 47, 60, "every job finished")
