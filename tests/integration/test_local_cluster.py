@@ -11,13 +11,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 
 from fdbrecipes.testing import LocalCluster, open_database
-from tests.helpers import warm_up
+from tests.helpers import eventually, warm_up
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,8 @@ def test_pause_resume_kill_restart(double_cluster: LocalCluster) -> None:
 def test_exclude_moves_the_data_off_and_include_brings_the_process_back(
         double_cluster: LocalCluster) -> None:
     double_cluster.wait_healthy(60)
-    target = storage_without_log(double_cluster, 60)  # a coordinator: allowed
+    target = eventually(partial(storage_without_log, double_cluster), 60,
+                        "a storage process without a log")[0]  # a coordinator: allowed
     double_cluster.exclude(target)
     try:
         excluded = double_cluster.roles()
@@ -91,22 +93,12 @@ def test_exclude_moves_the_data_off_and_include_brings_the_process_back(
     assert roles.excluded == frozenset()
 
 
-def storage_without_log(cluster: LocalCluster, timeout: float) -> str:
-    """A storage process that holds no log.  Right after a storage process was killed
-    and restarted (the test before), the data distributor may not have recruited a
-    storage server on it again yet, leaving only the storage processes that also hold
-    a log: this polls status (an external program's view: nothing to wait on) until one
-    is back, and fails naming the roles after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        roles = cluster.roles()
-        found = roles.holding("storage", without=("log",))
-        if found:
-            return found[0]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no storage process without a log within {timeout:g} s: "
-                                 f"{roles.processes}")
-        time.sleep(0.5)
+def storage_without_log(cluster: LocalCluster) -> Tuple[str, ...]:
+    """The storage processes holding no log, now.  Right after a storage process was
+    killed and restarted (the test before), the data distributor may not have
+    recruited a storage server on it again yet, leaving only the storage processes
+    that also hold a log: the exclude test polls this until one is back."""
+    return cluster.roles().holding("storage", without=("log",))
 
 
 def test_processes_are_named_by_index_address_or_themselves(double_cluster: LocalCluster) -> None:
