@@ -26,11 +26,12 @@ __all__ = ["Worker"]
 class Worker:
     """Runs ``handler(job)`` on the items of ``queue``.
 
-    * Fetching: one ``claim_many`` for all free slots (relaxed order, ``spread`` about
-      the concurrency, so workers rarely collide), then, when nothing is visible, a
-      wait on the structure's watch: no busy polling.  While jobs are short it
-      claims ahead of its free slots (``prefetch``): a slot is refilled the moment
-      its handler returns, and the next claim is in flight meanwhile.
+    * Fetching: one ``claim_many`` for all free slots (relaxed order: a block of ``n``
+      among the first ``n`` times the concurrency, so workers rarely collide), then,
+      when nothing is visible, a wait on the structure's watch: no busy polling.
+      While jobs are short it claims ahead of its free slots (``prefetch``): a slot
+      is refilled the moment its handler returns, and the next claim is in flight
+      meanwhile.
     * Heartbeat: every lease the worker holds is extended in one transaction
       (``extend_many``) about every third of ``lease_seconds``; a lease lost anyway is
       reported (``lease_lost``), never acked.

@@ -124,11 +124,12 @@ class Ordered(FrontReader, Takes):
     # -- moving items -----------------------------------------------------------------
 
     def take(self, tr: Any, entry: Entry, now: int, tally: Tally,
-             count: bool = True) -> Item:
+             count: bool = True, read: bool = False) -> Item:
         """Remove ``entry`` from where it is; return its item tuple as visible now.
 
         Takes a read conflict on the removed key, so two transactions can never both
-        take the same item.  An item coming back from a lease counts one more
+        take the same item (``read``: the caller read that key without snapshot,
+        which took the conflict already).  An item coming back from a lease counts one more
         delivery (unless ``count`` is False: the lease is given back as if it never
         was); one coming back from any hold became visible at its deadline (or now,
         if the hold ends early).
@@ -139,7 +140,8 @@ class Ordered(FrontReader, Takes):
             tr.clear(entry.key)
             return entry.item
         held_key, due_key = self.hold_keys(entry)
-        tr.add_read_conflict_key(held_key)
+        if not read:
+            tr.add_read_conflict_key(held_key)
         tr.clear(held_key)
         tr.clear(due_key)
         tally.add(self.keys.delayed_out if h.kind == DELAY else self.keys.held_out)
@@ -236,12 +238,13 @@ class Ordered(FrontReader, Takes):
 
     def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally,
                finish: str = SUCCEEDED,
-               results: Optional[Sequence[Optional[bytes]]] = None) -> List[bytes]:
+               results: Optional[Sequence[Optional[bytes]]] = None,
+               read: bool = False) -> List[bytes]:
         """Take ``entries`` out of the structure for good (acked: their job records say
-        ``finish``, with ``results``); their values."""
+        ``finish``, with ``results``); their values (``read``: as for :meth:`take`)."""
         values = []
         for i, entry in enumerate(entries):
-            item = self.take(tr, entry, now, tally)
+            item = self.take(tr, entry, now, tally, read=read)
             self.gone(tr, item, now, tally, finish, self.keys.deliveries(item),
                       None if results is None else results[i])
             assert entry.value is not None

@@ -110,14 +110,25 @@ def order(end: str) -> Callable[[Entry], Any]:
     return min_order if end == MIN else max_order
 
 
+def blocks(n: int, spread: int) -> int:
+    """How many blocks of ``n`` a take of ``n`` with ``spread`` chooses among: those
+    starting at a multiple of ``n`` below ``spread``, so that the block ends within
+    the first ``n + spread - 1``."""
+    return (spread - 1) // n + 1
+
+
 def choose(entries: List[Entry], n: int, spread: int) -> List[Entry]:
-    """``n`` entries (fewer if fewer) chosen at random among the first ``n + spread - 1``,
-    kept in order: when one is taken, at most ``spread - 1`` older ones stay."""
+    """``n`` entries in a row (fewer if fewer), a block chosen at random among the
+    first ``n + spread - 1``: when one is taken, at most ``spread - 1`` older ones
+    stay.  The blocks start at multiples of ``n`` (the last one ends with the
+    entries), so concurrent takers of ``n`` collide only when they draw the same
+    block, not whenever their blocks overlap."""
     window = entries[: n + spread - 1]
     if len(window) <= n:
         return window
-    picked = sorted(_chance.sample(range(len(window)), n))
-    return [window[i] for i in picked]
+    drawn = _chance.randrange(min(blocks(n, spread), -(-len(window) // n)))
+    start = min(n * drawn, len(window) - n)
+    return window[start: start + n]
 
 
 def value_of(entry: Entry) -> bytes:
@@ -321,14 +332,15 @@ class FrontReader:
 
         A single strict take (``n`` = ``spread`` = 1) reads the front with a read
         conflict.  With a spread, at the MIN end, the items are a block of ``n`` at a
-        random offset below ``spread``, read alone (the server skips the offset), so
-        concurrent takers mostly read different items; when expired holds are about
+        random multiple of ``n`` below ``spread`` (see :func:`choose`), read alone (the
+        server skips the offset), so concurrent takers mostly read different items
+        (give a take of ``n`` a spread of several times ``n``); when expired holds are about
         (they are items too) or the queue is shorter than the block, it reads the whole
         window and chooses in it.  Only snapshot reads then: conflicts come from the
         items taken.
         """
         if spread > 1 and end == MIN:
-            offset = _chance.randrange(spread)
+            offset = n * _chance.randrange(blocks(n, spread))
             front = yield from self.front(tr, end, n, conflict=False, skip=offset,
                                           attempt=attempt)
             if not offset or not (front.holds or len(front.entries) < n):

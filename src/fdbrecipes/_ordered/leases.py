@@ -86,6 +86,10 @@ class Lease(Generic[V]):
         return hash(self.token)
 
 
+#: How a lease token (``("lease", id)``, packed) begins.
+_TOKEN_HEAD = fdb.tuple.pack(("lease", b""))[:-1]
+
+
 def lease_id(lease: Any, name: str = "lease") -> bytes:
     """The id a Lease or its token names.
 
@@ -93,6 +97,11 @@ def lease_id(lease: Any, name: str = "lease") -> bytes:
         TypeError or ValueError: ``lease`` is not a Lease or a token made by the library.
     """
     token = lease.token if isinstance(lease, Lease) else lease
+    if type(token) is bytes and token.startswith(_TOKEN_HEAD) and token.endswith(b"\0"):
+        # ("lease", id) packed: the id's bytes, each 0 byte as 0 0xFF, then a 0
+        escaped = token[len(_TOKEN_HEAD): -1]
+        if b"\0" not in escaped.replace(b"\0\xff", b""):
+            return escaped.replace(b"\0\xff", b"\0")
     parts = unpack_token(token, name, "a Lease or its token (bytes)")
     if parts is None or len(parts) != 2 or parts[0] != "lease" or type(parts[1]) is not bytes:
         raise ValueError(f"{name} is not a lease token made by this library")
@@ -301,7 +310,7 @@ class Leases(Claims):
         """Remove a leased item for good."""
         live = yield from self.find(tr, attempt, lease, "ack")
         tally = Tally()
-        self.engine.remove(tr, [live.entry], live.now, tally)
+        self.engine.remove(tr, [live.entry], live.now, tally, read=True)
         tally.write(tr, attempt)
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any],
@@ -323,7 +332,7 @@ class Leases(Claims):
             if entry is not None:
                 self.engine.remove(tr, [entry], now, tally,
                                    SUCCEEDED if states is None else states[i],
-                                   None if results is None else [results[i]])
+                                   None if results is None else [results[i]], read=True)
             done.append(entry is not None)
         tally.write(tr, attempt)
         attempt.idle = not any(done)

@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from .._values import check_int
 
-__all__ = ["AHEAD_WAIT", "Ahead"]
+__all__ = ["AHEAD_WAIT", "Ahead", "claim_spread"]
 
 #: Seconds a job claimed ahead should wait for a slot at most (on average): the
 #: worker claims ahead only while its recent jobs are short enough for that.
@@ -32,6 +32,16 @@ WEIGHT = 0.1
 #: transaction costs little per job (measured in docs/performance.md).
 PREFETCH_PER_SLOT = 8
 PREFETCH_MAX = 1_000
+
+
+def claim_spread(n: int, blocks: int) -> int:
+    """The ``spread`` of a claim of ``n`` jobs that takes a block of ``n`` drawn among
+    ``blocks`` at the front (see :func:`fdbrecipes._ordered.front.choose`): a worker
+    draws among as many blocks as it has slots, so concurrent claims of several
+    workers rarely draw the same block, and one slot claims in strict order.  (A
+    spread of the concurrency against claims of dozens made nearly every claim of
+    four workers conflict and retry: docs/performance.md.)"""
+    return max(1, n) * blocks
 
 
 def check_prefetch(prefetch: Any, concurrency: int) -> int:

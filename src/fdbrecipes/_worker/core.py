@@ -1,13 +1,14 @@
 """One worker's control flow, on an event loop (see :mod:`fdbrecipes._worker`).
 
-* Fetching: one ``claim_many`` for all free slots (relaxed order, ``spread`` about the
-  concurrency, so workers rarely collide), then, when nothing is visible, a wait on
-  the structure's watch: no busy polling.  A slot is busy while its handler runs.
-  While jobs are short, a claim also takes jobs ahead of the free slots
-  (:mod:`.ahead`): they wait in the worker, under leases the heartbeat extends, and
-  start the moment a slot frees; the next claim goes out once half of them started.
-  With job records, the claim also reads each job's own time limit and whether a
-  cancel is pending (``Lease.time_limit``, ``Lease.cancel_requested``).
+* Fetching: one ``claim_many`` for all free slots (relaxed order: a block of ``n``
+  among the first ``n`` times the concurrency, so workers rarely collide), then,
+  when nothing is visible, a wait on the structure's watch: no busy polling.  A slot
+  is busy while its handler runs.  While jobs are short, a claim also takes jobs
+  ahead of the free slots (:mod:`.ahead`): they wait in the worker, under leases
+  the heartbeat extends, and start the moment a slot frees; the next claim goes out
+  once half of them started.  With job records, the claim also reads each job's own
+  time limit and whether a cancel is pending (``Lease.time_limit``,
+  ``Lease.cancel_requested``).
 * Running: an ``async def`` handler is awaited in a task; a sync handler runs in one
   of ``concurrency`` daemon threads (:mod:`.threads`), awaited from the loop.  Past
   its time limit, an async handler's task is cancelled, a sync handler abandoned (its
@@ -68,7 +69,7 @@ from ..jobs import (
 )
 from ..protocol import Claimed, Workable, workable
 from ..schedule import Schedule, check_retention
-from .ahead import Ahead, check_prefetch
+from .ahead import Ahead, check_prefetch, claim_spread
 from .holding import Holding, finishing
 from .presence import Presence, stop_on_signals
 from .running import (
@@ -295,10 +296,11 @@ class WorkerCore(Holding):
         (at most :data:`SETTLE_BYTES` of results): what it acked and claimed."""
         began = time.monotonic()
         acks = self.next_acks()
+        n = self.wanted()
         try:
             claimed = await drive(self.ops.finish_and_claim(
-                self.db, finishing(acks), self.wanted(), self.lease_seconds,
-                spread=self.concurrency, end=self.end, holder=self.id))
+                self.db, finishing(acks), n, self.lease_seconds,
+                spread=claim_spread(n, self.concurrency), end=self.end, holder=self.id))
         except Exception:
             if acks:
                 log.exception("acking %d jobs failed; their leases will expire", len(acks))

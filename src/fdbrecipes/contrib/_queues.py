@@ -26,6 +26,7 @@ import uuid
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .. import LeaseExpiredError, PriorityQueue, Queue, drive
+from .._worker.ahead import claim_spread
 from ..protocol import Finished
 from ._blobs import Blobs
 from ._database import transact
@@ -57,7 +58,8 @@ class QueueSettings(NamedTuple):
 
     Attributes:
         lease_seconds: the lease of a claimed message.
-        spread: claims from a plain queue take one of this many oldest messages.
+        spread: a claim of ``n`` messages from a plain queue takes a block of ``n``
+            among the ``n * spread`` oldest (one of the ``spread`` oldest for one).
         max_deliveries: the structures' ``max_deliveries`` (None: never dead).
         expiry_grace: seconds past its expiry before an expiring queue counts as
             expired.
@@ -293,15 +295,16 @@ class Queues:
              acks: Sequence[Held] = ()) -> List[Delivery]:
         """Up to ``n`` visible messages of ``name``: claimed under leases of
         ``lease_seconds`` (``leased``), or popped (for consumers that do not ack).
-        One transaction (a claim of up to ``n``, in relaxed order among the
-        ``spread`` oldest for a plain queue, in priority order for a priority queue),
+        One transaction (a claim of up to ``n``, in relaxed order for a plain queue:
+        a block of ``n`` among the ``n * spread`` oldest; in priority order for a
+        priority queue),
         plus one read per chunked message.  ``acks``: leases of ``name``'s messages,
         none chunked, acked in the claim's transaction (``finish_and_claim``: at
         most 1,000 claimed then); those that had expired are logged.  Cost: 1 round
         trip."""
         s = self.structure(name)
         priority = isinstance(s, PriorityQueue)
-        spread = 1 if priority else self.settings.spread
+        spread = 1 if priority else claim_spread(n, self.settings.spread)
         if leased and acks:
             claimed = drive(s.ops.finish_and_claim(
                 self.db, [Finished(held.lease) for held in acks], n,

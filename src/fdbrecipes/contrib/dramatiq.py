@@ -77,7 +77,8 @@ class FdbBroker(dramatiq.Broker):
             tuple).
         lease_seconds: a claimed message's lease, extended by the heartbeat while
             the worker holds it: how long a dead worker's messages wait.
-        spread: consumers claim among this many oldest messages (rarely colliding).
+        spread: a claim of ``n`` messages takes a block of ``n`` drawn among the
+            ``n * spread`` oldest (consumers rarely collide).
         max_deliveries: deliveries after which a message whose lease keeps ending
             without ack (its worker dies each time) becomes a dead letter; None: never.
         claim_ahead: messages a consumer may claim beyond its prefetch, held under

@@ -33,8 +33,9 @@ class TransportSettings:
         lease_seconds: a claimed message's lease; a worker's heartbeat extends the
             leases it holds about every third of it, so this is how long a dead
             worker's messages wait before they are delivered again (30).
-        spread: claims from a plain queue take one of this many oldest messages
-            (so workers rarely collide); priority queues claim in strict order (8).
+        spread: a claim of ``n`` messages from a plain queue takes a block of ``n``
+            among the ``n * spread`` oldest (one of the ``spread`` oldest for one:
+            workers rarely collide); priority queues claim in strict order (8).
         batch: most messages one claim takes for a consumer, within its prefetch (32).
         max_deliveries: deliveries after which a message whose lease ends without
             ack (its worker died each time) becomes a dead letter; None: never.
