@@ -174,10 +174,14 @@ class Queue(OrderedFace[V]):
 
     def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
         """Remove and return up to ``n`` items, oldest first (with ``spread=k``, ``n``
-        of the ``n + k - 1`` oldest, chosen at random).
+        in a row among the ``n + k - 1`` oldest: a block starting at a random
+        multiple of ``n`` below ``k``, so concurrent takers given a ``k`` of several
+        times ``n`` rarely draw the same block).
 
         Reads the first items with a snapshot read and takes a read conflict on each
-        item taken only (a concurrent pop conflicts only if it takes one of them).
+        item taken only (a concurrent pop conflicts only if it takes one of them); a
+        block drawn past the end of the queue is drawn again before it (one more
+        read).
         Given a Database, works in transactions of at most 1,000 items, each settled
         by its own receipt, results in order; given a Transaction, at most 10,000.
         Cost: 1 round trip per 1,000 items, O(n) keys; time and memory linear in n.

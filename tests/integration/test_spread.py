@@ -120,12 +120,41 @@ def test_concurrent_claim_many_and_ack_many(db: Any, fdb_subspace: Any) -> None:
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=consumer, args=(1 + 7 * (c % 2),))
+    # strict, a spread under n (the first block), and 8 blocks of 50 (as a worker's)
+    threads = [threading.Thread(target=consumer, args=((1, 8, 400)[c % 3],))
                for c in range(consumers)]
     run_threads(threads, errors, 600)
     counts = Counter(acked)
     assert len(counts) == total and max(counts.values()) == 1
     assert Queue(fdb_subspace).size(db) == 0
+
+
+def claimed_block(db: Any, q: Queue, n: int, spread: int) -> Tuple[int, List[Any]]:
+    """Claim ``n`` with ``spread`` in a transaction never committed: where the block
+    taken starts in the order of the visible items (read at its read version), and
+    those items."""
+    tr = db.create_transaction()
+    waiting = q.items(tr.snapshot)
+    values = [lease.value for lease in q.claim_many(tr, n, 30, spread=spread)]
+    start = waiting.index(values[0])
+    assert values == waiting[start: start + len(values)]  # in a row, in order
+    return start, values
+
+
+@pytest.mark.parametrize(("length", "starts"), [(100, {0, 10, 20, 30}), (25, {0, 10, 15})])
+def test_a_claim_with_a_spread_of_blocks_takes_a_whole_block(
+        db: Any, fdb_subspace: Any, length: int, starts: set[int]) -> None:
+    """A claim of 10 with a spread of 40 takes 10 in a row starting at 0, 10, 20 or
+    30; on a queue of 25 (a block drawn past its end is drawn again among those
+    before the end, the last ending with the queue) still 10, at 0, 10 or 15."""
+    q = Queue(fdb_subspace)
+    q.push_many(db, range(length))
+    found = set()
+    for _ in range(80):
+        start, values = claimed_block(db, q, 10, 40)
+        assert len(values) == 10
+        found.add(start)
+    assert found == starts
 
 
 def test_ack_many_reports_each_lease(db: Any, fdb_subspace: Any) -> None:

@@ -336,8 +336,9 @@ class FrontReader:
         server skips the offset), so concurrent takers mostly read different items
         (give a take of ``n`` a spread of several times ``n``); when expired holds are about
         (they are items too) or the queue is shorter than the block, it reads the whole
-        window and chooses in it.  Only snapshot reads then: conflicts come from the
-        items taken.
+        window and chooses in it (a queue that ends within the block drawn: a block
+        drawn again among those before its end, read alone).  Only snapshot reads
+        then: conflicts come from the items taken.
         """
         if spread > 1 and end == MIN:
             offset = n * _chance.randrange(blocks(n, spread))
@@ -345,6 +346,15 @@ class FrontReader:
                                           attempt=attempt)
             if not offset or not (front.holds or len(front.entries) < n):
                 return front, front.entries
+            if not front.holds and front.entries:
+                # the queue (at this read version) ends in the block drawn: draw again
+                # among the blocks before its end, and read only that one
+                length = offset + len(front.entries)
+                offset = max(0, min(n * _chance.randrange(-(-length // n)), length - n))
+                front = yield from self.front(tr, end, n, conflict=False, skip=offset,
+                                              attempt=attempt)
+                if not (front.holds or len(front.entries) < n) or not offset:
+                    return front, front.entries
         front = yield from self.front(tr, end, n + spread - 1,
                                       conflict=n == 1 and spread == 1, attempt=attempt)
         return front, choose(front.entries, n, spread)

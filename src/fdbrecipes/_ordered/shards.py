@@ -51,9 +51,12 @@ from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing
 from .records import Records
 
-__all__ = ["Shard", "ShardedContention", "ShardedEngine", "ShardedLeases", "Shards",
+__all__ = ["REST_SPREAD", "Shard", "ShardedContention", "ShardedEngine", "ShardedLeases", "Shards",
            "in_turn", "make_shards", "shard_spaces"]
 
+#: The largest spread a take reads the other shards with once the first ran short
+#: (see :meth:`Shards.rest`).
+REST_SPREAD = 64
 #: What a take read in one shard: the shard, its front and the entries it takes there.
 Pick = Tuple["Shard", Front, List[Entry]]
 
@@ -172,11 +175,15 @@ class Shards:
              strict: bool, spread: int) -> Gen[List[Pick]]:
         """The takes from ``order``'s shards of what the first shard lacked (``short``
         items): every shard's front read side by side by snapshot, the items chosen in
-        the shards' order (each among its shard's first ``short + spread - 1``).  A
+        the shards' order (each among its shard's first ``short + spread - 1``, the
+        spread at most :data:`REST_SPREAD`: the first shard ran short, the queue is
+        nearly drained, and a worker's spread of many blocks would read hundreds of
+        items of every shard).  A
         ``strict`` take of one item takes a read conflict on its shard's range up to it,
         as a strict take reading that shard alone would; none while the structure is
         paused (every shard's flag comes with its front: see
         :meth:`.front.FrontReader.paused_front`)."""
+        spread = min(spread, REST_SPREAD)
         found: List[Front] = yield from gather([
             s.engine.front(tr, end, short + spread - 1, conflict=False, attempt=attempt)
             for s in order])
