@@ -84,7 +84,7 @@ class Worker:
             pushed with a ``time_limit`` of its own has that one.
         name: what its record says it serves (default: the structure's repr).
         prefetch: jobs the worker may hold claimed beyond its free slots, waiting for
-            one (None: 8 times ``concurrency``, at most 1,000; 0: it claims for free
+            one (None: 16 times ``concurrency``, at most 1,000; 0: it claims for free
             slots only).  It claims
             ahead only while its jobs are short: as many as would wait about 0.1 s
             at most for a slot, judged by how long its recent handlers took, and

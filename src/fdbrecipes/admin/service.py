@@ -67,7 +67,7 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="jobs running at once (default 8)")
     parser.add_argument("--prefetch", type=non_negative_int, metavar="N",
                         help="jobs claimed ahead of the free slots while jobs are short "
-                        "(default: 8 x the concurrency, at most 1000; 0: none)")
+                        "(default: 16 x the concurrency, at most 1000; 0: none)")
     parser.add_argument("--lease", type=seconds, default=30.0, metavar="SECONDS",
                         help="lease of each job, extended while it runs (default 30)")
     parser.add_argument("--shutdown-timeout", type=seconds, default=25.0, metavar="SECONDS",
