@@ -56,8 +56,10 @@ VALUE_BYTES, PREFILL, MEASURED = 1_000, 2_400, 100
 #: Seconds the data distributor has to split and move the pre-filled ranges, and the
 #: status counters to show the measured pushes (gathered on request, a little late).
 MOVE_DEADLINE, COUNTERS_DEADLINE = 90.0, 30.0
-#: Measurements made at most until one sees the shard map unchanged.
-MEASURE_TRIES = 4
+#: Measurements made at most until one sees the shard map unchanged, and the seconds
+#: each waits at most for the data distributor to stop moving first (each its own
+#: wait: one long move must not leave the tries after it to measure while it goes on).
+MEASURE_TRIES, SETTLE_DEADLINE = 6, 45.0
 
 
 @pytest.fixture(scope="module")
@@ -147,14 +149,14 @@ def measured_still(db: Any, q: Queue[bytes], ranges: List[Tuple[bytes, bytes]],
     or data moved is made again once nothing moves, up to :data:`MEASURE_TRIES`
     times.  ``expect(tails)``: the processes that must show the pushes.  The input
     bytes and the tails' teams of the measurement kept."""
-    deadline = time.monotonic() + MOVE_DEADLINE
-    for _ in range(MEASURE_TRIES):
-        settled(db, deadline)
+    for attempt in range(MEASURE_TRIES):
+        settled(db, time.monotonic() + SETTLE_DEADLINE)
         before = shard_map(db, ranges)
         ends = [pieces[-1].team for pieces in before]
         got = measured(db, q, expect(ends))
         if shard_map(db, ranges) == before and not moving(db):
             return got, ends
+        print(f"placement: measurement {attempt + 1} saw data move; again", flush=True)
     raise AssertionError(f"the data distributor moved data during each of {MEASURE_TRIES} "
                          f"measurements")
 
