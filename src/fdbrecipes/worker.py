@@ -27,7 +27,8 @@ class Worker:
     """Runs ``handler(job)`` on the items of ``queue``.
 
     * Fetching: one ``claim_many`` for all free slots (relaxed order: a block of ``n``
-      among the first ``n`` times the concurrency, so workers rarely collide), then,
+      among the first ``n`` times the concurrency, so workers rarely collide; at a
+      PriorityQueue's MAX end, ``n`` among the first ``n`` + the concurrency), then,
       when nothing is visible, a wait on the structure's watch: no busy polling.
       While jobs are short it claims ahead of its free slots (``prefetch``): a slot
       is refilled the moment its handler returns, and the next claim is in flight

@@ -26,6 +26,7 @@ from fdbrecipes import (
     Job,
     JobFinished,
     JobStarted,
+    PriorityQueue,
     Queue,
     Schedule,
     Snooze,
@@ -397,6 +398,29 @@ def test_a_burst_run_drains_what_is_visible_and_returns(db: Any, fdb_subspace: A
     assert q.stats(db)[:4] == (0, 2, 0, 0)
     with pytest.raises(TypeError, match="burst"):
         Worker(db, q, handler).run(burst=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_one_slot_runs_jobs_in_order_at_either_end(db: Any, fdb_subspace: Any,
+                                                  end: str) -> None:
+    """A worker of one slot claims in strict order (its claims draw among one block,
+    however many it claims ahead): a Queue's jobs oldest first, a PriorityQueue's at
+    the MAX end highest priority first."""
+    events = Events()
+    if end == "min":
+        structure: Any = Queue(fdb_subspace)
+        structure.push_many(db, range(60))
+        expected = list(range(60))
+    else:
+        structure = PriorityQueue(fdb_subspace)
+        structure.push_many(db, [(i, i % 7) for i in range(60)])
+        expected = [v for _, v in sorted(((-(i % 7), i), i) for i in range(60))]
+    Worker(db, structure, noop, concurrency=1, on_event=events, end=end).run(burst=True)
+    assert [e.job.value for e in events.started()] == expected
+
+
+def noop(job: Job) -> None:
+    """A handler that does nothing."""
 
 
 def test_the_worker_command_with_burst_exits_when_done(

@@ -56,6 +56,7 @@ def test_every_block_can_be_drawn(length: int, n: int, spread: int, starts: set[
 def test_a_workers_spread_is_as_many_blocks_as_slots() -> None:
     assert [blocks(n, claim_spread(n, 8)) for n in (1, 8, 72)] == [8, 8, 8]
     assert blocks(40, claim_spread(40, 1)) == 1  # one slot: strict order
+    assert claim_spread(72, 8, "max") == 8  # a window read whole: n + 7, as before
     assert blocks(16, 8) == 1 and blocks(1, 16) == 16 and blocks(10, 40) == 4
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .._ordered.front import MIN
 from .._values import check_int
 
 __all__ = ["AHEAD_WAIT", "Ahead", "claim_spread"]
@@ -35,14 +36,17 @@ PREFETCH_PER_SLOT = 16
 PREFETCH_MAX = 1_000
 
 
-def claim_spread(n: int, blocks: int) -> int:
+def claim_spread(n: int, blocks: int, end: str = MIN) -> int:
     """The ``spread`` of a claim of ``n`` jobs that takes a block of ``n`` drawn among
     ``blocks`` at the front (see :func:`fdbrecipes._ordered.front.choose`): a worker
     draws among as many blocks as it has slots, so concurrent claims of several
     workers rarely draw the same block, and one slot claims in strict order.  (A
     spread of the concurrency against claims of dozens made nearly every claim of
-    four workers conflict and retry: docs/performance.md.)"""
-    return max(1, n) * blocks
+    four workers conflict and retry: docs/performance.md.)  At the MAX ``end`` of a
+    PriorityQueue a take reads its whole window (the server skips nothing there), so
+    there the spread stays ``blocks``: ``n + blocks - 1`` items read, not
+    ``n * (blocks + 1)``."""
+    return max(1, n) * blocks if end == MIN else blocks
 
 
 def check_prefetch(prefetch: Any, concurrency: int) -> int:

@@ -1,7 +1,8 @@
 """One worker's control flow, on an event loop (see :mod:`fdbrecipes._worker`).
 
 * Fetching: one ``claim_many`` for all free slots (relaxed order: a block of ``n``
-  among the first ``n`` times the concurrency, so workers rarely collide), then,
+  among the first ``n`` times the concurrency, so workers rarely collide; at a
+  PriorityQueue's MAX end, ``n`` among the first ``n`` + the concurrency), then,
   when nothing is visible, a wait on the structure's watch: no busy polling.  A slot
   is busy while its handler runs.  While jobs are short, a claim also takes jobs
   ahead of the free slots (:mod:`.ahead`): they wait in the worker, under leases
@@ -300,7 +301,8 @@ class WorkerCore(Holding):
         try:
             claimed = await drive(self.ops.finish_and_claim(
                 self.db, finishing(acks), n, self.lease_seconds,
-                spread=claim_spread(n, self.concurrency), end=self.end, holder=self.id))
+                spread=claim_spread(n, self.concurrency, self.end), end=self.end,
+                holder=self.id))
         except Exception:
             if acks:
                 log.exception("acking %d jobs failed; their leases will expire", len(acks))
