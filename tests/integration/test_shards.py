@@ -102,6 +102,29 @@ def test_a_sharded_queue_spreads_its_pushes_and_keeps_each_shard_in_order(
     assert popped[:-1] != list(range(120))  # the shards were drawn at random
 
 
+@pytest.mark.parametrize("take", ["pop_many", "claim_many"])
+def test_takes_short_in_their_first_shard_take_the_rest_from_the_others(
+        db: Any, fdb_subspace: Any, take: str) -> None:
+    """Eight items pushed one by one (each to a shard drawn at random), then taken two
+    at a time with a spread until none is left, ten times over: each taken once.  A
+    take whose first shard holds one item takes the other from the next shard that
+    has one, and nothing from the shards after it."""
+    for trial in range(10):
+        q: Queue[int] = Queue(fdb_subspace[trial], shards=SHARDS)
+        for i in range(8):
+            q.push(db, i)
+        got: List[int] = []
+        while True:
+            if take == "pop_many":
+                found = q.pop_many(db, 2, spread=4)
+            else:
+                found = [lease.value for lease in q.claim_many(db, 2, 30, spread=4)]
+            if not found:
+                break
+            got.extend(found)
+        assert sorted(got) == list(range(8)), (trial, got)
+
+
 def test_a_strict_priority_pop_takes_the_best_priority_of_every_shard(
         db: Any, fdb_subspace: Any) -> None:
     pq: PriorityQueue[int] = PriorityQueue(fdb_subspace, shards=SHARDS)
