@@ -6,7 +6,6 @@ the one the tuple layer reads, and a token that is not a lease's is refused alik
 
 from __future__ import annotations
 
-import random
 from typing import Any, List, cast
 
 import fdb.tuple
@@ -14,7 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._ordered import front
 from fdbrecipes._ordered.front import blocks, choose
 from fdbrecipes._ordered.leases import lease_id, token_of
 from fdbrecipes._worker.ahead import claim_spread
@@ -46,10 +44,9 @@ def test_a_take_chooses_a_block_in_a_row_within_the_bound(length: int, n: int,
     (1000, 1, 5, {0, 1, 2, 3, 4}),  # one item: one of the spread oldest
     (1000, 40, 8, {0}),  # a spread under n: the first block only
 ])
-def test_every_block_can_be_drawn(length: int, n: int, spread: int, starts: set[int],
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(front, "_chance", random.Random(7))
-    drawn = {chosen(length, n, spread)[0] for _ in range(400)}
+def test_every_block_can_be_drawn(length: int, n: int, spread: int,
+                                  starts: set[int]) -> None:
+    drawn = {chosen(length, n, spread)[0] for _ in range(400)}  # one missed: < 1e-38
     assert drawn == starts
 
 

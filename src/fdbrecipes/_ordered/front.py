@@ -117,6 +117,17 @@ def blocks(n: int, spread: int) -> int:
     return (spread - 1) // n + 1
 
 
+def block_start(n: int, spread: int, length: Optional[int] = None) -> int:
+    """Where a block of ``n`` drawn among the first ``n + spread - 1`` starts: at a
+    random multiple of ``n`` below ``spread``; given the ``length`` of what there is
+    (more than ``n``), among the blocks that start within it, the last one ending with
+    it."""
+    count = blocks(n, spread)
+    if length is None:
+        return n * _chance.randrange(count)
+    return min(n * _chance.randrange(min(count, -(-length // n))), length - n)
+
+
 def choose(entries: List[Entry], n: int, spread: int) -> List[Entry]:
     """``n`` entries in a row (fewer if fewer), a block chosen at random among the
     first ``n + spread - 1``: when one is taken, at most ``spread - 1`` older ones
@@ -128,8 +139,7 @@ def choose(entries: List[Entry], n: int, spread: int) -> List[Entry]:
     window = entries[: n + spread - 1]
     if len(window) <= n:
         return window
-    drawn = _chance.randrange(min(blocks(n, spread), -(-len(window) // n)))
-    start = min(n * drawn, len(window) - n)
+    start = block_start(n, spread, len(window))
     return window[start: start + n]
 
 
@@ -343,7 +353,7 @@ class FrontReader:
         then: conflicts come from the items taken.
         """
         if spread > 1 and end == MIN:
-            offset = n * _chance.randrange(blocks(n, spread))
+            offset = block_start(n, spread)
             front = yield from self.front(tr, end, n, conflict=False, skip=offset,
                                           attempt=attempt)
             if not offset or not (front.holds or len(front.entries) < n):
@@ -351,8 +361,7 @@ class FrontReader:
             if not front.holds and front.entries:
                 # the queue (at this read version) ends in the block drawn: draw again
                 # among the blocks before its end, and read only that one
-                length = offset + len(front.entries)
-                offset = max(0, min(n * _chance.randrange(-(-length // n)), length - n))
+                offset = block_start(n, spread, offset + len(front.entries))
                 front = yield from self.front(tr, end, n, conflict=False, skip=offset,
                                               attempt=attempt)
                 if not (front.holds or len(front.entries) < n) or not offset:
