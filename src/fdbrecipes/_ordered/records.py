@@ -18,7 +18,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, le64
+from .._fdb import Gen, Range, le64, read
 from .._layout import RecordLayout
 from .._values import decode_value
 
@@ -154,9 +154,10 @@ def _pack(parts: Tuple[Any, ...]) -> bytes:
 
 class Records:
     """The job records of one queue (see the module docstring): every method writes
-    without reading (blind writes: no conflicts), but :meth:`read`.  A structure made
-    without ``history`` writes none (:attr:`keeps` is False) but reads those others
-    wrote."""
+    without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
+    A structure made without ``history`` writes none (:attr:`keeps` is False) but
+    reads those others wrote, and moves them with the dead letters it requeues
+    (:meth:`revived`)."""
 
     __slots__ = ("history", "keys")
 
@@ -211,6 +212,25 @@ class Records:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
         tr.set(self.keys.expiry_key(expires, id_), b"")
+
+    def look(self, tr: Any, ids: List[Optional[bytes]]) -> Dict[bytes, Any]:
+        """Start reading which of ``ids`` have a record, when this structure object
+        keeps none (an operator's, made without ``history``) and moves items whose
+        records another object keeps: each one's state key, with a read conflict (a
+        prune of it meanwhile conflicts), in parallel.  Nothing is read when this
+        object keeps records: it writes them as it moves the items."""
+        if self.keeps:
+            return {}
+        return {id_: tr.get(self.keys.key(id_, "s")) for id_ in ids if id_ is not None}
+
+    def revived(self, tr: Any, id_: bytes, looked: Dict[bytes, Any]) -> Gen[None]:
+        """Dead job ``id_`` is back in its queue (``requeue_dead``): if :meth:`look`
+        found its record, it says pending, its attempts reset with the item's
+        deliveries (as :meth:`state` writes for a pushed item).  Its last error and
+        end stay; a prune leaves it alone while it is not finished."""
+        found = looked.get(id_)
+        if found is not None and (yield from read(found)) is not None:
+            self.state(tr, id_, PENDING, 0)
 
     def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
         """Job ``id_``'s handler reported ``progress``."""
