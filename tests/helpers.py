@@ -199,6 +199,35 @@ class Faulty:
         return call(self.db)
 
 
+def watch_limited(cluster_file: str, watches: int) -> Any:
+    """A Database of its own on ``cluster_file`` (its options are not the shared one's)
+    that allows ``watches`` watches at once: past them a watch fails with
+    ``too_many_watches`` (a real limit of the real client)."""
+    import fdb.impl as fdb_impl
+
+    db = fdb_impl.create_database(cluster_file)
+    db.options.set_max_watches(watches)
+    return db
+
+
+class Blocks:
+    """How many times the waits on ``structure`` blocked (the documented testing hook
+    ``on_block``), and the times they did."""
+
+    def __init__(self, structure: Any) -> None:
+        from fdbrecipes.testing.hooks import hooks
+
+        self.at: List[float] = []
+        hooks(structure).on_block = self.blocked
+
+    def blocked(self, _timeout: Optional[float]) -> None:
+        self.at.append(time.monotonic())
+
+    @property
+    def count(self) -> int:
+        return len(self.at)
+
+
 class Blocking:
     """An async structure (``fdbrecipes.aio``) called from sync code: each coroutine
     method runs to its end on the adapter's own event loop, in asyncio's debug mode,

@@ -411,7 +411,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         For consumers that pop in their own transactions: wait, then pop.  Blocks on a
         watch of the key every push touches, set in a transaction that writes nothing,
-        and wakes when a lease or a delay ends.  Needs a Database.  Cost per wake-up:
-        1 read-only check.
+        and wakes when a lease or a delay ends; the watch is shared and the wait
+        bounded as :meth:`fdbrecipes.Queue.pop_wait` says (it looks again at least
+        every 10 seconds).  Needs a Database.  Cost per wake-up: 1 read-only check.
         """
         return drive(self._ops.wait(db, timeout))
