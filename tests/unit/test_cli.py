@@ -55,8 +55,8 @@ def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
-        "push", "leases", "delayed", "remove", "job", "cancel", "workers", "pause", "resume",
-        "worker", "metrics", "web"]
+        "push", "leases", "delayed", "remove", "job", "cancel", "finished", "workers", "pause",
+        "resume", "worker", "metrics", "web"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster") else []
         if command.name in ("worker", "push", "job", "cancel"):
@@ -77,7 +77,7 @@ def test_help_lists_the_operator_commands() -> None:
 
 
 @pytest.mark.parametrize("name", ["stats", "peek", "dead", "requeue-dead", "purge-dead",
-                                  "job", "cancel", "workers", "worker", "metrics"])
+                                  "job", "cancel", "finished", "workers", "worker", "metrics"])
 def test_operator_command_help_needs_no_client_library(name: str) -> None:
     done = run_python("-c", "import sys; from fdbrecipes.cli import main\n"
                       f"try:\n    main([{name!r}, '--help'])\n"

@@ -21,7 +21,8 @@ from .output import cut
 
 __all__ = ["ANY_QUEUE", "FAIR_RANGES", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS",
            "QUEUE_RANGES", "TREE_KEYS", "TREE_RANGES", "OperatorError", "Place", "Structure",
-           "UsageError", "make_structure", "open_place", "shards_of", "stored", "survey"]
+           "UsageError", "make_place", "make_structure", "open_place", "shards_of", "stored",
+           "survey"]
 
 Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 
@@ -89,6 +90,37 @@ def open_place(tr: Any, place: Place) -> Subspace:
         if "does not exist" in str(e):
             raise OperatorError(f"no such directory: {'/'.join(place.directory)}") from None
         raise OperatorError(f"cannot open {place}: {e}") from None
+    return _data_directory(place, opened)
+
+
+def make_place(db: Any, place: Place) -> Subspace:
+    """The subspace of ``place``, a directory made if it is missing
+    (``fdb.directory.create_or_open``, in a transaction of its own that commits what
+    it made; one that exists is opened, nothing written).  For the commands that
+    start a structure where none is yet (``push``, ``worker``).
+
+    Raises:
+        OperatorError: it cannot hold data (a partition, another layer's directory).
+    """
+    if place.directory is None:
+        return Subspace(place.prefix)
+    import fdb.directory_impl  # loads libfdb_c: only once a command runs
+
+    try:
+        made: Subspace = fdb.directory.create_or_open(db, place.directory)
+    except ValueError as e:
+        raise OperatorError(f"cannot open {place}: {e}") from None
+    return _data_directory(place, made)
+
+
+def _data_directory(place: Place, opened: Subspace) -> Subspace:
+    """``opened``, the directory of ``place``, unless it is a partition.
+
+    Raises:
+        OperatorError: it is a partition.
+    """
+    import fdb.directory_impl
+
     if isinstance(opened, fdb.directory_impl.DirectoryPartition):
         raise OperatorError(f"{place} is a directory partition: name a directory in it")
     return opened
