@@ -120,12 +120,16 @@ class Operation:
 # -- connecting and opening ----------------------------------------------------------
 
 
-def read_only(db: Any, op: Callable[..., T], *args: Any) -> T:
+def read_only(db: Any, op: Callable[..., T], *args: Any, timeout: Optional[float] = None) -> T:
     """``op(transaction, *args)`` in a transaction that is never committed, retried on
-    retryable errors (the database's transaction timeout bounds the whole)."""
+    retryable errors; the database's transaction timeout bounds the whole, or
+    ``timeout`` seconds when given (the transaction's own: error 1031 once they pass,
+    retries included)."""
     import fdb.impl
 
     tr = db.create_transaction()
+    if timeout is not None:
+        tr.options.set_timeout(max(1, int(timeout * 1000)))
     while True:
         try:
             return op(tr, *args)

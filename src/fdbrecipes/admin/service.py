@@ -96,12 +96,14 @@ def metrics_arguments(parser: argparse.ArgumentParser) -> None:
     """``metrics``' options."""
     place_arguments(parser, "Serve the structure's gauges for Prometheus "
                     "(fdbrecipes_queue_items, fdbrecipes_queue_oldest_item_age_seconds) "
-                    "on http://ADDR:PORT/metrics until SIGTERM or SIGINT.  Run one per "
+                    "on http://HOST:PORT/metrics until SIGTERM or SIGINT.  Run one per "
                     "cluster: the gauges are the database's, not one process's.  Reads "
                     "only; needs prometheus_client (pip install 'fdbrecipes[prometheus]').")
     parser.add_argument("--port", type=positive_int, default=METRICS_PORT,
                         help=f"default {METRICS_PORT} (outside the exporters' 9100-9999)")
-    parser.add_argument("--addr", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--host", "--addr", dest="addr", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 for a Prometheus on another)")
     parser.add_argument("--name", help="the queue label (default: the place's last part)")
 
 
