@@ -196,7 +196,7 @@ class Ordered(FrontReader, Takes):
                 self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
                    f"{self.keys.deliveries(item)} deliveries"
-                   + (f": {reason}" if reason else ""))
+                   + (f": {reason!r}" if reason else ""))  # quoted: one line, whatever it holds
         tally.add(self.keys.dead_in)
         tally.add(self.keys.taken)
 
