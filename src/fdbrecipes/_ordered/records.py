@@ -20,7 +20,7 @@ import fdb.tuple
 
 from .._fdb import Gen, Range, le64, read
 from .._layout import RecordLayout
-from .._values import decode_value
+from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
            "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Progress", "Records"]
@@ -43,6 +43,9 @@ MESSAGE_CHARS, TRACEBACK_CHARS = 1_000, 8_000
 #: back.
 LEASE_EXPIRED = ("LeaseExpired", "the lease ended before the job was settled (its "
                  "worker died, stalled or ran past the lease)", "")
+#: The reason of a dead letter whose last lease expired: ``Type: message`` of
+#: :data:`LEASE_EXPIRED`.
+EXPIRED_REASON = f"{LEASE_EXPIRED[0]}: {LEASE_EXPIRED[1]}"
 
 
 class JobError(NamedTuple):
@@ -55,11 +58,19 @@ class JobError(NamedTuple):
 
     @classmethod
     def of(cls, error: BaseException, traceback: str = "") -> JobError:
-        """The record of ``error`` (its traceback, formatted, if given)."""
+        """The record of ``error`` (its traceback, formatted, if given), whatever the
+        exception: one whose ``__str__`` raises has the message ``<str() failed>``,
+        and a lone surrogate is kept as its escape (``\\udc80``), so the record can
+        always be written."""
         kind = type(error)
         name = kind.__qualname__ if kind.__module__ == "builtins" else \
             f"{kind.__module__}.{kind.__qualname__}"
-        return cls(name, str(error)[:MESSAGE_CHARS], traceback[-TRACEBACK_CHARS:])
+        try:
+            message = str(error)
+        except Exception:
+            message = "<str() failed>"
+        return cls(storable(name), storable(message[:MESSAGE_CHARS])[:MESSAGE_CHARS],
+                   storable(traceback[-TRACEBACK_CHARS:])[-TRACEBACK_CHARS:])
 
     def reason(self) -> str:
         """``Type: message``, as a dead letter's reason (at most 1,000 characters)."""
