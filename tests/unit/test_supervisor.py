@@ -10,7 +10,15 @@ import pytest
 
 from fdbrecipes import JobError, Lease
 from fdbrecipes.admin.pipe import Heard, HeldJob, PipeTell, identity
-from fdbrecipes.admin.supervisor import Suspects, charge, past_limit
+from fdbrecipes.admin.supervisor import (
+    RESTART_FIRST,
+    RESTART_MAX,
+    STEADY,
+    Restarts,
+    Suspects,
+    charge,
+    past_limit,
+)
 
 DIED = JobError("WorkerDied", "the worker process running it died (exit status 3)")
 
@@ -144,3 +152,29 @@ def test_a_child_finds_its_pipe_and_hides_it_from_its_own_children(
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_a_slot_whose_child_keeps_dying_quickly_is_started_again_ever_later() -> None:
+    restarts = Restarts()
+    now = 1000.0
+    pauses = []
+    for _ in range(10):
+        pause = restarts.died(0, 0.5, now)
+        pauses.append(pause)
+        assert restarts.ready(now) == [] and restarts.next_in(now) == pause
+        now += pause
+        assert restarts.ready(now) == [0] and restarts.next_in(now) is None
+    assert pauses[:3] == [RESTART_FIRST, 2 * RESTART_FIRST, 4 * RESTART_FIRST]
+    assert max(pauses) == RESTART_MAX == pauses[-1]
+    # another slot waits on its own pause, from the first
+    assert restarts.died(1, 0.5, now) == RESTART_FIRST
+
+
+def test_a_child_that_ran_steadily_is_started_again_at_once_and_its_pause_starts_over() -> None:
+    restarts = Restarts()
+    assert restarts.died(0, 1.0, 0.0) == RESTART_FIRST
+    assert restarts.died(0, 1.0, 10.0) == 2 * RESTART_FIRST
+    restarts.ready(100.0)
+    assert restarts.died(0, STEADY, 100.0) == 0.0
+    assert restarts.next_in(100.0) is None and restarts.ready(100.0) == []
+    assert restarts.died(0, 1.0, 200.0) == RESTART_FIRST

@@ -12,7 +12,7 @@ time limit comes:
 * A child that exits with status 0 (it drained on an operator's ``stop``, or
   ``--burst`` found nothing) is not started again; the supervisor returns once no
   child is left.
-* A child that dies (a crash, a signal) is started again, and the supervisor
+* A child that dies (a crash, a signal) is started again (see below), and the supervisor
   releases the jobs it held at once (:func:`charge`), not when their leases expire:
   those whose handler did not run at its death are given back with no delivery
   counted; of those whose handler ran, the job that killed it counts a delivery,
@@ -32,7 +32,12 @@ time limit comes:
   most a third of a lease before it stopped), and its jobs released as for a death
   ("it stopped answering").  A handler may hold the GIL that long at most, time
   limit or not: past it, its lease could no longer be extended.
-* A killed or dead child's worker record is cleared, and the child started again.
+* A killed or dead child's worker record is cleared, and the child started again:
+  at once after a child that ran :data:`STEADY` seconds or more or that the supervisor
+  killed (each kill settles a job, which counts a delivery), else after a pause
+  (:class:`Restarts`) of :data:`RESTART_FIRST` second, doubled at each quick death of
+  that slot in a row up to :data:`RESTART_MAX`, so a child that cannot run (a handler
+  module that fails to import, a crash at every job) does not loop hot.
 * SIGTERM (or SIGINT) is forwarded to every child, which drains as a worker does; a
   child still running ``shutdown_timeout`` + :data:`STOP_MARGIN` seconds later is
   killed, and its jobs given back uncounted.  A second signal forwards SIGTERM again
@@ -62,8 +67,8 @@ from .commands import Target
 from .pipe import PIPE_ENV, Heard, HeldJob
 
 __all__ = ["HARD_GRACE", "LOOK_EVERY", "STOP_MARGIN", "SUPERVISOR_ENV", "Charges",
-           "Suspects", "charge", "child_argv", "past_limit", "silence", "supervise",
-           "watch_parent"]
+           "Restarts", "Suspects", "charge", "child_argv", "past_limit", "silence",
+           "supervise", "watch_parent"]
 
 log = logging.getLogger("fdbrecipes.worker")
 
@@ -85,6 +90,11 @@ SUSPECTS_KEPT = 10_000
 #: The fewest seconds of silence after which a child is stuck (it says it is alive
 #: every second).
 SILENCE_MIN = 2.0
+#: Seconds a child must have run for its death to start it again at once.
+STEADY = 30.0
+#: The pause before a slot whose child died quickly is started again, the first time;
+#: each quick death in a row doubles it, up to the second number.
+RESTART_FIRST, RESTART_MAX = 1.0, 60.0
 
 
 def silence(lease: float) -> float:
@@ -187,12 +197,13 @@ class Child:
     """One worker process: its slot, the process, what it told over its pipe, and
     whether its jobs were settled already (it was killed)."""
 
-    __slots__ = ("heard", "process", "settled", "slot")
+    __slots__ = ("heard", "process", "settled", "slot", "started")
 
     def __init__(self, slot: int, argv: List[str], heard_start: Callable[[], None],
                  suspects: Suspects) -> None:
         self.slot = slot
         self.settled = False
+        self.started = time.monotonic()
         read, write = os.pipe()
         env = {**os.environ, SUPERVISOR_ENV: str(os.getpid()), PIPE_ENV: str(write)}
         try:
@@ -207,6 +218,37 @@ class Child:
         log.info("supervisor: worker process %d started (pid %d)", slot, self.process.pid)
 
 
+class Restarts:
+    """When each slot whose child died is started again (see the module docstring):
+    the pause of each slot, and the slots waiting for theirs to end."""
+
+    def __init__(self) -> None:
+        self.pause: Dict[int, float] = {}
+        self.due: Dict[int, float] = {}
+
+    def died(self, slot: int, ran: float, now: float) -> float:
+        """The child of ``slot`` died after running ``ran`` seconds: the seconds until
+        it is started again (0: at once)."""
+        if ran >= STEADY:
+            self.pause.pop(slot, None)
+            return 0.0
+        pause = self.pause.get(slot, RESTART_FIRST)
+        self.pause[slot] = min(pause * 2, RESTART_MAX)
+        self.due[slot] = now + pause
+        return pause
+
+    def ready(self, now: float) -> List[int]:
+        """The slots whose pause is over (no longer waiting)."""
+        slots = [slot for slot, due in self.due.items() if due <= now]
+        for slot in slots:
+            del self.due[slot]
+        return slots
+
+    def next_in(self, now: float) -> Optional[float]:
+        """Seconds until the next slot's pause ends, or None if none waits."""
+        return max(0.0, min(self.due.values()) - now) if self.due else None
+
+
 class Supervisor:
     """The children of one ``fdbrecipes worker --processes N`` (see the module
     docstring)."""
@@ -219,6 +261,7 @@ class Supervisor:
         self.stop_after = args.shutdown_timeout + STOP_MARGIN
         self.suspects = Suspects()
         self.children: Dict[int, Child] = {}
+        self.restarts = Restarts()
         self.signals = 0
         self.forwarded = 0
         self.woken = threading.Event()
@@ -235,11 +278,12 @@ class Supervisor:
     def run(self) -> None:
         """Watch the children until none is left."""
         stopping_since: Optional[float] = None
-        while self.children:
+        while self.children or self.restarts.due:
             self.woken.clear()
             if self.signals > self.forwarded:
                 self.forwarded = self.signals
                 stopping_since = stopping_since or time.monotonic()
+                self.restarts.due.clear()  # nothing is started again
                 log.info("supervisor: stopping %d worker processes", len(self.children))
                 for child in self.children.values():
                     child.process.send_signal(signal.SIGTERM)
@@ -252,7 +296,12 @@ class Supervisor:
                                     "killed", child.slot, child.process.pid)
                         child.process.kill()
             else:
+                for slot in self.restarts.ready(time.monotonic()):
+                    self.start(slot)
                 wait = self.enforce()
+                later = self.restarts.next_in(time.monotonic())
+                if later is not None:
+                    wait = min(wait, later)
             self.woken.wait(wait)
 
     def reap(self, stopping: bool) -> None:
@@ -278,15 +327,19 @@ class Supervisor:
                          child.process.pid, how, f": {len(charges.given_back)} of its jobs "
                          "given back" if charges.given_back else "")
                 continue
+            pause = 0.0 if killed else self.restarts.died(
+                slot, time.monotonic() - child.started, time.monotonic())
+            again = f"started again in {pause:g} s" if pause else "started again"
             if killed:
-                log.info("supervisor: worker process %d (pid %d) was killed; started again",
-                         slot, child.process.pid)
+                log.info("supervisor: worker process %d (pid %d) was killed; %s",
+                         slot, child.process.pid, again)
             else:
                 log.warning("supervisor: worker process %d (pid %d) died (%s): %d of its "
-                            "jobs given back, %d counted as failed; started again", slot,
+                            "jobs given back, %d counted as failed; %s", slot,
                             child.process.pid, how, len(charges.given_back),
-                            len(charges.counted))
-            self.start(slot)
+                            len(charges.counted), again)
+            if not pause:
+                self.start(slot)
 
     def enforce(self) -> float:
         """Kill the children whose job ran :data:`HARD_GRACE` past its time limit, or
