@@ -496,7 +496,8 @@ class WorkerCore(Holding):
     async def settle(self, running: Running, decision: Decision,
                      error: Optional[BaseException]) -> None:
         """Release or bury a job that failed, snoozed or was discarded, with the error
-        it failed with."""
+        it failed with; the progress its handler last set is written first (one more
+        transaction), as an ack writes it."""
         job = running.job
         if decision.outcome in (RETRY, DEAD) and error is not None:
             log.error("job %s failed (delivery %d)%s", named(job), job.deliveries,
@@ -507,6 +508,9 @@ class WorkerCore(Holding):
         try:
             recorded = None if error is None or decision.outcome == SNOOZE else \
                 job_error(error)
+            progress, _ = job.reported()
+            if progress is not None and self.ops.history is not None:  # as an ack keeps it
+                await drive(self.ops.report(self.db, [(running.lease, progress)]))
             if decision.action == "bury":
                 done = await drive(self.ops.bury(self.db, running.lease, decision.reason,
                                                  recorded))
