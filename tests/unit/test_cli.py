@@ -171,3 +171,18 @@ def test_a_text_log_record_is_one_line_whatever_a_job_holds() -> None:
     assert all(line.startswith("  ") for line in lines if line not in starts)
     assert "  ValueError: bad" in lines and not any("\r" in line for line in lines)
     assert f"  {FORGED}\\x0d{FORGED}" in lines  # the message's own lines, indented
+
+
+@pytest.mark.parametrize("mistyped", [["--tok", "SECRET-TOKEN-4242-abcd"],
+                                      ["--tok=SECRET-TOKEN-4242-abcd"],
+                                      ["SECRET-TOKEN-4242-abcd"]])
+def test_an_argument_no_parser_takes_is_not_repeated(
+        capsys: pytest.CaptureFixture[str], mistyped: List[str]) -> None:
+    """Issue 43, item 4: ``fdbrecipes web --tok SECRET`` (the dashboard's parser takes
+    no abbreviation) printed 'unrecognized arguments: --tok SECRET': the options are
+    named, their values never repeated."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["web", "--directory", "app/jobs", *mistyped])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "SECRET" not in err
+    assert ("--tok" in err) == mistyped[0].startswith("--") and "unrecognized" in err
