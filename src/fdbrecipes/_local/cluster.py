@@ -28,7 +28,7 @@ from .plan import (
     check_seconds,
     make_plan,
 )
-from .programs import free_ports, server_programs
+from .programs import free_ports, run_fdbcli, server_programs
 from .reaper import Reaper
 from .status import ClusterRoles, health_problems, parse_roles, parse_status
 
@@ -390,10 +390,7 @@ class LocalCluster:
     def cli(self, command: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """Run ``fdbcli --exec command`` against this cluster (fdbcli's own
         ``--timeout`` is ``timeout``; the program is killed 10 s after that)."""
-        args: List[str] = [self.fdbcli, "-C", self.cluster_file, "--exec", command,
-                           "--timeout", str(max(1, int(timeout)))]
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout + 10,
-                              check=False)
+        return run_fdbcli(self.fdbcli, self.cluster_file, command, timeout)
 
     def _until(self, deadline: float, command: str, ok: Callable[[int, str], bool]) -> None:
         last = ""
