@@ -141,7 +141,7 @@ def _ours(pid: Optional[int], cluster_file: Path) -> bool:
 
 
 def _running(state: ServerState, directory: Path) -> List[int]:
-    """The recorded processes that still run this folder's server."""
+    """The ids of the recorded processes that still run this folder's server."""
     cluster_file = directory / "fdb.cluster"
     return [pid for pid in state.pids if pid is not None and _ours(pid, cluster_file)]
 
@@ -156,12 +156,13 @@ def _port_free(port: int) -> bool:
 
 
 def _until(fdbcli: str, cluster_file: str, command: str, ok: Any, deadline: float,
-           popens: List[subprocess.Popen[bytes]], plan: ClusterPlan) -> None:
-    """Run ``command`` with fdbcli until ``ok(code, output)``, a process exits, or the
-    deadline passes (polling an external program: there is nothing to wait on)."""
+           popens: List[subprocess.Popen[bytes]], processes: List[ServerProcess]) -> None:
+    """Run ``command`` with fdbcli until ``ok(code, output)``, one of ``processes``
+    (started as ``popens``) exits, or the deadline passes (polling an external
+    program: there is nothing to wait on)."""
     last = ""
     while time.monotonic() < deadline:
-        for process, popen in zip(plan.processes, popens):
+        for process, popen in zip(processes, popens):
             if popen.poll() is not None:
                 raise ServerError(f"fdbserver {process.address} exited with "
                                   f"{popen.returncode}; see {process.output}")
@@ -222,36 +223,42 @@ def start(directory: Optional[str] = None, processes: Optional[int] = None,
             state.write(home)
         plan = state.plan(home)
         addresses = tuple(p.address for p in plan.processes)
-        if _running(state, home):
+        pids = (state.pids + [None] * len(plan.processes))[:len(plan.processes)]
+        stopped = [p for p, pid in zip(plan.processes, pids) if not _ours(pid, cluster_file)]
+        if not stopped:
             return Started(cluster_file, addresses, fdbserver, True)
-        taken = [p.port for p in plan.processes if not _port_free(p.port)]
+        taken = [p.port for p in stopped if not _port_free(p.port)]
         if taken:
             raise ServerError(f"port(s) {', '.join(map(str, taken))} of the server in {home} "
                               "are taken by another program; stop it, or use another --dir")
-        popens = _spawn(plan, fdbserver, str(cluster_file))
-        state.pids = [p.pid for p in popens]
+        popens = _spawn(stopped, plan, fdbserver, str(cluster_file))
+        for process, popen in zip(stopped, popens):
+            pids[process.index] = popen.pid
+        state.pids = pids
         state.write(home)
         try:
             deadline = time.monotonic() + timeout
             if not state.configured:
                 _until(fdbcli, str(cluster_file), plan.configure_command(), _created,
-                       deadline, popens, plan)
+                       deadline, popens, stopped)
                 state.configured = True
                 state.write(home)
-            _until(fdbcli, str(cluster_file), PROBE, _succeeded, deadline, popens, plan)
+            _until(fdbcli, str(cluster_file), PROBE, _succeeded, deadline, popens, stopped)
         except BaseException:
             _end([p.pid for p in popens])
-            state.pids = []
+            state.pids = [None if pid in {p.pid for p in popens} else pid for pid in pids]
             state.write(home)
             raise
     return Started(cluster_file, addresses, fdbserver, False)
 
 
-def _spawn(plan: ClusterPlan, fdbserver: str, cluster_file: str) -> List[subprocess.Popen[bytes]]:
-    """Start every process of ``plan`` in a session of its own (so it outlives this
-    command and Ctrl-C in its terminal), its output appended to its ``fdbserver.out``."""
+def _spawn(processes: List[ServerProcess], plan: ClusterPlan, fdbserver: str,
+           cluster_file: str) -> List[subprocess.Popen[bytes]]:
+    """Start ``processes`` of ``plan``, each in a session of its own (so it outlives
+    this command and Ctrl-C in its terminal), its output appended to its
+    ``fdbserver.out``."""
     popens = []
-    for process in plan.processes:
+    for process in processes:
         process.data.mkdir(parents=True, exist_ok=True)
         process.logs.mkdir(parents=True, exist_ok=True)
         with open(process.output, "ab") as out:
