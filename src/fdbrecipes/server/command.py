@@ -107,8 +107,8 @@ def _install(args: argparse.Namespace) -> int:
     done = "is already installed in" if result.already else "installed in"
     print(f"FoundationDB {result.version} {done} {result.directory} "
           "(bin/fdbserver, bin/fdbcli, lib/libfdb_c)")
-    root = installed_root(args.directory)
-    if args.directory and root != installed_root(None):
+    root = result.directory.parent
+    if args.directory and root != installed_root(None).resolve():
         print(f"  the tools look there with: export {SERVER_DIR_VARIABLE}={root}")
     return 0
 

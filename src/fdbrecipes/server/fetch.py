@@ -41,7 +41,7 @@ class Progress:
     def __init__(self, name: str, total: Optional[int], out: Optional[TextIO]) -> None:
         self.name, self.total, self.out = name, total, out
         self.done = 0
-        self._shown = -1.0
+        self._shown = 0.0  # the last quarter said (off a terminal), or when (on one)
         self._tty = bool(out is not None and out.isatty())
 
     def _line(self) -> str:

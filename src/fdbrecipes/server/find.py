@@ -190,7 +190,7 @@ def find_program(name: str, env_var: str, directory: Optional[str] = None) -> Fo
     chosen = chosen_install(directory)
     if chosen is not None and _executable(str(chosen.program(name))):
         return Found(name, str(chosen.program(name)), "installed",
-                     f"the copy 'fdbrecipes server install' installed ({chosen.version})")
+                     f"the copy of {chosen.version} 'fdbrecipes server install' put in place")
     for folder in SYSTEM_DIRS:
         candidate = os.path.join(folder, name)
         if _executable(candidate):
@@ -257,8 +257,8 @@ def find_client_library(directory: Optional[str] = None) -> Found:
     chosen = chosen_install(directory)
     if chosen is not None and chosen.library.is_file():
         return Found("libfdb_c", str(chosen.library), "installed",
-                     f"the copy 'fdbrecipes server install' installed ({chosen.version}), "
-                     "loaded by fdbrecipes before the bindings")
+                     f"the copy of {chosen.version} 'fdbrecipes server install' put in "
+                     "place, loaded by fdbrecipes before the bindings")
     if system is not None:
         return Found("libfdb_c", system, "system", "the system's library search")
     return Found("libfdb_c", None, "missing", f"not found (looked at the bindings' folder, "

@@ -157,6 +157,7 @@ def install(version: str = DEFAULT_VERSION, directory: Optional[str] = None,
     wanted = release(version, platform or platform_key())
     root = installed_root(directory)
     root.mkdir(parents=True, exist_ok=True)
+    root = root.resolve()
     target = root / version
     with locked(root):
         for stale in root.glob(".staging-*"):  # left by an install that was killed
