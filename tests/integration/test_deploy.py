@@ -118,14 +118,18 @@ def _fdbrecipes(*args: str, cluster_file: str, cwd: Path = ROOT,
                           env={**os.environ, "FDB_CLUSTER_FILE": cluster_file})
 
 
-def _get(url: str, deadline: float) -> bytes:
-    """GET ``url`` once the server started listening (polled: another process)."""
+def _get(url: str, server: "subprocess.Popen[str]", deadline: float) -> bytes:
+    """GET ``url`` once ``server`` listens (polled: another process); fail with its
+    output if it exits first."""
     while True:
         try:
             with urllib.request.urlopen(url, timeout=10) as response:
                 body: bytes = response.read()
                 return body
         except (urllib.error.URLError, ConnectionError):
+            if server.poll() is not None:
+                pytest.fail(f"{server.args} exited with {server.returncode}: "
+                            f"{server.communicate()[1]}")
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
@@ -149,7 +153,7 @@ def test_the_compose_worker_and_dashboard_commands_run(fdb_cluster_file: str) ->
                            env={**os.environ, "FDB_CLUSTER_FILE": fdb_cluster_file},
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        page = _get(f"http://127.0.0.1:{port}/", time.monotonic() + 60)
+        page = _get(f"http://127.0.0.1:{port}/", web, time.monotonic() + 60)
         assert b"jobs" in page or b"fdbrecipes" in page
     finally:
         web.send_signal(signal.SIGTERM)
@@ -171,14 +175,14 @@ def test_the_exporter_serves_what_the_scaledobject_reads(fdb_cluster_file: str,
             [sys.executable, "-m", "fdbrecipes", "metrics", "--directory", "/".join(path),
              "--port", str(port), "--addr", "127.0.0.1"], cwd=str(ROOT),
             env={**os.environ, "FDB_CLUSTER_FILE": fdb_cluster_file},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60
-            numbers = json.loads(_get(f"http://127.0.0.1:{port}/backlog", deadline))
+            numbers = json.loads(_get(f"http://127.0.0.1:{port}/backlog", exporter, deadline))
             assert numbers["jobs"]["backlog"] == 3.0
             assert numbers["jobs"]["visible"] == 2.0 and numbers["jobs"]["in_flight"] == 1.0
             assert numbers["jobs"]["oldest_age_seconds"] >= 0.0
-            text = _get(f"http://127.0.0.1:{port}/metrics", deadline).decode()
+            text = _get(f"http://127.0.0.1:{port}/metrics", exporter, deadline).decode()
             assert 'fdbrecipes_queue_backlog{queue="jobs"} 3.0' in text
         finally:
             exporter.send_signal(signal.SIGTERM)
