@@ -118,7 +118,7 @@ def _fdbrecipes(*args: str, cluster_file: str, cwd: Path = ROOT,
                           env={**os.environ, "FDB_CLUSTER_FILE": cluster_file})
 
 
-def _get(url: str, server: "subprocess.Popen[str]", deadline: float) -> bytes:
+def _get(url: str, server: subprocess.Popen[str], deadline: float) -> bytes:
     """GET ``url`` once ``server`` listens (polled: another process); fail with its
     output if it exits first."""
     while True:
