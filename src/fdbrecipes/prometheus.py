@@ -135,8 +135,9 @@ class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
 
 
 def serve(db: Any, structures: Mapping[str, Any], port: int,
-          addr: str = "0.0.0.0") -> Tuple[Any, threading.Thread]:
-    """Serve the structures' gauges over HTTP on ``port``, in a thread: ``/backlog``
+          addr: str = "127.0.0.1") -> Tuple[Any, threading.Thread]:
+    """Serve the structures' gauges over HTTP on ``port`` of ``addr`` (this machine
+    only by default; ``"0.0.0.0"``: every address), in a thread: ``/backlog``
     answers with :func:`fdbrecipes.metrics.by_structure` as JSON, any other path with
     the gauges for Prometheus (a registry of their own).  Each request reads the
     cluster (a few round trips; no conflicts).  Returns the server (``shutdown()`` stops

@@ -114,6 +114,8 @@ def test_the_kubernetes_workers_drain_within_their_grace_and_scale_on_the_backlo
     assert metrics["spec"]["replicas"] == 1 and metrics_args[0] == "metrics"
     queue = option(metrics_args, "--directory").split("/")[-1]  # the queue label
     port = option(metrics_args, "--port")
+    # The Service, KEDA and the kubelet's probe reach the pod's address, not its loopback.
+    assert option(metrics_args, "--host") == "0.0.0.0"
     scaled = objects[("ScaledObject", "fdbrecipes-worker")]["spec"]
     assert scaled["scaleTargetRef"]["name"] == "fdbrecipes-worker"
     locations = []
