@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Optional, Tuple
 
+from .._values import check_matching
+
 __all__ = ["DEFAULT_VERSION", "PINNED_SHA256", "PLATFORMS", "RELEASE_HOST", "Asset", "Release",
            "UnsupportedPlatformError", "check_version", "library_name", "parse_sha256",
            "platform_key", "release"]
@@ -103,12 +105,8 @@ def check_version(version: object) -> str:
     Raises:
         TypeError or ValueError: it is not a version string such as ``"7.3.79"``.
     """
-    if not isinstance(version, str):
-        raise TypeError(f"version must be a str such as '7.3.79', not {type(version).__name__}")
-    if not _VERSION.match(version):
-        raise ValueError(f"version must be a FoundationDB version such as '7.3.79', "
-                         f"got {version!r}")
-    return version
+    return check_matching(version, "version", _VERSION,
+                          "a FoundationDB version such as '7.3.79'")
 
 
 def platform_key(system: Optional[str] = None, machine: Optional[str] = None) -> str:
