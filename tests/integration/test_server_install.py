@@ -300,6 +300,24 @@ def test_a_started_server_keeps_its_data_across_stop_and_start(
     assert twice.returncode == 0 and "was already running" in twice.stdout
 
 
+def test_a_process_exiting_as_it_starts_is_said_in_one_line(fresh: Fresh,
+                                                            server_dir: Path) -> None:
+    """Here fdbserver exits at once (its cluster file was overwritten): ``start``
+    fails in one line naming the process's output, and leaves nothing running."""
+    started = fresh.run("server", "start", "--dir", str(server_dir))
+    assert started.returncode == 0, started.stderr
+    stopped = fresh.run("server", "stop", "--dir", str(server_dir), timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    (server_dir / "fdb.cluster").write_text("not a cluster file\n")
+    failed = fresh.run("server", "start", "--dir", str(server_dir))
+    lines = failed.stderr.strip().splitlines()
+    assert failed.returncode == 1 and len(lines) == 1, failed.stderr
+    output = (server_dir / "p0" / "fdbserver.out").resolve()
+    assert "exited with" in lines[0] and str(output) in lines[0], lines[0]
+    down = fresh.run("server", "status", "--dir", str(server_dir), timeout=30)
+    assert down.returncode == 1 and "not up: stopped" in down.stdout, down.stdout
+
+
 def test_stop_refuses_a_server_it_did_not_start(fresh: Fresh, fdb_cluster_file: str,
                                                 fdb_database: Any) -> None:
     """Here, the folder of the tests' own throwaway server: stop leaves it running."""

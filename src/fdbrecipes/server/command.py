@@ -24,6 +24,7 @@ import sys
 from typing import Any, Callable, Dict, List
 
 from .._local.programs import ServerNotFoundError
+from .._local.ready import ClusterNotReadyError
 from . import daemon
 from .find import (
     SERVER_DIR_VARIABLE,
@@ -202,6 +203,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         return action(args)
     except (InstallError, UnsupportedPlatformError, ServerNotFoundError, daemon.ServerError,
-            TypeError, ValueError, OSError) as e:
+            ClusterNotReadyError, TypeError, ValueError, OSError) as e:
         print(f"fdbrecipes server {args.action}: {e}", file=sys.stderr)
         return 1

@@ -30,9 +30,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, List, Optional, Tuple
 
-from .._local.cluster import POLL, PROBE, _created, _succeeded
 from .._local.plan import ClusterPlan, ServerProcess, check_processes, make_plan
 from .._local.programs import free_ports, run_fdbcli, server_programs
+from .._local.ready import PROBE, created, run_fdbcli_until, succeeded
 from .find import data_home
 from .lock import locked
 
@@ -155,29 +155,6 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _until(fdbcli: str, cluster_file: str, command: str, ok: Any, deadline: float,
-           popens: List[subprocess.Popen[bytes]], processes: List[ServerProcess]) -> None:
-    """Run ``command`` with fdbcli until ``ok(code, output)``, one of ``processes``
-    (started as ``popens``) exits, or the deadline passes (polling an external
-    program: there is nothing to wait on)."""
-    last = ""
-    while time.monotonic() < deadline:
-        for process, popen in zip(processes, popens):
-            if popen.poll() is not None:
-                raise ServerError(f"fdbserver {process.address} exited with "
-                                  f"{popen.returncode}; see {process.output}")
-        try:
-            done = run_fdbcli(fdbcli, cluster_file, command,
-                              max(1.0, min(10.0, deadline - time.monotonic())))
-            last = (done.stdout + done.stderr).strip()
-            if ok(done.returncode, last):
-                return
-        except subprocess.TimeoutExpired:
-            last = "fdbcli timed out"
-        time.sleep(POLL)
-    raise ServerError(f"fdbcli {command!r} did not succeed in time: {last[:300]}")
-
-
 @dataclass(frozen=True)
 class Started:
     """What :func:`start` did: the cluster file, the processes' addresses, the
@@ -199,8 +176,9 @@ def start(directory: Optional[str] = None, processes: Optional[int] = None,
         TypeError or ValueError: ``processes`` is not 1 to 32, or differs from the
             server's (kept in ``directory``).
         ServerNotFoundError: no ``fdbserver``/``fdbcli`` (see the search order).
-        ServerError: a port is taken, a process exited, or it was not up in time
-            (the processes started are stopped again).
+        ServerError: a port is taken (nothing is started).
+        RuntimeError: a process exited, or it was not up in time (a
+            ``ClusterNotReadyError``; the processes started are stopped again).
     """
     if processes is not None:
         check_processes(processes)
@@ -238,12 +216,13 @@ def start(directory: Optional[str] = None, processes: Optional[int] = None,
         state.write(home)
         try:
             deadline = time.monotonic() + timeout
+            watched = dict(zip(stopped, popens))
             if not state.configured:
-                _until(fdbcli, str(cluster_file), plan.configure_command(), _created,
-                       deadline, popens, stopped)
+                run_fdbcli_until(fdbcli, str(cluster_file), plan.configure_command(),
+                                 created, deadline, watched)
                 state.configured = True
                 state.write(home)
-            _until(fdbcli, str(cluster_file), PROBE, _succeeded, deadline, popens, stopped)
+            run_fdbcli_until(fdbcli, str(cluster_file), PROBE, succeeded, deadline, watched)
         except BaseException:
             _end([p.pid for p in popens])
             state.pids = [None if pid in {p.pid for p in popens} else pid for pid in pids]
