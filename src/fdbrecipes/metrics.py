@@ -18,12 +18,15 @@ from ._fdb import check_database
 from ._operation import gather
 from .protocol import Measurable
 
-__all__ = ["ITEMS", "OLDEST_AGE", "Sample", "collect"]
+__all__ = ["BACKLOG", "ITEMS", "OLDEST_AGE", "Sample", "by_structure", "collect"]
 
 #: Items of a structure, by state (``visible``, ``delayed``, ``in_flight``, ``dead``).
 ITEMS = "fdbrecipes_queue_items"
 #: Seconds the item at the front has waited (0 when nothing is visible).
 OLDEST_AGE = "fdbrecipes_queue_oldest_item_age_seconds"
+#: The work a structure's consumers have: its visible items plus those in flight (what
+#: an autoscaler sizes a worker fleet by; delayed items are not due, dead ones not work).
+BACKLOG = "fdbrecipes_queue_backlog"
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Sample:
 
 def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
     """The items of each structure in ``structures`` (by the name its samples get in
-    the ``queue`` label), by state, and the age of its front item.
+    the ``queue`` label), by state, its backlog (visible plus in flight) and the age of
+    its front item.
 
     Reads each structure's stats through its operations object
     (:class:`fdbrecipes.protocol.Measurable`: counters, expired holds, front item; a
@@ -70,5 +74,23 @@ def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
                   "in_flight": stats.in_flight, "dead": stats.dead}
         for state, count in counts.items():
             out.append(Sample(ITEMS, (("queue", name), ("state", state)), float(count)))
+        out.append(Sample(BACKLOG, (("queue", name),), float(stats.visible + stats.in_flight)))
         out.append(Sample(OLDEST_AGE, (("queue", name),), float(stats.oldest_age or 0.0)))
+    return out
+
+
+def by_structure(samples: List[Sample]) -> Dict[str, Dict[str, float]]:
+    """:func:`collect`'s samples as one mapping per structure, for a JSON endpoint (an
+    autoscaler's): ``{"jobs": {"backlog": 3.0, "oldest_age_seconds": 12.5,
+    "visible": 2.0, "delayed": 0.0, "in_flight": 1.0, "dead": 0.0}}``."""
+    out: Dict[str, Dict[str, float]] = {}
+    for sample in samples:
+        labels = sample.label_dict
+        entry = out.setdefault(labels["queue"], {})
+        if sample.name == ITEMS:
+            entry[labels["state"]] = sample.value
+        elif sample.name == BACKLOG:
+            entry["backlog"] = sample.value
+        elif sample.name == OLDEST_AGE:
+            entry["oldest_age_seconds"] = sample.value
     return out
