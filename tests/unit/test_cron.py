@@ -13,15 +13,15 @@ and skipped times too).
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import List
+from typing import List, Optional
 
 import pytest
 
 pytest.importorskip("cronsim")
 
-from fdbrecipes import catch_up  # noqa: E402
-from fdbrecipes._schedules.cron import Cron, Every, check_zone  # noqa: E402
-from fdbrecipes._schedules.records import (  # noqa: E402
+from fdbrecipes import catch_up
+from fdbrecipes._schedules.cron import Cron, Every, check_zone
+from fdbrecipes._schedules.records import (
     CAUGHT_UP,
     ON_TIME,
     Definition,
@@ -146,7 +146,7 @@ def definition(catch: int = 0, grace: float = 60.0) -> Definition:
     return Definition(None, None, 60.0, b"q", (), b"\x01", catch, grace, 0.0, 0.0)
 
 
-def state(last: float, paused_at: float = None) -> State:  # type: ignore[assignment]
+def state(last: float, paused_at: Optional[float] = None) -> State:
     return State(1, paused_at, 0.0, last, (), ())
 
 
