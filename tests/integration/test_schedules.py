@@ -6,6 +6,9 @@ skipped or caught up, code-defined schedules kept in the store, the async twin."
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Tuple
@@ -237,3 +240,51 @@ def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
         assert await store.remove(db, "a")
 
     asyncio.run(main())
+
+
+def cli(cluster_file: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fdbrecipes", *args, "--cluster-file",
+                           cluster_file], capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_line_adds_lists_pauses_runs_and_removes(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
+    store_space, jobs_space, _ = spaces(fdb_subspace)
+    jobs = Queue(jobs_space)
+    jobs.push(db, "something")  # the target is recognised as a queue
+    place = ["--tuple", repr(fdb.tuple.unpack(store_space.key()))]
+    target = ["--target-tuple", repr(fdb.tuple.unpack(jobs_space.key()))]
+    added = cli(fdb_cluster_file, "schedules", "add", *place, "nightly", "--cron",
+                "0 3 * * *", "--tz", "Europe/Berlin", *target, "--value", "[1, \"a\"]",
+                "--type", "json", "--catch-up", "2")
+    assert added.returncode == 0, added.stderr
+    bad = cli(fdb_cluster_file, "schedules", "add", *place, "other", "--cron", "0 3 * *",
+              "--tz", "Europe/Berlin", *target)
+    assert bad.returncode == 1 and "cron: '0 3 * *' is not a cron expression" in bad.stderr
+    zone = cli(fdb_cluster_file, "schedules", "add", *place, "other", "--cron", "@daily",
+               "--tz", "Europe/Paname", *target)
+    assert zone.returncode == 1 and "unknown time zone 'Europe/Paname'" in zone.stderr
+    twice = cli(fdb_cluster_file, "schedules", "add", *place, "nightly", "--every", "5", *target)
+    assert twice.returncode == 1 and "'nightly' exists" in twice.stderr
+    listed = json.loads(cli(fdb_cluster_file, "schedules", "list", *place, "--json").stdout)
+    [row] = listed["schedules"]
+    assert (row["name"], row["cron"], row["tz"], row["misfire"], row["value"]) == (
+        "nightly", "0 3 * * *", "Europe/Berlin", "catch_up(2)", {"tuple": [1, "a"]})
+    assert row["target"] == jobs_space.key().hex()
+    for action, said in (("pause", "paused"), ("pause", "already paused"),
+                         ("resume", "resumed"), ("run-now", "asked the workers")):
+        done = cli(fdb_cluster_file, "schedules", action, *place, "nightly")
+        assert done.returncode == 0 and said in done.stdout, done.stderr
+    table = cli(fdb_cluster_file, "schedules", "list", *place).stdout
+    assert "nightly" in table and "0 3 * * * Europe/Berlin" in table
+    refused = cli(fdb_cluster_file, "schedules", "remove", *place, "nightly")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    removed = cli(fdb_cluster_file, "schedules", "remove", *place, "nightly", "--yes")
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    unknown = cli(fdb_cluster_file, "schedules", "pause", *place, "nightly")
+    assert unknown.returncode == 1 and "no schedule named 'nightly'" in unknown.stderr
+    wrong = cli(fdb_cluster_file, "schedules", "list", "--tuple",
+                repr(fdb.tuple.unpack(jobs_space.key())))
+    assert wrong.returncode == 1 and "no schedule store" in wrong.stderr
+    stats = cli(fdb_cluster_file, "stats", *place)
+    assert stats.returncode == 1 and "a schedule store is at" in stats.stderr

@@ -55,7 +55,8 @@ letters of a weight-tree, a missing ``--yes``; argparse's own errors add its usa
 
 The parts: :mod:`.arguments` (options), :mod:`.places` (where a structure is, and what
 is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them),
-:mod:`.jobs` (``job``, ``cancel``, ``workers``), :mod:`.service` (the long-running
+:mod:`.jobs` (``job``, ``cancel``, ``workers``), :mod:`.schedules` (``schedules``:
+the stored schedules), :mod:`.service` (the long-running
 ``worker`` and ``metrics``) and :mod:`.supervisor` (``worker --processes N``).
 Importing this package needs no ``libfdb_c``.
 """
@@ -75,6 +76,7 @@ from .commands import (
     run,
 )
 from .jobs import CANCEL, JOB, PAUSE, RESUME, WORKERS
+from .schedules import SCHEDULES
 from .service import METRICS, WORKER
 
 #: The commands about jobs and workers (:mod:`.jobs`).
@@ -84,4 +86,4 @@ SERVICES = (WORKER, METRICS)
 
 __all__ = ["CANCEL", "DEAD", "DELAYED", "JOB", "JOBS", "LEASES", "METRICS", "OPERATIONS",
            "PAUSE", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD", "RESUME",
-           "SERVICES", "STATS", "WORKER", "WORKERS", "Operation", "run"]
+           "SCHEDULES", "SERVICES", "STATS", "WORKER", "WORKERS", "Operation", "run"]

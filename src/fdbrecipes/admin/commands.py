@@ -40,6 +40,7 @@ from .arguments import (
 from .output import cut, iso_time, json_value, table
 from .places import (
     ANY_QUEUE,
+    SCHEDULE_STORE,
     OperatorError,
     Place,
     Structure,
@@ -148,6 +149,8 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
         seen, wrong = read_only(db, stored, subspace)
         if wrong is not None:
             raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
+        if seen == SCHEDULE_STORE:
+            raise OperatorError(f"a schedule store is at {place}: see 'fdbrecipes schedules'")
         if seen is None and needs.default_kind is not None:
             seen = needs.default_kind
         elif seen is None or seen == ANY_QUEUE:

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
-from .._layout import SHARDED, Marker
+from .._layout import SCHEDULES, SHARDED, Marker
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
@@ -20,6 +20,7 @@ from ..weight_tree import WeightTree
 from .output import cut
 
 __all__ = ["ANY_QUEUE", "FAIR_RANGES", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS",
+           "SCHEDULE_STORE",
            "QUEUE_RANGES", "TREE_KEYS", "TREE_RANGES", "OperatorError", "Place", "Structure",
            "UsageError", "make_structure", "open_place", "shards_of", "stored", "survey"]
 
@@ -46,6 +47,9 @@ NEUTRAL = ("c", "g", "k", "n", "j", "o", "u", "z", "m")
 QUEUE_ITEM_LEN = 5
 #: What :func:`stored` says of queue keys that do not tell which kind of queue.
 ANY_QUEUE = "queue or priority-queue"
+#: What :func:`stored` says of a schedule store (:class:`fdbrecipes.Schedules`), which
+#: it recognises by its change counter.
+SCHEDULE_STORE = "schedule store"
 
 
 class OperatorError(Exception):
@@ -129,6 +133,7 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     (otherwise the kind is "queue or priority-queue").
     """
     marker = tr.snapshot.get(Marker.key(subspace))
+    schedules = tr.snapshot.get(subspace.pack((SCHEDULES,)))
     ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES + FAIR_RANGES}
     keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
     anything = _first(tr, subspace)
@@ -138,6 +143,8 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
         if layout.version != SHARDED:
             return None, f"a layout of a later fdbrecipes ({layout.version})"
         return layout.kind, None
+    if schedules.wait().value is not None:
+        return SCHEDULE_STORE, None
     firsts = {m: list(kvs) for m, kvs in ranges.items()}
     found = {m for m, f in keys.items() if f.wait().value is not None}
     is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))
