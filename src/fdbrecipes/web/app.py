@@ -12,7 +12,9 @@ Pages (GET only; each reads in one transaction, see :mod:`.views` and
 * ``/job?s=NAME&id=HEX`` (or ``&text=ID``): one job's record and its item (its payload,
   its lease);
 * ``/workers?s=NAME``: the live workers, with quiet and stop;
-* ``/schedules``: the schedules given, their next and last slots and their jobs.
+* ``/schedules``: the schedules given, their next and last slots and their jobs, and
+  the schedules of the stores given (next slot, lag, latest fires), with pause,
+  resume and run now.
 
 A structure's page also pauses and resumes it.
 
@@ -49,7 +51,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import FairQueue, Schedule, WeightTree
+from .. import FairQueue, Schedule, Schedules, UnknownScheduleError, WeightTree
 from ..admin.commands import read_only
 from ..admin.places import UsageError
 from . import actions, forms, listings, views
@@ -76,7 +78,11 @@ __all__ = ["create_app"]
 NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("yes",),
          "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
          "pause": ("yes",), "resume": (), "policy": (), "release": ("token", "yes"),
-         "ack": ("token", "yes")}
+         "ack": ("token", "yes"), "pause-schedule": ("yes",), "resume-schedule": (),
+         "run-now": ("yes",)}
+#: The actions on a stored schedule (named by ``store``, its store's index, and
+#: ``name``), not on a structure.
+ON_SCHEDULES = ("pause-schedule", "resume-schedule", "run-now")
 #: What the actions on rows act on (``scope``; the first is the default): every row
 #: (of the dead letters; of a tab, filtered by ``q``), the rows chosen (``token``),
 #: those matching a filter, or the pending item with an id.
@@ -101,7 +107,8 @@ class Dashboard:
                  schedules: Sequence[Any] = ()) -> None:
         self.db = db
         self.structures = dict(structures)
-        self.schedules = list(schedules)
+        self.schedules = [s for s in schedules if isinstance(s, Schedule)]
+        self.stores = [s for s in schedules if isinstance(s, Schedules)]
         self.key = secrets.token_bytes(16)  # signs what a redirect says (see said())
         self.access = access
         self.env = Environment(loader=PackageLoader("fdbrecipes.web", "templates"),
@@ -127,7 +134,7 @@ class Dashboard:
         page = self.env.get_template(template).render(
             url=url, nonce=request.state.csp_nonce, access=access,
             said=self.said(request), names=list(self.structures),
-            has_schedules=bool(self.schedules),
+            has_schedules=bool(self.schedules or self.stores),
             **context)
         return HTMLResponse(page, status_code=status)
 
@@ -252,7 +259,9 @@ class Dashboard:
     def schedules_page(self, request: Request) -> Response:
         """``/schedules``."""
         return self.render(request, "schedules.html", title="Schedules",
-                           rows=views.schedules(self.db, self.schedules, self.structures))
+                           rows=views.schedules(self.db, self.schedules, self.structures),
+                           stored=views.stored(self.db, self.stores, self.structures),
+                           has_stores=bool(self.stores), STORED_ROWS=views.STORED_ROWS)
 
     def workers_page(self, request: Request) -> Response:
         """``/workers``."""
@@ -283,6 +292,8 @@ class Dashboard:
             raise BadRequest("action: unknown")
         if not access.allows(action):
             raise BadRequest(f"{access.who} may not {action} here", 403)
+        if action in ON_SCHEDULES:
+            return self.on_schedule(request, form, access, action)
         name = form.get("s")
         structure = self.structure(name)
         group = self.group(structure, form.get("g"))
@@ -306,6 +317,29 @@ class Dashboard:
             page, query = "/job", {"id": check.id().hex()}
         actions.audit(access.who, action, name, done.changed, group, check.target(), scope)
         return self.redirect(request, name, form, done, page, query, check)
+
+    def on_schedule(self, request: Request, form: Dict[str, str], access: Access,
+                    action: str) -> Response:
+        """An action on a stored schedule (see :data:`ON_SCHEDULES`), audited, then the
+        schedules page saying what it did."""
+        try:
+            store = self.stores[int(form.get("store", ""))]
+        except (ValueError, IndexError):
+            raise BadRequest("store: no such schedule store", 404) from None
+        name = form.get("name", "")
+        if not name:
+            raise BadRequest("name: give the schedule's name")
+        if "yes" in NEEDS[action] and form.get("yes") != "1":
+            raise BadRequest("tick the confirmation box to do this")
+        try:
+            done = actions.schedule(self.db, store, name, action)
+        except UnknownScheduleError as e:
+            raise BadRequest(str(e), 404) from None
+        actions.audit(access.who, action, f"schedules {form['store']}", done.changed,
+                      target=name)
+        root: str = request.scope.get("root_path", "")
+        query = {"said": done.said, "sig": self.sign(done.said, *([""] * len(MORE)))}
+        return RedirectResponse(f"{root}/schedules?{urlencode(query)}", status_code=303)
 
     def redirect(self, request: Request, name: str, form: Dict[str, str], done: actions.Done,
                  page: str, query: Dict[str, Any], check: Checked) -> Response:
@@ -442,7 +476,10 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
             the request returning one (default :data:`~fdbrecipes.web.READ_ONLY`: look
             only).  See :mod:`fdbrecipes.web.access`.
         schedules: the application's :class:`fdbrecipes.Schedule` objects, shown with
-            their next and last slots on ``/schedules``.
+            their next and last slots on ``/schedules``, and its schedule stores
+            (:class:`fdbrecipes.Schedules`), whose schedules are shown there with
+            pause, resume and run now (the actions ``pause-schedule``,
+            ``resume-schedule`` and ``run-now``).
         trusted_origins: origins besides the request's own whose posts are accepted
             (see :func:`fdbrecipes.web.guard.cross_site`).
         token: a password every request must give (HTTP Basic), or None.
@@ -461,8 +498,9 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
     if not isinstance(access, Access) and not callable(access):
         raise TypeError("access must be an Access or a function of the request")
     for schedule in schedules:
-        if not isinstance(schedule, Schedule):
-            raise TypeError(f"schedules: a Schedule, not {type(schedule).__name__}")
+        if not isinstance(schedule, (Schedule, Schedules)):
+            raise TypeError(f"schedules: a Schedule or a Schedules store, not "
+                            f"{type(schedule).__name__}")
     dashboard = Dashboard(db, structures, access, schedules)
     app = Starlette(debug=debug, routes=dashboard.routes())
     app.state.dashboard = dashboard

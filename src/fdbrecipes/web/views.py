@@ -30,13 +30,16 @@ from .._ordered.engine import QueueStats
 from ..admin.commands import read_only
 from ..admin.jobs import job_record, jobs_of
 from .listings import PER_SECOND, queue_of
-from .show import ago, when
+from .show import ago, group_hex, when
 
-__all__ = ["KINDS", "OVERVIEW_GROUPS", "JobView", "Overview", "ScheduleRow", "job", "kind_of",
-           "overview", "paused", "schedules", "tab_counts", "workers"]
+__all__ = ["KINDS", "OVERVIEW_GROUPS", "STORED_ROWS", "JobView", "Overview", "ScheduleRow",
+           "StoredRow", "job", "kind_of", "overview", "paused", "schedules", "stored",
+           "tab_counts", "workers"]
 
 #: Minutes of history the overview draws.
 HOUR = 60
+#: Stored schedules the schedules page lists at most, per store.
+STORED_ROWS = 1_000
 #: Groups of a FairQueue whose counts the overview sums at most.
 OVERVIEW_GROUPS = 200
 KINDS = {Queue: "queue", PriorityQueue: "priority-queue", FairQueue: "fair-queue",
@@ -255,3 +258,28 @@ def schedules(db: Any, given: List[Any], structures: Dict[str, Any]) -> List[Sch
     ``slot_id``); one transaction."""
     names = {id(s): name for name, s in structures.items()}
     return read_only(db, _schedule_rows, given, names, time.time())
+
+
+class StoredRow(NamedTuple):
+    """One stored schedule on the schedules page: the store it is in (its index among
+    the stores given), the schedule (a :class:`fdbrecipes.ScheduleInfo`), the
+    structure it feeds (its name here, or None) and, for its job links, the group of a
+    FairQueue's jobs (hex, or None)."""
+
+    store: int
+    info: Any
+    structure: Optional[str]
+    g: Optional[str]
+
+
+def stored(db: Any, stores: List[Any], structures: Dict[str, Any]) -> List[StoredRow]:
+    """The schedules of each store (``list``: two snapshot range reads, 1 round trip,
+    at most :data:`STORED_ROWS` each), with the structure each feeds."""
+    names = {bytes(s.subspace.key()): name for name, s in structures.items()}
+    rows = []
+    for i, store in enumerate(stores):
+        for info in read_only(db, store.list, STORED_ROWS):
+            group = info.where.get("group")
+            rows.append(StoredRow(i, info, names.get(info.target),
+                                  None if group is None else group_hex(group)))
+    return rows
