@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import fdb
 import pytest
 
-from fdbrecipes import FairQueue, PriorityQueue, Queue
+from fdbrecipes import FairQueue, PriorityQueue, Queue, Schedules
 from fdbrecipes.admin.places import Place
 from fdbrecipes.web.command import discover
 from tests.integration.test_operator_cli import ROOT
@@ -27,11 +27,13 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def tree(db: Any) -> Iterator[Any]:
-    """A directory with a queue, a priority queue in a subdirectory, a fair queue and an
-    empty directory; removed afterwards."""
+    """A directory with a queue, a priority queue in a subdirectory, a fair queue, a
+    schedule store and an empty directory; removed afterwards."""
     name = f"fdbrecipes-web-{uuid.uuid4().hex[:8]}"
     top = fdb.directory.create_or_open(db, (name,))
-    Queue(top.create_or_open(db, "jobs")).push(db, "<script>x</script>")
+    jobs = Queue(top.create_or_open(db, "jobs"))
+    jobs.push(db, "<script>x</script>")
+    Schedules(top.create_or_open(db, "schedules")).add(db, "hourly", target=jobs, every=3600)
     PriorityQueue(top.create_or_open(db, ("mail", "outbox"))).push(db, "m", priority=3)
     FairQueue(top.create_or_open(db, "tenants")).push(db, "r", group="acme")
     top.create_or_open(db, "empty")
@@ -42,7 +44,8 @@ def tree(db: Any) -> Iterator[Any]:
 def test_discover_finds_every_structure(db: Any, tree: str) -> None:
     found = discover(db, Place(directory=(tree,)))
     assert {n: type(s).__name__ for n, s in found.items()} == {
-        "jobs": "Queue", "mail/outbox": "PriorityQueue", "tenants": "FairQueue"}
+        "jobs": "Queue", "mail/outbox": "PriorityQueue", "tenants": "FairQueue",
+        "schedules": "Schedules"}
 
 
 def free_port() -> int:
@@ -87,3 +90,5 @@ def test_the_command_serves_on_loopback(served: str) -> None:
     jobs = fetch(served + "structure?s=jobs", time.monotonic() + 10)
     assert "&lt;script&gt;x&lt;/script&gt;" in jobs and "<script>" not in jobs
 
+    stored = fetch(served + "schedules", time.monotonic() + 10)
+    assert "hourly" in stored and 'href="/structure?s=jobs"' in stored

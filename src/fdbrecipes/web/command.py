@@ -8,8 +8,8 @@ Usage::
     FDBRECIPES_WEB_TOKEN=... fdbrecipes web --directory app --host 0.0.0.0
     fdbrecipes web --tuple '("jobs",)' --root-path /ops/queues   # behind a proxy
 
-It finds the structures as the operator commands recognise one (from their keys, see
-:func:`fdbrecipes.admin.places.stored`): the place itself and, under a directory, its
+It finds the structures (and schedule stores) as the operator commands recognise one
+(from their keys, see :func:`fdbrecipes.admin.places.stored`): the place itself and, under a directory, its
 subdirectories (:data:`MAX_DEPTH` levels, :data:`MAX_STRUCTURES` at most), named by
 their path below the place.  It binds to 127.0.0.1 by default and refuses any other
 address unless the dashboard is read-only (``--read-only``) or asks for a token
@@ -31,6 +31,7 @@ from ..admin.commands import connect, read_only, say
 from ..admin.logs import log_to_stderr
 from ..admin.places import (
     ANY_QUEUE,
+    SCHEDULE_STORE,
     OperatorError,
     Place,
     UsageError,
@@ -145,16 +146,19 @@ def _found(tr: Any, place: Place) -> List[Tuple[str, Any, str, int]]:
 
 
 def discover(db: Any, place: Place, max_deliveries: Optional[int] = None) -> Dict[str, Any]:
-    """The structures at and under ``place`` by name, as the library objects the
-    operator commands make (see the module docstring).  Reads (never writes) the
-    directory layer and the first keys of each place: one transaction, a few round
-    trips per directory.
+    """The structures and schedule stores at and under ``place`` by name, as the
+    library objects the operator commands make (see the module docstring; a store as a
+    :class:`fdbrecipes.Schedules`).  Reads (never writes) the directory layer and the
+    first keys of each place: one transaction, a few round trips per directory.
 
     Raises:
         OperatorError: no such directory.
     """
+    from ..schedules import Schedules
+
     found = read_only(db, _found, place)
-    return {name: make_structure(kind, subspace, max_deliveries, shards=shards)
+    return {name: Schedules(subspace) if kind == SCHEDULE_STORE else
+            make_structure(kind, subspace, max_deliveries, shards=shards)
             for name, subspace, kind, shards in found}
 
 
@@ -170,13 +174,17 @@ def serve(args: argparse.Namespace) -> int:
         from .app import create_app
     except ImportError as e:
         raise OperatorError(f"{INSTALL_HINT} ({e})") from None
+    from ..schedules import Schedules
+
     db = connect(args)
-    structures = discover(db, place, args.max_deliveries)
-    if not structures:
+    found = discover(db, place, args.max_deliveries)
+    if not found:
         raise OperatorError(f"no structure found at or under {place}")
+    structures = {n: s for n, s in found.items() if not isinstance(s, Schedules)}
+    stores = [s for s in found.values() if isinstance(s, Schedules)]
     log_to_stderr("INFO", "text")
     app = create_app(db, structures, access=READ_ONLY if args.read_only else FULL,
-                     trusted_origins=args.trusted_origin, token=token)
+                     schedules=stores, trusted_origins=args.trusted_origin, token=token)
     say("fdbrecipes web:", f"{len(structures)} structure(s) of {place} on "
         f"http://{args.host}:{args.port}{args.root_path}/"
         f"{' (read only)' if args.read_only else ''}")
