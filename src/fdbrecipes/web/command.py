@@ -10,8 +10,8 @@ Usage::
 
 It finds the structures (and schedule stores) as the operator commands recognise one
 (from their keys, see :func:`fdbrecipes.admin.places.stored`): the place itself and,
-under a directory, its subdirectories (:data:`MAX_DEPTH` levels, :data:`MAX_STRUCTURES` at most), named by
-their path below the place.  It binds to 127.0.0.1 by default and refuses any other
+under a directory, its subdirectories (:data:`MAX_DEPTH` levels,
+:data:`MAX_STRUCTURES` at most), named by their path below the place.  It binds to 127.0.0.1 by default and refuses any other
 address unless the dashboard is read-only (``--read-only``) or asks for a token
 (``--token-file PATH``, or ``$FDBRECIPES_WEB_TOKEN``: the password of HTTP Basic, any
 user name; never an argument, which other users of the machine can read).  Every
