@@ -8,15 +8,18 @@ Usage::
     FDBRECIPES_WEB_TOKEN=... fdbrecipes web --directory app --host 0.0.0.0
     fdbrecipes web --tuple '("jobs",)' --root-path /ops/queues   # behind a proxy
 
-It finds the structures (and schedule stores) as the operator commands recognise one
-(from their keys, see :func:`fdbrecipes.admin.places.stored`): the place itself and,
-under a directory, its subdirectories (:data:`MAX_DEPTH` levels, :data:`MAX_STRUCTURES`
-at most), named by their path below the place. It binds to 127.0.0.1 by default and
-refuses any other address unless the dashboard is read-only (``--read-only``) or asks
-for a token (``--token-file PATH``, or ``$FDBRECIPES_WEB_TOKEN``: the password of HTTP
-Basic, any user name; never an argument, which other users of the machine can read).
-Every action is logged to stderr (the audit log). Exit status 0 when stopped (SIGINT or
+It finds the structures as the operator commands recognise one (from their keys, see
+:func:`fdbrecipes.admin.places.stored`): the place itself and, under a directory, its
+subdirectories (:data:`MAX_DEPTH` levels, :data:`MAX_STRUCTURES` at most), named by
+their path below the place.  It binds to 127.0.0.1 by default and refuses any other
+address unless the dashboard is read-only (``--read-only``) or asks for a token
+(``--token-file PATH``, or ``$FDBRECIPES_WEB_TOKEN``: the password of HTTP Basic, any
+user name; never an argument, which other users of the machine can read).  Every
+action is logged to stderr (the audit log).  Exit status 0 when stopped (SIGINT or
 SIGTERM), 1 a failure, 2 a usage error, as the operator commands.
+
+The schedule stores (:class:`fdbrecipes.Schedules`) found there the same way are shown
+on ``/schedules``.
 """
 
 from __future__ import annotations
