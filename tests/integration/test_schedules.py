@@ -288,3 +288,22 @@ def test_the_command_line_adds_lists_pauses_runs_and_removes(
     assert wrong.returncode == 1 and "no schedule store" in wrong.stderr
     stats = cli(fdb_cluster_file, "stats", *place)
     assert stats.returncode == 1 and "a schedule store is at" in stats.stderr
+
+
+def test_a_schedules_lag_is_a_metric(db: Any, fdb_subspace: Any) -> None:
+    from fdbrecipes.metrics import SCHEDULE_LAG, SCHEDULE_PAUSED, collect
+
+    store_space, jobs_space, _ = spaces(fdb_subspace)
+    jobs = Queue(jobs_space)
+    store = Schedules(store_space)
+    store.add(db, "late", target=jobs, every=0.5)
+    store.add(db, "held", target=jobs, every=0.5, paused=True)
+    time.sleep(1.6)  # no worker: "late" falls behind by a second or more
+    samples = {(s.name, s.label_dict["schedule"]): s.value
+               for s in collect(db, {"jobs": jobs, "cron": store})
+               if s.name in (SCHEDULE_LAG, SCHEDULE_PAUSED)}
+    assert samples[(SCHEDULE_LAG, "late")] >= 1.0
+    assert samples[(SCHEDULE_LAG, "held")] == 0.0
+    assert samples[(SCHEDULE_PAUSED, "held")] == 1.0 and samples[(SCHEDULE_PAUSED, "late")] == 0
+    with Worker(db, jobs, Seen(), schedule_store=store):
+        eventually(lambda: store.get(db, "late").lag < 0.5, 10, "the worker catching up")

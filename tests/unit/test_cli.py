@@ -56,7 +56,7 @@ def test_each_command_runs_its_function() -> None:
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
         "push", "leases", "delayed", "remove", "job", "cancel", "workers", "pause", "resume",
-        "worker", "metrics", "web"]
+        "worker", "metrics", "schedules", "web"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster") else []
         if command.name in ("worker", "push", "job", "cancel"):
@@ -65,6 +65,8 @@ def test_each_command_runs_its_function() -> None:
             needs = [*needs, "--id", "x"]
         if command.name == "web":
             needs = ["--directory", "app"]
+        if command.name == "schedules":
+            needs = ["list", "--tuple", "('schedules',)"]
         assert parser.parse_args([command.name, *needs]).run is command.run
 
 

@@ -247,12 +247,14 @@ class Needs:
             run without it names it).
         default_kind: the kind of an empty place, where nothing tells it (the worker
             serves a new queue: "queue"); None: ``--kind`` is needed there.
+        stores: it also works on a schedule store (``metrics``: the schedules' lag).
     """
 
     dead_letters: bool = False
     group: bool = False
     confirm: Optional[str] = None
     default_kind: Optional[str] = None
+    stores: bool = False
 
 
 def check_usage(args: argparse.Namespace, needs: Needs) -> Place:

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from .._cluster import tools_client_problem
 from .._drivers.blocking import drive
@@ -22,6 +22,7 @@ from ..errors import FdbRecipesError
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..protocol import Inspectable, inspectable
+from ..schedules import Schedules
 from ..weight_tree import WeightTree
 from .arguments import (
     Needs,
@@ -70,7 +71,7 @@ class Target:
     db: Any
     place: Place
     kind: str
-    structure: Structure
+    structure: Union[Structure, Schedules]
 
     def header(self) -> Dict[str, Any]:
         """The first fields of every JSON answer."""
@@ -150,7 +151,10 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
         if wrong is not None:
             raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
         if seen == SCHEDULE_STORE:
-            raise OperatorError(f"a schedule store is at {place}: see 'fdbrecipes schedules'")
+            if not needs.stores:
+                raise OperatorError(f"a schedule store is at {place}: see 'fdbrecipes "
+                                    "schedules'")
+            return Target(db, place, SCHEDULE_STORE, Schedules(subspace))
         if seen is None and needs.default_kind is not None:
             seen = needs.default_kind
         elif seen is None or seen == ANY_QUEUE:
@@ -236,6 +240,8 @@ def _counts(tr: Any, target: Target, group: Optional[str]) -> Dict[str, Any]:
     total weight; a fair-queue's, summed over its groups, with how many there are, or
     those of ``group``, with its limit and share), and since when it is paused."""
     structure = target.structure
+    if isinstance(structure, Schedules):
+        raise UsageError("a schedule store has no counts: see 'fdbrecipes schedules list'")
     if isinstance(structure, WeightTree):
         return {"size": structure.size(tr), "total_weight": structure.total_weight(tr)}
     paused = structure.paused(tr)

@@ -108,7 +108,9 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
 def metrics_arguments(parser: argparse.ArgumentParser) -> None:
     """``metrics``' options."""
     place_arguments(parser, "Serve the structure's gauges for Prometheus "
-                    "(fdbrecipes_queue_items, fdbrecipes_queue_oldest_item_age_seconds) "
+                    "(fdbrecipes_queue_items, fdbrecipes_queue_oldest_item_age_seconds; "
+                    "for a schedule store fdbrecipes_schedule_lag_seconds and "
+                    "fdbrecipes_schedule_paused) "
                     "on http://ADDR:PORT/metrics until SIGTERM or SIGINT.  Run one per "
                     "cluster: the gauges are the database's, not one process's.  Reads "
                     "only; needs prometheus_client (pip install 'fdbrecipes[prometheus]').")
@@ -223,4 +225,4 @@ def serve_metrics(target: Target, args: argparse.Namespace) -> Report:
 WORKER = Operation("worker", "run a Worker on a queue's jobs (MODULE:FUNCTION)",
                    worker_arguments, work, Needs(dead_letters=True, default_kind="queue"))
 METRICS = Operation("metrics", "serve a structure's gauges for Prometheus",
-                    metrics_arguments, serve_metrics)
+                    metrics_arguments, serve_metrics, Needs(stores=True))
