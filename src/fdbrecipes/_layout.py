@@ -410,6 +410,7 @@ class ScheduleLayout:
                                       _schedules.records)
         S/"ss"/(name,)  = state       (1, revision, paused_at, since, last slot fired,
                                       run-now requests, latest fires), packed
+        S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
 
     A definition changes only when the schedule is added or changed; its state at each
     fire too (a fire reads it with a conflict, so two workers never fire one slot, and

@@ -178,3 +178,16 @@ def test_a_paused_schedule_fires_no_slot() -> None:
 def test_catch_up_needs_a_count(n: object) -> None:
     with pytest.raises((TypeError, ValueError), match="catch_up"):
         catch_up(n)  # type: ignore[arg-type]
+
+
+def test_every_agrees_with_itself_where_the_division_rounds() -> None:
+    # 2992 * 0.1 is 299.20000000000005, which divided by 0.1 is 2991.9999...: a slot the
+    # rule gives must be a slot the rule counts
+    for seconds, after in ((0.1, 299.15), (0.7, 698.5), (0.3, 8674.1), (0.2, 1e9 + 0.05),
+                           (1.1, 2194.0), (3.0, 1_774_830_000.05)):
+        rule = Every(seconds)
+        for _ in range(200):
+            slot = rule.next_slot(after)
+            assert slot > after and rule.last_slots(slot, after, 5) == [slot], (seconds, slot)
+            assert rule.next_slot(slot) > slot and rule.last_slots(slot, slot, 5) == []
+            after = slot

@@ -64,12 +64,20 @@ class Every:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
+    def index(self, at: float) -> int:
+        """The last multiple at or before ``at``, as ``k`` of ``k * seconds`` (exact:
+        the division alone may round across a multiple)."""
+        k = math.floor(at / self.seconds)
+        if (k + 1) * self.seconds <= at:
+            return k + 1
+        return k - 1 if k * self.seconds > at else k
+
     def next_slot(self, after: float) -> float:
-        return (math.floor(after / self.seconds) + 1) * self.seconds
+        return (self.index(after) + 1) * self.seconds
 
     def last_slots(self, now: float, after: float, count: int) -> List[float]:
-        last = math.floor(now / self.seconds)
-        first = max(math.floor(after / self.seconds) + 1, last - count + 1)
+        last = self.index(now)
+        first = max(self.index(after) + 1, last - count + 1)
         return [k * self.seconds for k in range(first, last + 1)]
 
     def describe(self) -> str:
