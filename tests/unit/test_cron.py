@@ -13,7 +13,7 @@ and skipped times too).
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -191,3 +191,44 @@ def test_every_agrees_with_itself_where_the_division_rounds() -> None:
             assert slot > after and rule.last_slots(slot, after, 5) == [slot], (seconds, slot)
             assert rule.next_slot(slot) > slot and rule.last_slots(slot, slot, 5) == []
             after = slot
+
+
+class Untouchable:
+    """A database that fails the test if anything reaches it."""
+
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"the database was used ({name}) before the arguments were checked")
+
+
+@pytest.mark.parametrize(("error", "match", "arguments"), [
+    (ValueError, "cron: '61", dict(cron="61 * * * *")),
+    (ValueError, "unknown time zone 'Nowhere/Land'", dict(cron="@daily", tz="Nowhere/Land")),
+    (TypeError, "exactly one of cron= and every=", dict()),
+    (TypeError, "exactly one of cron= and every=", dict(cron="@daily", every=60)),
+    (ValueError, "tz applies to cron", dict(every=60, tz="UTC")),
+    (ValueError, "every", dict(every=0)),
+    (TypeError, "misfire", dict(every=60, misfire="never")),
+    (ValueError, "grace", dict(every=60, grace=-1)),
+    (TypeError, "jitter", dict(every=60, jitter="1")),
+    (TypeError, "a Queue takes no priority", dict(every=60, priority=1)),
+    (TypeError, "target", dict(every=60, target=object())),
+    (TypeError, "name", dict(every=60, name=5)),
+    (ValueError, "name", dict(every=60, name="")),
+    (TypeError, "value", dict(every=60, value=[1])),
+    (TypeError, "paused", dict(every=60, paused=1)),
+])
+def test_the_store_refuses_bad_arguments_before_touching_anything(
+        error: type, match: str, arguments: Dict[str, Any]) -> None:
+    from fdb.subspace_impl import Subspace
+
+    from fdbrecipes import Queue, Schedules
+
+    store = Schedules(Subspace(("schedules",)))
+    given = {"name": "n", "target": Queue(Subspace(("jobs",))), **arguments}
+    with pytest.raises(error, match=match):
+        store.add(Untouchable(), given.pop("name"), **given)
+    for call in (store.pause, store.resume, store.run_now, store.remove, store.get):
+        with pytest.raises(TypeError, match="name"):
+            call(Untouchable(), 5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Schedule"):
+        store.upsert(Untouchable(), "n")

@@ -155,10 +155,10 @@ class ScheduleOps(Ops):
 
     # -- writing ---------------------------------------------------------------------
 
-    def add(self, tr: Transactor, stored: Stored) -> Gen[None]:
+    def add(self, tr: Transactor, stored: Stored) -> Gen[bool]:
         """Store a new schedule (a name taken is refused in the transaction)."""
-        yield from self.loop(tr, self.store.add, stored.name, stored.definition,
-                             stored.paused, False)
+        return self.loop(tr, self.store.add, stored.name, stored.definition, stored.paused,
+                         False)
 
     def upsert(self, tr: Transactor, stored: Stored) -> Gen[bool]:
         """Store a schedule, or change the one of that name to say the same."""
@@ -171,8 +171,10 @@ class ScheduleOps(Ops):
 
     def run_now(self, tr: Transactor, name: Any) -> Gen[bytes]:
         """Ask for a job of schedule ``name`` now; the id it will have."""
-        name = check_name(name)
-        request = os.urandom(8)
+        return self.requesting(tr, check_name(name), os.urandom(8))
+
+    def requesting(self, tr: Transactor, name: str, request: bytes) -> Gen[bytes]:
+        """The operation of :meth:`run_now`."""
         yield from self.loop(tr, self.store.request, name, request)
         return now_job_id(name, request)
 

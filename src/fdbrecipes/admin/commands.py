@@ -54,7 +54,7 @@ from .places import (
 )
 
 __all__ = ["DEAD", "DELAYED", "LEASES", "OPERATIONS", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE",
-           "REQUEUE_DEAD", "STATS", "Operation", "Report", "Target", "run"]
+           "REQUEUE_DEAD", "STATS", "Operation", "Report", "Target", "answer", "run"]
 
 T = TypeVar("T")
 
@@ -196,11 +196,23 @@ def run(args: argparse.Namespace, operation: Operation) -> int:
     A failure is one line on stderr, ``fdbrecipes <command>: <reason>`` (usage errors:
     ``fdbrecipes <command>: error: <reason>``), and exit status 1 (usage: 2).
     """
-    prefix = f"fdbrecipes {operation.name}:"
+    return answer(f"fdbrecipes {operation.name}:", args, acting, args, operation)
+
+
+def acting(args: argparse.Namespace, operation: Operation) -> Report:
+    """Check the command line, connect, open the place, act: the report."""
+    place = check_usage(args, operation.needs)
+    target = open_target(connect(args), place, args, operation.needs)
+    return operation.act(target, args)
+
+
+def answer(prefix: str, args: argparse.Namespace, act: Callable[..., Report],
+           *act_args: Any) -> int:
+    """Print the report of ``act(*act_args)`` (JSON with ``--json``) and return 0, or
+    say why it failed in one line starting with ``prefix`` and return the exit status
+    (see :func:`run`)."""
     try:
-        place = check_usage(args, operation.needs)
-        target = open_target(connect(args), place, args, operation.needs)
-        report = operation.act(target, args)
+        report = act(*act_args)
     except UsageError as e:
         say(f"{prefix} error:", e)
         return e.status

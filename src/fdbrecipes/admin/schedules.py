@@ -23,11 +23,10 @@ schedule store or nothing.  ``add`` names the structure its jobs go to in the sa
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any, Dict, List, Optional
 
-from ..errors import FdbRecipesError
+from ..errors import UnknownScheduleError
 from ..schedules import ScheduleInfo, Schedules, catch_up
 from .arguments import (
     DEFAULT_TIMEOUT,
@@ -38,7 +37,7 @@ from .arguments import (
     positive_int,
     seconds,
 )
-from .commands import cluster_problem, connect, read_only, say
+from .commands import Report, answer, connect, read_only
 from .output import cut, iso_time, json_value, table
 from .places import (
     ANY_QUEUE,
@@ -204,30 +203,30 @@ class ScheduleCommand:
 
     def main(self, args: argparse.Namespace) -> int:
         """Run one action; its exit status (a failure: one line on stderr)."""
-        prefix = f"fdbrecipes schedules {args.action}:"
-        try:
-            place = place_of(args.directory, args.tuple_literal)
-            if args.action == "remove" and not args.yes:
-                raise UsageError("refusing to remove a schedule without --yes")
-            data, text = self.act(connect(args), place, args)
-        except OperatorError as e:
-            say(prefix + (" error:" if e.status == 2 else ""), e)
-            return e.status
-        except (FdbRecipesError, TypeError, ValueError, ImportError) as e:
-            say(prefix, e)
-            return 1
-        except Exception as e:
-            line = cluster_problem(e, args)
-            if line is None:
-                raise
-            say(prefix, line)
-            return 1
-        print(json.dumps(data, allow_nan=False) if args.json else text)
-        return 0
+        return answer(f"fdbrecipes schedules {args.action}:", args, self.act, args)
 
-    def act(self, db: Any, place: Place, args: argparse.Namespace) -> Any:
-        """What the action does: its JSON answer and its text."""
+    def act(self, args: argparse.Namespace) -> Report:
+        """Check, connect, open the store, and do the action: its report.
+
+        Raises:
+            UsageError: a bad place, a removal without ``--yes``.
+            OperatorError: no store there; the library refused the schedule (an
+                invalid expression, an unknown zone, a name taken) or its name is
+                unknown.
+        """
+        place = place_of(args.directory, args.tuple_literal)
+        if args.action == "remove" and not args.yes:
+            raise UsageError("refusing to remove a schedule without --yes")
+        db = connect(args)
         store = Schedules(read_only(db, store_at, place))
+        try:
+            return self.acted(db, store, place, args)
+        except (TypeError, ValueError, ImportError, UnknownScheduleError) as e:
+            raise OperatorError(str(e)) from None
+
+    def acted(self, db: Any, store: Schedules, place: Place,
+              args: argparse.Namespace) -> Report:
+        """What the action does to ``store``: its report."""
         title = f"schedules at {place}"
         head: Dict[str, Any] = {"place": str(place)}
         if args.action == "list":
@@ -236,26 +235,28 @@ class ScheduleCommand:
             rows = [shown(info, now) for info in found]
             text = table(rows, ("name", "rule", "target", "paused", "next (UTC)", "lag",
                                 "last fired (UTC)", "asked")) if rows else "(no schedules)"
-            return {**head, "schedules": [as_json(i) for i in found]}, f"{title}\n{text}"
+            return Report({**head, "schedules": [as_json(i) for i in found]},
+                          f"{title}\n{text}")
         if args.action == "add":
             return self.add(db, store, args, head, title)
         if args.action in ("pause", "resume"):
             changed = (store.pause if args.action == "pause" else store.resume)(db, args.name)
             said = {("pause", True): "paused", ("pause", False): "already paused",
                     ("resume", True): "resumed", ("resume", False): "was not paused"}
-            return ({**head, "name": args.name, "changed": changed},
-                    f"{title}: {args.name}: {said[(args.action, changed)]}")
+            return Report({**head, "name": args.name, "changed": changed},
+                          f"{title}: {args.name}: {said[(args.action, changed)]}")
         if args.action == "run-now":
             id_ = store.run_now(db, args.name)
-            return ({**head, "name": args.name, "job_id": id_.hex()},
-                    f"{title}: {args.name}: asked the workers for a job now (id {id_.hex()})")
+            return Report({**head, "name": args.name, "job_id": id_.hex()},
+                          f"{title}: {args.name}: asked the workers for a job now "
+                          f"(id {id_.hex()})")
         removed = store.remove(db, args.name)
-        return ({**head, "name": args.name, "removed": removed},
-                f"{title}: {args.name}: {'removed' if removed else 'no such schedule'}")
+        return Report({**head, "name": args.name, "removed": removed},
+                      f"{title}: {args.name}: {'removed' if removed else 'no such schedule'}")
 
     @staticmethod
     def add(db: Any, store: Schedules, args: argparse.Namespace, head: Dict[str, Any],
-            title: str) -> Any:
+            title: str) -> Report:
         """``add``."""
         target_place = place_of(args.target_directory, args.target_tuple)
         target = read_only(db, _target_at, target_place, args.target_kind)
@@ -265,9 +266,9 @@ class ScheduleCommand:
                   grace=args.grace, jitter=args.jitter, paused=args.paused)
         info = store.get(db, args.name)
         assert info is not None
-        return ({**head, "schedule": as_json(info)},
-                f"{title}: added {args.name} ({shown(info, time.time())[1]} into "
-                f"{target_place})")
+        return Report({**head, "schedule": as_json(info)},
+                      f"{title}: added {args.name} ({shown(info, time.time())[1]} into "
+                      f"{target_place})")
 
 
 #: The command's row.
