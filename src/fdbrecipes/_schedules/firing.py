@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -167,8 +166,6 @@ class Firing:
         self.cached: Dict[str, Cached] = {}
         self.due: Dict[str, float] = {}  # what this worker fires: when to look next
         self.unknown: Set[str] = set()  # schedules whose target it does not know (logged)
-        self.loaded = threading.Event()  # set once the store was read
-        self.fired = 0  # jobs this worker pushed
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -247,7 +244,6 @@ class Firing:
                              "serve: workers that know it fire it", name)
                 continue
             self.reckon(name, c.state)
-        self.loaded.set()
 
     def reckon(self, name: str, state: State) -> None:
         """Keep ``state`` as schedule ``name``'s, and when to fire it next."""
@@ -305,7 +301,6 @@ class Firing:
         elif result.stale:  # changed: the watch fires, the store is read again
             self.due.pop(result.name, None)
         else:
-            self.fired += len(result.fires)
             self.reckon(result.name, result.state)
 
 
