@@ -172,7 +172,7 @@ def test_missed_slots_are_skipped_or_caught_up_after_a_downtime(
         eventually(lambda: store.get(db, "skip").fires and store.get(db, "catch").fires,
                    10, "fires")
     first_skip = store.get(db, "skip").fires[0]
-    caught = [f for f in store.get(db, "catch").fires if f.fired_at < started + 1.0]
+    caught = store.get(db, "catch").fires
     assert first_skip.slot > started - 0.3  # the missed ones were skipped
     assert [f.how for f in caught][:3] == ["caught up"] * 3
     assert all(f.fired_at - f.slot > 0.3 for f in caught[:3])
