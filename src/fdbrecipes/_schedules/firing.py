@@ -59,6 +59,9 @@ CHANGES_WAIT = 60.0
 RETRY_AFTER = 1.0
 #: Seconds before a schedule whose fire failed is tried again.
 FAILED_BACKOFF = 10.0
+#: Seconds before a schedule is looked at again when a fire found nothing to do but it
+#: still seems due (never, if the rules agree with themselves: a guard against a spin).
+RECHECK = 1.0
 
 
 class Planned(NamedTuple):
@@ -228,9 +231,8 @@ class Firing:
                     definition = Definition.unpack(entry.definition)
                     rule, value = definition.rule(), definition.job_value
             except Exception as e:  # a format, an expression or a zone this worker lacks
-                if entry.name not in self.unknown:
-                    self.unknown.add(entry.name)
-                    log.error("schedule %r cannot be fired by this worker: %s", entry.name, e)
+                self.once(entry.name, logging.ERROR,
+                          f"schedule {entry.name!r} cannot be fired by this worker: {e}")
                 continue
             cached[entry.name] = Cached(entry.definition, definition, rule, value,
                                         State.unpack(entry.state))
@@ -238,12 +240,19 @@ class Firing:
         self.due = {}
         for name, c in cached.items():
             if c.definition.target not in self.targets:
-                if name not in self.unknown:
-                    self.unknown.add(name)
-                    log.info("schedule %r pushes into a structure this worker does not "
-                             "serve: workers that know it fire it", name)
+                self.once(name, logging.INFO, f"schedule {name!r} pushes into a structure "
+                          "this worker does not serve: workers that know it fire it")
                 continue
-            self.reckon(name, c.state)
+            try:
+                self.reckon(name, c.state)
+            except Exception as e:  # its expression matches no time to come
+                self.once(name, logging.ERROR, f"schedule {name!r} cannot be fired: {e}")
+
+    def once(self, name: str, level: int, message: str) -> None:
+        """Log ``message`` about schedule ``name``, the first time only."""
+        if name not in self.unknown:
+            self.unknown.add(name)
+            log.log(level, "%s", message)
 
     def reckon(self, name: str, state: State) -> None:
         """Keep ``state`` as schedule ``name``'s, and when to fire it next."""
@@ -302,6 +311,10 @@ class Firing:
             self.due.pop(result.name, None)
         else:
             self.reckon(result.name, result.state)
+            due = self.due.get(result.name)
+            if not result.fires and due is not None and due <= time.time():
+                # nothing came of a fire and the schedule still seems due: look later
+                self.due[result.name] = time.time() + RECHECK
 
 
 def firing_of(db: Any, ops: Workable[Any], schedules: Sequence[Any],
