@@ -91,7 +91,8 @@ class Schedules(SchedulesBase):
                 schedule (a slot fired more than ``grace`` seconds late is missed):
                 ``"skip"`` them, or :func:`catch_up` ``(n)``: fire the latest ``n``.
             grace: seconds a slot may be late and still fire as on time.
-            jitter: delay each job by up to this many seconds (drawn from its slot).
+            jitter: delay each slot's job by up to this many seconds (drawn from its
+                slot; a run-now job is not delayed).
             paused: add it paused.
 
         Its slots count from now.  Reads the schedule's two keys (conflicts with a

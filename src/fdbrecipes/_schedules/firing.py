@@ -88,9 +88,10 @@ class Fired(NamedTuple):
 
 def push(tr: Any, planned: Planned, job_id: bytes, slot: float, now: float,
          how: str) -> Gen[ScheduleFire]:
-    """Push one job of ``planned`` in ``tr``; the fire it makes."""
+    """Push one job of ``planned`` in ``tr`` (a slot's delayed by its jitter, a run-now
+    request's at once); the fire it makes."""
     definition = planned.definition
-    delay = jitter_of(job_id, definition.jitter) or None
+    delay = None if how == RUN_NOW else jitter_of(job_id, definition.jitter) or None
     yield from planned.target.push_job(tr, planned.value, id=job_id, delay=delay,
                                        **definition.where_args)
     return ScheduleFire(slot, now, job_id, how)
