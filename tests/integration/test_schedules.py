@@ -249,7 +249,7 @@ def cli(cluster_file: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_command_line_adds_lists_pauses_runs_and_removes(
         db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
-    store_space, jobs_space, _ = spaces(fdb_subspace)
+    store_space, jobs_space = fdb_subspace["schedules"], fdb_subspace["jobs"]  # as tuples
     jobs = Queue(jobs_space)
     jobs.push(db, "something")  # the target is recognised as a queue
     place = ["--tuple", repr(fdb.tuple.unpack(store_space.key()))]
