@@ -312,14 +312,16 @@ class Tracer:
         span.end()
 
 
-def eventually(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """``check()``'s first truthy answer, asked again every 50 ms: for a state another
-    process reaches (a worker's record, a job's end) that no watch of the test's own
-    announces.  Fails, naming ``what``, after ``timeout`` seconds."""
+def eventually(check: Callable[[], Any], timeout: float, what: str,
+               interval: float = 0.05) -> Any:
+    """``check()``'s first truthy answer, asked again every ``interval`` seconds (50 ms;
+    more for a check that reads much): for a state another process reaches (a worker's
+    record, a job's end) that no watch of the test's own announces.  Fails, naming
+    ``what``, after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         found = check()
         if found:
             return found
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.05)  # the interval between two looks, not a wait for an event
+        time.sleep(interval)  # the interval between two looks, not a wait for an event

@@ -88,9 +88,10 @@ class Schedules(SchedulesBase):
             value, priority, group: the jobs' value, and a PriorityQueue's priority
                 (default 0) or a FairQueue's group (required there).
             misfire: what a worker does with slots missed while none fired the
-                schedule (a slot fired more than ``grace`` seconds late is missed):
+                schedule (a slot more than ``grace`` seconds late is missed):
                 ``"skip"`` them, or :func:`catch_up` ``(n)``: fire the latest ``n``.
-            grace: seconds a slot may be late and still fire as on time.
+            grace: seconds a slot may be late and still fire as on time (every such
+                slot fires).
             jitter: delay each slot's job by up to this many seconds (drawn from its
                 slot; a run-now job is not delayed).
             paused: add it paused.

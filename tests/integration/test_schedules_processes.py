@@ -1,12 +1,12 @@
 """1,000 stored schedules fired by 5 worker processes, one of them SIGKILLed and
 restarted at every slot: exactly one job per schedule per slot, none missing.
 
-The schedules fire every few seconds (a cron expression with a seconds field, in
+The schedules fire every 3 seconds (a cron expression with a seconds field, in
 Europe/Berlin); the workers serve a queue of their own and push the schedules' jobs
 into another (the store's ``targets``), which nothing consumes, so every job pushed is
-still there to count.  Each schedule keeps its latest 100 fires, so a slot fired twice
-would also show twice there (the queue's idempotency ids alone would hide it).  The
-default run lasts 20 slots; the soak (``FDBRECIPES_SOAK=1``) 150.
+still there to count.  Each schedule keeps its latest 40 fires, so a slot of the
+window fired twice would also show twice there (the queue's idempotency ids alone
+would hide it).  The default run lasts 20 slots; the soak (``FDBRECIPES_SOAK=1``) 150.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ WORKER = textwrap.dedent("""
     prefix = bytes.fromhex(os.environ["TEST_PREFIX"])
     db = fdb.open(os.environ["FDB_CLUSTER_FILE"])
     jobs = Queue(fdb.Subspace(rawPrefix=prefix + b"j"))
-    store = Schedules(fdb.Subspace(rawPrefix=prefix + b"s"), targets=[jobs], recent=100)
+    store = Schedules(fdb.Subspace(rawPrefix=prefix + b"s"), targets=[jobs], recent=40)
 
     def handle(job):
         pass
@@ -47,7 +47,7 @@ WORKER = textwrap.dedent("""
 """)
 SCHEDULES = 1_000
 PROCESSES = 5
-PERIOD = 2
+PERIOD = 3
 
 
 def start(script: Any, cluster_file: str, prefix: bytes) -> subprocess.Popen[bytes]:
@@ -67,7 +67,7 @@ def fired_slots(store: Schedules, db: Any) -> Dict[str, List[float]]:
 def run(db: Any, subspace: Any, cluster_file: str, tmp_path: Any, slots: int) -> None:
     prefix = subspace.key()
     jobs = Queue(fdb.Subspace(rawPrefix=prefix + b"j"))
-    store = Schedules(fdb.Subspace(rawPrefix=prefix + b"s"), recent=100)
+    store = Schedules(fdb.Subspace(rawPrefix=prefix + b"s"), recent=40)
 
     @fdb.transactional
     def add(tr: Any, names: List[str]) -> None:
@@ -84,8 +84,8 @@ def run(db: Any, subspace: Any, cluster_file: str, tmp_path: Any, slots: int) ->
     rng = random.Random(42)
     kills = 0
     try:
-        # every schedule fired once: the workers are up; the window starts after it
-        eventually(lambda: all(fired_slots(store, db).values()), 120, "a first fire of each")
+        # a slot's jobs pushed: the workers are up; the window starts after it
+        eventually(lambda: jobs.size(db) >= SCHEDULES, 120, "a first slot's jobs", 0.5)
         first = next_slot(time.time())
         for _ in range(slots):
             slot = next_slot(time.time())
@@ -97,7 +97,7 @@ def run(db: Any, subspace: Any, cluster_file: str, tmp_path: Any, slots: int) ->
             workers[victim] = start(script, cluster_file, prefix)
         last = next_slot(time.time())  # fired by the workers still running
         eventually(lambda: all(last in f for f in fired_slots(store, db).values()), 60,
-                   f"every schedule fired the slot at {last}")
+                   f"every schedule fired the slot at {last}", 1.0)
     finally:
         errors = []
         for worker in workers:

@@ -160,6 +160,14 @@ def test_a_slot_on_time_fires_and_missed_ones_are_skipped() -> None:
     assert plan(rule, definition(), state(900.0), 905.0) == ([], None)
 
 
+def test_a_worker_running_behind_fires_every_slot_within_the_grace() -> None:
+    rule = Every(60.0)
+    assert plan(rule, definition(grace=200.0), state(660.0), 905.0) == (
+        [(720.0, ON_TIME), (780.0, ON_TIME), (840.0, ON_TIME), (900.0, ON_TIME)], 900.0)
+    assert plan(rule, definition(catch_up(1).n, grace=100.0), state(600.0), 905.0) == (
+        [(780.0, CAUGHT_UP), (840.0, ON_TIME), (900.0, ON_TIME)], 900.0)
+
+
 def test_catch_up_fires_the_latest_missed_slots_oldest_first() -> None:
     rule = Every(60.0)
     n = catch_up(2).n

@@ -27,6 +27,9 @@ FORMAT = 1
 SKIP = "skip"
 #: Most missed slots a ``catch_up`` fires at once.
 MAX_CATCH_UP = 1_000
+#: Most slots on time one fire of a schedule fires (a worker far behind a schedule of
+#: tiny periods with a long grace fires the latest).
+MAX_ON_TIME = 1_000
 #: How a fire came about: the slot on time, a missed slot caught up, a run-now request.
 ON_TIME, CAUGHT_UP, RUN_NOW = "slot", "caught up", "run now"
 
@@ -206,22 +209,22 @@ def plan(rule: Rule, definition: Definition, state: State,
     """The slots to fire at ``now`` (each with how: on time or caught up), and the
     last slot they consume (fired or skipped; None: none is due).
 
-    The due slots are those in ``(state.start, now]``.  The latest fires on time if it
-    is at most ``grace`` seconds late; the others were missed: ``skip`` fires none of
-    them, ``catch_up(n)`` the latest ``n``, oldest first.
+    The due slots are those in ``(state.start, now]``.  Those less than ``grace``
+    seconds late fire, on time (a worker running behind fires each: at most
+    :data:`MAX_ON_TIME`, the latest); the others were missed: ``skip`` fires none of
+    them, ``catch_up(n)`` the latest ``n``, oldest first, before those on time.
     """
     if state.paused_at is not None:
         return [], None
-    due = rule.last_slots(now, state.start, definition.catch_up + 1)
-    if not due:
+    latest = rule.last_slots(now, state.start, 1)
+    if not latest:
         return [], None
-    on_time = due[-1] if now - due[-1] <= definition.grace else None
-    missed = due[:-1] if on_time is not None else due
-    kept = missed[len(missed) - definition.catch_up:] if definition.catch_up else []
-    fires = [(slot, CAUGHT_UP) for slot in kept]
-    if on_time is not None:
-        fires.append((on_time, ON_TIME))
-    return fires, due[-1]
+    horizon = now - definition.grace
+    on_time = rule.last_slots(now, max(state.start, horizon), MAX_ON_TIME)
+    missed = (rule.last_slots(horizon, state.start, definition.catch_up)
+              if definition.catch_up and horizon > state.start else [])
+    return ([(slot, CAUGHT_UP) for slot in missed]
+            + [(slot, ON_TIME) for slot in on_time]), latest[-1]
 
 
 class ScheduleInfo(NamedTuple):
