@@ -124,14 +124,30 @@ MAX_REASON = 1_000
 
 
 def check_reason(value: Any) -> Optional[str]:
-    """Return a dead letter's ``reason``: None, or a str of at most :data:`MAX_REASON`."""
+    """Return a dead letter's ``reason``: None, or a str of at most :data:`MAX_REASON`
+    that the tuple layer can encode (no lone surrogate)."""
     if value is None:
         return None
     if type(value) is not str:
         raise TypeError(f"reason must be None or a str, not {type(value).__name__}")
     if len(value) > MAX_REASON:
         raise ValueError(f"reason must be at most {MAX_REASON:,} characters, got {len(value):,}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"reason cannot be tuple-encoded: {e}") from None
     return value
+
+
+def storable(text: str) -> str:
+    """``text`` as the tuple layer can encode it: a lone surrogate (text decoded with
+    ``surrogateescape``, say) written as its escape, ``\\udc80``; any other text as
+    it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def check_shards(value: Any, most: int) -> int:

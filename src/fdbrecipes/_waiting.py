@@ -5,7 +5,18 @@ in a transaction that writes nothing (a watch adds a read conflict on its key), 
 push from any process wakes them.  Like every operation they are generators
 (:data:`._fdb.Gen`); besides futures they yield a :class:`Watch` (the driver sends
 back a watch future) or a :class:`Pause` (the driver sleeps until its future is ready
-or its time is up, and sends back which).  The drivers are in :mod:`._drivers`.
+or its time is up, and sends back which).  The drivers are in :mod:`._drivers`: the
+waiters of a process share one watch per database and wake key (an event loop's
+tasks, a process's threads), so many waiters hold one of the connection's watches
+(``max_watches``, 10,000 by default), not one each.
+
+The bound: a waiter looks again (its readiness check, one round trip of snapshot
+reads) as soon as its watch fires, when a hold it knows of is due, when its watch
+fails instead of firing (too many watches on the connection, ``too_many_watches``;
+then after a back-off of 50 ms doubling to 1 s while the failures go on), and in any
+case :data:`LOOK_AGAIN` seconds after it last looked.  So a waiter sees an item that
+a push made visible within the watch's latency, within about a second while watches
+cannot be set, and within :data:`LOOK_AGAIN` seconds whatever happens to watches.
 """
 
 from __future__ import annotations
@@ -17,13 +28,18 @@ from ._fdb import Gen, check_database, fdb_impl, ready
 from ._hooks import Hooks
 from ._values import check_timeout
 
-__all__ = ["Pause", "Readiness", "Wake", "Watch", "take_or_wait", "tick", "wait_for_wake",
-           "wait_until_ready"]
+__all__ = ["Backoff", "Pause", "Readiness", "Wake", "Watch", "take_or_wait", "tick",
+           "wait_for_wake", "wait_until_ready"]
 
 T = TypeVar("T")
 
-#: Seconds to back off when a watch fails instead of firing.
-WATCH_FAILURE_BACKOFF = 0.05
+#: Seconds to back off when a watch fails instead of firing, the first time; each
+#: failure in a row doubles it, up to the second number.
+WATCH_FAILURE_BACKOFF, MAX_WATCH_FAILURE_BACKOFF = 0.05, 1.0
+#: Seconds after which a waiter looks again though nothing woke it: the bound on a
+#: wait whatever happens to its watch (a look is one round trip of snapshot reads,
+#: and a new watch, shared).
+LOOK_AGAIN = 10.0
 
 #: What a readiness check returns: (ready now, seconds until it may become ready
 #: without any write, or None).
@@ -74,16 +90,43 @@ class Pause:
         self.seconds = seconds
 
 
-def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
+class Backoff:
+    """The back-off of one waiting call after its watches failed (see
+    :func:`wait_for_wake`): :data:`WATCH_FAILURE_BACKOFF`, doubled at each failure in
+    a row up to :data:`MAX_WATCH_FAILURE_BACKOFF`, back to the first after a watch
+    that did not fail."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self) -> None:
+        self.seconds = WATCH_FAILURE_BACKOFF
+
+    def failed(self) -> float:
+        """The seconds to wait after a failure (the next one waits twice as long)."""
+        seconds = self.seconds
+        self.seconds = min(seconds * 2, MAX_WATCH_FAILURE_BACKOFF)
+        return seconds
+
+    def reset(self) -> None:
+        """A watch did not fail."""
+        self.seconds = WATCH_FAILURE_BACKOFF
+
+
+def wait_for_wake(db: Any, wake: Wake, deadline: Deadline,
+                  backoff: Optional[Backoff] = None) -> Gen[bool]:
     """True if ``wake.ready(tr, *wake.args)`` holds now; else wait until it may have
     become true, or until ``deadline``, and return False.
 
     If not ready, a watch is set on each wake key (every push touches one) in the
     same transaction, which writes nothing: a push that commits after the check
     changes its key after the watches' read version, so a watch fires and no wake-up
-    is lost.  A watch that fails instead of firing (too many watches, a timeout) would
-    otherwise return at once, again and again: then it waits out a short backoff.
+    is lost.  The wait ends when a watch fires, at the check's hint (a hold due), at
+    ``deadline``, or :data:`LOOK_AGAIN` seconds on, whichever comes first.  A watch
+    that fails instead of firing (too many watches on the connection, a timeout)
+    would otherwise return at once, again and again: then it waits out ``backoff``
+    (see :class:`Backoff`) before returning.
     """
+    backoff = backoff or Backoff()
     impl = fdb_impl()
     tr = db.create_transaction()
     while True:
@@ -99,7 +142,8 @@ def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
             break
         except impl.FDBError as e:
             yield from ready(tr.on_error(e))
-    timeout = deadline.limit(hint)
+    due = hint is not None and hint <= LOOK_AGAIN  # the pause may end at the hint
+    timeout = deadline.limit(min(LOOK_AGAIN, LOOK_AGAIN if hint is None else hint))
     if wake.hooks.on_block is not None:
         wake.hooks.on_block(timeout)
     if (yield Pause(tuple(watches), timeout)):
@@ -107,10 +151,11 @@ def wait_for_wake(db: Any, wake: Wake, deadline: Deadline) -> Gen[bool]:
             for watch in watches:
                 if watch.is_ready():
                     watch.wait()
+            backoff.reset()
         except impl.FDBError:
-            backoff = WATCH_FAILURE_BACKOFF
-            yield Pause((), backoff if timeout is None else min(timeout, backoff))
-    elif hint is not None and not deadline.passed():
+            pause = backoff.failed()
+            yield Pause((), deadline.limit(pause))
+    elif due and not deadline.passed():
         yield from tick(db, wake.keys[0])
     return False
 
@@ -144,7 +189,8 @@ def wait_until_ready(db: Any, timeout: Any, wake: Wake) -> Gen[bool]:
     """
     deadline = Deadline(check_timeout(timeout))
     check_database(db)
-    while not (yield from wait_for_wake(db, wake, deadline)):
+    backoff = Backoff()
+    while not (yield from wait_for_wake(db, wake, deadline, backoff)):
         if deadline.passed():
             return False
     return True
@@ -166,8 +212,9 @@ def take_or_wait(
     """
     deadline = Deadline(check_timeout(timeout))
     check_database(db)
+    backoff = Backoff()
     while True:
         got = yield from take(db, *take_args)
         if got is not None or deadline.passed():
             return got
-        yield from wait_for_wake(db, wake, deadline)
+        yield from wait_for_wake(db, wake, deadline, backoff)

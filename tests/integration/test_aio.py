@@ -16,8 +16,7 @@ import fdb
 import pytest
 
 from fdbrecipes import LeaseExpiredError, PriorityQueue, Queue, WeightTree, aio
-from fdbrecipes.testing.hooks import hooks
-from tests.helpers import Faulty
+from tests.helpers import Blocks, Faulty, watch_limited
 
 pytestmark = pytest.mark.integration
 
@@ -474,20 +473,15 @@ def test_a_thousand_waiters_share_one_watch_and_no_threads(db: Any, fdb_cluster_
     one (more would fail with too_many_watches), and the process starts no thread for
     them.  Pushes wake them; each item goes to exactly one of them, and the others
     wait on until their timeout."""
-    db = fdb.impl.create_database(fdb_cluster_file)  # its own options, not the shared one's
-    db.options.set_max_watches(20)
-    asleep = [0]
-
-    def blocked(_timeout: Any) -> None:
-        asleep[0] += 1
+    db = watch_limited(fdb_cluster_file, 20)
 
     async def main() -> List[Any]:
         q = aio.AsyncQueue(fdb_subspace)
-        hooks(q).on_block = blocked
+        asleep = Blocks(q)
         threads = threading.active_count()
         waiters = [asyncio.ensure_future(q.claim_wait(db, 60, timeout=20))
                    for _ in range(1_000)]
-        while asleep[0] < 1_000:
+        while asleep.count < 1_000:
             await asyncio.sleep(0.05)
         assert threading.active_count() == threads
         await q.push_many(db, range(50))
@@ -497,3 +491,35 @@ def test_a_thousand_waiters_share_one_watch_and_no_threads(db: Any, fdb_cluster_
 
     got = run(main)
     assert sorted(got) == list(range(50))
+
+
+#: Waiters beyond a connection's watches, the watches it allows, and the seconds within
+#: which every pushed item must be claimed (a lost wake-up slept until its own timeout).
+CROWD, WATCH_LIMIT, WAKE_BOUND = 400, 5, 30.0
+
+
+def test_waiters_beyond_the_watch_limit_all_see_the_push(
+        fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """Issue 43, item 11: 400 tasks wait in claim_wait on a connection that allows 5
+    watches; 400 items pushed at once are claimed, every one of them, each once,
+    within 30 s, though each waiter would sleep 10 minutes (a waiter that missed the
+    push slept on while items stayed visible)."""
+    db = watch_limited(fdb_cluster_file, WATCH_LIMIT)
+
+    async def main() -> List[Any]:
+        q = aio.AsyncQueue(fdb_subspace)
+        asleep = Blocks(q)
+        waiters = [asyncio.ensure_future(q.claim_wait(db, 600, timeout=600))
+                   for _ in range(CROWD)]
+        while asleep.count < CROWD:  # as many blocks as waiters: most have looked
+            await asyncio.sleep(0.05)
+        await q.push_many(db, range(CROWD))
+        done, left = await asyncio.wait(waiters, timeout=WAKE_BOUND)
+        for waiter in left:
+            waiter.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        assert not left, f"{len(left)} waiters slept through the push"
+        return [task.result().value for task in done]
+
+    got = run(main)
+    assert sorted(got) == list(range(CROWD))

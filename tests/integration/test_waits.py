@@ -9,7 +9,9 @@ from typing import Any, List
 import pytest
 
 from fdbrecipes import PriorityQueue, Queue, WeightTree
+from fdbrecipes._waiting import LOOK_AGAIN, MAX_WATCH_FAILURE_BACKOFF
 from fdbrecipes.testing.hooks import hooks
+from tests.helpers import Blocks, eventually, watch_limited
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +64,10 @@ def test_a_push_wakes_a_waiting_consumer(db: Any, fdb_subspace: Any, kind: str) 
     waiting.join()
     assert got == [b"job"]
     assert latency < 5, f"woke {latency:.2f} s after the push"
-    assert timeouts and timeouts[0] > 50, "the waiter should block on the watch, not a timer"
+    # it blocks on the watch with the look-again bound as its timer (not its own 60 s):
+    # woken well before that bound, the watch woke it
+    assert timeouts and timeouts[0] == pytest.approx(LOOK_AGAIN, abs=0.5)
+    assert latency < LOOK_AGAIN / 2
 
 
 def test_claim_wait_wakes_when_a_lease_expires(db: Any, fdb_subspace: Any) -> None:
@@ -119,3 +124,64 @@ def test_a_lease_extended_shorter_wakes_a_waiter_by_its_new_deadline(
     took = time.monotonic() - extended_at
     assert got == [b"job"]
     assert took < 6, f"the waiter returned {took:.1f} s after the extend"
+
+
+def test_threads_beyond_the_watch_limit_share_a_watch_and_all_see_the_push(
+        fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """Issue 43, item 11: 30 threads wait in claim_wait on a connection that allows one
+    watch.  They share it: over 4 idle seconds they look at most 3 times each (each
+    holding a watch of its own, 29 of them failed with too_many_watches and looked
+    again every 50 ms); then 30 items pushed at once are claimed, every one, each
+    once, within 30 s, though each waiter would wait a minute."""
+    db = watch_limited(fdb_cluster_file, 1)
+    q = Queue(fdb_subspace)
+    looks = Blocks(q)
+    got: List[Any] = []
+    lock = threading.Lock()
+
+    def consumer() -> None:
+        lease = q.claim_wait(db, 600, timeout=60)
+        with lock:
+            got.append(None if lease is None else lease.value)
+
+    threads = [threading.Thread(target=consumer) for _ in range(30)]
+    for t in threads:
+        t.start()
+    eventually(lambda: looks.count >= 30, 30, "the waiters blocking")
+    idle = looks.count
+    time.sleep(4)  # an idle span whose looks are counted: nothing to wait for
+    idle = looks.count - idle
+    pushed_at = time.monotonic()
+    q.push_many(db, list(range(30)))
+    for t in threads:
+        t.join(max(0.0, pushed_at + 30 - time.monotonic()))
+    late = sum(t.is_alive() for t in threads)
+    for t in threads:
+        t.join(90)  # the late ones end at their own timeout
+    assert idle <= 3 * 30, f"{idle} looks in 4 idle seconds: polling, not sharing a watch"
+    assert not late, f"{late} threads slept through the push"
+    assert sorted(got) == list(range(30))
+
+
+def test_a_connection_without_watches_polls_with_a_growing_backoff(
+        fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """Issue 43, item 11: on a connection that allows no watch at all (every watch
+    fails with too_many_watches), a waiter looks again after a back-off that grows to
+    a second (it used to look every 50 ms, 20 times a second, for as long as it
+    waited), and still sees a push within about that second."""
+    db = watch_limited(fdb_cluster_file, 0)
+    q = Queue(fdb_subspace)
+    looks = Blocks(q)
+    got: List[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(q.pop_wait(db, timeout=60)))
+    waiter.start()
+    started = time.monotonic()
+    time.sleep(4)  # an idle span whose looks are counted: the back-off grows meanwhile
+    early = sum(1 for t in looks.at if t - started < 4)
+    pushed_at = time.monotonic()
+    q.push(db, b"job")
+    waiter.join(30)
+    took = time.monotonic() - pushed_at
+    assert got == [b"job"]
+    assert early <= 12, f"{early} looks in 4 s: polling, not backing off"
+    assert took < MAX_WATCH_FAILURE_BACKOFF + 2, f"the push was seen {took:.1f} s late"

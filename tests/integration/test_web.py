@@ -379,12 +379,21 @@ def test_stored_schedules_listed_paused_resumed_and_run_now(
         assert "resumed" in c.get(resumed.headers["location"]).text
         asked = post(c, action="run-now", store="0", name="fair", yes="1")
         assert "asked the workers" in c.get(asked.headers["location"]).text
+        assert post(c, action="run-now", store="0", name="nope", yes="1").status_code == 404
+        assert post(c, action="run-now", store="7", name="fair", yes="1").status_code == 404
     assert store.get(db, "<nightly>").paused_at is None
     assert store.get(db, "fair").requested == 1
-    assert any("action='run-now'" in r.message and "target='fair'" in r.message
-               for r in caplog.records)
-    assert post(c, action="run-now", store="0", name="nope", yes="1").status_code == 404
-    assert post(c, action="run-now", store="7", name="fair", yes="1").status_code == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "fdbrecipes.web.audit"]
+    acted = [line for line in lines if "outcome='done'" in line]  # each action audited
+    assert [re.findall(r"action='([a-z-]+)'", line) for line in acted] == [
+        ["pause-schedule"], ["resume-schedule"], ["run-now"]], lines
+    assert all("structure='schedules 0'" in line for line in acted)
+    assert "target='<nightly>'" in acted[0] and "target='fair'" in acted[2]
+    [failed] = [line for line in lines if "outcome=\"failed" in line]  # tried: audited
+    assert "target='nope'" in failed and "no schedule named" in failed
+    refusals = [line for line in lines if line.startswith("refused")]
+    assert [r.split()[1] for r in refusals] == ["status=400", "status=404", "status=404"]
+    assert "no such schedule store" in refusals[2]  # refused before acting: no audit line
     read_only = client(db, places, schedules=[store])
     assert 'value="run-now"' not in read_only.get("/schedules").text
     assert post(read_only, action="run-now", store="0", name="fair", yes="1").status_code == 403

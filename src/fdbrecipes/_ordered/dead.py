@@ -161,13 +161,18 @@ class DeadLetters:
         tail of their groups, with a fresh delivery count (ids kept), while their
         values fit in ``budget`` (by default :data:`DEAD_BYTES`; the first always
         moves); the number moved.  Expired leases whose items died are moved to the
-        dead letters first."""
+        dead letters first.  Each job's record, if it has one, says pending again, in
+        the same transaction, also when this object keeps no records (an
+        operator's): then it reads each letter's record state, beside the tail's
+        read (no round trip more; see ``Records.look``)."""
         budget = budget or Budget()
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         buried = yield from self.engine.bury_dying(tr, now, tally)
         letters = yield from self.chosen(tr, limit, at)
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
+        records = self.engine.records
+        looked = records.look(tr, [self.engine.keys.item_id(i) for i in items])
         seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         moved = 0
         for kv, item in zip(letters, items):
@@ -179,8 +184,9 @@ class DeadLetters:
             id_ = self.engine.keys.item_id(item)
             back = self.engine.append(tr, self.engine.keys.group(item), seqs, kv.value,
                                       (0, id_), now, 0, tally)
-            if id_ is not None:  # the id tells where its item is now
+            if id_ is not None:  # the id tells where its item is now, its record what
                 tr.set(self.engine.ids.key(id_), pack(self.engine.keys.place(back)))
+                yield from records.revived(tr, id_, looked)
             moved += 1
         if moved:
             tally.add(self.engine.keys.dead_out, moved)

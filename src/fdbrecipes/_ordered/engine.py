@@ -35,7 +35,16 @@ from .._operation import Attempt, gather
 from .._values import Value, decode_value
 from .._waiting import Readiness
 from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
-from .records import DEAD, DELAYED, LEASE_EXPIRED, PENDING, RETRYING, SUCCEEDED, Records
+from .records import (
+    DEAD,
+    DELAYED,
+    EXPIRED_REASON,
+    LEASE_EXPIRED,
+    PENDING,
+    RETRYING,
+    SUCCEEDED,
+    Records,
+)
 
 
 class QueueStats(NamedTuple):
@@ -187,7 +196,7 @@ class Ordered(FrontReader, Takes):
                 self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
                    f"{self.keys.deliveries(item)} deliveries"
-                   + (f": {reason}" if reason else ""))
+                   + (f": {reason!r}" if reason else ""))  # quoted: one line, whatever it holds
         tally.add(self.keys.dead_in)
         tally.add(self.keys.taken)
 
@@ -225,7 +234,7 @@ class Ordered(FrontReader, Takes):
             expired = entry.hold is not None and entry.hold.kind == LEASE
             self.put_back(tr, entry, front.now, tally, error=LEASE_EXPIRED if expired else None)
         for entry in front.dead:
-            self.bury(tr, entry, front.now, tally, error=LEASE_EXPIRED)
+            self.bury(tr, entry, front.now, tally, EXPIRED_REASON, LEASE_EXPIRED)
         return bool(front.expired or front.dead)
 
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
@@ -233,7 +242,7 @@ class Ordered(FrontReader, Takes):
         letters (a read conflict on each); how many."""
         dead = yield from self.dying(tr, now, RESTORE_BATCH)
         for entry in dead:
-            self.bury(tr, entry, now, tally, error=LEASE_EXPIRED)
+            self.bury(tr, entry, now, tally, EXPIRED_REASON, LEASE_EXPIRED)
         return len(dead)
 
     def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally,

@@ -61,7 +61,7 @@ class LeaseInfo(NamedTuple):
 class DelayedItem(NamedTuple):
     """A delayed item: its value, when it becomes visible (a clock reading), its
     deliveries so far, its id (None if pushed without one) and its token (``after=``
-    of the next page, ``remove_many``; see :mod:`.tokens`)."""
+    of the next page, ``remove_many``)."""
 
     value: Value
     due_at: int

@@ -18,9 +18,9 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, le64
+from .._fdb import Gen, Range, le64, read
 from .._layout import RecordLayout
-from .._values import decode_value
+from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
            "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Progress", "Records"]
@@ -43,6 +43,9 @@ MESSAGE_CHARS, TRACEBACK_CHARS = 1_000, 8_000
 #: back.
 LEASE_EXPIRED = ("LeaseExpired", "the lease ended before the job was settled (its "
                  "worker died, stalled or ran past the lease)", "")
+#: The reason of a dead letter whose last lease expired: ``Type: message`` of
+#: :data:`LEASE_EXPIRED`.
+EXPIRED_REASON = f"{LEASE_EXPIRED[0]}: {LEASE_EXPIRED[1]}"
 
 
 class JobError(NamedTuple):
@@ -55,11 +58,19 @@ class JobError(NamedTuple):
 
     @classmethod
     def of(cls, error: BaseException, traceback: str = "") -> JobError:
-        """The record of ``error`` (its traceback, formatted, if given)."""
+        """The record of ``error`` (its traceback, formatted, if given), whatever the
+        exception: one whose ``__str__`` raises has the message ``<str() failed>``,
+        and a lone surrogate is kept as its escape (``\\udc80``), so the record can
+        always be written."""
         kind = type(error)
         name = kind.__qualname__ if kind.__module__ == "builtins" else \
             f"{kind.__module__}.{kind.__qualname__}"
-        return cls(name, str(error)[:MESSAGE_CHARS], traceback[-TRACEBACK_CHARS:])
+        try:
+            message = str(error)
+        except Exception:
+            message = "<str() failed>"
+        return cls(storable(name), storable(message[:MESSAGE_CHARS])[:MESSAGE_CHARS],
+                   storable(traceback[-TRACEBACK_CHARS:])[-TRACEBACK_CHARS:])
 
     def reason(self) -> str:
         """``Type: message``, as a dead letter's reason (at most 1,000 characters)."""
@@ -154,9 +165,10 @@ def _pack(parts: Tuple[Any, ...]) -> bytes:
 
 class Records:
     """The job records of one queue (see the module docstring): every method writes
-    without reading (blind writes: no conflicts), but :meth:`read`.  A structure made
-    without ``history`` writes none (:attr:`keeps` is False) but reads those others
-    wrote."""
+    without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
+    A structure made without ``history`` writes none (:attr:`keeps` is False) but
+    reads those others wrote, and moves them with the dead letters it requeues
+    (:meth:`revived`)."""
 
     __slots__ = ("history", "keys")
 
@@ -211,6 +223,25 @@ class Records:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
         tr.set(self.keys.expiry_key(expires, id_), b"")
+
+    def look(self, tr: Any, ids: List[Optional[bytes]]) -> Dict[bytes, Any]:
+        """Start reading which of ``ids`` have a record, when this structure object
+        keeps none (an operator's, made without ``history``) and moves items whose
+        records another object keeps: each one's state key, with a read conflict (a
+        prune of it meanwhile conflicts), in parallel.  Nothing is read when this
+        object keeps records: it writes them as it moves the items."""
+        if self.keeps:
+            return {}
+        return {id_: tr.get(self.keys.key(id_, "s")) for id_ in ids if id_ is not None}
+
+    def revived(self, tr: Any, id_: bytes, looked: Dict[bytes, Any]) -> Gen[None]:
+        """Dead job ``id_`` is back in its queue (``requeue_dead``): if :meth:`look`
+        found its record, it says pending, its attempts reset with the item's
+        deliveries (as :meth:`state` writes for a pushed item).  Its last error and
+        end stay; a prune leaves it alone while it is not finished."""
+        found = looked.get(id_)
+        if found is not None and (yield from read(found)) is not None:
+            self.state(tr, id_, PENDING, 0)
 
     def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
         """Job ``id_``'s handler reported ``progress``."""

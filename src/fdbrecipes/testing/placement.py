@@ -24,8 +24,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Set, Tuple
 
 from .._local.status import parse_status, plain_address, storage_counters
 
-__all__ = ["Shard", "landed", "shards", "shards_of", "status_json", "storage_input_bytes",
-           "teams"]
+__all__ = ["Shard", "StorageInput", "landed", "shards", "shards_of", "status_json",
+           "storage_input", "storage_input_bytes", "teams"]
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,35 @@ def storage_input_bytes(db: Any) -> Dict[str, int]:
     """Bytes of mutations each storage process has received so far (status JSON's
     ``input_bytes`` counter of its storage roles), by address.  The counters are
     cumulative from each process's start and the status is a few seconds stale at
-    most: compare two readings taken around a workload with :func:`landed`."""
-    return {address: counters.input_bytes
-            for address, counters in storage_counters(status_json(db)).items()}
+    most: compare two readings taken around a workload with :func:`landed` (and see
+    :func:`storage_input` for how far a reading goes)."""
+    return storage_input(db).bytes
+
+
+@dataclass(frozen=True)
+class StorageInput:
+    """The storage processes' ``input_bytes`` counters, and how far they go.
+
+    Attributes:
+        bytes: bytes of mutations each storage process has received so far, by
+            address (as :func:`storage_input_bytes`).
+        version: every mutation committed at or before this version is counted (the
+            lowest ``data_version`` the storage processes reported with their
+            counters).  The counters are reported every few seconds: to count a
+            workload exactly, take a reading whose version is at least a read version
+            taken before it starts, run it, and poll until a reading's version reaches
+            a read version taken after it ends.
+    """
+
+    bytes: Dict[str, int]
+    version: int
+
+
+def storage_input(db: Any) -> StorageInput:
+    """The storage processes' :class:`StorageInput` (one read of status JSON)."""
+    counters = storage_counters(status_json(db))
+    return StorageInput({address: c.input_bytes for address, c in counters.items()},
+                        min((c.version for c in counters.values()), default=0))
 
 
 def landed(before: Mapping[str, int], after: Mapping[str, int]) -> Dict[str, int]:
