@@ -118,6 +118,8 @@ COMMANDS = (
             "try) and run until Ctrl-C", cluster, cluster_options),
     *(Command(op.name, op.help, op.main, op.arguments)
       for op in admin.OPERATIONS + admin.JOBS + admin.SERVICES),
+    Command(admin.SCHEDULES.name, admin.SCHEDULES.help, admin.SCHEDULES.main,
+            admin.SCHEDULES.arguments),
     Command("web", "serve the web dashboard of the structures under a directory", web,
             web_options),
     Command("server", "install FoundationDB for this user (no root), say which server and "
@@ -134,7 +136,8 @@ EPILOG = (
     "is started), named by "
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
     "weight-tree, recognised when not given; --group GROUP for a fair-queue's groups), "
-    "e.g. 'fdbrecipes stats --directory app/jobs'.  "
+    "e.g. 'fdbrecipes stats --directory app/jobs'; 'fdbrecipes schedules' on a schedule "
+    "store.  "
     "'fdbrecipes <command> --help' tells more."
 )
 

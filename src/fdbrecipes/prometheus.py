@@ -2,7 +2,9 @@
 
 * :class:`QueueCollector`: the gauges of :func:`fdbrecipes.metrics.collect`
   (``fdbrecipes_queue_items{queue,state}``, ``fdbrecipes_queue_backlog{queue}``,
-  ``fdbrecipes_queue_oldest_item_age_seconds{queue}``), read from the cluster at each
+  ``fdbrecipes_queue_oldest_item_age_seconds{queue}``, and for schedule stores
+  ``fdbrecipes_schedule_lag_seconds{schedule,store}`` and
+  ``fdbrecipes_schedule_paused{schedule,store}``), read from the cluster at each
   scrape.  They describe the whole database: one exporter per cluster
   (``fdbrecipes metrics``), never summed across worker processes.
 * :class:`JobMetrics`: a worker's ``on_event`` sink feeding
@@ -27,16 +29,31 @@ import wsgiref.simple_server
 from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from .jobs import Event, JobFinished
-from .metrics import BACKLOG, ITEMS, OLDEST_AGE, by_structure, collect
+from .metrics import (
+    BACKLOG,
+    ITEMS,
+    OLDEST_AGE,
+    SCHEDULE_LAG,
+    SCHEDULE_PAUSED,
+    by_structure,
+    collect,
+)
 
-__all__ = ["BACKLOG_PATH", "DURATION", "JOBS", "WAIT", "JobMetrics", "QueueCollector",
-           "serve"]
+__all__ = ["BACKLOG_PATH", "DURATION", "GAUGES", "JOBS", "WAIT", "JobMetrics",
+           "QueueCollector", "serve"]
 
 JOBS = "fdbrecipes_jobs_total"
 DURATION = "fdbrecipes_job_duration_seconds"
 WAIT = "fdbrecipes_job_wait_seconds"
 #: Where :func:`serve` answers with the numbers per structure as JSON.
 BACKLOG_PATH = "/backlog"
+#: Each gauge: its help line and its labels, in the order of a sample's (sorted) labels.
+GAUGES = {ITEMS: ("Items of a structure, by state", ["queue", "state"]),
+          BACKLOG: ("Items visible or in flight", ["queue"]),
+          OLDEST_AGE: ("Seconds the front item has waited", ["queue"]),
+          SCHEDULE_LAG: ("Seconds a stored schedule's next slot is overdue",
+                         ["schedule", "store"]),
+          SCHEDULE_PAUSED: ("1 while a stored schedule is paused", ["schedule", "store"])}
 #: Histogram buckets, in seconds, from a millisecond to an hour.
 BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 
@@ -56,7 +73,8 @@ class QueueCollector:
 
     Args:
         db: the database the structures live in.
-        structures: each structure by the name its ``queue`` label gets.
+        structures: each structure by the name its ``queue`` label gets (a schedule
+            store: its ``store`` label).
     """
 
     def __init__(self, db: Any, structures: Mapping[str, Any]) -> None:
@@ -66,23 +84,12 @@ class QueueCollector:
 
     def collect(self) -> Iterator[Any]:
         """The gauges, read now (called by the registry at each scrape)."""
-        items = self._core.GaugeMetricFamily(ITEMS, "Items of a structure, by state",
-                                             labels=["queue", "state"])
-        backlog = self._core.GaugeMetricFamily(BACKLOG, "Items visible or in flight",
-                                               labels=["queue"])
-        age = self._core.GaugeMetricFamily(OLDEST_AGE, "Seconds the front item has waited",
-                                           labels=["queue"])
+        families = {name: self._core.GaugeMetricFamily(name, text, labels=labels)
+                    for name, (text, labels) in GAUGES.items()}
         for sample in collect(self.db, self.structures):
-            labels = sample.label_dict
-            if sample.name == ITEMS:
-                items.add_metric([labels["queue"], labels["state"]], sample.value)
-            elif sample.name == BACKLOG:
-                backlog.add_metric([labels["queue"]], sample.value)
-            else:
-                age.add_metric([labels["queue"]], sample.value)
-        yield items
-        yield backlog
-        yield age
+            families[sample.name].add_metric([value for _, value in sample.labels],
+                                             sample.value)
+        yield from families.values()
 
     def describe(self) -> Iterator[Any]:
         """Nothing: the registry must not scrape the cluster when this is registered."""
