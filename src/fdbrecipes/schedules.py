@@ -37,7 +37,7 @@ __all__ = ["CatchUp", "ScheduleFire", "ScheduleInfo", "Schedules", "SchedulesBas
 
 class SchedulesBase(Face[ScheduleOps]):
     """The constructor of Schedules and its async twin: the arguments of
-    :class:`Schedules`, handed to a :class:`fdbrecipes._schedules.ops.ScheduleOps`."""
+    :class:`Schedules`, handed to its operations object (``_schedules.ops.ScheduleOps``)."""
 
     def __init__(self, subspace: Any, *, targets: Iterable[Any] = (),
                  recent: int = DEFAULT_RECENT) -> None:
@@ -89,7 +89,7 @@ class Schedules(SchedulesBase):
                 (default 0) or a FairQueue's group (required there).
             misfire: what a worker does with slots missed while none fired the
                 schedule (a slot more than ``grace`` seconds late is missed):
-                ``"skip"`` them, or :func:`catch_up` ``(n)``: fire the latest ``n``.
+                ``"skip"`` them, or :func:`fdbrecipes.catch_up` ``(n)``: fire the latest ``n``.
             grace: seconds a slot may be late and still fire as on time (every such
                 slot fires).
             jitter: delay each slot's job by up to this many seconds (drawn from its
@@ -181,7 +181,7 @@ class Schedules(SchedulesBase):
     def list(self, tr: Transactor, limit: Optional[int] = None,
              after: Optional[str] = None) -> List[ScheduleInfo]:
         """The schedules, by name, after the name ``after`` (None: from the first), up
-        to ``limit`` (None: all), as :class:`ScheduleInfo` (next slot and lag as of
+        to ``limit`` (None: all), as :class:`fdbrecipes.ScheduleInfo` (next slot and lag as of
         now).
 
         Snapshot reads (no conflicts) of two key ranges side by side.  Given a
@@ -191,7 +191,7 @@ class Schedules(SchedulesBase):
         return drive(self._ops.list(tr, limit, after))
 
     def get(self, tr: Transactor, name: str) -> Optional[ScheduleInfo]:
-        """Schedule ``name`` as :class:`ScheduleInfo`, or None.  Two snapshot reads,
+        """Schedule ``name`` as :class:`fdbrecipes.ScheduleInfo`, or None.  Two snapshot reads,
         1 round trip."""
         return drive(self._ops.get(tr, name))
 

@@ -84,7 +84,7 @@ class Worker:
             :class:`fdbrecipes.Schedule`).
         schedule_store: a :class:`fdbrecipes.Schedules` (or ``AsyncSchedules``) whose
             schedules this worker fires, with the others carrying it: each slot
-            exactly once, leaderless (see :mod:`fdbrecipes.schedules`).  It fires
+            exactly once, leaderless (see :class:`fdbrecipes.Schedules`).  It fires
             those whose target it knows (this queue, its ``schedules``' queues, the
             store's ``targets``), and writes its ``schedules`` given by ``every`` or
             ``cron`` into the store when it starts (``Schedules.upsert``), to be

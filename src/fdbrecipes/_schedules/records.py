@@ -53,7 +53,7 @@ def catch_up(n: int) -> CatchUp:
     fired the schedule (oldest first, each its own job), instead of skipping them.
 
     Raises:
-        TypeError or ValueError: ``n`` is not an int from 1 to :data:`MAX_CATCH_UP`.
+        TypeError or ValueError: ``n`` is not an int from 1 to 1,000 (``MAX_CATCH_UP``).
     """
     return CatchUp(check_int(n, "catch_up", low=1, high=MAX_CATCH_UP))
 
