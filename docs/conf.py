@@ -1,7 +1,12 @@
 """Sphinx configuration: Markdown pages (MyST) plus the API reference from docstrings.
 
 Built with ``sphinx-build -n -W docs docs/_build`` (nitpicky: every reference resolves);
-links to Python's and the FoundationDB bindings' documentation come from intersphinx.
+links to Python's and the FoundationDB bindings' documentation come from intersphinx,
+through the inventories kept in ``docs/_inventories`` (Sphinx's plain-text format,
+version 1: "name type page" per line), never fetched: the build needs no network and
+gives the same pages everywhere (``.ci/run`` builds them offline).  A new reference to
+Python or to the bindings fails the build until its line is added there, with the page
+that documents it (its anchor is the name).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ extensions = [
     "sphinx.ext.intersphinx",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "examples"]
+exclude_patterns = ["_build", "_inventories", "examples"]
 myst_heading_anchors = 3
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
@@ -30,8 +35,8 @@ napoleon_google_docstring = True
 html_theme = "alabaster"
 nitpicky = True
 intersphinx_mapping = {
-    "python": ("https://docs.python.org/3", None),
-    "fdb": ("https://apple.github.io/foundationdb", None),
+    "python": ("https://docs.python.org/3", "_inventories/python.inv"),
+    "fdb": ("https://apple.github.io/foundationdb", "_inventories/fdb.inv"),
 }
 
 # TypeVars have no page of their own.

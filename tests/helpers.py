@@ -199,6 +199,35 @@ class Faulty:
         return call(self.db)
 
 
+def watch_limited(cluster_file: str, watches: int) -> Any:
+    """A Database of its own on ``cluster_file`` (its options are not the shared one's)
+    that allows ``watches`` watches at once: past them a watch fails with
+    ``too_many_watches`` (a real limit of the real client)."""
+    import fdb.impl as fdb_impl
+
+    db = fdb_impl.create_database(cluster_file)
+    db.options.set_max_watches(watches)
+    return db
+
+
+class Blocks:
+    """How many times the waits on ``structure`` blocked (the documented testing hook
+    ``on_block``), and the times they did."""
+
+    def __init__(self, structure: Any) -> None:
+        from fdbrecipes.testing.hooks import hooks
+
+        self.at: List[float] = []
+        hooks(structure).on_block = self.blocked
+
+    def blocked(self, _timeout: Optional[float]) -> None:
+        self.at.append(time.monotonic())
+
+    @property
+    def count(self) -> int:
+        return len(self.at)
+
+
 class Blocking:
     """An async structure (``fdbrecipes.aio``) called from sync code: each coroutine
     method runs to its end on the adapter's own event loop, in asyncio's debug mode,
@@ -312,14 +341,16 @@ class Tracer:
         span.end()
 
 
-def eventually(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    """``check()``'s first truthy answer, asked again every 50 ms: for a state another
-    process reaches (a worker's record, a job's end) that no watch of the test's own
-    announces.  Fails, naming ``what``, after ``timeout`` seconds."""
+def eventually(check: Callable[[], Any], timeout: float, what: str,
+               every: float = 0.05) -> Any:
+    """``check()``'s first truthy answer, asked again every ``every`` seconds (50 ms):
+    for a state another process reaches (a worker's record, a job's end, the data
+    distributor's moves) that no watch of the test's own announces.  Fails, naming
+    ``what``, after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         found = check()
         if found:
             return found
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.05)  # the interval between two looks, not a wait for an event
+        time.sleep(every)  # the interval between two looks, not a wait for an event

@@ -218,8 +218,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         deliveries, deadline, when claimed, the lease's token (which ``ack``,
         ``extend`` and ``release`` take: an operator can finish or give back work a
         consumer holds) and the item's id.  ``after``: a token of the page before
-        (its last row's), to list those after it (paging by key: see
-        :mod:`fdbrecipes._ordered.tokens`).
+        (its last row's), to list those after it (paging by key, as every listing
+        pages: rows that come and go meanwhile neither repeat nor shift the pages).
 
         Snapshot reads of the held range (no conflicts), 1,000 keys a round trip, in
         one transaction.  Cost: O(leases + delayed items) keys.
@@ -372,8 +372,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
     def requeue_dead(self, tr: Transactor, limit: Optional[int] = None, *,
                      tokens: Optional[Iterable[bytes]] = None) -> int:
         """Push the oldest dead letters (up to ``limit``; all when None), or with
-        ``tokens`` those the tokens name (:attr:`DeadLetter.token`), back at the
-        tail, delivery count reset, ids kept; return how many moved.
+        ``tokens`` those the tokens name (:attr:`fdbrecipes.DeadLetter.token`), back at
+        the tail, delivery count reset, ids kept; return how many moved.
 
         Reads them (read conflict), the tail position by snapshot, writes each item
         and one counter update.  Given a Database, moves at most 1,000 per
@@ -411,7 +411,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         For consumers that pop in their own transactions: wait, then pop.  Blocks on a
         watch of the key every push touches, set in a transaction that writes nothing,
-        and wakes when a lease or a delay ends.  Needs a Database.  Cost per wake-up:
-        1 read-only check.
+        and wakes when a lease or a delay ends; the watch is shared and the wait
+        bounded as :meth:`fdbrecipes.Queue.pop_wait` says (it looks again at least
+        every 10 seconds).  Needs a Database.  Cost per wake-up: 1 read-only check.
         """
         return drive(self._ops.wait(db, timeout))

@@ -124,14 +124,30 @@ MAX_REASON = 1_000
 
 
 def check_reason(value: Any) -> Optional[str]:
-    """Return a dead letter's ``reason``: None, or a str of at most :data:`MAX_REASON`."""
+    """Return a dead letter's ``reason``: None, or a str of at most :data:`MAX_REASON`
+    that the tuple layer can encode (no lone surrogate)."""
     if value is None:
         return None
     if type(value) is not str:
         raise TypeError(f"reason must be None or a str, not {type(value).__name__}")
     if len(value) > MAX_REASON:
         raise ValueError(f"reason must be at most {MAX_REASON:,} characters, got {len(value):,}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"reason cannot be tuple-encoded: {e}") from None
     return value
+
+
+def storable(text: str) -> str:
+    """``text`` as the tuple layer can encode it: a lone surrogate (text decoded with
+    ``surrogateescape``, say) written as its escape, ``\\udc80``; any other text as
+    it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def check_shards(value: Any, most: int) -> int:
@@ -248,24 +264,25 @@ def check_key(key: bytes, name: str) -> bytes:
 _SCALARS = (bytes, str, int, float, bool, uuid.UUID)
 
 
-def _check_encodable(value: Any, name: str, nested: bool) -> None:
-    kind = type(value)
-    if kind in _SCALARS:
-        return
-    if value is None and nested:
-        return
-    if kind is tuple:
-        for element in value:
-            _check_encodable(element, name, True)
-        return
+def _check_encodable(value: Any, name: str) -> None:
+    """Refuse a value the tuple layer would not give back exactly (a loop over a stack,
+    not a recursion: a value nested deeper than Python's recursion limit is checked
+    whole, then refused by :func:`encode_value` with a ValueError)."""
     if value is None:
         raise ValueError(
             f"{name} must not be None (pop returns None to mean 'empty')"
         )
-    raise TypeError(
-        f"{name} must be bytes, str, int, float, bool, uuid.UUID or a tuple of "
-        f"these, not {kind.__name__}"
-    )
+    stack = [value]
+    while stack:
+        element = stack.pop()
+        kind = type(element)
+        if kind is tuple:
+            stack.extend(element)
+        elif kind not in _SCALARS and element is not None:
+            raise TypeError(
+                f"{name} must be bytes, str, int, float, bool, uuid.UUID or a tuple of "
+                f"these, not {kind.__name__}"
+            )
 
 
 def encode_value(value: Any, name: str = "value", limit: int = MAX_VALUE_BYTES) -> bytes:
@@ -277,9 +294,11 @@ def encode_value(value: Any, name: str = "value", limit: int = MAX_VALUE_BYTES) 
     lists and the tuple layer's Versionstamp are refused).  ``None`` is refused at top
     level (it means "empty" to pop) but allowed inside a tuple.
     """
-    _check_encodable(value, name, False)
+    _check_encodable(value, name)
     try:
         packed: bytes = fdb.tuple.pack((value,))
+    except RecursionError:  # tuples nested deeper than the interpreter's stack allows
+        raise ValueError(f"{name} is nested too deeply to be tuple-encoded") from None
     except Exception as e:  # UnicodeEncodeError, struct.error for ints beyond 2**2040
         raise ValueError(f"{name} cannot be tuple-encoded: {e}") from None
     if len(packed) > limit:

@@ -110,7 +110,8 @@ COMMANDS = (
 #: What ``fdbrecipes --help`` says after the list of commands.
 EPILOG = (
     "Operator commands (stats, peek, dead, requeue-dead, purge-dead, push, leases, "
-    "delayed, remove, job, cancel, workers, pause, resume, worker, metrics, web) act on a "
+    "delayed, remove, job, cancel, finished, workers, pause, resume, worker, metrics, web) "
+    "act on a "
     "structure of a running cluster (--cluster-file, default $FDB_CLUSTER_FILE; no server "
     "is started), named by "
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
@@ -140,11 +141,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def unrecognized(extra: List[str]) -> str:
+    """The error for arguments no parser took, naming the options but repeating no value:
+    a mistyped option's value may be a secret (``--tok SECRET``), and what reaches a
+    terminal or a log is read by others."""
+    names = [arg.split("=", 1)[0][:60] for arg in extra if arg.startswith("-")]
+    others = len(extra) - len(names)
+    said = f"unrecognized options: {' '.join(names)}" if names else "unrecognized arguments"
+    if others:
+        said += f" (and {others} other argument{'s' if others > 1 else ''}, not repeated)"
+    return said
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Parse ``argv`` (default: the process's arguments), run the command, and return
     its exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        parser.error(unrecognized(extra))
     if args.command is None:  # plain "fdbrecipes": what it can do
         parser.print_help()
         return 0

@@ -218,13 +218,16 @@ class FairQueue(FairBase, JobMethods[FairOps]):
     def claim_wait(self, db: Any, lease_seconds: float,
                    timeout: Optional[float] = None) -> Optional[FairLease]:
         """:meth:`claim`, waiting on a watch (touched by every push, ack and release)
-        until a group can be served; None if ``timeout`` seconds pass first."""
+        until a group can be served; None if ``timeout`` seconds pass first.  The
+        watch is shared and the wait bounded as :meth:`fdbrecipes.Queue.pop_wait`
+        says."""
         return drive(self._ops.claim_wait(db, lease_seconds, timeout))
 
     def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
         """Wait until a group can be served, or ``timeout`` passes; True if one can.
         Blocks on a watch of the wake counter (set in a transaction that writes
-        nothing); needs a Database.  Cost per wake-up: 1 read-only check."""
+        nothing), shared and bounded as :meth:`fdbrecipes.Queue.pop_wait` says; needs
+        a Database.  Cost per wake-up: 1 read-only check."""
         return drive(self._ops.wait(db, timeout))
 
     # -- leases ---------------------------------------------------------------------------

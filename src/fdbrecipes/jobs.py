@@ -24,7 +24,7 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 from ._ordered.history import MAX_RESULT_BYTES, Followup, new_id
 from ._ordered.leases import Lease
 from ._ordered.records import Progress
-from ._values import Value, check_reason, check_seconds
+from ._values import Value, check_reason, check_seconds, encode_value
 from .protocol import workable
 
 __all__ = ["MAX_RESULT_BYTES", "Backoff", "Discard", "Event", "Job", "JobCancelled",
@@ -99,15 +99,19 @@ class Job:
 
         Raises:
             TypeError or ValueError: ``fraction`` is not a number in [0, 1], or
-                ``message`` not a str.
+                ``message`` not a str the tuple layer can encode (a lone surrogate,
+                from text decoded with ``surrogateescape``, cannot be): checked now,
+                so nothing the handler reports can fail the job's ack, or another's.
         """
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) \
                 or not 0 <= fraction <= 1:
             raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
         if not isinstance(message, str):
             raise TypeError(f"message must be a str, not {type(message).__name__}")
+        kept = message[:PROGRESS_CHARS]
+        encode_value(kept, "message")
         with self._lock:
-            self._progress = Progress(float(fraction), message[:PROGRESS_CHARS])
+            self._progress = Progress(float(fraction), kept)
 
     @property
     def cancelled(self) -> bool:
@@ -173,7 +177,9 @@ class Snooze(Exception):
 
 
 class Discard(Exception):
-    """Raised by a handler: move the job to the dead letters now, with ``reason``."""
+    """Raised by a handler: move the job to the dead letters now, with ``reason`` (at
+    most 1,000 characters the tuple layer can encode: ``Discard`` raises ValueError
+    otherwise)."""
 
     def __init__(self, reason: Optional[str] = None) -> None:
         super().__init__(reason or "discarded")

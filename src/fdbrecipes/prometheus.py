@@ -98,8 +98,9 @@ class JobMetrics:
             self.wait.labels(self.queue).observe(event.job.wait_seconds)
 
 
-def serve(db: Any, structures: Mapping[str, Any], port: int, addr: str = "0.0.0.0") -> Any:
-    """Serve the structures' gauges over HTTP on ``port`` (a registry of their own);
+def serve(db: Any, structures: Mapping[str, Any], port: int, addr: str = "127.0.0.1") -> Any:
+    """Serve the structures' gauges over HTTP on ``port`` of ``addr`` (this machine
+    only by default; ``"0.0.0.0"``: every address) with a registry of their own;
     returns what ``prometheus_client.start_http_server`` returns (the server and its
     thread, in recent versions)."""
     client = _client()

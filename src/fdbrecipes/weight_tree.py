@@ -207,6 +207,7 @@ class WeightTree(TreeBase):
 
     def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[Value]:
         """:meth:`pop`, waiting on a watch (touched by every push) until an item
-        arrives; None if ``timeout`` seconds pass first.  Needs a Database.
+        arrives; None if ``timeout`` seconds pass first.  The watch is shared and the
+        wait bounded as :meth:`fdbrecipes.Queue.pop_wait` says.  Needs a Database.
         """
         return drive(self._ops.pop_wait(db, timeout))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
 import warnings
 from typing import Any, Awaitable, Callable, Iterator, List, TypeVar
 
@@ -16,8 +17,7 @@ import fdb
 import pytest
 
 from fdbrecipes import LeaseExpiredError, PriorityQueue, Queue, WeightTree, aio
-from fdbrecipes.testing.hooks import hooks
-from tests.helpers import Faulty
+from tests.helpers import Blocks, Faulty, watch_limited
 
 pytestmark = pytest.mark.integration
 
@@ -474,20 +474,15 @@ def test_a_thousand_waiters_share_one_watch_and_no_threads(db: Any, fdb_cluster_
     one (more would fail with too_many_watches), and the process starts no thread for
     them.  Pushes wake them; each item goes to exactly one of them, and the others
     wait on until their timeout."""
-    db = fdb.impl.create_database(fdb_cluster_file)  # its own options, not the shared one's
-    db.options.set_max_watches(20)
-    asleep = [0]
-
-    def blocked(_timeout: Any) -> None:
-        asleep[0] += 1
+    db = watch_limited(fdb_cluster_file, 20)
 
     async def main() -> List[Any]:
         q = aio.AsyncQueue(fdb_subspace)
-        hooks(q).on_block = blocked
+        asleep = Blocks(q)
         threads = threading.active_count()
         waiters = [asyncio.ensure_future(q.claim_wait(db, 60, timeout=20))
                    for _ in range(1_000)]
-        while asleep[0] < 1_000:
+        while asleep.count < 1_000:
             await asyncio.sleep(0.05)
         assert threading.active_count() == threads
         await q.push_many(db, range(50))
@@ -497,3 +492,46 @@ def test_a_thousand_waiters_share_one_watch_and_no_threads(db: Any, fdb_cluster_
 
     got = run(main)
     assert sorted(got) == list(range(50))
+
+
+#: Waiters beyond a connection's watches, the watches it allows, the seconds within
+#: which every pushed item must be claimed (generous: 400 claims in turns take about
+#: 2 s on a 2-core machine shared with other runs), and the seconds they have to block.
+CROWD, WATCH_LIMIT, WAKE_BOUND, BLOCK_BOUND = 400, 5, 60.0, 60.0
+
+
+def test_a_crowd_beyond_the_watch_limit_takes_a_push_in_turns(
+        fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """Issue 43, item 11: 400 tasks wait in claim_wait on a connection that allows 5
+    watches; 400 items pushed at once are claimed, every one, each once, within 60 s,
+    and the crowd's claims did not conflict with each other: they take in turns.
+    Woken together, each claim of the front conflicted with every one that committed
+    first: about 4,000 retries for 400 claims (10 each), and with 1,000 waiters under
+    load the last claims came after the first leases (120 s) ended, took those items
+    again, and left the last items pushed unclaimed (what the issue saw)."""
+    db = watch_limited(fdb_cluster_file, WATCH_LIMIT)
+
+    async def main() -> List[Any]:
+        q = aio.AsyncQueue(fdb_subspace)
+        asleep = Blocks(q)
+        waiters = [asyncio.ensure_future(q.claim_wait(db, 600, timeout=600))
+                   for _ in range(CROWD)]
+        deadline = time.monotonic() + BLOCK_BOUND
+        while asleep.count < CROWD:  # each waiter blocks once (they share a watch)
+            assert time.monotonic() < deadline, f"{asleep.count} of {CROWD} blocked"
+            await asyncio.sleep(0.05)  # the interval between two looks at the count
+        retries = q.retry_stats.retries
+        await q.push_many(db, range(CROWD))
+        done, left = await asyncio.wait(waiters, timeout=WAKE_BOUND)
+        for waiter in left:
+            waiter.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        assert not left, f"{len(left)} waiters took nothing within {WAKE_BOUND:g} s"
+        retries = q.retry_stats.retries - retries
+        assert retries <= CROWD // 10, f"{retries} retries: the crowd's claims conflicted"
+        leases = [task.result() for task in done]
+        assert all(lease.deliveries == 1 for lease in leases)
+        return [lease.value for lease in leases]
+
+    got = run(main)
+    assert sorted(got) == list(range(CROWD))

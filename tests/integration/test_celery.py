@@ -1,8 +1,9 @@
 """Celery on the fdbrecipes transport and result backend, with real ``celery worker``
 processes on a real server: results, retries, chains, groups, chords, large results,
 ETA, priorities, remote control and events; a worker SIGKILLed in the middle of an
-``acks_late`` task; workers SIGKILLed at random under load; and a task whose ETA lies
-far past the lease (kombu#337: on Redis it runs more than once).
+``acks_late`` task; workers SIGKILLed at random under load; a task whose ETA lies
+far past the lease (kombu#337: on Redis it runs more than once); and messages that are
+not kombu messages, claimed with good tasks (dead at once, the worker runs on).
 
 Each test has its own directory (removed afterwards) and its own worker processes,
 killed when it ends; every wait has a deadline."""
@@ -251,6 +252,43 @@ def test_a_task_killed_mid_run_runs_again_after_its_lease_and_only_once(
     assert second.note == "True"                                # marked redelivered
     period = min(lease / 3, 3.0)                                # the heartbeat's
     assert second.started >= killed_at + lease - period - 1.0, (second.started - killed_at)
+
+
+def test_undecodable_messages_die_at_once_and_the_worker_runs_on(make_celery: Any) -> None:
+    """Messages that are not kombu messages claimed in one claim with good tasks: the
+    worker does not exit (it did, "Unrecoverable error"), the good tasks run once
+    each, the bad messages are dead letters after one delivery with their reasons, and
+    a task sent afterwards runs."""
+    c = make_celery(lease=5.0)
+    m = c.module
+    sent = [m.work.delay("t0")]                         # declares the queue
+    poison = {b"\x80 not json": "DecodeError: UnicodeDecodeError: ",
+              b"[1,2,3]": "DecodeError: not a kombu message: a JSON array, not an object",
+              b'{"properties": 5}': "DecodeError: not a kombu message: its properties are"}
+    for raw in poison:
+        c.queue().push(c.db, raw)
+    sent += [m.work.delay(f"t{i}") for i in range(1, 4)]
+    w = c.worker("w1", "threads", 2)                    # a prefetch of 8: one claim
+
+    def alive_and(check: Any) -> Any:
+        def go() -> Any:
+            assert w.proc.poll() is None, f"the worker exited:\n{w.output()[-3000:]}"
+            return check()
+        return go
+
+    wait_until(alive_and(lambda: len(c.runs()) == 4 and all(
+        r.ended for rs in c.runs().values() for r in rs)), 60, "the good tasks")
+    assert [r.get(timeout=30) for r in sent] == ["t0", "t1", "t2", "t3"]
+    assert all(len(rs) == 1 for rs in c.runs().values()), c.runs()
+    assert {rs[0].note for rs in c.runs().values()} == {"False"}   # first deliveries
+    assert m.work.delay("after").get(timeout=30) == "after"
+    wait_until(alive_and(c.settled), 30, "every task to be acked")
+    letters = {letter.value: letter for letter in c.queue().dead(c.db)}
+    assert set(letters) == set(poison)
+    for raw, reason in poison.items():
+        assert letters[raw].reason.startswith(reason), letters[raw].reason
+        assert letters[raw].deliveries == 1
+    assert w.proc.poll() is None and "Unrecoverable error" not in w.output()
 
 
 def celery_crash_run(c: Celery, n: int, workers: int, kills: int, pool: str) -> None:

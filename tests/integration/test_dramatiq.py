@@ -1,7 +1,9 @@
 """Dramatiq on FdbBroker, with real ``dramatiq`` worker processes on a real server:
 messages, delays, retries ending in dead letters with their reason, ``join``; a worker
 SIGKILLed in the middle of a message (it runs once more, after the lease); a delay far
-past the lease (runs once).  Every wait has a deadline; workers are killed at the end."""
+past the lease (runs once); messages that are not Dramatiq messages, claimed with good
+ones (dead at once, the good ones run).  Every wait has a deadline; workers are killed
+at the end."""
 
 from __future__ import annotations
 
@@ -111,6 +113,39 @@ def test_dramatiq_workers_run_messages_delays_and_dead_letters(make_dramatiq: An
     (letter,) = d.broker.dead_letters("default")
     assert dramatiq.Message.decode(letter.value).args == ("bad",)
     assert letter.reason == "ValueError: boom bad"
+
+
+def test_undecodable_messages_die_at_once_and_the_rest_of_their_claim_runs(
+        make_dramatiq: Any) -> None:
+    """Bytes that are not JSON, JSON that is not a message, and a message for an actor
+    nobody defined, claimed in one claim with good messages by a real worker: no
+    consumer crashes or restarts, every good message runs once, and the bad ones are
+    dead letters after one delivery, their reasons naming the problem."""
+    d = make_dramatiq(lease=4.0)
+    structure = d.broker.store.structure("default")
+    d.module.work.send("m0")
+    structure.push(d.db, b"\x80 not json")
+    structure.push(d.db, b"[1,2,3]")
+    d.broker.enqueue(dramatiq.Message(queue_name="default", actor_name="nobody", args=(),
+                                      kwargs={}, options={}))
+    for i in range(1, 5):
+        d.module.work.send(f"m{i}")
+    w = d.worker("w1", processes=1, threads=4)          # a prefetch of 8: one claim
+    d.broker.join("default", timeout=30_000)            # before the fix: never
+    done = d.runs()
+    assert sorted(done) == [f"m{i}" for i in range(5)]
+    assert all(len(rs) == 1 and rs[0].ended for rs in done.values()), done
+    letters = {letter.value: letter for letter in d.broker.dead_letters("default")}
+    assert len(letters) == 3 and {x.deliveries for x in letters.values()} == {1}
+    assert letters[b"\x80 not json"].reason.startswith(
+        "DecodeError: UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80")
+    assert letters[b"[1,2,3]"].reason.startswith(
+        "DecodeError: TypeError: list indices must be integers")
+    (unknown,) = (x for v, x in letters.items() if v not in (b"\x80 not json", b"[1,2,3]"))
+    assert dramatiq.Message.decode(unknown.value).actor_name == "nobody"
+    assert unknown.reason.startswith("ActorNotFound: "), unknown.reason
+    out = w.output()
+    assert "Consumer encountered" not in out and "Restarting consumer" not in out, out
 
 
 def test_flush_drops_waiting_delayed_and_dead_messages(make_dramatiq: Any) -> None:

@@ -1,14 +1,19 @@
-"""A first hour without silent hangs: tools and calls pointed at a cluster that does not
-answer say so in one line, in bounded time; waits honour their own timeout."""
+"""A first hour: the README's commands run as written on a new queue, following a job
+from its push to its end; and no silent hangs: tools and calls pointed at a cluster
+that does not answer say so in one line, in bounded time; waits honour their own
+timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, List, Tuple
 
 import fdb
 import pytest
@@ -17,6 +22,57 @@ from fdbrecipes import Queue
 from fdbrecipes.testing import client_library_problem, open_database
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+#: A fenced block of a page: its language, the rest of its info line, its text.
+FENCE = re.compile(r"^```([\w-]*)([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def readme_blocks() -> List[Tuple[str, str, str]]:
+    return FENCE.findall((ROOT / "README.md").read_text())
+
+
+def test_the_readme_follows_a_job_on_a_new_queue_as_written(
+        fdb_cluster_file: str, fdb_database: Any, tmp_path: Path) -> None:
+    """The README's ``sh first-hour`` block, run whole by bash where the README's
+    ``app/jobs.py`` is, on a cluster where its directory does not exist: a worker in the
+    background, a push, the job's record once it ended, the finished jobs, the worker
+    stopped.  Bounded: bash and what it started are killed after 180 s."""
+    blocks = readme_blocks()
+    [session] = [body for language, info, body in blocks
+                 if language == "sh" and "first-hour" in info.split()]
+    [handler] = [body for language, _, body in blocks
+                 if language == "python" and body.startswith("# app/jobs.py\n")]
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "jobs.py").write_text(handler)
+    commands = Path(sys.executable).parent
+    assert (commands / "fdbrecipes").exists(), "the fdbrecipes command is not installed"
+    fdb.directory.remove_if_exists(fdb_database, ("app",))
+    env = {**os.environ, "FDB_CLUSTER_FILE": fdb_cluster_file,
+           "PATH": f"{commands}{os.pathsep}{os.environ.get('PATH', '')}"}
+    shell = subprocess.Popen(["bash", "-e", "-c", session], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        out, err = shell.communicate(timeout=180)
+        record = Queue(fdb.directory.open(fdb_database, ("app", "jobs"))).job(
+            fdb_database, b"cat-1")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)  # bash, and the worker if it is left
+        shell.wait(60)
+        fdb.directory.remove_if_exists(fdb_database, ("app",))
+    assert shell.returncode == 0, err
+    assert "Traceback" not in err, err
+    lines = out.splitlines()
+    assert lines[0] == "queue at directory app/jobs: pushed 'resize cat.png', id cat-1"
+    assert lines[1] == "queue at directory app/jobs: job cat-1"
+    assert re.search(r"^state +succeeded$", out, re.MULTILINE), out
+    assert re.search(r"^result +'handled resize cat.png'$", out, re.MULTILINE), out
+    assert re.search(r"^1 +cat-1 +succeeded +1 ", out, re.MULTILINE), out
+    assert lines[-1] == "queue at directory app/jobs: worker stopped"
+    assert record is not None and (record.state, record.result) == (
+        "succeeded", "handled resize cat.png")
 
 
 @pytest.fixture

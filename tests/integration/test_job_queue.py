@@ -186,6 +186,10 @@ def test_an_expired_lease_dies_when_the_next_claim_would_redeliver_it(
     lease = q.claim(db, 5)
     assert lease is not None and lease.value == b"other"
     assert [d.value for d in q.dead(db)] == [b"once"]
+    # the reason says what happened (no error was given: its lease expired)
+    assert [d.reason for d in q.dead(db)] == [
+        "LeaseExpired: the lease ended before the job was settled (its worker died, "
+        "stalled or ran past the lease)"]
     q.ack(db, lease)
     assert q.purge_dead(db) == 1 and q.dead(db) == [] and q.size(db) == 0
 

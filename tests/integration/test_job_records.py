@@ -119,6 +119,124 @@ def test_a_job_that_runs_out_of_deliveries_is_dead_with_its_reason(
     assert q.dead(db)[0].reason == "given up"
 
 
+class Jobs:
+    """One kind of structure with job records, seen the same way: the worker's object
+    (``history``) and an operator's (none: as ``fdbrecipes requeue-dead`` and the
+    dashboard make it), over the same keys."""
+
+    def __init__(self, kind: str, space: Any) -> None:
+        self.kind = kind
+        self.group = {"group": "acme"} if "fair" in kind else {}
+        shards = 3 if kind.startswith("sharded") else 1
+        make: Any = {"queue": Queue, "sharded-queue": Queue, "priority-queue": PriorityQueue,
+                     "fair-queue": FairQueue, "sharded-fair-queue": FairQueue}[kind]
+        self.worker = make(space, history=HOUR, max_deliveries=1, shards=shards)
+        self.operator = make(space, max_deliveries=1, shards=shards)
+
+    def push(self, db: Any, value: str) -> bytes:
+        if self.kind == "priority-queue":
+            return self.worker.push(db, value, 3)  # type: ignore[no-any-return]
+        return self.worker.push(db, value, **self.group)  # type: ignore[no-any-return]
+
+    def claim(self, db: Any) -> Any:
+        if self.kind == "priority-queue":
+            return self.worker.claim_min(db, 30)
+        return self.worker.claim(db, 30)
+
+    def job(self, db: Any, id_: bytes) -> Any:
+        return self.worker.job(db, id_, **self.group)
+
+    def result(self, db: Any, id_: bytes, timeout: float) -> Any:
+        return self.worker.result(db, id_, timeout=timeout, **self.group)
+
+    def requeue(self, db: Any, by_token: bool) -> int:
+        """The operator's requeue: every dead letter, or (as the dashboard) by token."""
+        where = (self.group["group"],) if self.group else ()
+        if not by_token:
+            return self.operator.requeue_dead(db, *where)  # type: ignore[no-any-return]
+        tokens = [d.token for d in self.operator.dead(db, *where)]
+        return self.operator.requeue_dead(db, *where, tokens=tokens)  # type: ignore
+
+
+@pytest.mark.parametrize("by_token", [False, True], ids=["all", "tokens"])
+@pytest.mark.parametrize("kind", ["queue", "priority-queue", "sharded-queue", "fair-queue",
+                                  "sharded-fair-queue"])
+def test_a_dead_job_requeued_by_an_operator_is_pending_again(
+        db: Any, fdb_subspace: Any, kind: str, by_token: bool) -> None:
+    """Issue 43, item 12: requeued by an object without history (the operator's
+    commands, the dashboard), the record moves with the item, in its transaction:
+    pending, and ``result()`` waits for the run to come instead of raising."""
+    jobs = Jobs(kind, fdb_subspace)
+    id_ = jobs.push(db, "doomed")
+    lease = jobs.claim(db)
+    assert lease is not None and lease.id == id_
+    jobs.worker.release(db, lease, error=JobError("KeyError", "'customer'"))
+    assert jobs.job(db, id_).state == "dead"
+    with pytest.raises(JobFailedError):
+        jobs.result(db, id_, 5)
+    assert jobs.requeue(db, by_token) == 1
+    record = jobs.job(db, id_)
+    assert (record.state, record.attempts) == ("pending", 0)
+    assert record.error == JobError("KeyError", "'customer'")  # its last error stays
+    assert record.token is not None  # where its item is now: pending
+    with pytest.raises(TimeoutError):  # about to run again: not failed
+        jobs.result(db, id_, 0.2)
+    lease = jobs.claim(db)
+    assert lease is not None and lease.id == id_ and jobs.job(db, id_).state == "running"
+    assert drive(jobs.worker.ops.finish_many(db, [Finished(lease, encode_result("ok")[0])])) \
+        == [True]
+    assert jobs.result(db, id_, 5) == "ok"
+
+
+@pytest.mark.parametrize("kind", ["queue", "fair-queue"])
+def test_an_operators_calls_by_token_or_id_move_the_records(
+        db: Any, fdb_subspace: Any, kind: str) -> None:
+    """Issue 43, item 12, for every other call an operator makes on a job a worker with
+    ``history`` pushed (the CLI and the dashboard keep no records themselves): ack,
+    release and bury by token, remove by id and by token, and a purge of dead letters
+    each move the record with the item, in the same transaction."""
+    jobs = Jobs(kind, fdb_subspace)
+    op = jobs.operator
+    acked, released, buried, removed, listed = (jobs.push(db, v) for v in "abcde")
+    lease = jobs.claim(db)
+    assert lease.id == acked
+    op.ack(db, lease.token)
+    assert jobs.job(db, acked).state == "succeeded"
+    lease = jobs.claim(db)
+    assert lease.id == released
+    op.release(db, lease.token, count=False)
+    assert (jobs.job(db, released).state, jobs.job(db, released).attempts) == ("pending", 0)
+    leases = [jobs.claim(db) for _ in range(2)]  # b again (back at its place), and c
+    [dying] = [lease for lease in leases if lease.id == buried]
+    op.bury(db, dying.token, "by hand")
+    record = jobs.job(db, buried)
+    assert record.state == "dead" and record.token is not None
+    assert op.remove(db, id=removed, **jobs.group) == "d"
+    assert jobs.job(db, removed).state == "cancelled"
+    at = (jobs.group["group"],) if jobs.group else ()
+    [row] = [r for r in op.pending(db, *at) if r.value == "e"]
+    assert op.remove_many(db, *at, [row.token]) == ["e"]
+    assert jobs.job(db, listed).state == "cancelled"
+    assert op.purge_dead(db, *at) == 1
+    record = jobs.job(db, buried)
+    assert record.state == "dead" and record.token is None  # no dead letter to name
+
+
+def test_an_operator_requeue_writes_no_record_for_a_job_without_one(
+        db: Any, fdb_subspace: Any) -> None:
+    """A dead letter pushed by an object without history has no record: the
+    operator's requeue makes none."""
+    q = Queue(fdb_subspace, max_deliveries=1)
+    q.push(db, "plain", id=b"no-record")
+    lease = q.claim(db, 30)
+    assert lease is not None
+    q.release(db, lease)
+    assert q.requeue_dead(db) == 1
+    assert Queue(fdb_subspace, history=HOUR).job(db, b"no-record") is None
+    r = fdb_subspace["o"].range()
+    assert list(db.get_range(r.start, r.stop)) == []
+
+
 def test_an_expired_lease_on_the_last_delivery_reads_as_dead(
         db: Any, fdb_subspace: Any, clock: TestClock) -> None:
     q = PriorityQueue(fdb_subspace, history=HOUR, clock=clock, max_deliveries=1)

@@ -1,11 +1,13 @@
 """The kombu transport and the result store on a real server, without workers: queue
-declare, size, purge and delete; priorities; fanout and topic routing across
-connections; messages larger than a value; consumers without acks; what a closing
-channel gives back; rejects; expiring queues; results with expiry, sweeping, chunks
-and exact counters."""
+declare, size, purge and delete; passive declares; priorities; fanout and topic
+routing across connections; messages larger than a value; consumers without acks; what
+a closing channel gives back; rejects; the default delivery limit; messages that are
+not kombu messages; expiring queues; results with expiry, sweeping, chunks and exact
+counters."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -15,6 +17,7 @@ import fdb
 import pytest
 
 from fdbrecipes import Queue
+from tests.helpers import eventually
 
 kombu = pytest.importorskip("kombu", reason="the celery extra needs Python >= 3.10")
 
@@ -184,6 +187,101 @@ def test_a_closing_channel_gives_back_what_it_held_and_reject_settles(
     assert letter.reason == "rejected by the consumer (basic_reject)"
     again = drain(conn, q, 2)
     assert sorted(b["i"] for b in again) == sorted([first.payload["i"], second.payload["i"]])
+
+
+def test_a_passive_declare_only_asks(connect: Any) -> None:
+    """As on RabbitMQ: a passive declare of an existing queue answers its message count
+    whatever its kind and the arguments given, and declares nothing (an
+    ``auto_delete`` given does not make the queue go with this process's consumer);
+    a missing queue is NOT_FOUND, and stays missing."""
+    conn = connect()
+    channel = conn.default_channel
+    urgent = KQueue("urgent", Exchange("urgent", "direct"), routing_key="urgent",
+                    max_priority=9)
+    with conn.Producer() as producer:
+        for p in (1, 5):
+            producer.publish({"p": p}, exchange=urgent.exchange, routing_key="urgent",
+                             declare=[urgent], priority=p)
+    assert channel.queue_declare("urgent", passive=True).message_count == 2
+    assert urgent(channel).queue_declare(passive=True).message_count == 2
+    assert channel.queue_declare("urgent", passive=True,
+                                 arguments={"x-max-priority": 3}).message_count == 2
+    channel.queue_declare("plain")
+    assert channel.queue_declare("plain", passive=True,
+                                 arguments={"x-max-priority": 9}).message_count == 0
+    assert channel.queue_declare("plain", passive=True, auto_delete=True).queue == "plain"
+    plain = KQueue("plain", Exchange("plain", "direct"), routing_key="plain")
+    with conn.Consumer(plain, callbacks=[]):
+        pass                                          # its only consumer here stops
+    assert declared(channel, "plain")                 # not auto-deleted
+    for _ in range(2):
+        with pytest.raises(kombu.exceptions.ChannelError, match="NOT_FOUND"):
+            channel.queue_declare("missing", passive=True)
+    assert [b["p"] for b in drain(conn, urgent, 2)] == [5, 1]  # a priority queue still
+
+
+def test_a_message_rejected_with_requeue_20_times_is_a_dead_letter(
+        connect: Any, db: Any, path: tuple) -> None:
+    """The default ``max_deliveries`` is 20 (not forever): a message that keeps coming
+    back unacked ends in the dead letters."""
+    conn = connect()
+    q = KQueue("again", Exchange("again", "direct"), routing_key="again")
+    with conn.Producer() as producer:
+        producer.publish({"i": 1}, exchange=q.exchange, routing_key="again", declare=[q])
+    channel = conn.channel()
+    for delivery in range(1, 21):
+        message = channel.basic_get("again")
+        assert message is not None, delivery
+        channel.basic_reject(message.delivery_tag, requeue=True)
+    assert channel.basic_get("again") is None
+    (letter,) = structure(db, path, "again").dead(db)
+    assert letter.deliveries == 20
+
+
+POISON = {
+    b"\x80 not json": "DecodeError: UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80",
+    b"[1,2,3]": "DecodeError: not a kombu message: a JSON array, not an object",
+    b'{"properties": []}': "DecodeError: not a kombu message: its properties are a JSON array",
+    json.dumps({"body": "abc", "properties": {"body_encoding": "base64"}}).encode():
+        "DecodeError: Error: ",                    # binascii.Error: bad padding
+    json.dumps({"body": "x", "properties": {"body_encoding": "rot13"}}).encode():
+        "DecodeError: AttributeError: ",           # kombu has no such codec
+}
+
+
+def test_messages_that_are_not_kombu_messages_die_at_once_and_the_rest_is_delivered(
+        connect: Any, db: Any, path: tuple) -> None:
+    """Undecodable messages claimed with good ones: each a dead letter at once (one
+    delivery), its reason naming the problem; the good ones of the same claim are
+    delivered, once each; basic_get takes the good message behind a bad one."""
+    conn = connect()
+    q = KQueue("mixed", Exchange("mixed", "direct"), routing_key="mixed")
+
+    def publish(i: int) -> None:
+        with conn.Producer() as producer:
+            producer.publish({"i": i}, exchange=q.exchange, routing_key="mixed", declare=[q])
+
+    publish(0)
+    s = structure(db, path, "mixed")
+    for raw in POISON:
+        s.push(db, raw)
+    publish(1)
+    publish(2)
+    assert sorted(b["i"] for b in drain(conn, q, 3)) == [0, 1, 2]   # one claim of 8
+    eventually(lambda: s.stats(db).in_flight == 0, 10, "the acks (a thread commits them)")
+    stats = s.stats(db)
+    assert (stats.visible, stats.dead) == (0, len(POISON))
+    letters = {letter.value: letter for letter in s.dead(db)}
+    for raw, reason in POISON.items():
+        assert letters[raw].reason.startswith(reason), (raw, letters[raw].reason)
+        assert letters[raw].deliveries == 1
+    s.push(db, b"[]")
+    publish(3)
+    got = conn.default_channel.basic_get("mixed")  # whichever it claims first
+    assert got is not None and got.payload["i"] == 3
+    got.ack()
+    assert conn.default_channel.basic_get("mixed") is None
+    assert s.stats(db).dead == len(POISON) + 1
 
 
 def test_a_consumer_waits_on_a_watch_not_a_poll(connect: Any) -> None:

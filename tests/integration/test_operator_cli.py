@@ -104,7 +104,8 @@ def test_queue_stats_peek_dead_read_only(db: Any, fdb_subspace: Any,
     died = datetime.fromisoformat(letters[0]["died_at"])
     assert abs(died.timestamp() - letters[0]["died_at_epoch"]) < 1
     lines = ok(fdbrecipes(fdb_cluster_file, "dead", *where)).splitlines()
-    assert lines[1].split() == ["#", "deliveries", "died", "at", "(UTC)", "value", "reason"]
+    assert lines[1].split() == ["#", "deliveries", "died", "at", "(UTC)", "id", "value",
+                                "reason"]
     assert lines[2].startswith("1  ") and lines[2].endswith("b'first'  -")
     assert letters[0]["reason"] is None
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Dict, List, Set, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 import fdb
 import pytest
@@ -30,13 +31,15 @@ import pytest
 from fdbrecipes import Queue
 from fdbrecipes.testing import LocalCluster
 from fdbrecipes.testing.placement import (
+    StorageInput,
     landed,
     shards,
     status_json,
-    storage_input_bytes,
+    storage_input,
     teams,
 )
 from tests.conftest import DOUBLE_KNOBS, start_double, warm_database
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -49,17 +52,23 @@ PLACEMENT_KNOBS = {**DOUBLE_KNOBS, "min_shard_bytes": "100000",
 #: Shards of the sharded queue.
 SHARDS = 4
 #: Bytes of each value; items pre-filled into each queue (enough to be split: 2.4 MB,
-#: 600 KB a shard of the sharded one); items pushed while the storage processes' input
-#: is measured (100 KB; should they make the data distributor split and move the piece
-#: they land in, the measurement is made again: see :func:`measured_still`).
-VALUE_BYTES, PREFILL, MEASURED = 1_000, 2_400, 100
-#: Seconds the data distributor has to split and move the pre-filled ranges, and the
-#: status counters to show the measured pushes (gathered on request, a little late).
-MOVE_DEADLINE, COUNTERS_DEADLINE = 90.0, 30.0
-#: Measurements made at most until one sees the shard map unchanged, and the seconds
-#: each waits at most for the data distributor to stop moving first (each its own
-#: wait: one long move must not leave the tries after it to measure while it goes on).
-MEASURE_TRIES, SETTLE_DEADLINE = 6, 45.0
+#: 600 KB a shard of the sharded one), ten to a transaction; items pushed while the
+#: storage processes' input is measured (100 KB), one to a transaction (each of a
+#: sharded queue's transactions lands in a shard drawn at random: with 100 of them,
+#: every shard gets its share; should they make the data distributor split and move
+#: the piece they land in, the measurement is made again: see :func:`measured_still`).
+VALUE_BYTES, PREFILL, PREFILL_BATCH, MEASURED = 1_000, 2_400, 10, 100
+#: Bounds on the waits for the data distributor and the status counters (a run under
+#: load takes what it needs; each wait ends as soon as its condition holds, and fails
+#: naming it when its bound passes): seconds to split and move the pre-filled ranges,
+#: to stop moving before a measurement, and for the storage processes' counters (in
+#: status JSON, reported every few seconds) to count what was pushed.
+PLACE_DEADLINE, SETTLE_DEADLINE, COUNTERS_DEADLINE = 300.0, 120.0, 60.0
+#: Measurements made at most until one sees nothing move while it runs.
+MEASURE_TRIES = 6
+#: Seconds between two looks at status JSON or the shard map (each look asks the
+#: cluster for a status document or a shard map: not every 50 ms).
+POLL = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -106,27 +115,51 @@ def moving(db: Any) -> int:
     return int(data.get("in_flight_bytes", 0)) + int(data.get("in_queue_bytes", 0))
 
 
-def push(db: Any, q: Queue[bytes], items: int) -> None:
-    """``items`` values of :data:`VALUE_BYTES`, ten to a transaction (each of a sharded
-    queue's transactions lands in a shard drawn at random)."""
-    for start in range(0, items, 10):
-        q.push_many(db, [bytes([i % 256]) * VALUE_BYTES for i in range(start, start + 10)])
+def still(db: Any) -> bool:
+    """Whether the data distributor moves nothing."""
+    return not moving(db)
 
 
-def measured(db: Any, q: Queue[bytes], expect: Set[str]) -> Dict[str, int]:
-    """Push :data:`MEASURED` items into ``q``; the bytes each storage process received
-    meanwhile, once every process of ``expect`` shows at least half of them."""
-    before = storage_input_bytes(db)
-    push(db, q, MEASURED)
-    payload = MEASURED * VALUE_BYTES
-    got: Dict[str, int] = {}
-    deadline = time.monotonic() + COUNTERS_DEADLINE
-    while time.monotonic() < deadline:
-        got = landed(before, storage_input_bytes(db))
-        if all(got.get(a, 0) >= payload / 2 for a in expect):
-            break
-        time.sleep(0.5)  # status counters are read on request: poll, with a deadline
-    return got
+def push(db: Any, q: Queue[bytes], items: int, batch: int) -> None:
+    """``items`` values of :data:`VALUE_BYTES`, ``batch`` to a transaction."""
+    for start in range(0, items, batch):
+        q.push_many(db, [bytes([i % 256]) * VALUE_BYTES for i in range(start, start + batch)])
+
+
+def read_version(db: Any) -> int:
+    """A read version: every commit that ended before the call is at or below it.
+    (The transaction is kept until the answer comes: one dropped at once cancels
+    it, and the wait fails with ``transaction_cancelled``.)"""
+    tr = db.create_transaction()
+    while True:
+        try:
+            return int(tr.get_read_version().wait())
+        except fdb.FDBError as e:
+            tr.on_error(e).wait()
+
+
+def counting(db: Any, version: int) -> Optional[StorageInput]:
+    """The storage processes' input counters if they count everything committed at or
+    before ``version`` (else None: their last report is older)."""
+    found = storage_input(db)
+    return found if found.version >= version else None
+
+
+def counted(db: Any) -> StorageInput:
+    """The input counters once they count everything committed before the call (the
+    storage processes report them every few seconds: polled, with a deadline)."""
+    version = read_version(db)
+    return cast(StorageInput, eventually(partial(counting, db, version), COUNTERS_DEADLINE,
+                                         f"storage counters at version {version:,}", POLL))
+
+
+def measured(db: Any, q: Queue[bytes]) -> Dict[str, int]:
+    """Push :data:`MEASURED` items into ``q``, one to a transaction; the bytes each
+    storage process received from a reading of the counters that counts everything
+    before the pushes to one that counts them all (nothing half-counted)."""
+    before = counted(db)
+    push(db, q, MEASURED, 1)
+    return landed(before.bytes, counted(db).bytes)
 
 
 def shard_map(db: Any, ranges: List[Tuple[bytes, bytes]]) -> List[Any]:
@@ -134,41 +167,66 @@ def shard_map(db: Any, ranges: List[Tuple[bytes, bytes]]) -> List[Any]:
     return [shards(db, begin, end) for begin, end in ranges]
 
 
-def settled(db: Any, deadline: float) -> None:
-    """Wait until the data distributor moves nothing (or ``deadline`` passes)."""
-    while moving(db) and time.monotonic() < deadline:
-        time.sleep(1)  # the data distributor moves shards on its own: poll, with a deadline
+def whole_map(db: Any) -> List[Any]:
+    """Every piece of the keys outside the system's and its team: a move of any of
+    them changes it (and sends its bytes to the servers it goes to)."""
+    return shards(db, b"", b"\xff")
+
+
+def ready_to_measure(db: Any, ranges: List[Tuple[bytes, bytes]],
+                     enough: Callable[[List[Tuple[str, ...]]], bool]
+                     ) -> Optional[Tuple[List[Any], List[Tuple[str, ...]]]]:
+    """(the whole shard map, the teams holding the last piece of each of ``ranges``)
+    when the data distributor moves nothing and those tails are ``enough``; else
+    None."""
+    if moving(db):
+        return None
+    ends = [pieces[-1].team for pieces in shard_map(db, ranges)]
+    return (whole_map(db), ends) if enough(ends) else None
 
 
 def measured_still(db: Any, q: Queue[bytes], ranges: List[Tuple[bytes, bytes]],
-                   expect: Any) -> Tuple[Dict[str, int], List[Tuple[str, ...]]]:
-    """:func:`measured` while the shard map of ``ranges`` stays as it was: the pushes
-    themselves can make the data distributor split the piece they land in and move a
-    part (its writes then reach the teams it leaves and the one it goes to, and the
-    move's copy counts as input too), so a measurement during which the map changed
-    or data moved is made again once nothing moves, up to :data:`MEASURE_TRIES`
-    times.  ``expect(tails)``: the processes that must show the pushes.  The input
-    bytes and the tails' teams of the measurement kept."""
+                   enough: Callable[[List[Tuple[str, ...]]], bool]
+                   ) -> Tuple[Dict[str, int], List[Tuple[str, ...]]]:
+    """:func:`measured` while nothing moves: the pushes themselves can make the data
+    distributor split the piece they land in and move a part (its writes then reach
+    the teams it leaves and the one it goes to, and the move's copy counts as input
+    too), and a move of any other range sends its bytes to a process that should get
+    none.  So each try waits (bounded) until nothing moves and the tails of
+    ``ranges`` are ``enough``, measures, waits again until nothing moves, and keeps
+    the measurement only if the whole shard map is as it was (a move that ran
+    meanwhile changed it); up to :data:`MEASURE_TRIES` tries.  The input bytes and
+    the tails' teams of the measurement kept."""
     for attempt in range(MEASURE_TRIES):
-        settled(db, time.monotonic() + SETTLE_DEADLINE)
-        before = shard_map(db, ranges)
-        ends = [pieces[-1].team for pieces in before]
-        got = measured(db, q, expect(ends))
-        if shard_map(db, ranges) == before and not moving(db):
+        before, ends = eventually(partial(ready_to_measure, db, ranges, enough),
+                                  SETTLE_DEADLINE, "the data distributor moving nothing, the "
+                                  "tails where the test needs them", POLL)
+        got = measured(db, q)
+        eventually(partial(still, db), SETTLE_DEADLINE, "the data distributor moving nothing "
+                   "after the measurement", POLL)
+        if whole_map(db) == before:
             return got, ends
         print(f"placement: measurement {attempt + 1} saw data move; again", flush=True)
     raise AssertionError(f"the data distributor moved data during each of {MEASURE_TRIES} "
                          f"measurements")
 
 
-def team_of(ends: List[Tuple[str, ...]]) -> Set[str]:
-    """The processes of the (one) team holding the tails ``ends``."""
-    return set(ends[0])
+def anywhere(ends: List[Tuple[str, ...]]) -> bool:
+    """Any tails will do (the unsharded queue's one tail is wherever it is)."""
+    return bool(ends)
 
 
-def teams_of(ends: List[Tuple[str, ...]]) -> Set[str]:
-    """Every process of a team holding one of the tails ``ends``."""
-    return {address for tail in ends for address in tail}
+def on_two_teams(ends: List[Tuple[str, ...]]) -> bool:
+    """The tails are on at least two teams (of the three storage processes' pairs:
+    then every process holds one)."""
+    return len(set(ends)) >= 2
+
+
+def placed(db: Any, plain: Tuple[bytes, bytes], sharded: List[Tuple[bytes, bytes]]) -> bool:
+    """Whether the data distributor has split the unsharded queue's range, put the
+    sharded queue's tails on two teams at least, and moves nothing."""
+    return (len(shards(db, *plain)) > 1 and on_two_teams(tails(db, sharded))
+            and not moving(db))
 
 
 def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
@@ -182,26 +240,20 @@ def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
     plain: Queue[bytes] = Queue(root["plain"])
     sharded: Queue[bytes] = Queue(root["sharded"], shards=SHARDS)
     started = time.monotonic()
-    push(placement_db, plain, PREFILL)
-    push(placement_db, sharded, PREFILL)
+    push(placement_db, plain, PREFILL, PREFILL_BATCH)
+    push(placement_db, sharded, PREFILL, PREFILL_BATCH)
     plain_ranges = item_ranges(root["plain"], 1)
     sharded_ranges = item_ranges(root["sharded"], SHARDS)
-    deadline = time.monotonic() + MOVE_DEADLINE
-    while True:
-        split = len(shards(placement_db, *plain_ranges[0])) > 1
-        spread = set(tails(placement_db, sharded_ranges))
-        if (split and len(spread) > 1 and not moving(placement_db)) or \
-                time.monotonic() > deadline:
-            break
-        time.sleep(1)  # the data distributor moves shards on its own: poll, with a deadline
-    placed = time.monotonic() - started
+    eventually(partial(placed, placement_db, plain_ranges[0], sharded_ranges), PLACE_DEADLINE,
+               "the data distributor splitting the unsharded range, putting the sharded "
+               "tails on two teams and moving nothing", POLL)
     plain_pieces = shards(placement_db, *plain_ranges[0])
-    print(f"placement: pre-filled and split in {placed:.1f} s; unsharded range: "
-          f"{len(plain_pieces)} piece(s) on teams {sorted(teams(plain_pieces))}; sharded "
-          f"tails: {tails(placement_db, sharded_ranges)}", flush=True)
-    assert split and len(spread) > 1, "the data distributor did not split and move in time"
+    print(f"placement: pre-filled and split in {time.monotonic() - started:.1f} s; "
+          f"unsharded range: {len(plain_pieces)} piece(s) on teams "
+          f"{sorted(teams(plain_pieces))}; sharded tails: "
+          f"{tails(placement_db, sharded_ranges)}", flush=True)
 
-    got, [team] = measured_still(placement_db, plain, plain_ranges, team_of)
+    got, [team] = measured_still(placement_db, plain, plain_ranges, anywhere)
     payload = MEASURED * VALUE_BYTES
     print(f"placement: unsharded, {payload:,} bytes pushed; input bytes by storage "
           f"process: {dict(sorted(got.items()))}; last piece's team {sorted(team)}",
@@ -210,7 +262,7 @@ def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
     assert least >= payload, got
     assert all(n < least / 10 for a, n in got.items() if a not in team), got
 
-    got, ends = measured_still(placement_db, sharded, sharded_ranges, teams_of)
+    got, ends = measured_still(placement_db, sharded, sharded_ranges, on_two_teams)
     share: Dict[str, float] = {}
     for tail in ends:
         for address in tail:
@@ -218,7 +270,7 @@ def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
     print(f"placement: sharded ({SHARDS} shards), {payload:,} bytes pushed; input bytes by "
           f"storage process: {dict(sorted(got.items()))}; the shards' last pieces' "
           f"teams {ends}", flush=True)
-    assert len(set(ends)) >= 2 and len(share) == 3
+    assert len(share) == 3  # two teams of the three processes' pairs hold them all
     reached = [a for a in share if got.get(a, 0) >= payload * share[a] / 2]
     assert len(reached) == 3, (got, share)  # every process of at least two teams
     r = root.range()

@@ -9,8 +9,10 @@ and run with pytest (the plugin's fixtures included).  A page using ``LocalClust
 needs ``fdbserver`` on this machine.  The operator commands of the README and of
 ``docs/operator.md`` (the lines of their ``sh`` blocks that start with ``fdbrecipes``,
 except the long-running ``worker``, ``metrics``, ``web``, ``bench`` and ``demo``) run after the
-page's Python session, each exiting 0.  The examples live in the directory
-``fdbrecipes-example``, which this test removes before and after each page.
+page's Python session, each exiting 0 (but the README's ``sh first-hour`` block, a
+session of its own with a worker, which ``test_first_hour.py`` runs whole).  The
+examples live in the directory ``fdbrecipes-example``, which this test removes before
+and after each page.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```([\w-]*)([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 EXCERPT = re.compile(r"# from (\S+)\n")
 TEST_FILE = re.compile(r"# (test_\w+\.py)\n")
 #: Commands that serve until stopped: shown in the docs, not run here.
@@ -55,14 +57,15 @@ def read_page(path: Path) -> Page:
     excerpts: List[str] = []
     test_files: List[str] = []
     commands: List[List[str]] = []
-    for language, body in FENCE.findall(path.read_text()):
+    for language, info, body in FENCE.findall(path.read_text()):
         if language == "python" and EXCERPT.match(body):
             excerpts.append(body)
         elif language == "python" and TEST_FILE.match(body):
             test_files.append(body)
         elif language == "python":
             python.append(body)
-        elif language == "sh" and path.name in ("README.md", "operator.md"):
+        elif language == "sh" and path.name in ("README.md", "operator.md") and \
+                "first-hour" not in info:
             for line in body.splitlines():
                 argv = shlex.split(line, comments=True)
                 if argv[:1] == ["fdbrecipes"] and argv[1:2] and argv[1] not in LONG_RUNNING:

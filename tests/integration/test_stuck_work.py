@@ -164,7 +164,7 @@ def test_a_dead_letter_is_logged_with_its_reason(db: Any, fdb_subspace: Any,
     dead = [m for m in lines(logged, logging.INFO) if "dead letter" in m]
     assert len(dead) == 2, dead
     assert dead[0].endswith("after 1 deliveries")
-    assert dead[1].endswith("after 1 deliveries: cannot be done")
+    assert dead[1].endswith("after 1 deliveries: 'cannot be done'")
     assert len(q.dead(db)) == 2
 
 

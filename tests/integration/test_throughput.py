@@ -77,3 +77,22 @@ def test_bad_minutes(db: Any, fdb_subspace: Any) -> None:
     for bad in (0, 1441, "5", 2.0):
         with pytest.raises((TypeError, ValueError), match="minutes"):
             q.throughput(db, bad)
+
+
+@pytest.mark.parametrize("kind", [Queue, FairQueue])
+def test_a_burst_run_records_what_it_did_before_it_returns(db: Any, fdb_subspace: Any,
+                                                           kind: Any) -> None:
+    """A cron-style drain shorter than a heartbeat is counted too: a last beat goes
+    with the worker's goodbye."""
+    q = kind(fdb_subspace, max_deliveries=1)
+    where = {"group": "acme"} if kind is FairQueue else {}
+    for value in ["a", "b", "c", "d", "bad"]:
+        q.push(db, value, **where)
+    began = time.monotonic()
+    Worker(db, q, fail_on_bad, concurrency=2, lease_seconds=60).run(burst=True)
+    assert time.monotonic() - began < 20, "the drain took a heartbeat or more"
+    assert totals(q.throughput(db, 2)) == [5, 1]
+    assert q.workers(db) == []
+    nothing = kind(fdb_subspace["empty"], max_deliveries=1)
+    Worker(db, nothing, fail_on_bad, lease_seconds=60).run(burst=True)
+    assert totals(nothing.throughput(db, 2)) == [0, 0]

@@ -21,6 +21,7 @@ import pytest
 from fdbrecipes import Queue
 from fdbrecipes.web import FULL, READ_ONLY, create_app
 from tests.helpers import eventually
+from tests.integration.web_served import Served
 
 uvicorn = pytest.importorskip("uvicorn", reason="the dashboard's extra: pip install "
                               "'fdbrecipes[web]'")
@@ -126,23 +127,6 @@ class Browser:
         self.ws.close()
         self.process.terminate()
         self.process.wait(DEADLINE)
-
-
-class Served:
-    """An ASGI app served by uvicorn in a thread, on 127.0.0.1."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        until(lambda: self.server.started, "uvicorn")
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/"
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(DEADLINE)
 
 
 @pytest.fixture

@@ -64,6 +64,8 @@ def test_results_failures_and_progress_are_recorded(db: Any, fdb_subspace: Any) 
     assert record.worker is not None and record.worker.count("-") >= 2
     failed = q.job(db, bad)
     assert (failed.state, failed.attempts) == ("dead", 2)
+    assert failed.progress == Progress(0.5, "half way")  # kept when the job failed too
+    assert q.job(db, discarded).progress == Progress(0.5, "half way")
     assert failed.error.type == "ValueError" and failed.error.message == "negative: -1"
     assert "Traceback" in failed.error.traceback and "raise ValueError" in failed.error.traceback
     reasons = sorted(d.reason for d in q.dead(db))
@@ -292,3 +294,133 @@ def test_a_job_ends_once_however_it_is_settled(db: Any, fdb_subspace: Any) -> No
     with pytest.raises(TypeError, match="Finished"):
         drive(q.ops.finish_many(db, [lease]))
     assert TimeLimitExceeded.__module__ == "fdbrecipes.jobs"
+
+
+# -- bad data from a handler: its own job fails, never another ------------------------
+
+
+def run_burst(worker: Any, seconds: float = 60) -> None:
+    """Run ``worker`` (a Worker or an AsyncWorker) in burst mode in a thread; fail if it
+    did not return within ``seconds`` (then stop it, skipping the wait for handlers)."""
+    if isinstance(worker, Worker):
+        thread = threading.Thread(target=worker.run, kwargs={"burst": True}, daemon=True)
+    else:
+        thread = threading.Thread(target=asyncio.run, args=(worker.run(burst=True),),
+                                  daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        worker.stop()
+        worker.stop()
+        thread.join(30)
+        raise AssertionError(f"the worker did not drain within {seconds} s")
+
+
+def test_a_progress_message_that_cannot_be_written_is_refused_in_the_handler(
+        db: Any, fdb_subspace: Any) -> None:
+    """A lone surrogate (text decoded with surrogateescape) in a progress message
+    raises in the handler; before, it failed the ack of every job of its batch."""
+    q = Queue(fdb_subspace, history=HOUR, max_deliveries=3)
+    values = ["good-0", "bad", "good-1", "good-2"]
+    ids = q.push_many(db, values)
+    refused: List[str] = []
+
+    def handler(job: Job) -> str:
+        if job.value == "bad":
+            try:
+                job.progress(0.5, "row \udc80 of 10")
+            except ValueError as e:
+                refused.append(str(e))
+        job.progress(1.0, "done")
+        return str(job.value).upper()
+
+    run_burst(Worker(db, q, handler, concurrency=4, lease_seconds=30))
+    assert len(refused) == 1 and refused[0].startswith("message cannot be tuple-encoded")
+    for id_, value in zip(ids, values):
+        record = q.job(db, id_)
+        assert (record.state, record.attempts, record.result) == (
+            "succeeded", 1, value.upper()), value
+        assert record.progress == Progress(1.0, "done")
+
+
+def test_an_ack_that_cannot_commit_fails_its_own_job_only(db: Any,
+                                                          fdb_subspace: Any) -> None:
+    """Acks go out together; one job whose ack cannot commit (follow-up work over
+    FoundationDB's 10 MB a transaction) fails alone, with that error as its reason:
+    the jobs acked with it succeed once, and none of its follow-ups is pushed."""
+    q = Queue(fdb_subspace, history=HOUR, max_deliveries=1)
+    out = Queue(fdb_subspace["out"])
+    values = ["good-0", "huge", "good-1", "good-2"]
+    ids = q.push_many(db, values)
+    both_ran = threading.Barrier(4, timeout=60)  # the four acks go out together
+
+    def handler(job: Job) -> str:
+        if job.value == "huge":
+            for _ in range(110):  # 110 x 95 KB: over the 10,000,000 bytes of one commit
+                job.then(out, b"x" * 95_000)
+        both_ran.wait()
+        return str(job.value).upper()
+
+    run_burst(Worker(db, q, handler, concurrency=4, lease_seconds=30))
+    for id_, value in zip(ids, values):
+        if value != "huge":
+            record = q.job(db, id_)
+            assert (record.state, record.attempts, record.result) == (
+                "succeeded", 1, value.upper()), value
+    huge = q.job(db, ids[1])
+    assert (huge.state, huge.attempts, huge.error.type) == ("dead", 1, "fdb.impl.FDBError")
+    [letter] = q.dead(db)
+    assert letter.reason.startswith("FDBError: ") and "byte limit" in letter.reason
+    assert out.size(db) == 0
+
+
+class BadStr(Exception):
+    """An exception whose ``__str__`` and ``__repr__`` raise (say, reading an
+    attribute its ``__init__`` never set)."""
+
+    def __str__(self) -> str:
+        raise AttributeError("'BadStr' object has no attribute 'detail'")
+
+    def __repr__(self) -> str:
+        raise AttributeError("'BadStr' object has no attribute 'detail'")
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_an_exception_whose_str_raises_still_ends_its_job(db: Any, fdb_subspace: Any,
+                                                          face: str) -> None:
+    """Before, the worker's settle raised building the error record: the job stayed
+    running forever, its lease extended, nothing logged."""
+    q = Queue(fdb_subspace, history=HOUR, max_deliveries=1)
+    id_ = q.push(db, "bad")
+
+    def handler(job: Job) -> None:
+        raise BadStr()
+
+    async def async_handler(job: Job) -> None:
+        raise BadStr()
+
+    worker: Any = Worker(db, q, handler, lease_seconds=30, shutdown_timeout=1) \
+        if face == "sync" else aio.AsyncWorker(db, q, async_handler, lease_seconds=30,
+                                               shutdown_timeout=1)
+    run_burst(worker, 30)
+    record = q.job(db, id_)
+    assert (record.state, record.attempts) == ("dead", 1)
+    assert record.error.type.endswith("BadStr") and record.error.message == "<str() failed>"
+    assert "raise BadStr()" in record.error.traceback
+    assert [d.reason for d in q.dead(db)] == ["BadStr: <str() failed>"]
+
+
+def test_an_error_message_that_cannot_be_written_is_kept_escaped(db: Any,
+                                                                 fdb_subspace: Any) -> None:
+    """A lone surrogate in an exception's message: its release used to fail, and the
+    job died of an expired lease with no reason."""
+    q = Queue(fdb_subspace, history=HOUR, max_deliveries=1)
+    id_ = q.push(db, "bad")
+
+    def handler(job: Job) -> None:
+        raise ValueError("cannot parse \udc80\udcff")
+
+    run_burst(Worker(db, q, handler, lease_seconds=30))
+    record = q.job(db, id_)
+    assert (record.state, record.error.message) == ("dead", "cannot parse \\udc80\\udcff")
+    assert [d.reason for d in q.dead(db)] == ["ValueError: cannot parse \\udc80\\udcff"]

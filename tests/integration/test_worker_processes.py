@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -25,19 +26,69 @@ pytestmark = pytest.mark.integration
 
 HANDLERS = textwrap.dedent(
     """
-    import os, sys, threading
+    import os, sys, threading, time
     import fdb
-    from fdbrecipes import Queue
+    from fdbrecipes import Discard, Queue
 
     PREFIX = bytes.fromhex(os.environ["TEST_PREFIX"])
     steps = Queue(fdb.Subspace(rawPrefix=PREFIX), history=3600)
     done = Queue(fdb.Subspace(rawPrefix=PREFIX + b"done"))
     never = threading.Event()
+    here = set()  # the jobs whose handler runs in this process
+    here_lock = threading.Lock()
+    FORGED = "1999-01-01 00:00:00,000 INFO fdbrecipes.worker[1]: forged line"
+
+    def until(done, seconds):
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            never.wait(0.01)
+
+    def beside():
+        with here_lock:
+            return len(here) - 1
+
+    def alone_for(seconds):
+        since = time.monotonic()
+        while time.monotonic() - since < seconds:
+            if beside():
+                since = time.monotonic()
+            never.wait(0.01)
+
+    def crash_or_good(value):
+        # "crash" kills its process: the first time once two good jobs run beside it,
+        # later once every good job ran and it has run alone for a while; a good job's
+        # first run lasts 5 s, the next ones none
+        with here_lock:
+            here.add(value)
+        try:
+            if value == "crash":
+                if os.path.exists("crashed-once"):
+                    until(lambda: len([f for f in os.listdir() if f.startswith("done-")])
+                          == 6, 60)
+                    alone_for(0.3)
+                else:
+                    until(lambda: beside() >= 2, 30)
+                    open("crashed-once", "w").close()
+                os._exit(3)
+            if not os.path.exists("ran-" + value):
+                open("ran-" + value, "w").close()
+                never.wait(5)
+            open("done-" + value, "w").close()
+            return value.upper()
+        finally:
+            with here_lock:
+                here.discard(value)
 
     def handle(job):
         value = job.value
         if value == "fail":
             raise ValueError("this job always fails")
+        if value == "crash" or str(value).startswith("good-"):
+            return crash_or_good(value)
+        if value == "forge":
+            raise ValueError("bad row\\n" + FORGED)
+        if value == "discard":
+            raise Discard("bad row\\r" + FORGED)
         if value == "stuck":
             return sum(range(10**14))  # C code holding the GIL: the process stops
         if value == "block":
@@ -83,6 +134,14 @@ def run(command: List[str], subspace: Any, workdir: Any) -> Any:
 def start(command: List[str], subspace: Any, workdir: Any) -> Any:
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=workdir, env=env(subspace))
+
+
+def supervised(fdb_cluster_file: str, subspace: Any, workdir: Any, concurrency: int,
+               *options: str) -> Any:
+    """``fdbrecipes worker --processes 2`` of the test's handlers, with job records."""
+    return start(cli(fdb_cluster_file, subspace, "worker", "handlers:handle", "--processes",
+                     "2", "--concurrency", str(concurrency), "--history", "3600", *options),
+                 subspace, workdir)
 
 
 def stop(process: Any, timeout: float = 60) -> str:
@@ -221,22 +280,27 @@ def test_processes_kill_a_child_stuck_in_c_and_drain_on_sigterm(
     q = Queue(fdb_subspace, history=3600)
     stuck = q.push(db, "stuck")
     others = q.push_many(db, [f"job-{i}" for i in range(30)])
-    supervisor = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
-                           "--processes", "2", "--concurrency", "1", "--history", "3600",
-                           "--time-limit", "1", "--lease", "20", "--max-deliveries", "1"),
-                       fdb_subspace, workdir)
+    supervisor = supervised(fdb_cluster_file, fdb_subspace, workdir, 1, "--time-limit", "1",
+                            "--lease", "20", "--max-deliveries", "1")
     try:
         assert [q.result(db, id_, timeout=120) for id_ in others] == [
             f"JOB-{i}" for i in range(30)]  # the other child served them meanwhile
-        with pytest.raises(JobFailedError, match="hard limit"):
+        with pytest.raises(JobFailedError, match="time limit of 1 s"):
             q.result(db, stuck, timeout=120)
-        assert q.dead(db)[0].reason.startswith("TimeLimitExceeded: the worker process was "
-                                               "killed")
+        # killed at its limit (+ the 1 s the child's own limit gets), not heartbeats
+        # later; its record and dead letter name the limit, as a thread's would
+        record = q.job(db, stuck)
+        assert record.finished_at - record.started_at < 1 + 1 + 2.5, record
+        assert record.error.type == "fdbrecipes.jobs.TimeLimitExceeded"
+        assert [d.reason for d in q.dead(db)] == [
+            "TimeLimitExceeded: the job ran past its time limit of 1 s; its worker process "
+            "was killed"]
+        assert exited(int(record.worker.split("-")[-2]))  # its process is gone
         pids = eventually(lambda: {w.pid for w in q.workers(db)} if len(q.workers(db)) == 2
                           else None, 60, "two children again (the killed one restarted)")
         slow = q.push_many(db, ["slow"] * 4, time_limit=60)  # their own limit
-        eventually(lambda: sum(len(w.running) for w in q.workers(db)) == 2, 60,
-                   "two slow jobs run, one in each child")
+        eventually(lambda: [q.job(db, id_).state for id_ in slow].count("running") == 2,
+                   60, "two slow jobs run, one in each child")
         signalled = time.monotonic()
         err = stop(supervisor, 60)
         took = time.monotonic() - signalled
@@ -244,7 +308,7 @@ def test_processes_kill_a_child_stuck_in_c_and_drain_on_sigterm(
         if supervisor.poll() is None:
             supervisor.kill()
     assert supervisor.returncode == 0, err
-    assert "killing worker process" in err and "died" in err
+    assert "killing worker process" in err and "was killed; started again" in err
     assert took < 25 + 15, f"the supervisor took {took:.0f} s to stop"
     for pid in pids:
         with pytest.raises(ProcessLookupError):
@@ -253,6 +317,77 @@ def test_processes_kill_a_child_stuck_in_c_and_drain_on_sigterm(
     assert q.stats(db).in_flight == 0
     assert {q.job(db, id_).state for id_ in slow} <= {"succeeded", "pending"}
     assert q.workers(db) == []
+
+
+def test_a_crashed_child_charges_the_job_that_killed_it_only(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    """A handler that kills its process (os._exit: think of a segfaulting C extension)
+    beside good jobs: the supervisor gives the good ones back uncounted at once, and
+    the crashing job dies of its crashes with their reason."""
+    q = Queue(fdb_subspace, history=3600)
+    crash = q.push(db, "crash")
+    goods = q.push_many(db, [f"good-{i}" for i in range(6)])
+    supervisor = supervised(fdb_cluster_file, fdb_subspace, workdir, 4, "--lease", "10",
+                            "--max-deliveries", "3")
+    try:
+        with pytest.raises(JobFailedError, match="died"):
+            q.result(db, crash, timeout=120)
+        assert [q.result(db, id_, timeout=120) for id_ in goods] == [
+            f"GOOD-{i}" for i in range(6)]
+    finally:
+        err = stop(supervisor)
+    for id_ in goods:
+        record = q.job(db, id_)
+        assert (record.state, record.attempts) == ("succeeded", 1), record  # never charged
+    record = q.job(db, crash)
+    assert (record.state, record.attempts, record.error.type) == ("dead", 3, "WorkerDied")
+    assert [d.reason for d in q.dead(db)] == [
+        "WorkerDied: the worker process running it died (exit status 3)"]
+    deaths = re.findall(r"died \(exit status 3\): (\d+) of its jobs given back, (\d+) "
+                        r"counted", err)
+    # the first death: the crash and two good jobs or more ran, none was counted;
+    # the next ones: it ran alone, and was counted
+    assert int(deaths[0][0]) >= 3 and deaths[0][1] == "0", err
+    assert [counted for _, counted in deaths[1:]] == ["1", "1", "1"], err
+
+
+def test_a_child_silent_while_it_lives_is_killed_before_its_leases_expire(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    """A handler holding the GIL with no time limit stops its process's heartbeats:
+    the supervisor, which hears nothing more on the pipe, kills it two thirds of a
+    lease (- 1 s) later, before its lease expires, whatever other workers' heartbeats
+    did to its record, and the job dies of it with a reason."""
+    q = Queue(fdb_subspace, history=3600)
+    stuck = q.push(db, "stuck")
+    supervisor = supervised(fdb_cluster_file, fdb_subspace, workdir, 1, "--lease", "6",
+                            "--max-deliveries", "1")
+    try:
+        with pytest.raises(JobFailedError, match="stopped answering"):
+            q.result(db, stuck, timeout=120)
+    finally:
+        err = stop(supervisor)
+    record = q.job(db, stuck)
+    assert record.error.type == "WorkerDied" and record.attempts == 1
+    assert q.dead(db)[0].reason.startswith("WorkerDied: the worker process running it "
+                                           "stopped answering for ")
+    assert exited(int(record.worker.split("-")[-2]))
+    assert "killing worker process" in err and "(stuck)" in err
+
+
+def test_a_job_cannot_forge_lines_of_the_worker_log(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
+    """A multi-line exception message and a Discard reason with a carriage return:
+    in the text log, no line that starts a record comes from them."""
+    q = Queue(fdb_subspace, history=3600)
+    q.push_many(db, ["forge", "discard"])
+    done = run(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle", "--burst",
+                   "--history", "3600", "--max-deliveries", "1"), fdb_subspace, workdir)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert not [line for line in lines if line.startswith("1999-01-01")], done.stderr
+    assert any("ValueError: bad row" in line and line.startswith("  ") for line in lines)
+    assert any("discarded: 'bad row\\r1999-01-01" in line for line in lines), done.stderr
+    assert len(q.dead(db)) == 2
 
 
 def exited(pid: int) -> bool:
@@ -273,9 +408,7 @@ def exited(pid: int) -> bool:
 def test_children_stop_when_their_supervisor_is_killed(
         db: Any, fdb_subspace: Any, fdb_cluster_file: str, workdir: Any) -> None:
     q = Queue(fdb_subspace, history=3600)
-    supervisor = start(cli(fdb_cluster_file, fdb_subspace, "worker", "handlers:handle",
-                           "--processes", "2", "--concurrency", "1", "--history", "3600"),
-                       fdb_subspace, workdir)
+    supervisor = supervised(fdb_cluster_file, fdb_subspace, workdir, 1)
     try:
         pids = eventually(lambda: {w.pid for w in q.workers(db)} if len(q.workers(db)) == 2
                           else None, 60, "two children running")

@@ -55,8 +55,8 @@ def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
-        "push", "leases", "delayed", "remove", "job", "cancel", "workers", "pause", "resume",
-        "worker", "metrics", "web"]
+        "push", "leases", "delayed", "remove", "job", "cancel", "finished", "workers", "pause",
+        "resume", "worker", "metrics", "web"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster") else []
         if command.name in ("worker", "push", "job", "cancel"):
@@ -77,7 +77,7 @@ def test_help_lists_the_operator_commands() -> None:
 
 
 @pytest.mark.parametrize("name", ["stats", "peek", "dead", "requeue-dead", "purge-dead",
-                                  "job", "cancel", "workers", "worker", "metrics"])
+                                  "job", "cancel", "finished", "workers", "worker", "metrics"])
 def test_operator_command_help_needs_no_client_library(name: str) -> None:
     done = run_python("-c", "import sys; from fdbrecipes.cli import main\n"
                       f"try:\n    main([{name!r}, '--help'])\n"
@@ -140,3 +140,49 @@ def test_json_log_lines_hold_the_traceback() -> None:
     line = json.loads(JsonFormatter().format(record))
     assert (line["level"], line["message"]) == ("ERROR", "job 7 failed")
     assert "ValueError: bad row" in line["traceback"] and line["pid"] > 0
+
+
+FORGED = "2026-11-27 00:00:00,000 INFO fdbrecipes.worker[1]: forged line"
+
+
+def test_a_text_log_record_is_one_line_whatever_a_job_holds() -> None:
+    """A job's exception message or Discard reason cannot forge a record: control
+    characters are escaped and a traceback's lines are indented."""
+    import logging
+    import re
+
+    from fdbrecipes.admin.logs import TextFormatter
+
+    logger = logging.getLogger("fdbrecipes.worker")
+    try:
+        raise ValueError(f"bad\n{FORGED}\r{FORGED}")
+    except ValueError:
+        failed = logger.makeRecord("fdbrecipes.worker", logging.ERROR, __file__, 1,
+                                   "job %s failed", ("7",), sys.exc_info())
+    discarded = logger.makeRecord("fdbrecipes.worker", logging.WARNING, __file__, 1,
+                                  "job %s discarded: %s",
+                                  ("7", f"no\n{FORGED}\x1b[31m\u202e\x00"), None)
+    text = "\n".join(TextFormatter().format(r) for r in (failed, discarded))
+    lines = text.split("\n")
+    starts = [line for line in lines if re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert len(starts) == 2 and not any("forged" in line for line in starts[:1])
+    assert starts[0].endswith(": job 7 failed")
+    assert starts[1].endswith("discarded: no\\x0a" + FORGED + "\\x1b[31m\\u202e\\x00")
+    assert all(line.startswith("  ") for line in lines if line not in starts)
+    assert "  ValueError: bad" in lines and not any("\r" in line for line in lines)
+    assert f"  {FORGED}\\x0d{FORGED}" in lines  # the message's own lines, indented
+
+
+@pytest.mark.parametrize("mistyped", [["--tok", "SECRET-TOKEN-4242-abcd"],
+                                      ["--tok=SECRET-TOKEN-4242-abcd"],
+                                      ["SECRET-TOKEN-4242-abcd"]])
+def test_an_argument_no_parser_takes_is_not_repeated(
+        capsys: pytest.CaptureFixture[str], mistyped: List[str]) -> None:
+    """Issue 43, item 4: ``fdbrecipes web --tok SECRET`` (the dashboard's parser takes
+    no abbreviation) printed 'unrecognized arguments: --tok SECRET': the options are
+    named, their values never repeated."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["web", "--directory", "app/jobs", *mistyped])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "SECRET" not in err
+    assert ("--tok" in err) == mistyped[0].startswith("--") and "unrecognized" in err

@@ -19,6 +19,7 @@ from fdbrecipes._local.status import (
     health_problems,
     parse_roles,
     parse_status,
+    plain_address,
     storage_counters,
 )
 
@@ -97,6 +98,10 @@ def test_storage_counters_say_what_each_storage_process_received() -> None:
     assert sorted(counters) == sorted(addresses("healthy")[:3])
     received = [c for c in counters.values() if c.input_bytes > 0]
     assert len(received) >= 2 and all(c.mutations > 0 for c in received)
+    processes = capture("healthy")["cluster"]["processes"].values()
+    versions = {plain_address(p["address"]): r["data_version"]
+                for p in processes for r in p["roles"] if r["role"] == "storage"}
+    assert {a: c.version for a, c in counters.items()} == versions  # how far each goes
 
 
 def test_status_output_is_found_after_a_warning_and_refused_when_missing() -> None:

@@ -1,10 +1,13 @@
 """The Celery and Dramatiq integrations without a server: options checked and named,
 ETA headers read, the result backend found through Celery's entry point, the extras
-declared with their Python versions, and importing them selects no API version."""
+declared with their Python versions, importing them selects no API version, and what
+makes a claimed message undecodable (and its dead letter's reason)."""
 
 from __future__ import annotations
 
 import datetime
+import inspect
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +22,10 @@ from kombu import Connection  # noqa: E402
 
 from fdbrecipes.contrib._blobs import CHUNK, MAX_BYTES, Blobs  # noqa: E402
 from fdbrecipes.contrib._database import directory_path  # noqa: E402
+from fdbrecipes.contrib._queues import Undecodable, error_reason  # noqa: E402
 from fdbrecipes.contrib.celery import FdbBackend, Transport, TransportSettings, eta_delay  # noqa: E402
-from fdbrecipes.contrib.dramatiq import FdbBroker, _reason  # noqa: E402
+from fdbrecipes.contrib.celery.transport import kombu_payload  # noqa: E402
+from fdbrecipes.contrib.dramatiq import FdbBroker, _decode, _reason  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 UTC = datetime.timezone.utc
@@ -34,6 +39,8 @@ def test_transport_settings_have_defaults_and_name_the_wrong_option() -> None:
                                         "polling_interval": 1})  # kombu's own: left alone
     assert s.directory == ("app", "broker") and s.lease_seconds == 5.0
     assert s.spread == 1 and s.max_deliveries == 3
+    assert TransportSettings().max_deliveries == 20               # not a crash loop forever
+    assert TransportSettings.from_options({"max_deliveries": None}).max_deliveries is None
     for options, error, name in [
         ({"lease_seconds": "30"}, TypeError, "lease_seconds"),
         ({"lease_seconds": 0}, ValueError, "lease_seconds"),
@@ -116,6 +123,10 @@ def test_the_dramatiq_broker_checks_its_options_before_connecting() -> None:
             FdbBroker(**kwargs)
 
 
+def test_the_dramatiq_broker_buries_after_20_deliveries_by_default() -> None:
+    assert inspect.signature(FdbBroker).parameters["max_deliveries"].default == 20
+
+
 def test_a_nacked_message_dies_with_its_error_as_the_reason() -> None:
     message: Any = dramatiq.MessageProxy(dramatiq.Message("q", "a", (), {}, {}))
     assert _reason(message) == "rejected by the worker (nack)"
@@ -150,3 +161,70 @@ def test_the_extras_need_python_3_10_and_the_core_3_9() -> None:
     assert "celery>=5.7,<6; python_version >= '3.10'" in test_extra
     assert "dramatiq>=2,<3; python_version >= '3.10'" in test_extra
     assert '[project.entry-points."celery.result_backends"]' in project
+
+
+def test_an_error_reason_is_a_storable_reason_whatever_the_error() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert error_reason(ValueError("x")) == "ValueError: x"
+    assert error_reason(Unprintable()) == "Unprintable: <str() failed>"
+    assert error_reason(ValueError("a\ud800b")) == "ValueError: a\\ud800b"
+    (error_reason(ValueError("a\ud800b"))).encode("utf-8")      # storable as UTF-8
+    assert len(error_reason(ValueError("y" * 5000))) == 1_000
+
+
+def dramatiq_bytes(**fields: Any) -> bytes:
+    message = dramatiq.Message(queue_name="default", actor_name="work", args=(1,),
+                               kwargs={}, options={})
+    return json.dumps({**message.asdict(), **fields}).encode()
+
+
+def test_a_dramatiq_message_decodes_only_as_a_message_of_its_queue() -> None:
+    """What FdbBroker's consumer buries at once rather than let it stop Dramatiq's
+    threads: bytes its encoder refuses, JSON that is not a message, fields of the
+    wrong types (Dramatiq's threads would raise on them), another queue's message
+    (its worker thread would settle it through another queue's consumer)."""
+    good = _decode(dramatiq_bytes(), "default")
+    assert (good.actor_name, good.args) == ("work", (1,))
+    assert _decode(dramatiq_bytes(actor_name="nobody"), "default").actor_name == "nobody"
+    for payload, queue, reason in [
+        (b"\x80 not json", "default", "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80"),
+        (b"not json", "default", "JSONDecodeError: Expecting value"),
+        (b"[1,2,3]", "default", "TypeError: list indices must be integers"),
+        (b'{"args": []}', "default", "TypeError: "),
+        (dramatiq_bytes(), "other", "a message of queue 'default' found in queue 'other'"),
+        (dramatiq_bytes(options=[]), "default",
+         "not a Dramatiq message: its options is of type list, not dict"),
+        (dramatiq_bytes(actor_name=["a"]), "default", "its actor_name is of type list"),
+        (dramatiq_bytes(kwargs=3), "default", "its kwargs is of type int, not dict"),
+        (dramatiq_bytes(message_timestamp=True), "default",
+         "its message_timestamp is of type bool"),
+        (dramatiq_bytes(message_id=7), "default", "its message_id is of type int, not str"),
+    ]:
+        with pytest.raises(Undecodable) as caught:
+            _decode(payload, queue)
+        assert reason in str(caught.value), (payload, str(caught.value))
+
+
+def test_a_kombu_payload_is_an_object_with_object_properties() -> None:
+    payload = kombu_payload(b'{"body": "aGk=", "properties": {"body_encoding": "base64"}}')
+    assert payload["properties"] == {"body_encoding": "base64", "delivery_info": {}}
+    assert kombu_payload(b'{"body": "x"}')["properties"] == {"delivery_info": {}}
+    for raw, reason in [
+        (b"\x80 not json", "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80"),
+        (b"{not json", "JSONDecodeError: "),
+        (b"[1,2,3]", "not a kombu message: a JSON array, not an object"),
+        (b'"text"', "not a kombu message: a JSON string, not an object"),
+        (b"null", "not a kombu message: a JSON null, not an object"),
+        (b"1.5", "not a kombu message: a JSON number, not an object"),
+        (b'{"properties": [1]}',
+         "not a kombu message: its properties are a JSON array, not an object"),
+        (b'{"properties": {"delivery_info": "x"}}',
+         "its delivery_info is a JSON string, not an object"),
+        (b"[" * 100_000 + b"]" * 100_000, "RecursionError: "),
+    ]:
+        with pytest.raises(Undecodable) as caught:
+            kombu_payload(raw)
+        assert reason in str(caught.value), (raw[:40], str(caught.value))

@@ -161,3 +161,49 @@ def test_an_abandoned_handler_thread_is_replaced() -> None:
     threads.abandon(queued)  # cancelled if it has not started
     threads.shutdown()
     assert queued.cancelled() or queued.result(30) == 7
+
+
+class BadStr(Exception):
+    """An exception whose ``__str__`` and ``__repr__`` raise (a custom exception that
+    reads an attribute it never set)."""
+
+    def __str__(self) -> str:
+        raise AttributeError("no attribute 'detail'")
+
+    def __repr__(self) -> str:
+        raise AttributeError("no attribute 'detail'")
+
+
+def test_whatever_a_handler_raises_makes_a_record_that_can_be_written() -> None:
+    import fdb.tuple
+
+    from fdbrecipes import JobError
+    from fdbrecipes._worker.running import job_error
+
+    try:
+        raise BadStr()
+    except BadStr as e:
+        broken = job_error(e)
+    assert broken.type.endswith("BadStr") and broken.message == "<str() failed>"
+    assert broken.reason() == "BadStr: <str() failed>" and "Traceback" in broken.traceback
+    lone = job_error(ValueError("bad byte \udc80 in row\n2"))
+    assert lone.message == "bad byte \\udc80 in row\n2"
+    assert "\\udc80" in lone.traceback
+    fdb.tuple.pack(tuple(lone) + tuple(broken))  # what a release writes: it encodes
+    assert JobError.of(ValueError("plain")) == ("ValueError", "plain", "")
+
+
+def test_a_handler_cannot_report_what_its_ack_could_not_write() -> None:
+    j = job(1)
+    with pytest.raises(ValueError, match="message cannot be tuple-encoded"):
+        j.progress(0.5, "row \ud800")
+    assert j.reported()[0] is None  # the last good progress, none here
+    j.progress(0.5, "x" * 200 + "\ud800")  # past the 200 characters kept: fine
+    assert j.reported()[0] is not None and j.reported()[0].message == "x" * 200
+    with pytest.raises(ValueError, match="reason cannot be tuple-encoded"):
+        Discard("bad \udc80 row")
+    from fdbrecipes._values import check_reason, storable
+
+    with pytest.raises(ValueError, match="reason"):
+        check_reason("\ud800")
+    assert storable("plain é") == "plain é" and storable("a\udc80") == "a\\udc80"

@@ -16,15 +16,17 @@ import pytest
 from fdb.subspace_impl import Subspace
 
 from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, cli
-from fdbrecipes._layout import FairLayout, OrderedLayout, TreeLayout
-from fdbrecipes.admin import arguments, places
-from fdbrecipes.admin.output import cut, iso_time, json_value, table
+from fdbrecipes._layout import FairLayout, OrderedLayout, RecordLayout, TreeLayout
+from fdbrecipes.admin import arguments, commands, places
+from fdbrecipes.admin.output import cut, id_json, id_text, iso_time, json_value, printable, table
 from fdbrecipes.admin.places import (
     FAIR_RANGES,
+    FAIR_WAKES,
     NEUTRAL,
     QUEUE_ITEM_LEN,
     QUEUE_KEYS,
     QUEUE_RANGES,
+    RECORDS_INDEX,
     TREE_KEYS,
     TREE_RANGES,
     Place,
@@ -258,6 +260,13 @@ def test_markers_follow_the_library_layout() -> None:
     assert len(q.new_item((), 0, None, 0)) == QUEUE_ITEM_LEN
     assert len(pq.new_item((3,), 0, None, 0)) == QUEUE_ITEM_LEN + 1
     assert [FairLayout(S).active.key()] == [S[m].key() for m in FAIR_RANGES]
+    fair = FairLayout(S)
+    assert (fair.wakes.key(), fair.expiry.key()) == (S[FAIR_WAKES].key(),
+                                                     S[RECORDS_INDEX].key())
+    assert fair.wake_key(7, "acme") == S[FAIR_WAKES].pack((7, "acme"))  # a time, a group
+    records = RecordLayout(fair.groups["acme"], fair.expiry, ("acme",))
+    assert records.expiry_key(1.5, b"x") == S[RECORDS_INDEX].pack((1.5, "acme", b"x"))
+    assert RecordLayout(S, S["o"]).expiry_key(1.5, b"x") == S["o"].pack((1.5, b"x"))
 
 
 def test_open_place_of_a_tuple_needs_no_reads() -> None:
@@ -267,3 +276,132 @@ def test_open_place_of_a_tuple_needs_no_reads() -> None:
     assert isinstance(places.make_structure("priority-queue", S, None), PriorityQueue)
     assert isinstance(places.make_structure("weight-tree", S, None), WeightTree)
     assert isinstance(places.make_structure("fair-queue", S, None), FairQueue)
+
+
+# -- what reaches the terminal ------------------------------------------------------------
+
+#: What a stored reason or error may hold to act on a terminal: an escape sequence, a
+#: carriage return over the line, NUL, backspace, a C1 control (CSI), a right-to-left
+#: override and an isolate, the line separator, and a lone surrogate.
+HOSTILE = "ok\x1b[31mred\rover\x00\x08\x9b2J\u202eevil\u2066\u2028\udcff"
+
+
+def test_printable_escapes_what_a_terminal_acts_on() -> None:
+    shown = printable(HOSTILE)
+    assert shown == ("ok\\x1b[31mred\\x0dover\\x00\\x08\\x9b2J\\u202eevil\\u2066\\u2028"
+                     "\\udcff")
+    assert shown.isprintable() and shown.isascii()
+    assert printable("line 1\nline 2\r\n", newlines=True) == "line 1\nline 2\\x0d\n"
+    assert printable("a\nb") == "a\\x0ab"
+    plain = "café 東京 \\x1b ✓ 'quoted' (1, b'\\xff')"
+    assert printable(plain) == plain and printable(plain, newlines=True) == plain
+
+
+def test_tables_and_cuts_show_no_control_character() -> None:
+    text = table([("1", HOSTILE), ("2", "forged\nfdbrecipes: line")], ("#", "reason"))
+    assert text.isascii() and len(text.splitlines()) == 3
+    assert all(line.isprintable() for line in text.splitlines())
+    assert "forged\\x0afdbrecipes: line" in text
+    assert cut("\x1b" * 30, 10) == "\\x1b\\x1..."  # escaped first, then cut to its width
+    assert cut(HOSTILE, 200).isprintable()
+
+
+def test_ids_are_shown_as_text_or_bytes() -> None:
+    assert (id_text(b"cat-1"), id_json(b"cat-1")) == ("cat-1", "cat-1")
+    assert (id_text(b"\xff\xfe"), id_json(b"\xff\xfe")) == ("b'\\xff\\xfe'", {"bytes": "//4="})
+    assert (id_text(None), id_json(None)) == ("-", None)
+
+
+# -- push's value and ids: checked before connecting -----------------------------------------
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--type", "json", nested(30_000)], "nests deeper than 32"),
+    (["--type", "json", nested(400)], "nests deeper than 32 arrays"),
+    (["--type", "json", nested(33)], "nests deeper than 32 arrays"),
+    (["--type", "json", "null"], "VALUE must not be None"),
+    (["--type", "json", str(2**3000)], "VALUE cannot be tuple-encoded"),
+    (["--type", "int", str(2**3000)], "VALUE cannot be tuple-encoded"),
+    (["--type", "json", "NaN"], "NaN is not JSON (--type float reads it)"),
+    (["--type", "json", "[-Infinity]"], "-Infinity is not JSON"),
+    (["--type", "json", "1e400"], "a number too large for a float"),
+    (["--type", "json", '{"a": 1}'], "a JSON object is not a value"),
+    (["x" * 120_000], "VALUE encodes to 120,002 bytes; FoundationDB stores at most 100,000"),
+    (["--type", "bytes", "x" * 100_000], "VALUE encodes to 100,002 bytes"),
+    (["v", "--id", "x" * 1_001], "--id must be 1 to 1,000 bytes, got 1,001"),
+    (["v", "--id", ""], "--id must be 1 to 1,000 bytes, got 0"),
+    (["\udcff"], "VALUE '\\udcff' is not UTF-8 text (--type bytes takes any bytes)"),
+    (["v", "--id", "\ud800"], "--id '\\ud800' is not text of this system's encoding"),
+])
+def test_push_refuses_what_cannot_be_stored_in_one_line(
+    argv: List[str], message: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["push", *JOBS, "--kind", "queue", *argv]) == 2
+    captured = capsys.readouterr()
+    line = one_line(captured.err)
+    assert line.startswith("fdbrecipes push: error: ") and message in line, line
+    assert len(line) < 300 and line.isprintable() and captured.out == ""
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["job", "x" * 1_001, *JOBS], "ID must be 1 to 1,000 bytes, got 1,001"),
+    (["cancel", "\ud800", *JOBS, "--yes"], "ID '\\ud800' is not text"),
+    (["remove", *JOBS, "--kind", "queue", "--id", "x" * 1_001, "--yes"],
+     "--id must be 1 to 1,000 bytes"),
+    (["peek", *JOBS, "--kind", "fair-queue", "--group", "\udcff"],
+     "--group '\\udcff' is not UTF-8 text"),
+    (["workers", *JOBS, "--stop", "w\udcff\x1b[2J"], "--stop 'w\\udcff\\x1b[2J' is not UTF-8"),
+    (["stats", "--directory", "app/\udcff", "--kind", "queue"],
+     "--directory 'app/\\udcff' is not UTF-8 text"),
+    (["stats", "--tuple", "(" * 30_000, "--kind", "queue"], "is not a Python literal"),
+])
+def test_ids_and_names_are_checked_before_connecting(
+    argv: List[str], message: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(argv) == 2
+    line = one_line(capsys.readouterr().err)
+    assert message in line and len(line) < 300 and line.isprintable(), line
+
+
+def test_what_push_reads() -> None:
+    assert arguments.parse_value(nested(32), "json") == eval("(" * 32 + "1" + ",)" * 32)
+    assert arguments.parse_value('["a", [1, 2.5, true, null]]', "json") == (
+        "a", (1, 2.5, True, None))
+    assert arguments.parse_value("nan", "float") != arguments.parse_value("nan", "float")
+    assert arguments.parse_value("\udcff\udcfe", "bytes") == b"\xff\xfe"  # as the shell gave
+    assert arguments.parse_value("é", "bytes") == "é".encode()
+    assert arguments.id_bytes("\udcff\udcfe") == b"\xff\xfe"
+    assert arguments.id_bytes("x" * 1_000) == b"x" * 1_000
+    assert arguments.parse_value("x" * 99_990, "str") == "x" * 99_990
+
+
+def test_a_failure_line_shows_no_control_character(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A failure's line may hold text from the cluster or the command line (a
+    directory's name): one line, nothing a terminal acts on."""
+    commands.say("fdbrecipes stats:", "no such directory: app/\x1b[2J\u202e\nforged\rline")
+    line = one_line(capsys.readouterr().err)
+    assert line == "fdbrecipes stats: no such directory: app/\\x1b[2J\\u202e forged line"
+
+
+def test_a_report_prints_text_escaped_and_json_exact() -> None:
+    report = commands.Report({"reason": HOSTILE}, f"title\nreason  {HOSTILE}\nTraceback:\n  x")
+    text = report.rendered(False)
+    assert text.splitlines()[0] == "title" and text.splitlines()[2:] == ["Traceback:", "  x"]
+    assert text.isascii() and all(line.isprintable() for line in text.splitlines())
+    as_json = report.rendered(True)
+    assert "\n" not in as_json and as_json.isascii() and as_json.isprintable()
+    assert json.loads(as_json) == {"reason": HOSTILE}
+
+
+def test_the_options_to_follow_a_job() -> None:
+    assert parse("finished", *JOBS).limit == 100
+    assert parse("job", "cat-1", *JOBS, "--wait", "60").wait == 60.0
+    assert parse("job", "cat-1", *JOBS).wait is None
+    push = parse("push", *JOBS, "v", "--history", "86400")
+    assert (push.history, push.id, push.kind) == (86400.0, None, None)

@@ -193,11 +193,16 @@ class StorageCounters:
         input_bytes: bytes of mutations it received (its ``input_bytes`` counter).
         mutations: mutations it received.
         stored_bytes: bytes it stores now.
+        version: the role's ``data_version`` when the counters were taken (they come
+            from the same periodic report, a few seconds apart): every mutation
+            committed at or before it is counted (a process with several storage
+            roles: the lowest).
     """
 
     input_bytes: int
     mutations: int
     stored_bytes: int
+    version: int = 0
 
 
 def storage_counters(status: Mapping[str, Any]) -> Dict[str, StorageCounters]:
@@ -208,10 +213,15 @@ def storage_counters(status: Mapping[str, Any]) -> Dict[str, StorageCounters]:
         for role in process.get("roles", []):
             if role.get("role") != "storage":
                 continue
-            before = found.get(_address(process), StorageCounters(0, 0, 0))
-            found[_address(process)] = StorageCounters(
-                before.input_bytes + int(role.get("input_bytes", {}).get("counter", 0)),
-                before.mutations + int(role.get("mutations", {}).get("counter", 0)),
-                before.stored_bytes + int(role.get("stored_bytes", 0)),
-            )
+            counters = StorageCounters(int(role.get("input_bytes", {}).get("counter", 0)),
+                                       int(role.get("mutations", {}).get("counter", 0)),
+                                       int(role.get("stored_bytes", 0)),
+                                       int(role.get("data_version", 0)))
+            before = found.get(_address(process))
+            if before is not None:  # another storage role of the same process
+                counters = StorageCounters(before.input_bytes + counters.input_bytes,
+                                           before.mutations + counters.mutations,
+                                           before.stored_bytes + counters.stored_bytes,
+                                           min(before.version, counters.version))
+            found[_address(process)] = counters
     return found

@@ -14,16 +14,20 @@ cancelled) is kept ``history`` seconds, then pruned in bounded transactions.  Ke
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Collection, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, le64
+from .._fdb import Gen, Range, le64, read
 from .._layout import RecordLayout
-from .._values import decode_value
+from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
-           "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Progress", "Records"]
+           "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Kept", "Progress", "Records"]
+
+#: The ids of items whose job records an object found (see :meth:`Records.look`): it
+#: moves those records with the items, whether or not it keeps records itself.
+Kept = Collection[bytes]
 
 #: A job's states.  ``pending``: waiting for a consumer; ``delayed``: pushed with a
 #: delay that has not passed; ``running``: held under a live lease; ``retrying``: it
@@ -43,6 +47,9 @@ MESSAGE_CHARS, TRACEBACK_CHARS = 1_000, 8_000
 #: back.
 LEASE_EXPIRED = ("LeaseExpired", "the lease ended before the job was settled (its "
                  "worker died, stalled or ran past the lease)", "")
+#: The reason of a dead letter whose last lease expired: ``Type: message`` of
+#: :data:`LEASE_EXPIRED`.
+EXPIRED_REASON = f"{LEASE_EXPIRED[0]}: {LEASE_EXPIRED[1]}"
 
 
 class JobError(NamedTuple):
@@ -55,11 +62,19 @@ class JobError(NamedTuple):
 
     @classmethod
     def of(cls, error: BaseException, traceback: str = "") -> JobError:
-        """The record of ``error`` (its traceback, formatted, if given)."""
+        """The record of ``error`` (its traceback, formatted, if given), whatever the
+        exception: one whose ``__str__`` raises has the message ``<str() failed>``,
+        and a lone surrogate is kept as its escape (``\\udc80``), so the record can
+        always be written."""
         kind = type(error)
         name = kind.__qualname__ if kind.__module__ == "builtins" else \
             f"{kind.__module__}.{kind.__qualname__}"
-        return cls(name, str(error)[:MESSAGE_CHARS], traceback[-TRACEBACK_CHARS:])
+        try:
+            message = str(error)
+        except Exception:
+            message = "<str() failed>"
+        return cls(storable(name), storable(message[:MESSAGE_CHARS])[:MESSAGE_CHARS],
+                   storable(traceback[-TRACEBACK_CHARS:])[-TRACEBACK_CHARS:])
 
     def reason(self) -> str:
         """``Type: message``, as a dead letter's reason (at most 1,000 characters)."""
@@ -154,9 +169,11 @@ def _pack(parts: Tuple[Any, ...]) -> bytes:
 
 class Records:
     """The job records of one queue (see the module docstring): every method writes
-    without reading (blind writes: no conflicts), but :meth:`read`.  A structure made
-    without ``history`` writes none (:attr:`keeps` is False) but reads those others
-    wrote."""
+    without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
+    A structure made without ``history`` writes none as it pushes, claims and acks
+    (:attr:`keeps` is False), but reads those others wrote, and moves them with the
+    items an operator's call moves (remove, cancel, ack, release and bury by token,
+    requeue and purge of dead letters): it looks for them first (:meth:`look`)."""
 
     __slots__ = ("history", "keys")
 
@@ -211,6 +228,32 @@ class Records:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
         tr.set(self.keys.expiry_key(expires, id_), b"")
+
+    def look(self, tr: Any, ids: Iterable[Optional[bytes]],
+             every: bool = False) -> Dict[bytes, Any]:
+        """Start reading which of ``ids`` have a record (for :meth:`found`): each one's
+        state key, with a read conflict (a prune or a change of it meanwhile
+        conflicts), in parallel.  Nothing is read when this object keeps records and
+        not ``every``: it writes them as it moves items that are pending, delayed or
+        running, whose records are never pruned; ``every`` reads them all the same,
+        for items whose records may be pruned already (dead letters)."""
+        if self.keeps and not every:
+            return {}
+        return {id_: tr.get(self.keys.key(id_, "s")) for id_ in ids if id_ is not None}
+
+    def found(self, looked: Dict[bytes, Any]) -> Gen[FrozenSet[bytes]]:
+        """The ids :meth:`look` found a record of."""
+        out = set()
+        for id_, future in looked.items():
+            if (yield from read(future)) is not None:
+                out.add(id_)
+        return frozenset(out)
+
+    def kept(self, tr: Any, ids: Iterable[Optional[bytes]],
+             every: bool = False) -> Gen[FrozenSet[bytes]]:
+        """:meth:`look`, then :meth:`found`: one round trip when there is anything to
+        read, none otherwise."""
+        return (yield from self.found(self.look(tr, ids, every)))
 
     def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
         """Job ``id_``'s handler reported ``progress``."""

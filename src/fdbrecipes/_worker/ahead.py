@@ -9,9 +9,10 @@ and the next claim is in flight meanwhile, for more jobs at once.
 A job claimed ahead waits in the worker, where no other worker can take it: that is
 worth it only for short jobs.  So a worker claims ahead only as many jobs as would
 wait less than :data:`AHEAD_WAIT` for a slot, judged by how long its handlers took
-recently, at most ``prefetch``; with long jobs it claims for free slots only.  A job
-given a time limit makes the worker write its record before the handler starts (see
-:mod:`.core`): with a time limit, jobs are not claimed ahead.
+recently, at most ``prefetch``; with long jobs it claims for free slots only.  With
+a time limit, jobs are not claimed ahead: a job that may run up to its limit is not
+a short one, and a worker process killed at a job's hard limit (``--processes``)
+would hold them back meanwhile.
 """
 
 from __future__ import annotations

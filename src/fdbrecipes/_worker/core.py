@@ -24,8 +24,11 @@
   on the next claim, in its transaction (``finish_and_claim``); those no claim takes
   within :data:`ACK_RIDE` (the queue is empty, the slots are full) go out together
   from one task (``finish_many``), in a transaction for all that finished while the
-  previous one was in flight.  Retries, snoozes and discards are a ``release`` or a
-  ``bury`` each, with the error the job failed with.
+  previous one was in flight.  When such a transaction fails, each of its acks goes
+  alone (:meth:`WorkerCore.ack_alone`): one job's data fails only its own ack, and
+  that job is released as failed with the error.  Retries, snoozes and discards are
+  a ``release`` or a ``bury`` each, with the error the job failed with.  Whatever
+  happens, a job the worker started ends (:meth:`WorkerCore.work`).
 * Shutdown (:meth:`WorkerCore.stop`, an operator's ``stop``, or SIGTERM/SIGINT when
   the loop runs in the main thread): stop fetching, give back claimed-but-unstarted
   items at once, wait up to ``shutdown_timeout`` for running handlers, then give back
@@ -33,7 +36,9 @@
   after the lease) and return.  A second stop skips the wait.
 
 Every job that fails is logged (``fdbrecipes.worker``) with its traceback, every
-retry and dead letter with its reason.
+retry and dead letter with its reason.  Under a supervisor (``tell``, see
+:class:`.holding.Tell`), the worker tells it each job it claims, starts and ends,
+and that its loop runs.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ from ..jobs import (
 from ..protocol import Claimed, Workable, workable
 from ..schedule import Schedule, check_retention
 from .ahead import Ahead, check_prefetch, claim_spread
-from .holding import Holding, finishing
+from .holding import Holding, Tell, finishing
 from .presence import Presence, stop_on_signals
 from .running import (
     IDLE_WAIT,
@@ -101,16 +106,18 @@ ACK_RIDE = 0.05
 class WorkerCore(Holding):
     """Runs ``handler(job)`` on the items of ``queue`` (see the module docstring and
     :class:`fdbrecipes.Worker` for the arguments); ``threaded``: the handler is a
-    sync function, run in handler threads."""
+    sync function, run in handler threads; ``tell``: who learns what it holds (a
+    supervisor's pipe, see :class:`.holding.Tell`), or None."""
 
     def __init__(self, db: Any, queue: Any, handler: Callable[[Job], Any], *,
                  concurrency: Any, lease_seconds: Any, backoff: Any, shutdown_timeout: Any,
                  on_event: Any, end: Any, schedules: Sequence[Schedule], time_limit: Any,
-                 name: Any, threaded: bool, prefetch: Any = None) -> None:
+                 name: Any, threaded: bool, prefetch: Any = None,
+                 tell: Optional[Tell] = None) -> None:
         self.ops: Workable[Any] = workable(queue)
         check_handler(handler, not threaded)
         check_int(concurrency, "concurrency", low=1, high=10_000)
-        self.lease_seconds = check_seconds(lease_seconds, "lease_seconds")
+        lease = check_seconds(lease_seconds, "lease_seconds")
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a Backoff, not {type(backoff).__name__}")
         if not (isinstance(shutdown_timeout, (int, float))
@@ -124,7 +131,7 @@ class WorkerCore(Holding):
                            self.time_limit is not None)
         if name is not None and not (isinstance(name, str) and 0 < len(name) <= 200):
             raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
-        self.ops.claim_many(db, 1, self.lease_seconds, spread=1, end=end).close()  # checks end
+        self.ops.claim_many(db, 1, lease, spread=1, end=end).close()  # checks end
         for i, schedule in enumerate(schedules):
             if not isinstance(schedule, Schedule):
                 raise TypeError(f"schedules[{i}] must be a Schedule")
@@ -138,8 +145,8 @@ class WorkerCore(Holding):
         self.end: str = end
         self.schedules = list(schedules)
         self.threaded = threaded
-        super().__init__(Presence(self.ops, self.db, name or repr(queue),
-                                  self.lease_seconds / 3), on_event)
+        super().__init__(Presence(self.ops, self.db, name or repr(queue), lease / 3),
+                         on_event, tell, lease)
         self.threads: Optional[HandlerThreads] = None
         self.completions: Optional[Completions] = None
         self.next_push = 0.0 if self.schedules else math.inf  # time.time() of the next push
@@ -177,9 +184,13 @@ class WorkerCore(Holding):
         log.info("worker %s started: %s, concurrency %d, lease %g s%s", self.id,
                  self.presence.label, self.concurrency, self.lease_seconds,
                  "" if self.time_limit is None else f", time limit {self.time_limit:g} s")
+        if self.tell is not None:
+            self.tell.hello(self.id)
         helpers = [asyncio.ensure_future(self.beat()),
                    asyncio.ensure_future(self.presence.listen(self.apply)),
                    asyncio.ensure_future(self.presence.prune())]
+        if self.tell is not None:
+            helpers.append(asyncio.ensure_future(self.tell_alive(self.tell)))
         acker = asyncio.ensure_future(self.settle_acks())
         drained = False
         try:
@@ -196,6 +207,7 @@ class WorkerCore(Holding):
                 task.cancel()
             await asyncio.wait(helpers)
             await self.presence.leave()
+            self.flush()  # what a supervisor was not told yet
             if self.threads is not None:
                 self.threads.shutdown()
             restore()
@@ -274,6 +286,8 @@ class WorkerCore(Holding):
                 if not self.waiting:
                     await self.gather()
                 claimed = await self.claim()
+                if self.tell is not None and claimed.leases:
+                    self.tell.held(claimed.leases)
                 runs = [Running(job) for job in self.jobs_of(claimed.leases)]
                 if self.stopping.is_set():
                     await self.give_back(runs, report=False)
@@ -303,10 +317,13 @@ class WorkerCore(Holding):
                 self.db, finishing(acks), n, self.lease_seconds,
                 spread=claim_spread(n, self.concurrency, self.end), end=self.end,
                 holder=self.id))
-        except Exception:
+        except Exception as e:
+            self.claiming = False
+            self.notify()
             if acks:
-                log.exception("acking %d jobs failed; their leases will expire", len(acks))
-                self.acked(acks, [False] * len(acks))
+                log.warning("acking %d jobs with a claim failed (%s: %r); each is acked "
+                            "alone now", len(acks), type(e).__name__, str(e))
+                await self.ack_alone(acks)
             raise
         finally:
             self.claiming = False
@@ -379,20 +396,20 @@ class WorkerCore(Holding):
 
     def start_waiting(self) -> None:
         """Start waiting jobs on the free slots, in the order they were claimed (not
-        once the worker stops: it gives them back).  Before jobs with a time limit
-        start, the worker's record is written with them (see :meth:`work`)."""
+        once the worker stops: it gives them back); a supervisor is told before
+        their handlers begin."""
         if self.stopping.is_set() or not self.waiting:
             return
         free = self.concurrency - self.busy()
         starting = [self.waiting.popleft() for _ in range(min(free, len(self.waiting)))]
-        announce = None
-        if any(r.job.time_limit is not None for r in starting):
-            now = time.time()
-            for running in starting:
-                running.began_at = now
-            announce = asyncio.ensure_future(self.write_record())
+        if not starting:
+            return
+        now = time.time()
         for running in starting:
-            running.announce = announce
+            running.began_at = now
+        if self.tell is not None:
+            self.tell.started([(r.lease.token, now, r.job.time_limit) for r in starting])
+        for running in starting:
             running.slot = True
             self.slots += 1
             running.task = asyncio.ensure_future(self.work(running))
@@ -401,46 +418,50 @@ class WorkerCore(Holding):
 
     async def work(self, running: Running) -> None:
         """Run the handler on one job and settle it (or hand its ack to the acker).
-        A job with a time limit waits for the worker's record to name it first (a
-        supervisor kills a process whose record shows a job far past its limit: a
-        handler stuck in C code stops the heartbeats too, so only that write would
-        name the job)."""
+        The job always ends: should the worker itself fail on the way (a bug), that
+        is logged and the job ends as ``lease_lost`` (its lease, no longer extended,
+        expires)."""
         job = running.job
-        if running.announce is not None:
-            await asyncio.shield(running.announce)
-        running.started, running.began_at = time.monotonic(), running.began_at or time.time()
-        emit(self.on_event, JobStarted(job))
-        if job.time_limit is not None:
-            running.timer = asyncio.get_running_loop().call_later(
-                job.time_limit, self.stop_job, running,
-                TimeLimitExceeded(f"the job ran past its time limit of {job.time_limit:g} s"))
+        error: Optional[BaseException] = None
         try:
-            result, error = await self.handle(running)
-        except asyncio.CancelledError:
-            if running.given_back or job.stopped is None:
-                raise
-            result, error = None, job.stopped
-        finally:
-            if running.timer is not None:
-                running.timer.cancel()
-        running.handled = True
-        self.free_slot(running)
-        if not running.given_back:
-            self.ahead.ran(running.seconds())
-            self.start_waiting()  # on the slot just freed
-        self.notify()  # a slot is free
-        if running.given_back:
-            return
-        if running.lost:
-            self.finish(running, LEASE_LOST, error)
-            return
-        decision = decide(job, error, self.backoff, self.ops.max_deliveries)
-        if decision.action in ("ack", "cancel"):
-            running.finished = self.finished(running, decision, result)
-            self.acks.append(running)
-            self.notify()
-            return
-        await self.settle(running, decision, error)
+            running.started = time.monotonic()
+            emit(self.on_event, JobStarted(job))
+            if job.time_limit is not None:
+                running.timer = asyncio.get_running_loop().call_later(
+                    job.time_limit, self.stop_job, running, TimeLimitExceeded(
+                        f"the job ran past its time limit of {job.time_limit:g} s"))
+            try:
+                result, error = await self.handle(running)
+            except asyncio.CancelledError:
+                if running.given_back or job.stopped is None:
+                    raise
+                result, error = None, job.stopped
+            finally:
+                if running.timer is not None:
+                    running.timer.cancel()
+                running.handled = True
+                self.free_slot(running)
+                self.returned(running)
+            if not running.given_back:
+                self.ahead.ran(running.seconds())
+                self.start_waiting()  # on the slot just freed
+            self.notify()  # a slot is free
+            if running.given_back:
+                return
+            if running.lost:
+                self.finish(running, LEASE_LOST, error)
+                return
+            decision = decide(job, error, self.backoff, self.ops.max_deliveries)
+            if decision.action in ("ack", "cancel"):
+                running.finished = self.finished(running, decision, result)
+                self.acks.append(running)
+                self.notify()
+                return
+            await self.settle(running, decision, error)
+        except Exception as e:
+            log.exception("job %s: the worker failed to settle it; its lease will expire",
+                          named(job))
+            self.finish(running, LEASE_LOST, error or e)
 
     async def handle(self, running: Running) -> Tuple[Any, Optional[BaseException]]:
         """Run the handler (unless the job was stopped, or its lease lost, before it
@@ -468,23 +489,28 @@ class WorkerCore(Holding):
             return Finished(running.lease, progress=progress, state=CANCELLED_STATE)
         encoded, error = (None, None) if self.ops.history is None else encode_result(result)
         if error is not None:
-            log.warning("job %s succeeded, but its result is not kept: %s",
+            log.warning("job %s succeeded, but its result is not kept: %r",
                         named(running.job), error[1])
         return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)
 
     async def settle(self, running: Running, decision: Decision,
                      error: Optional[BaseException]) -> None:
         """Release or bury a job that failed, snoozed or was discarded, with the error
-        it failed with."""
+        it failed with; the progress its handler last set is written first (one more
+        transaction), as an ack writes it."""
         job = running.job
-        recorded = None if error is None or decision.outcome == SNOOZE else job_error(error)
         if decision.outcome in (RETRY, DEAD) and error is not None:
             log.error("job %s failed (delivery %d)%s", named(job), job.deliveries,
                       f"; retry in {decision.delay:.1f} s" if decision.outcome == RETRY
                       else "; it is a dead letter now", exc_info=error)
         elif decision.outcome == DISCARD:
-            log.warning("job %s discarded: %s", named(job), decision.reason)
+            log.warning("job %s discarded: %r", named(job), decision.reason)
         try:
+            recorded = None if error is None or decision.outcome == SNOOZE else \
+                job_error(error)
+            progress, _ = job.reported()
+            if progress is not None and self.ops.history is not None:  # as an ack keeps it
+                await drive(self.ops.report(self.db, [(running.lease, progress)]))
             if decision.action == "bury":
                 done = await drive(self.ops.bury(self.db, running.lease, decision.reason,
                                                  recorded))
@@ -511,10 +537,28 @@ class WorkerCore(Holding):
                 continue
             try:
                 acked = await drive(self.ops.finish_many(self.db, finishing(batch)))
-            except Exception:
-                log.exception("acking %d jobs failed; their leases will expire", len(batch))
-                acked = [False] * len(batch)
+            except Exception as e:
+                log.warning("acking %d jobs together failed (%s: %r); each is acked alone "
+                            "now", len(batch), type(e).__name__, str(e))
+                await self.ack_alone(batch)
+                continue
             self.acked(batch, acked)
+
+    async def ack_alone(self, batch: List[Running]) -> None:
+        """Ack each job of ``batch`` in a transaction of its own (their transaction
+        together failed): one job's data, follow-up work over FoundationDB's 10 MB
+        say, fails its own ack only.  A job whose ack fails alone too is released as
+        failed, with that error (retried, or a dead letter with it as its reason),
+        rather than left to expire."""
+        for running in batch:
+            assert running.finished is not None
+            try:
+                acked = await drive(self.ops.finish_many(self.db, [running.finished]))
+            except Exception as e:
+                await self.settle(running, decide(running.job, e, self.backoff,
+                                                  self.ops.max_deliveries), e)
+                continue
+            self.acked([running], acked)
 
     async def ride(self) -> None:
         """Let the acks waiting ride on a claim, in its transaction: wait while one is
@@ -527,37 +571,6 @@ class WorkerCore(Holding):
             if left <= 0:
                 return
             await self.changed_or(left)
-
-    # -- heartbeat ---------------------------------------------------------------------
-
-    async def beat(self) -> None:
-        """Every third of a lease: extend every lease held, in one transaction; then
-        write the worker's record (first when it starts)."""
-        while True:
-            held = [r for r in self.running.values() if not r.lost and not r.given_back]
-            if held:
-                try:
-                    renewed = await drive(self.ops.extend_many(
-                        self.db, [r.lease for r in held], self.lease_seconds))
-                except Exception:
-                    log.exception("a heartbeat failed; trying again at the next one")
-                    renewed = [r.lease for r in held]
-                for running, lease in zip(held, renewed):
-                    if lease is None:
-                        running.lost = True
-                    else:
-                        running.lease = lease
-            await self.write_record()
-            await asyncio.sleep(self.lease_seconds / 3)
-
-    async def write_record(self) -> None:
-        """Write the worker's record, with the jobs it runs (see :mod:`.presence`)."""
-        try:
-            await self.presence.beat([(r.job, r.began_at) for r in self.running.values()
-                                      if r.began_at and not r.handled and not r.given_back])
-        except Exception:
-            log.exception("writing worker %s's record failed; trying again at the next "
-                          "heartbeat", self.id)
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -583,23 +596,3 @@ class WorkerCore(Holding):
         settling = {r.task for r in self.running.values() if r.task is not None}
         if settling:
             await asyncio.wait(settling)
-
-    async def give_back(self, jobs: List[Running], report: bool = True) -> None:
-        """Release ``jobs`` with no delivery counted (an async handler still running is
-        cancelled, a sync one abandoned); report those whose handler started as
-        snoozed."""
-        for running in jobs:  # all marked before the first release waits
-            running.given_back = True
-            self.free_slot(running)
-            if running.task is not None and not running.task.done():
-                running.task.cancel()
-        for running in jobs:
-            try:
-                await drive(self.ops.release(self.db, running.lease, None, False))
-            except Exception:
-                log.exception("giving back job %s failed; its lease will expire",
-                              named(running.job))
-            if report:
-                self.finish(running, SNOOZE, None)
-            else:
-                self.running.pop(running.lease.token, None)

@@ -1,9 +1,11 @@
 """A worker as operators see it: its record, what they ask of it, and its housekeeping.
 
 * Its record (:mod:`fdbrecipes._registry`): written when it starts and at each
-  heartbeat (with the progress its handlers reported since the last one), cleared when
-  it stops; a worker that misses :data:`fdbrecipes._registry.MISSED_BEATS` beats
-  counts as gone.
+  heartbeat (with the progress its handlers reported since the last one, and its
+  bucket of the structure's throughput history), cleared when it stops, after a last
+  beat if it finished jobs since the one before (a burst run that drains in less
+  than a heartbeat is counted too); a worker that misses
+  :data:`fdbrecipes._registry.MISSED_BEATS` beats counts as gone.
 * What operators ask (``command``: quiet, stop; ``cancel`` of a job it runs): a task
   waits on a watch of the worker's own key and hands each order to the worker.
 * Pruning: with job records, a task forgets the finished records whose time is up,
@@ -67,6 +69,7 @@ class Presence:
         self.state = "running"
         self.processed = 0
         self.failed = 0
+        self.beaten = (0, 0)  # processed and failed, as the last beat wrote them
         self.reported: Dict[int, Progress] = {}  # by id(job): the progress last written
 
     def info(self, jobs: Iterable[Tuple[Job, float]]) -> WorkerInfo:
@@ -81,7 +84,9 @@ class Presence:
     async def beat(self, jobs: List[Tuple[Job, float]]) -> None:
         """Write the worker's record, and the progress of its jobs that changed since
         the last beat (a structure with job records)."""
-        await drive(self.ops.beat(self.db, self.info(jobs)))
+        info = self.info(jobs)
+        await drive(self.ops.beat(self.db, info))
+        self.beaten = (info.processed, info.failed)
         if self.ops.history is None:
             return
         reports: List[Tuple[Any, Progress]] = []
@@ -98,7 +103,13 @@ class Presence:
         self.reported.pop(id(job), None)
 
     async def leave(self) -> None:
-        """Clear the worker's record: it stopped."""
+        """Clear the worker's record: it stopped.  First, if it finished jobs since its
+        last beat, a last beat writes them to the throughput history."""
+        try:
+            if (self.processed, self.failed) != self.beaten:
+                await self.beat([])
+        except Exception:
+            log.exception("writing worker %s's last counts failed", self.id)
         try:
             await drive(self.ops.leave(self.db, self.id))
         except Exception:

@@ -64,9 +64,14 @@ def outcome_of(handler: Callable[[Job], Any], job: Job) -> Tuple[Any, Optional[B
 
 
 def job_error(error: BaseException) -> JobError:
-    """The record of what a job failed with, its traceback included."""
-    return JobError.of(error, "".join(traceback.format_exception(type(error), error,
-                                                                 error.__traceback__)))
+    """The record of what a job failed with, its traceback included; raises nothing,
+    whatever the exception (see :meth:`fdbrecipes.JobError.of`; a traceback that
+    cannot be formatted is left out)."""
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:
+        text = ""
+    return JobError.of(error, text)
 
 
 def named(job: Job) -> str:
@@ -77,11 +82,10 @@ def named(job: Job) -> str:
 class Running:
     """A job the worker holds: its lease (renewed by the heartbeat), whether its
     handler began and returned, whether the lease was lost or given back meanwhile,
-    the task running it (None while it waits for a slot), the write of the worker's
-    record it waits for before its handler begins (a job with a time limit), its time
-    limit's timer and, once it succeeded, what its ack carries."""
+    the task running it (None while it waits for a slot), its time limit's timer and,
+    once it succeeded, what its ack carries."""
 
-    __slots__ = ("announce", "began_at", "finished", "future", "given_back", "handled", "job",
+    __slots__ = ("began_at", "finished", "future", "given_back", "handled", "job",
                  "lease", "lost", "slot", "started", "task", "timer")
 
     def __init__(self, job: Job) -> None:
@@ -94,7 +98,6 @@ class Running:
         self.lost = False
         self.given_back = False
         self.task: Optional[asyncio.Task[None]] = None
-        self.announce: Optional[asyncio.Future[None]] = None
         self.future: Optional[Any] = None  # a sync handler's thread future
         self.timer: Optional[asyncio.TimerHandle] = None
         self.finished: Optional[Finished] = None

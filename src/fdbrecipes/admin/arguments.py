@@ -10,16 +10,20 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
+import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import fdb.tuple
 
+from .._values import MAX_ID_BYTES, encode_value
+from .output import cut
 from .places import Place, UsageError
 
-__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "PEEK_LIMIT", "Needs", "check_kind",
-           "check_usage",
-           "dead_arguments", "parse_directory", "parse_tuple", "peek_arguments",
+__all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "MAX_NESTING", "PEEK_LIMIT", "Needs",
+           "check_inputs", "check_kind", "check_usage", "dead_arguments", "finished_arguments",
+           "id_bytes", "parse_directory", "parse_tuple", "parse_value", "peek_arguments",
            "purge_dead_arguments", "requeue_dead_arguments", "stats_arguments"]
 
 KINDS = ("queue", "priority-queue", "fair-queue", "weight-tree")
@@ -29,10 +33,16 @@ VALUE_TYPES = ("str", "bytes", "int", "float", "json")
 DEFAULT_TIMEOUT = 10.0
 #: Items ``peek`` lists, and dead letters ``dead`` lists, unless ``--limit`` says.
 PEEK_LIMIT, DEAD_LIMIT = 10, 100
+#: Tuples nested in one another a value ``push`` reads may hold at most (a JSON
+#: array is a tuple): far more than anyone types, far less than would make showing
+#: or encoding the value recurse past Python's limit.
+MAX_NESTING = 32
+#: Characters of a refused argument an error line repeats.
+ECHO_WIDTH = 60
 
-EPILOG = ("The structure is --directory PATH (a directory-layer path, which must exist) "
-          "or --tuple LITERAL (a Python tuple literal naming the subspace), with --kind "
-          "(and, for a fair-queue, --group GROUP).  "
+EPILOG = ("The structure is --directory PATH (a directory-layer path, which must exist; "
+          "push and worker make it) or --tuple LITERAL (a Python tuple literal naming the "
+          "subspace), with --kind (and, for a fair-queue, --group GROUP).  "
           "Values are shown with repr(); see --json.  Exit status: 0 done, 1 failed, 2 "
           "usage error; errors are one line on stderr.")
 
@@ -77,7 +87,7 @@ def place_arguments(parser: argparse.ArgumentParser, description: str) -> None:
     one = where.add_mutually_exclusive_group(required=True)
     one.add_argument("--directory", metavar="PATH",
                      help="directory-layer path, components separated by '/' (e.g. "
-                     "app/jobs); it must exist, it is never created")
+                     "app/jobs); it must exist, but push and worker make it")
     one.add_argument("--tuple", metavar="LITERAL", dest="tuple_literal",
                      help="Python tuple literal naming the subspace, e.g. '(\"jobs\",)'")
     where.add_argument("--kind", choices=KINDS, help="what is stored there (default: "
@@ -116,12 +126,21 @@ def watch_arguments(parser: argparse.ArgumentParser) -> None:
 
 def push_arguments(parser: argparse.ArgumentParser) -> None:
     """``push``'s options."""
-    place_arguments(parser, "Push one value onto a structure.  Writes.")
+    place_arguments(parser, "Push one value onto a structure and print its id (a "
+                    "weight-tree's: the item's handle).  A place where nothing is stored "
+                    "yet is a new queue (--kind says another kind), and a missing "
+                    "--directory is made.  Writes.")
     parser.add_argument("value", help="the value (a str, unless --type says otherwise)")
     parser.add_argument("--type", choices=VALUE_TYPES, default="str",
-                        help="how VALUE is read: str (default), bytes (its UTF-8 encoding), "
-                        "int, float, or json (a JSON value; arrays become tuples)")
-    parser.add_argument("--id", help="idempotency id (its UTF-8 bytes): push once")
+                        help="how VALUE is read: str (default), bytes (its bytes as given), "
+                        "int, float, or json (a JSON value other than null; arrays become "
+                        f"tuples, nested at most {MAX_NESTING} deep)")
+    parser.add_argument("--id", help="the job's id, also an idempotency id (its bytes as "
+                        "given): pushed once")
+    parser.add_argument("--history", type=seconds, metavar="SECONDS",
+                        help="queue kinds: write the job's record, kept SECONDS after it "
+                        "ends (the structure's history=, as 'worker --history' gives it), "
+                        "and make an id for it when --id is not given")
     parser.add_argument("--delay", type=seconds, metavar="SECONDS",
                         help="queue kinds: visible after SECONDS")
     parser.add_argument("--priority", type=int, help="priority-queue: the priority (default 0)")
@@ -141,37 +160,96 @@ def remove_arguments(parser: argparse.ArgumentParser) -> None:
     """``remove``'s options."""
     place_arguments(parser, "Remove the pending (visible or delayed) item pushed with an "
                     "idempotency id.  Writes: refuses to run without --yes.")
-    parser.add_argument("--id", required=True, help="the item's idempotency id (UTF-8)")
+    parser.add_argument("--id", required=True, help="the item's idempotency id (its bytes "
+                        "as given)")
     parser.add_argument("--yes", action="store_true", help="really remove it")
 
 
 def parse_value(text: str, kind: str) -> Any:
-    """``push``'s VALUE as ``--type`` says.
+    """``push``'s VALUE as ``--type`` says, checked as the structures check a value
+    (encodable, at most 100,000 bytes encoded).
 
     Raises:
-        UsageError: VALUE is not of that type.
+        UsageError: VALUE is not of that type, or not a value a structure stores.
     """
+    shown = cut(repr(text), ECHO_WIDTH)
     try:
         if kind == "bytes":
-            return text.encode()
-        if kind == "int":
-            return int(text)
-        if kind == "float":
-            return float(text)
-        if kind == "json":
-            return tuples(json.loads(text))
+            value: Any = os.fsencode(text)
+        elif kind == "int":
+            value = int(text)
+        elif kind == "float":
+            value = float(text)
+        elif kind == "json":
+            value = tuples(json.loads(text, parse_constant=_not_json), 0)
+        else:
+            value = utf8_text(text, "VALUE", " (--type bytes takes any bytes)")
+    except RecursionError:
+        raise UsageError(f"VALUE {shown} nests deeper than {MAX_NESTING}") from None
     except ValueError as e:
-        raise UsageError(f"VALUE {text!r} is not {kind}: {e}") from None
-    return text
+        raise UsageError(f"VALUE {shown} is not {kind}: {e}") from None
+    try:
+        encode_value(value, "VALUE")
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    return value
 
 
-def tuples(value: Any) -> Any:
-    """A JSON value with its arrays as tuples (what the structures store)."""
+def _not_json(constant: str) -> NoReturn:
+    """``json.loads``' hook for NaN and the infinities, which JSON has not."""
+    raise ValueError(f"{constant} is not JSON (--type float reads it)")
+
+
+def tuples(value: Any, depth: int) -> Any:
+    """A JSON value (``depth`` arrays deep) with its arrays as tuples (what the
+    structures store).
+
+    Raises:
+        UsageError: an object, a number too large to be a float, or arrays nested
+            more than :data:`MAX_NESTING` deep.
+    """
     if isinstance(value, list):
-        return tuple(tuples(v) for v in value)
+        if depth == MAX_NESTING:
+            raise UsageError(f"VALUE nests deeper than {MAX_NESTING} arrays")
+        return tuple(tuples(v, depth + 1) for v in value)
     if isinstance(value, dict):
         raise UsageError("a JSON object is not a value; give an array (a tuple)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError("VALUE holds a number too large for a float")
     return value
+
+
+def id_bytes(text: str, name: str = "--id") -> bytes:
+    """A job's id as given on the command line: its bytes (``os.fsencode``, so an id
+    that is not UTF-8 is the bytes the shell passed), 1 to 1,000 of them.
+
+    Raises:
+        UsageError: it is empty or longer, or not text of this system's encoding.
+    """
+    try:
+        data = os.fsencode(text)
+    except UnicodeEncodeError:
+        raise UsageError(f"{name} {cut(repr(text), ECHO_WIDTH)} is not text of this "
+                         "system's encoding") from None
+    if not 0 < len(data) <= MAX_ID_BYTES:
+        raise UsageError(f"{name} must be 1 to {MAX_ID_BYTES:,} bytes, got {len(data):,}")
+    return data
+
+
+def utf8_text(text: str, name: str, hint: str = "") -> str:
+    """``text``, which the structures store as UTF-8 (a value, a group's name, a
+    worker's).
+
+    Raises:
+        UsageError: it is not UTF-8 (the shell passed bytes that are not); the line
+            ends with ``hint``.
+    """
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise UsageError(f"{name} {cut(repr(text), ECHO_WIDTH)} is not UTF-8 text{hint}"
+                         ) from None
+    return text
 
 
 def peek_arguments(parser: argparse.ArgumentParser) -> None:
@@ -194,6 +272,16 @@ def dead_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"dead letters to list (default {DEAD_LIMIT})")
 
 
+def finished_arguments(parser: argparse.ArgumentParser) -> None:
+    """``finished``' options."""
+    place_arguments(parser, "List the finished jobs whose records are kept (a structure "
+                    "made with history: 'worker --history', 'push --history'), the latest "
+                    "to be pruned first: id, state, attempts, when it finished, its last "
+                    "error (a fair-queue's: every group's).  Reads only.")
+    parser.add_argument("--limit", type=positive_int, default=DEAD_LIMIT, metavar="N",
+                        help=f"jobs to list (default {DEAD_LIMIT})")
+
+
 def requeue_dead_arguments(parser: argparse.ArgumentParser) -> None:
     """``requeue-dead``'s options."""
     place_arguments(parser, "Push dead letters back at the tail, oldest first, delivery "
@@ -212,27 +300,28 @@ def purge_dead_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_directory(text: str) -> Place:
     """``--directory``: "app/jobs" (a leading or trailing "/" is ignored)."""
-    parts = tuple(text.strip("/").split("/"))
+    parts = tuple(utf8_text(text, "--directory").strip("/").split("/"))
     if not text.strip("/") or "" in parts:
-        raise UsageError(f"--directory {text!r}: give a path like app/jobs (non-empty "
-                         "components separated by '/')")
+        raise UsageError(f"--directory {cut(repr(text), ECHO_WIDTH)}: give a path like "
+                         "app/jobs (non-empty components separated by '/')")
     return Place(directory=parts)
 
 
 def parse_tuple(text: str) -> Place:
     """``--tuple``: a Python literal that is a tuple the tuple layer can encode."""
+    shown = cut(repr(text), ECHO_WIDTH)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise UsageError(f"--tuple {text!r} is not a Python literal; write a tuple such "
+        raise UsageError(f"--tuple {shown} is not a Python literal; write a tuple such "
                          "as '(\"jobs\",)'") from None
     if type(value) is not tuple:
-        raise UsageError(f"--tuple {text!r} is a {type(value).__name__}, not a tuple: write "
+        raise UsageError(f"--tuple {shown} is a {type(value).__name__}, not a tuple: write "
                          "e.g. '(\"jobs\",)' (a one-element tuple needs its comma)")
     try:
         fdb.tuple.pack(value)
     except Exception as e:
-        raise UsageError(f"--tuple {text!r} cannot be tuple-encoded ({e})") from None
+        raise UsageError(f"--tuple {shown} cannot be tuple-encoded ({e})") from None
     return Place(prefix=value)
 
 
@@ -246,13 +335,19 @@ class Needs:
         confirm: for a command that writes, what ``--yes`` confirms (the refusal to
             run without it names it).
         default_kind: the kind of an empty place, where nothing tells it (the worker
-            serves a new queue: "queue"); None: ``--kind`` is needed there.
+            and ``push`` start a new queue: "queue"), and a missing ``--directory`` is
+            made for it; None: ``--kind`` is needed there, and the directory must exist.
+        any_queue: it reads and writes only what every queue kind keeps under the same
+            keys (its workers' records): where the keys do not tell the kind (a new
+            queue that only a worker serves yet), it takes the place as a queue; the
+            directory must exist.
     """
 
     dead_letters: bool = False
     group: bool = False
     confirm: Optional[str] = None
     default_kind: Optional[str] = None
+    any_queue: bool = False
 
 
 def check_usage(args: argparse.Namespace, needs: Needs) -> Place:
@@ -266,9 +361,33 @@ def check_usage(args: argparse.Namespace, needs: Needs) -> Place:
     else:
         place = parse_tuple(args.tuple_literal)
     check_kind(args, needs)
+    check_inputs(args)
     if needs.confirm and not args.yes:
         raise UsageError(f"refusing to {needs.confirm} without --yes")
     return place
+
+
+#: The options whose text the structures store as UTF-8: a fair-queue's group, the
+#: worker a command is for, a worker's name.
+TEXT_OPTIONS = ("group", "quiet", "stop", "name")
+
+
+def check_inputs(args: argparse.Namespace) -> None:
+    """The checks of what a command would store or look up: the text options
+    (:data:`TEXT_OPTIONS`) are UTF-8, a job's id fits (:func:`id_bytes`), and
+    ``push``'s VALUE is a value (:func:`parse_value`).
+
+    Raises:
+        UsageError: the first check that failed.
+    """
+    for option in TEXT_OPTIONS:
+        text = getattr(args, option, None)
+        if isinstance(text, str):
+            utf8_text(text, f"--{option}")
+    if getattr(args, "id", None) is not None:
+        id_bytes(args.id, "--id" if args.command in ("push", "remove") else "ID")
+    if getattr(args, "value", None) is not None:
+        parse_value(args.value, args.type)
 
 
 def check_kind(args: argparse.Namespace, needs: Needs) -> None:

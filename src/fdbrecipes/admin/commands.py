@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from .._cluster import tools_client_problem
 from .._drivers.blocking import drive
@@ -28,6 +28,7 @@ from .arguments import (
     check_kind,
     check_usage,
     dead_arguments,
+    id_bytes,
     listing_arguments,
     parse_value,
     peek_arguments,
@@ -37,13 +38,14 @@ from .arguments import (
     requeue_dead_arguments,
     stats_arguments,
 )
-from .output import cut, iso_time, json_value, table
+from .output import cut, id_json, id_text, iso_time, json_value, listing, printable, table
 from .places import (
     ANY_QUEUE,
     OperatorError,
     Place,
     Structure,
     UsageError,
+    make_place,
     make_structure,
     open_place,
     shards_of,
@@ -82,10 +84,21 @@ class Target:
 
 @dataclass(frozen=True)
 class Report:
-    """What a command prints: ``data`` with ``--json``, else ``text``."""
+    """What a command prints: ``data`` with ``--json``, else ``text``; its exit
+    status, and the line it says on stderr when that is not 0."""
 
     data: Dict[str, Any]
     text: str
+    status: int = 0
+    problem: str = ""
+
+    def rendered(self, as_json: bool) -> str:
+        """What is printed: one line of JSON (which escapes every control character
+        and everything beyond ASCII), or the text with nothing a terminal would act
+        on (:func:`.output.printable`: what the cluster holds is shown, not obeyed)."""
+        if as_json:
+            return json.dumps(self.data, allow_nan=False)
+        return printable(self.text, newlines=True)
 
 
 @dataclass(frozen=True)
@@ -107,12 +120,16 @@ class Operation:
 # -- connecting and opening ----------------------------------------------------------
 
 
-def read_only(db: Any, op: Callable[..., T], *args: Any) -> T:
+def read_only(db: Any, op: Callable[..., T], *args: Any, timeout: Optional[float] = None) -> T:
     """``op(transaction, *args)`` in a transaction that is never committed, retried on
-    retryable errors (the database's transaction timeout bounds the whole)."""
+    retryable errors; the database's transaction timeout bounds the whole, or
+    ``timeout`` seconds when given (the transaction's own: error 1031 once they pass,
+    retries included)."""
     import fdb.impl
 
     tr = db.create_transaction()
+    if timeout is not None:
+        tr.options.set_timeout(max(1, int(timeout * 1000)))
     while True:
         try:
             return op(tr, *args)
@@ -141,15 +158,22 @@ def connect(args: argparse.Namespace) -> Any:
 
 def open_target(db: Any, place: Place, args: argparse.Namespace,
                 needs: Needs = ANYTHING) -> Target:
-    """Open ``place`` and check that what is stored there is a ``--kind`` (without
-    ``--kind``: recognise the kind from the keys there, then check what needs it)."""
-    subspace = read_only(db, open_place, place)
+    """Open ``place`` (made if it is a missing directory and the command has a
+    ``default_kind``) and check that what is stored there is a ``--kind`` (without
+    ``--kind``: recognise the kind from the keys there, then check what needs it; see
+    :class:`.arguments.Needs` for a place whose keys do not tell)."""
+    if needs.default_kind is not None:
+        subspace = make_place(db, place)
+    else:
+        subspace = read_only(db, open_place, place)
     if args.kind is None:
         seen, wrong = read_only(db, stored, subspace)
         if wrong is not None:
             raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
         if seen is None and needs.default_kind is not None:
             seen = needs.default_kind
+        elif seen in (None, ANY_QUEUE) and needs.any_queue:
+            seen = "queue"
         elif seen is None or seen == ANY_QUEUE:
             what = "is stored" if seen is None else "tells whether it is a queue or a priority"
             raise UsageError(f"nothing at {place} {what}"
@@ -179,15 +203,18 @@ def cluster_problem(e: BaseException, args: argparse.Namespace) -> Optional[str]
 
 
 def say(prefix: str, message: object) -> None:
-    """Print ``prefix message`` on stderr as one line (a multi-line message joined)."""
-    print(prefix, " ".join(str(message).splitlines()), file=sys.stderr)
+    """Print ``prefix message`` on stderr as one line (a multi-line message joined,
+    what a terminal would act on escaped: see :func:`.output.printable`)."""
+    print(prefix, printable(" ".join(str(message).splitlines())), file=sys.stderr)
 
 
 def run(args: argparse.Namespace, operation: Operation) -> int:
     """Run ``operation`` as ``args`` say, print its report, return the exit status.
 
     A failure is one line on stderr, ``fdbrecipes <command>: <reason>`` (usage errors:
-    ``fdbrecipes <command>: error: <reason>``), and exit status 1 (usage: 2).
+    ``fdbrecipes <command>: error: <reason>``), and exit status 1 (usage: 2).  A
+    report with a status (``job --wait`` of a job that failed) is printed, then its
+    problem said.
     """
     prefix = f"fdbrecipes {operation.name}:"
     try:
@@ -212,8 +239,10 @@ def run(args: argparse.Namespace, operation: Operation) -> int:
             raise
         say(prefix, line)
         return 1
-    print(json.dumps(report.data, allow_nan=False) if args.json else report.text)
-    return 0
+    print(report.rendered(args.json), flush=True)
+    if report.status:
+        say(prefix, report.problem)
+    return report.status
 
 
 # -- the commands --------------------------------------------------------------------
@@ -264,31 +293,36 @@ def stats(target: Target, args: argparse.Namespace) -> Report:
         report = Report({**target.header(), **data}, f"{target.title()}\n{table(rows)}")
         if not getattr(args, "watch", None):
             return report
-        print(json.dumps(report.data, allow_nan=False) if args.json else report.text,
-              flush=True)
+        print(report.rendered(args.json), flush=True)
         time.sleep(args.watch)  # a refresh period, between reports
 
 
 def push(target: Target, args: argparse.Namespace) -> Report:
-    """``push``: one value, as ``--type`` says."""
+    """``push``: one value, as ``--type`` says; its id (a weight-tree's handle)."""
     value = parse_value(args.value, args.type)
-    structure, id_ = target.structure, None if args.id is None else args.id.encode()
+    structure, id_ = target.structure, None if args.id is None else id_bytes(args.id)
     if isinstance(structure, WeightTree):
-        if args.delay is not None or args.priority is not None:
-            raise UsageError("a weight-tree takes --weight, not --delay or --priority")
-        structure.push(target.db, value, args.weight or 1, id=id_)
+        if args.delay is not None or args.priority is not None or args.history is not None:
+            raise UsageError("a weight-tree takes --weight, not --delay, --priority or "
+                             "--history")
+        handle = structure.push(target.db, value, args.weight or 1, id=id_)
+        return Report({**target.header(), "pushed": json_value(value), "id": id_json(id_),
+                       "handle": handle.hex()},
+                      f"{target.title()}: pushed {cut(repr(value))}, handle {handle.hex()}")
+    if args.weight is not None:
+        raise UsageError("--weight applies to --kind weight-tree only")
+    if args.priority is not None and not isinstance(structure, PriorityQueue):
+        raise UsageError("--priority applies to --kind priority-queue only")
+    if isinstance(structure, PriorityQueue):
+        made = structure.push(target.db, value, args.priority or 0, id=id_, delay=args.delay)
+    elif isinstance(structure, FairQueue):
+        made = structure.push(target.db, value, group=args.group, id=id_, delay=args.delay)
     else:
-        if args.weight is not None:
-            raise UsageError("--weight applies to --kind weight-tree only")
-        where = {}
-        if args.priority is not None:
-            if not isinstance(structure, PriorityQueue):
-                raise UsageError("--priority applies to --kind priority-queue only")
-            where["priority"] = args.priority
-        drive(queue_of(target, args).push_job(target.db, value, id=id_, delay=args.delay,
-                                              **where))
-    return Report({**target.header(), "pushed": json_value(value)},
-                  f"{target.title()}: pushed {cut(repr(value))}")
+        made = structure.push(target.db, value, id=id_, delay=args.delay)
+    said = (f"id {id_text(made)}" if made is not None else
+            "no id (--id names it; --history makes it one and keeps its record)")
+    return Report({**target.header(), "pushed": json_value(value), "id": id_json(made)},
+                  f"{target.title()}: pushed {cut(repr(value))}, {said}")
 
 
 def _version(tr: Any) -> int:
@@ -302,46 +336,39 @@ def leases(target: Target, args: argparse.Namespace) -> Report:
     now = read_only(target.db, _version)
     rows = [(str(i), str(info.deliveries), f"{(info.deadline - now) / 1e6:.1f} s",
              "-" if info.claimed_at is None else f"{(now - info.claimed_at) / 1e6:.1f} s",
-             cut(repr(info.value)), info.token.hex()) for i, info in enumerate(found, 1)]
-    data = [{"value": json_value(i.value), "deliveries": i.deliveries,
+             cut(id_text(info.id), 40), cut(repr(info.value)), info.token.hex())
+            for i, info in enumerate(found, 1)]
+    data = [{"value": json_value(i.value), "id": id_json(i.id), "deliveries": i.deliveries,
              "ends_in_seconds": (i.deadline - now) / 1e6,
              "claimed_seconds_ago": None if i.claimed_at is None else (now - i.claimed_at) / 1e6,
              "token": i.token.hex()} for i in found]
     return Report({**target.header(), "leases": data},
-                  _listing(target.title(), rows, ("#", "deliveries", "ends in", "claimed",
-                                                  "value", "token"), "(nothing in flight)",
-                           args.limit))
+                  listing(target.title(), rows, ("#", "deliveries", "ends in", "claimed",
+                                                 "id", "value", "token"),
+                          "(nothing in flight)", args.limit))
 
 
 def delayed(target: Target, args: argparse.Namespace) -> Report:
     """``delayed``: the delayed items, soonest first."""
     found = drive(queue_of(target, args).delayed(target.db, args.limit))
     now = read_only(target.db, _version)
-    rows = [(str(i), f"{(d.due_at - now) / 1e6:.1f} s", str(d.deliveries), cut(repr(d.value)))
-            for i, d in enumerate(found, 1)]
-    data = [{"value": json_value(d.value), "due_in_seconds": (d.due_at - now) / 1e6,
-             "deliveries": d.deliveries} for d in found]
+    rows = [(str(i), f"{(d.due_at - now) / 1e6:.1f} s", str(d.deliveries),
+             cut(id_text(d.id), 40), cut(repr(d.value))) for i, d in enumerate(found, 1)]
+    data = [{"value": json_value(d.value), "id": id_json(d.id),
+             "due_in_seconds": (d.due_at - now) / 1e6, "deliveries": d.deliveries}
+            for d in found]
     return Report({**target.header(), "delayed": data},
-                  _listing(target.title(), rows, ("#", "due in", "deliveries", "value"),
-                           "(nothing delayed)", args.limit))
+                  listing(target.title(), rows, ("#", "due in", "deliveries", "id", "value"),
+                          "(nothing delayed)", args.limit))
 
 
 def remove(target: Target, args: argparse.Namespace) -> Report:
     """``remove``: the pending item pushed with ``--id``."""
-    value = drive(queue_of(target, args).remove(target.db, args.id.encode()))
+    value = drive(queue_of(target, args).remove(target.db, id_bytes(args.id)))
     text = ("no pending item has that id" if value is None
             else f"removed {cut(repr(value))}")
     return Report({**target.header(), "removed": value is not None,
                    "value": json_value(value)}, f"{target.title()}: {text}")
-
-
-def _listing(title: str, rows: Sequence[Sequence[str]], headers: Sequence[str], none: str,
-             limit: Optional[int]) -> str:
-    """A titled table, or ``none`` when empty; says so when ``limit`` was reached."""
-    lines = [title, table(rows, headers) if rows else none]
-    if limit is not None and len(rows) >= limit:
-        lines.append(f"(--limit {limit} reached: there may be more)")
-    return "\n".join(lines)
 
 
 def peek(target: Target, args: argparse.Namespace) -> Report:
@@ -357,7 +384,7 @@ def peek(target: Target, args: argparse.Namespace) -> Report:
     values = drive(queue_of(target, args).items(target.db, limit, end))
     rows = [(str(i), cut(repr(v))) for i, v in enumerate(values, 1)]
     return Report({**target.header(), **extra, "items": [json_value(v) for v in values]},
-                  _listing(title, rows, ("#", "value"), "(no visible items)", limit))
+                  listing(title, rows, ("#", "value"), "(no visible items)", limit))
 
 
 def _peek_tree(target: Target, tree: WeightTree, limit: int) -> Report:
@@ -365,23 +392,25 @@ def _peek_tree(target: Target, tree: WeightTree, limit: int) -> Report:
     rows = [(str(i), f"{w:,}", cut(repr(v)), h.hex()) for i, (h, v, w) in enumerate(items, 1)]
     data = [{"value": json_value(v), "weight": w, "handle": h.hex()} for h, v, w in items]
     return Report({**target.header(), "items": data},
-                  _listing(f"{target.title()}, in point order", rows,
-                           ("#", "weight", "value", "handle"), "(no items)", limit))
+                  listing(f"{target.title()}, in point order", rows,
+                          ("#", "weight", "value", "handle"), "(no items)", limit))
 
 
 def dead(target: Target, args: argparse.Namespace) -> Report:
     """``dead``: the oldest ``--limit`` dead letters."""
     letters = drive(queue_of(target, args).dead(target.db, args.limit))
-    rows = [(str(i), str(d.deliveries), iso_time(d.died_at), cut(repr(d.value), 40),
-             cut(d.reason or "-", 60)) for i, d in enumerate(letters, 1)]
+    rows = [(str(i), str(d.deliveries), iso_time(d.died_at), cut(id_text(d.id), 40),
+             cut(repr(d.value), 40), cut(d.reason or "-", 60))
+            for i, d in enumerate(letters, 1)]
     data: List[Dict[str, Any]] = [
-        {"value": json_value(d.value), "deliveries": d.deliveries,
+        {"value": json_value(d.value), "id": id_json(d.id), "deliveries": d.deliveries,
          "died_at": iso_time(d.died_at), "died_at_epoch": d.died_at, "reason": d.reason,
          "token": d.token.hex()}
         for d in letters]
     return Report({**target.header(), "dead_letters": data},
-                  _listing(target.title(), rows, ("#", "deliveries", "died at (UTC)", "value",
-                                                  "reason"), "(no dead letters)", args.limit))
+                  listing(target.title(), rows, ("#", "deliveries", "died at (UTC)", "id",
+                                                 "value", "reason"), "(no dead letters)",
+                          args.limit))
 
 
 def requeue_dead(target: Target, args: argparse.Namespace) -> Report:
@@ -414,7 +443,9 @@ REQUEUE_DEAD = Operation("requeue-dead", "push dead letters back into the queue 
 PURGE_DEAD = Operation("purge-dead", "delete a queue's dead letters (needs --yes)",
                        purge_dead_arguments, purge_dead,
                        Needs(True, True, "delete dead letters for good"))
-PUSH = Operation("push", "push one value onto a structure", push_arguments, push, ONE_QUEUE)
+PUSH = Operation("push", "push one value onto a structure (a new queue where none is); "
+                 "print its id", push_arguments, push,
+                 Needs(group=True, default_kind="queue"))
 LEASES = Operation("leases", "list a queue's items in flight (read only)",
                    listing_arguments("items in flight (live leases), oldest claim first: "
                                      "deliveries, when the lease ends, when it was claimed, "

@@ -1,41 +1,52 @@
-"""The operator commands about jobs and workers: ``job``, ``cancel`` and ``workers``.
+"""The operator commands about jobs and workers: ``job``, ``cancel``, ``finished``,
+``workers``, ``pause`` and ``resume``.
 
 Usage::
 
     fdbrecipes job 3f2a...e1 --directory app/jobs            # a job's record
+    fdbrecipes job 3f2a...e1 --directory app/jobs --wait 60  # ... once it ended
     fdbrecipes cancel 3f2a...e1 --directory app/jobs --yes   # cancel it
+    fdbrecipes finished --directory app/jobs                 # the jobs that ended
     fdbrecipes workers --directory app/jobs                  # the live workers
     fdbrecipes workers --directory app/jobs --quiet host-4242-a1b2
     fdbrecipes workers --directory app/jobs --stop host-4242-a1b2
 
-A job's id is given as text (its UTF-8 bytes: the ids ``push`` makes are 32 hex
+A job's id is given as text (its bytes as given: the ids ``push`` makes are 32 hex
 characters); a fair-queue's jobs also need ``--group``.  Job records exist only in a
-structure whose application made it with ``history=SECONDS`` (see docs/jobs.md).
+structure whose application made it with ``history=SECONDS`` (see docs/jobs.md; the
+command line's ``worker --history`` and ``push --history``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import time
 from typing import Any, Callable, Dict, Optional, Union
 
-from .._ordered.records import JobRecord
+from .._ordered.records import SUCCEEDED, JobRecord
 from .._ordered_face import OrderedFace
 from .._registry import QUIET, STOP
+from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
 from ..fair_queue import FairQueue
-from .arguments import Needs, place_arguments
+from .arguments import Needs, finished_arguments, id_bytes, place_arguments, seconds
 from .commands import Operation, Report, Target
-from .output import cut, iso_time, json_value, table
+from .output import cut, id_json, id_text, iso_time, json_value, listing, table
 from .places import OperatorError, UsageError
 
-__all__ = ["CANCEL", "JOB", "PAUSE", "RESUME", "WORKERS", "cancel_job", "job_record", "jobs_of"]
+__all__ = ["CANCEL", "FINISHED", "JOB", "PAUSE", "RESUME", "WORKERS", "cancel_job",
+           "job_record", "jobs_of", "wait_for_job"]
 
 
 def job_arguments(parser: argparse.ArgumentParser) -> None:
     """``job``'s options."""
     place_arguments(parser, "Show a job's record: its state, attempts, times, worker, last "
                     "error (with its traceback), progress and result.  Reads only.")
-    parser.add_argument("id", metavar="ID", help="the job's id (its UTF-8 bytes)")
+    parser.add_argument("id", metavar="ID", help="the job's id (its bytes as given)")
+    parser.add_argument("--wait", type=seconds, metavar="SECONDS",
+                        help="first wait until the job ended, at most SECONDS (on a watch); "
+                        "exit status 1 unless it succeeded")
 
 
 def cancel_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +54,7 @@ def cancel_arguments(parser: argparse.ArgumentParser) -> None:
     place_arguments(parser, "Cancel a job: a pending, delayed or retrying one is removed, a "
                     "running one is stopped by its worker.  Writes: refuses to run "
                     "without --yes.")
-    parser.add_argument("id", metavar="ID", help="the job's id (its UTF-8 bytes)")
+    parser.add_argument("id", metavar="ID", help="the job's id (its bytes as given)")
     parser.add_argument("--yes", action="store_true", help="really cancel it")
 
 
@@ -63,7 +74,7 @@ def _when(epoch: Optional[float]) -> str:
 
 def _record(record: JobRecord) -> Dict[str, Any]:
     """A record as JSON."""
-    return {"id": record.id.decode(errors="replace"), "state": record.state,
+    return {"id": id_json(record.id), "state": record.state,
             "attempts": record.attempts, "pushed_at": record.pushed_at,
             "started_at": record.started_at, "finished_at": record.finished_at,
             "worker": record.worker,
@@ -109,16 +120,29 @@ def cancel_job(tr: Any, structure: Any, id_: bytes, group: Any = None) -> Option
     return jobs.cancel(tr, id_)
 
 
-def _read_job(target: Target, args: argparse.Namespace) -> Optional[JobRecord]:
-    return job_record(target.db, target.structure, args.id.encode(), args.group)
+def wait_for_job(db: Any, structure: Any, id_: bytes, group: Any, timeout: float) -> None:
+    """Wait until job ``id_`` of ``structure`` (a FairQueue's in ``group``) ended, at
+    most ``timeout`` seconds: its ``result`` method (a watch on its state), whatever
+    the outcome (dead, cancelled, a result not kept, no such job, still running)."""
+    jobs = jobs_of(structure)
+    with contextlib.suppress(JobFailedError, JobCancelledError, ResultTooLargeError,
+                             UnknownJobError, TimeoutError):  # the record read next says which
+        if isinstance(jobs, FairQueue):
+            jobs.result(db, id_, group=group, timeout=timeout)
+        else:
+            jobs.result(db, id_, timeout=timeout)
 
 
 def job(target: Target, args: argparse.Namespace) -> Report:
-    """``job``: one job's record."""
-    record = _read_job(target, args)
+    """``job``: one job's record (with ``--wait``, once it ended; the exit status is
+    then 1 unless it succeeded)."""
+    id_ = id_bytes(args.id, "ID")
+    if args.wait is not None:
+        wait_for_job(target.db, target.structure, id_, args.group, args.wait)
+    record = job_record(target.db, target.structure, id_, args.group)
     if record is None:
-        raise OperatorError(f"no job {args.id!r} at {target.place} (never pushed, pushed "
-                            "without history, or pruned)")
+        raise OperatorError(f"no job {cut(repr(args.id), 60)} at {target.place} (never "
+                            "pushed, pushed without history, or pruned)")
     rows = [("state", record.state), ("attempts", str(record.attempts)),
             ("pushed", _when(record.pushed_at)), ("started", _when(record.started_at)),
             ("finished", _when(record.finished_at)), ("worker", record.worker or "-"),
@@ -128,19 +152,46 @@ def job(target: Target, args: argparse.Namespace) -> Report:
             ("result", cut(repr(record.result))),
             ("error", "-" if record.error is None else
              cut(f"{record.error.type}: {record.error.message}", 200))]
-    text = f"{target.title()}: job {args.id}\n{table(rows)}"
+    text = f"{target.title()}: job {id_text(id_)}\n{table(rows)}"
     if record.error is not None and record.error.traceback:
         text += "\n" + record.error.traceback.rstrip()
-    return Report({**target.header(), "job": _record(record)}, text)
+    report = Report({**target.header(), "job": _record(record)}, text)
+    if args.wait is None or record.state == SUCCEEDED:
+        return report
+    problem = (f"job {id_text(id_)} is {record.state}" if record.finished else
+               f"job {id_text(id_)} is still {record.state} after {args.wait:g} s")
+    return dataclasses.replace(report, status=1, problem=problem)
 
 
 def cancel(target: Target, args: argparse.Namespace) -> Report:
     """``cancel``: cancel one job."""
-    answer = cancel_job(target.db, target.structure, args.id.encode(), args.group)
+    id_ = id_bytes(args.id, "ID")
+    answer = cancel_job(target.db, target.structure, id_, args.group)
     said = {None: "no such job", "cancelling": "running: its worker was told to stop it",
             "cancelled": "cancelled"}.get(answer, f"already {answer}: nothing changed")
-    return Report({**target.header(), "id": args.id, "answer": answer},
-                  f"{target.title()}: job {args.id}: {said}")
+    return Report({**target.header(), "id": id_json(id_), "answer": answer},
+                  f"{target.title()}: job {id_text(id_)}: {said}")
+
+
+def finished(target: Target, args: argparse.Namespace) -> Report:
+    """``finished``: the finished jobs whose records are kept, the latest to be
+    pruned first."""
+    found = jobs_of(target.structure).finished(target.db, args.limit)
+    fair = isinstance(target.structure, FairQueue)
+    rows = [(str(i), *((cut(repr(j.group), 20),) if fair else ()), cut(id_text(j.id), 40),
+             j.state, str(j.attempts), iso_time(j.finished_at),
+             "-" if j.error is None else cut(j.error.reason(), 60))
+            for i, j in enumerate(found, 1)]
+    data = [{"id": id_json(j.id), "group": json_value(j.group), "state": j.state,
+             "attempts": j.attempts, "finished_at": iso_time(j.finished_at),
+             "finished_at_epoch": j.finished_at, "expires_at_epoch": j.expires_at,
+             "error": None if j.error is None else j.error._asdict(), "token": j.token.hex()}
+            for j in found]
+    headers = ("#", *(("group",) if fair else ()), "id", "state", "attempts",
+               "finished at (UTC)", "error")
+    return Report({**target.header(), "finished": data},
+                  listing(target.title(), rows, headers, "(no finished jobs: none ended, or "
+                          "no record is kept: see --history)", args.limit))
 
 
 def pausing_arguments(what: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -175,11 +226,14 @@ def workers(target: Target, args: argparse.Namespace) -> Report:
                       f"{target.title()}: asked worker {worker} to {command}")
     found = structure.workers(target.db)
     now = time.time()
-    rows = [(w.id, w.state, f"{now - w.beat_at:.0f} s ago", str(len(w.running)),
-             f"{w.processed:,}", f"{w.failed:,}", cut(w.label, 40)) for w in found]
-    data = [{**w._asdict(), "running": [{"id": None if j.id is None else j.id.decode(
-        errors="replace"), "token": j.token.hex(), "group": j.group, "started_at": j.started_at,
-        "time_limit": j.time_limit} for j in w.running]} for w in found]
+    rows = [(cut(w.id, 40), cut(w.state, 20), f"{now - w.beat_at:.0f} s ago",
+             str(len(w.running)), f"{w.processed:,}", f"{w.failed:,}", cut(w.label, 40))
+            for w in found]
+    data = [{**w._asdict(), "running": [{"id": id_json(j.id), "token": j.token.hex(),
+                                         "group": json_value(j.group),
+                                         "started_at": j.started_at,
+                                         "time_limit": j.time_limit} for j in w.running]}
+            for w in found]
     return Report({**target.header(), "workers": data},
                   "\n".join([target.title(), table(rows, ("worker", "state", "beat", "running",
                                                           "done", "failed", "serving"))
@@ -201,4 +255,6 @@ RESUME = Operation("resume", "resume a paused queue",
                    pausing_arguments("Resume a paused queue: takes go on, waiting workers "
                                      "wake.  Writes one key."), resume, Needs(dead_letters=True))
 WORKERS = Operation("workers", "list a queue's live workers; quiet or stop one",
-                    workers_arguments, workers, Needs(dead_letters=True))
+                    workers_arguments, workers, Needs(dead_letters=True, any_queue=True))
+FINISHED = Operation("finished", "list the jobs that ended, latest first (read only)",
+                     finished_arguments, finished, Needs(dead_letters=True))

@@ -96,12 +96,14 @@ def metrics_arguments(parser: argparse.ArgumentParser) -> None:
     """``metrics``' options."""
     place_arguments(parser, "Serve the structure's gauges for Prometheus "
                     "(fdbrecipes_queue_items, fdbrecipes_queue_oldest_item_age_seconds) "
-                    "on http://ADDR:PORT/metrics until SIGTERM or SIGINT.  Run one per "
+                    "on http://HOST:PORT/metrics until SIGTERM or SIGINT.  Run one per "
                     "cluster: the gauges are the database's, not one process's.  Reads "
                     "only; needs prometheus_client (pip install 'fdbrecipes[prometheus]').")
     parser.add_argument("--port", type=positive_int, default=METRICS_PORT,
                         help=f"default {METRICS_PORT} (outside the exporters' 9100-9999)")
-    parser.add_argument("--addr", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--host", "--addr", dest="addr", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1: this machine only; "
+                        "0.0.0.0 for a Prometheus on another)")
     parser.add_argument("--name", help="the queue label (default: the place's last part)")
 
 
@@ -146,9 +148,10 @@ def label(target: Target, args: argparse.Namespace) -> str:
 
 def work(target: Target, args: argparse.Namespace) -> Report:
     """``worker``: run a Worker (or, with ``--processes``, supervise several) until
-    signalled."""
-    from ..aio import AsyncWorker
-    from ..worker import Worker
+    signalled.  A supervisor's child tells it what it holds, over the pipe its
+    environment names (:mod:`.pipe`)."""
+    from .._worker.core import WorkerCore
+    from .pipe import pipe_from_env
     from .supervisor import supervise, watch_parent
 
     if args.end is not None and target.kind != "priority-queue":
@@ -165,18 +168,16 @@ def work(target: Target, args: argparse.Namespace) -> Report:
         supervise(target, args)
         return Report({**target.header(), "stopped": True},
                       f"{target.title()}: workers stopped")
-    options = dict(concurrency=args.concurrency, lease_seconds=args.lease,
-                   shutdown_timeout=args.shutdown_timeout, end=args.end or "min",
-                   time_limit=args.time_limit, name=args.name or target.title(),
-                   prefetch=args.prefetch)
-    if inspect.iscoroutinefunction(handler):
-        async_worker = AsyncWorker(target.db, target.structure, handler, **options)
-        watch_parent(async_worker.stop)
-        asyncio.run(async_worker.run(burst=args.burst))
-    else:
-        worker = Worker(target.db, target.structure, handler, **options)
-        watch_parent(worker.stop)
-        worker.run(burst=args.burst)
+    # What fdbrecipes.Worker (a sync handler) or aio.AsyncWorker runs, and a pipe.
+    worker = WorkerCore(target.db, target.structure, handler, concurrency=args.concurrency,
+                        lease_seconds=args.lease, backoff=None,
+                        shutdown_timeout=args.shutdown_timeout, on_event=None,
+                        end=args.end or "min", schedules=(), time_limit=args.time_limit,
+                        name=args.name or target.title(), prefetch=args.prefetch,
+                        threaded=not inspect.iscoroutinefunction(handler),
+                        tell=pipe_from_env())
+    watch_parent(worker.stop)
+    asyncio.run(worker.run(args.burst))
     return Report({**target.header(), "stopped": True}, f"{target.title()}: worker stopped")
 
 

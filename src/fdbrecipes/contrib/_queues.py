@@ -25,14 +25,16 @@ import time
 import uuid
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from .. import LeaseExpiredError, PriorityQueue, Queue, drive
+from .. import JobError, LeaseExpiredError, PriorityQueue, Queue, drive
+from .._values import MAX_REASON, storable
 from .._worker.ahead import claim_spread
 from ..protocol import Finished
 from ._blobs import Blobs
 from ._database import transact
 from ._keeper import Held
 
-__all__ = ["FIFO", "INLINE", "PRIORITY", "Delivery", "QueueMeta", "QueueSettings", "Queues"]
+__all__ = ["FIFO", "INLINE", "MAX_DELIVERIES", "PRIORITY", "Delivery", "QueueMeta",
+           "QueueSettings", "Queues", "Undecodable", "error_reason", "fit_reason"]
 
 log = logging.getLogger("fdbrecipes.contrib")
 
@@ -42,6 +44,13 @@ PRIORITY = "priority"
 #: Messages up to this many bytes are a queue item themselves; larger ones are
 #: chunked (FoundationDB values are at most 100,000 bytes).
 INLINE = 90_000
+
+#: The integrations' default ``max_deliveries``: a message whose lease ends without ack
+#: this many times (its worker died each time, or it was rejected with requeue) is a
+#: dead letter, not delivered again forever (a message that kills its worker would be
+#: a crash loop).  RabbitMQ's quorum queues have the same default delivery limit
+#: since RabbitMQ 4.0.
+MAX_DELIVERIES = 20
 
 #: Most leases one ack_many transaction acks.
 _ACK_BATCH = 1_000
@@ -86,6 +95,29 @@ class Delivery(NamedTuple):
     payload: bytes
     lease: Any
     blob: Optional[Tuple[Any, ...]]
+
+
+class Undecodable(ValueError):
+    """A claimed message its integration cannot make a message of (not JSON, not an
+    object, not the framework's message); its text says why."""
+
+    @classmethod
+    def of(cls, error: BaseException) -> Undecodable:
+        """The decoder's ``error`` as an Undecodable (its text ``"Type: message"``)."""
+        return cls(error_reason(error))
+
+
+def error_reason(error: BaseException) -> str:
+    """``"Type: message"`` of ``error`` as a dead letter's reason, as the Worker writes
+    it (:meth:`fdbrecipes.JobError.reason`: a message whose ``str()`` raises is
+    ``<str() failed>``, lone surrogates escaped, at most 1,000 characters)."""
+    return JobError.of(error).reason()
+
+
+def fit_reason(text: str) -> str:
+    """``text`` fit to be a dead letter's reason: lone surrogates escaped (a reason
+    is stored as UTF-8), at most :data:`fdbrecipes._values.MAX_REASON` characters."""
+    return storable(text)[:MAX_REASON]
 
 
 def _pack_meta(meta: QueueMeta) -> bytes:
@@ -374,6 +406,22 @@ class Queues:
     def _ack_blob(self, tr: Any, held: Held) -> None:
         held.structure.ack(tr, held.lease)
         self.blobs.clear(tr, held.extra)
+
+    def undecodable(self, name: str, delivery: Delivery, error: Undecodable) -> None:
+        """A message of ``name`` that cannot be decoded (``error`` says why): claimed,
+        it becomes a dead letter at once, no delivery more counted, with the reason
+        ``"DecodeError: " + str(error)``; popped (a consumer without acks), it is gone
+        already.  Either way it is logged.  Cost: 1 round trip (claimed), none
+        (popped).  Raises what the bury raises (its lease then ends by expiry, and the
+        message is buried when it is claimed again)."""
+        reason = fit_reason(f"DecodeError: {error}")
+        if delivery.lease is None:
+            log.warning("queue %r: dropped a message that cannot be decoded (taken "
+                        "without ack, so it cannot be a dead letter): %r", name, reason)
+            return
+        log.warning("queue %r: a message that cannot be decoded is a dead letter: %r",
+                    name, reason)
+        self.bury(Held(self.structure(name), delivery.lease, delivery.blob), reason)
 
     def release(self, held: Held, *, count: bool) -> bool:
         """Give the message back at its place, visible now (``count``: a delivery is

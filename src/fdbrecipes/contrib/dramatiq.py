@@ -14,7 +14,10 @@ Each Dramatiq queue is a :class:`fdbrecipes.Queue`.  A consumer *claims* message
 process's heartbeat extends the leases it holds, ``ack`` acks (with the consumer's
 next claim, in its transaction), ``nack`` makes the
 message a dead letter of the queue (``Queue.dead``) with the actor's error as its
-reason, and a message whose worker died comes back after ``lease_seconds``.  A delayed
+reason, and a message whose worker died comes back after ``lease_seconds`` (after
+``max_deliveries`` such deliveries, 20 by default, it is a dead letter).  A message
+that is not a Dramatiq message of its queue (its bytes do not decode) is a dead letter
+at once, its reason naming the problem, and the rest of its claim runs.  A delayed
 message (``send_with_options(delay=...)``, retries) is pushed delayed: it waits in the
 cluster, not in a worker's memory, so Dramatiq's delay queues (``.DQ``) stay empty.
 Needs the ``dramatiq`` extra: ``pip install 'fdbrecipes[dramatiq]'``.
@@ -30,7 +33,7 @@ from typing import Any, Deque, Dict, Iterable, List, Optional
 
 try:
     import dramatiq
-    from dramatiq.errors import QueueJoinTimeout, QueueNotFound
+    from dramatiq.errors import DecodeError, QueueJoinTimeout, QueueNotFound
 except ImportError as e:  # pragma: no cover (the extra is installed for the tests)
     raise ImportError("fdbrecipes.contrib.dramatiq needs Dramatiq: pip install "
                       "'fdbrecipes[dramatiq]'") from e
@@ -40,12 +43,13 @@ from .._worker.ahead import Ahead
 from ._database import database, directory, directory_path, transact
 from ._keeper import Held, LeaseKeeper
 from ._options import check_cluster_file, check_count, check_seconds
-from ._queues import Queues, QueueSettings
+from ._queues import MAX_DELIVERIES, Queues, QueueSettings, Undecodable, error_reason
 
 __all__ = ["FdbBroker"]
 
-#: Longest reason stored with a dead letter (the library's limit).
-_REASON = 1_000
+#: The fields of a Dramatiq message other than its queue, and their types.
+_FIELDS = (("actor_name", str), ("kwargs", dict), ("options", dict), ("message_id", str),
+           ("message_timestamp", int))
 #: Seconds an ack waits at most for a claim to carry it.
 ACK_RIDE = 0.05
 #: Delivery tags: one per message a process claims.
@@ -65,7 +69,33 @@ def _reason(message: Any) -> str:
     error = getattr(message, "_exception", None)
     if error is None:
         return "rejected by the worker (nack)"
-    return f"{type(error).__name__}: {error}"[:_REASON]
+    return error_reason(error)
+
+
+def _decode(payload: bytes, queue_name: str) -> Any:
+    """The Dramatiq message ``payload`` encodes (with Dramatiq's encoder), which must
+    be a message of ``queue_name`` with fields of a message's types: what Dramatiq's
+    consumer and worker threads rely on, so that no message can stop them.
+
+    Raises:
+        Undecodable: it is not (its text says why).
+    """
+    try:
+        message = dramatiq.Message.decode(payload)
+    except Exception as e:  # dramatiq.errors.DecodeError, from the encoder's error
+        cause: BaseException = e
+        while isinstance(cause, DecodeError) and isinstance(cause.error, BaseException):
+            cause = cause.error
+        raise Undecodable.of(cause) from e
+    if message.queue_name != queue_name:
+        raise Undecodable(f"a message of queue {message.queue_name!r} found in queue "
+                          f"{queue_name!r}")
+    for name, kind in _FIELDS:
+        value = getattr(message, name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise Undecodable(f"not a Dramatiq message: its {name} is of type "
+                              f"{type(value).__name__}, not {kind.__name__}")
+    return message
 
 
 class FdbBroker(dramatiq.Broker):
@@ -80,7 +110,10 @@ class FdbBroker(dramatiq.Broker):
         spread: a claim of ``n`` messages takes a block of ``n`` drawn among the
             ``n * spread`` oldest (consumers rarely collide).
         max_deliveries: deliveries after which a message whose lease keeps ending
-            without ack (its worker dies each time) becomes a dead letter; None: never.
+            without ack (its worker dies each time) becomes a dead letter
+            (20 by default; None: never, so a message that kills its worker is
+            delivered again forever).  Dramatiq's retries are new
+            messages: they do not count.
         claim_ahead: messages a consumer may claim beyond its prefetch, held under
             leases (extended by the heartbeat) until Dramatiq has room for them, so
             that one transaction claims dozens (None: 4 times the prefetch, at most
@@ -95,7 +128,8 @@ class FdbBroker(dramatiq.Broker):
 
     def __init__(self, *, cluster_file: Optional[str] = None, directory: Any = "dramatiq",
                  lease_seconds: float = 30.0, spread: int = 8,
-                 max_deliveries: Optional[int] = None, claim_ahead: Optional[int] = None,
+                 max_deliveries: Optional[int] = MAX_DELIVERIES,
+                 claim_ahead: Optional[int] = None,
                  middleware: Any = None) -> None:
         self._cluster_file = check_cluster_file(cluster_file)
         self._claim_ahead = None if claim_ahead is None else check_int(
@@ -303,19 +337,36 @@ class _Consumer(dramatiq.Consumer):
             self._broker.store.ack_many(acks)
 
     def _claim(self, n: int) -> None:
+        """Claim up to ``n`` messages into the buffer, with the acks waiting.  Each is
+        decoded on its own: one that is not a message of this queue is buried at once
+        (its reason says why), after the others are held, which are delivered as if
+        it had not been there; a claim that took nothing else claims again."""
         store = self._broker.store
         structure = store.structure(self._queue)
         acks = self._take_acks()
-        try:
-            taken = store.take(self._queue, n, leased=True, acks=acks)
-        except BaseException:
-            with self._settled:  # committed or not, they are settled by the next try
-                self._acks[:0] = acks
-            raise
-        for delivery in taken:
-            proxy = _Proxy(dramatiq.Message.decode(delivery.payload), next(_TAGS))
-            self._broker.keeper.hold(proxy.tag, Held(structure, delivery.lease, delivery.blob))
-            self._buffer.append(proxy)
+        while True:
+            try:
+                taken = store.take(self._queue, n, leased=True, acks=acks)
+            except BaseException:
+                with self._settled:  # committed or not, they are settled by the next try
+                    self._acks[:0] = acks
+                raise
+            acks = []
+            bad = []
+            for delivery in taken:
+                try:
+                    message = _decode(delivery.payload, self._queue)
+                except Undecodable as e:
+                    bad.append((delivery, e))
+                    continue
+                proxy = _Proxy(message, next(_TAGS))
+                self._broker.keeper.hold(proxy.tag,
+                                         Held(structure, delivery.lease, delivery.blob))
+                self._buffer.append(proxy)
+            for delivery, error in bad:
+                store.undecodable(self._queue, delivery, error)
+            if len(bad) < len(taken) or not taken:
+                return
 
     def _settle(self, message: Any) -> None:
         """A delivered message was settled: its room is free again, and how long it

@@ -7,9 +7,12 @@ job, quiet or stop a worker) to the requests its ``access`` allows.  Mount it un
 any path of a FastAPI or Starlette application, or serve it with ``fdbrecipes web``.
 See docs/web.md.
 
-The parts: :mod:`.access` (who may do what), :mod:`.guard` (the security headers,
-cross-site refusal, the token), :mod:`.views` (what each page reads), :mod:`.actions`
-(what each button does, the audit log), :mod:`.show` (how values are shown),
+The parts: :mod:`.access` (who may do what), :mod:`.guard` (the security headers, the
+Host check, cross-site refusal, the token) with :mod:`.logins` (wrong tokens slowed
+down), :mod:`.audit` (the audit log), :mod:`.reads` (each request's reads, within a
+deadline), :mod:`.views` and :mod:`.listings` (what each page reads), :mod:`.forms`
+and :mod:`.checks` (a request's fields, an action's form checked whole),
+:mod:`.actions` (what each button does), :mod:`.show` (how values are shown),
 :mod:`.app` (the routes and pages) and :mod:`.command` (``fdbrecipes web``).
 Importing this package needs neither Starlette nor ``libfdb_c``; :func:`create_app`
 needs the extra.
@@ -20,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .access import ACTIONS, FULL, READ_ONLY, Access, AccessRule
+from .reads import DEADLINE
 
 __all__ = ["ACTIONS", "FULL", "INSTALL_HINT", "READ_ONLY", "Access", "AccessRule",
            "create_app"]
@@ -30,7 +34,8 @@ INSTALL_HINT = "the dashboard needs its extra: pip install 'fdbrecipes[web]'"
 
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
                schedules: Sequence[Any] = (), trusted_origins: Iterable[str] = (),
-               token: Optional[str] = None, debug: bool = False) -> Any:
+               token: Optional[str] = None, allowed_hosts: Iterable[str] = (),
+               timeout: Optional[float] = DEADLINE, debug: bool = False) -> Any:
     """The dashboard as an ASGI app: see :func:`fdbrecipes.web.app.create_app`.
 
     Raises:
@@ -42,4 +47,5 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
     except ImportError as e:
         raise ImportError(f"{INSTALL_HINT} ({e})") from e
     return make(db, structures, access=access, schedules=schedules,
-                trusted_origins=trusted_origins, token=token, debug=debug)
+                trusted_origins=trusted_origins, token=token, allowed_hosts=allowed_hosts,
+                timeout=timeout, debug=debug)

@@ -2,7 +2,8 @@
 
 ``create_app(..., access=...)`` takes one :class:`Access` for every request
 (:data:`FULL`, :data:`READ_ONLY`, or rights of your own), or a function of the request
-(a ``starlette.requests.Request``) returning one, called once per request: the
+(a ``starlette.requests.Request``) returning one, or None for a request that may
+see nothing (every page and action answers 403), called once per request: the
 application's own login decides.  A read-only access sees every page, is shown no
 action, and any action it posts is refused with 403.  ``who`` names the person in the
 audit log.  Importing this module needs neither Starlette nor ``libfdb_c``.
@@ -11,7 +12,7 @@ audit log.  Importing this module needs neither Starlette nor ``libfdb_c``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, FrozenSet, Iterable, Union
+from typing import Any, Callable, FrozenSet, Iterable, Optional, Union
 
 __all__ = ["ACTIONS", "FULL", "READ_ONLY", "Access", "AccessRule", "access_of"]
 
@@ -60,19 +61,21 @@ FULL = Access(frozenset(ACTIONS))
 #: Look only.
 READ_ONLY = Access()
 
-#: What ``create_app(access=...)`` takes.
-AccessRule = Union[Access, Callable[[Any], Access]]
+#: What ``create_app(access=...)`` takes: one Access, or a function of the request
+#: returning one (None: this request may see nothing).
+AccessRule = Union[Access, Callable[[Any], Optional[Access]]]
 
 
-def access_of(rule: AccessRule, request: Any) -> Access:
-    """The access ``rule`` gives ``request``.
+def access_of(rule: AccessRule, request: Any) -> Optional[Access]:
+    """The access ``rule`` gives ``request``; None when its function denies it all.
 
     Raises:
-        TypeError: the rule's function returned something else than an Access.
+        TypeError: the rule's function returned something else than an Access or None.
     """
     if isinstance(rule, Access):
         return rule
     found = rule(request)
-    if not isinstance(found, Access):
-        raise TypeError(f"the access function returned {type(found).__name__}, not an Access")
+    if found is not None and not isinstance(found, Access):
+        raise TypeError(f"the access function returned {type(found).__name__}, not an "
+                        "Access or None")
     return found

@@ -9,42 +9,41 @@ is done, the rest is still there, and nothing is done twice.
   ``requeue_dead(tokens=)``, ``purge_dead(tokens=)``, ``remove_many`` (one
   transaction), ``release`` (one each), ``ack_many`` (one).
 * Everything matching a filter (or everything) in a tab: the tab is read page by page
-  from a cursor (:func:`.listings.scan`, transactions of 1,000 rows that write
-  nothing), then the rows that matched are moved or deleted by their tokens in
-  transactions of at most :data:`CHUNK`; one request reads at most :data:`SCAN_CAP`
-  rows and changes at most :data:`REQUEST_CAP`, and says where it stopped, so the page
-  offers to go on from there (its progress).
+  from a cursor (:func:`.listings.scan`, transactions of 1,000 rows or about 5 MB of
+  values that write nothing), then the rows that matched are moved or deleted by their
+  tokens in transactions of at most :data:`CHUNK`; one request reads at most
+  :data:`SCAN_CAP` rows and about :data:`SCAN_BYTES` of values, changes at most
+  :data:`REQUEST_CAP`, and says where it stopped, so the page offers to go on from
+  there (its progress).
 * Requeueing every dead letter: ``requeue_dead`` given the Database, oldest first, at
   most :data:`REQUEST_CAP` a request, in transactions of at most 1,000.
 
-The audit log is the ``fdbrecipes.web.audit`` logger (INFO): one line per action,
-``who=... action=... scope=... structure=... group=... target=... count=...`` with
-every field ``repr``-quoted, so a hostile name cannot forge a line.
+The caller writes each action's audit line (:func:`.audit.audit`).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, List, NamedTuple, Optional, Tuple
 
 from .. import FairQueue, drive
 from ..admin.jobs import cancel_job, jobs_of
-from .listings import Scanned, queue_of, scan
+from .listings import PAGE_BYTES, Scanned, queue_of, scan
+from .reads import Reads
 
-__all__ = ["CHUNK", "REQUEST_CAP", "SCAN_CAP", "Done", "Policy", "audit", "cancel", "chosen",
-           "command", "matching", "pause", "remove", "requeue_dead", "set_policy", "settle"]
+__all__ = ["CHUNK", "REQUEST_CAP", "SCAN_BYTES", "SCAN_CAP", "Done", "Policy", "cancel",
+           "chosen", "command", "matching", "pause", "remove", "requeue_dead", "set_policy",
+           "settle"]
 
 #: Items one request changes at most.
 REQUEST_CAP = 10_000
 #: Rows one request reads at most to find those matching a filter.
 SCAN_CAP = 10_000
+#: Bytes of values one request reads at most (about) to find those matching a filter.
+SCAN_BYTES = 10 * PAGE_BYTES
 #: Items one transaction changes at most (the library's limit for calls naming rows).
 CHUNK = 1_000
 #: What each bulk action is called on a page, by what it does.
 DOING = {"requeue": "requeued", "purge": "deleted", "remove": "deleted"}
-
-log = logging.getLogger("fdbrecipes.web.audit")
-
 
 class Done(NamedTuple):
     """What an action did: a sentence for the page, how many it changed, and, for a
@@ -54,13 +53,6 @@ class Done(NamedTuple):
     said: str
     changed: int
     more: Optional[bytes] = None
-
-
-def audit(who: str, action: str, structure: str, count: int, group: Any = None,
-          target: Any = None, scope: str = "one") -> None:
-    """Write the audit line of one action (see the module docstring)."""
-    log.info("who=%r action=%r scope=%r structure=%r group=%r target=%r count=%d", who,
-             action, scope, structure, group, target, count)
 
 
 def requeue_dead(db: Any, structure: Any, group: Any = None,
@@ -96,14 +88,16 @@ def chosen(db: Any, structure: Any, group: Any, action: str, tokens: List[bytes]
     return Done(f"{DOING[action]} {changed:,} of {len(tokens):,} chosen", changed)
 
 
-def matching(db: Any, structure: Any, group: Any, tab: str, action: str, search: str,
+def matching(reads: Reads, structure: Any, group: Any, tab: str, action: str, search: str,
              after: Optional[bytes], cap: Optional[int] = None) -> Done:
     """Requeue or delete the rows of ``tab`` from the cursor ``after`` on whose shown
-    value contains ``search`` (all when empty): read :data:`SCAN_CAP` rows at most
-    (:func:`.listings.scan`), change ``cap`` (default :data:`REQUEST_CAP`) at most,
-    chunked; say how far it got."""
+    value contains ``search`` (all when empty): read :data:`SCAN_CAP` rows and
+    :data:`SCAN_BYTES` at most (:func:`.listings.scan`, within the request's
+    deadline), change ``cap`` (default :data:`REQUEST_CAP`) at most, chunked; say how
+    far it got."""
     cap = REQUEST_CAP if cap is None else cap
-    found: Scanned = scan(db, structure, tab, group, search, after, SCAN_CAP)
+    db = reads.db
+    found: Scanned = scan(reads, structure, tab, group, search, after, SCAN_CAP, SCAN_BYTES)
     tokens = found.tokens[:cap]
     changed = _on_tokens(db, queue_of(structure, group), action, tokens)
     more = tokens[-1] if len(found.tokens) > cap else found.next

@@ -10,16 +10,22 @@ Pages (GET only; each reads in one transaction, see :mod:`.views` and
   group's queue), ``&after=CURSOR`` the page after the row the cursor names (paging by
   key), ``&q=TEXT`` searches the next rows' values, ``&limit=N``;
 * ``/job?s=NAME&id=HEX`` (or ``&text=ID``): one job's record and its item (its payload,
-  its lease);
+  its lease); ``/job?s=NAME&token=HEX``: the item a row's token names (and its job's
+  record, if it has one);
 * ``/workers?s=NAME``: the live workers, with quiet and stop;
 * ``/schedules``: the schedules given, their next and last slots and their jobs.
 
 A structure's page also pauses and resumes it.
 
-Actions are forms posted to ``/act`` (see :mod:`.actions`); the answer redirects (303)
-to the page the action concerns, which says what was done.  Links and forms are
-relative to the app's ``root_path``, so it works mounted under any path and behind a
-proxy that sets it.  Every response goes through :class:`.guard.Guard`.
+Actions are forms posted to ``/act`` (see :mod:`.actions`), checked whole first (see
+:mod:`.checks`); the answer redirects (303) to the page the action concerns, which
+says what was done.  Links and forms are relative to the app's ``root_path``, so it
+works mounted under any path and behind a proxy that sets it.  Every response goes
+through :class:`.guard.Guard`.
+
+Each request asks the ``access`` rule once (None: it is denied, 403), and reads within
+its deadline (:class:`.reads.Reads`): a page whose reads could not finish in time, or
+that the cluster refused, answers 503.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from dataclasses import replace
 from typing import (
     Any,
     Callable,
@@ -50,15 +57,18 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .. import FairQueue, Schedule, WeightTree
-from ..admin.commands import read_only
 from ..admin.places import UsageError
-from . import actions, forms, listings, views
+from . import actions, checks, forms, listings, views
 from .access import READ_ONLY, Access, AccessRule, access_of
+from .audit import audit, refused
+from .checks import Checked
 from .forms import BadRequest
 from .guard import Guard
+from .reads import DEADLINE, Reads, TooSlow, fdb_error_code
 from .show import (
     PAGE_CAP,
     ago,
+    cut,
     cut_text,
     group_from_hex,
     group_hex,
@@ -71,19 +81,8 @@ from .show import (
 
 __all__ = ["create_app"]
 
-#: What an action needs besides the structure: "id" (a job id), "worker", "token" (the
-#: rows chosen), "yes" (the confirmation box).
-NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("yes",),
-         "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
-         "pause": ("yes",), "resume": (), "policy": (), "release": ("token", "yes"),
-         "ack": ("token", "yes")}
-#: What the actions on rows act on (``scope``; the first is the default): every row
-#: (of the dead letters; of a tab, filtered by ``q``), the rows chosen (``token``),
-#: those matching a filter, or the pending item with an id.
-SCOPES = {"requeue": ("all", "chosen", "matching"), "purge": ("all", "chosen", "matching"),
-          "remove": ("id", "chosen", "matching")}
-#: The actions that need a FairQueue's group.
-IN_A_GROUP = ("requeue", "purge", "remove", "cancel", "policy", "release", "ack")
+#: What a request's own reads are (a page, or an action) and what may go wrong.
+View = Callable[..., Response]
 
 
 class Said(NamedTuple):
@@ -98,24 +97,26 @@ class Dashboard:
     """The pages and actions of one app (see the module docstring)."""
 
     def __init__(self, db: Any, structures: Mapping[str, Any], access: AccessRule,
-                 schedules: Sequence[Any] = ()) -> None:
+                 schedules: Sequence[Any] = (), timeout: Optional[float] = DEADLINE) -> None:
         self.db = db
         self.structures = dict(structures)
         self.schedules = list(schedules)
         self.key = secrets.token_bytes(16)  # signs what a redirect says (see said())
         self.access = access
+        self.timeout = timeout
         self.env = Environment(loader=PackageLoader("fdbrecipes.web", "templates"),
                                autoescape=True)
         self.env.filters.update(ago=ago, when=when, shown=shown, pretty=shown_pretty,
                                 tail=cut_text, hexgroup=group_hex, spark=_spark)
         self.env.globals.update(PAGE_CAP=PAGE_CAP, REQUEST_CAP=actions.REQUEST_CAP,
-                                SCAN_CAP=actions.SCAN_CAP,
+                                SCAN_CAP=actions.SCAN_CAP, PAGE_BYTES=listings.PAGE_BYTES,
+                                SCAN_BYTES=actions.SCAN_BYTES,
                                 OVERVIEW_GROUPS=views.OVERVIEW_GROUPS)
 
     # -- helpers ---------------------------------------------------------------------
 
     def render(self, request: Request, template: str, status: int = 200,
-               **context: Any) -> HTMLResponse:
+               headers: Optional[Dict[str, str]] = None, **context: Any) -> HTMLResponse:
         """The page ``template`` with ``context``, and what every page needs."""
         root: str = request.scope.get("root_path", "")
 
@@ -123,13 +124,12 @@ class Dashboard:
             kept = {k: v for k, v in query.items() if v is not None and v != ""}
             return root + path + ("?" + urlencode(kept) if kept else "")
 
-        access = access_of(self.access, request)
         page = self.env.get_template(template).render(
-            url=url, nonce=request.state.csp_nonce, access=access,
+            url=url, nonce=request.state.csp_nonce, access=_access(request),
             said=self.said(request), names=list(self.structures),
             has_schedules=bool(self.schedules),
             **context)
-        return HTMLResponse(page, status_code=status)
+        return HTMLResponse(page, status_code=status, headers=headers)
 
     def sign(self, *parts: str) -> str:
         """The signature of ``parts``, what this app said."""
@@ -149,66 +149,80 @@ class Dashboard:
         return Said(text, more if more["after"] else None)
 
     def structure(self, name: Optional[str]) -> Any:
-        """The structure named ``name``.
+        """The structure named ``name`` (404 when none is)."""
+        return forms.structure_named(self.structures, name)
 
-        Raises:
-            BadRequest: none has that name (404).
-        """
-        if name is None or name not in self.structures:
-            raise BadRequest("no structure has that name", 404)
-        return self.structures[name]
+    def access_for(self, request: Request) -> Optional[Access]:
+        """What the ``access`` rule gives ``request`` (None: nothing), its ``who`` the
+        user name given with the token when the rule names nobody."""
+        found = access_of(self.access, request)
+        user = request.scope.get("state", {}).get("user")
+        if found is not None and user and found.who == READ_ONLY.who:
+            found = replace(found, who=user)
+        return found
 
-    @staticmethod
-    def group(structure: Any, given: Optional[str], text: Optional[str] = None) -> Any:
-        """The group ``g`` names (hex), or ``group`` (its text, a str), or None; a
-        FairQueue's only."""
-        if not given and not text:
-            return None
-        if not isinstance(structure, FairQueue):
-            raise BadRequest("g: only a fair-queue has groups")
-        if not given:
-            return text
+    def answer(self, request: Request, view: View, *args: Any) -> Response:
+        """``view(request, *args)`` for a request the ``access`` rule lets in (else
+        403), with its reads (within the deadline); a BadRequest, ValueError or
+        TypeError is answered with the error page (400, or its status), reads that did
+        not finish in time or a cluster's error with 503.  A refusal of an action, and
+        every 403, is logged."""
+        access = self.access_for(request)
+        if access is None:
+            return self.refuse(request, "you may not see this dashboard", 403)
+        request.state.access = access
+        request.state.reads = Reads(self.db, self.timeout)
         try:
-            return group_from_hex(given)
-        except ValueError as e:
-            raise BadRequest(str(e)) from None
-
-    def failing(self, request: Request, page: Callable[[Request], Response]) -> Response:
-        """``page(request)``, or the error page of a BadRequest or ValueError."""
-        try:
-            return page(request)
+            return view(request, *args)
         except BadRequest as e:
-            return self.error(request, str(e), e.status)
+            return self.refuse(request, str(e), e.status, access.who)
         except (TypeError, ValueError, UsageError) as e:
-            return self.error(request, str(e), 400)
+            return self.refuse(request, str(e), 400, access.who)
+        except TooSlow as e:
+            return self.error(request, str(e), 503)
+        except Exception as e:
+            code = fdb_error_code(e)
+            if code is None:
+                raise
+            return self.error(request, f"FoundationDB error {code}: {e}", 503)
+
+    def refuse(self, request: Request, message: str, status: int,
+               who: Optional[str] = None) -> HTMLResponse:
+        """The error page of a request refused with ``status``; logged when it is an
+        action's, or a 403."""
+        if request.method == "POST" or status == 403:
+            refused(request.scope, status, message, who)
+        return self.error(request, message, status)
 
     def error(self, request: Request, message: str, status: int) -> HTMLResponse:
-        """The error page."""
-        return self.render(request, "error.html", status, title=f"{status}",
-                           message=message, code=status)
+        """The error page (a 503 says when to try again)."""
+        return self.render(request, "error.html", status,
+                           {"retry-after": "1"} if status == 503 else None,
+                           title=f"{status}", message=message, code=status)
 
     # -- pages -----------------------------------------------------------------------
 
     def overview(self, request: Request) -> Response:
         """``/``."""
         return self.render(request, "overview.html", title="Overview",
-                           rows=views.overview(self.db, self.structures))
+                           rows=views.overview(_reads(request), self.structures))
 
     def structure_page(self, request: Request) -> Response:
         """``/structure``."""
         q = request.query_params
+        reads = _reads(request)
         name = q.get("s")
         structure = self.structure(name)
-        group = self.group(structure, q.get("g"), q.get("group"))
+        group = forms.group(structure, q.get("g"), q.get("group"))
         g = None if group is None else group_hex(group)
         limit = forms.limit(q.get("limit"))
         policy = None
         if isinstance(structure, FairQueue) and group is not None:
-            policy = read_only(self.db, structure.group_policy, group)
+            policy = reads(structure.group_policy, group)
         common = dict(title=name, name=name, kind=views.kind_of(structure), group=group,
-                      g=g, policy=policy, paused=read_only(self.db, views.paused, structure),
+                      g=g, policy=policy, paused=reads(views.paused, structure),
                       limit=q.get("limit"), tabs=_tabs(structure, group),
-                      counts=views.tab_counts(self.db, structure, group))
+                      counts=views.tab_counts(reads, structure, group))
         if isinstance(structure, WeightTree):
             return self.render(request, "structure.html", **common, tab=None, found=None,
                                groups=None)
@@ -218,7 +232,7 @@ class Dashboard:
             raise BadRequest(f"tab: one of {', '.join(common['tabs'])}")
         if tab == "groups":
             after = q.get("after")
-            rows = listings.group_rows(self.db, structure, limit,
+            rows = listings.group_rows(reads, structure, limit,
                                        group_from_hex(after, "after") if after else None)
             return self.render(request, "structure.html", **common, tab=tab, found=None,
                                groups=rows, after=after)
@@ -228,38 +242,44 @@ class Dashboard:
         search = q.get("q") or ""
         if len(search) > 1_000:
             raise BadRequest("q: at most 1,000 characters")
-        found = listings.tab(self.db, structure, tab, group=group, limit=limit,
+        found = listings.tab(reads, structure, tab, group=group, limit=limit,
                              search=search, end=end, after=forms.cursor(q.get("after")))
         return self.render(request, "structure.html", **common, tab=tab, found=found,
                            groups=None, search=search, end=end, after=q.get("after"))
 
     def job_page(self, request: Request) -> Response:
-        """``/job``."""
+        """``/job``: a job's page by its id, or an item's by its row's token."""
         q = request.query_params
         name = q.get("s")
         structure = self.structure(name)
-        group = self.group(structure, q.get("g"))
-        id_ = forms.job_id(q.get("id"), q.get("text"))
+        group = forms.group(structure, q.get("g"))
+        token = forms.cursor(q.get("token"), "token")
+        id_ = forms.job_id(q.get("id"), q.get("text")) if token is None or q.get("id") \
+            or q.get("text") else None
         if isinstance(structure, WeightTree):
             raise BadRequest("a weight-tree has no jobs")
         if isinstance(structure, FairQueue) and group is None:
             raise BadRequest("g: a fair-queue's jobs need their group")
-        view = views.job(self.db, structure, id_, group)
+        view = views.job(_reads(request), structure, id_, group, token)
+        if id_ is None and view is not None and view.record is not None:
+            id_ = view.record.id
         return self.render(request, "job.html", 200 if view else 404, title="Job",
-                           name=name, view=view, id_hex=id_.hex(), shown_id=shown_id(id_),
+                           name=name, view=view, id_hex=None if id_ is None else id_.hex(),
+                           shown_id=None if id_ is None else shown_id(id_),
                            g=q.get("g"), group=group)
 
     def schedules_page(self, request: Request) -> Response:
         """``/schedules``."""
         return self.render(request, "schedules.html", title="Schedules",
-                           rows=views.schedules(self.db, self.schedules, self.structures))
+                           rows=views.schedules(_reads(request), self.schedules,
+                                                self.structures))
 
     def workers_page(self, request: Request) -> Response:
         """``/workers``."""
         name = request.query_params.get("s")
         structure = self.structure(name)
         return self.render(request, "workers.html", title="Workers", name=name,
-                           workers=views.workers(self.db, structure),
+                           workers=views.workers(_reads(request), structure),
                            has_jobs=not isinstance(structure, WeightTree))
 
     # -- actions ---------------------------------------------------------------------
@@ -268,146 +288,117 @@ class Dashboard:
         """``POST /act``: one action, then a redirect to the page it concerns."""
         try:
             form = await forms.read_form(request)
-            access = access_of(self.access, request)
-            return await run_in_threadpool(self.do, request, form, access)
         except BadRequest as e:
-            return self.error(request, str(e), e.status)
-        except (TypeError, ValueError, UsageError) as e:
-            return self.error(request, str(e), 400)
+            return self.refuse(request, str(e), e.status)
+        answer: Response = await run_in_threadpool(self.answer, request, self.do, form)
+        return answer
 
-    def do(self, request: Request, form: Dict[str, str], access: Access) -> Response:
-        """Check and run one action (see :data:`NEEDS` and :data:`SCOPES`), audit it,
-        redirect."""
-        action = form.get("action", "")
-        if action not in NEEDS:
-            raise BadRequest("action: unknown")
-        if not access.allows(action):
-            raise BadRequest(f"{access.who} may not {action} here", 403)
-        name = form.get("s")
-        structure = self.structure(name)
-        group = self.group(structure, form.get("g"))
-        scope = form.get("scope") or SCOPES.get(action, ("one",))[0]
-        if scope not in SCOPES.get(action, ("one",)):
-            raise BadRequest(f"scope: one of {', '.join(SCOPES.get(action, ('one',)))}")
-        needs = NEEDS[action] + (("id",) if scope == "id" else ("token",) if scope == "chosen"
-                                 else ())
-        if "yes" in needs and form.get("yes") != "1":
-            raise BadRequest("tick the confirmation box to do this")
-        if "worker" in needs and not form.get("worker"):
-            raise BadRequest("worker: give its id")
-        if "token" in needs and not form.get("token"):
-            raise BadRequest("choose at least one item")
-        if isinstance(structure, FairQueue) and group is None and action in IN_A_GROUP:
-            raise BadRequest("g: a fair-queue's group is needed")
-        assert name is not None
-        check = Checked(action, scope, structure, group, form)
-        done, page, query = self.run(check)
-        if form.get("back") == "job":  # an action on a job's page shows that page again
-            page, query = "/job", {"id": check.id().hex()}
-        actions.audit(access.who, action, name, done.changed, group, check.target(), scope)
-        return self.redirect(request, name, form, done, page, query, check)
+    def do(self, request: Request, form: Dict[str, str]) -> Response:
+        """Check the whole form (:func:`.checks.check`: a refusal changes nothing), run
+        the action, audit it whatever became of it, redirect."""
+        access = _access(request)
+        check = checks.check(form, access, self.structures)
+        done: Optional[actions.Done] = None
+        outcome = "failed"
+        try:
+            done, page, query = self.run(check, _reads(request))
+            outcome = "done"
+        except Exception as e:
+            outcome = f"failed: {type(e).__name__}: {cut(str(e))}"
+            raise
+        finally:
+            audit(access.who, check.action, check.name, None if done is None else done.changed,
+                  check.group, check.target(), check.scope, outcome)
+        assert done is not None
+        if check.back_to_job and check.id is not None:  # a job's page shows it again
+            page, query = "/job", {"id": check.id.hex()}
+        return self.redirect(request, form, done, page, query, check)
 
-    def redirect(self, request: Request, name: str, form: Dict[str, str], done: actions.Done,
+    def redirect(self, request: Request, form: Dict[str, str], done: actions.Done,
                  page: str, query: Dict[str, Any], check: Checked) -> Response:
         """The redirect (303) to the page an action concerns, saying what it did (and
         how to go on, signed with it)."""
         more = dict.fromkeys(MORE, "")
         if done.more is not None:
-            more = {"action": check.action, "scope": check.scope, "q": form.get("q", ""),
+            more = {"action": check.action, "scope": check.scope, "q": check.search,
                     "tab": query.get("tab", ""), "after": done.more.hex()}
         root: str = request.scope.get("root_path", "")
-        query = {"s": name, "g": form.get("g") or None, **query, "said": done.said,
+        query = {"s": check.name, "g": form.get("g") or None, **query, "said": done.said,
                  **{"more_" + k: v or None for k, v in more.items()},
                  "sig": self.sign(done.said, *more.values())}
         kept = {k: v for k, v in query.items() if v is not None}
         return RedirectResponse(f"{root}{page}?{urlencode(kept)}", status_code=303)
 
-    def run(self, check: Checked) -> Tuple[actions.Done, str, Dict[str, Any]]:
+    def run(self, check: Checked, reads: Reads) -> Tuple[actions.Done, str, Dict[str, Any]]:
         """Run one checked action; what it did, and the page (path, query) to show."""
-        action, structure, group, form = check.action, check.structure, check.group, check.form
+        action, structure, group = check.action, check.structure, check.group
         db = self.db
-        if action in SCOPES:
-            tab = check.tab()
-            if check.scope == "chosen":
-                done = actions.chosen(db, structure, group, action, forms.tokens(form["token"]))
+        if action in checks.SCOPES:
+            assert check.tab is not None
+            if check.tokens is not None:
+                done = actions.chosen(db, structure, group, action, check.tokens)
             elif check.scope == "id":
-                done = actions.remove(db, structure, check.id(), group)
-            elif action == "requeue" and check.scope == "all" and not form.get("q"):
-                cap = forms.limit(form.get("limit"), actions.REQUEST_CAP, actions.REQUEST_CAP)
-                done = actions.requeue_dead(db, structure, group, cap)
+                assert check.id is not None
+                done = actions.remove(db, structure, check.id, group)
+            elif action == "requeue" and check.scope == "all" and not check.search:
+                done = actions.requeue_dead(db, structure, group, check.cap)
             else:
-                done = actions.matching(db, structure, group, tab, action, form.get("q", ""),
-                                        forms.cursor(form.get("after")))
-            return done, "/structure", {"tab": tab}
+                done = actions.matching(reads, structure, group, check.tab, action,
+                                        check.search, check.after)
+            return done, "/structure", {"tab": check.tab}
         if action in ("pause", "resume"):
             return actions.pause(db, structure, action == "pause"), "/structure", {}
         if action in ("release", "ack"):
-            tokens = forms.tokens(form["token"])
-            return (actions.settle(db, structure, tokens, action == "release"),
+            assert check.tokens is not None
+            return (actions.settle(db, structure, check.tokens, action == "release"),
                     "/structure", {"tab": "in-flight"})
         if action == "policy":
-            if not isinstance(structure, FairQueue):
-                raise BadRequest("only a fair-queue's groups have a policy")
-            return actions.set_policy(db, structure, group, forms.policy(form)), "/structure", {}
+            assert check.policy is not None
+            return actions.set_policy(db, structure, group, check.policy), "/structure", {}
         if action == "cancel":
-            id_ = check.id()
-            return actions.cancel(db, structure, id_, group), "/job", {"id": id_.hex()}
-        return actions.command(db, structure, form["worker"], action), "/workers", {}
+            assert check.id is not None
+            return (actions.cancel(db, structure, check.id, group), "/job",
+                    {"id": check.id.hex()})
+        assert check.worker is not None
+        return actions.command(db, structure, check.worker, action), "/workers", {}
 
     def routes(self) -> List[Route]:
         """The app's routes."""
-        def page(view: Callable[[Request], Response]) -> Callable[[Request], Response]:
-            def endpoint(request: Request) -> Response:
-                return self.failing(request, view)
-            return endpoint
-        return [Route("/", page(self.overview), methods=["GET"]),
-                Route("/structure", page(self.structure_page), methods=["GET"]),
-                Route("/job", page(self.job_page), methods=["GET"]),
-                Route("/workers", page(self.workers_page), methods=["GET"]),
-                Route("/schedules", page(self.schedules_page), methods=["GET"]),
+        return [Route("/", Page(self, self.overview).endpoint, methods=["GET"]),
+                Route("/structure", Page(self, self.structure_page).endpoint,
+                      methods=["GET"]),
+                Route("/job", Page(self, self.job_page).endpoint, methods=["GET"]),
+                Route("/workers", Page(self, self.workers_page).endpoint, methods=["GET"]),
+                Route("/schedules", Page(self, self.schedules_page).endpoint,
+                      methods=["GET"]),
                 Route("/act", self.act, methods=["POST"])]
+
+
+class Page(NamedTuple):
+    """A page's endpoint: its view, answered by the dashboard (see
+    :meth:`Dashboard.answer`); Starlette runs it in its thread pool."""
+
+    dashboard: Dashboard
+    view: View
+
+    def endpoint(self, request: Request) -> Response:
+        return self.dashboard.answer(request, self.view)
 
 
 #: The fields of how to go on with a bulk action that stopped at its cap.
 MORE = ("action", "scope", "q", "tab", "after")
 
 
-class Checked(NamedTuple):
-    """An action whose name, rights, structure, scope and confirmation were checked,
-    with its form."""
+def _access(request: Request) -> Access:
+    """The access the request was given (read-only before it was asked)."""
+    found: Access = request.scope.get("state", {}).get("access", READ_ONLY)
+    return found
 
-    action: str
-    scope: str
-    structure: Any
-    group: Any
-    form: Dict[str, str]
 
-    def tab(self) -> str:
-        """The tab an action on rows works in: the dead letters, or (remove) the pending
-        or delayed items."""
-        if self.action != "remove":
-            return "dead"
-        tab = self.form.get("tab") or "pending"
-        if tab not in ("pending", "delayed"):
-            raise BadRequest("tab: remove works on pending or delayed items")
-        return tab
-
-    def id(self) -> bytes:
-        """The job id the form gives (``id`` as hex, or ``text``)."""
-        return forms.job_id(self.form.get("id"), self.form.get("text"))
-
-    def target(self) -> Optional[str]:
-        """What the audit line names: a worker, a job id, the rows chosen, a filter."""
-        form = self.form
-        if form.get("worker"):
-            return form["worker"]
-        if self.scope == "chosen":
-            return f"{len(form.get('token', '').split(','))} chosen"
-        if self.scope in ("matching", "all") and self.action in SCOPES:
-            return f"q={form.get('q', '')!r} after={form.get('after', '')!r}"
-        if form.get("id") or form.get("text"):
-            return self.id().hex()
-        return None
+def _reads(request: Request) -> Reads:
+    """The request's reads (see :meth:`Dashboard.answer`)."""
+    found: Reads = request.state.reads
+    return found
 
 
 def _tabs(structure: Any, group: Any) -> Tuple[str, ...]:
@@ -428,7 +419,8 @@ def _spark(values: Any) -> Markup:
 
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
                schedules: Sequence[Any] = (), trusted_origins: Iterable[str] = (),
-               token: Optional[str] = None, debug: bool = False) -> Any:
+               token: Optional[str] = None, allowed_hosts: Iterable[str] = (),
+               timeout: Optional[float] = DEADLINE, debug: bool = False) -> Any:
     """The dashboard of ``structures`` (names to Queue, PriorityQueue, FairQueue or
     WeightTree objects, the sync ones) on ``db``, as an ASGI app to mount anywhere::
 
@@ -439,20 +431,33 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
             are never committed; actions write through the structures' methods).
         structures: what the dashboard shows, by name (names appear in URLs and pages).
         access: an :class:`~fdbrecipes.web.Access` for every request, or a function of
-            the request returning one (default :data:`~fdbrecipes.web.READ_ONLY`: look
-            only).  See :mod:`fdbrecipes.web.access`.
+            the request returning one, or None to deny it everything (403) (default
+            :data:`~fdbrecipes.web.READ_ONLY`: look only).  See
+            :mod:`fdbrecipes.web.access`.
         schedules: the application's :class:`fdbrecipes.Schedule` objects, shown with
             their next and last slots on ``/schedules``.
         trusted_origins: origins besides the request's own whose posts are accepted
             (see :func:`fdbrecipes.web.guard.cross_site`).
-        token: a password every request must give (HTTP Basic), or None.
+        token: a password every request must give (HTTP Basic; at least 16
+            characters), or None.  The user name given with it names the person in the
+            audit log when ``access`` names nobody.
+        allowed_hosts: the names (``name`` or ``name:port``; ``*``: any) a request's
+            ``Host`` may give besides ``localhost``, ``127.0.0.1``, ``[::1]`` and the
+            address the server answered on (with its port); any other Host is refused
+            with 421 (see :func:`fdbrecipes.web.guard.foreign_host`).
+        timeout: seconds a request's reads may take in all (each read transaction is
+            given what is left as its own timeout; the Database's options are not
+            changed); a page that cannot finish answers 503.  None: no deadline of the
+            dashboard's (the Database's transaction timeout, if any, bounds each read).
         debug: Starlette's debug pages (never in production).
 
     Reads nothing when made.  Costs per page: see :mod:`fdbrecipes.web.views`.
 
     Raises:
         TypeError or ValueError: a structure is not one of those kinds, a name is not a
-            non-empty str, or ``access`` is neither an Access nor callable.
+            non-empty str, ``access`` is neither an Access nor callable, a token is
+            shorter than 16 characters (an empty one included), ``allowed_hosts`` is
+            a str rather than names, or ``timeout`` is not a positive number.
     """
     for name, structure in structures.items():
         if not isinstance(name, str) or not name:
@@ -463,7 +468,17 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
     for schedule in schedules:
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedules: a Schedule, not {type(schedule).__name__}")
-    dashboard = Dashboard(db, structures, access, schedules)
+    if isinstance(allowed_hosts, str):
+        raise TypeError("allowed_hosts: a list of names, not one str")
+    hosts = list(allowed_hosts)
+    if not all(isinstance(h, str) and h for h in hosts):
+        raise TypeError("allowed_hosts: each a non-empty str")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+        if not 0 < timeout < float("inf"):
+            raise ValueError(f"timeout: a positive number of seconds, not {timeout!r}")
+    dashboard = Dashboard(db, structures, access, schedules, timeout)
     app = Starlette(debug=debug, routes=dashboard.routes())
     app.state.dashboard = dashboard
-    return Guard(app, trusted_origins, token)
+    return Guard(app, trusted_origins, token, hosts)

@@ -4,15 +4,16 @@ a :class:`BadRequest`: 400, or 413/415 for the form itself)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 from urllib.parse import parse_qs
 
+from .. import FairQueue
 from .actions import Policy
 from .listings import ROW_LIMIT
-from .show import cursor_from_hex, id_from_hex
+from .show import cursor_from_hex, group_from_hex, id_from_hex
 
-__all__ = ["FORM_CAP", "BadRequest", "cursor", "job_id", "limit", "policy", "read_form",
-           "tokens"]
+__all__ = ["FORM_CAP", "BadRequest", "cursor", "group", "job_id", "limit", "policy",
+           "read_form", "structure_named", "tokens"]
 
 #: Bytes of a posted form read at most.
 FORM_CAP = 262_144
@@ -25,6 +26,32 @@ class BadRequest(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
+
+
+def structure_named(structures: Mapping[str, Any], name: Optional[str]) -> Any:
+    """The structure named ``name`` (``s``).
+
+    Raises:
+        BadRequest: none has that name (404).
+    """
+    if name is None or name not in structures:
+        raise BadRequest("no structure has that name", 404)
+    return structures[name]
+
+
+def group(structure: Any, given: Optional[str], text: Optional[str] = None) -> Any:
+    """The group ``g`` names (hex), or ``group`` (its text, a str), or None; a
+    FairQueue's only."""
+    if not given and not text:
+        return None
+    if not isinstance(structure, FairQueue):
+        raise BadRequest("g: only a fair-queue has groups")
+    if not given:
+        return text
+    try:
+        return group_from_hex(given)
+    except ValueError as e:
+        raise BadRequest(str(e)) from None
 
 
 def limit(text: Optional[str], default: int = 50, most: int = ROW_LIMIT) -> int:

@@ -1,11 +1,15 @@
 """The rows of a structure's page, read page by page by key: its tabs (pending,
 delayed, in flight, dead, finished) and a FairQueue's groups.
 
-Every read is bounded: one page (``limit`` + 1 rows, at most :data:`ROW_LIMIT` + 1)
-from the cursor on, or, for a search, :data:`SEARCH_SCAN` rows from the cursor on,
-through the structures' listings (``pending``, ``delayed``, ``leases``, ``dead``,
-``finished``, ``groups``), each in one transaction that is never committed.  A cursor
-is the token of the last row of the page before (a group's name for the groups),
+Every read is bounded in rows and in bytes: one page (``limit`` + 1 rows, at most
+:data:`ROW_LIMIT` + 1) from the cursor on, or, for a search, :data:`SEARCH_SCAN` rows
+from the cursor on, through the structures' listings (``pending``, ``delayed``,
+``leases``, ``dead``, ``finished``, ``groups``), each in one transaction that is never
+committed, within the request's deadline (:class:`.reads.Reads`).  A read stops early
+once the rows it read hold :data:`PAGE_BYTES` of values (their values, results,
+reasons and errors): it reads its rows in steps sized from the rows read so far, and
+the page says where it stopped, so its "next page" goes on from there.  A cursor is
+the token of the last row of the page before (a group's name for the groups),
 carried in URLs as hex (see :func:`.show.cursor_from_hex`): whatever a URL holds, the
 library either finds a place in the listing's own range in it or refuses it (400).
 """
@@ -15,18 +19,23 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .. import FairQueue, drive
-from ..admin.commands import read_only
 from ..admin.jobs import jobs_of
 from ..protocol import Inspectable, inspectable
+from .reads import Reads
 from .show import ago, cut, group_hex, shown, shown_id, when
 
-__all__ = ["ROW_LIMIT", "SEARCH_SCAN", "TABS", "GroupRow", "Groups", "Row", "Tab", "group_rows",
-           "queue_of", "scan", "tab"]
+__all__ = ["FIRST_STEP", "PAGE_BYTES", "ROW_LIMIT", "SEARCH_SCAN", "TABS", "GroupRow", "Groups",
+           "Row", "Tab", "group_rows", "queue_of", "scan", "tab", "weight"]
 
 #: Rows one page lists at most (``limit`` is capped to it).
 ROW_LIMIT = 500
 #: Rows a search reads at most per page.
 SEARCH_SCAN = 1_000
+#: Bytes of values (results, reasons, errors) one transaction of a page reads, about:
+#: it stops at the first step that reaches them.
+PAGE_BYTES = 5_000_000
+#: Rows the first step of a read asks for at most.
+FIRST_STEP = 64
 #: The tabs of a queue's page.
 TABS = ("pending", "delayed", "in-flight", "dead", "finished")
 #: A clock reading's units per second (read versions).
@@ -66,11 +75,13 @@ class Row(NamedTuple):
 
 class Tab(NamedTuple):
     """One page of a tab: its rows, the cursor of the next page (hex; None when this
-    page ended the listing) and, for a search, how many rows it read."""
+    page ended the listing), for a search how many rows it read, and whether it
+    stopped short at :data:`PAGE_BYTES` of values (``cut``)."""
 
     rows: List[Row]
     next: Optional[str]
     scanned: Optional[int]
+    cut: bool = False
 
 
 def _since(now: int, at: int) -> str:
@@ -123,40 +134,89 @@ class Pending(NamedTuple):
         return self.queue.pending(tr, limit, self.end, after)
 
 
+def weight(item: Any) -> int:
+    """About how many bytes a listed row holds: the lengths of the str and bytes in its
+    value, result, dead letter's reason and error (8 for any other element)."""
+    error = getattr(item, "error", None)
+    todo = [getattr(item, "value", None), getattr(item, "result", None),
+            getattr(item, "reason", None),
+            None if error is None else (error.message, error.traceback)]
+    total = 0
+    while todo:  # not recursive: a value may nest deeper than Python's stack
+        part = todo.pop()
+        if isinstance(part, (str, bytes)):
+            total += len(part)
+        elif isinstance(part, tuple):
+            total += 1
+            todo.extend(part)
+        elif part is not None:
+            total += 8
+    return total
+
+
+class Read(NamedTuple):
+    """What one transaction read of a listing: its items, their rows, and whether the
+    listing ended there (fewer rows than asked for, and not for the byte budget)."""
+
+    items: List[Any]
+    rows: List[Row]
+    ended: bool
+
+
 def _page(tr: Any, listing: Callable[..., Any], name: str, limit: int,
-          after: Optional[bytes]) -> Tuple[List[Any], List[Row]]:
-    items = drive(listing(tr, limit, after))
+          after: Optional[bytes], budget: int = PAGE_BYTES) -> Read:
+    """``limit`` rows of ``listing`` after ``after``, or fewer once they hold
+    ``budget`` bytes (see :func:`weight`): steps of :data:`FIRST_STEP` rows, then of
+    as many as the budget left holds at the rows' mean size so far."""
+    items: List[Any] = []
+    used = 0
+    ask = min(limit, FIRST_STEP)
+    while True:
+        got = drive(listing(tr, ask, after))
+        items += got
+        used += sum(weight(item) for item in got)
+        if len(got) < ask or len(items) >= limit or used >= budget:
+            ended = len(got) < ask
+            break
+        after = got[-1].token
+        mean = max(1, used // len(items))
+        ask = min(limit - len(items), max(1, (budget - used) // mean))
     now: int = tr.get_read_version().wait()
-    return items, [_row(name, item, now) for item in items]
+    return Read(items, [_row(name, item, now) for item in items], ended)
 
 
-def tab(db: Any, structure: Any, name: str, *, group: Any = None, limit: int = 50,
+def tab(reads: Reads, structure: Any, name: str, *, group: Any = None, limit: int = 50,
         search: str = "", end: str = "min", after: Optional[bytes] = None) -> Tab:
     """The rows of tab ``name`` (see :data:`TABS`) of a queue (of a FairQueue's
     ``group``; a FairQueue's finished jobs are every group's), ``limit`` of them from
     the cursor ``after`` on; with ``search``, those among the next :data:`SEARCH_SCAN`
-    whose shown value contains it.  One transaction, never committed, reading at most
-    ``max(limit + 1, SEARCH_SCAN)`` rows of one listing: 1 round trip per 1,000 rows
-    (2 for finished jobs: their records).
+    whose shown value (its ``repr()`` cut at 200 characters) or shown reason or error
+    contains it.  One transaction, never committed, reading at most ``max(limit + 1,
+    SEARCH_SCAN)`` rows of one listing and about :data:`PAGE_BYTES` of values: 1
+    round trip per step (a few), 2 for finished jobs (their records).
 
     Raises:
         ValueError: an unknown tab, ``limit`` not in 1..ROW_LIMIT, a cursor that is
             not one of this listing's.
+        .reads.TooSlow: the request's deadline passed.
     """
     if name not in TABS:
         raise ValueError(f"tab: one of {', '.join(TABS)}")
     if not 1 <= limit <= ROW_LIMIT:
         raise ValueError(f"limit: 1 to {ROW_LIMIT}")
     listing = _listing(structure, name, group, end)
-    read = SEARCH_SCAN if search else limit + 1
-    items, rows = read_only(db, _page, listing, name, read, after)
+    read = reads(_page, listing, name, SEARCH_SCAN if search else limit + 1, after)
+    rows = read.rows
     if not search:
-        return Tab(rows[:limit], rows[limit - 1].token if len(rows) > limit else None, None)
-    kept = [(i, r) for i, r in enumerate(rows) if search in r.value or search in r.extra]
+        if len(rows) > limit:
+            return Tab(rows[:limit], rows[limit - 1].token, None)
+        return Tab(rows, None if read.ended or not rows else rows[-1].token, None,
+                   not read.ended)
+    kept = [r for r in rows if search in r.value or search in r.extra]
     if len(kept) > limit:  # the next page starts after the last row shown
-        return Tab([r for _, r in kept[:limit]], kept[limit - 1][1].token, len(items))
-    more = rows[-1].token if len(items) >= read else None
-    return Tab([r for _, r in kept], more, len(items))
+        return Tab(kept[:limit], kept[limit - 1].token, len(read.items))
+    more = None if read.ended or not rows else rows[-1].token
+    return Tab(kept, more, len(read.items), more is not None and len(rows) < SEARCH_SCAN)
 
 
 class Scanned(NamedTuple):
@@ -168,24 +228,26 @@ class Scanned(NamedTuple):
     next: Optional[bytes]
 
 
-def scan(db: Any, structure: Any, name: str, group: Any, search: str,
-         after: Optional[bytes], most: int) -> Scanned:
+def scan(reads: Reads, structure: Any, name: str, group: Any, search: str,
+         after: Optional[bytes], most: int, most_bytes: int) -> Scanned:
     """The tokens of the rows of tab ``name`` from ``after`` on whose shown value
-    contains ``search`` (every row when empty), reading at most ``most`` rows, 1,000 per
-    transaction (each never committed): what a bulk action works through.  Cost: 1
-    round trip per 1,000 rows read."""
+    contains ``search`` (every row when empty), reading at most ``most`` rows and about
+    ``most_bytes`` of values, :data:`SEARCH_SCAN` rows and :data:`PAGE_BYTES` at most
+    per transaction (each never committed): what a bulk action works through.  Cost: a
+    few round trips per transaction."""
     listing = _listing(structure, name, group, "min")
     tokens: List[bytes] = []
-    scanned = 0
-    while scanned < most:
+    scanned = used = 0
+    while scanned < most and used < most_bytes:
         page = min(SEARCH_SCAN, most - scanned)
-        items, rows = read_only(db, _page, listing, name, page, after)
-        scanned += len(items)
-        tokens += [item.token for item, row in zip(items, rows)
+        read = reads(_page, listing, name, page, after, min(PAGE_BYTES, most_bytes - used))
+        scanned += len(read.items)
+        used += sum(weight(item) for item in read.items)
+        tokens += [item.token for item, row in zip(read.items, read.rows)
                    if not search or search in row.value or search in row.extra]
-        if len(items) < page:
+        if read.ended:
             return Scanned(tokens, scanned, None)
-        after = items[-1].token
+        after = read.items[-1].token
     return Scanned(tokens, scanned, after)
 
 
@@ -223,9 +285,9 @@ def _group_page(tr: Any, fair: FairQueue, limit: int, after: Any) -> Groups:
     return Groups(rows, group_hex(shown_now[-1]) if len(groups) > limit else None)
 
 
-def group_rows(db: Any, fair: FairQueue, limit: int = 50, after: Any = None) -> Groups:
+def group_rows(reads: Reads, fair: FairQueue, limit: int = 50, after: Any = None) -> Groups:
     """``limit`` groups of ``fair`` in key order after the group ``after``, with their
     counts and policy.  One transaction: the index of groups from there (one range
     read), then every shown group's stats and policy side by side
     (``ops.stats_of``): 2 to 3 round trips in all, whatever ``limit``."""
-    return read_only(db, _group_page, fair, limit, after)
+    return reads(_group_page, fair, limit, after)

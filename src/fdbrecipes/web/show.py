@@ -16,8 +16,9 @@ import fdb.tuple
 
 from .._ordered.tokens import MAX_TOKEN_BYTES
 
-__all__ = ["LIST_CAP", "PAGE_CAP", "ago", "cursor_from_hex", "cut", "cut_text", "group_from_hex",
-           "group_hex", "id_from_hex", "shown", "shown_id", "shown_pretty", "sparkline", "when"]
+__all__ = ["LIST_CAP", "PAGE_CAP", "TOO_DEEP", "ago", "cursor_from_hex", "cut", "cut_text",
+           "group_from_hex", "group_hex", "id_from_hex", "shown", "shown_id", "shown_pretty",
+           "sparkline", "when"]
 
 #: Characters of a value a list row shows.
 LIST_CAP = 200
@@ -25,17 +26,34 @@ LIST_CAP = 200
 PAGE_CAP = 20_000
 
 
+#: What a value nested too deep for Python's ``repr()`` shows.
+TOO_DEEP = "<a value nested too deep to show>"
+
+
+def _repr(value: Any) -> str:
+    """``repr(value)``, or :data:`TOO_DEEP` (a tuple nested past Python's stack)."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return TOO_DEEP
+
+
 def shown(value: Any, cap: int = LIST_CAP) -> str:
     """``repr(value)``, cut to ``cap`` characters (saying how many more there were)."""
-    text = repr(value)
+    text = _repr(value)
     if len(text) <= cap:
         return text
     return f"{text[:cap]}... ({len(text) - cap:,} more characters)"
 
 
 def shown_pretty(value: Any, cap: int = PAGE_CAP) -> str:
-    """``value`` pretty-printed (tuples broken over lines), cut to ``cap`` characters."""
-    text = pprint.pformat(value, width=100)
+    """``value`` pretty-printed (tuples broken over lines), cut to ``cap`` characters;
+    a value nested too deep for the pretty-printer (whose recursion is Python's) as its
+    plain ``repr()``."""
+    try:
+        text = pprint.pformat(value, width=100)
+    except RecursionError:
+        text = _repr(value)
     if len(text) <= cap:
         return text
     return f"{text[:cap]}\n... ({len(text) - cap:,} more characters)"

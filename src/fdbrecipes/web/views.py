@@ -1,9 +1,9 @@
 """What the dashboard's pages but a structure's tabs show (those are
 :mod:`.listings`), read from the cluster: plain data, no HTML.
 
-Every function takes the Database and reads in one transaction that is never committed
-(:func:`fdbrecipes.admin.commands.read_only`: snapshot reads where the library's
-reading methods take them, retried on retryable errors), through the structures'
+Every function takes the request's :class:`.reads.Reads` and reads in one transaction
+that is never committed (snapshot reads where the library's reading methods take them,
+retried on retryable errors within the request's deadline), through the structures'
 public methods and operations objects (:mod:`fdbrecipes.protocol`).  Every read is
 bounded: counters, one key per row, the last hour of history.
 """
@@ -27,9 +27,9 @@ from .. import (
 from .._fdb import Gen, snap
 from .._operation import gather
 from .._ordered.engine import QueueStats
-from ..admin.commands import read_only
 from ..admin.jobs import job_record, jobs_of
 from .listings import PER_SECOND, queue_of
+from .reads import Reads
 from .show import ago, when
 
 __all__ = ["KINDS", "OVERVIEW_GROUPS", "JobView", "Overview", "ScheduleRow", "job", "kind_of",
@@ -84,13 +84,13 @@ def paused(tr: Any, structure: Any) -> Optional[str]:
     return None if at is None else when(at)
 
 
-def tab_counts(db: Any, structure: Any, group: Any = None) -> Dict[str, int]:
+def tab_counts(reads: Reads, structure: Any, group: Any = None) -> Dict[str, int]:
     """How many rows each tab of a queue's page lists (``stats``: counters, by
     snapshot, 1 round trip); none for a FairQueue's own page or a WeightTree."""
     if isinstance(structure, WeightTree) or (isinstance(structure, FairQueue)
                                              and group is None):
         return {}
-    found = read_only(db, _stats, queue_of(structure, group))
+    found = reads(_stats, queue_of(structure, group))
     return {"pending": found.visible, "delayed": found.delayed,
             "in-flight": found.in_flight, "dead": found.dead}
 
@@ -155,22 +155,23 @@ def _sampled(backlog: List[Optional[int]]) -> List[Optional[int]]:
     return backlog if any(b is not None for b in backlog) else []
 
 
-def overview(db: Any, structures: Dict[str, Any]) -> List[Overview]:
+def overview(reads: Reads, structures: Dict[str, Any]) -> List[Overview]:
     """Every structure's counts (``stats``: snapshot reads, O(1) in the number of
     items; a FairQueue's over its first :data:`OVERVIEW_GROUPS` groups, side by side),
     pause flag (1 read) and last hour of history (``throughput``: one range read of 60
     keys per worker), every structure's read side by side in one transaction (so at
     one read version): 2 to 4 round trips in all."""
-    return read_only(db, _overview, structures)
+    return reads(_overview, structures)
 
 
 class JobView(NamedTuple):
-    """A job's page: its record (a :class:`fdbrecipes.JobRecord`); the row of its item
-    where it is now (``lookup`` of the record's token: a PendingItem, DelayedItem,
-    LeaseInfo or DeadLetter; None once it left), which holds its payload, its lease's
-    deadline, its dead letter's reason; that row's ``kind`` (the tab that lists it),
-    its token (hex), and, for a lease or a delay, when it ends (from now, and as a
-    time)."""
+    """A job's page, or an item's: its record (a :class:`fdbrecipes.JobRecord`; None
+    for an item without one: pushed without an id, or to a structure without
+    ``history``); the row of its item where it is now (``lookup`` of its token: a
+    PendingItem, DelayedItem, LeaseInfo or DeadLetter; None once it left), which holds
+    its payload, its deliveries, its lease's deadline, its dead letter's reason; that
+    row's ``kind`` (the tab that lists it), its token (hex), and, for a lease or a
+    delay, when it ends (from now, and as a time)."""
 
     record: Any
     row: Any
@@ -185,35 +186,41 @@ ROW_KINDS = {PendingItem: "pending", DelayedItem: "delayed", LeaseInfo: "in-flig
              DeadLetter: "dead"}
 
 
-def _job_view(tr: Any, structure: Any, id_: bytes, group: Any) -> Optional[JobView]:
-    record = job_record(tr, structure, id_, group)
-    if record is None:
-        return None
-    row = None
-    if record.token is not None:
-        row = drive(queue_of(structure, group).lookup(tr, record.token))
+def _job_view(tr: Any, structure: Any, id_: Optional[bytes], group: Any,
+              token: Optional[bytes]) -> Optional[JobView]:
+    queue = queue_of(structure, group)
+    row = None if token is None else drive(queue.lookup(tr, token))
+    if id_ is None and row is not None:
+        id_ = row.id
+    record = None if id_ is None else job_record(tr, structure, id_, group)
+    if row is None and record is not None and record.token is not None:
+        row = drive(queue.lookup(tr, record.token))
     if row is None:
-        return JobView(record, None, None, None, "", "")
+        return None if record is None else JobView(record, None, None, None, "", "")
     ends = getattr(row, "deadline", getattr(row, "due_at", None))
     left = None if ends is None else (ends - tr.get_read_version().wait()) / PER_SECOND
     return JobView(record, row, ROW_KINDS[type(row)], row.token.hex(), ago(left),
                    "-" if left is None else when(time.time() + left))
 
 
-def job(db: Any, structure: Any, id_: bytes, group: Any = None) -> Optional[JobView]:
-    """Job ``id_``'s record and its item's row, or None (no record).  One transaction:
-    the structure's ``job`` (1 to 2 round trips), then ``lookup`` of where its item is
-    (1 round trip; the payload read once, whatever its size)."""
-    return read_only(db, _job_view, structure, id_, group)
+def job(reads: Reads, structure: Any, id_: Optional[bytes], group: Any = None,
+        token: Optional[bytes] = None) -> Optional[JobView]:
+    """Job ``id_``'s record and its item's row, or the item the row ``token`` names
+    (and its job's record, when it has an id and one); None when there is neither.
+    One transaction: ``lookup`` of the token (1 round trip; the payload read once,
+    whatever its size), the structure's ``job`` (1 to 2 round trips), then, without a
+    token or once its row is gone, ``lookup`` of the row the record's ``token``
+    names (1 round trip)."""
+    return reads(_job_view, structure, id_, group, token)
 
 
-def workers(db: Any, structure: Any) -> List[Any]:
+def workers(reads: Reads, structure: Any) -> List[Any]:
     """The live workers serving ``structure`` (``workers``: snapshot reads, 1 round
     trip); none for a WeightTree."""
     if isinstance(structure, WeightTree):
         return []
     jobs = jobs_of(structure)
-    found: List[Any] = read_only(db, jobs.workers)
+    found: List[Any] = reads(jobs.workers)
     return found
 
 
@@ -249,9 +256,9 @@ def _schedule_rows(tr: Any, schedules: List[Any], names: Dict[int, str],
     return rows
 
 
-def schedules(db: Any, given: List[Any], structures: Dict[str, Any]) -> List[ScheduleRow]:
+def schedules(reads: Reads, given: List[Any], structures: Dict[str, Any]) -> List[ScheduleRow]:
     """Each schedule's next slot (and, for ``every=``, its last) with the state of its
     job's record (``job``: 1 to 2 round trips each; the slot's id is the schedule's
     ``slot_id``); one transaction."""
     names = {id(s): name for name, s in structures.items()}
-    return read_only(db, _schedule_rows, given, names, time.time())
+    return reads(_schedule_rows, given, names, time.time())

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Tuple
 
 from .._database import directory_path
 from .._options import check_cluster_file, check_count, check_seconds
+from .._queues import MAX_DELIVERIES
 
 __all__ = ["TransportSettings"]
 
@@ -38,7 +39,10 @@ class TransportSettings:
             workers rarely collide); priority queues claim in strict order (8).
         batch: most messages one claim takes for a consumer, within its prefetch (32).
         max_deliveries: deliveries after which a message whose lease ends without
-            ack (its worker died each time) becomes a dead letter; None: never.
+            ack (its worker died each time, or ``basic_reject(requeue=True)``)
+            becomes a dead letter (20; None: never, so a message that kills its
+            worker is delivered again forever).  Celery's retries are new messages:
+            they do not count.
         auto_delete_expires: seconds an ``auto_delete`` queue declared without
             ``x-expires`` outlives its last consumer's heartbeat (600).
         expiry_grace: seconds past its expiry before an expiring queue nobody
@@ -50,7 +54,7 @@ class TransportSettings:
     lease_seconds: float = 30.0
     spread: int = 8
     batch: int = 32
-    max_deliveries: Optional[int] = None
+    max_deliveries: Optional[int] = MAX_DELIVERIES
     auto_delete_expires: float = 600.0
     expiry_grace: float = 30.0
 
@@ -68,8 +72,8 @@ class TransportSettings:
             lease_seconds=_seconds(options, "lease_seconds", cls.lease_seconds),
             spread=_count(options, "spread", cls.spread),
             batch=_count(options, "batch", cls.batch),
-            max_deliveries=check_count(options.get("max_deliveries"), "max_deliveries",
-                                       optional=True),
+            max_deliveries=check_count(options.get("max_deliveries", cls.max_deliveries),
+                                       "max_deliveries", optional=True),
             auto_delete_expires=_seconds(options, "auto_delete_expires",
                                          cls.auto_delete_expires),
             expiry_grace=_seconds(options, "expiry_grace", cls.expiry_grace),

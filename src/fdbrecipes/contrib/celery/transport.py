@@ -12,7 +12,12 @@ Use it from Celery with ``broker_url = "fdbrecipes://"`` and ``broker_transport 
   by the process's heartbeat while the message is held; ``basic_ack`` acks it,
   ``basic_reject`` releases it (``requeue``) or makes it a dead letter, and a closing
   channel gives back what it holds.  A worker killed outright leaves leases that
-  expire: its messages are delivered again after ``lease_seconds``, never before;
+  expire: its messages are delivered again after ``lease_seconds``, never before
+  (after ``max_deliveries`` such deliveries, 20 by default, a message is a dead
+  letter);
+* a message that is not a kombu message (not JSON, not an object, a body kombu cannot
+  decode) is a dead letter at once, its reason naming the problem; the rest of its
+  claim is delivered as if it had not been there;
 * a message with an ``eta`` header (Celery's ETA and countdown) is pushed delayed
   until then: no worker holds it meanwhile, so no lease can expire under it;
 * waiting for messages blocks on FoundationDB watches of the consumed queues (one
@@ -33,6 +38,7 @@ from functools import partial
 from queue import Empty
 from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
+from amqp.protocol import queue_declare_ok_t
 from kombu.exceptions import ChannelError
 from kombu.transport import virtual
 from kombu.transport.base import to_rabbitmq_queue_arguments
@@ -41,13 +47,13 @@ from kombu.utils.uuid import uuid
 
 from ... import __version__, aio
 from .._keeper import Held
-from .._queues import FIFO, PRIORITY
+from .._queues import FIFO, PRIORITY, Delivery, Undecodable
 from ._routing import Binding, Rows
 from ._settings import TransportSettings
 from ._shared import Outgoing, Shared, shared
 
 __all__ = ["MAX_ETA_SECONDS", "RECHECK_SECONDS", "Channel", "QoS", "Transport",
-           "TransportSettings", "eta_delay"]
+           "TransportSettings", "eta_delay", "kombu_payload"]
 
 
 #: While a connection delivers from some queues, seconds before it asks again a queue
@@ -75,6 +81,44 @@ def eta_delay(headers: Any, now: Optional[datetime.datetime] = None) -> Optional
         now = datetime.datetime.now(datetime.timezone.utc if when.tzinfo else None)
     seconds = (when - now).total_seconds()
     return min(seconds, MAX_ETA_SECONDS) if seconds > 0 else None
+
+
+def kombu_payload(raw: bytes) -> Dict[str, Any]:
+    """The kombu message ``raw`` holds (JSON, as :meth:`Channel._outgoing` writes it): an
+    object whose ``properties`` and their ``delivery_info`` are objects (made empty
+    when absent).
+
+    Raises:
+        Undecodable: it is not (its text says why).
+    """
+    try:
+        payload = loads(raw)
+    except Exception as e:  # not UTF-8, not JSON, too deep, a bad __type__ marker...
+        raise Undecodable.of(e) from e
+    if not isinstance(payload, dict):
+        raise Undecodable(f"not a kombu message: {_json_kind(payload)}, not an object")
+    properties = payload.setdefault("properties", {})
+    if not isinstance(properties, dict):
+        raise Undecodable(f"not a kombu message: its properties are "
+                          f"{_json_kind(properties)}, not an object")
+    info = properties.setdefault("delivery_info", {})
+    if not isinstance(info, dict):
+        raise Undecodable(f"not a kombu message: its delivery_info is "
+                          f"{_json_kind(info)}, not an object")
+    return payload
+
+
+def _json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words ("a JSON array")."""
+    if value is None:
+        return "a JSON null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    if isinstance(value, str):
+        return "a JSON string"
+    return "a JSON array" if isinstance(value, list) else "a JSON object"
 
 
 class QoS(virtual.QoS):
@@ -229,6 +273,18 @@ class Channel(virtual.Channel):
         if kwargs.get("auto_delete"):
             self.shared.auto_delete(queue)
 
+    def queue_declare(self, queue: Optional[str] = None, passive: bool = False,
+                      **kwargs: Any) -> Any:
+        """Declare ``queue`` (see :meth:`_new_queue`); its message count (visible and
+        delayed) and 0 consumers.  ``passive``: only ask, as RabbitMQ answers it: an
+        existing queue's count whatever its kind and arguments, nothing declared;
+        ``ChannelError`` ``NOT_FOUND`` for a missing one (kombu's).  Cost: 2 reads (the
+        queue's meta key, its stats), after the declaration's round trip if not
+        ``passive``."""
+        if passive and queue and self._has_queue(queue):
+            return queue_declare_ok_t(queue, self.shared.queues.size(queue), 0)
+        return super().queue_declare(queue, passive, **kwargs)
+
     def _has_queue(self, queue: str, **kwargs: Any) -> bool:
         return self.shared.queues.exists(queue)
 
@@ -326,21 +382,45 @@ class Channel(virtual.Channel):
 
     def _take(self, queue: str, n: int, leased: bool) -> List[Tuple[Dict[str, Any], str]]:
         """Take up to ``n`` messages (under leases the keeper extends, if
-        ``leased``), each with a delivery tag of its own."""
-        shared = self.shared
-        structure = shared.queues.structure(queue)
-        taken = []
-        for delivery in shared.queues.take(queue, n, leased):
-            payload = loads(delivery.payload)
-            tag = uuid()
-            properties = payload.setdefault("properties", {})
-            properties["delivery_tag"] = tag
-            if delivery.lease is not None:
-                info = properties.setdefault("delivery_info", {})
-                info["redelivered"] = delivery.lease.deliveries > 1
-                shared.keeper.hold(tag, Held(structure, delivery.lease, delivery.blob))
-            taken.append((payload, tag))
-        return taken
+        ``leased``), each with a delivery tag of its own.  Each is decoded on its own:
+        one that is not a kombu message is buried at once (see
+        :meth:`Queues.undecodable`), after the others are held, which are delivered
+        as if it had not been there; a take that got nothing else takes again."""
+        queues = self.shared.queues
+        structure = queues.structure(queue)
+        while True:
+            deliveries = queues.take(queue, n, leased)
+            taken = []
+            bad = []
+            for delivery in deliveries:
+                try:
+                    taken.append(self._taken(structure, delivery))
+                except Undecodable as e:
+                    bad.append((delivery, e))
+            for delivery, error in bad:
+                queues.undecodable(queue, delivery, error)
+            if taken or not deliveries:
+                return taken
+
+    def _taken(self, structure: Any, delivery: Delivery) -> Tuple[Dict[str, Any], str]:
+        """A delivery of ``structure`` as the channel delivers it: its payload, tagged
+        (and its lease held under that tag).
+
+        Raises:
+            Undecodable: it is not a message kombu can build (nothing held).
+        """
+        payload = kombu_payload(delivery.payload)
+        tag = uuid()
+        properties = payload["properties"]
+        properties["delivery_tag"] = tag
+        try:
+            self.Message(payload, channel=self)  # what a consumer builds: its body decodes
+        except Exception as e:
+            raise Undecodable.of(e) from e
+        if delivery.lease is not None:
+            properties["delivery_info"]["redelivered"] = delivery.lease.deliveries > 1
+            self.shared.keeper.hold(tag, Held(structure, delivery.lease, delivery.blob))
+        return payload, tag
 
     def _give_back(self, buffered: Iterable[Tuple[Dict[str, Any], str]]) -> None:
         """Release the leases of messages taken but never delivered (no delivery
