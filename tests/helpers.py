@@ -343,10 +343,10 @@ class Tracer:
 
 def eventually(check: Callable[[], Any], timeout: float, what: str,
                every: float = 0.05) -> Any:
-    """``check()``'s first truthy answer, asked again every ``every`` seconds (50 ms):
-    for a state another process reaches (a worker's record, a job's end, the data
-    distributor's moves) that no watch of the test's own announces.  Fails, naming
-    ``what``, after ``timeout`` seconds."""
+    """``check()``'s first truthy answer, asked again every ``every`` seconds (50 ms;
+    more for a check that reads much): for a state another process reaches (a worker's
+    record, a job's end, the data distributor's moves) that no watch of the test's own
+    announces.  Fails, naming ``what``, after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         found = check()

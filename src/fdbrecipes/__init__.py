@@ -34,6 +34,7 @@ from .errors import (
     LeaseExpiredError,
     ResultTooLargeError,
     UnknownJobError,
+    UnknownScheduleError,
     WorkTooLargeError,
 )
 from .fair_queue import FairLease, FairQueue, FairStats
@@ -52,6 +53,7 @@ from .jobs import (
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .schedule import Schedule
+from .schedules import CatchUp, ScheduleFire, ScheduleInfo, Schedules, catch_up
 from .weight_tree import WeightTree
 from .worker import Worker
 
@@ -63,6 +65,7 @@ logging.getLogger("fdbrecipes").addHandler(logging.NullHandler())
 
 __all__ = [
     "Backoff",
+    "CatchUp",
     "Clock",
     "DeadLetter",
     "DelayedItem",
@@ -98,10 +101,14 @@ __all__ = [
     "RetryStats",
     "RunningJob",
     "Schedule",
+    "ScheduleFire",
+    "ScheduleInfo",
+    "Schedules",
     "Snooze",
     "TimeLimitExceeded",
     "Transactor",
     "UnknownJobError",
+    "UnknownScheduleError",
     "UnknownResultError",
     "Value",
     "WeightTree",
@@ -110,5 +117,6 @@ __all__ = [
     "WorkerInfo",
     "WorkerStopping",
     "__version__",
+    "catch_up",
     "drive",
 ]

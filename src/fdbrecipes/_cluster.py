@@ -7,9 +7,10 @@ pytest plugin share this module:
   or that of a throwaway single-process ``fdbserver`` (:class:`LocalCluster`, from
   :mod:`fdbrecipes._local`) on a free 127.0.0.1 port, driven through the
   ``fdbserver`` and ``fdbcli`` programs;
-* the client library: :func:`client_library_problem` says why ``libfdb_c`` cannot be
-  loaded, if it cannot, and :func:`tools_client_problem` also why the installed
-  bindings cannot use it (their version is newer than the library's);
+* the client library: :func:`client_library_problem` loads ``libfdb_c`` by the one
+  search order (:func:`fdbrecipes.server.use_installed`: the installed copy too) and
+  says why it cannot, if it cannot, and :func:`tools_client_problem` also why the
+  installed bindings cannot use it (their version is newer than the library's);
 * the API version these tools select, chosen in one place (:func:`select_api_version`;
   the library itself never selects one), and :func:`open_database`;
 * :func:`with_cluster`, which runs a command's body on a cluster or says in one line
@@ -28,23 +29,21 @@ from typing import Any, Callable, Iterator, Optional
 
 from ._local.cluster import LocalCluster
 from ._local.programs import SERVER_HINT, ServerNotFoundError, find_program
+from .server.find import INSTALL_HINT as CLIENT_HINT
 
 __all__ = ["API_VERSION", "BINDINGS_HINT", "CLIENT_HINT", "FIRST_CONTACT_SECONDS", "INSTALL_HINT",
            "SERVER_HINT", "LocalCluster", "ServerNotFoundError", "client_library_problem",
            "find_program", "first_contact", "local_cluster", "open_database",
            "select_api_version", "tools_client_problem", "wanted_api_version", "with_cluster"]
 
-CLIENT_HINT = (
-    "install the FoundationDB 7.3 client library (package foundationdb-clients from "
-    "https://github.com/apple/foundationdb/releases)"
-)
 BINDINGS_HINT = (
     "install the Python bindings of the client library's version, for 7.3: "
     "pip install 'foundationdb==7.3.*'"
 )
-INSTALL_HINT = ("install the FoundationDB 7.3 packages foundationdb-clients and "
-                "foundationdb-server from https://github.com/apple/foundationdb/releases, "
-                "or set FDB_CLUSTER_FILE to a running cluster")
+INSTALL_HINT = ("run 'fdbrecipes server install' (or install the FoundationDB 7.3 packages "
+                "foundationdb-clients and foundationdb-server from "
+                "https://github.com/apple/foundationdb/releases), or set FDB_CLUSTER_FILE "
+                "to a running cluster")
 
 #: The API version the tools select unless ``$FDB_API_VERSION`` names another (capped
 #: at the newest the installed bindings know).
@@ -52,11 +51,14 @@ API_VERSION = 730
 
 
 def client_library_problem() -> Optional[str]:
-    """Why the fdb bindings cannot talk to a cluster here, or None if they can."""
+    """Why the fdb bindings cannot talk to a cluster here, or None if they can: loads
+    ``libfdb_c`` by the search order (:func:`fdbrecipes.server.use_installed`)."""
+    from .server.client import ClientLibraryNotFoundError, use_installed
+
     try:
-        import fdb.impl  # noqa: F401  (loads libfdb_c)
-    except Exception as e:
-        return f"libfdb_c is not loadable ({e}): {CLIENT_HINT}"
+        use_installed()
+    except ClientLibraryNotFoundError as e:
+        return f"libfdb_c is not loadable: {e}"
     return None
 
 
@@ -104,10 +106,14 @@ def tools_client_problem() -> Optional[str]:
 
 def select_api_version() -> int:
     """Select :func:`wanted_api_version` unless a version is selected already; return
-    the selected version.  Loads ``libfdb_c``."""
+    the selected version.  Loads ``libfdb_c`` (by the search order, as
+    :func:`client_library_problem` does)."""
     import fdb
 
+    from .server.client import use_installed
+
     if not fdb.is_api_version_selected():
+        use_installed()
         fdb.api_version(wanted_api_version())
     return int(fdb.get_api_version())
 

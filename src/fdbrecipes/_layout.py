@@ -17,9 +17,9 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "LEASE", "MAX_SHARDS", "PAUSED", "RESULT", "SHARDED", "SHARDS",
-           "FairLayout", "Item", "Marker", "OrderedLayout", "RecordLayout", "TreeLayout",
-           "shard_space"]
+__all__ = ["DELAY", "LEASE", "MAX_SHARDS", "PAUSED", "RESULT", "SCHEDULES", "SHARDED", "SHARDS",
+           "FairLayout", "Item", "Marker", "OrderedLayout", "RecordLayout", "ScheduleLayout",
+           "TreeLayout", "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -392,3 +392,44 @@ class RecordLayout:
     def expiry_key(self, expires_at: float, id_: bytes) -> bytes:
         """The key of job ``id_``'s entry in the index of finished records."""
         return bytes(self.expiry.pack((expires_at, *self.where, id_)))
+
+
+#: The first element of every key of a schedule store (its change counter's), which no
+#: structure uses: the operator commands recognise a store by it.
+SCHEDULES = "sv"
+
+
+class ScheduleLayout:
+    """Keys of a schedule store (:class:`fdbrecipes.Schedules`)::
+
+        S/"sv"          = int64       the change counter (atomic ADD, only growing): every
+                                      add, change, pause, resume, run-now and remove
+                                      adds 1; workers carrying the store watch it
+        S/"sd"/(name,)  = definition  (1, cron, tz, every, target, where, value, catch
+                                      up, grace, jitter, created_at), packed (see
+                                      _schedules.records)
+        S/"ss"/(name,)  = state       (1, revision, paused_at, since, last slot fired,
+                                      run-now requests, latest fires), packed
+        S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
+
+    A definition changes only when the schedule is added or changed; its state at each
+    fire too (a fire reads it with a conflict, so two workers never fire one slot, and
+    a pause or a change conflicts with a fire in flight).  Times are wall-clock
+    seconds.
+    """
+
+    __slots__ = ("definitions", "states", "subspace", "version")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.version = bytes(subspace.pack((SCHEDULES,)))
+        self.definitions = subspace["sd"]
+        self.states = subspace["ss"]
+
+    def definition(self, name: str) -> bytes:
+        """The key of schedule ``name``'s definition."""
+        return bytes(self.definitions.pack((name,)))
+
+    def state(self, name: str) -> bytes:
+        """The key of schedule ``name``'s state."""
+        return bytes(self.states.pack((name,)))

@@ -7,6 +7,7 @@ input raises ``TypeError``/``ValueError`` naming the argument.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple, Union, cast
 
@@ -72,6 +73,16 @@ def check_bool(value: Any, name: str) -> bool:
     """Return ``value`` if it is a bool."""
     if type(value) is not bool:
         raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def check_matching(value: Any, name: str, pattern: re.Pattern[str], what: str) -> str:
+    """Return ``value`` if it is a str that ``pattern`` matches (``what`` says what it
+    must be, in the messages: ``"a storage engine name such as 'memory'"``)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str ({what}), not {type(value).__name__}")
+    if not pattern.match(value):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
     return value
 
 

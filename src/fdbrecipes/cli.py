@@ -95,6 +95,21 @@ def cluster(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def server_options(parser: argparse.ArgumentParser) -> None:
+    """``fdbrecipes server``'s actions (:mod:`fdbrecipes.server.command`)."""
+    from .server.command import add_arguments
+
+    add_arguments(parser)
+
+
+def server(args: argparse.Namespace) -> int:
+    """``fdbrecipes server``: install FoundationDB, say what the tools use, run a local
+    server."""
+    from .server.command import run
+
+    return run(args)
+
+
 #: Every subcommand, in the order ``--help`` lists them.
 COMMANDS = (
     Command("demo", "push and pop through every structure", demo),
@@ -103,8 +118,13 @@ COMMANDS = (
             "try) and run until Ctrl-C", cluster, cluster_options),
     *(Command(op.name, op.help, op.main, op.arguments)
       for op in admin.OPERATIONS + admin.JOBS + admin.SERVICES),
+    Command(admin.SCHEDULES.name, admin.SCHEDULES.help, admin.SCHEDULES.main,
+            admin.SCHEDULES.arguments),
     Command("web", "serve the web dashboard of the structures under a directory", web,
             web_options),
+    Command("server", "install FoundationDB for this user (no root), say which server and "
+            "client library the commands use, or run a persistent local server", server,
+            server_options),
 )
 
 #: What ``fdbrecipes --help`` says after the list of commands.
@@ -116,7 +136,8 @@ EPILOG = (
     "is started), named by "
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
     "weight-tree, recognised when not given; --group GROUP for a fair-queue's groups), "
-    "e.g. 'fdbrecipes stats --directory app/jobs'.  "
+    "e.g. 'fdbrecipes stats --directory app/jobs'; 'fdbrecipes schedules' on a schedule "
+    "store.  "
     "'fdbrecipes <command> --help' tells more."
 )
 

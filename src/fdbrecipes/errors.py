@@ -6,6 +6,7 @@ from typing import Any, List
 
 __all__ = ["FdbRecipesError", "IncompleteBatchError", "JobCancelledError", "JobFailedError",
            "LayoutError", "LeaseExpiredError", "ResultTooLargeError", "UnknownJobError",
+           "UnknownScheduleError",
            "WorkTooLargeError"]
 
 
@@ -68,6 +69,18 @@ class UnknownJobError(FdbRecipesError, LookupError):
     def __init__(self, id_: bytes) -> None:
         super().__init__(f"no job {id_!r}: unknown id, or its record was pruned")
         self.id = id_
+
+
+class UnknownScheduleError(FdbRecipesError, LookupError):
+    """No stored schedule has this name (see :class:`fdbrecipes.Schedules`).
+
+    Attributes:
+        name: the name asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no schedule named {name!r}")
+        self.name = name
 
 
 class JobFailedError(FdbRecipesError):

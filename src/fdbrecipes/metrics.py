@@ -1,7 +1,8 @@
 """What the structures hold, as metric samples, for any monitoring system.
 
-:func:`collect` reads the stats of each structure named, in one transaction (snapshot
-reads: no conflicts), and returns plain :class:`Sample` values; the Prometheus
+:func:`collect` reads the stats of each structure named, and the schedules of each
+schedule store named (their lag: how long each one's next slot is overdue), in one
+transaction (snapshot reads: no conflicts), and returns plain :class:`Sample` values; the Prometheus
 collector in :mod:`fdbrecipes.prometheus` (extra ``prometheus``) exposes them, with
 the counters and histograms a worker's events feed.  The gauges describe the whole
 database, not one process: serve them from one exporter per cluster
@@ -14,16 +15,26 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Tuple
 
 from ._drivers.blocking import drive
-from ._fdb import check_database
+from ._fdb import Gen, check_database
 from ._operation import gather
 from .protocol import Measurable
+from .schedules import SchedulesBase
 
-__all__ = ["ITEMS", "OLDEST_AGE", "Sample", "collect"]
+__all__ = ["BACKLOG", "ITEMS", "OLDEST_AGE", "SCHEDULE_LAG", "SCHEDULE_PAUSED", "Sample",
+           "by_structure", "collect"]
 
 #: Items of a structure, by state (``visible``, ``delayed``, ``in_flight``, ``dead``).
 ITEMS = "fdbrecipes_queue_items"
 #: Seconds the item at the front has waited (0 when nothing is visible).
 OLDEST_AGE = "fdbrecipes_queue_oldest_item_age_seconds"
+#: The work a structure's consumers have: its visible items plus those in flight (what
+#: an autoscaler sizes a worker fleet by; delayed items are not due, dead ones not work).
+BACKLOG = "fdbrecipes_queue_backlog"
+#: Seconds a stored schedule's next slot is overdue: 0 while its workers keep up (and
+#: while it is paused); it grows while no worker fires it.
+SCHEDULE_LAG = "fdbrecipes_schedule_lag_seconds"
+#: 1 while a stored schedule is paused, else 0.
+SCHEDULE_PAUSED = "fdbrecipes_schedule_paused"
 
 
 @dataclass(frozen=True)
@@ -41,34 +52,67 @@ class Sample:
 
 def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
     """The items of each structure in ``structures`` (by the name its samples get in
-    the ``queue`` label), by state, and the age of its front item.
+    the ``queue`` label), by state, its backlog (visible plus in flight) and the age of
+    its front item; for a schedule store (:class:`fdbrecipes.Schedules`) among them,
+    each schedule's lag and pause (labels ``store``, the name given, and ``schedule``).
 
     Reads each structure's stats through its operations object
     (:class:`fdbrecipes.protocol.Measurable`: counters, expired holds, front item; a
-    FairQueue's every group's, summed) by snapshot, all in one transaction, the
-    structures' reads side by side: no conflicts.  A WeightTree's items are all
-    visible (its other states are 0).  Cost: a few round trips, however many
-    structures.
+    FairQueue's every group's, summed) and each store's schedules (two range reads)
+    by snapshot, all in one transaction, side by side: no conflicts.  A WeightTree's
+    items are all visible (its other states are 0).  Cost: a few round trips, however
+    many structures; a store's reads grow with its schedules.
 
     Raises:
         TypeError: ``db`` is not a Database, or a structure is not one of the library's
             (sync or async) nor has measurable operations.
     """
     check_database(db)
-    measured = []
+    measured, stores = [], []
     for name, structure in structures.items():
+        if isinstance(structure, SchedulesBase):
+            stores.append((name, structure.ops))
+            continue
         ops = getattr(structure, "ops", None)
         if not isinstance(ops, Measurable):
-            raise TypeError(f"structures[{name!r}] is not a Queue, PriorityQueue, FairQueue or "
-                            f"WeightTree, but {type(structure).__name__}")
-        measured.append(ops)
+            raise TypeError(f"structures[{name!r}] is not a Queue, PriorityQueue, FairQueue, "
+                            f"WeightTree or Schedules, but {type(structure).__name__}")
+        measured.append((name, ops))
     snapshot = db.create_transaction().snapshot
-    found = drive(gather([ops.stats(snapshot) for ops in measured]))
+    reads: List[Gen[Any]] = [ops.stats(snapshot) for _, ops in measured]
+    reads += [ops.list(snapshot) for _, ops in stores]
+    found: List[Any] = drive(gather(reads))
     out: List[Sample] = []
-    for name, stats in zip(structures, found):
+    for (name, _), stats in zip(measured, found):
         counts = {"visible": stats.visible, "delayed": stats.delayed,
                   "in_flight": stats.in_flight, "dead": stats.dead}
         for state, count in counts.items():
             out.append(Sample(ITEMS, (("queue", name), ("state", state)), float(count)))
+        out.append(Sample(BACKLOG, (("queue", name),), float(stats.visible + stats.in_flight)))
         out.append(Sample(OLDEST_AGE, (("queue", name),), float(stats.oldest_age or 0.0)))
+    for (name, _), schedules in zip(stores, found[len(measured):]):
+        for info in schedules:
+            labels = (("schedule", info.name), ("store", name))
+            out.append(Sample(SCHEDULE_LAG, labels, info.lag))
+            out.append(Sample(SCHEDULE_PAUSED, labels, float(info.paused_at is not None)))
+    return out
+
+
+def by_structure(samples: List[Sample]) -> Dict[str, Dict[str, float]]:
+    """:func:`collect`'s samples as one mapping per structure, for a JSON endpoint (an
+    autoscaler's): ``{"jobs": {"backlog": 3.0, "oldest_age_seconds": 12.5,
+    "visible": 2.0, "delayed": 0.0, "in_flight": 1.0, "dead": 0.0}}`` (schedules'
+    samples are left out: they have no queue)."""
+    out: Dict[str, Dict[str, float]] = {}
+    for sample in samples:
+        labels = sample.label_dict
+        if "queue" not in labels:
+            continue
+        entry = out.setdefault(labels["queue"], {})
+        if sample.name == ITEMS:
+            entry[labels["state"]] = sample.value
+        elif sample.name == BACKLOG:
+            entry["backlog"] = sample.value
+        elif sample.name == OLDEST_AGE:
+            entry["oldest_age_seconds"] = sample.value
     return out

@@ -1,8 +1,10 @@
 """Prometheus metrics (extra ``prometheus``: ``pip install fdbrecipes[prometheus]``).
 
 * :class:`QueueCollector`: the gauges of :func:`fdbrecipes.metrics.collect`
-  (``fdbrecipes_queue_items{queue,state}``,
-  ``fdbrecipes_queue_oldest_item_age_seconds{queue}``), read from the cluster at each
+  (``fdbrecipes_queue_items{queue,state}``, ``fdbrecipes_queue_backlog{queue}``,
+  ``fdbrecipes_queue_oldest_item_age_seconds{queue}``, and for schedule stores
+  ``fdbrecipes_schedule_lag_seconds{schedule,store}`` and
+  ``fdbrecipes_schedule_paused{schedule,store}``), read from the cluster at each
   scrape.  They describe the whole database: one exporter per cluster
   (``fdbrecipes metrics``), never summed across worker processes.
 * :class:`JobMetrics`: a worker's ``on_event`` sink feeding
@@ -10,21 +12,48 @@
   ``fdbrecipes_job_duration_seconds{queue}`` and ``fdbrecipes_job_wait_seconds{queue}``
   of the process it runs in.
 
+* :func:`serve`: an HTTP server of the gauges (``/metrics``, as Prometheus reads them)
+  and of the same numbers as JSON per structure (``/backlog``, as an autoscaler such
+  as KEDA's ``metrics-api`` scaler reads them): ``fdbrecipes metrics``.
+
 ``prometheus_client`` is imported when one of these is made, not with this module.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Optional
+import json
+import socket
+import socketserver
+import threading
+import wsgiref.simple_server
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from .jobs import Event, JobFinished
-from .metrics import ITEMS, OLDEST_AGE, collect
+from .metrics import (
+    BACKLOG,
+    ITEMS,
+    OLDEST_AGE,
+    SCHEDULE_LAG,
+    SCHEDULE_PAUSED,
+    by_structure,
+    collect,
+)
 
-__all__ = ["DURATION", "JOBS", "WAIT", "JobMetrics", "QueueCollector", "serve"]
+__all__ = ["BACKLOG_PATH", "DURATION", "GAUGES", "JOBS", "WAIT", "JobMetrics",
+           "QueueCollector", "serve"]
 
 JOBS = "fdbrecipes_jobs_total"
 DURATION = "fdbrecipes_job_duration_seconds"
 WAIT = "fdbrecipes_job_wait_seconds"
+#: Where :func:`serve` answers with the numbers per structure as JSON.
+BACKLOG_PATH = "/backlog"
+#: Each gauge: its help line and its labels, in the order of a sample's (sorted) labels.
+GAUGES = {ITEMS: ("Items of a structure, by state", ["queue", "state"]),
+          BACKLOG: ("Items visible or in flight", ["queue"]),
+          OLDEST_AGE: ("Seconds the front item has waited", ["queue"]),
+          SCHEDULE_LAG: ("Seconds a stored schedule's next slot is overdue",
+                         ["schedule", "store"]),
+          SCHEDULE_PAUSED: ("1 while a stored schedule is paused", ["schedule", "store"])}
 #: Histogram buckets, in seconds, from a millisecond to an hour.
 BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 
@@ -44,7 +73,8 @@ class QueueCollector:
 
     Args:
         db: the database the structures live in.
-        structures: each structure by the name its ``queue`` label gets.
+        structures: each structure by the name its ``queue`` label gets (a schedule
+            store: its ``store`` label).
     """
 
     def __init__(self, db: Any, structures: Mapping[str, Any]) -> None:
@@ -54,18 +84,12 @@ class QueueCollector:
 
     def collect(self) -> Iterator[Any]:
         """The gauges, read now (called by the registry at each scrape)."""
-        items = self._core.GaugeMetricFamily(ITEMS, "Items of a structure, by state",
-                                             labels=["queue", "state"])
-        age = self._core.GaugeMetricFamily(OLDEST_AGE, "Seconds the front item has waited",
-                                           labels=["queue"])
+        families = {name: self._core.GaugeMetricFamily(name, text, labels=labels)
+                    for name, (text, labels) in GAUGES.items()}
         for sample in collect(self.db, self.structures):
-            labels = sample.label_dict
-            if sample.name == ITEMS:
-                items.add_metric([labels["queue"], labels["state"]], sample.value)
-            else:
-                age.add_metric([labels["queue"]], sample.value)
-        yield items
-        yield age
+            families[sample.name].add_metric([value for _, value in sample.labels],
+                                             sample.value)
+        yield from families.values()
 
     def describe(self) -> Iterator[Any]:
         """Nothing: the registry must not scrape the cluster when this is registered."""
@@ -98,12 +122,56 @@ class JobMetrics:
             self.wait.labels(self.queue).observe(event.job.wait_seconds)
 
 
-def serve(db: Any, structures: Mapping[str, Any], port: int, addr: str = "127.0.0.1") -> Any:
+class _Server(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
+    """A threaded WSGI server (one scrape does not wait for another)."""
+
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    """The same on an IPv6 address."""
+
+    address_family = socket.AF_INET6
+
+
+class _Quiet(wsgiref.simple_server.WSGIRequestHandler):
+    """No line on stderr per request."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(db: Any, structures: Mapping[str, Any], port: int,
+          addr: str = "127.0.0.1") -> Tuple[Any, threading.Thread]:
     """Serve the structures' gauges over HTTP on ``port`` of ``addr`` (this machine
-    only by default; ``"0.0.0.0"``: every address) with a registry of their own;
-    returns what ``prometheus_client.start_http_server`` returns (the server and its
-    thread, in recent versions)."""
+    only by default; ``"0.0.0.0"``: every address), in a thread: ``/backlog``
+    answers with :func:`fdbrecipes.metrics.by_structure` as JSON, any other path with
+    the gauges for Prometheus (a registry of their own).  Each request reads the
+    cluster (a few round trips; no conflicts).  Returns the server (``shutdown()`` stops
+    it) and its thread."""
     client = _client()
     registry = client.CollectorRegistry()
     registry.register(QueueCollector(db, structures))
-    return client.start_http_server(port, addr=addr, registry=registry)
+    metrics = client.make_wsgi_app(registry)
+
+    def app(environ: Any, start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != BACKLOG_PATH:
+            answer: Iterable[bytes] = metrics(environ, start_response)
+            return answer
+        status = "200 OK"
+        try:
+            body = json.dumps(by_structure(collect(db, structures)))
+        except Exception as e:  # the cluster did not answer: say so, do not die
+            status, body = "503 Service Unavailable", json.dumps({"error": str(e)})
+        data = body.encode()
+        headers: List[Tuple[str, str]] = [("Content-Type", "application/json"),
+                                          ("Content-Length", str(len(data)))]
+        start_response(status, headers)
+        return [data]
+
+    server_class = _Server6 if ":" in addr else _Server
+    server: _Server = wsgiref.simple_server.make_server(addr, port, app, server_class, _Quiet)
+    thread = threading.Thread(target=server.serve_forever, name="fdbrecipes-metrics",
+                              daemon=True)
+    thread.start()
+    return server, thread

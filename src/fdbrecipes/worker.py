@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 from ._worker.core import WorkerCore
 from .jobs import Backoff, EventSink, Job
 from .schedule import Schedule
+from .schedules import SchedulesBase
 
 __all__ = ["Worker"]
 
@@ -81,6 +82,13 @@ class Worker:
             raises are logged and ignored).
         schedules: periodic jobs this worker enqueues (see
             :class:`fdbrecipes.Schedule`).
+        schedule_store: a :class:`fdbrecipes.Schedules` (or ``AsyncSchedules``) whose
+            schedules this worker fires, with the others carrying it: each slot
+            exactly once, leaderless (see :class:`fdbrecipes.Schedules`).  It fires
+            those whose target it knows (this queue, its ``schedules``' queues, the
+            store's ``targets``), and writes its ``schedules`` given by ``every`` or
+            ``cron`` into the store when it starts (``Schedules.upsert``), to be
+            fired from there.
         time_limit: seconds a handler may run on one job (None: no limit); a job
             pushed with a ``time_limit`` of its own has that one.
         name: what its record says it serves (default: the structure's repr).
@@ -106,12 +114,14 @@ class Worker:
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
                  schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
-                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None,
+                 schedule_store: Optional[SchedulesBase] = None) -> None:
         self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
                                 lease_seconds=lease_seconds, backoff=backoff,
                                 shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
                                 schedules=schedules, time_limit=time_limit, name=name,
-                                prefetch=prefetch, threaded=True)
+                                prefetch=prefetch, threaded=True,
+                                schedule_store=schedule_store)
         self._thread: Optional[threading.Thread] = None
 
     def __repr__(self) -> str:

@@ -353,6 +353,53 @@ def test_schedules_page(db: Any, places: Dict[str, Any]) -> None:
         create_app(db, places, schedules=["nightly"])
 
 
+def test_stored_schedules_listed_paused_resumed_and_run_now(
+        db: Any, places: Dict[str, Any], fdb_subspace: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("cronsim")
+    from fdbrecipes import Schedules
+
+    jobs, tenants = places["jobs"], places["tenants"]
+    store = Schedules(fdb_subspace["schedules"])
+    store.add(db, "<nightly>", target=jobs, cron="0 3 * * *", tz="Europe/Berlin")
+    store.add(db, "fair", target=tenants, every=60.0, group="acme", paused=True)
+    c = client(db, places, schedules=[store], access=FULL)
+    page = c.get("/schedules").text
+    assert "&lt;nightly&gt;" in page and "<code>0 3 * * *</code> Europe/Berlin" in page
+    assert 'value="pause-schedule"' in page and 'value="resume-schedule"' in page
+    assert page.count('value="run-now"') == 2
+    with caplog.at_level(logging.INFO, logger="fdbrecipes.web.audit"):
+        refused = post(c, action="pause-schedule", store="0", name="<nightly>")
+        assert refused.status_code == 400 and "confirmation" in refused.text
+        done = post(c, action="pause-schedule", store="0", name="<nightly>", yes="1")
+        assert done.status_code == 303 and done.headers["location"].startswith("/schedules?")
+        assert "&lt;nightly&gt;: paused" in c.get(done.headers["location"]).text
+        assert store.get(db, "<nightly>").paused_at is not None
+        resumed = post(c, action="resume-schedule", store="0", name="<nightly>")
+        assert "resumed" in c.get(resumed.headers["location"]).text
+        asked = post(c, action="run-now", store="0", name="fair", yes="1")
+        assert "asked the workers" in c.get(asked.headers["location"]).text
+        assert post(c, action="run-now", store="0", name="nope", yes="1").status_code == 404
+        assert post(c, action="run-now", store="7", name="fair", yes="1").status_code == 404
+    assert store.get(db, "<nightly>").paused_at is None
+    assert store.get(db, "fair").requested == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "fdbrecipes.web.audit"]
+    acted = [line for line in lines if "outcome='done'" in line]  # each action audited
+    assert [re.findall(r"action='([a-z-]+)'", line) for line in acted] == [
+        ["pause-schedule"], ["resume-schedule"], ["run-now"]], lines
+    assert all("structure='schedules 0'" in line for line in acted)
+    assert "target='<nightly>'" in acted[0] and "target='fair'" in acted[2]
+    [failed] = [line for line in lines if "outcome=\"failed" in line]  # tried: audited
+    assert "target='nope'" in failed and "no schedule named" in failed
+    refusals = [line for line in lines if line.startswith("refused")]
+    assert [r.split()[1] for r in refusals] == ["status=400", "status=404", "status=404"]
+    assert "no such schedule store" in refusals[2]  # refused before acting: no audit line
+    read_only = client(db, places, schedules=[store])
+    assert 'value="run-now"' not in read_only.get("/schedules").text
+    assert post(read_only, action="run-now", store="0", name="fair", yes="1").status_code == 403
+    assert store.get(db, "fair").requested == 1
+
+
 def test_items_in_flight_given_back_or_deleted(db: Any, places: Dict[str, Any]) -> None:
     jobs, tenants = places["jobs"], places["tenants"]
     jobs.push_many(db, ["a", "b", "c"])

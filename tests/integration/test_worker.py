@@ -352,8 +352,14 @@ def test_the_prometheus_endpoint_is_scraped_over_http(db: Any, fdb_subspace: Any
     q.push_many(db, [1, 2, 3])
     q.claim(db, 60)
     port = free_port()
-    serve(db, {"jobs": q}, port, "127.0.0.1")
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
+    server, thread = serve(db, {"jobs": q}, port)
+    try:
+        assert server.server_address[0] == "127.0.0.1"  # this machine only by default
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(30)
     text = body.decode()
     assert 'fdbrecipes_queue_items{queue="jobs",state="visible"} 2.0' in text
     assert 'fdbrecipes_queue_items{queue="jobs",state="in_flight"} 1.0' in text

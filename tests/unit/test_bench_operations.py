@@ -40,7 +40,7 @@ SUBSPACE = Subspace(("bench-test",))
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 26 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) == set(KINDS)
+    assert len(kinds) == 28 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) == set(KINDS)
     assert len(SHARD_KINDS) == 6 and {k.op for k in SHARD_KINDS[1::2]} == {
         "sharded-" + k.op for k in SHARD_KINDS[::2]}
     assert len(AIO_KINDS) == 6 and {k.tasks for k in AIO_KINDS} == {16, 64}

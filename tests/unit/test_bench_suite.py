@@ -115,7 +115,8 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     ] + [("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
         (op, 8, c, None) for c in (1, 16)
         for op in ("worker", "history-worker", "spread-claim-ack")
-    ] + [("idle-worker", 8, 1, 3.0)] + [
+    ] + [("idle-worker", 8, 1, 3.0), ("idle-started", 8, 1, 3.0),
+         ("idle-schedules", 8, 1, 3.0)] + [
         (op, 1, c, None) for c in (1, 16) for op in ("claim-one", "fair-claim-one")
     ] + [("push", 1, 16, 1.0), ("sharded-push", 1, 16, 1.0),
          ("sharded-push", 1, 16, 1.0), ("push", 1, 16, 1.0)] + [

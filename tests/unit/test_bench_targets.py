@@ -20,6 +20,8 @@ from fdbrecipes.bench.settings import (
     HOT_LIMIT,
     HOT_SPREAD_POP,
     HOT_TREE_POP,
+    IDLE_STARTED,
+    IDLE_STORED,
     IDLE_WORKER,
     LIMIT,
     POP,
@@ -64,6 +66,8 @@ def sample_rows() -> List[Row]:
         Row(BLOCKING_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.28),
         row(WORKER, 16, 4000), row(BARE_CLAIMS, 16, 5000), row(HISTORY_WORKER, 16, 3600),
         Row(IDLE_WORKER.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.015),
+        Row(IDLE_STARTED.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.010),
+        Row(IDLE_STORED.label, 1, 0, 3.0, 0, "items/s", cpu_seconds=0.015),
         row(QUEUE_CLAIM, 1, 400), row(QUEUE_CLAIM, 16, 1000),
         row(FAIR_CLAIM, 1, 300), row(FAIR_CLAIM, 16, 600),
         *(row(kind, 16, 1000) for pair in SHARD_PAIRS for kind in pair),
@@ -103,6 +107,7 @@ NAMES = [
     ("Worker(concurrency=8), 16 clients: x claim_many(8, spread=8)+ack", 0.8),
     ("Worker(concurrency=8), history, 16 clients: x Worker(concurrency=8)", 0.8),
     ("an idle worker: cores busy", 0.01),
+    ("Worker, idle, 1,000 stored schedules: CPU x Worker, idle, started", 2.0),
     ("FairQueue.claim+ack 1,000 g, 1 client: x Queue.claim+ack", 0.5),
     ("FairQueue.claim+ack 1,000 g, 16 clients: x Queue.claim+ack", 0.5),
     ("FairQueue claim median growth, 100 to 100,000 groups", 2.0),
@@ -151,7 +156,7 @@ def test_targets_fail() -> None:
         "FAIL",  # WeightTree.pop 0.3x limit
         "FAIL",  # growth 2.5x
         "FAIL", "FAIL",  # hot: spread 0.899x the probe, tree 0.2495x the limit
-        *["SKIP"] * 9,  # no async or worker rows
+        *["SKIP"] * 10,  # no async or worker rows
         "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
         *["SKIP"] * 3,  # no sharded rows

@@ -56,15 +56,18 @@ def test_each_command_runs_its_function() -> None:
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
         "push", "leases", "delayed", "remove", "job", "cancel", "finished", "workers", "pause",
-        "resume", "worker", "metrics", "web"]
+        "resume", "worker", "metrics", "schedules", "web", "server"]
     for command in cli.COMMANDS:
-        needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster") else []
+        needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster",
+                                                          "server") else []
         if command.name in ("worker", "push", "job", "cancel"):
             needs = [*needs, "app.jobs:handle"]
         if command.name == "remove":
             needs = [*needs, "--id", "x"]
         if command.name == "web":
             needs = ["--directory", "app"]
+        if command.name == "schedules":
+            needs = ["list", "--tuple", "('schedules',)"]
         assert parser.parse_args([command.name, *needs]).run is command.run
 
 

@@ -269,6 +269,18 @@ def test_markers_follow_the_library_layout() -> None:
     assert RecordLayout(S, S["o"]).expiry_key(1.5, b"x") == S["o"].pack((1.5, b"x"))
 
 
+def test_a_schedule_store_is_told_by_a_key_no_structure_writes() -> None:
+    from fdbrecipes._layout import SCHEDULES, ScheduleLayout
+
+    store = ScheduleLayout(S)
+    assert store.version == S.pack((SCHEDULES,))
+    structures = set(QUEUE_RANGES + QUEUE_KEYS + TREE_RANGES + TREE_KEYS + FAIR_RANGES + NEUTRAL)
+    firsts = {SCHEDULES, *(S.unpack(s.key())[0] for s in (store.definitions, store.states))}
+    assert not firsts & structures
+    assert store.definitions.contains(store.definition("a"))
+    assert store.states.contains(store.state("a"))
+
+
 def test_open_place_of_a_tuple_needs_no_reads() -> None:
     subspace = places.open_place(None, Place(prefix=("jobs", 1)))
     assert subspace.key() == Subspace(("jobs", 1)).key()

@@ -12,17 +12,19 @@ from typing import Any, List, Tuple
 
 import pytest
 
-from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, Worker
+from fdbrecipes import FairQueue, PriorityQueue, Queue, Schedules, WeightTree, Worker
 from fdbrecipes.aio import (
     AsyncFairQueue,
     AsyncPriorityQueue,
     AsyncQueue,
+    AsyncSchedules,
     AsyncWeightTree,
     AsyncWorker,
 )
 
 PAIRS = [(Queue, AsyncQueue), (PriorityQueue, AsyncPriorityQueue),
-         (WeightTree, AsyncWeightTree), (FairQueue, AsyncFairQueue), (Worker, AsyncWorker)]
+         (WeightTree, AsyncWeightTree), (FairQueue, AsyncFairQueue), (Worker, AsyncWorker),
+         (Schedules, AsyncSchedules)]
 IDS = [sync.__name__ for sync, _ in PAIRS]
 #: Parameters whose types differ by design: a worker's handler is sync or async.
 TYPED_APART = {("Worker", "__init__", "handler")}

@@ -467,3 +467,27 @@ def test_the_app_refuses_a_foreign_host() -> None:
                            **SAME_ORIGIN}).status_code == 421
     allowed = app_client(allowed_hosts=["evil.example"])
     assert allowed.get("/nothing-here", headers={"host": "evil.example"}).status_code == 404
+
+
+def test_an_action_on_a_stored_schedule_is_checked_whole() -> None:
+    from fdbrecipes.web.checks import check
+    from fdbrecipes.web.forms import BadRequest
+
+    store = object()  # check() only picks the store; it reads and writes nothing
+    form = {"action": "run-now", "store": "0", "name": "nightly", "yes": "1"}
+    got = check(form, FULL, {}, [store])
+    assert (got.action, got.name, got.structure, got.group, got.target()) == (
+        "run-now", "schedules 0", store, None, "nightly")
+    assert not check({**form, "back": "job", "id": "00"}, FULL, {}, [store]).back_to_job
+    for bad, status in (({"store": "1"}, 404), ({"store": "x"}, 404), ({"store": "٣"}, 404),
+                        ({"store": ""}, 404), ({"name": ""}, 400), ({"yes": ""}, 400)):
+        with pytest.raises(BadRequest) as refused:
+            check({**form, **bad}, FULL, {}, [store])
+        assert refused.value.status == status, bad
+    with pytest.raises(ValueError, match="name must be 1 to 200"):
+        check({**form, "name": "n" * 201}, FULL, {}, [store])
+    with pytest.raises(BadRequest) as denied:
+        check(form, READ_ONLY, {}, [store])
+    assert denied.value.status == 403
+    resume = check({"action": "resume-schedule", "store": "0", "name": "n"}, FULL, {}, [store])
+    assert resume.schedule == "n"  # no confirmation needed to resume

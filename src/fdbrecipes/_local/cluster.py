@@ -28,29 +28,14 @@ from .plan import (
     check_seconds,
     make_plan,
 )
-from .programs import free_ports, server_programs
+from .programs import free_ports, run_fdbcli, server_programs
+from .ready import POLL, PROBE, created, run_fdbcli_until, succeeded
 from .reaper import Reaper
 from .status import ClusterRoles, health_problems, parse_roles, parse_status
 
 #: What names a process of a LocalCluster: its index, its ``"127.0.0.1:port"``
 #: address, or its :class:`ServerProcess`.
 ProcessRef = Union[int, str, ServerProcess]
-
-#: Seconds between two looks at a cluster being waited for (each look runs fdbcli:
-#: an external program, with nothing to wait on).
-POLL = 0.25
-#: The key ``start`` and ``wait_healthy`` write and clear to see a commit go through.
-PROBE = "writemode on; set fdbrecipes/probe 1; clear fdbrecipes/probe"
-
-
-def _created(_code: int, out: str) -> bool:
-    """Whether ``fdbcli``'s ``configure new`` left a database (new or existing)."""
-    return "Database created" in out or "already exists" in out
-
-
-def _succeeded(code: int, out: str) -> bool:
-    """Whether an ``fdbcli`` command succeeded."""
-    return code == 0 and "ERROR" not in out
 
 
 class LocalCluster:
@@ -230,9 +215,9 @@ class LocalCluster:
         for process in self.plan.processes:
             self._spawn(process)
         if not self._configured:
-            self._until(deadline, self.plan.configure_command(), _created)
+            self._until(deadline, self.plan.configure_command(), created)
             self._configured = True
-        self._until(deadline, PROBE, _succeeded)
+        self._until(deadline, PROBE, succeeded)
         if len(self.plan.processes) > 1:
             self.wait_healthy(max(1.0, deadline - time.monotonic()))
         return self.cluster_file
@@ -352,7 +337,7 @@ class LocalCluster:
                 problems = health_problems(status, expected)
                 if not problems:
                     probe = self.cli(PROBE, timeout=max(1.0, deadline - time.monotonic()))
-                    if _succeeded(probe.returncode, probe.stdout + probe.stderr):
+                    if succeeded(probe.returncode, probe.stdout + probe.stderr):
                         return parse_roles(status)
                     problems = [f"a commit failed: {probe.stdout.strip()[:200]}"]
             except (RuntimeError, subprocess.TimeoutExpired) as e:
@@ -373,7 +358,7 @@ class LocalCluster:
         """
         process = self.process(p)
         self._until(time.monotonic() + check_seconds(timeout, "timeout"),
-                    f"exclude {process.address}", _succeeded)
+                    f"exclude {process.address}", succeeded)
 
     def include(self, p: Optional[ProcessRef] = None, timeout: float = 30.0) -> None:
         """Include process ``p`` again (default: every excluded process).
@@ -383,34 +368,16 @@ class LocalCluster:
         """
         target = "all" if p is None else self.process(p).address
         self._until(time.monotonic() + check_seconds(timeout, "timeout"),
-                    f"include {target}", _succeeded)
+                    f"include {target}", succeeded)
 
     # -- fdbcli ------------------------------------------------------------------------
 
     def cli(self, command: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """Run ``fdbcli --exec command`` against this cluster (fdbcli's own
         ``--timeout`` is ``timeout``; the program is killed 10 s after that)."""
-        args: List[str] = [self.fdbcli, "-C", self.cluster_file, "--exec", command,
-                           "--timeout", str(max(1, int(timeout)))]
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout + 10,
-                              check=False)
+        return run_fdbcli(self.fdbcli, self.cluster_file, command, timeout)
 
     def _until(self, deadline: float, command: str, ok: Callable[[int, str], bool]) -> None:
-        last = ""
-        while time.monotonic() < deadline:
-            for index, popen in self._running.items():
-                if popen.poll() is not None:
-                    process = self.plan.processes[index]
-                    raise RuntimeError(f"fdbserver {process.address} exited with "
-                                       f"{popen.returncode}; see {process.output} and "
-                                       f"{process.logs}")
-            try:
-                result = self.cli(command, timeout=max(1.0, min(30.0,
-                                                                deadline - time.monotonic())))
-                last = (result.stdout + result.stderr).strip()
-                if ok(result.returncode, last):
-                    return
-            except subprocess.TimeoutExpired:
-                last = "fdbcli timed out"
-            time.sleep(POLL)  # polling an external program: nothing to wait on
-        raise RuntimeError(f"fdbcli {command!r} did not succeed in time: {last}")
+        """:func:`run_fdbcli_until` on this cluster, its running processes watched."""
+        run_fdbcli_until(self.fdbcli, self.cluster_file, command, ok, deadline,
+                         {self.plan.processes[i]: popen for i, popen in self._running.items()})

@@ -15,6 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .._values import check_matching
+
 #: Copies of each piece of data, per redundancy mode (FoundationDB's
 #: ``configure single|double|triple``).
 REPLICAS: Dict[str, int] = {"single": 1, "double": 2, "triple": 3}
@@ -169,12 +171,8 @@ def check_redundancy(redundancy: Any, processes: int) -> str:
 
 def check_engine(engine: Any) -> str:
     """``engine`` as a storage engine name (a lower-case word)."""
-    if not isinstance(engine, str):
-        raise TypeError(f"engine must be a str, not {type(engine).__name__}")
-    if not ENGINE.match(engine):
-        raise ValueError(f"engine must be a storage engine name such as 'memory' or 'ssd', "
-                         f"got {engine!r}")
-    return engine
+    return check_matching(engine, "engine", ENGINE,
+                          "a storage engine name such as 'memory' or 'ssd'")
 
 
 def check_classes(classes: Optional[Sequence[str]], processes: int) -> Tuple[str, ...]:

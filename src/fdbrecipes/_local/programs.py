@@ -1,23 +1,21 @@
-"""Finding the FoundationDB server programs (``fdbserver``, ``fdbcli``) and free ports.
+"""Finding the FoundationDB server programs (``fdbserver``, ``fdbcli``), running
+``fdbcli``, and free ports.
 
-Nothing here loads ``libfdb_c`` or selects an API version.
+The programs are found by the one search order of :mod:`fdbrecipes.server.find`
+(``$FDBSERVER``/``$FDBCLI``, ``PATH``, the copy ``fdbrecipes server install`` put in
+place, the packages' places).  Nothing here loads ``libfdb_c`` or selects an API version.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
+import subprocess
 from typing import List, Optional, Tuple
 
-SEARCH_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/bin", "/usr/local/bin",
-               "/usr/local/libexec", "/usr/lib/foundationdb")
+from ..server.find import INSTALL_HINT
+from ..server.find import find_program as _search
 
-SERVER_HINT = (
-    "install the FoundationDB 7.3 server (package foundationdb-server from "
-    "https://github.com/apple/foundationdb/releases) or set FDB_CLUSTER_FILE to a running "
-    "cluster"
-)
+SERVER_HINT = f"{INSTALL_HINT}, or set FDB_CLUSTER_FILE to a running cluster"
 
 
 class ServerNotFoundError(RuntimeError):
@@ -25,18 +23,8 @@ class ServerNotFoundError(RuntimeError):
 
 
 def find_program(name: str, env_var: str) -> Optional[str]:
-    """Locate ``name``: the path in ``env_var``, else PATH, else the usual sbin dirs."""
-    configured = os.environ.get(env_var)
-    if configured:
-        return configured if os.access(configured, os.X_OK) else None
-    found = shutil.which(name)
-    if found:
-        return found
-    for directory in SEARCH_DIRS:
-        candidate = os.path.join(directory, name)
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    """The path of ``name`` by the search order (``$env_var`` first), or None."""
+    return _search(name, env_var).path
 
 
 def server_programs() -> Tuple[str, str]:
@@ -44,17 +32,31 @@ def server_programs() -> Tuple[str, str]:
 
     Raises:
         ServerNotFoundError: either is missing (the message names which, where it
-            looked, and what to install).
+            looked, and what to do).
     """
-    fdbserver = find_program("fdbserver", "FDBSERVER")
-    fdbcli = find_program("fdbcli", "FDBCLI")
-    missing = [n for n, p in (("fdbserver", fdbserver), ("fdbcli", fdbcli)) if not p]
-    if fdbserver is None or fdbcli is None:
-        raise ServerNotFoundError(
-            f"{' and '.join(missing)} not found (looked at $FDBSERVER/$FDBCLI, PATH, "
-            f"{', '.join(SEARCH_DIRS)}): {SERVER_HINT}"
-        )
-    return fdbserver, fdbcli
+    fdbserver = _search("fdbserver", "FDBSERVER")
+    fdbcli = _search("fdbcli", "FDBCLI")
+    if fdbserver.path is None or fdbcli.path is None:
+        missing = [f for f in (fdbserver, fdbcli) if f.path is None]
+        reasons = "; ".join(f"{f.name}: {f.why}" for f in missing)
+        raise ServerNotFoundError(f"{' and '.join(f.name for f in missing)} not found "
+                                  f"({reasons}): {SERVER_HINT}")
+    return fdbserver.path, fdbcli.path
+
+
+def run_fdbcli(fdbcli: str, cluster_file: str, command: str, timeout: float = 10.0,
+               kill_after: Optional[float] = None) -> subprocess.CompletedProcess[str]:
+    """Run ``fdbcli --exec command`` on ``cluster_file`` (fdbcli's own ``--timeout`` is
+    ``timeout``, at least 1 s; the program is killed ``kill_after`` seconds after it
+    started, default 10 s after its timeout).
+
+    Raises:
+        subprocess.TimeoutExpired: it was killed.
+    """
+    args: List[str] = [fdbcli, "-C", cluster_file, "--exec", command,
+                       "--timeout", str(max(1, int(timeout)))]
+    return subprocess.run(args, capture_output=True, text=True, check=False,
+                          timeout=timeout + 10 if kill_after is None else kill_after)
 
 
 def free_ports(n: int) -> List[int]:

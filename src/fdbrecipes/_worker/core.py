@@ -57,6 +57,7 @@ from .._ordered.leases import Lease
 from .._ordered.records import CANCELLED as CANCELLED_STATE
 from .._ordered.records import SUCCEEDED
 from .._registry import STOP, Orders
+from .._schedules.firing import firing_of
 from .._values import check_bool, check_int, check_seconds
 from ..jobs import (
     DEAD,
@@ -74,7 +75,7 @@ from ..jobs import (
     decide,
 )
 from ..protocol import Claimed, Workable, workable
-from ..schedule import Schedule, check_retention
+from ..schedule import Schedule
 from .ahead import Ahead, check_prefetch, claim_spread
 from .holding import Holding, Tell, finishing
 from .presence import Presence, stop_on_signals
@@ -113,7 +114,7 @@ class WorkerCore(Holding):
                  concurrency: Any, lease_seconds: Any, backoff: Any, shutdown_timeout: Any,
                  on_event: Any, end: Any, schedules: Sequence[Schedule], time_limit: Any,
                  name: Any, threaded: bool, prefetch: Any = None,
-                 tell: Optional[Tell] = None) -> None:
+                 schedule_store: Any = None, tell: Optional[Tell] = None) -> None:
         self.ops: Workable[Any] = workable(queue)
         check_handler(handler, not threaded)
         check_int(concurrency, "concurrency", low=1, high=10_000)
@@ -132,11 +133,8 @@ class WorkerCore(Holding):
         if name is not None and not (isinstance(name, str) and 0 < len(name) <= 200):
             raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
         self.ops.claim_many(db, 1, lease, spread=1, end=end).close()  # checks end
-        for i, schedule in enumerate(schedules):
-            if not isinstance(schedule, Schedule):
-                raise TypeError(f"schedules[{i}] must be a Schedule")
-        check_retention(list(schedules), time.time())
         self.db = check_database(db)
+        self.firing, schedules = firing_of(db, self.ops, schedules, schedule_store)
         self.queue = queue
         self.handler = handler
         self.concurrency: int = concurrency
@@ -189,6 +187,8 @@ class WorkerCore(Holding):
         helpers = [asyncio.ensure_future(self.beat()),
                    asyncio.ensure_future(self.presence.listen(self.apply)),
                    asyncio.ensure_future(self.presence.prune())]
+        if self.firing is not None:  # the stored schedules (see _schedules.firing)
+            helpers.append(asyncio.ensure_future(self.firing.run()))
         if self.tell is not None:
             helpers.append(asyncio.ensure_future(self.tell_alive(self.tell)))
         acker = asyncio.ensure_future(self.settle_acks())

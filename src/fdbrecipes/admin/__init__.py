@@ -72,7 +72,8 @@ succeed.
 
 The parts: :mod:`.arguments` (options), :mod:`.places` (where a structure is, and what
 is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them),
-:mod:`.jobs` (``job``, ``cancel``, ``workers``), :mod:`.service` (the long-running
+:mod:`.jobs` (``job``, ``cancel``, ``workers``), :mod:`.schedules` (``schedules``:
+the stored schedules), :mod:`.service` (the long-running
 ``worker`` and ``metrics``) and :mod:`.supervisor` (``worker --processes N``).
 Importing this package needs no ``libfdb_c``.
 """
@@ -92,6 +93,7 @@ from .commands import (
     run,
 )
 from .jobs import CANCEL, FINISHED, JOB, PAUSE, RESUME, WORKERS
+from .schedules import SCHEDULES
 from .service import METRICS, WORKER
 
 #: The commands about jobs and workers (:mod:`.jobs`).
@@ -101,4 +103,5 @@ SERVICES = (WORKER, METRICS)
 
 __all__ = ["CANCEL", "DEAD", "DELAYED", "FINISHED", "JOB", "JOBS", "LEASES", "METRICS",
            "OPERATIONS", "PAUSE", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD",
-           "RESUME", "SERVICES", "STATS", "WORKER", "WORKERS", "Operation", "run"]
+           "RESUME", "SCHEDULES", "SERVICES", "STATS", "WORKER", "WORKERS", "Operation",
+           "run"]

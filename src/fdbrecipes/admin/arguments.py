@@ -341,12 +341,14 @@ class Needs:
             keys (its workers' records): where the keys do not tell the kind (a new
             queue that only a worker serves yet), it takes the place as a queue; the
             directory must exist.
+        stores: it also works on a schedule store (``metrics``: the schedules' lag).
     """
 
     dead_letters: bool = False
     group: bool = False
     confirm: Optional[str] = None
     default_kind: Optional[str] = None
+    stores: bool = False
     any_queue: bool = False
 
 

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from .._cluster import tools_client_problem
 from .._drivers.blocking import drive
@@ -22,6 +22,7 @@ from ..errors import FdbRecipesError
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..protocol import Inspectable, inspectable
+from ..schedules import Schedules
 from ..weight_tree import WeightTree
 from .arguments import (
     Needs,
@@ -41,6 +42,7 @@ from .arguments import (
 from .output import cut, id_json, id_text, iso_time, json_value, listing, printable, table
 from .places import (
     ANY_QUEUE,
+    SCHEDULE_STORE,
     OperatorError,
     Place,
     Structure,
@@ -54,7 +56,7 @@ from .places import (
 )
 
 __all__ = ["DEAD", "DELAYED", "LEASES", "OPERATIONS", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE",
-           "REQUEUE_DEAD", "STATS", "Operation", "Report", "Target", "run"]
+           "REQUEUE_DEAD", "STATS", "Operation", "Report", "Target", "answer", "run"]
 
 T = TypeVar("T")
 
@@ -71,7 +73,7 @@ class Target:
     db: Any
     place: Place
     kind: str
-    structure: Structure
+    structure: Union[Structure, Schedules]
 
     def header(self) -> Dict[str, Any]:
         """The first fields of every JSON answer."""
@@ -170,6 +172,11 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
         seen, wrong = read_only(db, stored, subspace)
         if wrong is not None:
             raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
+        if seen == SCHEDULE_STORE:
+            if not needs.stores:
+                raise OperatorError(f"a schedule store is at {place}: see 'fdbrecipes "
+                                    "schedules'")
+            return Target(db, place, SCHEDULE_STORE, Schedules(subspace))
         if seen is None and needs.default_kind is not None:
             seen = needs.default_kind
         elif seen in (None, ANY_QUEUE) and needs.any_queue:
@@ -216,11 +223,23 @@ def run(args: argparse.Namespace, operation: Operation) -> int:
     report with a status (``job --wait`` of a job that failed) is printed, then its
     problem said.
     """
-    prefix = f"fdbrecipes {operation.name}:"
+    return answer(f"fdbrecipes {operation.name}:", args, acting, args, operation)
+
+
+def acting(args: argparse.Namespace, operation: Operation) -> Report:
+    """Check the command line, connect, open the place, act: the report."""
+    place = check_usage(args, operation.needs)
+    target = open_target(connect(args), place, args, operation.needs)
+    return operation.act(target, args)
+
+
+def answer(prefix: str, args: argparse.Namespace, act: Callable[..., Report],
+           *act_args: Any) -> int:
+    """Print the report of ``act(*act_args)`` (JSON with ``--json``) and return 0, or
+    say why it failed in one line starting with ``prefix`` and return the exit status
+    (see :func:`run`)."""
     try:
-        place = check_usage(args, operation.needs)
-        target = open_target(connect(args), place, args, operation.needs)
-        report = operation.act(target, args)
+        report = act(*act_args)
     except UsageError as e:
         say(f"{prefix} error:", e)
         return e.status
@@ -262,6 +281,8 @@ def _counts(tr: Any, target: Target, group: Optional[str]) -> Dict[str, Any]:
     total weight; a fair-queue's, summed over its groups, with how many there are, or
     those of ``group``, with its limit and share), and since when it is paused."""
     structure = target.structure
+    if isinstance(structure, Schedules):
+        raise UsageError("a schedule store has no counts: see 'fdbrecipes schedules list'")
     if isinstance(structure, WeightTree):
         return {"size": structure.size(tr), "total_weight": structure.total_weight(tr)}
     paused = structure.paused(tr)
@@ -318,6 +339,7 @@ def push(target: Target, args: argparse.Namespace) -> Report:
     elif isinstance(structure, FairQueue):
         made = structure.push(target.db, value, group=args.group, id=id_, delay=args.delay)
     else:
+        assert not isinstance(structure, Schedules)  # a store only for Needs(stores=True)
         made = structure.push(target.db, value, id=id_, delay=args.delay)
     said = (f"id {id_text(made)}" if made is not None else
             "no id (--id names it; --history makes it one and keeps its record)")

@@ -33,8 +33,14 @@ import sys
 import threading
 from typing import Any, Callable
 
-from .arguments import Needs, non_negative_int, place_arguments, positive_int, seconds
-from .commands import Operation, Report, Target
+from .arguments import (
+    Needs,
+    non_negative_int,
+    place_arguments,
+    positive_int,
+    seconds,
+)
+from .commands import Operation, Report, Target, read_only
 from .logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 from .places import UsageError
 
@@ -86,6 +92,13 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
                         "and kills one whose job is past --time-limit (default 1: this "
                         "process)")
     parser.add_argument("--name", help="what the worker's record says it serves")
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--schedules", metavar="PATH",
+                       help="carry the schedule store at this directory-layer path: fire "
+                       "its schedules whose jobs go to this queue (see 'fdbrecipes "
+                       "schedules')")
+    store.add_argument("--schedules-tuple", metavar="LITERAL",
+                       help="the same, the store named by a subspace tuple")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="INFO",
                         help="default INFO")
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text",
@@ -95,7 +108,9 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
 def metrics_arguments(parser: argparse.ArgumentParser) -> None:
     """``metrics``' options."""
     place_arguments(parser, "Serve the structure's gauges for Prometheus "
-                    "(fdbrecipes_queue_items, fdbrecipes_queue_oldest_item_age_seconds) "
+                    "(fdbrecipes_queue_items, fdbrecipes_queue_oldest_item_age_seconds; "
+                    "for a schedule store fdbrecipes_schedule_lag_seconds and "
+                    "fdbrecipes_schedule_paused) "
                     "on http://HOST:PORT/metrics until SIGTERM or SIGINT.  Run one per "
                     "cluster: the gauges are the database's, not one process's.  Reads "
                     "only; needs prometheus_client (pip install 'fdbrecipes[prometheus]').")
@@ -146,6 +161,21 @@ def label(target: Target, args: argparse.Namespace) -> str:
     return place.directory[-1] if place.directory else repr(place.prefix)
 
 
+def store_of(target: Target, args: argparse.Namespace) -> Any:
+    """The schedule store ``--schedules`` (or ``--schedules-tuple``) names, or None.
+
+    Raises:
+        OperatorError: no such directory, or something else than a store is there.
+    """
+    if args.schedules is None and args.schedules_tuple is None:
+        return None
+    from ..schedules import Schedules
+    from .schedules import place_of, store_at
+
+    place = place_of(args.schedules, args.schedules_tuple)
+    return Schedules(read_only(target.db, store_at, place))
+
+
 def work(target: Target, args: argparse.Namespace) -> Report:
     """``worker``: run a Worker (or, with ``--processes``, supervise several) until
     signalled.  A supervisor's child tells it what it holds, over the pipe its
@@ -174,6 +204,7 @@ def work(target: Target, args: argparse.Namespace) -> Report:
                         shutdown_timeout=args.shutdown_timeout, on_event=None,
                         end=args.end or "min", schedules=(), time_limit=args.time_limit,
                         name=args.name or target.title(), prefetch=args.prefetch,
+                        schedule_store=store_of(target, args),
                         threaded=not inspect.iscoroutinefunction(handler),
                         tell=pipe_from_env())
     watch_parent(worker.stop)
@@ -196,4 +227,4 @@ def serve_metrics(target: Target, args: argparse.Namespace) -> Report:
 WORKER = Operation("worker", "run a Worker on a queue's jobs (MODULE:FUNCTION)",
                    worker_arguments, work, Needs(dead_letters=True, default_kind="queue"))
 METRICS = Operation("metrics", "serve a structure's gauges for Prometheus",
-                    metrics_arguments, serve_metrics)
+                    metrics_arguments, serve_metrics, Needs(stores=True))

@@ -25,6 +25,7 @@ the async class awaits them.  Neither class holds anything of the other.
   2 MB of writes) go into one transaction with one receipt; each call returns once
   its outcome is settled.
 
+:class:`AsyncSchedules` is :class:`fdbrecipes.Schedules` awaited.
 :class:`AsyncWorker` runs ``async def`` handlers as :class:`fdbrecipes.Worker` runs
 sync ones (one control flow for both).  Also :func:`transactional` (the twin of
 ``@fdb.transactional`` for ``async def`` functions), :func:`wait` (await any
@@ -38,8 +39,9 @@ from ._transactional import transactional
 from .fair_queue import AsyncFairQueue
 from .priority_queue import AsyncPriorityQueue
 from .queue import AsyncQueue
+from .schedules import AsyncSchedules
 from .weight_tree import AsyncWeightTree
 from .worker import AsyncWorker
 
-__all__ = ["AsyncFairQueue", "AsyncPriorityQueue", "AsyncQueue", "AsyncWeightTree",
-           "AsyncWorker", "drive", "transactional", "wait"]
+__all__ = ["AsyncFairQueue", "AsyncPriorityQueue", "AsyncQueue", "AsyncSchedules",
+           "AsyncWeightTree", "AsyncWorker", "drive", "transactional", "wait"]

@@ -17,6 +17,7 @@ from .._face import twin
 from .._worker.core import WorkerCore
 from ..jobs import Backoff, EventSink, Job
 from ..schedule import Schedule
+from ..schedules import SchedulesBase
 from ..worker import Worker
 
 __all__ = ["AsyncWorker"]
@@ -33,12 +34,14 @@ class AsyncWorker:
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
                  schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
-                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None,
+                 schedule_store: Optional[SchedulesBase] = None) -> None:
         self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
                                 lease_seconds=lease_seconds, backoff=backoff,
                                 shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
                                 schedules=schedules, time_limit=time_limit, name=name,
-                                prefetch=prefetch, threaded=False)
+                                prefetch=prefetch, threaded=False,
+                                schedule_store=schedule_store)
         self._runner: Optional[asyncio.Task[None]] = None
 
     def __repr__(self) -> str:

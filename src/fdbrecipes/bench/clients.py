@@ -104,8 +104,9 @@ def client_main(
 ) -> None:
     """Entry point of one client process: connect, wait for the others, run, report.
 
-    The connection is warmed up (one read) before the barrier, so the measured time
-    holds operations only.  The process's CPU time is measured over its loop, and the
+    The connection is warmed up (one read), and the client prepared
+    (:meth:`~fdbrecipes.bench.operations.Client.prepare`), before the barrier, so the
+    measured time holds operations only.  The process's CPU time is measured over its loop, and the
     servers' (``job.server_pids``) read just before and after it.  On any failure the
     barrier is broken, so the other clients stop waiting, and the error is reported.
     ``connect`` opens the database from the cluster file (default: select the tools'
@@ -117,6 +118,7 @@ def client_main(
         subspace = Subspace(job.prefix)
         client = (factories or FACTORIES)[job.op](db, subspace, index, job.batch)
         db.get(subspace.pack(("warm-up",)))  # connect before the clock starts
+        client.prepare()
         barrier.wait(BARRIER_TIMEOUT)
         before = server_cpu(job.server_pids)
         loop = run_loop(client, job.duration)

@@ -17,10 +17,28 @@ import threading
 import time
 from typing import Any, Awaitable, Callable, Dict, Optional
 
-from .. import FairQueue, JobFinished, PriorityQueue, Queue, RetryStats, WeightTree, Worker
+from .. import (
+    FairQueue,
+    JobFinished,
+    PriorityQueue,
+    Queue,
+    RetryStats,
+    Schedules,
+    WeightTree,
+    Worker,
+)
+from .._fdb import fdb_impl
 from ..aio import AsyncQueue, wait
 from .recipe import VALUE, RecipeQueue, transact
-from .settings import BENCH_SHARDS, CLAIM_BATCH, HISTORY_SECONDS, LEASE_SECONDS, SPREAD
+from .settings import (
+    BENCH_SHARDS,
+    CLAIM_BATCH,
+    HISTORY_SECONDS,
+    IDLE_SCHEDULES,
+    LEASE_SECONDS,
+    SPREAD,
+    WARM_UP,
+)
 
 #: The key the read rows read (never written).
 READ_KEY = b"fdbrecipes-bench-read"
@@ -38,6 +56,9 @@ class Client:
 
     def __init__(self, stats: Optional[RetryStats]) -> None:
         self.stats = stats
+
+    def prepare(self) -> None:
+        """What the client does before the clock starts (by default nothing)."""
 
     def step(self) -> int:
         """Run one operation; return the items it moved (keys written, items pushed,
@@ -276,6 +297,55 @@ class WorkerDrain(Looping):
         return self.done
 
 
+class StartedWorker(Looping):
+    """A :class:`fdbrecipes.Worker` on an empty queue (carrying ``store``, filled with
+    :data:`IDLE_SCHEDULES` daily schedules, if given), started in a thread and run
+    :data:`WARM_UP` seconds before the clock starts (:meth:`prepare`): its loop only
+    lets it idle ``duration`` seconds, so the CPU measured is the idle worker's, not its
+    start's (the process ends with it)."""
+
+    def __init__(self, db: Any, queue: Queue, concurrency: int,
+                 store: Optional[Schedules] = None) -> None:
+        super().__init__(queue.retry_stats)
+        self.db, self.queue, self.store = db, queue, store
+        self.concurrency = concurrency
+
+    def prepare(self) -> None:
+        if self.store is not None:
+            daily_schedules(self.db, self.store, self.queue, IDLE_SCHEDULES)
+        Worker(self.db, self.queue, ignore, concurrency=self.concurrency,
+               lease_seconds=LEASE_SECONDS, schedule_store=self.store).__enter__()
+        time.sleep(WARM_UP)  # the worker starts: not measured
+
+    def loop(self, duration: Optional[float]) -> int:
+        time.sleep(duration or 0.0)  # the measured idle time
+        return 0
+
+
+def daily_schedules(db: Any, store: Schedules, queue: Queue, n: int) -> None:
+    """Add ``n`` schedules to ``store``, each firing once a day into ``queue`` (cron
+    expressions in Europe/Berlin where ``cronsim`` is installed, else periods of a
+    day), in transactions of 100."""
+    try:
+        import cronsim  # noqa: F401
+    except ImportError:
+        cron = False
+    else:
+        cron = True
+    for start in range(0, n, 100):
+        tr = db.create_transaction()
+        while True:
+            try:
+                for i in range(start, min(n, start + 100)):
+                    when = (dict(cron=f"{i % 60} {i // 60 % 24} * * *", tz="Europe/Berlin")
+                            if cron else dict(every=86_400.0))
+                    store.add(tr, f"daily-{i:05d}", target=queue, value=i, **when)
+                tr.commit().wait()
+                break
+            except fdb_impl().FDBError as e:
+                tr.on_error(e).wait()
+
+
 def drained(stats: Any) -> bool:
     """Whether nothing is visible or in flight any more."""
     return bool(stats.visible + stats.in_flight == 0)
@@ -404,6 +474,17 @@ def workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
     return WorkerDrain(db, Queue(subspace), concurrency)
 
 
+def started_workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
+    """A Worker idling on an empty queue, measured once started."""
+    return StartedWorker(db, Queue(subspace["q"]), concurrency)
+
+
+def scheduled_workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
+    """A Worker idling on an empty queue, carrying a store of
+    :data:`IDLE_SCHEDULES` daily schedules into it, measured once started."""
+    return StartedWorker(db, Queue(subspace["q"]), concurrency, Schedules(subspace["s"]))
+
+
 def history_workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
     """A Worker draining a queue made with ``history`` (each job's record kept)."""
     return WorkerDrain(db, Queue(subspace, history=HISTORY_SECONDS), concurrency)
@@ -467,6 +548,8 @@ FACTORIES: Dict[str, Factory] = {
     "worker": workers,
     "history-worker": history_workers,
     "idle-worker": workers,
+    "idle-started": started_workers,
+    "idle-schedules": scheduled_workers,
     "spread-claim-ack": spread_claims,
     "claim-one": one_claims,
     "fair-claim-one": fair_claims,

@@ -45,6 +45,10 @@ JOB_RECORDS, JOB_SAMPLES = 10_000, 200
 WORKER_CONCURRENCY = 8
 #: Seconds an idle worker is watched for its CPU.
 IDLE_SECONDS = 3.0
+#: Stored schedules of the idle worker carrying a store, and the seconds the idle pair
+#: of workers runs before it is measured (the store read, the first watches set).
+IDLE_SCHEDULES = 1_000
+WARM_UP = 2.0
 #: Groups of the FairQueue whose claims are compared with Queue.claim.
 FAIR_GROUPS = 1_000
 #: Group counts at which FairQueue.claim latency is measured (``--quick``: the first two).
@@ -138,6 +142,14 @@ BARE_CLAIMS = Kind(f"claim_many({WORKER_CONCURRENCY}, spread={WORKER_CONCURRENCY
                    "spread-claim-ack", WORKER_CONCURRENCY, "items/s", None, drains=True)
 #: A worker on an empty queue, timed: its CPU is what matters.
 IDLE_WORKER = Kind("Worker, idle", "idle-worker", WORKER_CONCURRENCY, "items/s", None)
+#: Idle workers measured once started (after :data:`WARM_UP` seconds), side by side:
+#: one with no schedule, one carrying a store of :data:`IDLE_SCHEDULES` schedules none
+#: of which is due (daily ones).
+IDLE_STARTED = Kind("Worker, idle, started", "idle-started", WORKER_CONCURRENCY, "items/s",
+                    None)
+IDLE_STORED = Kind(f"Worker, idle, {IDLE_SCHEDULES:,} stored schedules", "idle-schedules",
+                   WORKER_CONCURRENCY, "items/s", None)
+IDLE_PAIR = (IDLE_STARTED, IDLE_STORED)
 #: One claim and its ack at a time, on a Queue and on a FairQueue of many groups.
 QUEUE_CLAIM = Kind("Queue.claim+ack", "claim-one", 1, "items/s", None, drains=True)
 FAIR_CLAIM = Kind(f"FairQueue.claim+ack {FAIR_GROUPS:,} g", "fair-claim-one", 1, "items/s",
@@ -182,6 +194,7 @@ PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
          *HOT_KINDS, *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER,
+         *IDLE_PAIR,
          *FAIR_KINDS, *SHARD_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit

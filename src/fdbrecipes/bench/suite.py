@@ -46,6 +46,7 @@ from .settings import (
     HISTORY_SECONDS,
     HOT_KINDS,
     HOT_ROUNDS,
+    IDLE_PAIR,
     IDLE_SECONDS,
     IDLE_WORKER,
     JOB_RECORDS,
@@ -279,12 +280,14 @@ class Suite:
     def workers(self) -> List[Row]:
         """Workers (concurrency 8, a handler that returns at once) draining a queue at
         1 and K processes, beside the same claims and acks in bare loops; then the CPU
-        of an idle worker."""
+        of an idle worker, and, once started, of one without schedules beside one
+        carrying a store of 1,000 (neither due)."""
         rows = []
         for clients in self.settings.ends:
             items = self.settings.claim_items(clients)
             rows += [self.drained(kind, clients, items) for kind in WORKER_KINDS]
-        return rows + [self.timed(IDLE_WORKER, 1, IDLE_SECONDS)]
+        rows.append(self.timed(IDLE_WORKER, 1, IDLE_SECONDS))
+        return rows + [self.timed(kind, 1, IDLE_SECONDS) for kind in IDLE_PAIR]
 
     def job_latency(self) -> Latency:
         """``Queue.job`` latency: a Queue made with ``history`` holding

@@ -22,6 +22,8 @@ from .settings import (
     HISTORY_WORKER,
     HOT_SPREAD_POP,
     HOT_TREE_POP,
+    IDLE_STARTED,
+    IDLE_STORED,
     IDLE_WORKER,
     LIMIT,
     PUSH,
@@ -182,7 +184,8 @@ def aio_targets(rows: Sequence[Row], most: int) -> List[Target]:
 
 def worker_targets(rows: Sequence[Row], most: int) -> List[Target]:
     """Workers at K processes against the limit and against the bare claims and acks;
-    an idle worker's CPU."""
+    an idle worker's CPU; an idle worker's carrying 1,000 stored schedules against one
+    carrying none (both once started), at most 2x."""
     check = _Checker(rows, most)
     workers = f"{WORKER.label}, {plural(most, 'client')}"
     idle = find(rows, IDLE_WORKER, 1)
@@ -196,7 +199,20 @@ def worker_targets(rows: Sequence[Row], most: int) -> List[Target]:
                note=scope_note(most)),
         Target("an idle worker: cores busy", None if idle is None
                else cores(idle.cpu_seconds, idle.seconds), 0.01, at_most=True),
+        Target(f"{IDLE_STORED.label}: CPU x {IDLE_STARTED.label}",
+               cpu_ratio(find(rows, IDLE_STORED, 1), find(rows, IDLE_STARTED, 1)), 2.0,
+               at_most=True),
     ]
+
+
+def cpu_ratio(row: Optional[Row], reference: Optional[Row]) -> Optional[float]:
+    """``row``'s client CPU per second over ``reference``'s (None when either was not
+    measured)."""
+    if row is None or reference is None:
+        return None
+    mine, theirs = cores(row.cpu_seconds, row.seconds), cores(reference.cpu_seconds,
+                                                              reference.seconds)
+    return None if mine is None or theirs is None else ratio(mine, theirs)
 
 
 def shard_targets(rows: Sequence[Row], most: int) -> List[Target]:

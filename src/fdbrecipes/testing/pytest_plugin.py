@@ -4,7 +4,10 @@ The plugin is loaded automatically when fdbrecipes is installed (``-p no:fdbreci
 turns it off). Fixtures:
 
 * ``fdb_cluster_file`` (session): ``$FDB_CLUSTER_FILE``, or a throwaway local
-  ``fdbserver`` started for the session (memory engine) and killed after it.
+  ``fdbserver`` started for the session (memory engine) and killed after it (found by
+  the search order of :mod:`fdbrecipes.server.find`); where there is none but Docker
+  and the ``containers`` extra are, a server in a container
+  (:mod:`fdbrecipes.testing.containers`).
 * ``fdb_database`` (session): ``fdb.open()`` on that cluster file. If no API version is
   selected yet it selects ``$FDB_API_VERSION`` (default 730, or the newest the installed
   bindings know if that is lower), as the ``fdbrecipes`` command does.
@@ -26,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from typing import Any, Callable, Iterator, List, NoReturn
+from typing import Any, Callable, ContextManager, Iterator, List, NoReturn
 
 import pytest
 
@@ -76,11 +79,22 @@ def fdb_cluster_file() -> Iterator[str]:
         try:
             cluster_file = stack.enter_context(local_cluster())
         except ServerNotFoundError as e:
-            _unavailable(str(e))
+            cluster_file = stack.enter_context(_in_a_container(str(e)))
         unreachable = first_contact(cluster_file)
         if unreachable:
             _unavailable(unreachable)
         yield cluster_file
+
+
+def _in_a_container(no_server: str) -> ContextManager[str]:
+    """A server in a container (see :mod:`.containers`), or skip the test saying why
+    neither a local server nor a container can be had."""
+    from .containers import container_cluster, docker_problem
+
+    problem = docker_problem()
+    if problem:
+        _unavailable(f"{no_server}; and no server in a container: {problem}")
+    return container_cluster()
 
 
 @pytest.fixture(scope="session")

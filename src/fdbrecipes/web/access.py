@@ -19,9 +19,10 @@ __all__ = ["ACTIONS", "FULL", "READ_ONLY", "Access", "AccessRule", "access_of"]
 #: Every action the dashboard offers: requeue dead letters, purge them, remove a
 #: pending job by id, cancel a job, quiet a worker, stop a worker, pause a structure,
 #: resume it, set a FairQueue group's policy, give items in flight back (release: they
-#: are delivered again) or delete them (ack).
+#: are delivered again) or delete them (ack), pause a stored schedule, resume it, ask
+#: for one of its jobs now.
 ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop", "pause", "resume",
-           "policy", "release", "ack")
+           "policy", "release", "ack", "pause-schedule", "resume-schedule", "run-now")
 
 
 @dataclass(frozen=True)

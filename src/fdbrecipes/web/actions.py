@@ -17,6 +17,8 @@ is done, the rest is still there, and nothing is done twice.
   there (its progress).
 * Requeueing every dead letter: ``requeue_dead`` given the Database, oldest first, at
   most :data:`REQUEST_CAP` a request, in transactions of at most 1,000.
+* A stored schedule: ``pause``, ``resume`` or ``run_now`` of its store (one
+  transaction, :func:`schedule`).
 
 The caller writes each action's audit line (:func:`.audit.audit`).
 """
@@ -31,8 +33,8 @@ from .listings import PAGE_BYTES, Scanned, queue_of, scan
 from .reads import Reads
 
 __all__ = ["CHUNK", "REQUEST_CAP", "SCAN_BYTES", "SCAN_CAP", "Done", "Policy", "cancel",
-           "chosen", "command", "matching", "pause", "remove", "requeue_dead", "set_policy",
-           "settle"]
+           "chosen", "command", "matching", "pause", "remove", "requeue_dead", "schedule",
+           "set_policy", "settle"]
 
 #: Items one request changes at most.
 REQUEST_CAP = 10_000
@@ -176,3 +178,20 @@ def command(db: Any, structure: Any, worker: str, order: str) -> Done:
     if not jobs_of(structure).command(db, worker, order):
         return Done("no live worker has that id", 0)
     return Done(f"asked the worker to {order}", 1)
+
+
+def schedule(db: Any, store: Any, name: str, action: str) -> Done:
+    """Pause (``pause-schedule``) or resume (``resume-schedule``) the stored schedule
+    ``name`` of ``store``, or ask for one of its jobs now (``run-now``): one
+    transaction, 1 round trip.
+
+    Raises:
+        UnknownScheduleError: no schedule has that name.
+    """
+    if action == "run-now":
+        id_ = store.run_now(db, name)
+        return Done(f"{name}: asked the workers for a job now (id {id_.hex()})", 1)
+    if action == "pause-schedule":
+        return Done(f"{name}: paused" if store.pause(db, name) else
+                    f"{name}: already paused", 1)
+    return Done(f"{name}: resumed" if store.resume(db, name) else f"{name}: was not paused", 1)

@@ -13,7 +13,9 @@ Pages (GET only; each reads in one transaction, see :mod:`.views` and
   its lease); ``/job?s=NAME&token=HEX``: the item a row's token names (and its job's
   record, if it has one);
 * ``/workers?s=NAME``: the live workers, with quiet and stop;
-* ``/schedules``: the schedules given, their next and last slots and their jobs.
+* ``/schedules``: the schedules given, their next and last slots and their jobs, and
+  the schedules of the stores given (next slot, lag, latest fires), with pause,
+  resume and run now.
 
 A structure's page also pauses and resumes it.
 
@@ -56,7 +58,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import FairQueue, Schedule, WeightTree
+from .. import FairQueue, Schedule, Schedules, UnknownScheduleError, WeightTree
 from ..admin.places import UsageError
 from . import actions, checks, forms, listings, views
 from .access import READ_ONLY, Access, AccessRule, access_of
@@ -100,7 +102,8 @@ class Dashboard:
                  schedules: Sequence[Any] = (), timeout: Optional[float] = DEADLINE) -> None:
         self.db = db
         self.structures = dict(structures)
-        self.schedules = list(schedules)
+        self.schedules = [s for s in schedules if isinstance(s, Schedule)]
+        self.stores = [s for s in schedules if isinstance(s, Schedules)]
         self.key = secrets.token_bytes(16)  # signs what a redirect says (see said())
         self.access = access
         self.timeout = timeout
@@ -127,7 +130,7 @@ class Dashboard:
         page = self.env.get_template(template).render(
             url=url, nonce=request.state.csp_nonce, access=_access(request),
             said=self.said(request), names=list(self.structures),
-            has_schedules=bool(self.schedules),
+            has_schedules=bool(self.schedules or self.stores),
             **context)
         return HTMLResponse(page, status_code=status, headers=headers)
 
@@ -270,9 +273,11 @@ class Dashboard:
 
     def schedules_page(self, request: Request) -> Response:
         """``/schedules``."""
+        reads = _reads(request)
         return self.render(request, "schedules.html", title="Schedules",
-                           rows=views.schedules(_reads(request), self.schedules,
-                                                self.structures))
+                           rows=views.schedules(reads, self.schedules, self.structures),
+                           stored=views.stored(reads, self.stores, self.structures),
+                           has_stores=bool(self.stores), STORED_ROWS=views.STORED_ROWS)
 
     def workers_page(self, request: Request) -> Response:
         """``/workers``."""
@@ -297,7 +302,7 @@ class Dashboard:
         """Check the whole form (:func:`.checks.check`: a refusal changes nothing), run
         the action, audit it whatever became of it, redirect."""
         access = _access(request)
-        check = checks.check(form, access, self.structures)
+        check = checks.check(form, access, self.structures, self.stores)
         done: Optional[actions.Done] = None
         outcome = "failed"
         try:
@@ -333,6 +338,13 @@ class Dashboard:
         """Run one checked action; what it did, and the page (path, query) to show."""
         action, structure, group = check.action, check.structure, check.group
         db = self.db
+        if action in checks.ON_SCHEDULES:
+            assert check.schedule is not None
+            try:
+                done = actions.schedule(db, structure, check.schedule, action)
+            except UnknownScheduleError as e:
+                raise BadRequest(str(e), 404) from None
+            return done, "/schedules", {"s": None}
         if action in checks.SCOPES:
             assert check.tab is not None
             if check.tokens is not None:
@@ -435,7 +447,10 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
             :data:`~fdbrecipes.web.READ_ONLY`: look only).  See
             :mod:`fdbrecipes.web.access`.
         schedules: the application's :class:`fdbrecipes.Schedule` objects, shown with
-            their next and last slots on ``/schedules``.
+            their next and last slots on ``/schedules``, and its schedule stores
+            (:class:`fdbrecipes.Schedules`), whose schedules are shown there with
+            pause, resume and run now (the actions ``pause-schedule``,
+            ``resume-schedule`` and ``run-now``).
         trusted_origins: origins besides the request's own whose posts are accepted
             (see :func:`fdbrecipes.web.guard.cross_site`).
         token: a password every request must give (HTTP Basic; at least 16
@@ -466,8 +481,9 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
     if not isinstance(access, Access) and not callable(access):
         raise TypeError("access must be an Access or a function of the request")
     for schedule in schedules:
-        if not isinstance(schedule, Schedule):
-            raise TypeError(f"schedules: a Schedule, not {type(schedule).__name__}")
+        if not isinstance(schedule, (Schedule, Schedules)):
+            raise TypeError(f"schedules: a Schedule or a Schedules store, not "
+                            f"{type(schedule).__name__}")
     if isinstance(allowed_hosts, str):
         raise TypeError("allowed_hosts: a list of names, not one str")
     hosts = list(allowed_hosts)

@@ -1,7 +1,8 @@
 """What a posted action asks for, checked whole before anything is done.
 
 :func:`check` reads every field of the form the action will use (its name and the
-rights of the request, the structure and group, the scope, the confirmation, the tab,
+rights of the request, the structure and group, or the schedule store and the
+stored schedule's name, the scope, the confirmation, the tab,
 the rows chosen, the job's id, the worker, the filter and cursor, the cap, a group's
 policy, and the job's page to come back to) and returns them parsed, as a
 :class:`Checked`; a field that is missing or wrong is a :class:`.forms.BadRequest`
@@ -12,21 +13,26 @@ Pure Python, no I/O.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .. import FairQueue
+from .._schedules.ops import check_name
 from . import actions, forms
 from .access import Access
 from .forms import BadRequest
 
-__all__ = ["IN_A_GROUP", "NEEDS", "SCOPES", "Checked", "check"]
+__all__ = ["IN_A_GROUP", "NEEDS", "ON_SCHEDULES", "SCOPES", "Checked", "check"]
 
 #: What an action needs besides the structure: "id" (a job id), "worker", "token" (the
 #: rows chosen), "yes" (the confirmation box).
 NEEDS = {"requeue": ("yes",), "purge": ("yes",), "remove": ("yes",),
          "cancel": ("id", "yes"), "quiet": ("worker",), "stop": ("worker", "yes"),
          "pause": ("yes",), "resume": (), "policy": (), "release": ("token", "yes"),
-         "ack": ("token", "yes")}
+         "ack": ("token", "yes"), "pause-schedule": ("yes",), "resume-schedule": (),
+         "run-now": ("yes",)}
+#: The actions on a stored schedule (named by ``store``, its store's index among the
+#: stores given, and ``name``), not on a structure.
+ON_SCHEDULES = ("pause-schedule", "resume-schedule", "run-now")
 #: What the actions on rows act on (``scope``; the first is the default): every row
 #: (of the dead letters; of a tab, filtered by ``q``), the rows chosen (``token``),
 #: those matching a filter, or the pending item with an id.
@@ -43,7 +49,8 @@ class Checked(NamedTuple):
         action: its name (one of :data:`NEEDS`).
         scope: what it acts on: "one", or one of :data:`SCOPES`.
         name: the structure's name; ``structure`` the structure; ``group`` a
-            FairQueue's group (None: none).
+            FairQueue's group (None: none).  For an action on a stored schedule:
+            ``schedules N`` and the store (a :class:`fdbrecipes.Schedules`).
         tab: the tab an action on rows works in (dead letters; pending or delayed
             items for remove), else None.
         tokens: the rows chosen (scope "chosen", release, ack), else None.
@@ -53,6 +60,7 @@ class Checked(NamedTuple):
         policy: a group's policy (action "policy").
         worker: the worker a quiet or stop is for.
         back_to_job: the answer shows the job's page (``back=job``) again.
+        schedule: the stored schedule's name (an action of :data:`ON_SCHEDULES`).
     """
 
     action: str
@@ -69,9 +77,13 @@ class Checked(NamedTuple):
     policy: Optional[actions.Policy]
     worker: Optional[str]
     back_to_job: bool
+    schedule: Optional[str]
 
     def target(self) -> Optional[str]:
-        """What the audit line names: a worker, the rows chosen, a filter, a job id."""
+        """What the audit line names: a stored schedule, a worker, the rows chosen, a
+        filter, a job id."""
+        if self.schedule is not None:
+            return self.schedule
         if self.worker is not None:
             return self.worker
         if self.tokens is not None:
@@ -94,22 +106,42 @@ def _tab(action: str, form: Dict[str, str]) -> Optional[str]:
     return tab
 
 
-def check(form: Dict[str, str], access: Access, structures: Mapping[str, Any]) -> Checked:
+def _stored_schedule(form: Dict[str, str], stores: Sequence[Any]) -> Tuple[str, Any, str]:
+    """What an action on a stored schedule names: ``schedules N``, the store (``store``:
+    N, its index among ``stores``) and the schedule's name (``name``)."""
+    index = form.get("store", "")
+    if not (index.isascii() and index.isdigit() and int(index) < len(stores)):
+        raise BadRequest("store: no such schedule store", 404)
+    name = form.get("name", "")
+    if not name:
+        raise BadRequest("name: give the schedule's name")
+    return f"schedules {int(index)}", stores[int(index)], check_name(name)
+
+
+def check(form: Dict[str, str], access: Access, structures: Mapping[str, Any],
+          stores: Sequence[Any] = ()) -> Checked:
     """The action ``form`` asks for, every field it uses checked (see the module
-    docstring).
+    docstring); ``stores``: the schedule stores the actions of :data:`ON_SCHEDULES`
+    may name.
 
     Raises:
         .forms.BadRequest: a field is missing or wrong (400), the action is not one
-            ``access`` allows (403), or no structure has that name (404).
+            ``access`` allows (403), or no structure, or no store, has that name (404).
+        ValueError: a stored schedule's name is too long.
     """
     action = form.get("action", "")
     if action not in NEEDS:
         raise BadRequest("action: unknown")
     if not access.allows(action):
         raise BadRequest(f"{access.who} may not {action} here", 403)
-    name = form.get("s") or ""
-    structure = forms.structure_named(structures, name)
-    group = forms.group(structure, form.get("g"))
+    schedule: Optional[str] = None
+    if action in ON_SCHEDULES:
+        name, structure, schedule = _stored_schedule(form, stores)
+        group = None
+    else:
+        name = form.get("s") or ""
+        structure = forms.structure_named(structures, name)
+        group = forms.group(structure, form.get("g"))
     allowed = SCOPES.get(action, ("one",))
     scope = form.get("scope") or allowed[0]
     if scope not in allowed:
@@ -124,7 +156,7 @@ def check(form: Dict[str, str], access: Access, structures: Mapping[str, Any]) -
         raise BadRequest("g: a fair-queue's group is needed")
     if action == "policy" and not isinstance(structure, FairQueue):
         raise BadRequest("only a fair-queue's groups have a policy")
-    back_to_job = form.get("back") == "job"
+    back_to_job = form.get("back") == "job" and schedule is None
     wants_id = "id" in needs or back_to_job or bool(form.get("id") or form.get("text"))
     return Checked(
         action, scope, name, structure, group, _tab(action, form),
@@ -136,4 +168,4 @@ def check(form: Dict[str, str], access: Access, structures: Mapping[str, Any]) -
         if (action, scope) == ("requeue", "all") else actions.REQUEST_CAP,
         forms.policy(form) if action == "policy" else None,
         form.get("worker") if "worker" in needs else None,
-        back_to_job)
+        back_to_job, schedule)

@@ -26,6 +26,9 @@ Requests whose ``Host`` is not the bound address, ``localhost``, ``127.0.0.1`` o
 ``[::1]`` (with the port), or an ``--allowed-host``, are refused (421).  Every action
 and every refusal is logged to stderr (the audit log).  Exit status 0 when stopped
 (SIGINT or SIGTERM), 1 a failure, 2 a usage error, as the operator commands.
+
+The schedule stores (:class:`fdbrecipes.Schedules`) found there the same way are shown
+on ``/schedules``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ..admin.commands import connect, read_only, say
 from ..admin.logs import log_to_stderr
 from ..admin.places import (
     ANY_QUEUE,
+    SCHEDULE_STORE,
     OperatorError,
     Place,
     UsageError,
@@ -267,17 +271,20 @@ def _found(tr: Any, place: Place) -> List[Found]:
 
 
 def discover(db: Any, place: Place, max_deliveries: Optional[int] = None) -> Dict[str, Any]:
-    """The structures at and under ``place`` by name, as the library objects the
-    operator commands make (see the module docstring).  Reads (never writes) the
-    directory layer, or the keys under a subspace (one read per place below it, at
-    most :data:`MAX_PROBES`), and the first keys of each place: one transaction, a few
-    round trips per place.
+    """The structures and schedule stores at and under ``place`` by name, as the
+    library objects the operator commands make (see the module docstring; a store as a
+    :class:`fdbrecipes.Schedules`).  Reads (never writes) the directory layer, or the
+    keys under a subspace (one read per place below it, at most :data:`MAX_PROBES`),
+    and the first keys of each place: one transaction, a few round trips per place.
 
     Raises:
         OperatorError: no such directory.
     """
+    from ..schedules import Schedules
+
     found = read_only(db, _found, place)
-    return {name: make_structure(kind, subspace, max_deliveries, shards=shards)
+    return {name: Schedules(subspace) if kind == SCHEDULE_STORE else
+            make_structure(kind, subspace, max_deliveries, shards=shards)
             for name, subspace, kind, shards in found}
 
 
@@ -293,14 +300,18 @@ def serve(args: argparse.Namespace) -> int:
         from .app import create_app
     except ImportError as e:
         raise OperatorError(f"{INSTALL_HINT} ({e})") from None
+    from ..schedules import Schedules
+
     db = connect(args)
-    structures = discover(db, place, args.max_deliveries)
-    if not structures:
+    found = discover(db, place, args.max_deliveries)
+    if not found:
         raise OperatorError(f"no structure found at or under {place}")
+    structures = {n: s for n, s in found.items() if not isinstance(s, Schedules)}
+    stores = [s for s in found.values() if isinstance(s, Schedules)]
     log_to_stderr("INFO", "text")
     read_only_ = args.read_only or token is None
     app = create_app(db, structures, access=READ_ONLY if read_only_ else FULL,
-                     trusted_origins=args.trusted_origin, token=token,
+                     schedules=stores, trusted_origins=args.trusted_origin, token=token,
                      allowed_hosts=args.allowed_host, timeout=args.timeout)
     how = (" (read only: a token gives the actions)" if token is None else
            " (read only)" if args.read_only else "")

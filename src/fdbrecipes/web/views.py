@@ -27,16 +27,23 @@ from .. import (
 from .._fdb import Gen, snap
 from .._operation import gather
 from .._ordered.engine import QueueStats
+from .._schedules.ops import MAX_STORED_VALUE
 from ..admin.jobs import job_record, jobs_of
-from .listings import PER_SECOND, queue_of
+from .listings import PAGE_BYTES, PER_SECOND, queue_of
 from .reads import Reads
-from .show import ago, when
+from .show import ago, group_hex, when
 
-__all__ = ["KINDS", "OVERVIEW_GROUPS", "JobView", "Overview", "ScheduleRow", "job", "kind_of",
-           "overview", "paused", "schedules", "tab_counts", "workers"]
+__all__ = ["KINDS", "OVERVIEW_GROUPS", "STORED_PAGE", "STORED_ROWS", "JobView", "Overview",
+           "ScheduleRow", "StoredRow", "job", "kind_of", "overview", "paused", "schedules",
+           "stored", "tab_counts", "workers"]
 
 #: Minutes of history the overview draws.
 HOUR = 60
+#: Stored schedules the schedules page lists at most, per store.
+STORED_ROWS = 1_000
+#: Stored schedules read in one transaction of the schedules page: their values (at
+#: most ``MAX_STORED_VALUE`` each) add up to about :data:`.listings.PAGE_BYTES`.
+STORED_PAGE = PAGE_BYTES // MAX_STORED_VALUE
 #: Groups of a FairQueue whose counts the overview sums at most.
 OVERVIEW_GROUPS = 200
 KINDS = {Queue: "queue", PriorityQueue: "priority-queue", FairQueue: "fair-queue",
@@ -262,3 +269,37 @@ def schedules(reads: Reads, given: List[Any], structures: Dict[str, Any]) -> Lis
     ``slot_id``); one transaction."""
     names = {id(s): name for name, s in structures.items()}
     return reads(_schedule_rows, given, names, time.time())
+
+
+class StoredRow(NamedTuple):
+    """One stored schedule on the schedules page: the store it is in (its index among
+    the stores given), the schedule (a :class:`fdbrecipes.ScheduleInfo`), the
+    structure it feeds (its name here, or None) and, for its job links, the group of a
+    FairQueue's jobs (hex, or None)."""
+
+    store: int
+    info: Any
+    structure: Optional[str]
+    g: Optional[str]
+
+
+def stored(reads: Reads, stores: List[Any], structures: Dict[str, Any]) -> List[StoredRow]:
+    """The schedules of each store, at most :data:`STORED_ROWS` each, with the
+    structure each feeds: ``list`` in transactions of :data:`STORED_PAGE` schedules
+    (two snapshot range reads, 1 round trip each), so no transaction reads much more
+    than :data:`.listings.PAGE_BYTES` of values."""
+    names = {bytes(s.subspace.key()): name for name, s in structures.items()}
+    rows = []
+    for i, store in enumerate(stores):
+        infos: List[Any] = []
+        while True:
+            page = min(STORED_PAGE, STORED_ROWS - len(infos))
+            got = reads(store.list, page, infos[-1].name if infos else None)
+            infos += got
+            if len(got) < page or len(infos) == STORED_ROWS:
+                break
+        for info in infos:
+            group = info.where.get("group")
+            rows.append(StoredRow(i, info, names.get(info.target),
+                                  None if group is None else group_hex(group)))
+    return rows

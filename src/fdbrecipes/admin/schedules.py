@@ -1,0 +1,275 @@
+"""``fdbrecipes schedules``: the schedules kept in a store (:class:`fdbrecipes.Schedules`).
+
+Usage::
+
+    fdbrecipes schedules list    --directory app/schedules
+    fdbrecipes schedules add     --directory app/schedules nightly --cron '0 3 * * *' \\
+        --tz Europe/Berlin --target-directory app/jobs --value report
+    fdbrecipes schedules add     --directory app/schedules tick --every 60 \\
+        --target-directory app/jobs --catch-up 3
+    fdbrecipes schedules pause   --directory app/schedules nightly
+    fdbrecipes schedules resume  --directory app/schedules nightly
+    fdbrecipes schedules run-now --directory app/schedules nightly
+    fdbrecipes schedules remove  --directory app/schedules nightly --yes
+
+The store is named as the operator commands name a structure (``--directory`` or
+``--tuple``, ``--cluster-file``, ``--timeout``, ``--json``); the place must hold a
+schedule store or nothing.  ``add`` names the structure its jobs go to in the same way
+(``--target-directory`` or ``--target-tuple``; its kind recognised, or
+``--target-kind``).  Workers fire the stored schedules when they carry the store
+(``fdbrecipes worker ... --schedules PATH``).  Exit status as the operator commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any, Dict, List, Optional
+
+from ..errors import UnknownScheduleError
+from ..schedules import ScheduleInfo, Schedules, catch_up
+from .arguments import (
+    DEFAULT_TIMEOUT,
+    VALUE_TYPES,
+    parse_directory,
+    parse_tuple,
+    parse_value,
+    positive_int,
+    seconds,
+)
+from .commands import Report, answer, connect, read_only
+from .output import cut, iso_time, json_value, table
+from .places import (
+    ANY_QUEUE,
+    SCHEDULE_STORE,
+    OperatorError,
+    Place,
+    UsageError,
+    make_structure,
+    open_place,
+    shards_of,
+    stored,
+)
+
+__all__ = ["SCHEDULES", "ScheduleCommand", "place_of", "store_at"]
+
+#: The kinds a schedule's jobs may go to.
+TARGET_KINDS = ("queue", "priority-queue", "fair-queue")
+#: What each action does, for ``--help``.
+ACTIONS = {"list": "list the stored schedules: rule, target, next slot, lag, latest fire",
+           "add": "add a schedule (a cron expression in a time zone, or a period)",
+           "pause": "pause a schedule: none of its slots fires until resume",
+           "resume": "resume a paused schedule (from its next slot on)",
+           "run-now": "ask the workers for one job of a schedule now",
+           "remove": "forget a schedule (needs --yes)"}
+
+
+def place_options(parser: argparse.ArgumentParser) -> None:
+    """Where the store is, the cluster, the output."""
+    one = parser.add_mutually_exclusive_group(required=True)
+    one.add_argument("--directory", metavar="PATH",
+                     help="the store's directory-layer path (it must exist)")
+    one.add_argument("--tuple", metavar="LITERAL", dest="tuple_literal",
+                     help="Python tuple literal naming the store's subspace")
+    parser.add_argument("--cluster-file", metavar="PATH",
+                        help="cluster file (default: $FDB_CLUSTER_FILE, else the platform's)")
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"cancel any transaction taking longer (default "
+                        f"{DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """``add``'s options."""
+    parser.add_argument("name", help="the schedule's name")
+    when = parser.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", metavar="EXPRESSION", help="a cron expression: 5 fields, "
+                      "6 with seconds first, or a nickname such as @daily (needs the extra "
+                      "fdbrecipes[cron])")
+    when.add_argument("--every", type=seconds, metavar="SECONDS",
+                      help="a period: slots at its multiples since the epoch")
+    parser.add_argument("--tz", help="the IANA time zone of --cron (default UTC)")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--target-directory", metavar="PATH",
+                        help="the structure its jobs go to (it must exist)")
+    target.add_argument("--target-tuple", metavar="LITERAL",
+                        help="the structure its jobs go to, as a subspace tuple")
+    parser.add_argument("--target-kind", choices=TARGET_KINDS,
+                        help="its kind (default: recognised; an empty place is a queue)")
+    parser.add_argument("--value", default="", help="the jobs' value (default empty)")
+    parser.add_argument("--type", choices=VALUE_TYPES, default="str",
+                        help="how --value is read (as 'fdbrecipes push' reads VALUE)")
+    parser.add_argument("--priority", type=int, help="priority-queue: the jobs' priority")
+    parser.add_argument("--group", help="fair-queue: the jobs' group")
+    parser.add_argument("--catch-up", type=positive_int, metavar="N",
+                        help="after a downtime fire the latest N missed slots (default: "
+                        "skip them)")
+    parser.add_argument("--grace", type=seconds, default=60.0, metavar="SECONDS",
+                        help="a slot fired this late is still on time (default 60)")
+    parser.add_argument("--jitter", type=float, default=0.0, metavar="SECONDS",
+                        help="delay each job by up to SECONDS (default 0)")
+    parser.add_argument("--paused", action="store_true", help="add it paused")
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """``schedules``' actions and their options."""
+    parser.description = ("The schedules kept in a store: list them, add one, pause, "
+                          "resume, run one now, remove one.  Workers carrying the store "
+                          "fire them.")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, what in ACTIONS.items():
+        sub = actions.add_parser(action, help=what, description=what[0].upper() + what[1:])
+        place_options(sub)
+        if action == "list":
+            sub.add_argument("--limit", type=positive_int, metavar="N",
+                             help="list at most N (default all)")
+        elif action == "add":
+            add_options(sub)
+        else:
+            sub.add_argument("name", help="the schedule's name")
+        if action == "remove":
+            sub.add_argument("--yes", action="store_true", help="really remove it")
+
+
+def place_of(directory: Optional[str], literal: Optional[str]) -> Place:
+    """The place a ``--directory``/``--tuple`` pair of options names.
+
+    Raises:
+        UsageError: a bad path or literal.
+    """
+    return parse_directory(directory) if directory is not None else parse_tuple(
+        literal or "")
+
+
+def store_at(tr: Any, place: Place) -> Any:
+    """The subspace of the schedule store at ``place`` (a store, or nothing yet).
+
+    Raises:
+        OperatorError: no such directory, or something else is there.
+    """
+    subspace = open_place(tr, place)
+    kind, wrong = stored(tr, subspace)
+    if wrong is not None:
+        raise OperatorError(f"no schedule store at {place}: found {wrong}")
+    if kind not in (None, SCHEDULE_STORE):
+        raise OperatorError(f"no schedule store at {place}: found a {kind}")
+    return subspace
+
+
+def _target_at(tr: Any, place: Place, kind: Optional[str]) -> Any:
+    subspace = open_place(tr, place)
+    seen, wrong = stored(tr, subspace)
+    if wrong is not None:
+        raise OperatorError(f"no structure at {place}: found {wrong}")
+    if seen in (None, ANY_QUEUE):  # nothing there yet, or a queue of either kind
+        seen = kind or "queue"
+    if seen not in TARGET_KINDS or (kind is not None and kind != seen):
+        raise OperatorError(f"the target at {place} is a {seen}, not a "
+                            f"{kind or 'queue, priority-queue or fair-queue'}")
+    return make_structure(seen, subspace, None, shards=shards_of(tr, subspace))
+
+
+def shown(info: ScheduleInfo, now: float) -> List[str]:
+    """A schedule's row."""
+    rule = f"{info.cron} {info.tz}" if info.cron is not None else f"every {info.every:g} s"
+    last = info.fires[-1] if info.fires else None
+    return [info.name, cut(rule, 40), info.target.hex(),
+            "paused" if info.paused_at is not None else "-",
+            "-" if info.next_at is None else iso_time(info.next_at),
+            f"{info.lag:.1f} s", "-" if last is None else iso_time(last.fired_at),
+            str(info.requested)]
+
+
+def as_json(info: ScheduleInfo) -> Dict[str, Any]:
+    """A schedule as JSON."""
+    data = info._asdict()
+    data.update(target=info.target.hex(), value=json_value(info.value),
+                misfire=str(info.misfire),
+                where={k: json_value(v) for k, v in info.where.items()},
+                fires=[{"slot": f.slot, "fired_at": f.fired_at, "job_id": f.job_id.hex(),
+                        "how": f.how} for f in info.fires])
+    return data
+
+
+class ScheduleCommand:
+    """``fdbrecipes schedules``: a row of the command line (see the module docstring)."""
+
+    name = "schedules"
+    help = "list, add, pause, resume, run now or remove the schedules kept in a store"
+
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        arguments(parser)
+
+    def main(self, args: argparse.Namespace) -> int:
+        """Run one action; its exit status (a failure: one line on stderr)."""
+        return answer(f"fdbrecipes schedules {args.action}:", args, self.act, args)
+
+    def act(self, args: argparse.Namespace) -> Report:
+        """Check, connect, open the store, and do the action: its report.
+
+        Raises:
+            UsageError: a bad place, a removal without ``--yes``.
+            OperatorError: no store there; the library refused the schedule (an
+                invalid expression, an unknown zone, a name taken) or its name is
+                unknown.
+        """
+        place = place_of(args.directory, args.tuple_literal)
+        if args.action == "remove" and not args.yes:
+            raise UsageError("refusing to remove a schedule without --yes")
+        db = connect(args)
+        store = Schedules(read_only(db, store_at, place))
+        try:
+            return self.acted(db, store, place, args)
+        except (TypeError, ValueError, ImportError, UnknownScheduleError) as e:
+            raise OperatorError(str(e)) from None
+
+    def acted(self, db: Any, store: Schedules, place: Place,
+              args: argparse.Namespace) -> Report:
+        """What the action does to ``store``: its report."""
+        title = f"schedules at {place}"
+        head: Dict[str, Any] = {"place": str(place)}
+        if args.action == "list":
+            found = store.list(db, args.limit)
+            now = time.time()
+            rows = [shown(info, now) for info in found]
+            text = table(rows, ("name", "rule", "target", "paused", "next (UTC)", "lag",
+                                "last fired (UTC)", "asked")) if rows else "(no schedules)"
+            return Report({**head, "schedules": [as_json(i) for i in found]},
+                          f"{title}\n{text}")
+        if args.action == "add":
+            return self.add(db, store, args, head, title)
+        if args.action in ("pause", "resume"):
+            changed = (store.pause if args.action == "pause" else store.resume)(db, args.name)
+            said = {("pause", True): "paused", ("pause", False): "already paused",
+                    ("resume", True): "resumed", ("resume", False): "was not paused"}
+            return Report({**head, "name": args.name, "changed": changed},
+                          f"{title}: {args.name}: {said[(args.action, changed)]}")
+        if args.action == "run-now":
+            id_ = store.run_now(db, args.name)
+            return Report({**head, "name": args.name, "job_id": id_.hex()},
+                          f"{title}: {args.name}: asked the workers for a job now "
+                          f"(id {id_.hex()})")
+        removed = store.remove(db, args.name)
+        return Report({**head, "name": args.name, "removed": removed},
+                      f"{title}: {args.name}: {'removed' if removed else 'no such schedule'}")
+
+    @staticmethod
+    def add(db: Any, store: Schedules, args: argparse.Namespace, head: Dict[str, Any],
+            title: str) -> Report:
+        """``add``."""
+        target_place = place_of(args.target_directory, args.target_tuple)
+        target = read_only(db, _target_at, target_place, args.target_kind)
+        store.add(db, args.name, target=target, cron=args.cron, tz=args.tz, every=args.every,
+                  value=parse_value(args.value, args.type), priority=args.priority,
+                  group=args.group, misfire=catch_up(args.catch_up) if args.catch_up else "skip",
+                  grace=args.grace, jitter=args.jitter, paused=args.paused)
+        info = store.get(db, args.name)
+        assert info is not None
+        return Report({**head, "schedule": as_json(info)},
+                      f"{title}: added {args.name} ({shown(info, time.time())[1]} into "
+                      f"{target_place})")
+
+
+#: The command's row.
+SCHEDULES = ScheduleCommand()

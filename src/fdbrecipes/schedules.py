@@ -1,0 +1,197 @@
+"""Schedules kept in the cluster: :class:`Schedules`, a store of periodic jobs that one
+transaction changes and every worker sees.
+
+A store holds schedules by name, each a cron expression in a time zone or a period,
+the structure its jobs go to and what they carry, with its misfire policy, jitter,
+pause flag and latest fires.  Workers carrying the store
+(``Worker(..., schedule_store=store)``) fire them leaderless: each slot of each
+schedule is pushed exactly once, however many workers run and whichever of them
+die, because the fire reads the schedule's state with a conflict and writes the slot
+it fired in the same transaction as the push.  A change (add, pause, resume, run now,
+remove) reaches every worker through a watch of the store's change counter.  The
+keys are :class:`fdbrecipes._layout.ScheduleLayout`; docs/scheduler.md tells the
+rules (daylight-saving changes, misfires, jitter).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional
+
+from ._drivers.blocking import drive
+from ._face import Face
+from ._fdb import Transactor
+from ._schedules.ops import DEFAULT_GRACE, DEFAULT_RECENT, ScheduleOps, Stored
+from ._schedules.records import (
+    SKIP,
+    CatchUp,
+    Misfire,
+    ScheduleFire,
+    ScheduleInfo,
+    catch_up,
+)
+from ._values import Value
+
+__all__ = ["CatchUp", "ScheduleFire", "ScheduleInfo", "Schedules", "SchedulesBase",
+           "catch_up"]
+
+
+class SchedulesBase(Face[ScheduleOps]):
+    """The constructor of Schedules and its async twin: the arguments of
+    :class:`Schedules`, handed to its operations object (``_schedules.ops.ScheduleOps``)."""
+
+    def __init__(self, subspace: Any, *, targets: Iterable[Any] = (),
+                 recent: int = DEFAULT_RECENT) -> None:
+        super().__init__(ScheduleOps(subspace, targets, recent))
+
+
+class Schedules(SchedulesBase):
+    """A store of schedules in one subspace.
+
+    Every method takes ``tr`` first: an ``fdb.Transaction`` (the call becomes part of
+    the caller's transaction) or an ``fdb.Database``/``fdb.Tenant`` (it runs in its own
+    retry loop, with a commit receipt: see :class:`fdbrecipes.Queue`).
+
+    Args:
+        subspace: where the store keeps its keys (an ``fdb.Subspace`` or a
+            DirectorySubspace); it never writes outside it.
+        targets: the structures (Queue, PriorityQueue, FairQueue, sync or async) a
+            worker carrying this store may push into besides its own queue and those
+            of its code-defined schedules.  A worker fires exactly the schedules whose
+            target it knows; the others are left to workers that know theirs.
+        recent: how many of each schedule's latest fires it keeps (1 to 1,000;
+            default 10).
+
+    Raises:
+        TypeError or ValueError: a bad argument.
+    """
+
+    def add(self, tr: Transactor, name: str, *, target: Any, cron: Optional[str] = None,
+            tz: Optional[str] = None, every: Optional[float] = None, value: Value = b"",
+            priority: Optional[int] = None, group: Any = None, misfire: Misfire = SKIP,
+            grace: float = DEFAULT_GRACE, jitter: float = 0.0, paused: bool = False) -> None:
+        """Add the schedule ``name``: jobs of ``value`` pushed into ``target`` at each
+        slot of ``cron`` in ``tz``, or of ``every``.
+
+        Args:
+            name: the schedule's name (1 to 200 characters; part of its jobs' ids).
+            target: where its jobs go: a Queue, PriorityQueue or FairQueue (sync or
+                async); it is kept as the key of its subspace.
+            cron: a cron expression: 5 fields (minute hour day month weekday), 6 with
+                a seconds field first, or a nickname (``@yearly``, ``@annually``,
+                ``@monthly``, ``@weekly``, ``@daily``, ``@midnight``, ``@hourly``).
+                Needs the extra ``fdbrecipes[cron]``.
+            tz: the IANA time zone ``cron`` is read in (default ``"UTC"``); at a
+                daylight-saving change a skipped time fires once at the shift and a
+                repeated time once, at its first occurrence.
+            every: instead of ``cron``: a period in seconds; slots at its multiples
+                since the epoch.
+            value, priority, group: the jobs' value, and a PriorityQueue's priority
+                (default 0) or a FairQueue's group (required there).
+            misfire: what a worker does with slots missed while none fired the
+                schedule (a slot more than ``grace`` seconds late is missed):
+                ``"skip"`` them, or :func:`fdbrecipes.catch_up` ``(n)``: fire the latest ``n``.
+            grace: seconds a slot may be late and still fire as on time (every such
+                slot fires).
+            jitter: delay each slot's job by up to this many seconds (drawn from its
+                slot; a run-now job is not delayed).
+            paused: add it paused.
+
+        Its slots count from now.  Reads the schedule's two keys (conflicts with a
+        concurrent add of the same name) and writes them and the change counter (an
+        atomic add).  Cost: 1 round trip, and the commit.
+
+        Raises:
+            TypeError or ValueError: a bad argument, an invalid expression, an unknown
+                time zone (named in the message), before anything is read; a name
+                taken already, read in the transaction, before anything is written.
+            ImportError: ``cron`` without the extra ``fdbrecipes[cron]``.
+        """
+        drive(self._ops.add(tr, Stored(name, cron=cron, tz=tz, every=every, target=target,
+                                       value=value, priority=priority, group=group,
+                                       misfire=misfire, grace=grace, jitter=jitter,
+                                       paused=paused)))
+
+    def upsert(self, tr: Transactor, schedule: Any) -> bool:
+        """Keep the code-defined ``schedule`` (a :class:`fdbrecipes.Schedule` given by
+        ``every`` or ``cron``) in the store: add it, or change the stored schedule of
+        its name to say the same (its slots then count from now; whether it is paused,
+        its last slot and its fires are kept).  Whether it wrote anything (False: the
+        store says the same already).  What a worker does at its start with its
+        ``schedules`` when given a ``schedule_store``.
+
+        Reads and writes what :meth:`add` does (nothing is written when the store says
+        the same).  Cost: 1 round trip, and the commit.
+
+        Raises:
+            TypeError: not a Schedule, or one given by ``at=`` (a function).
+        """
+        from .schedule import Schedule
+
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule must be a Schedule, not {type(schedule).__name__}")
+        return drive(self._ops.upsert(tr, schedule.stored()))
+
+    def pause(self, tr: Transactor, name: str) -> bool:
+        """Pause schedule ``name``: from this transaction's commit on, no slot of it
+        fires (a fire in flight conflicts with it); run-now requests still do.
+        Whether it was running.
+
+        Reads its state with a conflict, writes it and the change counter.  Cost: 1
+        round trip, and the commit.
+
+        Raises:
+            UnknownScheduleError: no schedule has that name.
+        """
+        return drive(self._ops.pause(tr, name, True))
+
+    def resume(self, tr: Transactor, name: str) -> bool:
+        """Resume schedule ``name``: its next slot after now fires (the slots it
+        missed while paused never do).  Whether it was paused.
+
+        Reads its state with a conflict, writes it and the change counter.  Cost: 1
+        round trip, and the commit.
+
+        Raises:
+            UnknownScheduleError: no schedule has that name.
+        """
+        return drive(self._ops.pause(tr, name, False))
+
+    def run_now(self, tr: Transactor, name: str) -> bytes:
+        """Ask for one job of schedule ``name`` now, paused or not: the first worker
+        carrying the store to see the request (at once: it watches the store) pushes
+        it.  The id the job will have (``Queue.job`` finds it, with ``history``).
+
+        Reads its state with a conflict, writes it and the change counter.  Cost: 1
+        round trip, and the commit.
+
+        Raises:
+            UnknownScheduleError: no schedule has that name.
+            ValueError: 100 requests of it are waiting already (no worker fires it).
+        """
+        return drive(self._ops.run_now(tr, name))
+
+    def remove(self, tr: Transactor, name: str) -> bool:
+        """Forget schedule ``name`` (its jobs pushed already stay); whether it existed.
+
+        Reads its state with a conflict (a fire in flight conflicts), clears its two
+        keys, adds to the change counter.  Cost: 1 round trip, and the commit.
+        """
+        return drive(self._ops.remove(tr, name))
+
+    def list(self, tr: Transactor, limit: Optional[int] = None,
+             after: Optional[str] = None) -> List[ScheduleInfo]:
+        """The schedules, by name, after the name ``after`` (None: from the first), up
+        to ``limit`` (None: all), as :class:`fdbrecipes.ScheduleInfo` (next slot and lag as of
+        now).
+
+        Snapshot reads (no conflicts) of two key ranges side by side.  Given a
+        Transaction, one read of ``limit``; given a Database, pages of 1,000, each in a
+        transaction of its own.  Cost: 1 round trip per page.
+        """
+        return drive(self._ops.list(tr, limit, after))
+
+    def get(self, tr: Transactor, name: str) -> Optional[ScheduleInfo]:
+        """Schedule ``name`` as :class:`fdbrecipes.ScheduleInfo`, or None.  Two snapshot reads,
+        1 round trip."""
+        return drive(self._ops.get(tr, name))
+
