@@ -68,9 +68,13 @@ VALUE_BYTES, PREFILL, PREFILL_BATCH, MEASURED = 1_000, 2_400, 10, 100
 #: naming it when its bound passes): seconds to split and move the pre-filled ranges,
 #: to stop moving before a measurement, and for the storage processes' counters (in
 #: status JSON, reported every few seconds) to count what was pushed.
-PLACE_DEADLINE, SETTLE_DEADLINE, COUNTERS_DEADLINE = 300.0, 120.0, 60.0
-#: Measurements made at most until one sees nothing move while it runs.
-MEASURE_TRIES = 6
+PLACE_DEADLINE, SETTLE_DEADLINE, COUNTERS_DEADLINE = 300.0, 60.0, 60.0
+#: Tries at most until a measurement sees nothing move while it runs; items pushed
+#: (ten to a transaction) into the measured queue when a try finds its tails not where
+#: the test needs them within :data:`SETTLE_DEADLINE`: the data distributor may have
+#: moved them all onto one team, and waiting brings them back no sooner than the next
+#: split, which only more items make.
+MEASURE_TRIES, REFILL = 6, 1_200
 #: Seconds between two looks at status JSON or the shard map (each look asks the
 #: cluster for a status document or a shard map: not every 50 ms).
 POLL = 1.0
@@ -178,6 +182,18 @@ def whole_map(db: Any) -> List[Any]:
     return shards(db, b"", b"\xff")
 
 
+def first_within(check: Callable[[], Any], timeout: float) -> Any:
+    """``check()``'s first truthy answer within ``timeout`` seconds, asked every
+    :data:`POLL` seconds; None if it gives none (the caller acts on that: unlike
+    :func:`tests.helpers.eventually`, no failure)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found or time.monotonic() >= deadline:
+            return found or None
+        time.sleep(POLL)
+
+
 def ready_to_measure(db: Any, ranges: List[Tuple[bytes, bytes]],
                      enough: Callable[[List[Tuple[str, ...]]], bool]
                      ) -> Optional[Tuple[List[Any], List[Tuple[str, ...]]]]:
@@ -200,20 +216,27 @@ def measured_still(db: Any, q: Queue[bytes], batch: int, ranges: List[Tuple[byte
     none.  So each try waits (bounded) until nothing moves and the tails of
     ``ranges`` are ``enough``, measures, waits again until nothing moves, and keeps
     the measurement only if the whole shard map is as it was (a move that ran
-    meanwhile changed it); up to :data:`MEASURE_TRIES` tries.  The input bytes and
-    the tails' teams of the measurement kept."""
+    meanwhile changed it); up to :data:`MEASURE_TRIES` tries.  A try whose wait ends
+    without the tails where the test needs them pushes :data:`REFILL` more items, for
+    the data distributor to split and move again.  The input bytes and the tails'
+    teams of the measurement kept."""
     for attempt in range(MEASURE_TRIES):
-        before, ends = eventually(partial(ready_to_measure, db, ranges, enough),
-                                  SETTLE_DEADLINE, "the data distributor moving nothing, the "
-                                  "tails where the test needs them", POLL)
+        ready = first_within(partial(ready_to_measure, db, ranges, enough), SETTLE_DEADLINE)
+        if ready is None:
+            print(f"placement: try {attempt + 1}: the tails {tails(db, ranges)} not where "
+                  f"needed, or data moving, after {SETTLE_DEADLINE:.0f} s; {REFILL:,} more "
+                  f"items pushed", flush=True)
+            push(db, q, REFILL, PREFILL_BATCH)
+            continue
+        before, ends = ready
         got = measured(db, q, batch)
         eventually(partial(still, db), SETTLE_DEADLINE, "the data distributor moving nothing "
                    "after the measurement", POLL)
         if whole_map(db) == before:
             return got, ends
-        print(f"placement: measurement {attempt + 1} saw data move; again", flush=True)
+        print(f"placement: try {attempt + 1} saw data move; again", flush=True)
     raise AssertionError(f"the data distributor moved data during each of {MEASURE_TRIES} "
-                         f"measurements")
+                         f"tries, or left the tails where the test cannot measure")
 
 
 def anywhere(ends: List[Tuple[str, ...]]) -> bool:
