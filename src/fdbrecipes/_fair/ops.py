@@ -209,15 +209,16 @@ class FairOps(JobOps):
                                 True)
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        """Push one value into ``group=`` (required), with ``id`` and ``delay``: see
-        :class:`fdbrecipes.protocol.Workable`."""
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Gen[None]:
+        """Push one value into ``group=`` (required), with ``id``, ``delay`` and
+        ``time_limit``: see :class:`fdbrecipes.protocol.Workable`."""
         unknown = set(where) - {"group"}
         if unknown:
             raise TypeError(f"a FairQueue takes no {', '.join(sorted(unknown))}")
         if "group" not in where:
             raise TypeError("a FairQueue job needs group=")
-        return self.push(tr, self.request(where["group"], value, id, delay))
+        return self.push(tr, self.request(where["group"], value, id, delay, time_limit))
 
     # -- claiming ----------------------------------------------------------------------
 

@@ -197,16 +197,17 @@ class OrderedOps(JobOps, Generic[V]):
         return self.guarded(tr, self.loop(tr, self.engine.push, requests), True)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any]) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
         """The request of :meth:`push_job` (see the subclasses)."""
         raise NotImplementedError
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        """Push one value with ``id`` and ``delay`` (and, for a PriorityQueue,
-        ``priority=``, default 0), as the structure's ``push``: see
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Gen[None]:
+        """Push one value with ``id``, ``delay`` and ``time_limit`` (and, for a
+        PriorityQueue, ``priority=``, default 0), as the structure's ``push``: see
         :class:`fdbrecipes.protocol.Workable`."""
-        return self.push(tr, self.job_request(value, id, delay, where))
+        return self.push(tr, self.job_request(value, id, delay, where, time_limit))
 
     # -- taking ------------------------------------------------------------------------
 
@@ -559,10 +560,10 @@ class QueueOps(OrderedOps[V]):
         return self.make_request(batch, None, delay, "values", time_limit)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any]) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
         if where:
             raise TypeError(f"a Queue takes no {', '.join(sorted(where))}")
-        return self.request(value, id_, delay)
+        return self.request(value, id_, delay, time_limit)
 
 
 class PriorityQueueOps(OrderedOps[V]):
@@ -586,8 +587,8 @@ class PriorityQueueOps(OrderedOps[V]):
         return self.make_request(batch, None, delay, "items", time_limit)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any]) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
         unknown = set(where) - {"priority"}
         if unknown:
             raise TypeError(f"a PriorityQueue takes no {', '.join(sorted(unknown))}")
-        return self.request(value, where.get("priority", 0), id_, delay)
+        return self.request(value, where.get("priority", 0), id_, delay, time_limit)

@@ -69,6 +69,7 @@ from ..jobs import (
     Job,
     JobCancelled,
     JobStarted,
+    Retry,
     TimeLimitExceeded,
     WorkerStopping,
     decide,
@@ -77,7 +78,7 @@ from ..protocol import Claimed, Workable, workable
 from ..schedule import Schedule, check_retention
 from .ahead import Ahead, check_prefetch, claim_spread
 from .holding import Holding, Tell, finishing
-from .presence import Presence, stop_on_signals
+from .presence import Presence, nothing, stop_on_signals
 from .running import (
     IDLE_WAIT,
     Running,
@@ -145,6 +146,7 @@ class WorkerCore(Holding):
         self.end: str = end
         self.schedules = list(schedules)
         self.threaded = threaded
+        self.signals = True  # SIGTERM and SIGINT stop it (see serving.run_all)
         super().__init__(Presence(self.ops, self.db, name or repr(queue), lease / 3),
                          on_event, tell, lease)
         self.threads: Optional[HandlerThreads] = None
@@ -178,7 +180,7 @@ class WorkerCore(Holding):
             asked, self.stops_asked = self.stops_asked, 0
         for _ in range(asked):
             self.request_stop()
-        restore = stop_on_signals(self.request_stop)
+        restore = stop_on_signals(self.request_stop) if self.signals else nothing
         self.threads = HandlerThreads(self.concurrency) if self.threaded else None
         self.completions = Completions(asyncio.get_running_loop()) if self.threaded else None
         log.info("worker %s started: %s, concurrency %d, lease %g s%s", self.id,
@@ -498,6 +500,8 @@ class WorkerCore(Holding):
         """Release or bury a job that failed, snoozed or was discarded, with the error
         it failed with."""
         job = running.job
+        if isinstance(error, Retry):  # what the handler failed with
+            error = error.error
         if decision.outcome in (RETRY, DEAD) and error is not None:
             log.error("job %s failed (delivery %d)%s", named(job), job.deliveries,
                       f"; retry in {decision.delay:.1f} s" if decision.outcome == RETRY
@@ -508,8 +512,9 @@ class WorkerCore(Holding):
             recorded = None if error is None or decision.outcome == SNOOZE else \
                 job_error(error)
             if decision.action == "bury":
-                done = await drive(self.ops.bury(self.db, running.lease, decision.reason,
-                                                 recorded))
+                reason = decision.reason if decision.outcome == DISCARD or recorded is None \
+                    else recorded.reason()
+                done = await drive(self.ops.bury(self.db, running.lease, reason, recorded))
             else:
                 done = await drive(self.ops.release(self.db, running.lease, decision.delay,
                                                     decision.count, recorded))
