@@ -141,11 +141,13 @@ class Inspectable(Protocol):
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Operation[None]:
+                 **where: Any) -> Operation[Optional[bytes]]:
         """Push one value, with an idempotency ``id``, a ``delay`` (seconds) and a
         ``time_limit`` of its own (seconds; a structure with ``history``), where
         ``where`` says: a PriorityQueue's ``priority=`` (default 0), a FairQueue's
-        ``group=`` (required); a Queue takes none."""
+        ``group=`` (required); a Queue takes none.  The item's id: ``id``, or the one
+        a structure with ``history`` made, or None.  Its arguments are checked when
+        it is called, before the operation runs."""
 
 
 @runtime_checkable
@@ -238,8 +240,8 @@ class Workable(Protocol[L]):
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Operation[None]:
-        """Push one value (see :meth:`Inspectable.push_job`)."""
+                 **where: Any) -> Operation[Optional[bytes]]:
+        """Push one value (see :meth:`Inspectable.push_job`); its id."""
 
 
 @runtime_checkable

@@ -94,7 +94,8 @@ class Schedule:
         packed: bytes = fdb.tuple.pack(("fdbrecipes-schedule", self.name, repr(slot)))
         return packed
 
-    def pushing(self, db: Any, now: Optional[float] = None) -> Tuple[Operation[None], float]:
+    def pushing(self, db: Any, now: Optional[float] = None
+                ) -> Tuple[Operation[Optional[bytes]], float]:
         """The push of the next slot's job (it stores nothing if a worker pushed it
         already), to run, and when that slot starts."""
         now = time.time() if now is None else now

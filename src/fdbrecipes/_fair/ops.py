@@ -210,15 +210,20 @@ class FairOps(JobOps):
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Gen[None]:
+                 **where: Any) -> Gen[Optional[bytes]]:
         """Push one value into ``group=`` (required), with ``id``, ``delay`` and
-        ``time_limit``: see :class:`fdbrecipes.protocol.Workable`."""
+        ``time_limit``: see :class:`fdbrecipes.protocol.Workable`; the item's id."""
         unknown = set(where) - {"group"}
         if unknown:
             raise TypeError(f"a FairQueue takes no {', '.join(sorted(unknown))}")
         if "group" not in where:
             raise TypeError("a FairQueue job needs group=")
-        return self.push(tr, self.request(where["group"], value, id, delay, time_limit))
+        return self.pushed(tr, self.request(where["group"], value, id, delay, time_limit))
+
+    def pushed(self, tr: Transactor, push: GroupPush) -> Gen[Optional[bytes]]:
+        """Push a checked request of one item; its id."""
+        yield from self.push(tr, push)
+        return push.request.item_id(0)
 
     # -- claiming ----------------------------------------------------------------------
 

@@ -203,11 +203,17 @@ class OrderedOps(JobOps, Generic[V]):
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Gen[None]:
+                 **where: Any) -> Gen[Optional[bytes]]:
         """Push one value with ``id``, ``delay`` and ``time_limit`` (and, for a
         PriorityQueue, ``priority=``, default 0), as the structure's ``push``: see
-        :class:`fdbrecipes.protocol.Workable`."""
-        return self.push(tr, self.job_request(value, id, delay, where, time_limit))
+        :class:`fdbrecipes.protocol.Workable`; the item's id (given, or made by a
+        structure with ``history``)."""
+        return self.pushed(tr, self.job_request(value, id, delay, where, time_limit))
+
+    def pushed(self, tr: Transactor, request: PushRequest) -> Gen[Optional[bytes]]:
+        """Push a checked request of one item; its id."""
+        yield from self.push(tr, request)
+        return request.item_id(0)
 
     # -- taking ------------------------------------------------------------------------
 

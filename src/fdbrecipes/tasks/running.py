@@ -7,7 +7,7 @@ types (:mod:`.arguments`), then calls the function, with the job current
 (:func:`.task.current_job`: a follow-up pushed with ``then`` goes with its ack) and,
 with OpenTelemetry, in a ``process`` span whose parent is the trace context the item
 kept (:mod:`.tracing`).  What it returned is encoded by the codec: the job's result,
-kept in its record.
+kept in its record (nothing, when it returned None).
 
 What cannot run is a dead letter at once, its reason saying why (``Discard``): an
 item that is not a task's, a task name the app does not know, arguments the codec
@@ -76,10 +76,12 @@ class Runner:
                           f"{type(e).__name__}: {e}"[:1_000]) from None
         return Call(task, args, kwargs, envelope.trace)
 
-    def result(self, task: Task[Any, Any], value: Any) -> bytes:
+    def result(self, task: Task[Any, Any], value: Any) -> Optional[bytes]:
         """What the job keeps as its result: ``value``, checked against the function's
-        return annotation and encoded by the codec."""
-        return self.app.codec.encode(task.arguments.dump_result(value))
+        return annotation and encoded by the codec; None (nothing kept: one key less
+        in the ack) for a function that returned None."""
+        plain = task.arguments.dump_result(value)
+        return None if plain is None else self.app.codec.encode(plain)
 
     def failed(self, task: Task[Any, Any], job: Job, error: Exception) -> Exception:
         """What to raise for a run that raised ``error``: itself (the worker retries it
@@ -93,7 +95,7 @@ class Runner:
             return Retry(error, task.backoff.delay(job.deliveries))
         return error
 
-    def run(self, job: Job) -> bytes:
+    def run(self, job: Job) -> Optional[bytes]:
         """Run the job's task (in a sync Worker's handler thread); its encoded result."""
         call = self.call(job.value)
         token = _current.set(job)
@@ -110,7 +112,7 @@ class Runner:
         finally:
             _current.reset(token)
 
-    async def run_async(self, job: Job) -> bytes:
+    async def run_async(self, job: Job) -> Optional[bytes]:
         """Run the job's task (in an AsyncWorker's task); its encoded result."""
         call = self.call(job.value)
         token = _current.set(job)

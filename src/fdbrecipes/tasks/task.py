@@ -30,7 +30,6 @@ from typing import (
 )
 
 from .._drivers import awaiting, blocking
-from .._ordered.history import new_id
 from .._values import check_delay, check_id
 from ..jobs import Backoff, Job
 from .arguments import Arguments
@@ -74,8 +73,9 @@ class Options(NamedTuple):
 
 
 class Push(NamedTuple):
-    """A checked push of one call of a task: the item's value, its id, and where it
-    goes."""
+    """A checked push of one call of a task: the item's value, its id (given; else
+    made by the structure, or by ``then``), its delay, where it goes, and its
+    arguments as plain data."""
 
     value: Tuple[Any, ...]
     id: Optional[bytes]
@@ -204,9 +204,7 @@ class Task(Generic[P, R]):
                                 "(the group= option of the task, or of configure)")
         if self.time_limit is not None:
             where["time_limit"] = self.time_limit
-        history = self.app.structure(self.queue).ops.history
-        id_ = options.id if options.id is not None else (new_id() if history else None)
-        return Push(seal(self.name, payload, trace), id_, options.delay, where, plain)
+        return Push(seal(self.name, payload, trace), options.id, options.delay, where, plain)
 
     def push(self, tr: Any, options: Options, args: Tuple[Any, ...],
              kwargs: Dict[str, Any]) -> TaskHandle[R]:
@@ -216,9 +214,9 @@ class Task(Generic[P, R]):
             if self.app.testing_mode is not None:
                 return self.app.harness.deferred(self, push)
             ops = self.app.structure(self.queue).ops
-            blocking.drive(ops.push_job(tr, push.value, id=push.id, delay=push.delay,
-                                        **push.where))
-        return TaskHandle(self, push.id, push.where.get("group"))
+            id_ = blocking.drive(ops.push_job(tr, push.value, id=push.id, delay=push.delay,
+                                              **push.where))
+        return TaskHandle(self, id_, push.where.get("group"))
 
     async def push_async(self, tr: Any, options: Options, args: Tuple[Any, ...],
                          kwargs: Dict[str, Any]) -> TaskHandle[R]:
@@ -228,9 +226,9 @@ class Task(Generic[P, R]):
             if self.app.testing_mode is not None:
                 return await self.app.harness.deferred_async(self, push)
             ops = self.app.structure(self.queue).ops
-            await awaiting.drive(ops.push_job(tr, push.value, id=push.id, delay=push.delay,
-                                              **push.where))
-        return TaskHandle(self, push.id, push.where.get("group"))
+            id_ = await awaiting.drive(ops.push_job(tr, push.value, id=push.id,
+                                                    delay=push.delay, **push.where))
+        return TaskHandle(self, id_, push.where.get("group"))
 
     def follow(self, options: Options, args: Tuple[Any, ...],
                kwargs: Dict[str, Any]) -> TaskHandle[R]:
@@ -243,9 +241,9 @@ class Task(Generic[P, R]):
             push = self.prepare(options, args, kwargs, trace)
             if job is None:
                 return self.app.harness.deferred(self, push)
-            job.then(self.app.structure(self.queue), push.value, id=push.id,
-                     delay=push.delay, **push.where)
-        return TaskHandle(self, push.id, push.where.get("group"))
+            id_ = job.then(self.app.structure(self.queue), push.value, id=push.id,
+                           delay=push.delay, **push.where)
+        return TaskHandle(self, id_, push.where.get("group"))
 
 
 class Configured(Generic[P, R]):

@@ -203,4 +203,5 @@ class Harness:
                                "first)")
         if ran.state == "dead":
             raise JobFailedError(ran.record())
-        return self.app.codec.encode(ran.task.arguments.dump_result(ran.result))
+        plain = ran.task.arguments.dump_result(ran.result)
+        return None if plain is None else self.app.codec.encode(plain)
