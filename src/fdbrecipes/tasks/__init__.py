@@ -12,13 +12,13 @@
     Worker(db, app).run()             # or: fdbrecipes worker myapp:app
     handle.result(db)                 # True
 
-An :class:`App` keeps its tasks and the structures they push to (:mod:`.app`); a
+An :class:`App` keeps its tasks and the structures they push to (``app.py``); a
 :class:`Task` checks its arguments against the function's signature and annotations
-before anything is written and returns a typed :class:`TaskHandle` (:mod:`.task`,
-:mod:`.arguments`); codecs make the bytes, encrypted ones too (:mod:`.codecs`); the
-trace context goes with each item (:mod:`.tracing`); ``app.testing(...)`` runs tasks
-without FoundationDB (:mod:`.testing`).  See docs/tasks.md.  Importing this package
-needs neither ``libfdb_c`` nor any optional package.
+before anything is written and returns a typed :class:`TaskHandle` (``task.py``,
+``arguments.py``); codecs make the bytes, encrypted ones too (``codecs.py``); the trace
+context goes with each item (``tracing.py``); ``app.testing(...)`` runs tasks without
+FoundationDB (``testing.py``).  See docs/tasks.md.  Importing this package needs
+neither ``libfdb_c`` nor any optional package.
 """
 
 from .app import App

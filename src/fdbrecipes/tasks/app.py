@@ -27,7 +27,6 @@ from typing import (
     List,
     Optional,
     Protocol,
-    Tuple,
     TypeVar,
     Union,
     overload,
@@ -95,7 +94,7 @@ class App:
         TypeError or ValueError: a bad argument (named).
     """
 
-    def __init__(self, subspace: Union[Subspace, Tuple[Any, ...]], *, codec: Optional[Codec] = None,
+    def __init__(self, subspace: Any, *, codec: Optional[Codec] = None,
                  history: Optional[float] = 7 * 24 * 3600.0, max_deliveries: Optional[int] = 5,
                  shards: int = 1) -> None:
         self.subspace = check_subspace(Subspace(subspace) if type(subspace) is tuple
@@ -158,7 +157,7 @@ class App:
         Raises:
             TypeError or ValueError: a bad option, a name already taken, a queue
                 already of another kind, or a parameter whose annotation is not a
-                type a task keeps (see :mod:`.arguments`).
+                type a task keeps (see docs/tasks.md).
         """
         def decorate(f: Callable[..., Any]) -> Task[Any, Any]:
             return self.register(f, name=name, queue=queue, priority=priority, group=group,

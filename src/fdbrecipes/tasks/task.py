@@ -129,7 +129,7 @@ class Task(Generic[P, R]):
     def configure(self, *, id: Optional[bytes] = None, delay: Optional[float] = None,
                   priority: Optional[int] = None, group: Optional[str] = None
                   ) -> Configured[P, R]:
-        """This task with one push's options (see :class:`Options`), for
+        """This task with one push's options (see :class:`fdbrecipes.tasks.Options`), for
         :meth:`Configured.defer`, :meth:`Configured.defer_async` or
         :meth:`Configured.then`.
 
