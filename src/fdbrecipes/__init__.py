@@ -12,6 +12,7 @@ this package needs neither that nor ``libfdb_c``.  The asyncio twins are in
 import logging
 
 from ._clock import Clock
+from ._codec import Codec, Undecodable
 from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._ordered.dead import DeadLetter
@@ -64,6 +65,7 @@ logging.getLogger("fdbrecipes").addHandler(logging.NullHandler())
 __all__ = [
     "Backoff",
     "Clock",
+    "Codec",
     "DeadLetter",
     "DelayedItem",
     "Discard",
@@ -103,6 +105,7 @@ __all__ = [
     "Transactor",
     "UnknownJobError",
     "UnknownResultError",
+    "Undecodable",
     "Value",
     "WeightTree",
     "WorkTooLargeError",

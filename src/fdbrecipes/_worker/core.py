@@ -50,6 +50,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
+from .._codec import Undecodable
 from .._drivers.awaiting import drive
 from .._fdb import check_database
 from .._ordered.history import Finished, encode_result
@@ -66,6 +67,7 @@ from ..jobs import (
     SNOOZE,
     Backoff,
     Decision,
+    Discard,
     Job,
     JobCancelled,
     JobStarted,
@@ -470,6 +472,8 @@ class WorkerCore(Holding):
         began): what it returned, or what it raised."""
         if running.job.stopped is not None:
             return None, running.job.stopped
+        if isinstance(running.job.value, Undecodable):  # the structure's codec failed
+            return None, Discard(f"undecodable: {running.job.value.reason}"[:1_000])
         if running.lost:  # while it waited for a slot: it may be with another worker
             return None, None
         if self.threads is not None:
@@ -489,7 +493,9 @@ class WorkerCore(Holding):
         progress, followups = running.job.reported()
         if decision.action == "cancel":
             return Finished(running.lease, progress=progress, state=CANCELLED_STATE)
-        encoded, error = (None, None) if self.ops.history is None else encode_result(result)
+        codec = getattr(getattr(self.ops, "values", None), "codec", None)
+        encoded, error = (None, None) if self.ops.history is None else \
+            encode_result(result, codec)
         if error is not None:
             log.warning("job %s succeeded, but its result is not kept: %r",
                         named(running.job), error[1])

@@ -26,8 +26,9 @@ from __future__ import annotations
 import base64
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, Mapping, Optional, Tuple
 
+from .._codec import NONCE_BYTES, SEALED, Codec, sealed_key_id
 from .arguments import plain_of
 
 __all__ = ["JSON", "Codec", "CodecError", "Encrypted", "MsgPack", "encrypted_key_id"]
@@ -37,17 +38,6 @@ class CodecError(ValueError):
     """Data a codec cannot decode (not of its format, a key it does not hold, a key
     that does not open it).  A worker makes such a job a dead letter, with this
     message as the reason."""
-
-
-@runtime_checkable
-class Codec(Protocol):
-    """Turns plain data into bytes (:meth:`encode`) and back (:meth:`decode`)."""
-
-    def encode(self, value: Any) -> bytes:
-        """``value`` as bytes (TypeError or ValueError if it cannot be)."""
-
-    def decode(self, data: bytes) -> Any:
-        """The value ``data`` encodes (:class:`CodecError` if it does not)."""
 
 
 #: The key a JSON object holding bytes has (its only key).
@@ -123,10 +113,6 @@ class MsgPack:
             raise CodecError(f"not MessagePack: {type(e).__name__}: {e}") from None
 
 
-#: What sealed data begins with (then the key id's length, the key id, the nonce).
-SEALED = b"\xfeE1"
-#: Bytes of an AEAD nonce (96 bits: AES-GCM's and ChaCha20-Poly1305's).
-NONCE_BYTES = 12
 #: The AEADs :class:`Encrypted` offers, and the key sizes each takes.
 ALGORITHMS = {"aes-gcm": (16, 24, 32), "chacha20-poly1305": (32,)}
 
@@ -134,23 +120,8 @@ ALGORITHMS = {"aes-gcm": (16, 24, 32), "chacha20-poly1305": (32,)}
 def encrypted_key_id(data: bytes) -> Optional[str]:
     """The key id ``data`` was sealed under by :class:`Encrypted`, or None if it is not
     sealed data (what the dashboard shows in place of ciphertext)."""
-    parsed = _parse_sealed(data)
+    parsed = sealed_key_id(data)
     return None if parsed is None else parsed[0]
-
-
-def _parse_sealed(data: bytes) -> Optional[Tuple[str, int]]:
-    """(key id, where the nonce begins) of sealed data, or None."""
-    if not isinstance(data, bytes) or not data.startswith(SEALED) or len(data) <= len(SEALED):
-        return None
-    size = data[len(SEALED)]
-    start = len(SEALED) + 1
-    if len(data) < start + size + NONCE_BYTES + 16:
-        return None
-    try:
-        key_id = data[start:start + size].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return key_id, start + size
 
 
 class Encrypted:
@@ -231,7 +202,7 @@ class Encrypted:
         return self._header + nonce + sealed
 
     def decode(self, data: bytes) -> Any:
-        parsed = _parse_sealed(data)
+        parsed = sealed_key_id(data)
         if parsed is None:
             raise CodecError("not encrypted data (no key id found)")
         key_id, at = parsed
