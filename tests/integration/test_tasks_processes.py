@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -22,7 +21,7 @@ import pytest
 from fdbrecipes import Worker
 from fdbrecipes.tasks import App, Encrypted, TaskHandle
 from fdbrecipes.tasks.envelope import seal
-from tests.helpers import dump
+from tests.helpers import dump, stop
 
 pytestmark = pytest.mark.integration
 
@@ -98,18 +97,11 @@ def start_worker(cluster_file: str, directory: Any, target: str, prefix: bytes,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=directory, env=env)
 
 
-def stop(process: Any, timeout: float = 60) -> str:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        _, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, err = process.communicate()
-        raise AssertionError(f"the worker did not stop within {timeout} s:\n{err}") from None
-    assert process.returncode == 0, err
-    text: str = err
-    return text
+def stop_worker(process: Any) -> str:
+    """Stop a worker process; its log, once it exited cleanly."""
+    log = stop(process)
+    assert process.returncode == 0, log
+    return log
 
 
 def defer_all(db: Any, app: App, n: int) -> Dict[str, List[Any]]:
@@ -165,7 +157,7 @@ def test_1000_tasks_through_worker_processes(fdb_cluster_file: str, fdb_database
     try:
         check_results(db, app, handles)
     finally:
-        logs = [stop(worker) for worker in workers]
+        logs = [stop_worker(worker) for worker in workers]
     seconds = time.monotonic() - began
     dead = sorted(d.reason for d in queue.dead(db))
     assert dead == [f"unknown task {name!r}: no task of that name in this worker's app"
@@ -200,7 +192,7 @@ def test_encrypted_tasks_leave_no_plaintext_and_keys_rotate(fdb_cluster_file: st
     try:
         check_results(db, app, handles)
     finally:
-        stop(worker)
+        stop_worker(worker)
     stored = dump(db, fdb_subspace)
     assert len(stored) > 3_000  # items gone, records with their (encrypted) results kept
     leaks = [kv for kv in stored.items() if SECRET.search(kv[0] + kv[1])]

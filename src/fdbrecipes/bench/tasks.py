@@ -15,16 +15,15 @@ own (:mod:`.clients`, :mod:`.suite`).
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, Dict, Optional
 
-from .. import JobFinished, Queue, RetryStats, Worker
+from .. import Queue, RetryStats
 from ..tasks import JSON, App, Codec, Encrypted, MsgPack, Task
+from ..tasks.task import Options
 from .fill import Filler
-from .operations import Client, Factory, Looping, Pusher, drained
+from .operations import Client, Factory, Pusher, WorkerDrain
 from .recipe import QUEUE_FILL_BATCH, chunks
-from .settings import HISTORY_SECONDS, LEASE_SECONDS
+from .settings import HISTORY_SECONDS
 
 __all__ = ["TASK_FACTORIES", "TASK_FILLS", "bench_app"]
 
@@ -61,33 +60,6 @@ class TaskPusher(Client):
         return 1
 
 
-class TaskWorkerDrain(Looping):
-    """A ``Worker(db, app)`` running the no-op task until the queue is drained."""
-
-    def __init__(self, db: Any, app: App, concurrency: int) -> None:
-        super().__init__(app.structure(QUEUE).retry_stats)
-        self.db, self.app, self.concurrency = db, app, concurrency
-        self.done = 0
-        self.lock = threading.Lock()
-
-    def finished(self, event: Any) -> None:
-        """The worker's on_event: count the acked jobs."""
-        if isinstance(event, JobFinished) and event.outcome == "ok":
-            with self.lock:
-                self.done += 1
-
-    def loop(self, duration: Optional[float]) -> int:
-        queue = self.app.structure(QUEUE)
-        with Worker(self.db, self.app, concurrency=self.concurrency,
-                    lease_seconds=LEASE_SECONDS, on_event=self.finished):
-            if duration is not None:
-                time.sleep(duration)
-            else:
-                while not drained(queue.stats(self.db)):
-                    time.sleep(0.02)
-        return self.done
-
-
 class CodecCost(Client):
     """One job's codec work, in this process: the task's arguments checked and made
     plain, encoded, decoded, made typed again."""
@@ -115,7 +87,9 @@ def raw_pushes(db: Any, subspace: Any, _index: int, _batch: int) -> Client:
 
 def task_workers(db: Any, subspace: Any, _index: int, concurrency: int) -> Client:
     """A Worker of the app, draining its queue."""
-    return TaskWorkerDrain(db, bench_app(subspace), concurrency)
+    app = bench_app(subspace)
+    return WorkerDrain(db, app.structure(QUEUE), concurrency,  # type: ignore[arg-type]
+                       served=app, handler=None)
 
 
 def codec_json(_db: Any, _subspace: Any, _index: int, _batch: int) -> Client:
@@ -137,14 +111,7 @@ def fill_tasks(db: Any, subspace: Any, items: int, _seed: int) -> None:
     task = noop_task(app)
     queue: Queue[Any] = app.structure(QUEUE)  # type: ignore[assignment]
     for chunk in chunks(0, items, QUEUE_FILL_BATCH):
-        queue.push_many(db, [task.prepare(task_options(), (n,), {}).value for n in chunk])
-
-
-def task_options() -> Any:
-    """A push's default options."""
-    from ..tasks.task import Options
-
-    return Options()
+        queue.push_many(db, [task.prepare(Options(), (n,), {}).value for n in chunk])
 
 
 #: The clients of the tasks group, by op.
