@@ -10,7 +10,8 @@ import asyncio
 import dataclasses
 import datetime
 import enum
-from typing import Any, Dict, List
+import time
+from typing import Any, Dict, List, Optional
 
 import fdb
 import pytest
@@ -223,6 +224,36 @@ def test_an_async_app_in_an_async_worker(fdb_database: Any, fdb_subspace: Any) -
 
     assert asyncio.run(main()) == [2 * i for i in range(10)]
     assert app.structure("default").stats(db).visible == 0
+
+
+def test_a_tasks_own_time_limit_ends_its_run(fdb_database: Any, fdb_subspace: Any) -> None:
+    db = fdb_database
+    app = App(fdb_subspace)
+
+    @app.task(name="stuck", time_limit=0.3, retries=0)
+    async def stuck(seconds: float) -> None:
+        await asyncio.sleep(seconds)  # work longer than the task may take
+
+    @app.task(name="allowed", time_limit=30)
+    async def allowed(x: int) -> Optional[float]:
+        job = current_job()
+        return None if job is None else job.time_limit
+
+    async def main() -> Any:
+        handles = (await stuck.defer_async(db, 60.0), await allowed.defer_async(db, 1))
+        began = time.monotonic()
+        await AsyncWorker(db, app).run(burst=True)
+        return handles, time.monotonic() - began
+
+    (late, fine), seconds = asyncio.run(main())
+    assert seconds < 30  # the stuck run was stopped, not waited for
+    assert fine.result(db, timeout=10) == 30
+    assert late.status(db) == "dead"
+    with pytest.raises(JobFailedError) as failed:
+        late.result(db, timeout=10)
+    assert failed.value.record.error.type == "TimeLimitExceeded"
+    assert [d.reason for d in app.structure("default").dead(db)] == [
+        "TimeLimitExceeded: the job ran past its time limit of 0.3 s"]
 
 
 def test_one_trace_from_the_request_to_the_follow_ups_run(fdb_database: Any,

@@ -257,3 +257,40 @@ def test_inline_and_manual_modes_need_no_libfdb_c(tmp_path: Any) -> None:
         "async drain ['welcome e'] welcome e",
         "fdb.impl loaded: False",
     ], found.stdout
+
+
+try:
+    import pydantic
+except ImportError:  # pragma: no cover - the test extra installs it
+    pydantic = None
+else:
+    class Order(pydantic.BaseModel):
+        sku: str
+        quantity: int
+        placed: datetime.datetime
+
+    def repeat(order: Order, times: int = 1) -> List[Order]:
+        return [order] * times
+
+
+@pytest.mark.skipif(pydantic is None, reason="pydantic is not installed")
+def test_pydantic_models_are_arguments_and_results() -> None:
+    app = App(("shop",))
+    task = app.task(name="repeat")(repeat)
+    order = Order(sku="a-1", quantity=2,
+                  placed=datetime.datetime(2024, 3, 1, tzinfo=datetime.timezone.utc))
+    plain = task.arguments.dump((order,), {"times": 2})
+    assert plain["order"] == {"sku": "a-1", "quantity": 2, "placed": "2024-03-01T00:00:00Z"}
+    for codec in (JSON(), MsgPack(), Encrypted(JSON(), {"k": bytes(32)}, "k")):
+        args, kwargs = task.arguments.load(codec.decode(codec.encode(plain)))
+        assert (args, kwargs) == ([], {"order": order, "times": 2})
+    assert task.arguments.load_result(task.arguments.dump_result([order])) == [order]
+    with pytest.raises(TypeError, match="argument 'order' must be an Order, not dict"):
+        task.arguments.dump(({"sku": "a-1", "quantity": 2},), {})
+    with pytest.raises(ValueError, match="(?s)argument 'order': .*quantity"):
+        task.arguments.load({"order": {"sku": "a-1", "quantity": "many",
+                                       "placed": "2024-03-01T00:00:00Z"}, "times": 1})
+    with app.testing("manual"):
+        handle = task.defer(None, order, times=3)
+        app.drain()
+        assert handle.result(None) == [order, order, order]

@@ -56,6 +56,12 @@ class Converter(NamedTuple):
     text: str
 
 
+def _a(kind: Any) -> str:
+    """A type's name with its article, as errors say it: "a Shape", "an Order"."""
+    name: str = kind.__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _wrong(name: str, text: str, value: Any) -> TypeError:
     return TypeError(f"{name} must be {text}, not {type(value).__name__}")
 
@@ -130,7 +136,7 @@ def _textual(kind: type, text: str) -> Converter:
 
 
 def _enum(kind: Any) -> Converter:
-    text = f"a {kind.__name__}"
+    text = _a(kind)
 
     def dump(value: Any, name: str) -> Any:
         if not isinstance(value, kind):
@@ -167,7 +173,7 @@ def _sequence(origin: Any, args: Tuple[Any, ...]) -> Converter:
     accepted: Tuple[type, ...] = (list, tuple) if made in (list, tuple) else (set, frozenset)
     if origin not in (list, tuple, set, frozenset):  # Sequence, Iterable...
         accepted = (list, tuple)
-    text = f"a {made.__name__}"
+    text = _a(made)
 
     def dump(value: Any, name: str) -> Any:
         if not isinstance(value, accepted):
@@ -234,7 +240,7 @@ def _dataclass(kind: Any) -> Converter:
     hints = typing.get_type_hints(kind)
     fields = [(f.name, converter(hints.get(f.name, Any))) for f in dataclasses.fields(kind)
               if f.init]
-    text = f"a {kind.__name__}"
+    text = _a(kind)
 
     def dump(value: Any, name: str) -> Any:
         if type(value) is not kind:
@@ -249,7 +255,7 @@ def _dataclass(kind: Any) -> Converter:
 
 
 def _pydantic(kind: Any) -> Converter:
-    text = f"a {kind.__name__}"
+    text = _a(kind)
 
     def dump(value: Any, name: str) -> Any:
         if not isinstance(value, kind):
