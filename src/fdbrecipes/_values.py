@@ -266,24 +266,25 @@ def check_key(key: bytes, name: str) -> bytes:
 _SCALARS = (bytes, str, int, float, bool, uuid.UUID)
 
 
-def _check_encodable(value: Any, name: str, nested: bool) -> None:
-    kind = type(value)
-    if kind in _SCALARS:
-        return
-    if value is None and nested:
-        return
-    if kind is tuple:
-        for element in value:
-            _check_encodable(element, name, True)
-        return
+def _check_encodable(value: Any, name: str) -> None:
+    """Refuse a value the tuple layer would not give back exactly (a loop over a stack,
+    not a recursion: a value nested deeper than Python's recursion limit is checked
+    whole, then refused by :func:`encode_value` with a ValueError)."""
     if value is None:
         raise ValueError(
             f"{name} must not be None (pop returns None to mean 'empty')"
         )
-    raise TypeError(
-        f"{name} must be bytes, str, int, float, bool, uuid.UUID or a tuple of "
-        f"these, not {kind.__name__}"
-    )
+    stack = [value]
+    while stack:
+        element = stack.pop()
+        kind = type(element)
+        if kind is tuple:
+            stack.extend(element)
+        elif kind not in _SCALARS and element is not None:
+            raise TypeError(
+                f"{name} must be bytes, str, int, float, bool, uuid.UUID or a tuple of "
+                f"these, not {kind.__name__}"
+            )
 
 
 def encode_value(value: Any, name: str = "value", limit: int = MAX_VALUE_BYTES) -> bytes:
@@ -295,9 +296,11 @@ def encode_value(value: Any, name: str = "value", limit: int = MAX_VALUE_BYTES) 
     lists and the tuple layer's Versionstamp are refused).  ``None`` is refused at top
     level (it means "empty" to pop) but allowed inside a tuple.
     """
-    _check_encodable(value, name, False)
+    _check_encodable(value, name)
     try:
         packed: bytes = fdb.tuple.pack((value,))
+    except RecursionError:  # tuples nested deeper than the interpreter's stack allows
+        raise ValueError(f"{name} is nested too deeply to be tuple-encoded") from None
     except Exception as e:  # UnicodeEncodeError, struct.error for ints beyond 2**2040
         raise ValueError(f"{name} cannot be tuple-encoded: {e}") from None
     if len(packed) > limit:

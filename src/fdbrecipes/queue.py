@@ -295,14 +295,18 @@ class Queue(OrderedFace[V]):
         after a back-off growing from 50 ms to 1 s while its watch cannot be set
         (``too_many_watches``), and 10 seconds after it last looked whatever happens
         to watches: it sees an item a push made visible within the watch's latency,
-        about a second while watches fail, 10 seconds at most.  Needs a Database (it
-        runs several transactions).  Cost per wake-up (and per 10 s of waiting): 1
-        pop, 1 read-only check.
+        about a second while watches fail, 10 seconds at most.  The waiters of a
+        process pop in turns, one pop at a time per database and structure, so a
+        crowd woken by one push does not conflict with itself (a pop that finds
+        nothing sends the waiters behind it back to their read-only checks).  Needs a
+        Database (it runs several transactions).  Cost per wake-up (and per 10 s of
+        waiting): 1 pop, 1 read-only check.
         """
         return drive(self._ops.pop_wait(db, MIN, timeout))
 
     def claim_wait(
         self, db: Any, lease_seconds: float, timeout: Optional[float] = None
     ) -> Optional[Lease[V]]:
-        """:meth:`claim`, waiting like :meth:`pop_wait` until an item is visible."""
+        """:meth:`claim`, waiting like :meth:`pop_wait` until an item is visible (the
+        waiters of a process claim in turns, as they pop there)."""
         return drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))

@@ -188,6 +188,40 @@ def test_a_dead_job_requeued_by_an_operator_is_pending_again(
     assert jobs.result(db, id_, 5) == "ok"
 
 
+@pytest.mark.parametrize("kind", ["queue", "fair-queue"])
+def test_an_operators_calls_by_token_or_id_move_the_records(
+        db: Any, fdb_subspace: Any, kind: str) -> None:
+    """Issue 43, item 12, for every other call an operator makes on a job a worker with
+    ``history`` pushed (the CLI and the dashboard keep no records themselves): ack,
+    release and bury by token, remove by id and by token, and a purge of dead letters
+    each move the record with the item, in the same transaction."""
+    jobs = Jobs(kind, fdb_subspace)
+    op = jobs.operator
+    acked, released, buried, removed, listed = (jobs.push(db, v) for v in "abcde")
+    lease = jobs.claim(db)
+    assert lease.id == acked
+    op.ack(db, lease.token)
+    assert jobs.job(db, acked).state == "succeeded"
+    lease = jobs.claim(db)
+    assert lease.id == released
+    op.release(db, lease.token, count=False)
+    assert (jobs.job(db, released).state, jobs.job(db, released).attempts) == ("pending", 0)
+    leases = [jobs.claim(db) for _ in range(2)]  # b again (back at its place), and c
+    [dying] = [lease for lease in leases if lease.id == buried]
+    op.bury(db, dying.token, "by hand")
+    record = jobs.job(db, buried)
+    assert record.state == "dead" and record.token is not None
+    assert op.remove(db, id=removed, **jobs.group) == "d"
+    assert jobs.job(db, removed).state == "cancelled"
+    at = (jobs.group["group"],) if jobs.group else ()
+    [row] = [r for r in op.pending(db, *at) if r.value == "e"]
+    assert op.remove_many(db, *at, [row.token]) == ["e"]
+    assert jobs.job(db, listed).state == "cancelled"
+    assert op.purge_dead(db, *at) == 1
+    record = jobs.job(db, buried)
+    assert record.state == "dead" and record.token is None  # no dead letter to name
+
+
 def test_an_operator_requeue_writes_no_record_for_a_job_without_one(
         db: Any, fdb_subspace: Any) -> None:
     """A dead letter pushed by an object without history has no record: the

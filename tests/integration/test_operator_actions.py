@@ -17,6 +17,8 @@ import fdb
 import pytest
 
 from fdbrecipes import Backoff, FairQueue, Job, PriorityQueue, Queue, WeightTree, Worker
+from fdbrecipes.admin.places import FAIR_WAKES
+from tests.helpers import dump, eventually
 from tests.integration.test_operator_cli import ROOT, answer, failed, fdbrecipes, ok, place
 
 pytestmark = pytest.mark.integration
@@ -195,6 +197,29 @@ def test_the_kind_is_recognised_from_the_keys(db: Any, fdb_subspace: Any,
         stats = answer(fdbrecipes(fdb_cluster_file, "stats",
                                   *place(fdb_subspace.subspace((name,))), "--json"))
         assert stats["kind"] == expected[name], name
+
+
+def test_a_drained_fair_queue_is_recognised(db: Any, fdb_subspace: Any,
+                                            fdb_cluster_file: str) -> None:
+    """Once every group drained, a fair queue's index of groups is empty: its looks
+    asked for, then (once claims made them) its finished records say what it is."""
+    q = FairQueue(fdb_subspace, history=3600, id_retention=1)
+    ids = [q.push(db, group.upper(), group=group) for group in ("acme", "globex")]
+    Worker(db, q, value_of, concurrency=1, lease_seconds=1).run(burst=True)
+    assert q.groups(db) == []
+    where = place(fdb_subspace)
+    assert answer(fdbrecipes(fdb_cluster_file, "stats", *where, "--json"))["kind"] == (
+        "fair-queue")  # it was taken for a weight-tree
+    looks = fdb_subspace[FAIR_WAKES]  # S/"w"/(time, group): docs/data-model.md
+
+    def looked() -> bool:  # a claim makes the looks due (the leases', the ids' expiry)
+        assert q.claim(db, 1) is None
+        return not any(looks.contains(key) for key in dump(db, fdb_subspace))
+    eventually(looked, 30, "every look asked for made")
+    finished = answer(fdbrecipes(fdb_cluster_file, "finished", *where, "--json"))
+    assert finished["kind"] == "fair-queue"  # it was "nothing is stored: give --kind"
+    assert sorted(j["id"] for j in finished["finished"]) == sorted(
+        i.decode() for i in ids if i is not None)
 
 
 def test_stats_watch_prints_a_report_every_period(db: Any, fdb_subspace: Any,

@@ -15,7 +15,7 @@ from typing import Any, List
 
 import pytest
 
-from fdbrecipes import Job, Queue, Worker
+from fdbrecipes import Job, Progress, Queue, Worker
 from tests.helpers import dump, eventually
 from tests.integration.test_operator_cli import ROOT, answer, failed, fdbrecipes, ok, place
 
@@ -58,14 +58,21 @@ def test_job_shows_a_hostile_error_traceback_and_progress_escaped(
         db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
     q = Queue(fdb_subspace, history=HOUR, max_deliveries=1)
     q.push(db, "payload", id=b"job-9")
+    stored: List[Any] = []
 
     def handler(job: Job) -> None:
         job.progress(0.5, HOSTILE[:30])
+        # A worker writes a running job's progress at its heartbeats, and its last
+        # progress with the ack of a success or a cancel, not with a failure's
+        # release or burial: the progress shown here is a heartbeat's, waited for.
+        stored.append(eventually(lambda: q.job(db, b"job-9").progress, 60, "progress"))
         raise ValueError(HOSTILE)
 
     Worker(db, q, handler, concurrency=1, lease_seconds=10).run(burst=True)
+    assert stored == [Progress(0.5, HOSTILE[:30])]
     record = q.job(db, b"job-9")
     assert record is not None and record.error is not None and record.state == "dead"
+    assert record.progress == Progress(0.5, HOSTILE[:30])
     assert HOSTILE in record.error.traceback
     out = ok(fdbrecipes(fdb_cluster_file, "job", "job-9", *place(fdb_subspace)))
     terminal_safe(out)

@@ -127,8 +127,15 @@ def push(db: Any, q: Queue[bytes], items: int, batch: int) -> None:
 
 
 def read_version(db: Any) -> int:
-    """A read version: every commit that ended before the call is at or below it."""
-    return int(db.create_transaction().get_read_version().wait())
+    """A read version: every commit that ended before the call is at or below it.
+    (The transaction is kept until the answer comes: one dropped at once cancels
+    it, and the wait fails with ``transaction_cancelled``.)"""
+    tr = db.create_transaction()
+    while True:
+        try:
+            return int(tr.get_read_version().wait())
+        except fdb.FDBError as e:
+            tr.on_error(e).wait()
 
 
 def counting(db: Any, version: int) -> Optional[StorageInput]:

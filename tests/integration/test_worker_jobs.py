@@ -64,6 +64,8 @@ def test_results_failures_and_progress_are_recorded(db: Any, fdb_subspace: Any) 
     assert record.worker is not None and record.worker.count("-") >= 2
     failed = q.job(db, bad)
     assert (failed.state, failed.attempts) == ("dead", 2)
+    assert failed.progress == Progress(0.5, "half way")  # kept when the job failed too
+    assert q.job(db, discarded).progress == Progress(0.5, "half way")
     assert failed.error.type == "ValueError" and failed.error.message == "negative: -1"
     assert "Traceback" in failed.error.traceback and "raise ValueError" in failed.error.traceback
     reasons = sorted(d.reason for d in q.dead(db))

@@ -167,7 +167,7 @@ def test_a_text_log_record_is_one_line_whatever_a_job_holds() -> None:
     starts = [line for line in lines if re.match(r"\d{4}-\d\d-\d\d ", line)]
     assert len(starts) == 2 and not any("forged" in line for line in starts[:1])
     assert starts[0].endswith(": job 7 failed")
-    assert starts[1].endswith("discarded: no\\n" + FORGED + "\\x1b[31m\\u202e\\x00")
+    assert starts[1].endswith("discarded: no\\x0a" + FORGED + "\\x1b[31m\\u202e\\x00")
     assert all(line.startswith("  ") for line in lines if line not in starts)
     assert "  ValueError: bad" in lines and not any("\r" in line for line in lines)
-    assert f"  {FORGED}\\r{FORGED}" in lines  # the message's own lines, indented
+    assert f"  {FORGED}\\x0d{FORGED}" in lines  # the message's own lines, indented

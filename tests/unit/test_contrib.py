@@ -169,7 +169,7 @@ def test_an_error_reason_is_a_storable_reason_whatever_the_error() -> None:
             raise RuntimeError("no")
 
     assert error_reason(ValueError("x")) == "ValueError: x"
-    assert error_reason(Unprintable()) == "Unprintable"
+    assert error_reason(Unprintable()) == "Unprintable: <str() failed>"
     assert error_reason(ValueError("a\ud800b")) == "ValueError: a\\ud800b"
     (error_reason(ValueError("a\ud800b"))).encode("utf-8")      # storable as UTF-8
     assert len(error_reason(ValueError("y" * 5000))) == 1_000

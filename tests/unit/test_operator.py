@@ -16,15 +16,17 @@ import pytest
 from fdb.subspace_impl import Subspace
 
 from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, cli
-from fdbrecipes._layout import FairLayout, OrderedLayout, TreeLayout
+from fdbrecipes._layout import FairLayout, OrderedLayout, RecordLayout, TreeLayout
 from fdbrecipes.admin import arguments, commands, places
 from fdbrecipes.admin.output import cut, id_json, id_text, iso_time, json_value, printable, table
 from fdbrecipes.admin.places import (
     FAIR_RANGES,
+    FAIR_WAKES,
     NEUTRAL,
     QUEUE_ITEM_LEN,
     QUEUE_KEYS,
     QUEUE_RANGES,
+    RECORDS_INDEX,
     TREE_KEYS,
     TREE_RANGES,
     Place,
@@ -258,6 +260,13 @@ def test_markers_follow_the_library_layout() -> None:
     assert len(q.new_item((), 0, None, 0)) == QUEUE_ITEM_LEN
     assert len(pq.new_item((3,), 0, None, 0)) == QUEUE_ITEM_LEN + 1
     assert [FairLayout(S).active.key()] == [S[m].key() for m in FAIR_RANGES]
+    fair = FairLayout(S)
+    assert (fair.wakes.key(), fair.expiry.key()) == (S[FAIR_WAKES].key(),
+                                                     S[RECORDS_INDEX].key())
+    assert fair.wake_key(7, "acme") == S[FAIR_WAKES].pack((7, "acme"))  # a time, a group
+    records = RecordLayout(fair.groups["acme"], fair.expiry, ("acme",))
+    assert records.expiry_key(1.5, b"x") == S[RECORDS_INDEX].pack((1.5, "acme", b"x"))
+    assert RecordLayout(S, S["o"]).expiry_key(1.5, b"x") == S["o"].pack((1.5, b"x"))
 
 
 def test_open_place_of_a_tuple_needs_no_reads() -> None:

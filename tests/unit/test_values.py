@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import math
+import sys
 import uuid
 
 import fdb.tuple
@@ -94,3 +95,15 @@ def test_size_limit_is_on_the_encoded_value() -> None:
     encode_value(b"x" * (MAX_VALUE_BYTES - overhead))
     with pytest.raises(ValueError, match=r"value encodes to 100,001 bytes"):
         encode_value(b"x" * (MAX_VALUE_BYTES - overhead + 1))
+
+
+def test_a_value_nested_past_the_recursion_limit_is_a_value_error() -> None:
+    """Issue 43, item 10: a tuple nested deeper than the tuple layer can pack raised
+    RecursionError (a traceback in the CLI, a 500 in the dashboard)."""
+    value: object = "x"
+    for _ in range(sys.getrecursionlimit() * 2):
+        value = (value,)
+    with pytest.raises(ValueError, match="value is nested too deeply"):
+        encode_value(value)
+    with pytest.raises(TypeError, match="not list"):
+        encode_value(((((["deep list"],),),),))

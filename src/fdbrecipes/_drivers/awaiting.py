@@ -15,7 +15,9 @@ no thread.  Its twin, beside it, is :mod:`.blocking`.
   ``CancelledError``.  Further cancellations meanwhile are absorbed: settling runs to
   its end.
 * Waiters of one event loop share one watch per database and wake key
-  (:class:`Watches`): 1,000 waiting tasks hold one watch, not 1,000.
+  (:class:`Watches`): 1,000 waiting tasks hold one watch, not 1,000.  They take in
+  turns (:mod:`.turns`): a push that wakes them all does not set 1,000 takes
+  conflicting with each other.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Any, Dict, Optional, Tuple, TypeVar, cast
 
 from .._fdb import Gen, is_range, range_of
 from .._operation import Cancelled
-from .._waiting import Pause, Watch
+from .._waiting import Pause, Take, Watch
+from .turns import Lines
 
 __all__ = ["Watches", "drive", "ready", "wait"]
 
@@ -105,25 +108,32 @@ class SharedWatch:
         """Whether the watch fired (or failed)."""
         return bool(self.future.is_ready())
 
+    def gone(self) -> bool:
+        """Whether it fired, failed or was cancelled (the loop may not know yet)."""
+        return self.fired.done() or self.is_ready()
+
 
 class Watches:
     """The watches the waiters of one event loop share, by (database, wake key).
 
     A waiter whose readiness check read at version ``v`` may wait on a watch set at
     ``v`` or earlier: that one fires on any change after its own version, so no later
-    than a watch of ``v`` would.  A watch nobody waits on any more is cancelled."""
+    than a watch of ``v`` would.  A waiter whose check is older than the live watch
+    gets none (it looks again); only when there is no live watch does a waiter set
+    one, which becomes the live one.  A watch nobody waits on any more is
+    cancelled."""
 
     def __init__(self) -> None:
         self.live: Dict[Tuple[Any, bytes], SharedWatch] = {}
 
-    def watch(self, step: Watch) -> SharedWatch:
-        """A watch for ``step``: a live one set early enough, or a new one of its own."""
+    def watch(self, step: Watch) -> Optional[SharedWatch]:
+        """The live watch for ``step`` if set early enough, a new one (the live one
+        now) if there is none, or None (the live one is newer than its check)."""
         key = (step.tr.db, step.key)
         shared = self.live.get(key)
-        if shared is None or shared.fired.done() or shared.version > step.version:
-            shared = SharedWatch(key, step.tr.watch(step.key), step.version)
-            if key not in self.live or self.live[key].fired.done():
-                self.live[key] = shared
+        if shared is not None and not shared.gone():
+            return shared if shared.version <= step.version else None
+        shared = self.live[key] = SharedWatch(key, step.tr.watch(step.key), step.version)
         return shared
 
     async def pause(self, watches: Tuple[SharedWatch, ...], seconds: Optional[float]) -> bool:
@@ -144,7 +154,8 @@ class Watches:
         return bool(done)
 
     def drop(self, watch: SharedWatch) -> None:
-        """Forget ``watch`` (and cancel it, unless it fired)."""
+        """Forget ``watch`` (and cancel it, unless it fired): a waiter that got it
+        and had not paused on it yet sees it cancelled, and looks again."""
         if self.live.get(watch.key) is watch:
             del self.live[watch.key]
         if not watch.fired.done():
@@ -152,17 +163,33 @@ class Watches:
             watch.fired.cancel()
 
 
-_WATCHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watches] = \
+class Shared:
+    """What the waiters of one event loop share: their watches and their turns to
+    take."""
+
+    __slots__ = ("lines", "watches")
+
+    def __init__(self) -> None:
+        self.watches = Watches()
+        self.lines = Lines()
+
+
+_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Shared] = \
     weakref.WeakKeyDictionary()
+
+
+def shared() -> Shared:
+    """What the waiters of the running loop share."""
+    loop = asyncio.get_running_loop()
+    found = _SHARED.get(loop)
+    if found is None:
+        found = _SHARED[loop] = Shared()
+    return found
 
 
 def watches() -> Watches:
     """The shared watches of the running loop."""
-    loop = asyncio.get_running_loop()
-    found = _WATCHES.get(loop)
-    if found is None:
-        found = _WATCHES[loop] = Watches()
-    return found
+    return shared().watches
 
 
 async def _pause(step: Pause) -> bool:
@@ -173,6 +200,28 @@ async def _pause(step: Pause) -> bool:
             await asyncio.sleep(step.seconds)
         return False
     return await watches().pause(cast(Tuple[SharedWatch, ...], step.futures), step.seconds)
+
+
+async def _take(step: Take) -> Any:
+    """Run ``step``'s take in its turn (see :mod:`.turns`); None if its turn did not
+    come within ``step.seconds``, or a take before it took nothing."""
+    lines = shared().lines
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    turn, now = lines.join(step.db, step.keys, waiter)
+    try:
+        if not now:
+            await asyncio.wait({waiter}, timeout=step.seconds)
+            if not lines.holds(turn):
+                return None
+        if lines.stale(turn):
+            return None
+        got = await drive(step.call)
+        lines.took(turn, got is None)
+        return got
+    finally:
+        after = lines.leave(turn)
+        if after is not None and not after.done():
+            after.set_result(None)
 
 
 async def drive(call: Gen[T]) -> T:
@@ -201,9 +250,13 @@ async def drive(call: Gen[T]) -> T:
                 send = await _pause(step)
             elif isinstance(step, Watch):
                 send = watches().watch(step)
+            elif isinstance(step, Take):
+                send = await _take(step)
             elif not step.is_ready():
                 await ready(step)
         except asyncio.CancelledError as e:
             if cancelled is None:  # the first: the call stops, or settles
                 cancelled = e
                 throw = Cancelled()
+        except Exception as e:  # a take's error, raised where the call took
+            throw = e

@@ -6,7 +6,7 @@ The library's operations are generators that yield the FoundationDB futures they
 and :class:`.._waiting.Pause` steps: the threads of a process share one watch per
 database and wake key (:class:`Watches`), as the tasks of an event loop do in
 :mod:`.awaiting`, so 1,000 waiting threads hold one of the connection's watches, not
-1,000.
+1,000; and they take in turns (:class:`.._waiting.Take`, :mod:`.turns`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import time
 from typing import Any, Dict, Optional, Set, Tuple, TypeVar, cast
 
 from .._fdb import Gen
-from .._waiting import Pause, Watch
+from .._waiting import Pause, Take, Watch
+from .turns import Lines
 
 __all__ = ["Interrupt", "Interrupted", "SharedWatch", "Watches", "drive", "wait_ready"]
 
@@ -95,26 +96,35 @@ class Watches:
     """The watches the blocking waiters of this process share, by (database, wake key).
 
     A waiter whose readiness check read at version ``v`` may wait on a watch set at
-    ``v`` or earlier (see :class:`SharedWatch`).  A watch nobody waits on any more is
-    cancelled; one that fired or failed is replaced by the next waiter's."""
+    ``v`` or earlier (see :class:`SharedWatch`); one whose check is older than the
+    live watch gets none (it looks again: a watch of its own would hold one of the
+    connection's watches beside the live one, and past ``max_watches`` make the live
+    one fail).  Only when there is no live watch does a waiter set one, the live one
+    then.  A watch nobody waits on any more is cancelled; one that fired or failed is
+    replaced by the next waiter's."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.live: Dict[Tuple[Any, bytes], SharedWatch] = {}
 
-    def watch(self, step: Watch) -> SharedWatch:
-        """A watch for ``step``: a live one set early enough, or a new one of its own."""
+    def watch(self, step: Watch) -> Optional[SharedWatch]:
+        """The live watch for ``step`` if set early enough, a new one (the live one
+        now) if there is none, or None (the live one is newer than its check)."""
         key = (step.tr.db, step.key)
         with self.lock:
             shared = self.live.get(key)
-            if shared is not None and not shared.gone and shared.version <= step.version:
-                return shared
+            if shared is not None and not shared.gone:
+                return shared if shared.version <= step.version else None
         fresh = SharedWatch(key, step.tr.watch(step.key), step.version)
-        fresh.future.on_ready(_Fired(self, fresh))  # may run now, in this thread
         with self.lock:
             current = self.live.get(key)
             if current is None or current.gone:
                 self.live[key] = fresh
+                current = None
+        if current is not None:  # another thread set one meanwhile: that one, or none
+            fresh.future.cancel()
+            return current if current.version <= step.version else None
+        fresh.future.on_ready(_Fired(self, fresh))  # may run now, in this thread
         return fresh
 
     def fired(self, watch: SharedWatch) -> None:
@@ -181,8 +191,9 @@ class _Fired:
         self.owner.fired(self.watch)
 
 
-#: The watches this process's blocking waiters share.
+#: The watches this process's blocking waiters share, and their turns to take.
 WATCHES = Watches()
+LINES = Lines()
 
 
 def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
@@ -206,6 +217,8 @@ def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
                 send = pause(step, interrupt)
             elif isinstance(step, Watch):
                 send = WATCHES.watch(step)
+            elif isinstance(step, Take):
+                send = take(step, interrupt)
             else:
                 step.block_until_ready()
         except BaseException as e:
@@ -222,6 +235,34 @@ def pause(step: Pause, interrupt: Optional[Interrupt]) -> bool:
     if not step.futures:
         return wait_ready((), step.seconds, interrupt)
     return WATCHES.pause(cast(Tuple[SharedWatch, ...], step.futures), step.seconds, interrupt)
+
+
+def take(step: Take, interrupt: Optional[Interrupt]) -> Any:
+    """Run ``step``'s take in its turn (see :mod:`.turns`); None if its turn did not
+    come within ``step.seconds``, or a take before it took nothing.
+
+    Raises:
+        Interrupted: ``interrupt`` was set while it waited for its turn.
+    """
+    event = threading.Event()
+    turn, now = LINES.join(step.db, step.keys, event)
+    try:
+        if not now:
+            if interrupt is not None:
+                interrupt.pause(event, step.seconds)
+            else:
+                event.wait(step.seconds)
+            if not LINES.holds(turn):
+                return None
+        if LINES.stale(turn):
+            return None
+        got = drive(step.call, interrupt)
+        LINES.took(turn, got is None)
+        return got
+    finally:
+        after = LINES.leave(turn)
+        if after is not None:
+            after.set()
 
 
 def wait_ready(futures: Tuple[Any, ...], timeout: Optional[float],

@@ -18,6 +18,7 @@ from .._operation import Attempt
 from .._values import Value, decode_value
 from .engine import Ordered
 from .front import value_of
+from .records import DEAD
 from .tokens import TimedPlace, after_key, dead_token
 
 __all__ = ["Budget", "DeadLetter", "DeadLetters"]
@@ -161,10 +162,10 @@ class DeadLetters:
         tail of their groups, with a fresh delivery count (ids kept), while their
         values fit in ``budget`` (by default :data:`DEAD_BYTES`; the first always
         moves); the number moved.  Expired leases whose items died are moved to the
-        dead letters first.  Each job's record, if it has one, says pending again, in
-        the same transaction, also when this object keeps no records (an
-        operator's): then it reads each letter's record state, beside the tail's
-        read (no round trip more; see ``Records.look``)."""
+        dead letters first.  Each job's record, if it has one (a dead job's may be
+        pruned already), says pending again, in the same transaction, whether or not
+        this object keeps records: it reads each letter's record state beside the
+        tail's read (no round trip more; see ``Records.look``)."""
         budget = budget or Budget()
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
@@ -172,8 +173,9 @@ class DeadLetters:
         letters = yield from self.chosen(tr, limit, at)
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
         records = self.engine.records
-        looked = records.look(tr, [self.engine.keys.item_id(i) for i in items])
+        looked = records.look(tr, [self.engine.keys.item_id(i) for i in items], every=True)
         seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
+        kept = yield from records.found(looked)
         moved = 0
         for kv, item in zip(letters, items):
             if budget.used and len(kv.value) > budget.left:
@@ -183,10 +185,9 @@ class DeadLetters:
             tr.clear(kv.key)
             id_ = self.engine.keys.item_id(item)
             back = self.engine.append(tr, self.engine.keys.group(item), seqs, kv.value,
-                                      (0, id_), now, 0, tally)
-            if id_ is not None:  # the id tells where its item is now, its record what
+                                      (0, id_), now, 0, tally, kept)
+            if id_ is not None:  # the id tells where its item is now
                 tr.set(self.engine.ids.key(id_), pack(self.engine.keys.place(back)))
-                yield from records.revived(tr, id_, looked)
             moved += 1
         if moved:
             tally.add(self.engine.keys.dead_out, moved)
@@ -198,15 +199,23 @@ class DeadLetters:
               at: Optional[List[TimedPlace]] = None) -> Gen[int]:
         """Remove the oldest ``limit`` dead letters (or those ``at`` names) for good;
         the number removed.  The range read takes a read conflict, so a concurrent new
-        dead letter conflicts."""
+        dead letter conflicts.  Each job's record, if it has one (a dead job's may be
+        pruned already; read, one round trip more, whether or not this object keeps
+        records), stays dead but names no dead letter any more (its token is None)."""
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         buried = yield from self.engine.bury_dying(tr, now, tally)
         letters = yield from self.chosen(tr, limit, at)
         keys = self.engine.keys
-        for kv in letters:
+        items = [keys.dead.unpack(kv.key)[1] for kv in letters]
+        records = self.engine.records
+        kept = yield from records.kept(tr, [keys.item_id(i) for i in items], every=True)
+        for kv, item in zip(letters, items):
             tr.clear(kv.key)
-            self.engine.ids.retire(tr, keys.item_id(keys.dead.unpack(kv.key)[1]), now)
+            id_ = keys.item_id(item)
+            self.engine.ids.retire(tr, id_, now)
+            if id_ in kept:
+                records.state(tr, id_, DEAD, keys.deliveries(item))
         tally.add(self.engine.keys.dead_out, len(letters))
         tally.write(tr, attempt)
         attempt.idle = not (letters or buried)

@@ -43,6 +43,7 @@ from .records import (
     PENDING,
     RETRYING,
     SUCCEEDED,
+    Kept,
     Records,
 )
 
@@ -125,10 +126,12 @@ class Ordered(FrontReader, Takes):
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
         self.shard = shard
 
-    def record(self, item: Item) -> Optional[bytes]:
-        """The id whose job record changes as ``item`` moves: the item's id, if the
-        structure keeps records (None otherwise)."""
-        return self.keys.item_id(item) if self.records.keeps else None
+    def record(self, item: Item, kept: Kept = ()) -> Optional[bytes]:
+        """The id whose job record changes as ``item`` moves: the item's id, if this
+        object keeps records or the id is one of ``kept`` (records it found: see
+        ``Records.look``); None otherwise."""
+        id_ = self.keys.item_id(item)
+        return id_ if id_ is not None and (self.records.keeps or id_ in kept) else None
 
     # -- moving items -----------------------------------------------------------------
 
@@ -158,15 +161,17 @@ class Ordered(FrontReader, Takes):
         return self.keys.renewed(entry.item, deliveries, min(h.deadline, now))
 
     def put_back(self, tr: Any, entry: Entry, now: int, tally: Tally,
-                 count: bool = True, error: Optional[Tuple[str, str, str]] = None) -> None:
+                 count: bool = True, error: Optional[Tuple[str, str, str]] = None,
+                 kept: Kept = ()) -> None:
         """Return an item under a hold to its place in the order (``count``: as for
         :meth:`take`).  An item coming back from a lease is, in its job record,
-        retrying (``count``; with ``error``, if given) or pending again."""
+        retrying (``count``; with ``error``, if given) or pending again (``kept``: as
+        for :meth:`record`)."""
         assert entry.value is not None and entry.hold is not None
         item = self.take(tr, entry, now, tally, count)
         tr.set(self.keys.item_key(item), entry.value)
         self.wake(tally)
-        id_ = self.record(item)
+        id_ = self.record(item, kept)
         if id_ is not None and entry.hold.kind == LEASE:
             self.records.state(tr, id_, RETRYING if count else PENDING,
                                self.keys.deliveries(item))
@@ -180,16 +185,17 @@ class Ordered(FrontReader, Takes):
         tally.add(self.keys.taken)
 
     def bury(self, tr: Any, entry: Entry, now: int, tally: Tally,
-             reason: Optional[str] = None, error: Optional[Tuple[str, str, str]] = None) -> None:
+             reason: Optional[str] = None, error: Optional[Tuple[str, str, str]] = None,
+             kept: Kept = ()) -> None:
         """Move an item under an ended lease to the dead letters, in the order the
         leases ended (at their deadlines, or now if released or buried), with the
         ``reason`` it was buried for, if any; its job record is dead (with ``error``,
-        if given)."""
+        if given; ``kept``: as for :meth:`record`)."""
         assert entry.value is not None and entry.hold is not None
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
-        id_ = self.record(item)
+        id_ = self.record(item, kept)
         if id_ is not None:
             self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
             if error is not None:
@@ -217,14 +223,15 @@ class Ordered(FrontReader, Takes):
         return Hold(hold_id, deadline, kind, keys)
 
     def gone(self, tr: Any, item: Item, now: int, tally: Tally, finish: str = SUCCEEDED,
-             attempts: Optional[int] = None, result: Optional[bytes] = None) -> None:
+             attempts: Optional[int] = None, result: Optional[bytes] = None,
+             kept: Kept = ()) -> None:
         """An item left the structure for good (pop, ack, collected result, removal);
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
-        more than the item's deliveries, for a pop)."""
+        more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
-        id_ = self.keys.item_id(item)
-        self.ids.retire(tr, id_, now)
-        if self.records.keeps and id_ is not None:
+        self.ids.retire(tr, self.keys.item_id(item), now)
+        id_ = self.record(item, kept)
+        if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result)
 
@@ -239,23 +246,26 @@ class Ordered(FrontReader, Takes):
 
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
-        letters (a read conflict on each); how many."""
+        letters (a read conflict on each), their job records dead (read first when
+        this object keeps none: one round trip more, if any died); how many."""
         dead = yield from self.dying(tr, now, RESTORE_BATCH)
+        kept = yield from self.records.kept(tr, [self.keys.item_id(e.item) for e in dead])
         for entry in dead:
-            self.bury(tr, entry, now, tally, EXPIRED_REASON, LEASE_EXPIRED)
+            self.bury(tr, entry, now, tally, EXPIRED_REASON, LEASE_EXPIRED, kept)
         return len(dead)
 
     def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally,
                finish: str = SUCCEEDED,
                results: Optional[Sequence[Optional[bytes]]] = None,
-               read: bool = False) -> List[bytes]:
+               read: bool = False, kept: Kept = ()) -> List[bytes]:
         """Take ``entries`` out of the structure for good (acked: their job records say
-        ``finish``, with ``results``); their values (``read``: as for :meth:`take`)."""
+        ``finish``, with ``results``; ``kept``: as for :meth:`record`); their values
+        (``read``: as for :meth:`take`)."""
         values = []
         for i, entry in enumerate(entries):
             item = self.take(tr, entry, now, tally, read=read)
             self.gone(tr, item, now, tally, finish, self.keys.deliveries(item),
-                      None if results is None else results[i])
+                      None if results is None else results[i], kept)
             assert entry.value is not None
             values.append(entry.value)
         return values
@@ -367,10 +377,13 @@ class Ordered(FrontReader, Takes):
         return seqs
 
     def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
-               meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally) -> Item:
+               meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally,
+               kept: Optional[Kept] = None) -> Item:
         """Write one item at its group's next sequence number (advancing it);
         ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  Its job
-        record, if any, says pending (or delayed).  The item."""
+        record says pending (or delayed): if this object keeps records, or, given
+        ``kept`` (the records found: see ``Records.look``), if the id is one of them.
+        The item."""
         deliveries, id_ = meta
         item = self.keys.new_item(group, seqs[group], id_, now + delay)
         if deliveries:
@@ -381,7 +394,7 @@ class Ordered(FrontReader, Takes):
             self.hold(tr, item, value, self.keys.delay_id(item), now + delay, DELAY, tally)
         else:
             tr.set(self.keys.item_key(item), value)
-        if self.records.keeps and id_ is not None:
+        if id_ is not None and (self.records.keeps if kept is None else id_ in kept):
             self.records.state(tr, id_, DELAYED if delay > 0 else PENDING, deliveries,
                                now + delay if delay > 0 else None)
         return item

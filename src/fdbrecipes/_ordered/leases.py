@@ -24,7 +24,7 @@ from ..errors import LeaseExpiredError
 from .engine import Ordered
 from .front import Entry, Hold
 from .history import terms, terms_known
-from .records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Records
+from .records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 
 __all__ = ["Claims", "Lease", "Leases", "answers", "claimed", "expired", "lease_id",
            "refused"]
@@ -307,11 +307,21 @@ class Leases(Claims):
         return Entry(item, layout.item_key(item), kv.value, Hold(hold_id, deadline, kind, keys))
 
     def ack(self, tr: Any, attempt: Attempt, lease: Any) -> Gen[None]:
-        """Remove a leased item for good."""
+        """Remove a leased item for good (its job record, if it has one, succeeded:
+        see :meth:`kept`)."""
         live = yield from self.find(tr, attempt, lease, "ack")
+        kept = yield from self.kept(tr, [live.entry])
         tally = Tally()
-        self.engine.remove(tr, [live.entry], live.now, tally, read=True)
+        self.engine.remove(tr, [live.entry], live.now, tally, read=True, kept=kept)
         tally.write(tr, attempt)
+
+    def kept(self, tr: Any, entries: Sequence[Entry]) -> Gen[Kept]:
+        """Which of the leased ``entries`` have a job record, for an object that keeps
+        none (an operator's, acking or releasing by token what a worker with
+        ``history`` claimed): read after the leases, one round trip more (none for an
+        object that keeps records: it writes them as it moves the items)."""
+        return (yield from self.engine.records.kept(
+            tr, [self.engine.keys.item_id(e.item) for e in entries]))
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                  results: Optional[Sequence[Optional[bytes]]] = None,
@@ -324,15 +334,19 @@ class Leases(Claims):
         ids = [lease_id(lease) for lease in leases]
         found = yield from self.read_many(tr, ids)
         now = yield from attempt.now(tr, self.engine.clock)  # after the reads: no wait
+        alive = []
+        for hold_id in ids:
+            kv, parts = found.pop(hold_id, (None, None))
+            alive.append(self.alive(kv, hold_id, now, parts))
+        kept = yield from self.kept(tr, [e for e in alive if e is not None])
         tally = Tally()
         done = []
-        for i, hold_id in enumerate(ids):
-            kv, parts = found.pop(hold_id, (None, None))
-            entry = self.alive(kv, hold_id, now, parts)
+        for i, entry in enumerate(alive):
             if entry is not None:
                 self.engine.remove(tr, [entry], now, tally,
                                    SUCCEEDED if states is None else states[i],
-                                   None if results is None else [results[i]], read=True)
+                                   None if results is None else [results[i]], read=True,
+                                   kept=kept)
             done.append(entry is not None)
         tally.write(tr, attempt)
         attempt.idle = not any(done)
@@ -436,23 +450,24 @@ class Leases(Claims):
         if live is None:
             return False
         entry = live.entry
+        kept = yield from self.kept(tr, [entry])
         tally = Tally()
         if count and self.engine.dies(entry.item):
-            self.engine.bury(tr, entry, live.now, tally, reason_of(error), error)
+            self.engine.bury(tr, entry, live.now, tally, reason_of(error), error, kept)
         elif delay > 0:
             item = self.engine.take(tr, entry, live.now, tally, count)
             assert entry.value is not None
             self.engine.hold(tr, item, entry.value, self.engine.keys.delay_id(item),
                              live.now + delay, DELAY, tally)
             self.engine.wake(tally)  # waiters learn of the new deadline
-            id_ = self.engine.record(item)
+            id_ = self.engine.record(item, kept)
             if id_ is not None:
                 self.engine.records.state(tr, id_, RETRYING if count else DELAYED,
                                           self.engine.keys.deliveries(item), live.now + delay)
                 if error is not None:
                     self.engine.records.failed(tr, id_, error)
         else:
-            self.engine.put_back(tr, entry, live.now, tally, count, error)
+            self.engine.put_back(tr, entry, live.now, tally, count, error, kept)
         tally.write(tr, attempt)
         return True
 
@@ -464,8 +479,9 @@ class Leases(Claims):
         live = yield from self.live(tr, attempt, lease)
         if live is None:
             return False
+        kept = yield from self.kept(tr, [live.entry])
         tally = Tally()
-        self.engine.bury(tr, live.entry, live.now, tally, reason, error)
+        self.engine.bury(tr, live.entry, live.now, tally, reason, error, kept)
         tally.write(tr, attempt)
         return True
 

@@ -37,6 +37,7 @@ from .records import (
     RUNNING,
     SUCCEEDED,
     JobRecord,
+    Kept,
     Stored,
 )
 from .tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
@@ -218,30 +219,38 @@ class Listing:
             tally = Tally()
             self.engine.remove(tr, [Entry(item, self.engine.keys.item_key(item), kv.value,
                                           Hold(hold_id, deadline, kind, keys))],
-                               now, tally, CANCELLED)
+                               now, tally, CANCELLED, kept=(id_,))
             tally.write(tr, attempt)
             attempt.idle = False
         else:
-            yield from self.remove(tr, attempt, id_)
+            yield from self.remove(tr, attempt, id_, (id_,))
         return state, None
 
-    def remove(self, tr: Any, attempt: Attempt, id_: bytes) -> Gen[Optional[Value]]:
+    def remove(self, tr: Any, attempt: Attempt, id_: bytes,
+               kept: Optional[Kept] = None) -> Gen[Optional[Value]]:
         """Remove the pending (visible or delayed) item pushed with ``id_``; its value,
         or None (nothing written) when there is none: never pushed, in flight, dead,
-        gone, or pushed before ids told where their items are."""
+        gone, or pushed before ids told where their items are.  Its job record, if it
+        has one, says cancelled (``kept``: the records known to exist; else this
+        object's, or, if it keeps none, read beside the id's key)."""
+        looked = None if kept is not None else self.engine.records.look(tr, [id_])
         known = yield from read(tr.get(self.engine.ids.key(id_)))
         if not known or known.startswith(RETIRED):
             attempt.idle = True
             return None
-        [value] = yield from self.remove_at(tr, attempt, [fdb.tuple.unpack(known)])
+        if kept is None:
+            kept = yield from self.engine.records.found(looked or {})
+        [value] = yield from self.remove_at(tr, attempt, [fdb.tuple.unpack(known)], kept)
         return value
 
-    def remove_at(self, tr: Any, attempt: Attempt,
-                  places: List[Tuple[Any, ...]]) -> Gen[List[Optional[Value]]]:
+    def remove_at(self, tr: Any, attempt: Attempt, places: List[Tuple[Any, ...]],
+                  kept: Optional[Kept] = None) -> Gen[List[Optional[Value]]]:
         """Remove the pending (visible or delayed) items at ``places``; for each, its
         value, or None when no pending item is there (taken, in flight, dead, gone,
         or named earlier in ``places``).  Reads each place's item and delay hold (read
-        conflicts), in parallel."""
+        conflicts), in parallel.  Their job records, if they have one, say cancelled
+        (``kept``: the records known to exist; else this object's, or, if it keeps
+        none, read after the items: one round trip more)."""
         found = {place: self.find_pending(tr, place) for place in places}
         entries: List[Optional[Entry]] = []
         for place in places:
@@ -252,9 +261,12 @@ class Listing:
         if not taking:
             attempt.idle = True
             return [None for _ in places]
+        if kept is None:
+            kept = yield from self.engine.records.kept(
+                tr, [self.engine.keys.item_id(e.item) for e in taking])
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
-        values = iter(self.engine.remove(tr, taking, now, tally, CANCELLED))
+        values = iter(self.engine.remove(tr, taking, now, tally, CANCELLED, kept=kept))
         tally.write(tr, attempt)
         attempt.idle = False
         return [None if e is None else decode_value(next(values)) for e in entries]

@@ -14,7 +14,7 @@ cancelled) is kept ``history`` seconds, then pruned in bounded transactions.  Ke
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Collection, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
@@ -23,7 +23,11 @@ from .._layout import RecordLayout
 from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
-           "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Progress", "Records"]
+           "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Kept", "Progress", "Records"]
+
+#: The ids of items whose job records an object found (see :meth:`Records.look`): it
+#: moves those records with the items, whether or not it keeps records itself.
+Kept = Collection[bytes]
 
 #: A job's states.  ``pending``: waiting for a consumer; ``delayed``: pushed with a
 #: delay that has not passed; ``running``: held under a live lease; ``retrying``: it
@@ -166,9 +170,10 @@ def _pack(parts: Tuple[Any, ...]) -> bytes:
 class Records:
     """The job records of one queue (see the module docstring): every method writes
     without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
-    A structure made without ``history`` writes none (:attr:`keeps` is False) but
-    reads those others wrote, and moves them with the dead letters it requeues
-    (:meth:`revived`)."""
+    A structure made without ``history`` writes none as it pushes, claims and acks
+    (:attr:`keeps` is False), but reads those others wrote, and moves them with the
+    items an operator's call moves (remove, cancel, ack, release and bury by token,
+    requeue and purge of dead letters): it looks for them first (:meth:`look`)."""
 
     __slots__ = ("history", "keys")
 
@@ -224,24 +229,31 @@ class Records:
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
         tr.set(self.keys.expiry_key(expires, id_), b"")
 
-    def look(self, tr: Any, ids: List[Optional[bytes]]) -> Dict[bytes, Any]:
-        """Start reading which of ``ids`` have a record, when this structure object
-        keeps none (an operator's, made without ``history``) and moves items whose
-        records another object keeps: each one's state key, with a read conflict (a
-        prune of it meanwhile conflicts), in parallel.  Nothing is read when this
-        object keeps records: it writes them as it moves the items."""
-        if self.keeps:
+    def look(self, tr: Any, ids: Iterable[Optional[bytes]],
+             every: bool = False) -> Dict[bytes, Any]:
+        """Start reading which of ``ids`` have a record (for :meth:`found`): each one's
+        state key, with a read conflict (a prune or a change of it meanwhile
+        conflicts), in parallel.  Nothing is read when this object keeps records and
+        not ``every``: it writes them as it moves items that are pending, delayed or
+        running, whose records are never pruned; ``every`` reads them all the same,
+        for items whose records may be pruned already (dead letters)."""
+        if self.keeps and not every:
             return {}
         return {id_: tr.get(self.keys.key(id_, "s")) for id_ in ids if id_ is not None}
 
-    def revived(self, tr: Any, id_: bytes, looked: Dict[bytes, Any]) -> Gen[None]:
-        """Dead job ``id_`` is back in its queue (``requeue_dead``): if :meth:`look`
-        found its record, it says pending, its attempts reset with the item's
-        deliveries (as :meth:`state` writes for a pushed item).  Its last error and
-        end stay; a prune leaves it alone while it is not finished."""
-        found = looked.get(id_)
-        if found is not None and (yield from read(found)) is not None:
-            self.state(tr, id_, PENDING, 0)
+    def found(self, looked: Dict[bytes, Any]) -> Gen[FrozenSet[bytes]]:
+        """The ids :meth:`look` found a record of."""
+        out = set()
+        for id_, future in looked.items():
+            if (yield from read(future)) is not None:
+                out.add(id_)
+        return frozenset(out)
+
+    def kept(self, tr: Any, ids: Iterable[Optional[bytes]],
+             every: bool = False) -> Gen[FrozenSet[bytes]]:
+        """:meth:`look`, then :meth:`found`: one round trip when there is anything to
+        read, none otherwise."""
+        return (yield from self.found(self.look(tr, ids, every)))
 
     def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
         """Job ``id_``'s handler reported ``progress``."""

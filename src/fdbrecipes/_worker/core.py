@@ -504,7 +504,8 @@ class WorkerCore(Holding):
     async def settle(self, running: Running, decision: Decision,
                      error: Optional[BaseException]) -> None:
         """Release or bury a job that failed, snoozed or was discarded, with the error
-        it failed with."""
+        it failed with; the progress its handler last set is written first (one more
+        transaction), as an ack writes it."""
         job = running.job
         if isinstance(error, Retry):  # what the handler failed with
             error = error.error
@@ -517,6 +518,9 @@ class WorkerCore(Holding):
         try:
             recorded = None if error is None or decision.outcome == SNOOZE else \
                 job_error(error)
+            progress, _ = job.reported()
+            if progress is not None and self.ops.history is not None:  # as an ack keeps it
+                await drive(self.ops.report(self.db, [(running.lease, progress)]))
             if decision.action == "bury":
                 reason = decision.reason if decision.outcome == DISCARD or recorded is None \
                     else recorded.reason()

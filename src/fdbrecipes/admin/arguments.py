@@ -339,12 +339,17 @@ class Needs:
         default_kind: the kind of an empty place, where nothing tells it (the worker
             and ``push`` start a new queue: "queue"), and a missing ``--directory`` is
             made for it; None: ``--kind`` is needed there, and the directory must exist.
+        any_queue: it reads and writes only what every queue kind keeps under the same
+            keys (its workers' records): where the keys do not tell the kind (a new
+            queue that only a worker serves yet), it takes the place as a queue; the
+            directory must exist.
     """
 
     dead_letters: bool = False
     group: bool = False
     confirm: Optional[str] = None
     default_kind: Optional[str] = None
+    any_queue: bool = False
 
 
 def check_usage(args: argparse.Namespace, needs: Needs) -> Place:

@@ -160,7 +160,8 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
                 needs: Needs = ANYTHING) -> Target:
     """Open ``place`` (made if it is a missing directory and the command has a
     ``default_kind``) and check that what is stored there is a ``--kind`` (without
-    ``--kind``: recognise the kind from the keys there, then check what needs it)."""
+    ``--kind``: recognise the kind from the keys there, then check what needs it; see
+    :class:`.arguments.Needs` for a place whose keys do not tell)."""
     if needs.default_kind is not None:
         subspace = make_place(db, place)
     else:
@@ -171,6 +172,8 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
             raise OperatorError(f"nothing fdbrecipes keeps is at {place}: found {wrong}")
         if seen is None and needs.default_kind is not None:
             seen = needs.default_kind
+        elif seen in (None, ANY_QUEUE) and needs.any_queue:
+            seen = "queue"
         elif seen is None or seen == ANY_QUEUE:
             what = "is stored" if seen is None else "tells whether it is a queue or a priority"
             raise UsageError(f"nothing at {place} {what}"

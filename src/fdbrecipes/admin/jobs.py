@@ -255,6 +255,6 @@ RESUME = Operation("resume", "resume a paused queue",
                    pausing_arguments("Resume a paused queue: takes go on, waiting workers "
                                      "wake.  Writes one key."), resume, Needs(dead_letters=True))
 WORKERS = Operation("workers", "list a queue's live workers; quiet or stop one",
-                    workers_arguments, workers, Needs(dead_letters=True))
+                    workers_arguments, workers, Needs(dead_letters=True, any_queue=True))
 FINISHED = Operation("finished", "list the jobs that ended, latest first (read only)",
                      finished_arguments, finished, Needs(dead_letters=True))

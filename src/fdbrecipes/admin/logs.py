@@ -7,7 +7,7 @@ decide); the ``fdbrecipes worker`` command is an application, so it sends the
 ``traceback``.  A text record is one line (time, level, logger, pid, message), then,
 for a failure, its traceback's lines, each indented by two spaces: what a job's
 exception or a dead letter's reason holds (a newline, a carriage return, an escape
-sequence) is escaped (:func:`escaped`), so no line that starts a record can come
+sequence) is escaped (:func:`.output.printable`), so no line that starts a record can come
 from a job.
 """
 
@@ -15,34 +15,21 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from datetime import datetime, timezone
 from typing import List
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "TextFormatter", "escaped",
+from .output import printable
+
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "TextFormatter",
            "log_to_stderr"]
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")
 #: A text line.
 TEXT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
-#: What a text line shows escaped: C0 and C1 controls (newlines, carriage returns,
-#: terminal escapes, NUL), DEL, the Unicode line and paragraph separators and the
-#: bidirectional overrides and isolates.
-CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 #: What begins each line of a traceback in a text log.
 INDENT = "  "
-
-
-def _escape(found: re.Match[str]) -> str:
-    return found.group().encode("unicode_escape").decode("ascii")
-
-
-def escaped(text: str) -> str:
-    """``text`` on one line: each character of :data:`CONTROLS` written as its Python
-    escape (``\\n``, ``\\x1b``, ``\\u202e``)."""
-    return CONTROLS.sub(_escape, text)
 
 
 class TextFormatter(logging.Formatter):
@@ -55,7 +42,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         record.message = record.getMessage()
         record.asctime = self.formatTime(record, self.datefmt)
-        lines: List[str] = [escaped(self.formatMessage(record))]
+        lines: List[str] = [printable(self.formatMessage(record))]
         if record.exc_info:
             lines.extend(indented(self.formatException(record.exc_info)))
         elif record.exc_text:
@@ -67,7 +54,7 @@ class TextFormatter(logging.Formatter):
 
 def indented(text: str) -> List[str]:
     """The lines of ``text`` (a traceback), each escaped and indented."""
-    return [INDENT + escaped(line) for line in text.split("\n")]
+    return [INDENT + printable(line) for line in text.split("\n")]
 
 
 class JsonFormatter(logging.Formatter):

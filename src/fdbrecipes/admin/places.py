@@ -7,11 +7,13 @@ keys before anything is shown or changed.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
+from .._fair.ops import FairOps
 from .._layout import SHARDED, Marker
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
@@ -19,10 +21,10 @@ from ..queue import Queue
 from ..weight_tree import WeightTree
 from .output import cut
 
-__all__ = ["ANY_QUEUE", "FAIR_RANGES", "NEUTRAL", "QUEUE_ITEM_LEN", "QUEUE_KEYS",
-           "QUEUE_RANGES", "TREE_KEYS", "TREE_RANGES", "OperatorError", "Place", "Structure",
-           "UsageError", "make_place", "make_structure", "open_place", "shards_of", "stored",
-           "survey"]
+__all__ = ["ANY_QUEUE", "FAIR_RANGES", "FAIR_WAKES", "NEUTRAL", "QUEUE_ITEM_LEN",
+           "QUEUE_KEYS", "QUEUE_RANGES", "RECORDS_INDEX", "TREE_KEYS", "TREE_RANGES",
+           "OperatorError", "Place", "Structure", "UsageError", "make_place", "make_structure",
+           "open_place", "shards_of", "stored", "survey"]
 
 Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 
@@ -34,11 +36,15 @@ Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 QUEUE_RANGES, QUEUE_KEYS = ("i", "h", "d", "x"), ("f", "d")
 #: A weight tree: ranges of leaves, values and sums; the total weight key.
 TREE_RANGES, TREE_KEYS = ("w", "v", "s"), ("t",)
-#: A fair queue: its index of groups, where every fair queue with work or a policy has
-#: an entry.  (Its other ranges, its groups' queues under "q", policies under "p" and
-#: its lottery under "t", a weight tree, look like structures nested under those
-#: names; its looks under "w" like a tree's leaves.)
+#: A fair queue: its index of groups, where every group with work or a policy has an
+#: entry.  (Its other ranges, its groups' queues under "q", policies under "p" and its
+#: lottery under "t", a weight tree, look like structures nested under those names.)
 FAIR_RANGES = ("a",)
+#: What else tells a fair queue whose groups all left that index (drained, retired):
+#: its looks asked for under "w", ``(time, group) = ''`` (a weight-tree's leaves there
+#: hold their weight), and its index of finished job records under "o", whose entries
+#: name the group, ``(expires_at, group, id)`` (a queue's: ``(expires_at, id)``).
+FAIR_WAKES, RECORDS_INDEX = "w", "o"
 #: What any structure, even a cleared one, may leave: receipt slots, idempotency ids,
 #: its counters (the wake counter "pushed" among them), job records and their index,
 #: its workers' records, a fair queue's pause flag and its throughput history.
@@ -150,6 +156,23 @@ def _item_length(subspace: Subspace, firsts: Dict[str, List[Any]]) -> int:
     return 0
 
 
+def _fair_traces(subspace: Subspace, firsts: Dict[str, List[Any]]) -> bool:
+    """Whether the first keys read under "w" and "o" are a fair queue's: a look asked
+    for (an empty value, its key a time and a group) or a finished job's entry in the
+    index of records naming its group (see :data:`FAIR_WAKES`)."""
+    for kv in firsts[FAIR_WAKES]:
+        with contextlib.suppress(Exception):  # not a tuple: no wake
+            wake = subspace[FAIR_WAKES].unpack(kv.key)
+            if not kv.value and len(wake) == 2 and type(wake[0]) is int:
+                return True
+    for kv in firsts[RECORDS_INDEX]:
+        with contextlib.suppress(Exception):
+            entry = subspace[RECORDS_INDEX].unpack(kv.key)
+            if len(entry) == FairOps.where_len + 2 and type(entry[0]) is float:
+                return True
+    return False
+
+
 def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     """What is stored at ``subspace``: (the kind, or None for an empty place or a
     queue whose kind its keys do not tell; what is wrong there, or None).
@@ -158,10 +181,13 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     single keys, and the first key of the place.  A sharded structure's marker names
     its kind.  A queue's item tuple is one element shorter than a priority queue's,
     which tells those two apart when an item, a hold or a dead letter is there
-    (otherwise the kind is "queue or priority-queue").
+    (otherwise the kind is "queue or priority-queue").  A fair queue is told by its
+    index of groups or, once every group left it, by its looks asked for or its
+    finished job records (:func:`_fair_traces`).
     """
     marker = tr.snapshot.get(Marker.key(subspace))
-    ranges = {m: _first(tr, subspace[m]) for m in QUEUE_RANGES + TREE_RANGES + FAIR_RANGES}
+    ranges = {m: _first(tr, subspace[m])
+              for m in QUEUE_RANGES + TREE_RANGES + FAIR_RANGES + (RECORDS_INDEX,)}
     keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
     anything = _first(tr, subspace)
     raw = marker.wait().value
@@ -174,7 +200,7 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     found = {m for m, f in keys.items() if f.wait().value is not None}
     is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))
     is_tree = any(firsts[m] for m in TREE_RANGES) or bool(found & set(TREE_KEYS))
-    if any(firsts[m] for m in FAIR_RANGES):
+    if any(firsts[m] for m in FAIR_RANGES) or _fair_traces(subspace, firsts):
         return (None, "keys of both a queue and a fair-queue") if is_queue else (
             "fair-queue", None)
     if is_queue and is_tree:

@@ -25,8 +25,8 @@ import time
 import uuid
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from .. import LeaseExpiredError, PriorityQueue, Queue, drive
-from .._values import MAX_REASON
+from .. import JobError, LeaseExpiredError, PriorityQueue, Queue, drive
+from .._values import MAX_REASON, storable
 from .._worker.ahead import claim_spread
 from ..protocol import Finished
 from ._blobs import Blobs
@@ -108,19 +108,16 @@ class Undecodable(ValueError):
 
 
 def error_reason(error: BaseException) -> str:
-    """``"Type: message"`` of ``error`` as a dead letter's reason (see
-    :func:`fit_reason`); the type alone when ``str(error)`` raises."""
-    try:
-        text = f"{type(error).__name__}: {error}"
-    except Exception:  # a message that cannot be made: the type says enough
-        text = type(error).__name__
-    return fit_reason(text)
+    """``"Type: message"`` of ``error`` as a dead letter's reason, as the Worker writes
+    it (:meth:`fdbrecipes.JobError.reason`: a message whose ``str()`` raises is
+    ``<str() failed>``, lone surrogates escaped, at most 1,000 characters)."""
+    return JobError.of(error).reason()
 
 
 def fit_reason(text: str) -> str:
     """``text`` fit to be a dead letter's reason: lone surrogates escaped (a reason
     is stored as UTF-8), at most :data:`fdbrecipes._values.MAX_REASON` characters."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:MAX_REASON]
+    return storable(text)[:MAX_REASON]
 
 
 def _pack_meta(meta: QueueMeta) -> bytes:
