@@ -256,6 +256,10 @@ class Servable(Protocol):
         """The handler to call with each job (an ``async def`` one if
         ``asynchronous``)."""
 
+    def judge(self, job: Any, error: BaseException) -> BaseException:
+        """What a failure the handler did not see (a time limit reached: the worker
+        stopped the run) is for the job, as the handler would have raised it."""
+
 
 def workable(structure: Any, name: str = "queue") -> Workable[Any]:
     """The operations object of ``structure`` (a Queue, PriorityQueue or FairQueue,

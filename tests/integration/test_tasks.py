@@ -251,7 +251,7 @@ def test_a_tasks_own_time_limit_ends_its_run(fdb_database: Any, fdb_subspace: An
     assert late.status(db) == "dead"
     with pytest.raises(JobFailedError) as failed:
         late.result(db, timeout=10)
-    assert failed.value.record.error.type == "TimeLimitExceeded"
+    assert failed.value.record.error.type == "fdbrecipes.jobs.TimeLimitExceeded"
     assert [d.reason for d in app.structure("default").dead(db)] == [
         "TimeLimitExceeded: the job ran past its time limit of 0.3 s"]
 

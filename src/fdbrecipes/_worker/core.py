@@ -149,6 +149,7 @@ class WorkerCore(Holding):
         self.schedules = list(schedules)
         self.threaded = threaded
         self.signals = True  # SIGTERM and SIGINT stop it (see serving.run_all)
+        self.judge: Optional[Callable[[Job, BaseException], BaseException]] = None  # an app's
         super().__init__(Presence(self.ops, self.db, name or repr(queue), lease / 3),
                          on_event, tell, lease)
         self.threads: Optional[HandlerThreads] = None
@@ -455,6 +456,8 @@ class WorkerCore(Holding):
             if running.lost:
                 self.finish(running, LEASE_LOST, error)
                 return
+            if self.judge is not None and job.stopped is not None and error is job.stopped:
+                error = self.judge(job, job.stopped)  # a task's retries count a time limit
             decision = decide(job, error, self.backoff, self.ops.max_deliveries)
             if decision.action in ("ack", "cancel"):
                 running.finished = self.finished(running, decision, result)

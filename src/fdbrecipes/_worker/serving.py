@@ -32,8 +32,11 @@ def cores(db: Any, queue: Any, handler: Any, options: Dict[str, Any], threaded: 
             raise TypeError("a worker of an app takes no handler: the app runs each job")
         served = queue.served(queues)
         app_handler = queue.handler(not threaded)
-        return [WorkerCore(db, structure, app_handler, threaded=threaded, **options)
+        made = [WorkerCore(db, structure, app_handler, threaded=threaded, **options)
                 for structure in served]
+        for core in made:
+            core.judge = queue.judge
+        return made
     if handler is None:
         raise TypeError("handler is missing (a worker of a structure needs one; give an "
                         "app of tasks instead of a structure to run its tasks)")

@@ -260,6 +260,12 @@ class App:
         runner = Runner(self)
         return runner.run_async if asynchronous else runner.run
 
+    def judge(self, job: Job, error: BaseException) -> BaseException:
+        """What a failure a run did not raise itself (its time limit reached) is for
+        ``job``: a task's ``retries`` and ``backoff`` count it as they count what a run
+        raises."""
+        return Runner(self).judge(job, error)
+
     @property
     def asynchronous(self) -> bool:
         """Whether every task is an ``async def`` function (``fdbrecipes worker`` then

@@ -14,7 +14,9 @@ item that is not a task's, a task name the app does not know, arguments the code
 cannot decode (a key it does not hold: the reason names the key id) or that do not
 fit the function.  A run that raises is retried as the worker retries (its backoff,
 the structure's ``max_deliveries``), or as the task says: ``retries`` (then a dead
-letter with the error as its reason) and ``backoff`` (:class:`fdbrecipes.jobs.Retry`).
+letter with the error as its reason) and ``backoff`` (:class:`fdbrecipes.jobs.Retry`);
+a run the worker stopped at its time limit counts as one that raised (:meth:`Runner.judge`,
+which the worker asks).
 An ``async def`` task runs on an event loop of its own in a sync Worker's thread; a
 sync task runs in a thread of its own under an AsyncWorker.  Runs read and write
 nothing in FoundationDB themselves: the worker settles each job.
@@ -35,8 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Call", "Runner"]
 
-#: What a run lets through as it is: the handler's own answers to the worker.
-PASSED = (Snooze, Discard, JobCancelled, TimeLimitExceeded, Retry)
+#: What a run lets through as it is: the handler's own answers to the worker (a time
+#: limit is a failure like any other: the task's ``retries`` count it).
+PASSED = (Snooze, Discard, JobCancelled, Retry)
 
 
 class Call(NamedTuple):
@@ -94,6 +97,17 @@ class Runner:
         if task.backoff is not None:
             return Retry(error, task.backoff.delay(job.deliveries))
         return error
+
+    def judge(self, job: Job, error: BaseException) -> BaseException:
+        """What a failure the run did not raise itself (its time limit reached: the
+        worker stopped it) is for ``job``: as :meth:`failed` says for its task."""
+        if not isinstance(error, TimeLimitExceeded):
+            return error
+        try:
+            task = self.app.tasks.get(open_envelope(job.value).name)
+        except ValueError:
+            return error
+        return error if task is None else self.failed(task, job, error)
 
     def run(self, job: Job) -> Optional[bytes]:
         """Run the job's task (in a sync Worker's handler thread); its encoded result."""
