@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from ..protocol import Servable
 from .arguments import Needs, non_negative_int, place_arguments, positive_int, seconds
-from .commands import Operation, Report, Target, say
+from .commands import Operation, Report, Target, client_ready, say
 from .logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 from .places import OperatorError, Place, UsageError
 
@@ -258,6 +258,7 @@ class WorkerOperation(Operation):
 
     def main(self, args: argparse.Namespace) -> int:
         try:
+            client_ready()  # the handler's module may use fdb as it is imported
             found = load_handler(args.handler)
             if isinstance(found, Servable):
                 return serve_app(found, args)
