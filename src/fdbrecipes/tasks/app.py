@@ -17,7 +17,6 @@ without FoundationDB (:mod:`.testing`).
 from __future__ import annotations
 
 import inspect
-import sys
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -27,7 +26,6 @@ from typing import (
     List,
     Optional,
     Protocol,
-    TypeVar,
     Union,
     overload,
 )
@@ -43,21 +41,14 @@ from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from .codecs import JSON, Codec
 from .running import Runner
-from .task import Task
+from .task import P, R, Task
 from .testing import Harness, Testing
-
-if TYPE_CHECKING or sys.version_info >= (3, 10):
-    from typing import ParamSpec
-else:  # Python 3.9: annotations are strings; a TypeVar stands in at run time
-    ParamSpec = TypeVar
 
 if TYPE_CHECKING:
     from .testing import Ran
 
 __all__ = ["App"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 Structure = Union[Queue[Any], PriorityQueue[Any], FairQueue]
 #: The kinds of structure a task's queue may be.
 QUEUE, PRIORITY_QUEUE, FAIR_QUEUE = "queue", "priority-queue", "fair-queue"

@@ -135,13 +135,19 @@ def _textual(kind: type, text: str) -> Converter:
     return Converter(dump, load, text)
 
 
-def _enum(kind: Any) -> Converter:
-    text = _a(kind)
-
+def _instance_of(kind: Any, text: str) -> Callable[[Any, str], Any]:
+    """A converter's dump for instances of ``kind`` (an enum, a pydantic model): their
+    plain form (:func:`plain_of`)."""
     def dump(value: Any, name: str) -> Any:
         if not isinstance(value, kind):
             raise _wrong(name, text, value)
         return plain_of(value)
+    return dump
+
+
+def _enum(kind: Any) -> Converter:
+    text = _a(kind)
+    dump = _instance_of(kind, text)
 
     def load(plain: Any, name: str) -> Any:
         try:
@@ -256,11 +262,7 @@ def _dataclass(kind: Any) -> Converter:
 
 def _pydantic(kind: Any) -> Converter:
     text = _a(kind)
-
-    def dump(value: Any, name: str) -> Any:
-        if not isinstance(value, kind):
-            raise _wrong(name, text, value)
-        return value.model_dump(mode="json")
+    dump = _instance_of(kind, text)
 
     def load(plain: Any, name: str) -> Any:
         try:
