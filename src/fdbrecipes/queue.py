@@ -66,6 +66,15 @@ class Queue(OrderedFace[V]):
             holds; between shards the order is relaxed.  Every client of the queue
             must pass the same number: the first call of an object whose number
             disagrees with the stored one raises :class:`fdbrecipes.LayoutError`.
+        codec: what values are stored as (None, the default: each value as given, by
+            the tuple layer): anything with ``encode(value) -> bytes`` and
+            ``decode(bytes) -> value``, such as ``fdbrecipes.tasks.JSON()``,
+            ``MsgPack()`` or ``Encrypted(...)``.  Pushes store the codec's bytes;
+            every value a call returns (popped, peeked, listed, leased, a dead
+            letter's, a job's result: workers encode results with it too) is decoded,
+            and one that cannot be (a key the codec lacks) comes back as an
+            :class:`fdbrecipes.Undecodable` (a worker makes its job a dead letter with
+            the reason).  Every client of the structure must pass the same codec.
 
     Sharded (``shards`` > 1), each call below works on one shard as it says, and
     the shard is picked for it: a push goes to a shard drawn at random; a pop or claim

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tu
 from fdb.subspace_impl import Subspace
 
 from .._clock import Clock, database_clock
+from .._codec import decoded
 from .._fdb import Gen, Transactor, check_database, check_transactor, snap
 from .._layout import MAX_SHARDS, FairLayout
 from .._operation import Attempt, gather
@@ -111,13 +112,13 @@ class FairOps(JobOps):
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1, codec: Any = None) -> None:
         subspace = check_subspace(subspace)
         share = check_share(default_share, "default_share")
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
         self.shards = check_shards(shards, MAX_SHARDS)
-        super().__init__(subspace, id_retention, max_deliveries, history)
+        super().__init__(subspace, id_retention, max_deliveries, history, codec)
         layout = FairLayout(subspace)
         self.engine = Fair(layout, check_clock(clock) or database_clock,
                            Policy(share, limit, None), max_deliveries, self.id_retention,
@@ -176,14 +177,14 @@ class FairOps(JobOps):
                 time_limit: Any = None) -> GroupPush:
         """The checked push of one value into ``group``."""
         g = check_group(group)
-        return self.make_push(g, [((), encode_value(value))], check_id(id_), delay, "value",
+        return self.make_push(g, [((), self.values.encoded(value))], check_id(id_), delay, "value",
                               time_limit)
 
     def requests(self, group: Any, values: Iterable[Value], delay: Any,
                  time_limit: Any = None) -> GroupPush:
         """The checked push of every value of ``values`` into ``group``, in order."""
         g = check_group(group)
-        batch = [((), encode_value(v, f"values[{i}]"))
+        batch = [((), self.values.encoded(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
         return self.make_push(g, batch, None, delay, "values", time_limit)
 
@@ -209,23 +210,31 @@ class FairOps(JobOps):
                                 True)
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        """Push one value into ``group=`` (required), with ``id`` and ``delay``: see
-        :class:`fdbrecipes.protocol.Workable`."""
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Gen[Optional[bytes]]:
+        """Push one value into ``group=`` (required), with ``id``, ``delay`` and
+        ``time_limit``: see :class:`fdbrecipes.protocol.Workable`; the item's id."""
         unknown = set(where) - {"group"}
         if unknown:
             raise TypeError(f"a FairQueue takes no {', '.join(sorted(unknown))}")
         if "group" not in where:
             raise TypeError("a FairQueue job needs group=")
-        return self.push(tr, self.request(where["group"], value, id, delay))
+        return self.pushed(tr, self.request(where["group"], value, id, delay, time_limit))
+
+    def pushed(self, tr: Transactor, push: GroupPush) -> Gen[Optional[bytes]]:
+        """Push a checked request of one item; its id."""
+        yield from self.push(tr, push)
+        return push.request.item_id(0)
 
     # -- claiming ----------------------------------------------------------------------
 
+    @decoded()
     def claim(self, tr: Transactor, lease_seconds: Any) -> Gen[Optional[FairLease]]:
         """Claim one item of a group picked by lottery."""
         seconds = check_seconds(lease_seconds, "lease_seconds")
         return self.guarded(tr, self.loop(tr, self.engine.claim, seconds), True)
 
+    @decoded()
     def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
                    end: Any = MIN, holder: Optional[str] = None) -> Gen[List[FairLease]]:
         """Up to ``n`` claims, each of a group picked by lottery (see
@@ -283,6 +292,7 @@ class FairOps(JobOps):
             return []
         return (yield from self.guarded(tr, self.loop(tr, self.engine.ack_many, batch), True))
 
+    @decoded()
     def extend(self, tr: Transactor, lease: FairLeaseLike, seconds: Any) -> Gen[FairLease]:
         """Move a live lease's deadline to ``seconds`` from now."""
         renewed = (yield from self.extend_many(tr, [lease], seconds))[0]
@@ -290,6 +300,7 @@ class FairOps(JobOps):
             raise expired("extend")
         return renewed
 
+    @decoded()
     def extend_many(self, tr: Transactor, leases: Iterable[FairLeaseLike],
                     seconds: Any) -> Gen[List[Optional[FairLease]]]:
         """Extend every live lease; for each, the renewed lease or None."""
@@ -353,6 +364,7 @@ class FairOps(JobOps):
     def expiry(self) -> Subspace:
         return self.engine.keys.expiry
 
+    @decoded()
     def job(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[JobRecord]]:
         """Job ``id_`` of ``group``: its record, as it is at the read version; None if
         unknown.  A running job's token is its FairLease's."""
@@ -366,6 +378,7 @@ class FairOps(JobOps):
             return record._replace(token=fair_token(g, lease_id(record.token)))
         return record
 
+    @decoded()
     def result(self, db: Any, group: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` of ``group`` is finished; its result (or raise its
         failure)."""
@@ -445,12 +458,14 @@ class FairOps(JobOps):
         visible, delayed, in_flight, dead = totals
         return QueueStats(visible, delayed, in_flight, dead, oldest)
 
+    @decoded()
     def peek(self, tr: Transactor, group: Any) -> Gen[Optional[Value]]:
         """The value ``group``'s next claim would take."""
         engine = self.engine.group(check_group(group)).engine
         entries = yield from self.guarded(tr, read(tr, engine.peek, MIN, 1))
         return decode_value(value_of(entries[0])) if entries else None
 
+    @decoded()
     def items(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[Value]]:
         """``group``'s visible items, oldest first."""
         engine = self.engine.group(check_group(group)).engine
@@ -458,6 +473,7 @@ class FairOps(JobOps):
         entries = yield from self.guarded(tr, read_pages(tr, engine.peek, (MIN,), limit))
         return [decode_value(value_of(e)) for e in entries]
 
+    @decoded()
     def pending(self, tr: Transactor, group: Any, limit: Any = None,
                 after: Any = None) -> Gen[List[PendingItem]]:
         """``group``'s visible items with their tokens, oldest first, after the item
@@ -470,6 +486,7 @@ class FairOps(JobOps):
         return self.guarded(tr, read_pages(tr, pending, (found.engine, MIN, first),
                                            check_limit(limit)))
 
+    @decoded()
     def leases(self, tr: Transactor, group: Any, limit: Any = None,
                after: Any = None) -> Gen[List[LeaseInfo]]:
         """``group``'s items in flight, oldest claim first (tokens of FairLeases),
@@ -485,6 +502,7 @@ class FairOps(JobOps):
                                                  check_limit(limit), hold_id))
         return [info._replace(token=fair_token(g, lease_id(info.token))) for info in infos]
 
+    @decoded()
     def delayed(self, tr: Transactor, group: Any, limit: Any = None,
                 after: Any = None) -> Gen[List[DelayedItem]]:
         """``group``'s delayed items, soonest first, after the one ``after`` names."""
@@ -492,6 +510,7 @@ class FairOps(JobOps):
         return self.guarded(tr, read(tr, self.engine.group(g).listing.delayed,
                                      check_limit(limit), optional(parse_delayed, after, 0)))
 
+    @decoded()
     def remove(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[Value]]:
         """Remove ``group``'s pending item pushed with ``id_``; its value, or None."""
         g = check_group(group)
@@ -501,6 +520,7 @@ class FairOps(JobOps):
         return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
                                           self.engine.group(g).listing.remove, checked), True)
 
+    @decoded()
     def lookup(self, tr: Transactor, group: Any, token: Any) -> Gen[Optional[Row]]:
         """The row of ``group``'s listings ``token`` names now; None if gone (a lease's
         token is its FairLease's)."""
@@ -526,6 +546,7 @@ class FairOps(JobOps):
             return row._replace(token=fair_token(g, lease_id(row.token)))
         return row
 
+    @decoded()
     def remove_many(self, tr: Transactor, group: Any, tokens: Any) -> Gen[List[Optional[Value]]]:
         """Remove ``group``'s pending items the tokens name, in one transaction; for
         each, its value or None."""
@@ -539,6 +560,7 @@ class FairOps(JobOps):
             True)
         return removed
 
+    @decoded()
     def dead(self, tr: Transactor, group: Any, limit: Any = None,
              after: Any = None) -> Gen[List[DeadLetter]]:
         """``group``'s dead letters, oldest first, after the one ``after`` names."""
