@@ -17,9 +17,9 @@ from fdb.subspace_impl import Subspace
 
 from .._clock import Clock, database_clock
 from .._codec import decoded
-from .._fdb import Gen, Transactor, check_database, check_transactor, snap
+from .._fdb import Gen, Transactor, check_database, check_transactor
 from .._layout import MAX_SHARDS, FairLayout
-from .._operation import Attempt, gather
+from .._operation import Attempt
 from .._ops import ClaimStep, JobOps
 from .._ordered.checks import check_end, lease_batch
 from .._ordered.dead import DeadLetter
@@ -75,10 +75,10 @@ from .parts import (
     check_group,
     check_rate,
     check_share,
-    fair_stats,
     fair_token,
     parse_fair,
 )
+from .stats import GATHERED, read_all_stats, read_group_stats, read_totals, read_views
 
 __all__ = ["FairOps", "GroupPush"]
 
@@ -92,8 +92,6 @@ CLAIM_BATCH = 16
 MOST_CLAIMS = 100
 #: Dead letters one call of requeue_dead and purge_dead moves at most.
 DEAD_CALL = 1_000
-#: Groups whose stats one step reads side by side.
-GATHERED = 500
 
 
 class GroupPush(NamedTuple):
@@ -394,17 +392,7 @@ class FairOps(JobOps):
 
     def group_stats(self, tr: Transactor, group: Any) -> Gen[FairStats]:
         """``group``'s :class:`FairStats`."""
-        return self.guarded(tr, read(tr, self.read_group_stats, check_group(group)))
-
-    def read_group_stats(self, tr: Any, g: Any) -> Gen[FairStats]:
-        """The reading operation of :meth:`group_stats`."""
-        return fair_stats((yield from self.read_group_view(tr, g)))
-
-    def read_group_view(self, tr: Any, g: Any) -> Gen[GroupView]:
-        """Group ``g``'s stats and its policy, read side by side."""
-        found: List[Any] = yield from gather([self.engine.group(g).engine.stats(tr),
-                                              self.engine.group_policy(snap(tr), g)])
-        return GroupView(found[0], found[1])
+        return self.guarded(tr, read(tr, read_group_stats, self.engine, check_group(group)))
 
     def stats_of(self, tr: Transactor, groups: Any) -> Gen[Dict[Any, GroupView]]:
         """The stats and policy of each of ``groups`` (at most 1,000), read side by
@@ -413,50 +401,16 @@ class FairOps(JobOps):
                  for i, g in enumerate(materialize(groups, "groups"))]
         if len(batch) > 2 * GATHERED:
             raise ValueError(f"groups: at most {2 * GATHERED:,} per call, got {len(batch):,}")
-        return read(tr, self.read_views, batch)
-
-    def read_views(self, tr: Any, groups: List[Any]) -> Gen[Dict[Any, GroupView]]:
-        """The reading operation of :meth:`stats_of`, :data:`GATHERED` groups at a
-        time."""
-        out: Dict[Any, GroupView] = {}
-        for at in range(0, len(groups), GATHERED):
-            some = groups[at:at + GATHERED]
-            out.update(zip(some, (yield from gather(
-                [self.read_group_view(tr, g) for g in some]))))
-        return out
+        return read(tr, read_views, self.engine, batch)
 
     def all_stats(self, tr: Transactor) -> Gen[Dict[Any, FairStats]]:
         """The :class:`FairStats` of every group in the index."""
-        return self.guarded(tr, read(tr, self.read_all_stats))
-
-    def read_all_stats(self, tr: Any) -> Gen[Dict[Any, FairStats]]:
-        """The reading operation of :meth:`all_stats`: the groups' reads side by side,
-        :data:`GATHERED` groups at a time."""
-        groups = yield from self.engine.groups(tr, None)
-        views = yield from self.read_views(tr, groups)
-        return {g: fair_stats(view) for g, view in views.items()}
+        return self.guarded(tr, read(tr, read_all_stats, self.engine))
 
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """Every group's items, summed (``oldest_age``: the longest a front item has
         waited); see :class:`fdbrecipes.protocol.Inspectable`."""
-        return self.guarded(tr, read(tr, self.read_totals))
-
-    def read_totals(self, tr: Any) -> Gen[QueueStats]:
-        """The reading operation of :meth:`stats`: each group's stats (their reads side
-        by side, :data:`GATHERED` groups at a time), summed."""
-        totals = [0, 0, 0, 0]
-        oldest: Optional[float] = None
-        groups = yield from self.engine.groups(snap(tr), None)
-        for at in range(0, len(groups), GATHERED):
-            found: List[QueueStats] = yield from gather(
-                [self.engine.group(g).engine.stats(tr) for g in groups[at:at + GATHERED]])
-            for stats in found:
-                for i, count in enumerate(stats[:4]):
-                    totals[i] += count
-                if stats.oldest_age is not None:
-                    oldest = max(oldest or 0.0, stats.oldest_age)
-        visible, delayed, in_flight, dead = totals
-        return QueueStats(visible, delayed, in_flight, dead, oldest)
+        return self.guarded(tr, read(tr, read_totals, self.engine))
 
     @decoded()
     def peek(self, tr: Transactor, group: Any) -> Gen[Optional[Value]]:

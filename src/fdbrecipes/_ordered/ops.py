@@ -1,7 +1,8 @@
 """Queue's and PriorityQueue's operations object: every call, checked, as an operation.
 
-:class:`QueueOps` and :class:`PriorityQueueOps` hold one structure's configuration, its
-engine (:mod:`.engine` and the modules beside it) and its retry loop.  Each method
+:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.engine` and
+the modules beside it) and its retry loop; its subclasses, :class:`.kinds.QueueOps` and
+:class:`.kinds.PriorityQueueOps`, check each structure's pushes.  Each method
 checks its arguments (TypeError or ValueError, before anything is written) and
 returns an operation (a generator, see :mod:`.._operation`) for the structure's
 retry loop or a read: ``Queue`` drives it with the blocking driver, ``AsyncQueue``
@@ -51,7 +52,6 @@ from .._values import (
     check_int,
     check_key,
     check_limit,
-    check_pairs,
     check_reason,
     check_seconds,
     check_shards,
@@ -59,11 +59,10 @@ from .._values import (
     check_subspace,
     check_timeout,
     decode_value,
-    materialize,
     push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
-from .checks import check_end, check_priority, lease_batch
+from .checks import check_end, lease_batch
 from .contention import Contention
 from .dead import DEAD_BATCH, DeadLetter, DeadLetters
 from .engine import Ordered, PushRequest, QueueStats
@@ -92,7 +91,7 @@ from .tokens import (
     parse_tokens,
 )
 
-__all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps"]
+__all__ = ["LeaseLike", "OrderedOps"]
 
 #: A lease as the calls take it: the Lease, or its token.
 LeaseLike = Union[Lease[Any], bytes]
@@ -564,55 +563,3 @@ class OrderedOps(JobOps, Generic[V]):
         """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
         return self.guarded(tr, self.cancel_at(tr, check_job_id(id_), ()), True)
 
-
-class QueueOps(OrderedOps[V]):
-    """A Queue's operations (see the module docstring)."""
-
-    group_len = 0
-    kind = "queue"
-
-    def request(self, value: V, id_: Any, delay: Any, time_limit: Any = None) -> PushRequest:
-        """The checked push of one value."""
-        return self.make_request([((), self.values.encoded(value))], check_id(id_), delay, "value",
-                                 time_limit)
-
-    def requests(self, values: Iterable[V], delay: Any, time_limit: Any = None) -> PushRequest:
-        """The checked push of every value of ``values``, in order."""
-        batch = [((), self.values.encoded(v, f"values[{i}]"))
-                 for i, v in enumerate(materialize(values, "values"))]
-        return self.make_request(batch, None, delay, "values", time_limit)
-
-    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
-        if where:
-            raise TypeError(f"a Queue takes no {', '.join(sorted(where))}")
-        return self.request(value, id_, delay, time_limit)
-
-
-class PriorityQueueOps(OrderedOps[V]):
-    """A PriorityQueue's operations (see the module docstring)."""
-
-    group_len = 1
-    kind = "priority-queue"
-
-    def request(self, value: V, priority: Any, id_: Any, delay: Any,
-                time_limit: Any = None) -> PushRequest:
-        """The checked push of one value with ``priority``."""
-        group = check_priority(priority)
-        return self.make_request([(group, self.values.encoded(value))], check_id(id_), delay,
-                                 "value",
-                                 time_limit)
-
-    def requests(self, items: Iterable[Tuple[V, int]], delay: Any,
-                 time_limit: Any = None) -> PushRequest:
-        """The checked push of every ``(value, priority)`` pair of ``items``."""
-        batch = [(group, value) for value, group in check_pairs(
-            items, "priority", check_priority, self.values.encoded)]
-        return self.make_request(batch, None, delay, "items", time_limit)
-
-    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
-        unknown = set(where) - {"priority"}
-        if unknown:
-            raise TypeError(f"a PriorityQueue takes no {', '.join(sorted(unknown))}")
-        return self.request(value, where.get("priority", 0), id_, delay, time_limit)

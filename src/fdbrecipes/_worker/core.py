@@ -48,15 +48,11 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence
 
-from .._codec import Undecodable
 from .._drivers.awaiting import drive
 from .._fdb import check_database
-from .._ordered.history import Finished, encode_result
 from .._ordered.leases import Lease
-from .._ordered.records import CANCELLED as CANCELLED_STATE
-from .._ordered.records import SUCCEEDED
 from .._registry import STOP, Orders
 from .._schedules.firing import firing_of
 from .._values import check_bool, check_int, check_seconds
@@ -68,7 +64,6 @@ from ..jobs import (
     SNOOZE,
     Backoff,
     Decision,
-    Discard,
     Job,
     JobCancelled,
     JobStarted,
@@ -85,12 +80,13 @@ from .presence import Presence, nothing, stop_on_signals
 from .running import (
     IDLE_WAIT,
     Running,
+    ack_of,
+    call_handler,
     check_handler,
     emit,
     idle_seconds,
     job_error,
     named,
-    outcome_of,
 )
 from .threads import Completions, HandlerThreads
 
@@ -440,7 +436,8 @@ class WorkerCore(Holding):
                     job.time_limit, self.stop_job, running, TimeLimitExceeded(
                         f"the job ran past its time limit of {job.time_limit:g} s"))
             try:
-                result, error = await self.handle(running)
+                result, error = await call_handler(running, self.handler, self.threads,
+                                                   self.completions)
             except asyncio.CancelledError:
                 if running.given_back or job.stopped is None:
                     raise
@@ -464,7 +461,7 @@ class WorkerCore(Holding):
                 error = self.judge(job, job.stopped)  # a task's retries count a time limit
             decision = decide(job, error, self.backoff, self.ops.max_deliveries)
             if decision.action in ("ack", "cancel"):
-                running.finished = self.finished(running, decision, result)
+                running.finished = ack_of(running, decision, result, self.ops)
                 self.acks.append(running)
                 self.notify()
                 return
@@ -473,40 +470,6 @@ class WorkerCore(Holding):
             log.exception("job %s: the worker failed to settle it; its lease will expire",
                           named(job))
             self.finish(running, LEASE_LOST, error or e)
-
-    async def handle(self, running: Running) -> Tuple[Any, Optional[BaseException]]:
-        """Run the handler (unless the job was stopped, or its lease lost, before it
-        began): what it returned, or what it raised."""
-        if running.job.stopped is not None:
-            return None, running.job.stopped
-        if isinstance(running.job.value, Undecodable):  # the structure's codec failed
-            return None, Discard(f"undecodable: {running.job.value.reason}"[:1_000])
-        if running.lost:  # while it waited for a slot: it may be with another worker
-            return None, None
-        if self.threads is not None:
-            assert self.completions is not None
-            running.future = self.threads.submit(outcome_of, self.handler, running.job)
-            found: Tuple[Any, Optional[BaseException]] = await self.completions.wrap(
-                running.future)
-            return found
-        try:
-            return await self.handler(running.job), None
-        except Exception as e:  # the job's outcome
-            return None, e
-
-    def finished(self, running: Running, decision: Decision, result: Any) -> Finished:
-        """What the ack of a job that succeeded (or stopped on a cancel) carries: its
-        result (kept by a structure with job records), progress and follow-ups."""
-        progress, followups = running.job.reported()
-        if decision.action == "cancel":
-            return Finished(running.lease, progress=progress, state=CANCELLED_STATE)
-        codec = getattr(getattr(self.ops, "values", None), "codec", None)
-        encoded, error = (None, None) if self.ops.history is None else \
-            encode_result(result, codec)
-        if error is not None:
-            log.warning("job %s succeeded, but its result is not kept: %r",
-                        named(running.job), error[1])
-        return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)
 
     async def settle(self, running: Running, decision: Decision,
                      error: Optional[BaseException]) -> None:
