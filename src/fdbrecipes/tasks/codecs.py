@@ -56,6 +56,12 @@ def _json_object(pairs: Dict[str, Any]) -> Any:
     return pairs
 
 
+#: The JSON codec's encoder and decoder, made once (``json.dumps``/``loads`` with
+#: options make one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default)
+_DECODER = json.JSONDecoder(object_hook=_json_object)
+
+
 class JSON:
     """Compact UTF-8 JSON (see the module docstring); NaN and the infinities are kept
     as Python's ``json`` writes them."""
@@ -67,14 +73,13 @@ class JSON:
 
     def encode(self, value: Any) -> bytes:
         try:
-            return json.dumps(value, separators=(",", ":"), ensure_ascii=False,
-                              default=_json_default).encode("utf-8")
+            return _ENCODER.encode(value).encode("utf-8")
         except RecursionError:
             raise ValueError("the value is nested too deeply for JSON") from None
 
     def decode(self, data: bytes) -> Any:
         try:
-            return json.loads(data.decode("utf-8"), object_hook=_json_object)
+            return _DECODER.decode(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             raise CodecError(f"not JSON: {e}") from None
 

@@ -15,7 +15,7 @@ done.  Spans follow the messaging semantic conventions (``messaging.system``
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from .envelope import Trace
 
@@ -24,13 +24,30 @@ __all__ = ["running", "sending"]
 SYSTEM = "foundationdb"
 
 
-def _api() -> Optional[Any]:
-    """The OpenTelemetry API's modules, or None when it is not installed."""
-    try:
-        from opentelemetry import propagate, trace
-    except ImportError:
+#: The OpenTelemetry API's modules (``trace``, ``propagate``), once imported; None
+#: when it is not installed; unset before the first look.
+_modules: Optional[Tuple[Any, Any]] = None
+_looked = False
+
+
+def _api() -> Optional[Tuple[Any, Any]]:
+    """The OpenTelemetry API's modules when an SDK may record spans: None when the
+    API is not installed, or while the global tracer provider is still the API's
+    proxy (no SDK set: every span would be a non-recording one, so none is made).
+    Asked at each call: an SDK set later is seen at once."""
+    global _modules, _looked
+    if not _looked:
+        try:
+            from opentelemetry import propagate, trace
+        except ImportError:
+            _modules = None
+        else:
+            _modules = (trace, propagate)
+        _looked = True
+    if _modules is None or isinstance(_modules[0].get_tracer_provider(),
+                                      _modules[0].ProxyTracerProvider):
         return None
-    return trace, propagate
+    return _modules
 
 
 def _attributes(operation: str, task: str) -> Dict[str, Any]:
