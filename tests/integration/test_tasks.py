@@ -200,6 +200,33 @@ def test_priority_and_fair_queues_and_options(fdb_database: Any, fdb_subspace: A
         report.configure(priority=1).defer(db, tenant="acme", month=1)
 
 
+def test_configured_follow_ups_take_their_options(fdb_database: Any,
+                                                  fdb_subspace: Any) -> None:
+    """``configure(id=..., priority=...).then(...)``: the follow-up goes with the ack,
+    under its id (a second run's same follow-up stores nothing) and its priority."""
+    db = fdb_database
+    app = App(fdb_subspace)
+    order: List[str] = []
+
+    @app.task(queue="work", priority=5)
+    def step(name: str) -> str:
+        order.append(name)
+        if name == "parent":
+            for child in ("late", "early"):
+                handle = step.configure(id=f"child-{child}".encode(),
+                                        priority=1 if child == "early" else 9).then(child)
+                assert handle.id == f"child-{child}".encode()
+        return name
+
+    step.defer(db, "parent")
+    step.defer(db, "sibling")  # priority 5: after "early", before "late"
+    Worker(db, app, concurrency=1, prefetch=0).run(burst=True)
+    assert order == ["parent", "early", "sibling", "late"]  # the ack pushes before the claim
+    assert app.structure("work").job(db, b"child-early").state == "succeeded"
+    with pytest.raises(TypeError, match="takes no group"):
+        step.configure(group="x").defer(db, "bad")
+
+
 def test_an_async_app_in_an_async_worker(fdb_database: Any, fdb_subspace: Any) -> None:
     db = fdb_database
     app = App(fdb_subspace)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from functools import partial
 from typing import Any, Dict, List
 
 import fdb
@@ -21,7 +22,7 @@ import pytest
 from fdbrecipes import Worker
 from fdbrecipes.tasks import App, Encrypted, TaskHandle
 from fdbrecipes.tasks.envelope import seal
-from tests.helpers import dump, stop
+from tests.helpers import dump, eventually, stop
 
 pytestmark = pytest.mark.integration
 
@@ -220,3 +221,40 @@ def test_encrypted_tasks_leave_no_plaintext_and_keys_rotate(fdb_cluster_file: st
     reasons = {d.reason for d in only_k2.structure("default").dead(db)}
     assert reasons == {"task add: its arguments cannot be read: CodecError: encrypted under "
                        "key id 'k1', which this codec does not hold (it holds 'k2')"}
+
+
+def fired(db: Any, store: Any, n: int) -> Any:
+    """The schedule ``tick``'s fires once there are ``n`` of them, else None."""
+    fires = store.get(db, "tick").fires
+    return fires if len(fires) >= n else None
+
+
+def test_a_worker_process_of_an_app_fires_a_schedule_store(fdb_cluster_file: str,
+                                                          fdb_database: Any, fdb_subspace: Any,
+                                                          tmp_path: Any) -> None:
+    """``fdbrecipes worker myapp:app --schedules-tuple ...``: the worker process fires
+    the store's schedule of a task's calls (made by ``Task.item``) into the app's
+    queue and runs them; each slot once."""
+    from fdbrecipes import Schedules
+
+    db = fdb_database
+    write_apps(tmp_path)
+    prefix = fdb_subspace["app"].key()
+    app = load(tmp_path, "myapp", prefix)
+    store = Schedules(fdb_subspace["cron"])
+    queue = app.structure("default")
+    store.add(db, "tick", target=queue, every=0.2,
+              value=app.tasks["add"].item(40, b=2, note="scheduled"))
+    with pytest.raises(TypeError, match="b"):
+        app.tasks["add"].item(40, b="two")  # type: ignore[arg-type]
+    literal = repr(fdb.tuple.unpack(fdb_subspace["cron"].key()))
+    worker = start_worker(fdb_cluster_file, tmp_path, "myapp:app", prefix, None,
+                          "--schedules-tuple", literal)
+    try:
+        fires = eventually(partial(fired, db, store, 3), 60, "three slots fired and run")
+    finally:
+        log = stop_worker(worker)
+    assert "fdbrecipes worker: app myapp:app" in log
+    for fire in fires:  # each slot's job ran once, and returned a + b
+        assert TaskHandle(app.tasks["add"], fire.job_id).result(db, timeout=10) == 42
+    assert queue.dead(db) == []

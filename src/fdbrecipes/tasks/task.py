@@ -174,6 +174,17 @@ class Task(Generic[P, R]):
         """
         return self.follow(Options(), args, kwargs)
 
+    def item(self, *args: P.args, **kwargs: P.kwargs) -> Tuple[Any, ...]:
+        """The value of an item of a call of the task with these arguments, checked
+        and encoded as :meth:`defer` does, for a stored schedule to push
+        (``Schedules.add(db, name, target=app.structure(task.queue), value=...)``).
+        Writes nothing; no round trip.
+
+        Raises:
+            TypeError or ValueError: as :meth:`defer`.
+        """
+        return self.prepare(Options(), args, kwargs).value
+
     # -- what the calls share -----------------------------------------------------------
 
     def prepare(self, options: Options, args: Tuple[Any, ...], kwargs: Dict[str, Any],
