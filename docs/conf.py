@@ -50,7 +50,13 @@ nitpick_ignore = [("py:class", "fdbrecipes.aio._transactional.F"),
                   ("py:class", "fdbrecipes._drivers.blocking.T"),
                   ("py:class", "fdbrecipes._drivers.awaiting.T"),
                   # the blocking driver's interrupt, a testing aid of the library's own
-                  ("py:class", "fdbrecipes._drivers.blocking.Interrupt")]
+                  ("py:class", "fdbrecipes._drivers.blocking.Interrupt"),
+                  # a task's parameters (a ParamSpec) and result type
+                  ("py:class", "P"), ("py:class", "~P"), ("py:obj", "typing.~P"),
+                  ("py:class", "R"), ("py:class", "fdbrecipes.tasks.task.R"),
+                  ("py:class", "fdbrecipes.tasks.app.R"),
+                  ("py:class", "fdbrecipes.tasks.task.R_co"),
+                  ("py:class", "fdbrecipes.tasks.app.TaskDecorator")]
 
 
 def public_name(app, env, node, contnode):

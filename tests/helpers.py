@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
+import subprocess
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
@@ -354,3 +356,18 @@ def eventually(check: Callable[[], Any], timeout: float, what: str,
             return found
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
         time.sleep(every)  # the interval between two looks, not a wait for an event
+
+
+def stop(process: Any, timeout: float = 60) -> str:
+    """SIGTERM ``process`` (a ``subprocess.Popen`` with its stderr piped); its stderr
+    once it exited (killed after ``timeout``, and the test fails)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        _, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        raise AssertionError(f"the process did not stop within {timeout} s:\n{err}") from None
+    text: str = err
+    return text

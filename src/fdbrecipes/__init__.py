@@ -12,6 +12,7 @@ this package needs neither that nor ``libfdb_c``.  The asyncio twins are in
 import logging
 
 from ._clock import Clock
+from ._codec import Codec, Undecodable
 from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._ordered.dead import DeadLetter
@@ -67,6 +68,7 @@ __all__ = [
     "Backoff",
     "CatchUp",
     "Clock",
+    "Codec",
     "DeadLetter",
     "DelayedItem",
     "Discard",
@@ -110,6 +112,7 @@ __all__ = [
     "UnknownJobError",
     "UnknownScheduleError",
     "UnknownResultError",
+    "Undecodable",
     "Value",
     "WeightTree",
     "WorkTooLargeError",

@@ -28,6 +28,7 @@ from typing import (
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from ._codec import Values, decoded
 from ._fdb import Gen, Transactor, check_transactor
 from ._fdb import read as read_value
 from ._hooks import Hooks
@@ -88,12 +89,15 @@ class Ops:
         subspace: the subspace holding every key of the structure.
         loop: the retry loop of the calls given a Database (retry counters, receipts).
         hooks: the testing hooks (see :mod:`fdbrecipes.testing.hooks`).
+        values: the structure's codec (see :mod:`._codec`): how values are stored, and
+            decoded by the methods decorated with :func:`._codec.decoded`.
     """
 
-    def __init__(self, subspace: Subspace) -> None:
+    def __init__(self, subspace: Subspace, codec: Any = None) -> None:
         self.subspace = subspace
         self.loop = RetryLoop(subspace)
         self.hooks = Hooks()
+        self.values = Values(codec)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.subspace!r})"
@@ -134,13 +138,13 @@ class JobOps(Ops):
     guard: LayoutGuard  # set by the subclass, which knows its kind and shards
 
     def __init__(self, subspace: Subspace, id_retention: Any, max_deliveries: Any,
-                 history: Any = None) -> None:
+                 history: Any = None, codec: Any = None) -> None:
         if max_deliveries is not None:
             check_int(max_deliveries, "max_deliveries", low=1)
         self.id_retention = check_seconds(id_retention, "id_retention")
         self.max_deliveries: Optional[int] = max_deliveries
         self.history = None if history is None else check_seconds(history, "history")
-        super().__init__(subspace)
+        super().__init__(subspace, codec)
         self.registry = Registry(subspace["u"])
         self.series = Series(subspace["m"])
 
@@ -342,6 +346,7 @@ class JobOps(Ops):
             raise ValueError(f"finished: at most {MAX_TAKE:,} per call, got {len(batch):,}")
         return batch
 
+    @decoded()
     def finish_and_claim(self, tr: Transactor, finished: Sequence[Finished], n: Any,
                          lease_seconds: Any, *, spread: Any = 1, end: Any = "min",
                          holder: Optional[str] = None) -> Gen[Claimed]:

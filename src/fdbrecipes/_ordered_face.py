@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Iterable, List, Optional, Type
 
 from ._clock import Clock
+from ._codec import Codec
 from ._drivers.blocking import drive
 from ._face import JobFace
 from ._fdb import Transactor
@@ -45,11 +46,12 @@ class OrderedBase(JobFace[OrderedOps[V]]):
         max_deliveries: Optional[int] = None,
         history: Optional[float] = None,
         shards: int = 1,
+        codec: Optional[Codec] = None,
     ) -> None:
         super().__init__(self._ops_class(
             subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
             result_timeout=result_timeout, max_deliveries=max_deliveries, history=history,
-            shards=shards))
+            shards=shards, codec=codec))
 
 
 class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):

@@ -207,11 +207,13 @@ def materialize(values: Iterable[Any], name: str) -> List[Any]:
     return list(values)
 
 
-def check_pairs(items: Iterable[Any], second: str,
-                check: Callable[[Any, str], Any]) -> List[Tuple[bytes, Any]]:
+def check_pairs(items: Iterable[Any], second: str, check: Callable[[Any, str], Any],
+                encode: Optional[Callable[[Any, str], bytes]] = None
+                ) -> List[Tuple[bytes, Any]]:
     """``items``, an iterable of ``(value, second)`` tuples, checked: each value
-    encoded, each second element passed through ``check(it, its name)`` (the messages
-    name the index: ``items[3] priority``).
+    encoded (by ``encode(value, its name)``, default :func:`encode_value`), each second
+    element passed through ``check(it, its name)`` (the messages name the index:
+    ``items[3] priority``).
 
     Raises:
         TypeError or ValueError: the first item that is not such a tuple, or whose
@@ -221,7 +223,7 @@ def check_pairs(items: Iterable[Any], second: str,
     for i, pair in enumerate(materialize(items, "items")):
         if type(pair) is not tuple or len(pair) != 2:
             raise TypeError(f"items[{i}] must be a (value, {second}) tuple")
-        out.append((encode_value(pair[0], f"items[{i}] value"),
+        out.append(((encode or encode_value)(pair[0], f"items[{i}] value"),
                     check(pair[1], f"items[{i}] {second}")))
     return out
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, ContextManager, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._clock import Clock
+from ._codec import Codec
 from ._drivers.blocking import drive
 from ._face import JobFace
 from ._fair.ops import FairOps
@@ -44,11 +45,12 @@ class FairBase(JobFace[FairOps]):
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1,
+                 codec: Optional[Codec] = None) -> None:
         super().__init__(FairOps(subspace, default_share=default_share,
                                  default_limit=default_limit, max_deliveries=max_deliveries,
                                  id_retention=id_retention, clock=clock, history=history,
-                                 shards=shards))
+                                 shards=shards, codec=codec))
 
 
 class FairQueue(FairBase, JobMethods[FairOps]):
@@ -77,6 +79,7 @@ class FairQueue(FairBase, JobMethods[FairOps]):
             shard of its group drawn at random, a claim takes from one.  Groups are
             key ranges of their own already; shards spread one busy group.  A
             group's limit, rate and share hold across its shards.
+        codec: how values are stored, as for :class:`fdbrecipes.Queue`.
 
     Example::
 

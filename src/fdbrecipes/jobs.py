@@ -28,7 +28,7 @@ from ._values import Value, check_reason, check_seconds, encode_value
 from .protocol import workable
 
 __all__ = ["MAX_RESULT_BYTES", "Backoff", "Discard", "Event", "Job", "JobCancelled",
-           "JobFinished", "JobStarted", "Outcome", "Snooze", "TimeLimitExceeded",
+           "JobFinished", "JobStarted", "Outcome", "Retry", "Snooze", "TimeLimitExceeded",
            "WorkerStopping"]
 
 #: How a job ended (``JobFinished.outcome``).
@@ -186,6 +186,22 @@ class Discard(Exception):
         self.reason = check_reason(reason)
 
 
+class Retry(Exception):
+    """Raised by a handler that failed with ``error`` and decides itself what follows
+    (a task's own ``retries`` and ``backoff``): retry after ``delay`` seconds (None:
+    the worker's backoff), a delivery counted (the structure's ``max_deliveries``
+    still make it a dead letter), or, with ``last``, make it a dead letter now.
+    Either way ``error`` is what the job's record and dead letter say it failed
+    with."""
+
+    def __init__(self, error: BaseException, delay: Optional[float] = None,
+                 last: bool = False) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.delay = None if delay is None else check_seconds(delay, "delay")
+        self.last = last
+
+
 class Backoff:
     """How long a failed job waits before its next delivery: exponential with full
     jitter, uniform in ``[0, min(cap, base * 2**n)]`` after the ``n``-th delivery.
@@ -285,5 +301,9 @@ def decide(job: Job, error: Optional[BaseException], backoff: Backoff,
         return Decision("release", SNOOZE, error.seconds, count=False)
     if isinstance(error, Discard):
         return Decision("bury", DISCARD, reason=error.reason)
+    if isinstance(error, Retry) and error.last:
+        return Decision("bury", DEAD)
     dies = max_deliveries is not None and job.deliveries >= max_deliveries
-    return Decision("release", DEAD if dies else RETRY, backoff.delay(job.deliveries))
+    delay = error.delay if isinstance(error, Retry) and error.delay is not None else \
+        backoff.delay(job.deliveries)
+    return Decision("release", DEAD if dies else RETRY, delay)

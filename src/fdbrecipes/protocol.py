@@ -61,7 +61,7 @@ from ._registry import Orders, WorkerInfo
 from ._values import Value
 
 __all__ = ["Claimed", "Finished", "Followup", "Inspectable", "Measurable", "Operation", "Orders",
-           "Workable", "encode_result", "inspectable", "workable"]
+           "Servable", "Workable", "encode_result", "inspectable", "workable"]
 
 T = TypeVar("T")
 L = TypeVar("L", bound=Lease[Any])
@@ -140,10 +140,14 @@ class Inspectable(Protocol):
         transaction; for each, its value or None."""
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Operation[None]:
-        """Push one value, with an idempotency ``id`` and a ``delay`` (seconds), where
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Operation[Optional[bytes]]:
+        """Push one value, with an idempotency ``id``, a ``delay`` (seconds) and a
+        ``time_limit`` of its own (seconds; a structure with ``history``), where
         ``where`` says: a PriorityQueue's ``priority=`` (default 0), a FairQueue's
-        ``group=`` (required); a Queue takes none."""
+        ``group=`` (required); a Queue takes none.  The item's id: ``id``, or the one
+        a structure with ``history`` made, or None.  Its arguments are checked when
+        it is called, before the operation runs."""
 
 
 @runtime_checkable
@@ -235,8 +239,26 @@ class Workable(Protocol[L]):
         """Where the items are (a FairQueue's: every group's, summed)."""
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Operation[None]:
-        """Push one value (see :meth:`Inspectable.push_job`)."""
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Operation[Optional[bytes]]:
+        """Push one value (see :meth:`Inspectable.push_job`); its id."""
+
+
+@runtime_checkable
+class Servable(Protocol):
+    """What a worker serves in place of a structure and a handler: an app of tasks
+    (:class:`fdbrecipes.tasks.App`), which names its structures and runs each job."""
+
+    def served(self, queues: Optional[List[str]] = None) -> List[Any]:
+        """The structures to serve (every one, or those ``queues`` names)."""
+
+    def handler(self, asynchronous: bool) -> Any:
+        """The handler to call with each job (an ``async def`` one if
+        ``asynchronous``)."""
+
+    def judge(self, job: Any, error: BaseException) -> BaseException:
+        """What a failure the handler did not see (a time limit reached: the worker
+        stopped the run) is for the job, as the handler would have raised it."""
 
 
 def workable(structure: Any, name: str = "queue") -> Workable[Any]:

@@ -7,7 +7,7 @@ pushed concurrently share an index and are ordered among themselves at random.  
 reads the first item.  The whole key layout is :class:`fdbrecipes._layout.OrderedLayout`
 (drawn in docs/data-model.md); leases, dead letters and stats are shared with
 PriorityQueue in :class:`fdbrecipes._ordered_face.OrderedFace`; the checked operations
-behind every method are :class:`fdbrecipes._ordered.ops.QueueOps`.
+behind every method are :class:`fdbrecipes._ordered.kinds.QueueOps`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._ordered.front import MIN
+from ._ordered.kinds import QueueOps
 from ._ordered.leases import Lease
-from ._ordered.ops import QueueOps
 from ._ordered.paging import PendingItem
 from ._ordered_face import OrderedFace
 from ._values import V
@@ -66,6 +66,15 @@ class Queue(OrderedFace[V]):
             holds; between shards the order is relaxed.  Every client of the queue
             must pass the same number: the first call of an object whose number
             disagrees with the stored one raises :class:`fdbrecipes.LayoutError`.
+        codec: what values are stored as (None, the default: each value as given, by
+            the tuple layer): anything with ``encode(value) -> bytes`` and
+            ``decode(bytes) -> value``, such as ``fdbrecipes.tasks.JSON()``,
+            ``MsgPack()`` or ``Encrypted(...)``.  Pushes store the codec's bytes;
+            every value a call returns (popped, peeked, listed, leased, a dead
+            letter's, a job's result: workers encode results with it too) is decoded,
+            and one that cannot be (a key the codec lacks) comes back as an
+            :class:`fdbrecipes.Undecodable` (a worker makes its job a dead letter with
+            the reason).  Every client of the structure must pass the same codec.
 
     Sharded (``shards`` > 1), each call below works on one shard as it says, and
     the shard is picked for it: a push goes to a shard drawn at random; a pop or claim

@@ -147,7 +147,8 @@ class Schedule:
         """The idempotency id of the job of the slot starting at ``slot``."""
         return slot_job_id(self.name, slot)
 
-    def pushing(self, db: Any, now: Optional[float] = None) -> Tuple[Operation[None], float]:
+    def pushing(self, db: Any, now: Optional[float] = None
+                ) -> Tuple[Operation[Optional[bytes]], float]:
         """The push of the next slot's job (it stores nothing if a worker pushed it
         already), to run, and when that slot starts."""
         now = time.time() if now is None else now

@@ -14,6 +14,7 @@ import random
 from typing import Any, Iterable, List, Optional, Tuple
 
 from ._clock import Clock
+from ._codec import Codec
 from ._drivers.blocking import drive
 from ._face import Face
 from ._fdb import Transactor
@@ -35,8 +36,10 @@ class TreeBase(Face[TreeOps]):
         rng: Optional[random.Random] = None,
         id_retention: float = 3600.0,
         clock: Optional[Clock] = None,
+        codec: Optional[Codec] = None,
     ) -> None:
-        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock))
+        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock,
+                                 codec=codec))
 
 
 class WeightTree(TreeBase):
@@ -61,6 +64,7 @@ class WeightTree(TreeBase):
             Pass ``random.Random(seed)`` for reproducible runs.
         id_retention: seconds an idempotency id is remembered after its item left.
         clock: where id retention reads the time (default: the read version).
+        codec: how values are stored, as for :class:`fdbrecipes.Queue`.
     """
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
-from ._worker.core import WorkerCore
+from ._worker.serving import cores, run_all
 from .jobs import Backoff, EventSink, Job
 from .schedule import Schedule
 from .schedules import SchedulesBase
@@ -68,6 +68,10 @@ class Worker:
         queue: a Queue, PriorityQueue or FairQueue, sync or async (or any structure
             whose ``ops`` is :class:`fdbrecipes.protocol.Workable`); ``end``: which
             end of a PriorityQueue it claims from, ``"min"`` or ``"max"``.
+            Or an app of tasks (:class:`fdbrecipes.tasks.App`), without
+            ``handler``: the worker serves every structure of the app (those
+            ``queues`` names), one worker each with these options, side by side,
+            and runs each job's task (see docs/tasks.md); ``id`` is the first's.
         handler: ``handler(job)`` with a :class:`fdbrecipes.jobs.Job`; return: ack;
             raise: retry after ``backoff.delay(job.deliveries)`` (the queue's
             ``max_deliveries`` move it to the dead letters); raise ``Snooze(s)``:
@@ -88,7 +92,10 @@ class Worker:
             those whose target it knows (this queue, its ``schedules``' queues, the
             store's ``targets``), and writes its ``schedules`` given by ``every`` or
             ``cron`` into the store when it starts (``Schedules.upsert``), to be
-            fired from there.
+            fired from there.  A worker of an app serving several queues fires its
+            ``schedules`` and the store's from one of them (the first), which knows
+            every queue it serves as a target: each schedule is read and fired once
+            per worker, not once per queue.
         time_limit: seconds a handler may run on one job (None: no limit); a job
             pushed with a ``time_limit`` of its own has that one.
         name: what its record says it serves (default: the structure's repr).
@@ -99,6 +106,7 @@ class Worker:
             at most for a slot, judged by how long its recent handlers took, and
             none when ``time_limit`` is set.  Jobs claimed ahead are held under
             leases the heartbeat extends, and given back at once when it stops.
+        queues: with an app, the names of the queues to serve (default: all).
 
     :meth:`run` runs an event loop of its own in the calling thread (which must not be
     running one).  Usable as a context manager (for tests): ``with Worker(...) as w:``
@@ -109,19 +117,20 @@ class Worker:
             :class:`fdbrecipes.aio.AsyncWorker`).
     """
 
-    def __init__(self, db: Any, queue: Any, handler: Callable[[Job], Any], *,
+    def __init__(self, db: Any, queue: Any, handler: Optional[Callable[[Job], Any]] = None, *,
                  concurrency: int = 8, lease_seconds: float = 30.0,
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
                  schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
                  name: Optional[str] = None, prefetch: Optional[int] = None,
-                 schedule_store: Optional[SchedulesBase] = None) -> None:
-        self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
-                                lease_seconds=lease_seconds, backoff=backoff,
-                                shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
-                                schedules=schedules, time_limit=time_limit, name=name,
-                                prefetch=prefetch, threaded=True,
-                                schedule_store=schedule_store)
+                 schedule_store: Optional[SchedulesBase] = None,
+                 queues: Optional[List[str]] = None) -> None:
+        self._cores = cores(db, queue, handler, dict(
+            concurrency=concurrency, lease_seconds=lease_seconds, backoff=backoff,
+            shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
+            schedules=schedules, time_limit=time_limit, name=name, prefetch=prefetch,
+            schedule_store=schedule_store), True, queues)
+        self._core = self._cores[0]
         self._thread: Optional[threading.Thread] = None
 
     def __repr__(self) -> str:
@@ -142,12 +151,13 @@ class Worker:
         at their limits because of other consumers' leases.  A drain for scripts,
         cron jobs and examples.
         """
-        asyncio.run(self._core.run(burst))
+        asyncio.run(run_all(self._cores, burst))
 
     def stop(self) -> None:
         """Stop (from any thread): the first call drains gracefully, a second one
         skips the wait for running handlers."""
-        self._core.stop()
+        for core in self._cores:
+            core.stop()
 
     def __enter__(self) -> Worker:
         self._thread = threading.Thread(target=self.run, name="fdbrecipes-worker", daemon=True)

@@ -1,7 +1,8 @@
 """Stored schedules on a real server: the store's calls (in a caller's transaction and
 in their own), bad input refused with nothing written, workers firing each slot once,
 pause, resume and run-now taking effect within a second of their commit, missed slots
-skipped or caught up, code-defined schedules kept in the store, the async twin."""
+skipped or caught up, code-defined schedules kept in the store, a worker of an app of
+tasks firing into each of its queues, the async twin."""
 
 from __future__ import annotations
 
@@ -307,3 +308,37 @@ def test_a_schedules_lag_is_a_metric(db: Any, fdb_subspace: Any) -> None:
     assert samples[(SCHEDULE_PAUSED, "held")] == 1.0 and samples[(SCHEDULE_PAUSED, "late")] == 0
     with Worker(db, jobs, Seen(), schedule_store=store):
         eventually(lambda: store.get(db, "late").lag < 0.5, 10, "the worker catching up")
+
+
+def test_a_worker_of_an_app_fires_the_stores_schedules_into_each_of_its_queues(
+        db: Any, fdb_subspace: Any) -> None:
+    from fdbrecipes.tasks import App, current_job
+    from fdbrecipes.tasks.envelope import seal
+
+    store_space, app_space, _ = spaces(fdb_subspace)
+    app = App(app_space)
+    ran: Dict[str, List[bytes]] = {"a": [], "b": []}
+    lock = threading.Lock()
+
+    @app.task(name="tick-a", queue="a")
+    def tick_a() -> None:
+        with lock:
+            ran["a"].append(current_job().id)
+
+    @app.task(name="tick-b", queue="b")
+    def tick_b() -> None:
+        with lock:
+            ran["b"].append(current_job().id)
+
+    store = Schedules(store_space)  # no targets: the worker knows its app's queues
+    for queue in ("a", "b"):
+        store.add(db, f"every-{queue}", target=app.structure(queue), every=0.2,
+                  value=seal(f"tick-{queue}", app.codec.encode({}), None))
+    with Worker(db, app, schedule_store=store):
+        eventually(lambda: all(len(store.get(db, f"every-{q}").fires) >= 3 for q in "ab")
+                   and all(len(ran[q]) >= 3 for q in "ab"), 30, "both queues' schedules")
+    with lock:
+        for queue in "ab":  # each slot's job ran once
+            assert len(ran[queue]) == len(set(ran[queue]))
+    for queue in "ab":
+        assert app.structure(queue).dead(db) == []

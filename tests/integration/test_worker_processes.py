@@ -9,7 +9,6 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -20,7 +19,7 @@ import fdb
 import pytest
 
 from fdbrecipes import JobFailedError, Queue
-from tests.helpers import eventually
+from tests.helpers import eventually, stop
 
 pytestmark = pytest.mark.integration
 
@@ -142,20 +141,6 @@ def supervised(fdb_cluster_file: str, subspace: Any, workdir: Any, concurrency: 
     return start(cli(fdb_cluster_file, subspace, "worker", "handlers:handle", "--processes",
                      "2", "--concurrency", str(concurrency), "--history", "3600", *options),
                  subspace, workdir)
-
-
-def stop(process: Any, timeout: float = 60) -> str:
-    """SIGTERM ``process``; its stderr once it exited (killed after ``timeout``)."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        _, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, err = process.communicate()
-        raise AssertionError(f"the process did not stop within {timeout} s:\n{err}") from None
-    text: str = err
-    return text
 
 
 def test_the_cli_worker_logs_and_serves_a_new_queue(

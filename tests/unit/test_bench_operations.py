@@ -34,19 +34,21 @@ from fdbrecipes.bench.settings import (
     TREE_POP,
     Kind,
 )
+from fdbrecipes.bench.tasks import TASK_FACTORIES, TASK_FILLS
 
 SUBSPACE = Subspace(("bench-test",))
 
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 28 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) == set(KINDS)
+    assert len(kinds) == 32 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
+        settings.CODEC_KINDS) == set(KINDS)
     assert len(SHARD_KINDS) == 6 and {k.op for k in SHARD_KINDS[1::2]} == {
         "sharded-" + k.op for k in SHARD_KINDS[::2]}
     assert len(AIO_KINDS) == 6 and {k.tasks for k in AIO_KINDS} == {16, 64}
     assert len({k.label for k in KINDS}) == len(KINDS)
-    assert {k.op for k in KINDS} == set(FACTORIES)
-    assert {k.op for k in KINDS if k.drains} == set(FILLS)
+    assert {k.op for k in KINDS} == set(FACTORIES) | set(TASK_FACTORIES)
+    assert {k.op for k in KINDS if k.drains} == set(FILLS) | set(TASK_FILLS)
     for kind in (SPREAD_POP, CLAIM_ACK, TREE_POP, PQ_POP_MIN, PQ_POP_MAX):
         assert kind.drains
     assert not PUSH_TR.drains and PUSH_TR.recipe == "recipe push"

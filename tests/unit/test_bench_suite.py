@@ -122,23 +122,29 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
          ("sharded-push", 1, 16, 1.0), ("push", 1, 16, 1.0)] + [
         (op, batch, 16, None) for plain, batch in (("claim-ack", 100), ("claim-one", 1))
         for op in (plain, "sharded-" + plain, "sharded-" + plain, plain)
-    ]
+    ] + [(op, 1, 4, 1.0) for op in ("task-raw-push", "task-push", "task-push",
+                                    "task-raw-push")] + [
+        (op, 8, 4, None) for op in ("history-worker", "task-worker", "task-worker",
+                                    "history-worker")
+    ] + [(op, 1, 1, 2.0) for op in ("codec-json", "codec-msgpack", "codec-encrypted")]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
     assert claims == [2000, 16_000, 16_000, 16_000]
     assert [items for op, items in recorder.fills if op == "sharded-claim-ack"] == [16_000] * 2
     big = ("claim-ack", "aio-claim-ack", "worker", "history-worker", "spread-claim-ack",
-           "sharded-claim-ack")
+           "sharded-claim-ack", "task-worker")
     assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
-    assert [items for op, items in recorder.fills if op == "history-worker"] == [2000, 16_000]
+    assert [items for op, items in recorder.fills if op == "history-worker"] == [
+        2000, 16_000, 4000, 4000]  # the worker group's, then the tasks group's
+    assert [items for op, items in recorder.fills if op == "task-worker"] == [4000, 4000]
     hot = [items for op, items in recorder.fills if op in ("probe-pop", "tree-pop")]
     assert hot == [2000] * 3 + [4000] * 6  # the tree group's drains, then the hot rounds
     assert [items for op, items in recorder.fills if op == "spread-pop"] == [2000] * 5 + [4000] * 3
     assert {items for op, items in recorder.fills
             if op not in big + ("probe-pop", "spread-pop", "tree-pop")} == {2000}
     # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
-    # of each: one row each
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6
+    # of each: one row each; the tasks group's push rounds and drains, one row each
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 4
     spread = next(r for r in results.rows if r.name == "hot: Queue.pop spread=16")
     assert (spread.count, spread.ratio_recipe) == (3 * 4000, pytest.approx(1.0))
     tree = next(r for r in results.rows if r.name == "hot: WeightTree.pop")

@@ -28,10 +28,14 @@ from fdbrecipes.bench.settings import (
     PROBE_POP,
     PUSH,
     QUEUE_CLAIM,
+    RAW_PUSH,
+    RAW_WORKER,
     RECIPE_POP,
     RECIPE_PUSH,
     SHARD_PAIRS,
     SPREAD_POP,
+    TASK_PUSH,
+    TASK_WORKER,
     TREE_POP,
     WORKER,
     Kind,
@@ -71,6 +75,8 @@ def sample_rows() -> List[Row]:
         row(QUEUE_CLAIM, 1, 400), row(QUEUE_CLAIM, 16, 1000),
         row(FAIR_CLAIM, 1, 300), row(FAIR_CLAIM, 16, 600),
         *(row(kind, 16, 1000) for pair in SHARD_PAIRS for kind in pair),
+        row(RAW_PUSH, 4, 500), row(TASK_PUSH, 4, 450),
+        row(RAW_WORKER, 4, 1600), row(TASK_WORKER, 4, 1440),
     ])
 
 
@@ -115,6 +121,9 @@ NAMES = [
     ("Queue.push(db), 8 shards, 16 clients: x Queue.push(db), 1 shard", 0.9),
     ("claim_many(100)+ack, 8 shards, 16 clients: x claim_many(100)+ack, 1 shard", 0.9),
     ("Queue.claim+ack, 8 shards, 16 clients: x Queue.claim+ack, 1 shard", 0.9),
+    ("tasks: task.defer(db), 4 clients: x tasks: Queue.push(db), history", 0.9),
+    ("tasks: Worker(db, app), no-op task, concurrency=8, 4 clients: x tasks: "
+     "Worker(queue, handler), history, concurrency=8", 0.9),
 ]
 
 
@@ -160,6 +169,7 @@ def test_targets_fail() -> None:
         "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
         *["SKIP"] * 3,  # no sharded rows
+        *["SKIP"] * 2,  # no task rows
     ]
 
 

@@ -78,7 +78,9 @@ class GroupOps:
         return self.fair.lookup(tr, self.group, token)
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Gen[Optional[bytes]]:
         if where:
             raise TypeError(f"a FairQueue group takes no {', '.join(sorted(where))}")
-        return self.fair.push_job(tr, value, id=id, delay=delay, group=self.group)
+        return self.fair.push_job(tr, value, id=id, delay=delay, time_limit=time_limit,
+                                  group=self.group)

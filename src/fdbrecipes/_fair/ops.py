@@ -16,9 +16,10 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tu
 from fdb.subspace_impl import Subspace
 
 from .._clock import Clock, database_clock
-from .._fdb import Gen, Transactor, check_database, check_transactor, snap
+from .._codec import decoded
+from .._fdb import Gen, Transactor, check_database, check_transactor
 from .._layout import MAX_SHARDS, FairLayout
-from .._operation import Attempt, gather
+from .._operation import Attempt
 from .._ops import ClaimStep, JobOps
 from .._ordered.checks import check_end, lease_batch
 from .._ordered.dead import DeadLetter
@@ -74,10 +75,10 @@ from .parts import (
     check_group,
     check_rate,
     check_share,
-    fair_stats,
     fair_token,
     parse_fair,
 )
+from .stats import GATHERED, read_all_stats, read_group_stats, read_totals, read_views
 
 __all__ = ["FairOps", "GroupPush"]
 
@@ -91,8 +92,6 @@ CLAIM_BATCH = 16
 MOST_CLAIMS = 100
 #: Dead letters one call of requeue_dead and purge_dead moves at most.
 DEAD_CALL = 1_000
-#: Groups whose stats one step reads side by side.
-GATHERED = 500
 
 
 class GroupPush(NamedTuple):
@@ -111,13 +110,13 @@ class FairOps(JobOps):
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1, codec: Any = None) -> None:
         subspace = check_subspace(subspace)
         share = check_share(default_share, "default_share")
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
         self.shards = check_shards(shards, MAX_SHARDS)
-        super().__init__(subspace, id_retention, max_deliveries, history)
+        super().__init__(subspace, id_retention, max_deliveries, history, codec)
         layout = FairLayout(subspace)
         self.engine = Fair(layout, check_clock(clock) or database_clock,
                            Policy(share, limit, None), max_deliveries, self.id_retention,
@@ -176,14 +175,14 @@ class FairOps(JobOps):
                 time_limit: Any = None) -> GroupPush:
         """The checked push of one value into ``group``."""
         g = check_group(group)
-        return self.make_push(g, [((), encode_value(value))], check_id(id_), delay, "value",
+        return self.make_push(g, [((), self.values.encoded(value))], check_id(id_), delay, "value",
                               time_limit)
 
     def requests(self, group: Any, values: Iterable[Value], delay: Any,
                  time_limit: Any = None) -> GroupPush:
         """The checked push of every value of ``values`` into ``group``, in order."""
         g = check_group(group)
-        batch = [((), encode_value(v, f"values[{i}]"))
+        batch = [((), self.values.encoded(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
         return self.make_push(g, batch, None, delay, "values", time_limit)
 
@@ -209,23 +208,31 @@ class FairOps(JobOps):
                                 True)
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        """Push one value into ``group=`` (required), with ``id`` and ``delay``: see
-        :class:`fdbrecipes.protocol.Workable`."""
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Gen[Optional[bytes]]:
+        """Push one value into ``group=`` (required), with ``id``, ``delay`` and
+        ``time_limit``: see :class:`fdbrecipes.protocol.Workable`; the item's id."""
         unknown = set(where) - {"group"}
         if unknown:
             raise TypeError(f"a FairQueue takes no {', '.join(sorted(unknown))}")
         if "group" not in where:
             raise TypeError("a FairQueue job needs group=")
-        return self.push(tr, self.request(where["group"], value, id, delay))
+        return self.pushed(tr, self.request(where["group"], value, id, delay, time_limit))
+
+    def pushed(self, tr: Transactor, push: GroupPush) -> Gen[Optional[bytes]]:
+        """Push a checked request of one item; its id."""
+        yield from self.push(tr, push)
+        return push.request.item_id(0)
 
     # -- claiming ----------------------------------------------------------------------
 
+    @decoded()
     def claim(self, tr: Transactor, lease_seconds: Any) -> Gen[Optional[FairLease]]:
         """Claim one item of a group picked by lottery."""
         seconds = check_seconds(lease_seconds, "lease_seconds")
         return self.guarded(tr, self.loop(tr, self.engine.claim, seconds), True)
 
+    @decoded()
     def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
                    end: Any = MIN, holder: Optional[str] = None) -> Gen[List[FairLease]]:
         """Up to ``n`` claims, each of a group picked by lottery (see
@@ -283,6 +290,7 @@ class FairOps(JobOps):
             return []
         return (yield from self.guarded(tr, self.loop(tr, self.engine.ack_many, batch), True))
 
+    @decoded()
     def extend(self, tr: Transactor, lease: FairLeaseLike, seconds: Any) -> Gen[FairLease]:
         """Move a live lease's deadline to ``seconds`` from now."""
         renewed = (yield from self.extend_many(tr, [lease], seconds))[0]
@@ -290,6 +298,7 @@ class FairOps(JobOps):
             raise expired("extend")
         return renewed
 
+    @decoded()
     def extend_many(self, tr: Transactor, leases: Iterable[FairLeaseLike],
                     seconds: Any) -> Gen[List[Optional[FairLease]]]:
         """Extend every live lease; for each, the renewed lease or None."""
@@ -353,6 +362,7 @@ class FairOps(JobOps):
     def expiry(self) -> Subspace:
         return self.engine.keys.expiry
 
+    @decoded()
     def job(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[JobRecord]]:
         """Job ``id_`` of ``group``: its record, as it is at the read version; None if
         unknown.  A running job's token is its FairLease's."""
@@ -366,6 +376,7 @@ class FairOps(JobOps):
             return record._replace(token=fair_token(g, lease_id(record.token)))
         return record
 
+    @decoded()
     def result(self, db: Any, group: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` of ``group`` is finished; its result (or raise its
         failure)."""
@@ -381,17 +392,7 @@ class FairOps(JobOps):
 
     def group_stats(self, tr: Transactor, group: Any) -> Gen[FairStats]:
         """``group``'s :class:`FairStats`."""
-        return self.guarded(tr, read(tr, self.read_group_stats, check_group(group)))
-
-    def read_group_stats(self, tr: Any, g: Any) -> Gen[FairStats]:
-        """The reading operation of :meth:`group_stats`."""
-        return fair_stats((yield from self.read_group_view(tr, g)))
-
-    def read_group_view(self, tr: Any, g: Any) -> Gen[GroupView]:
-        """Group ``g``'s stats and its policy, read side by side."""
-        found: List[Any] = yield from gather([self.engine.group(g).engine.stats(tr),
-                                              self.engine.group_policy(snap(tr), g)])
-        return GroupView(found[0], found[1])
+        return self.guarded(tr, read(tr, read_group_stats, self.engine, check_group(group)))
 
     def stats_of(self, tr: Transactor, groups: Any) -> Gen[Dict[Any, GroupView]]:
         """The stats and policy of each of ``groups`` (at most 1,000), read side by
@@ -400,57 +401,25 @@ class FairOps(JobOps):
                  for i, g in enumerate(materialize(groups, "groups"))]
         if len(batch) > 2 * GATHERED:
             raise ValueError(f"groups: at most {2 * GATHERED:,} per call, got {len(batch):,}")
-        return read(tr, self.read_views, batch)
-
-    def read_views(self, tr: Any, groups: List[Any]) -> Gen[Dict[Any, GroupView]]:
-        """The reading operation of :meth:`stats_of`, :data:`GATHERED` groups at a
-        time."""
-        out: Dict[Any, GroupView] = {}
-        for at in range(0, len(groups), GATHERED):
-            some = groups[at:at + GATHERED]
-            out.update(zip(some, (yield from gather(
-                [self.read_group_view(tr, g) for g in some]))))
-        return out
+        return read(tr, read_views, self.engine, batch)
 
     def all_stats(self, tr: Transactor) -> Gen[Dict[Any, FairStats]]:
         """The :class:`FairStats` of every group in the index."""
-        return self.guarded(tr, read(tr, self.read_all_stats))
-
-    def read_all_stats(self, tr: Any) -> Gen[Dict[Any, FairStats]]:
-        """The reading operation of :meth:`all_stats`: the groups' reads side by side,
-        :data:`GATHERED` groups at a time."""
-        groups = yield from self.engine.groups(tr, None)
-        views = yield from self.read_views(tr, groups)
-        return {g: fair_stats(view) for g, view in views.items()}
+        return self.guarded(tr, read(tr, read_all_stats, self.engine))
 
     def stats(self, tr: Transactor) -> Gen[QueueStats]:
         """Every group's items, summed (``oldest_age``: the longest a front item has
         waited); see :class:`fdbrecipes.protocol.Inspectable`."""
-        return self.guarded(tr, read(tr, self.read_totals))
+        return self.guarded(tr, read(tr, read_totals, self.engine))
 
-    def read_totals(self, tr: Any) -> Gen[QueueStats]:
-        """The reading operation of :meth:`stats`: each group's stats (their reads side
-        by side, :data:`GATHERED` groups at a time), summed."""
-        totals = [0, 0, 0, 0]
-        oldest: Optional[float] = None
-        groups = yield from self.engine.groups(snap(tr), None)
-        for at in range(0, len(groups), GATHERED):
-            found: List[QueueStats] = yield from gather(
-                [self.engine.group(g).engine.stats(tr) for g in groups[at:at + GATHERED]])
-            for stats in found:
-                for i, count in enumerate(stats[:4]):
-                    totals[i] += count
-                if stats.oldest_age is not None:
-                    oldest = max(oldest or 0.0, stats.oldest_age)
-        visible, delayed, in_flight, dead = totals
-        return QueueStats(visible, delayed, in_flight, dead, oldest)
-
+    @decoded()
     def peek(self, tr: Transactor, group: Any) -> Gen[Optional[Value]]:
         """The value ``group``'s next claim would take."""
         engine = self.engine.group(check_group(group)).engine
         entries = yield from self.guarded(tr, read(tr, engine.peek, MIN, 1))
         return decode_value(value_of(entries[0])) if entries else None
 
+    @decoded()
     def items(self, tr: Transactor, group: Any, limit: Any = None) -> Gen[List[Value]]:
         """``group``'s visible items, oldest first."""
         engine = self.engine.group(check_group(group)).engine
@@ -458,6 +427,7 @@ class FairOps(JobOps):
         entries = yield from self.guarded(tr, read_pages(tr, engine.peek, (MIN,), limit))
         return [decode_value(value_of(e)) for e in entries]
 
+    @decoded()
     def pending(self, tr: Transactor, group: Any, limit: Any = None,
                 after: Any = None) -> Gen[List[PendingItem]]:
         """``group``'s visible items with their tokens, oldest first, after the item
@@ -470,6 +440,7 @@ class FairOps(JobOps):
         return self.guarded(tr, read_pages(tr, pending, (found.engine, MIN, first),
                                            check_limit(limit)))
 
+    @decoded()
     def leases(self, tr: Transactor, group: Any, limit: Any = None,
                after: Any = None) -> Gen[List[LeaseInfo]]:
         """``group``'s items in flight, oldest claim first (tokens of FairLeases),
@@ -485,6 +456,7 @@ class FairOps(JobOps):
                                                  check_limit(limit), hold_id))
         return [info._replace(token=fair_token(g, lease_id(info.token))) for info in infos]
 
+    @decoded()
     def delayed(self, tr: Transactor, group: Any, limit: Any = None,
                 after: Any = None) -> Gen[List[DelayedItem]]:
         """``group``'s delayed items, soonest first, after the one ``after`` names."""
@@ -492,6 +464,7 @@ class FairOps(JobOps):
         return self.guarded(tr, read(tr, self.engine.group(g).listing.delayed,
                                      check_limit(limit), optional(parse_delayed, after, 0)))
 
+    @decoded()
     def remove(self, tr: Transactor, group: Any, id_: Any) -> Gen[Optional[Value]]:
         """Remove ``group``'s pending item pushed with ``id_``; its value, or None."""
         g = check_group(group)
@@ -501,6 +474,7 @@ class FairOps(JobOps):
         return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
                                           self.engine.group(g).listing.remove, checked), True)
 
+    @decoded()
     def lookup(self, tr: Transactor, group: Any, token: Any) -> Gen[Optional[Row]]:
         """The row of ``group``'s listings ``token`` names now; None if gone (a lease's
         token is its FairLease's)."""
@@ -526,6 +500,7 @@ class FairOps(JobOps):
             return row._replace(token=fair_token(g, lease_id(row.token)))
         return row
 
+    @decoded()
     def remove_many(self, tr: Transactor, group: Any, tokens: Any) -> Gen[List[Optional[Value]]]:
         """Remove ``group``'s pending items the tokens name, in one transaction; for
         each, its value or None."""
@@ -539,6 +514,7 @@ class FairOps(JobOps):
             True)
         return removed
 
+    @decoded()
     def dead(self, tr: Transactor, group: Any, limit: Any = None,
              after: Any = None) -> Gen[List[DeadLetter]]:
         """``group``'s dead letters, oldest first, after the one ``after`` names."""

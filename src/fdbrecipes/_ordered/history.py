@@ -162,15 +162,19 @@ def settled(tr: Any, records: Records, finished: Finished) -> Gen[None]:
         yield from followup.push(tr)
 
 
-def encode_result(value: Any) -> Tuple[Optional[bytes], Optional[Tuple[str, str, str]]]:
+def encode_result(value: Any, codec: Any = None
+                  ) -> Tuple[Optional[bytes], Optional[Tuple[str, str, str]]]:
     """A handler's return value, to keep in its job's record: (its encoding, None), or
-    (None, the error to record) when it is None, or cannot be encoded, or encodes to
-    more than :data:`fdbrecipes.jobs.MAX_RESULT_BYTES` (the job succeeded all the same).
+    (None, the error to record) when it is None, or cannot be encoded (by the
+    structure's ``codec``, if it has one, then by the tuple layer), or encodes to more
+    than :data:`fdbrecipes.jobs.MAX_RESULT_BYTES` (the job succeeded all the same).
 
     Raises nothing: a result is the job's own business, its ack is not lost for it."""
     if value is None:
         return None, None
     try:
+        if codec is not None:
+            value = codec.encode(value)
         return encode_value(value, "the job's result", MAX_RESULT_BYTES), None
     except (TypeError, ValueError) as e:
         return None, (TOO_LARGE, str(e)[:1_000], "")

@@ -1,7 +1,8 @@
 """Queue's and PriorityQueue's operations object: every call, checked, as an operation.
 
-:class:`QueueOps` and :class:`PriorityQueueOps` hold one structure's configuration, its
-engine (:mod:`.engine` and the modules beside it) and its retry loop.  Each method
+:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.engine` and
+the modules beside it) and its retry loop; its subclasses, :class:`.kinds.QueueOps` and
+:class:`.kinds.PriorityQueueOps`, check each structure's pushes.  Each method
 checks its arguments (TypeError or ValueError, before anything is written) and
 returns an operation (a generator, see :mod:`.._operation`) for the structure's
 retry loop or a read: ``Queue`` drives it with the blocking driver, ``AsyncQueue``
@@ -29,6 +30,7 @@ from typing import (
 )
 
 from .._clock import Clock, database_clock
+from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
 from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
@@ -50,7 +52,6 @@ from .._values import (
     check_int,
     check_key,
     check_limit,
-    check_pairs,
     check_reason,
     check_seconds,
     check_shards,
@@ -58,12 +59,10 @@ from .._values import (
     check_subspace,
     check_timeout,
     decode_value,
-    encode_value,
-    materialize,
     push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
-from .checks import check_end, check_priority, lease_batch
+from .checks import check_end, lease_batch
 from .contention import Contention
 from .dead import DEAD_BATCH, DeadLetter, DeadLetters
 from .engine import Ordered, PushRequest, QueueStats
@@ -92,7 +91,7 @@ from .tokens import (
     parse_tokens,
 )
 
-__all__ = ["LeaseLike", "OrderedOps", "PriorityQueueOps", "QueueOps"]
+__all__ = ["LeaseLike", "OrderedOps"]
 
 #: A lease as the calls take it: the Lease, or its token.
 LeaseLike = Union[Lease[Any], bytes]
@@ -125,12 +124,12 @@ class OrderedOps(JobOps, Generic[V]):
     def __init__(self, subspace: Any, *, high_contention: bool = False,
                  clock: Optional[Clock] = None, id_retention: float = 3600.0,
                  result_timeout: float = 10.0, max_deliveries: Optional[int] = None,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1, codec: Any = None) -> None:
         subspace = check_subspace(subspace)
         self.high_contention = check_bool(high_contention, "high_contention")
         timeout = check_seconds(result_timeout, "result_timeout")
         self.shards = check_shards(shards, MAX_SHARDS)
-        super().__init__(subspace, id_retention, max_deliveries, history)
+        super().__init__(subspace, id_retention, max_deliveries, history, codec)
         self.records = Records(RecordLayout(subspace, subspace["o"]), self.history)
         parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
                             check_clock(clock) or database_clock,
@@ -197,16 +196,23 @@ class OrderedOps(JobOps, Generic[V]):
         return self.guarded(tr, self.loop(tr, self.engine.push, requests), True)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any]) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
         """The request of :meth:`push_job` (see the subclasses)."""
         raise NotImplementedError
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
-                 delay: Optional[float] = None, **where: Any) -> Gen[None]:
-        """Push one value with ``id`` and ``delay`` (and, for a PriorityQueue,
-        ``priority=``, default 0), as the structure's ``push``: see
-        :class:`fdbrecipes.protocol.Workable`."""
-        return self.push(tr, self.job_request(value, id, delay, where))
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 **where: Any) -> Gen[Optional[bytes]]:
+        """Push one value with ``id``, ``delay`` and ``time_limit`` (and, for a
+        PriorityQueue, ``priority=``, default 0), as the structure's ``push``: see
+        :class:`fdbrecipes.protocol.Workable`; the item's id (given, or made by a
+        structure with ``history``)."""
+        return self.pushed(tr, self.job_request(value, id, delay, where, time_limit))
+
+    def pushed(self, tr: Transactor, request: PushRequest) -> Gen[Optional[bytes]]:
+        """Push a checked request of one item; its id."""
+        yield from self.push(tr, request)
+        return request.item_id(0)
 
     # -- taking ------------------------------------------------------------------------
 
@@ -236,6 +242,7 @@ class OrderedOps(JobOps, Generic[V]):
             if restored >= RESTORE_LIMIT:
                 engine.restore_pending = True
 
+    @decoded()
     def pop(self, tr: Transactor, end: str, spread: Any) -> Gen[Optional[V]]:
         """Pop one value at ``end`` (high-contention given a Database, if configured)."""
         spread = check_spread(spread)
@@ -247,11 +254,13 @@ class OrderedOps(JobOps, Generic[V]):
             popped = yield from self.loop(tr, self.engine.pop_one, end, spread)
         return cast("Optional[V]", popped)  # a V went in: the caller's promise
 
+    @decoded()
     def pop_many(self, tr: Transactor, end: str, n: Any, spread: Any) -> Gen[List[V]]:
         """Pop up to ``n`` values at ``end``, in batches."""
         n, spread = check_int(n, "n", low=0), check_spread(spread)
         return self.take_many(tr, n, False, self.engine.pop, end, spread)
 
+    @decoded()
     def claim(self, tr: Transactor, end: str, lease_seconds: Any,
               spread: Any) -> Gen[Optional[Lease[V]]]:
         """Claim one item at ``end``."""
@@ -261,6 +270,7 @@ class OrderedOps(JobOps, Generic[V]):
         lease = yield from self.loop(tr, self.leasing.claim_one, end, seconds, spread)
         return cast("Optional[Lease[V]]", lease)
 
+    @decoded()
     def claim_many(self, tr: Transactor, n: Any, lease_seconds: Any, *, spread: Any = 1,
                    end: Any = MIN, holder: Optional[str] = None) -> Gen[List[Lease[V]]]:
         """Claim up to ``n`` items at ``end``, in batches (see
@@ -322,11 +332,13 @@ class OrderedOps(JobOps, Generic[V]):
 
     # -- reading -----------------------------------------------------------------------
 
+    @decoded()
     def peek(self, tr: Transactor, end: str) -> Gen[Optional[V]]:
         """The value a pop at ``end`` would take now."""
         entries = yield from self.guarded(tr, read(tr, self.engine.peek, end, 1))
         return cast("Optional[V]", decode_value(value_of(entries[0])) if entries else None)
 
+    @decoded()
     def items(self, tr: Transactor, limit: Any, end: Any = MIN) -> Gen[List[V]]:
         """The visible items in ``end`` order; given a Database, in pages, each its
         own transaction (not one snapshot: see :func:`.._retry.read_pages`)."""
@@ -347,6 +359,7 @@ class OrderedOps(JobOps, Generic[V]):
         """Where the items are."""
         return self.guarded(tr, read(tr, self.engine.stats))
 
+    @decoded()
     def pending(self, tr: Transactor, limit: Any = None, end: Any = MIN,
                 after: Any = None) -> Gen[List[PendingItem]]:
         """The visible items in ``end`` order with their tokens, after the item the
@@ -359,18 +372,21 @@ class OrderedOps(JobOps, Generic[V]):
             return self.guarded(tr, read_pages(tr, self.listing.pending, (end, first), limit))
         return self.guarded(tr, read_pages(tr, pending, (self.engine, end, first), limit))
 
+    @decoded()
     def leases(self, tr: Transactor, limit: Any = None,
                after: Any = None) -> Gen[List[LeaseInfo]]:
         """The items in flight, oldest claim first, after the lease ``after``."""
         hold_id = None if after is None else lease_id(after, "after")
         return self.guarded(tr, read(tr, self.listing.leases, check_limit(limit), hold_id))
 
+    @decoded()
     def delayed(self, tr: Transactor, limit: Any = None,
                 after: Any = None) -> Gen[List[DelayedItem]]:
         """The delayed items, soonest first, after the one the token ``after`` names."""
         return self.guarded(tr, read(tr, self.listing.delayed, check_limit(limit),
                                      optional(parse_delayed, after, self.group_len)))
 
+    @decoded()
     def dead(self, tr: Transactor, limit: Any = None,
              after: Any = None) -> Gen[List[DeadLetter]]:
         """The dead letters, oldest first, after the one the token ``after`` names."""
@@ -387,6 +403,7 @@ class OrderedOps(JobOps, Generic[V]):
         """Remove every item, waiting pop and remembered id."""
         return self.guarded(tr, self.loop.idempotent(tr, self.engine.clear), True)
 
+    @decoded()
     def remove(self, tr: Transactor, id_: Any) -> Gen[Optional[V]]:
         """Remove the pending item pushed with ``id_``; its value, or None."""
         checked = check_id(id_)
@@ -395,6 +412,7 @@ class OrderedOps(JobOps, Generic[V]):
         return cast("Gen[Optional[V]]",
                     self.guarded(tr, self.loop(tr, self.listing.remove, checked), True))
 
+    @decoded()
     def lookup(self, tr: Transactor, token: Any) -> Gen[Optional[Row]]:
         """The row ``token`` names, as its listing would list it now; None if gone."""
         named = parse_any(token, self.group_len)
@@ -402,6 +420,7 @@ class OrderedOps(JobOps, Generic[V]):
             return self.guarded(tr, read(tr, self.listing.lookup, named))
         return self.guarded(tr, read(tr, lookup, self.listing, self.dead_letters, named))
 
+    @decoded()
     def remove_many(self, tr: Transactor, tokens: Any) -> Gen[List[Optional[V]]]:
         """Remove the pending items the tokens name (of ``pending`` or ``delayed``
         rows), in one transaction; for each, its value or None."""
@@ -463,6 +482,7 @@ class OrderedOps(JobOps, Generic[V]):
         see :mod:`fdbrecipes.aio._combine`); each call's answers."""
         return self.guarded(tr, self.loop(tr, self.leasing.ack_batches, batches), True)
 
+    @decoded()
     def extend(self, tr: Transactor, lease: LeaseLike, seconds: Any) -> Gen[Lease[V]]:
         """Move a live lease's deadline to ``seconds`` from now."""
         seconds = check_seconds(seconds, "seconds")
@@ -470,6 +490,7 @@ class OrderedOps(JobOps, Generic[V]):
         return cast("Gen[Lease[V]]",
                     self.guarded(tr, self.loop(tr, self.leasing.extend, lease, seconds), True))
 
+    @decoded()
     def extend_many(self, tr: Transactor, leases: Iterable[LeaseLike],
                     seconds: Any) -> Gen[List[Optional[Lease[V]]]]:
         """Extend every live lease; for each, the renewed lease or None."""
@@ -528,10 +549,12 @@ class OrderedOps(JobOps, Generic[V]):
                     results: List[Optional[bytes]], states: List[str]) -> Gen[List[bool]]:
         return self.leasing.ack_many(tr, attempt, leases, results, states)
 
+    @decoded()
     def job(self, tr: Transactor, id_: Any) -> Gen[Optional[JobRecord]]:
         """Job ``id_``'s record, as it is at the read version; None if unknown."""
         return self.guarded(tr, self.job_at(tr, check_job_id(id_), ()))
 
+    @decoded()
     def result(self, db: Any, id_: Any, timeout: Any = None) -> Gen[Any]:
         """Wait until job ``id_`` is finished; its result (or raise its failure)."""
         return self.guarded(db, self.result_at(db, check_job_id(id_), (), timeout))
@@ -540,54 +563,3 @@ class OrderedOps(JobOps, Generic[V]):
         """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
         return self.guarded(tr, self.cancel_at(tr, check_job_id(id_), ()), True)
 
-
-class QueueOps(OrderedOps[V]):
-    """A Queue's operations (see the module docstring)."""
-
-    group_len = 0
-    kind = "queue"
-
-    def request(self, value: V, id_: Any, delay: Any, time_limit: Any = None) -> PushRequest:
-        """The checked push of one value."""
-        return self.make_request([((), encode_value(value))], check_id(id_), delay, "value",
-                                 time_limit)
-
-    def requests(self, values: Iterable[V], delay: Any, time_limit: Any = None) -> PushRequest:
-        """The checked push of every value of ``values``, in order."""
-        batch = [((), encode_value(v, f"values[{i}]"))
-                 for i, v in enumerate(materialize(values, "values"))]
-        return self.make_request(batch, None, delay, "values", time_limit)
-
-    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any]) -> PushRequest:
-        if where:
-            raise TypeError(f"a Queue takes no {', '.join(sorted(where))}")
-        return self.request(value, id_, delay)
-
-
-class PriorityQueueOps(OrderedOps[V]):
-    """A PriorityQueue's operations (see the module docstring)."""
-
-    group_len = 1
-    kind = "priority-queue"
-
-    def request(self, value: V, priority: Any, id_: Any, delay: Any,
-                time_limit: Any = None) -> PushRequest:
-        """The checked push of one value with ``priority``."""
-        group = check_priority(priority)
-        return self.make_request([(group, encode_value(value))], check_id(id_), delay, "value",
-                                 time_limit)
-
-    def requests(self, items: Iterable[Tuple[V, int]], delay: Any,
-                 time_limit: Any = None) -> PushRequest:
-        """The checked push of every ``(value, priority)`` pair of ``items``."""
-        batch = [(group, value) for value, group in check_pairs(items, "priority",
-                                                                 check_priority)]
-        return self.make_request(batch, None, delay, "items", time_limit)
-
-    def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any]) -> PushRequest:
-        unknown = set(where) - {"priority"}
-        if unknown:
-            raise TypeError(f"a PriorityQueue takes no {', '.join(sorted(unknown))}")
-        return self.request(value, where.get("priority", 0), id_, delay)

@@ -318,10 +318,11 @@ class Firing:
                 self.due[result.name] = time.time() + RECHECK
 
 
-def firing_of(db: Any, ops: Workable[Any], schedules: Sequence[Any],
+def firing_of(db: Any, served: Sequence[Workable[Any]], schedules: Sequence[Any],
               store: Any) -> Tuple[Optional[Firing], List[Schedule]]:
-    """What a worker serving ``ops`` does with its ``schedules`` and its
-    ``schedule_store``: the :class:`Firing` of the store (None without one), and the
+    """What a worker serving the structures of ``served`` (their ``ops``) does with its
+    ``schedules`` and its ``schedule_store``: the :class:`Firing` of the store (None
+    without one), and the
     schedules it pushes itself (all of them without a store; with one, those given by
     ``at=``), whose queues must remember ids for a period.
 
@@ -340,5 +341,5 @@ def firing_of(db: Any, ops: Workable[Any], schedules: Sequence[Any],
     check_retention(local, time.time())
     if store is None:
         return None, local
-    own = [ops, *(s.ops for s in schedules)]
+    own = [*served, *(s.ops for s in schedules)]
     return Firing(store.ops, db, own, [s.stored() for s in stored]), local

@@ -13,6 +13,7 @@ import random
 from typing import Any, Iterable, List, Optional, Tuple
 
 from .._clock import Clock, database_clock
+from .._codec import decoded
 from .._fdb import Gen, Transactor, check_transactor
 from .._ids import Ids
 from .._layout import TreeLayout
@@ -29,7 +30,6 @@ from .._values import (
     check_limit,
     check_pairs,
     check_subspace,
-    encode_value,
 )
 from .._waiting import Wake, take_or_wait
 from .engine import (
@@ -68,12 +68,13 @@ class TreeOps(Ops):
     constructor are its."""
 
     def __init__(self, subspace: Any, *, rng: Optional[random.Random] = None,
-                 id_retention: float = 3600.0, clock: Optional[Clock] = None) -> None:
+                 id_retention: float = 3600.0, clock: Optional[Clock] = None,
+                 codec: Any = None) -> None:
         subspace = check_subspace(subspace)
         if rng is not None and not isinstance(rng, random.Random):
             raise TypeError(f"rng must be a random.Random, not {type(rng).__name__}")
         ids = Ids(subspace, id_retention)
-        super().__init__(subspace)
+        super().__init__(subspace, codec)
         self.engine = Tree(TreeLayout(subspace),
                            rng if rng is not None else random.SystemRandom(),
                            check_clock(clock) or database_clock, ids)
@@ -87,11 +88,12 @@ class TreeOps(Ops):
 
     def request(self, value: Value, weight: Any, id_: Any) -> TreeRequest:
         """The checked push of one value with ``weight``."""
-        return TreeRequest([(encode_value(value), check_weight(weight))], check_id(id_))
+        return TreeRequest([(self.values.encoded(value), check_weight(weight))],
+                           check_id(id_))
 
     def requests(self, items: Iterable[Tuple[Value, int]]) -> TreeRequest:
         """The checked push of every ``(value, weight)`` pair of ``items``."""
-        batch = check_pairs(items, "weight", check_weight)
+        batch = check_pairs(items, "weight", check_weight, self.values.encoded)
         prefix = len(self.subspace.key())
         total = sum(len(v) + 2 * (prefix + 60 + MUTATION_OVERHEAD) + LEVELS * 40
                     for v, _ in batch)
@@ -113,10 +115,12 @@ class TreeOps(Ops):
 
     # -- taking and reading ----------------------------------------------------------
 
+    @decoded()
     def pop(self, tr: Transactor, point: Any) -> Gen[Optional[Value]]:
         """Pop an item by weight (at ``point``, if given)."""
         return self.loop(tr, self.engine.pop, check_point(point))
 
+    @decoded()
     def pop_many(self, tr: Transactor, n: Any) -> Gen[List[Value]]:
         """Pop up to ``n`` items by weight, in batches."""
         n = check_int(n, "n", low=0)
@@ -129,14 +133,17 @@ class TreeOps(Ops):
         wake = Wake((self.wake_key,), self.engine.ready, (), self.hooks)
         return take_or_wait(db, timeout, self.pop, (None,), wake)
 
+    @decoded()
     def peek(self, tr: Transactor, point: Any) -> Gen[Optional[Value]]:
         """The value a pop at ``point`` (drawn when None) would take."""
         return read(tr, self.engine.peek, check_point(point))
 
+    @decoded(0)
     def get(self, tr: Transactor, handle: bytes) -> Gen[Optional[Tuple[Value, int]]]:
         """``(value, weight)`` of the item ``handle`` names, or None."""
         return read(tr, self.engine.get, parse_handle(handle))
 
+    @decoded(1)
     def items(self, tr: Transactor, limit: Any) -> Gen[List[Tuple[bytes, Value, int]]]:
         """``(handle, value, weight)`` of every item, in point order."""
         return read_pages(tr, self.engine.items, (), check_limit(limit))
@@ -160,6 +167,7 @@ class TreeOps(Ops):
 
     # -- changing --------------------------------------------------------------------
 
+    @decoded()
     def remove(self, tr: Transactor, handle: bytes) -> Gen[Optional[Value]]:
         """Remove the item ``handle`` names; its value, or None."""
         return self.loop(tr, self.engine.remove, parse_handle(handle))

@@ -48,14 +48,11 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence
 
 from .._drivers.awaiting import drive
 from .._fdb import check_database
-from .._ordered.history import Finished, encode_result
 from .._ordered.leases import Lease
-from .._ordered.records import CANCELLED as CANCELLED_STATE
-from .._ordered.records import SUCCEEDED
 from .._registry import STOP, Orders
 from .._schedules.firing import firing_of
 from .._values import check_bool, check_int, check_seconds
@@ -70,6 +67,7 @@ from ..jobs import (
     Job,
     JobCancelled,
     JobStarted,
+    Retry,
     TimeLimitExceeded,
     WorkerStopping,
     decide,
@@ -78,16 +76,17 @@ from ..protocol import Claimed, Workable, workable
 from ..schedule import Schedule
 from .ahead import Ahead, check_prefetch, claim_spread
 from .holding import Holding, Tell, finishing
-from .presence import Presence, stop_on_signals
+from .presence import Presence, nothing, stop_on_signals
 from .running import (
     IDLE_WAIT,
     Running,
+    ack_of,
+    call_handler,
     check_handler,
     emit,
     idle_seconds,
     job_error,
     named,
-    outcome_of,
 )
 from .threads import Completions, HandlerThreads
 
@@ -108,13 +107,15 @@ class WorkerCore(Holding):
     """Runs ``handler(job)`` on the items of ``queue`` (see the module docstring and
     :class:`fdbrecipes.Worker` for the arguments); ``threaded``: the handler is a
     sync function, run in handler threads; ``tell``: who learns what it holds (a
-    supervisor's pipe, see :class:`.holding.Tell`), or None."""
+    supervisor's pipe, see :class:`.holding.Tell`), or None; ``beside``: the other
+    structures of its app, targets its stored schedules may fire to."""
 
     def __init__(self, db: Any, queue: Any, handler: Callable[[Job], Any], *,
                  concurrency: Any, lease_seconds: Any, backoff: Any, shutdown_timeout: Any,
                  on_event: Any, end: Any, schedules: Sequence[Schedule], time_limit: Any,
                  name: Any, threaded: bool, prefetch: Any = None,
-                 schedule_store: Any = None, tell: Optional[Tell] = None) -> None:
+                 schedule_store: Any = None, tell: Optional[Tell] = None,
+                 beside: Sequence[Any] = ()) -> None:
         self.ops: Workable[Any] = workable(queue)
         check_handler(handler, not threaded)
         check_int(concurrency, "concurrency", low=1, high=10_000)
@@ -134,7 +135,9 @@ class WorkerCore(Holding):
             raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
         self.ops.claim_many(db, 1, lease, spread=1, end=end).close()  # checks end
         self.db = check_database(db)
-        self.firing, schedules = firing_of(db, self.ops, schedules, schedule_store)
+        self.firing, schedules = firing_of(
+            db, [self.ops, *(workable(structure) for structure in beside)], schedules,
+            schedule_store)
         self.queue = queue
         self.handler = handler
         self.concurrency: int = concurrency
@@ -143,6 +146,8 @@ class WorkerCore(Holding):
         self.end: str = end
         self.schedules = list(schedules)
         self.threaded = threaded
+        self.signals = True  # SIGTERM and SIGINT stop it (see serving.run_all)
+        self.judge: Optional[Callable[[Job, BaseException], BaseException]] = None  # an app's
         super().__init__(Presence(self.ops, self.db, name or repr(queue), lease / 3),
                          on_event, tell, lease)
         self.threads: Optional[HandlerThreads] = None
@@ -176,7 +181,7 @@ class WorkerCore(Holding):
             asked, self.stops_asked = self.stops_asked, 0
         for _ in range(asked):
             self.request_stop()
-        restore = stop_on_signals(self.request_stop)
+        restore = stop_on_signals(self.request_stop) if self.signals else nothing
         self.threads = HandlerThreads(self.concurrency) if self.threaded else None
         self.completions = Completions(asyncio.get_running_loop()) if self.threaded else None
         log.info("worker %s started: %s, concurrency %d, lease %g s%s", self.id,
@@ -431,7 +436,8 @@ class WorkerCore(Holding):
                     job.time_limit, self.stop_job, running, TimeLimitExceeded(
                         f"the job ran past its time limit of {job.time_limit:g} s"))
             try:
-                result, error = await self.handle(running)
+                result, error = await call_handler(running, self.handler, self.threads,
+                                                   self.completions)
             except asyncio.CancelledError:
                 if running.given_back or job.stopped is None:
                     raise
@@ -451,9 +457,11 @@ class WorkerCore(Holding):
             if running.lost:
                 self.finish(running, LEASE_LOST, error)
                 return
+            if self.judge is not None and job.stopped is not None and error is job.stopped:
+                error = self.judge(job, job.stopped)  # a task's retries count a time limit
             decision = decide(job, error, self.backoff, self.ops.max_deliveries)
             if decision.action in ("ack", "cancel"):
-                running.finished = self.finished(running, decision, result)
+                running.finished = ack_of(running, decision, result, self.ops)
                 self.acks.append(running)
                 self.notify()
                 return
@@ -463,42 +471,14 @@ class WorkerCore(Holding):
                           named(job))
             self.finish(running, LEASE_LOST, error or e)
 
-    async def handle(self, running: Running) -> Tuple[Any, Optional[BaseException]]:
-        """Run the handler (unless the job was stopped, or its lease lost, before it
-        began): what it returned, or what it raised."""
-        if running.job.stopped is not None:
-            return None, running.job.stopped
-        if running.lost:  # while it waited for a slot: it may be with another worker
-            return None, None
-        if self.threads is not None:
-            assert self.completions is not None
-            running.future = self.threads.submit(outcome_of, self.handler, running.job)
-            found: Tuple[Any, Optional[BaseException]] = await self.completions.wrap(
-                running.future)
-            return found
-        try:
-            return await self.handler(running.job), None
-        except Exception as e:  # the job's outcome
-            return None, e
-
-    def finished(self, running: Running, decision: Decision, result: Any) -> Finished:
-        """What the ack of a job that succeeded (or stopped on a cancel) carries: its
-        result (kept by a structure with job records), progress and follow-ups."""
-        progress, followups = running.job.reported()
-        if decision.action == "cancel":
-            return Finished(running.lease, progress=progress, state=CANCELLED_STATE)
-        encoded, error = (None, None) if self.ops.history is None else encode_result(result)
-        if error is not None:
-            log.warning("job %s succeeded, but its result is not kept: %r",
-                        named(running.job), error[1])
-        return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)
-
     async def settle(self, running: Running, decision: Decision,
                      error: Optional[BaseException]) -> None:
         """Release or bury a job that failed, snoozed or was discarded, with the error
         it failed with; the progress its handler last set is written first (one more
         transaction), as an ack writes it."""
         job = running.job
+        if isinstance(error, Retry):  # what the handler failed with
+            error = error.error
         if decision.outcome in (RETRY, DEAD) and error is not None:
             log.error("job %s failed (delivery %d)%s", named(job), job.deliveries,
                       f"; retry in {decision.delay:.1f} s" if decision.outcome == RETRY
@@ -512,8 +492,9 @@ class WorkerCore(Holding):
             if progress is not None and self.ops.history is not None:  # as an ack keeps it
                 await drive(self.ops.report(self.db, [(running.lease, progress)]))
             if decision.action == "bury":
-                done = await drive(self.ops.bury(self.db, running.lease, decision.reason,
-                                                 recorded))
+                reason = decision.reason if decision.outcome == DISCARD or recorded is None \
+                    else recorded.reason()
+                done = await drive(self.ops.bury(self.db, running.lease, reason, recorded))
             else:
                 done = await drive(self.ops.release(self.db, running.lease, decision.delay,
                                                     decision.count, recorded))

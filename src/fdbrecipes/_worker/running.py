@@ -10,13 +10,16 @@ import time
 import traceback
 from typing import Any, Callable, Optional, Tuple
 
-from .._ordered.history import Finished
+from .._codec import Undecodable
+from .._ordered.history import Finished, encode_result
 from .._ordered.leases import Lease
-from .._ordered.records import JobError
-from ..jobs import EventSink, Job
+from .._ordered.records import CANCELLED, SUCCEEDED, JobError
+from ..jobs import Decision, Discard, EventSink, Job
+from ..protocol import Workable
+from .threads import Completions, HandlerThreads
 
-__all__ = ["IDLE_WAIT", "Running", "check_handler", "emit", "idle_seconds", "job_error",
-           "named", "outcome_of"]
+__all__ = ["IDLE_WAIT", "Running", "ack_of", "call_handler", "check_handler", "emit",
+           "idle_seconds", "job_error", "named", "outcome_of"]
 
 log = logging.getLogger("fdbrecipes.worker")
 
@@ -110,3 +113,42 @@ class Running:
         """About how many bytes its ack writes."""
         result = self.finished.result if self.finished is not None else None
         return 200 + (len(result) if result is not None else 0)
+
+
+async def call_handler(running: Running, handler: Callable[[Job], Any],
+                       threads: Optional[HandlerThreads],
+                       completions: Optional[Completions]) -> Tuple[Any, Optional[BaseException]]:
+    """Run ``handler`` on ``running``'s job, in one of ``threads`` for a sync handler
+    (unless the job was stopped, or its lease lost, before it began; a value the
+    structure's codec could not decode is discarded): what it returned, or what it
+    raised."""
+    if running.job.stopped is not None:
+        return None, running.job.stopped
+    if isinstance(running.job.value, Undecodable):  # the structure's codec failed
+        return None, Discard(f"undecodable: {running.job.value.reason}"[:1_000])
+    if running.lost:  # while it waited for a slot: it may be with another worker
+        return None, None
+    if threads is not None:
+        assert completions is not None
+        running.future = threads.submit(outcome_of, handler, running.job)
+        found: Tuple[Any, Optional[BaseException]] = await completions.wrap(running.future)
+        return found
+    try:
+        return await handler(running.job), None
+    except Exception as e:  # the job's outcome
+        return None, e
+
+
+def ack_of(running: Running, decision: Decision, result: Any, ops: Workable[Any]) -> Finished:
+    """What the ack of a job that succeeded (or stopped on a cancel) carries: its
+    result (kept, in the codec of ``ops``' values, by a structure with job records),
+    progress and follow-ups."""
+    progress, followups = running.job.reported()
+    if decision.action == "cancel":
+        return Finished(running.lease, progress=progress, state=CANCELLED)
+    codec = getattr(getattr(ops, "values", None), "codec", None)
+    encoded, error = (None, None) if ops.history is None else encode_result(result, codec)
+    if error is not None:
+        log.warning("job %s succeeded, but its result is not kept: %r", named(running.job),
+                    error[1])
+    return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)

@@ -79,12 +79,14 @@ def seconds(text: str) -> float:
     return value
 
 
-def place_arguments(parser: argparse.ArgumentParser, description: str) -> None:
-    """The options every operator command takes, and its ``--help`` texts."""
+def place_arguments(parser: argparse.ArgumentParser, description: str,
+                    required: bool = True) -> None:
+    """The options every operator command takes, and its ``--help`` texts
+    (``required``: the structure must be named; ``worker`` of an app names none)."""
     parser.description = description
     parser.epilog = EPILOG
     where = parser.add_argument_group("the structure")
-    one = where.add_mutually_exclusive_group(required=True)
+    one = where.add_mutually_exclusive_group(required=required)
     one.add_argument("--directory", metavar="PATH",
                      help="directory-layer path, components separated by '/' (e.g. "
                      "app/jobs); it must exist, but push and worker make it")

@@ -139,6 +139,18 @@ def read_only(db: Any, op: Callable[..., T], *args: Any, timeout: Optional[float
             tr.on_error(e).wait()
 
 
+def client_ready() -> None:
+    """Select the tools' API version (``libfdb_c`` loaded), as the application: before
+    anything else uses ``fdb`` (a handler's module, made at import, may).
+
+    Raises:
+        OperatorError: ``libfdb_c`` cannot be loaded or the bindings refuse it.
+    """
+    problem = tools_client_problem()
+    if problem:
+        raise OperatorError(f"cannot run: {problem}")
+
+
 def connect(args: argparse.Namespace) -> Any:
     """The database ``--cluster-file`` names, its transactions bounded by ``--timeout``.
 
@@ -146,9 +158,7 @@ def connect(args: argparse.Namespace) -> Any:
         OperatorError: ``libfdb_c`` cannot be loaded or the bindings refuse it, or the
             cluster file is missing.
     """
-    problem = tools_client_problem()
-    if problem:
-        raise OperatorError(f"cannot run: {problem}")
+    client_ready()
     if args.cluster_file is not None and not os.path.isfile(args.cluster_file):
         raise OperatorError(f"cluster file {args.cluster_file} does not exist")
     import fdb

@@ -33,16 +33,11 @@ import sys
 import threading
 from typing import Any, Callable
 
-from .arguments import (
-    Needs,
-    non_negative_int,
-    place_arguments,
-    positive_int,
-    seconds,
-)
-from .commands import Operation, Report, Target, read_only
+from ..protocol import Servable
+from .arguments import Needs, non_negative_int, place_arguments, positive_int, seconds
+from .commands import Operation, Report, Target, client_ready, read_only, say
 from .logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
-from .places import UsageError
+from .places import OperatorError, Place, UsageError
 
 __all__ = ["METRICS", "METRICS_PORT", "WORKER", "WORKER_MAX_DELIVERIES", "load_handler"]
 
@@ -63,12 +58,17 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
                     "loop), until SIGTERM or SIGINT (a second one skips the wait for "
                     "running jobs).  An empty place is a new queue.  A job failing "
                     f"--max-deliveries times (default {WORKER_MAX_DELIVERIES} here) is a dead "
-                    "letter, with the error as its reason.  Logs to stderr.  Writes: claims, "
-                    "acks, releases, its own record.")
+                    "letter, with the error as its reason.  MODULE:APP naming an app of "
+                    "tasks (fdbrecipes.tasks.App) serves the app's structures and runs "
+                    "their tasks: no --directory, --tuple, --kind or --history then.  Logs "
+                    "to stderr.  Writes: claims, acks, releases, its own record.",
+                    required=False)
     parser.set_defaults(max_deliveries=WORKER_MAX_DELIVERIES)
     parser.add_argument("handler", metavar="MODULE:FUNCTION",
-                        help="the handler, e.g. app.jobs:handle (imported with the "
-                        "current directory on the path)")
+                        help="the handler, e.g. app.jobs:handle, or an app of tasks, e.g. "
+                        "myapp:app (imported with the current directory on the path)")
+    parser.add_argument("--queue", action="append", metavar="NAME",
+                        help="an app's queue to serve (repeat for several; default: all)")
     parser.add_argument("--concurrency", type=positive_int, default=8, metavar="N",
                         help="jobs running at once (default 8)")
     parser.add_argument("--prefetch", type=non_negative_int, metavar="N",
@@ -95,8 +95,8 @@ def worker_arguments(parser: argparse.ArgumentParser) -> None:
     store = parser.add_mutually_exclusive_group()
     store.add_argument("--schedules", metavar="PATH",
                        help="carry the schedule store at this directory-layer path: fire "
-                       "its schedules whose jobs go to this queue (see 'fdbrecipes "
-                       "schedules')")
+                       "its schedules whose jobs go to this queue (an app's: to its "
+                       "queues; see 'fdbrecipes schedules')")
     store.add_argument("--schedules-tuple", metavar="LITERAL",
                        help="the same, the store named by a subspace tuple")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="INFO",
@@ -122,8 +122,9 @@ def metrics_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="the queue label (default: the place's last part)")
 
 
-def load_handler(text: str) -> Callable[..., Any]:
-    """The function ``module:function`` names (the current directory on the path).
+def load_handler(text: str) -> Any:
+    """The function (or the app of tasks, :class:`fdbrecipes.protocol.Servable`)
+    ``module:function`` names (the current directory on the path).
 
     Raises:
         UsageError: not of that form, or nothing callable there.
@@ -138,8 +139,10 @@ def load_handler(text: str) -> Callable[..., Any]:
     except ImportError as e:
         raise UsageError(f"cannot import {module_name}: {e}") from None
     found = getattr(module, name, None)
+    if isinstance(found, Servable):
+        return found
     if not callable(found):
-        raise UsageError(f"{module_name} has no function {name}")
+        raise UsageError(f"{module_name} has no function (or app of tasks) {name}")
     handler: Callable[..., Any] = found
     return handler
 
@@ -161,8 +164,9 @@ def label(target: Target, args: argparse.Namespace) -> str:
     return place.directory[-1] if place.directory else repr(place.prefix)
 
 
-def store_of(target: Target, args: argparse.Namespace) -> Any:
-    """The schedule store ``--schedules`` (or ``--schedules-tuple``) names, or None.
+def store_of(db: Any, args: argparse.Namespace) -> Any:
+    """The schedule store ``--schedules`` (or ``--schedules-tuple``) names in ``db``, or
+    None.
 
     Raises:
         OperatorError: no such directory, or something else than a store is there.
@@ -173,7 +177,7 @@ def store_of(target: Target, args: argparse.Namespace) -> Any:
     from .schedules import place_of, store_at
 
     place = place_of(args.schedules, args.schedules_tuple)
-    return Schedules(read_only(target.db, store_at, place))
+    return Schedules(read_only(db, store_at, place))
 
 
 def work(target: Target, args: argparse.Namespace) -> Report:
@@ -204,7 +208,7 @@ def work(target: Target, args: argparse.Namespace) -> Report:
                         shutdown_timeout=args.shutdown_timeout, on_event=None,
                         end=args.end or "min", schedules=(), time_limit=args.time_limit,
                         name=args.name or target.title(), prefetch=args.prefetch,
-                        schedule_store=store_of(target, args),
+                        schedule_store=store_of(target.db, args),
                         threaded=not inspect.iscoroutinefunction(handler),
                         tell=pipe_from_env())
     watch_parent(worker.stop)
@@ -224,7 +228,83 @@ def serve_metrics(target: Target, args: argparse.Namespace) -> Report:
     return Report({**target.header(), "stopped": True}, f"{target.title()}: metrics stopped")
 
 
-WORKER = Operation("worker", "run a Worker on a queue's jobs (MODULE:FUNCTION)",
-                   worker_arguments, work, Needs(dead_letters=True, default_kind="queue"))
+def serve_app(app: Any, args: argparse.Namespace) -> int:
+    """``worker`` of an app of tasks: run a Worker (an AsyncWorker when every task is
+    ``async def``) on the app's structures (or those ``--queue`` names) until
+    signalled, carrying the ``--schedules`` store as a handler's worker does (fired
+    once per worker, as ``Worker(db, app)`` does); with
+    ``--processes`` (an app of one queue, or one ``--queue``), supervise several."""
+    from .._worker.serving import cores, run_all
+    from .commands import connect
+    from .pipe import pipe_from_env
+    from .supervisor import supervise, watch_parent
+
+    for option in ("directory", "tuple_literal", "kind", "group", "history", "end"):
+        if getattr(args, option, None) is not None:
+            flag = "--tuple" if option == "tuple_literal" else "--" + option
+            raise UsageError(f"{args.handler} is an app of tasks: it names its structures "
+                             f"(no {flag})")
+    try:
+        served = app.served(args.queue)
+    except ValueError as e:
+        raise UsageError(f"{args.handler}: {e}") from None
+    if args.processes > 1 and len(served) > 1:
+        raise UsageError("--processes supervises the workers of one queue: name one with "
+                         "--queue (and run one supervisor per queue)")
+    log_to_stderr(args.log_level, args.log_format)
+    db = connect(args)
+    log.info("fdbrecipes worker: app %s (%s), cluster file %s, concurrency %d, processes %d, "
+             "time limit %s", args.handler, ", ".join(map(repr, served)),
+             args.cluster_file or os.environ.get("FDB_CLUSTER_FILE") or "(default)",
+             args.concurrency, args.processes,
+             "none" if args.time_limit is None else f"{args.time_limit:g} s")
+    if args.processes > 1:
+        structure = served[0]
+        supervise(Target(db, Place(None, ()), "queue", structure), args)
+        return 0
+    tell = pipe_from_env()
+    workers = cores(db, app, None, dict(
+        concurrency=args.concurrency, lease_seconds=args.lease, backoff=None,
+        shutdown_timeout=args.shutdown_timeout, on_event=None, end="min", schedules=(),
+        time_limit=args.time_limit, name=args.name, prefetch=args.prefetch,
+        schedule_store=store_of(db, args), tell=tell), not app.asynchronous, args.queue)
+    if tell is not None and len(workers) > 1:
+        raise UsageError("a supervised worker serves one queue")
+
+    def stop() -> None:
+        for worker in workers:
+            worker.stop()
+    watch_parent(stop)
+    asyncio.run(run_all(workers, args.burst))
+    return 0
+
+
+class WorkerOperation(Operation):
+    """``worker``: an :class:`Operation` on a structure for a handler, or the app's own
+    run for an app of tasks (:func:`serve_app`)."""
+
+    def main(self, args: argparse.Namespace) -> int:
+        try:
+            client_ready()  # the handler's module may use fdb as it is imported
+            found = load_handler(args.handler)
+            if isinstance(found, Servable):
+                return serve_app(found, args)
+            if args.directory is None and args.tuple_literal is None:
+                raise UsageError("name the structure: --directory PATH or --tuple LITERAL "
+                                 "(or give an app of tasks, MODULE:APP)")
+            if args.queue:
+                raise UsageError("--queue names the queues of an app of tasks")
+        except UsageError as e:
+            say(f"fdbrecipes {self.name}: error:", e)
+            return e.status
+        except OperatorError as e:
+            say(f"fdbrecipes {self.name}:", e)
+            return e.status
+        return super().main(args)
+
+
+WORKER = WorkerOperation("worker", "run a Worker on a queue's jobs (MODULE:FUNCTION), or "
+                         "on an app's tasks (MODULE:APP)", worker_arguments, work,
+                         Needs(dead_letters=True, default_kind="queue"))
 METRICS = Operation("metrics", "serve a structure's gauges for Prometheus",
                     metrics_arguments, serve_metrics, Needs(stores=True))

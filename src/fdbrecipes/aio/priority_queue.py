@@ -3,7 +3,7 @@
 The same constructor arguments and the same key layout as PriorityQueue; every
 method is an ``async def`` twin of the sync method of the same name, with its
 docstring, awaiting the same operation
-(:class:`fdbrecipes._ordered.ops.PriorityQueueOps`).
+(:class:`fdbrecipes._ordered.kinds.PriorityQueueOps`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from .._face import twin
 from .._fdb import Transactor
 from .._ordered.checks import reverse_end
 from .._ordered.front import MAX, MIN
+from .._ordered.kinds import PriorityQueueOps
 from .._ordered.leases import Lease
-from .._ordered.ops import PriorityQueueOps
 from .._ordered.paging import PendingItem
 from .._values import V
 from ..priority_queue import PriorityQueue

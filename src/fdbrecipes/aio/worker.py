@@ -11,10 +11,10 @@ worker awaits the structure's watch.  ``await worker.run()`` works until
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional, Sequence
+from typing import Any, Awaitable, Callable, List, Optional, Sequence
 
 from .._face import twin
-from .._worker.core import WorkerCore
+from .._worker.serving import cores, run_all
 from ..jobs import Backoff, EventSink, Job
 from ..schedule import Schedule
 from ..schedules import SchedulesBase
@@ -29,19 +29,21 @@ class AsyncWorker:
     of :class:`fdbrecipes.Worker` (``queue`` sync or async), and so is the behaviour:
     an async handler still running when the shutdown wait ends is cancelled."""
 
-    def __init__(self, db: Any, queue: Any, handler: Callable[[Job], Awaitable[Any]], *,
+    def __init__(self, db: Any, queue: Any,
+                 handler: Optional[Callable[[Job], Awaitable[Any]]] = None, *,
                  concurrency: int = 8, lease_seconds: float = 30.0,
                  backoff: Optional[Backoff] = None, shutdown_timeout: float = 25.0,
                  on_event: Optional[EventSink] = None, end: str = "min",
                  schedules: Sequence[Schedule] = (), time_limit: Optional[float] = None,
                  name: Optional[str] = None, prefetch: Optional[int] = None,
-                 schedule_store: Optional[SchedulesBase] = None) -> None:
-        self._core = WorkerCore(db, queue, handler, concurrency=concurrency,
-                                lease_seconds=lease_seconds, backoff=backoff,
-                                shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
-                                schedules=schedules, time_limit=time_limit, name=name,
-                                prefetch=prefetch, threaded=False,
-                                schedule_store=schedule_store)
+                 schedule_store: Optional[SchedulesBase] = None,
+                 queues: Optional[List[str]] = None) -> None:
+        self._cores = cores(db, queue, handler, dict(
+            concurrency=concurrency, lease_seconds=lease_seconds, backoff=backoff,
+            shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
+            schedules=schedules, time_limit=time_limit, name=name, prefetch=prefetch,
+            schedule_store=schedule_store), False, queues)
+        self._core = self._cores[0]
         self._runner: Optional[asyncio.Task[None]] = None
 
     def __repr__(self) -> str:
@@ -52,10 +54,11 @@ class AsyncWorker:
         return self._core.id
 
     async def run(self, *, burst: bool = False) -> None:
-        await self._core.run(burst)
+        await run_all(self._cores, burst)
 
     def stop(self) -> None:
-        self._core.stop()
+        for core in self._cores:
+            core.stop()
 
     async def __aenter__(self) -> AsyncWorker:
         self._runner = asyncio.ensure_future(self.run())

@@ -269,13 +269,21 @@ class BlockingReader(Client):
         return 1
 
 
+def ignore(_job: Any) -> None:
+    """A worker's handler that does nothing (the worker's own cost is measured)."""
+
+
 class WorkerDrain(Looping):
     """A :class:`fdbrecipes.Worker` with a handler that returns at once, until the
-    queue is drained (or, idle, for ``duration`` seconds on an empty one)."""
+    queue is drained (or, idle, for ``duration`` seconds on an empty one).  With an
+    app of tasks as ``served`` (and no handler), ``Worker(db, app)`` draining its
+    ``queue``."""
 
-    def __init__(self, db: Any, queue: Queue, concurrency: int) -> None:
+    def __init__(self, db: Any, queue: Queue, concurrency: int, served: Any = None,
+                 handler: Any = ignore) -> None:
         super().__init__(queue.retry_stats)
         self.db, self.queue, self.concurrency = db, queue, concurrency
+        self.served, self.handler = (queue if served is None else served), handler
         self.done = 0
         self.lock = threading.Lock()
 
@@ -286,7 +294,7 @@ class WorkerDrain(Looping):
                 self.done += 1
 
     def loop(self, duration: Optional[float]) -> int:
-        worker = Worker(self.db, self.queue, ignore, concurrency=self.concurrency,
+        worker = Worker(self.db, self.served, self.handler, concurrency=self.concurrency,
                         lease_seconds=LEASE_SECONDS, on_event=self.finished)
         with worker:
             if duration is not None:
@@ -349,10 +357,6 @@ def daily_schedules(db: Any, store: Schedules, queue: Queue, n: int) -> None:
 def drained(stats: Any) -> bool:
     """Whether nothing is visible or in flight any more."""
     return bool(stats.visible + stats.in_flight == 0)
-
-
-def ignore(_job: Any) -> None:
-    """A worker's handler that does nothing (the worker's own cost is measured)."""
 
 
 # --------------------------------------------------------------------------------------

@@ -185,6 +185,23 @@ SHARD_PAIRS = (
     shard_pair("Queue.claim+ack", "claim-one", 1, "items/s", None, True),
 )
 SHARD_KINDS = tuple(kind for pair in SHARD_PAIRS for kind in pair)
+#: The "tasks" group (:mod:`fdbrecipes.bench.tasks`): processes of the push and
+#: drain rows (each worker of :data:`WORKER_CONCURRENCY`), a task's push beside the
+#: raw push on the same kind of queue (``history``), ``Worker(db, app)`` beside the raw
+#: Worker, and the codecs' cost per job (one process, no cluster).
+TASK_PROCESSES = 4
+RAW_PUSH = Kind("tasks: Queue.push(db), history", "task-raw-push", 1, "items/s", None)
+TASK_PUSH = Kind("tasks: task.defer(db)", "task-push", 1, "items/s", RAW_PUSH.label)
+RAW_WORKER = Kind(f"tasks: Worker(queue, handler), history, concurrency={WORKER_CONCURRENCY}",
+                  "history-worker", WORKER_CONCURRENCY, "items/s", None, drains=True)
+TASK_WORKER = Kind(f"tasks: Worker(db, app), no-op task, concurrency={WORKER_CONCURRENCY}",
+                   "task-worker", WORKER_CONCURRENCY, "items/s", RAW_WORKER.label,
+                   drains=True)
+CODEC_KINDS = (Kind("codec per job: JSON", "codec-json", 1, "jobs/s", None),
+               Kind("codec per job: MsgPack", "codec-msgpack", 1, "jobs/s", None),
+               Kind("codec per job: Encrypted(JSON), AES-GCM", "codec-encrypted", 1,
+                    "jobs/s", None))
+TASK_KINDS = (RAW_PUSH, TASK_PUSH, RAW_WORKER, TASK_WORKER, *CODEC_KINDS)
 AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
 WORKER_KINDS = (WORKER, HISTORY_WORKER, BARE_CLAIMS)
 
@@ -194,17 +211,17 @@ PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
          *HOT_KINDS, *AIO_KINDS, BLOCKING_READ, AWAITED_READ, *WORKER_KINDS, IDLE_WORKER,
-         *IDLE_PAIR,
-         *FAIR_KINDS, *SHARD_KINDS)
+         *IDLE_PAIR, *FAIR_KINDS, *SHARD_KINDS, *TASK_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
 #: WeightTree.pop throughput, the PriorityQueue pops, the hot paths (the spread pop
 #: beside the bare probe, WeightTree.pop beside the limit, in rounds), the async rows,
 #: the worker rows, the fair queue (claims, latency by groups, the noisy neighbour),
-#: the sharded queue beside the unsharded one, WeightTree.pop latency.
+#: the sharded queue beside the unsharded one, tasks beside the raw calls (and the
+#: codecs' cost), WeightTree.pop latency.
 GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "hot", "aio", "worker", "fair",
-          "shards", "latency")
+          "shards", "tasks", "latency")
 
 
 @dataclass(frozen=True)

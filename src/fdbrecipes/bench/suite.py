@@ -21,7 +21,8 @@ from .._cluster import open_database, with_cluster
 from .clients import BenchError, Job, run_clients
 from .cpu import server_pids
 from .fair import noisy_neighbour, time_claims
-from .fill import FILLS, MAX_WEIGHT, TREE_FILL_BATCH, Filler, fill_fair_groups, group_name
+from .fill import FILLS as STRUCTURE_FILLS
+from .fill import MAX_WEIGHT, TREE_FILL_BATCH, Filler, fill_fair_groups, group_name
 from .machine import format_machine, machine_info
 from .recipe import QUEUE_FILL_BATCH, chunks
 from .report import publish
@@ -42,6 +43,7 @@ from .settings import (
     AWAITED_READ,
     BLOCKING_READ,
     CLAIM_ACK,
+    CODEC_KINDS,
     FAIR_KINDS,
     HISTORY_SECONDS,
     HOT_KINDS,
@@ -56,8 +58,13 @@ from .settings import (
     POP_KINDS,
     PQ_KINDS,
     PUSH_KINDS,
+    RAW_PUSH,
+    RAW_WORKER,
     RECIPE_POP,
     SHARD_PAIRS,
+    TASK_PROCESSES,
+    TASK_PUSH,
+    TASK_WORKER,
     TREE_POP,
     WORKER_KINDS,
     Kind,
@@ -65,7 +72,10 @@ from .settings import (
     add_arguments,
     settings_from_args,
 )
+from .tasks import TASK_FILLS
 
+#: How each draining op's structure is pre-filled: the structures' fills and the tasks'.
+FILLS: Dict[str, Filler] = {**STRUCTURE_FILLS, **TASK_FILLS}
 #: First element of every measurement's subspace prefix.
 ROOT = "fdbrecipes-bench"
 
@@ -97,7 +107,7 @@ class Runtime:
     machine_info: Callable[[Any, str], Dict[str, Any]] = machine_info
     format_machine: Callable[[Dict[str, Any]], str] = format_machine
     run_clients: Callable[[Any, Job, int], List[Report]] = run_clients
-    fills: Mapping[str, Filler] = field(default_factory=FILLS.copy)
+    fills: Mapping[str, Filler] = field(default_factory=lambda: dict(FILLS))
     latency: bool = True
 
 
@@ -151,6 +161,8 @@ class Suite:
                 fair, noisy = self.fair_latencies(), self.noisy_neighbour()
         if self.settings.runs("shards"):
             rows += self.shards()
+        if self.settings.runs("tasks"):
+            rows += self.tasks()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
         return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy, jobs)
@@ -329,6 +341,19 @@ class Suite:
             runs = [self.drained(kind, most, items) for kind in (plain, spread, spread, plain)]
             rows += [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
         return rows
+
+    def tasks(self) -> List[Row]:
+        """Tasks beside the raw calls (:mod:`.tasks`), at 4 processes (K if fewer):
+        ``task.defer(db)`` and ``Queue.push(db)`` rotated; ``Worker(db, app)`` and the
+        raw Worker draining in the order raw, task, task, raw, each pair of rounds
+        summed; then each codec's cost per job in one process."""
+        clients = min(TASK_PROCESSES, self.settings.most)
+        rows = self.rotated((RAW_PUSH, TASK_PUSH), clients)
+        items = self.settings.claim_items(clients)
+        runs = [self.drained(kind, clients, items)
+                for kind in (RAW_WORKER, TASK_WORKER, TASK_WORKER, RAW_WORKER)]
+        rows += [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
+        return rows + [self.timed(kind, 1) for kind in CODEC_KINDS]
 
     def fair_latencies(self) -> List[Latency]:
         """FairQueue.claim latency with 10^2, 10^4, 10^5 groups with work (one item

@@ -28,9 +28,14 @@ from .settings import (
     LIMIT,
     PUSH,
     QUEUE_CLAIM,
+    RAW_PUSH,
+    RAW_WORKER,
     SHARD_PAIRS,
     SPREAD,
     SPREAD_POP,
+    TASK_PROCESSES,
+    TASK_PUSH,
+    TASK_WORKER,
     TREE_POP,
     WORKER,
     Kind,
@@ -105,7 +110,8 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
     In order: the high-contention pop, the spread pop, claim_many+ack, Queue.push at
     1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth, the
     hot paths (:func:`hot_targets`), the async rows (:func:`aio_targets`), the
-    workers (:func:`worker_targets`), the fair queue (:func:`fair_targets`).
+    workers (:func:`worker_targets`), the fair queue (:func:`fair_targets`), the
+    shards, the tasks (:func:`task_targets`).
     """
     check = _Checker(rows, most)
     poppers = plural(most, "popper")
@@ -138,7 +144,19 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
     ))
     return (targets + hot_targets(rows, most) + aio_targets(rows, most)
             + worker_targets(rows, most) + fair_targets(rows, most, fair, noisy)
-            + shard_targets(rows, most))
+            + shard_targets(rows, most) + task_targets(rows, most))
+
+
+def task_targets(rows: Sequence[Row], most: int) -> List[Target]:
+    """Tasks against the raw calls on the same kind of queue, at 4 processes (or K,
+    if fewer): ``task.defer(db)`` over ``Queue.push(db)``, ``Worker(db, app)`` over
+    the raw Worker."""
+    clients = min(TASK_PROCESSES, most)
+    note = "" if clients == TASK_PROCESSES else f"measured at {plural(clients, 'client')}"
+    return [Target(f"{task.label}, {plural(clients, 'client')}: x {raw.label}",
+                   rate_ratio(find(rows, task, clients), find(rows, raw, clients)), 0.9,
+                   note=note)
+            for task, raw in ((TASK_PUSH, RAW_PUSH), (TASK_WORKER, RAW_WORKER))]
 
 
 def hot_targets(rows: Sequence[Row], most: int) -> List[Target]:

@@ -1,7 +1,9 @@
 """How the dashboard shows values and names them in URLs: pure functions, no I/O.
 
 Every value is shown as its ``repr()`` (so bytes that are not UTF-8 show as escapes),
-cut to a size cap; the templates escape what these return.  A FairQueue's group (a
+bytes sealed by an encrypting codec (``fdbrecipes.tasks.Encrypted``) as ``<encrypted,
+key id '...'>`` in place of their ciphertext (the dashboard holds no key), cut to a size
+cap; the templates escape what these return.  A FairQueue's group (a
 ``str`` or ``bytes``) and a job's id (``bytes``) travel in URLs as hex, so any value
 round-trips exactly.
 """
@@ -14,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 import fdb.tuple
 
+from .._codec import sealed_key_id
 from .._ordered.tokens import MAX_TOKEN_BYTES
 
 __all__ = ["LIST_CAP", "PAGE_CAP", "TOO_DEEP", "ago", "cursor_from_hex", "cut", "cut_text",
@@ -30,10 +33,32 @@ PAGE_CAP = 20_000
 TOO_DEEP = "<a value nested too deep to show>"
 
 
+class Sealed:
+    """What sealed bytes show as: the key id they are encrypted under."""
+
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
+
+    def __repr__(self) -> str:
+        return f"<encrypted, key id {self.key_id!r}>"
+
+
+def masked(value: Any, depth: int = 0) -> Any:
+    """``value`` with every sealed bytes in it (a task's payload inside its tuple too)
+    shown as :class:`Sealed`; tuples nested past 64 levels are left as they are."""
+    if type(value) is bytes:
+        sealed = sealed_key_id(value)
+        return value if sealed is None else Sealed(sealed[0])
+    if type(value) is tuple and depth < 64:
+        return tuple(masked(element, depth + 1) for element in value)
+    return value
+
+
 def _repr(value: Any) -> str:
-    """``repr(value)``, or :data:`TOO_DEEP` (a tuple nested past Python's stack)."""
+    """``repr(value)`` (sealed bytes masked), or :data:`TOO_DEEP` (a tuple nested past
+    Python's stack)."""
     try:
-        return repr(value)
+        return repr(masked(value))
     except RecursionError:
         return TOO_DEEP
 
@@ -51,7 +76,7 @@ def shown_pretty(value: Any, cap: int = PAGE_CAP) -> str:
     a value nested too deep for the pretty-printer (whose recursion is Python's) as its
     plain ``repr()``."""
     try:
-        text = pprint.pformat(value, width=100)
+        text = pprint.pformat(masked(value), width=100)
     except RecursionError:
         text = _repr(value)
     if len(text) <= cap:
