@@ -5,6 +5,9 @@ one run, for each system:
 
 * **enqueue**: one caller process sends ``--jobs`` no-op jobs, one call per job
   (Celery ``delay()``, Dramatiq ``send()``, ``Queue.push(db, ...)``): jobs per second;
+  then, once the jobs are drained, from ``--senders`` threads of one caller process
+  (as a web application's request threads send them: ``Queue.push(db)`` calls of
+  several threads share transactions), as many jobs again;
 * **drain**: with the jobs waiting, ``--processes`` worker processes of ``--threads``
   threads each start (Celery: ``celery worker -P threads -c 8`` per process;
   Dramatiq: ``dramatiq -p 4 -t 8``; native: ``fdbrecipes worker --processes 4
@@ -126,11 +129,16 @@ else:  # native, bare, and the 1-key commit
             jobs.ack_many(db, leases)
 
 if __name__ == "__main__":
-    import sys
+    import sys, threading
     if sys.argv[1] == "drain":
         drain()
+    n, senders = int(sys.argv[1]), int(sys.argv[2])
+    threads = [threading.Thread(target=send, args=(n // senders,)) for _ in range(senders)]
     start = time.perf_counter()
-    send(int(sys.argv[1]))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     print(time.perf_counter() - start)
 '''
 
@@ -144,6 +152,7 @@ class Row(NamedTuple):
     drain: Optional[float]    # jobs per second, the workers
     cpu: Optional[float] = None     # ms of CPU per job drained: the workers' processes
     server: Optional[float] = None  # ms of CPU per job drained: the server's
+    threads: Optional[float] = None  # jobs per second, one caller's --senders threads
 
 
 def median(values: List[float]) -> Optional[float]:
@@ -276,9 +285,10 @@ class Run:
             "PEERS_DIRECTORY": f"peers-{uuid.uuid4().hex[:12]}"}
         self.workdir = workdir
 
-    def enqueue(self) -> float:
-        """Seconds one caller took to send the jobs."""
-        done = subprocess.run([sys.executable, "peers_app.py", str(self.args.jobs)],
+    def enqueue(self, senders: int = 1) -> float:
+        """Seconds one caller took to send the jobs, from ``senders`` threads."""
+        done = subprocess.run([sys.executable, "peers_app.py", str(self.args.jobs),
+                               str(senders)],
                               cwd=self.workdir, env=self.env, capture_output=True, text=True,
                               timeout=1800)
         if done.returncode != 0:
@@ -362,10 +372,9 @@ def measure(system: str, workdir: Path, env: Dict[str, str], args: Any) -> Row:
     run = Run(system, workdir, env, args)
     seconds = run.enqueue()
     enqueue = args.jobs / seconds
-    if system == "commit":
-        return Row(system, enqueue, None)
-    drain, cpu, server = run.drain()
-    return Row(system, enqueue, drain, cpu, server)
+    drain, cpu, server = (None, None, None) if system == "commit" else run.drain()
+    threads = args.jobs // args.senders * args.senders / run.enqueue(args.senders)
+    return Row(system, enqueue, drain, cpu, server, threads)
 
 
 def ratio(a: Optional[float], b: Optional[float]) -> str:
@@ -376,7 +385,8 @@ def table(rounds: Dict[str, List[Row]]) -> str:
     """Medians over the rounds, their ratios, then each system's range."""
     rows = {name: summary(found) for name, found in rounds.items()}
     lines = [f"{'system':<24}{'enqueue/s':>11}{'drain/s':>10}   enqueue x always/default"
-             "   drain x always/default"]
+             "   drain x always/default"
+             f"{'threads/s':>11}   threads x always/default"]
     for name, row in rows.items():
         base = name.split("-")[0]
         always = rows.get(f"{base}-redis-always") if base in ("celery", "dramatiq") \
@@ -390,8 +400,12 @@ def table(rounds: Dict[str, List[Row]]) -> str:
             f"{ratio(row.enqueue, always and always.enqueue):>6} / "
             f"{ratio(row.enqueue, default and default.enqueue):<6}"
             f"{'':>10}{ratio(row.drain, always and always.drain):>6} / "
-            f"{ratio(row.drain, default and default.drain):<6}")
-    lines.append("(medians; native, bare and commit rows: ratios to Dramatiq on Redis)")
+            f"{ratio(row.drain, default and default.drain):<6}"
+            f"{f'{row.threads:,.0f}' if row.threads else '-':>11}   "
+            f"{ratio(row.threads, always and always.threads):>6} / "
+            f"{ratio(row.threads, default and default.threads):<6}")
+    lines.append("(medians; native, bare and commit rows: ratios to Dramatiq on Redis; "
+                 "threads: the enqueue from one caller's --senders threads)")
     lines.append(f"{'ranges over the rounds':<24}{'enqueue/s':>16}{'drain/s':>16}"
                  f"{'CPU ms/job: workers':>22}{'server':>10}")
     for name, found in rounds.items():
@@ -410,6 +424,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--senders", type=int, default=16,
+                        help="threads of the caller of the second enqueue (default 16)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="measure every system this many times, in turn (medians)")
     parser.add_argument("--only", default=",".join(SYSTEMS),

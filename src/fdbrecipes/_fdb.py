@@ -68,6 +68,13 @@ def is_transaction(tr: Any, *, writes: bool = True) -> bool:
     )
 
 
+def is_database(tr: Any) -> bool:
+    """True if ``tr`` is a Database or Tenant (a call given it runs its own
+    transactions)."""
+    impl = fdb_impl()
+    return isinstance(tr, (impl.Database, impl.Tenant))
+
+
 def check_transactor(tr: Transactor, *, writes: bool = True) -> None:
     """Raise TypeError unless ``tr`` is a Transaction, Database or Tenant (or, for
     reads, a snapshot view)."""

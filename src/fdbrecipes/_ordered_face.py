@@ -9,13 +9,15 @@ faces' base.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar, Iterable, List, Optional, Type
 
 from ._clock import Clock
 from ._codec import Codec
 from ._drivers.blocking import drive
+from ._drivers.sharing import Sharing
 from ._face import JobFace
-from ._fdb import Transactor
+from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import PushRequest, QueueStats
@@ -57,9 +59,20 @@ class OrderedBase(JobFace[OrderedOps[V]]):
 class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
     """The sync methods Queue and PriorityQueue share (see those classes)."""
 
+    @functools.cached_property
+    def _pushes(self) -> Sharing[PushRequest, bool]:
+        """The pushes of this object given a Database, in transactions shared by
+        the threads of this process."""
+        return Sharing(self._ops.push_requests)
+
     def _push(self, tr: Transactor, request: PushRequest) -> PushRequest:
-        """Push a checked request; the request (which names its items' ids)."""
-        drive(self._ops.push(tr, request))
+        """Push a checked request: in the caller's transaction, or given a Database
+        in a transaction shared with other threads' pushes; the request (which names
+        its items' ids)."""
+        if request.batch and is_database(tr):
+            self._pushes.call(tr, request, request.size())
+        else:
+            drive(self._ops.push(tr, request))
         return request
 
     # -- size, stats, clear ----------------------------------------------------------

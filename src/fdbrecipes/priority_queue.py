@@ -65,6 +65,11 @@ class PriorityQueue(OrderedFace[V]):
         ``history``, its job record) and the counters.  Conflicts with: nothing,
         except a concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
 
+        Given a Database, pushes that threads of this process make while one is in
+        flight share the next transaction (one commit, one receipt: each stored
+        exactly once; a thread alone runs its own at once; see
+        ``docs/guarantees.md``).
+
         Raises:
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id``, ``delay`` or

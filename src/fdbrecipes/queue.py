@@ -126,6 +126,11 @@ class Queue(OrderedFace[V]):
         Conflicts with: nothing, except a concurrent push of the same ``id``.  Cost:
         1 round trip, O(1) in n however many items are delayed.
 
+        Given a Database, pushes that threads of this process make while one is in
+        flight share the next transaction (one commit, one receipt: each stored
+        exactly once; a thread alone runs its own at once; see
+        ``docs/guarantees.md``).
+
         Raises:
             TypeError or ValueError: ``value`` is None, not tuple-encodable or over
                 100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is

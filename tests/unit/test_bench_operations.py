@@ -5,8 +5,10 @@ should and counts what it moved and retried."""
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any, List, Optional
 
+import pytest
 from fdb.subspace_impl import Subspace
 
 from fdbrecipes import PriorityQueue, Queue, RetryStats, WeightTree
@@ -35,23 +37,36 @@ from fdbrecipes.bench.settings import (
     Kind,
 )
 from fdbrecipes.bench.tasks import TASK_FACTORIES, TASK_FILLS
+from fdbrecipes.bench.threads import THREAD_FACTORIES, Threads
 
 SUBSPACE = Subspace(("bench-test",))
 
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 32 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
+    assert len(kinds) == 34 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
         settings.CODEC_KINDS) == set(KINDS)
     assert len(SHARD_KINDS) == 6 and {k.op for k in SHARD_KINDS[1::2]} == {
         "sharded-" + k.op for k in SHARD_KINDS[::2]}
     assert len(AIO_KINDS) == 6 and {k.tasks for k in AIO_KINDS} == {16, 64}
     assert len({k.label for k in KINDS}) == len(KINDS)
-    assert {k.op for k in KINDS} == set(FACTORIES) | set(TASK_FACTORIES)
+    assert {k.op for k in KINDS} == set(FACTORIES) | set(TASK_FACTORIES) | set(THREAD_FACTORIES)
     assert {k.op for k in KINDS if k.drains} == set(FILLS) | set(TASK_FILLS)
     for kind in (SPREAD_POP, CLAIM_ACK, TREE_POP, PQ_POP_MIN, PQ_POP_MAX):
         assert kind.drains
     assert not PUSH_TR.drains and PUSH_TR.recipe == "recipe push"
+
+
+def test_the_threads_rows_are_timed_and_report_a_threads_error() -> None:
+    def fails() -> int:
+        raise ValueError("the step failed")
+
+    with pytest.raises(TypeError, match="timed"):
+        Threads(None, 2, fails).loop(None)
+    with pytest.raises(ValueError, match="the step failed"):
+        Threads(None, 2, fails).loop(0.5)
+    counted = itertools.count()
+    assert Threads(None, 4, functools.partial(next, counted)).loop(0.05) > 0
 
 
 def test_every_factory_makes_a_client() -> None:

@@ -112,7 +112,9 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
         (op, tasks, 1, duration) for tasks in (16, 64)
         for op, duration in (("aio-push", 2.0), ("aio-spread-pop", None),
                              ("aio-claim-ack", None))
-    ] + [("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
+    ] + [(op, 16, 1, 1.0) for op in ("thread-push-alone", "thread-push", "thread-push",
+                                     "thread-push-alone")] + [
+        ("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
         (op, 8, c, None) for c in (1, 16)
         for op in ("worker", "history-worker", "spread-claim-ack")
     ] + [("idle-worker", 8, 1, 3.0), ("idle-started", 8, 1, 3.0),
@@ -143,8 +145,9 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     assert {items for op, items in recorder.fills
             if op not in big + ("probe-pop", "spread-pop", "tree-pop")} == {2000}
     # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
-    # of each: one row each; the tasks group's push rounds and drains, one row each
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 4
+    # of each: one row each; the threads rows' rounds and the tasks group's push
+    # rounds and drains, one row each
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 2 - 4
     spread = next(r for r in results.rows if r.name == "hot: Queue.pop spread=16")
     assert (spread.count, spread.ratio_recipe) == (3 * 4000, pytest.approx(1.0))
     tree = next(r for r in results.rows if r.name == "hot: WeightTree.pop")

@@ -36,6 +36,8 @@ from fdbrecipes.bench.settings import (
     SPREAD_POP,
     TASK_PUSH,
     TASK_WORKER,
+    THREAD_PUSH,
+    THREAD_PUSH_ALONE,
     TREE_POP,
     WORKER,
     Kind,
@@ -66,6 +68,7 @@ def sample_rows() -> List[Row]:
         row(PROBE_POP, 16, 1000), row(HOT_SPREAD_POP, 16, 900),
         row(HOT_LIMIT, 16, 2000), row(HOT_TREE_POP, 16, 500),
         row(AIO_PUSH, 1, 4000), row(AIO_POP, 1, 1000), row(AIO_CLAIM, 1, 12000),
+        row(THREAD_PUSH_ALONE, 1, 1000), row(THREAD_PUSH, 1, 3000),
         Row(AWAITED_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.30),
         Row(BLOCKING_READ.label, 1, 1000, 1.0, 0, "reads/s", cpu_seconds=0.28),
         row(WORKER, 16, 4000), row(BARE_CLAIMS, 16, 5000), row(HISTORY_WORKER, 16, 3600),
@@ -108,6 +111,7 @@ NAMES = [
     ("aio pop spread=16, 64 tasks: x Queue.pop spread=16, 16 sync clients", 1.0),
     ("aio claim_many(100)+ack, 64 tasks: x claim_many(100)+ack, 16 sync clients", 1.0),
     ("aio push(db), 64 tasks: x limit, 16 sync clients", 2.0),
+    ("Queue.push(db), 16 threads: x Queue.push(tr), a transaction each, 16 threads", 3.0),
     ("an awaited read's client CPU over a blocking one's (ms)", 0.05),
     ("Worker(concurrency=8), 16 clients: x limit", 2.0),
     ("Worker(concurrency=8), 16 clients: x claim_many(8, spread=8)+ack", 0.8),
@@ -165,7 +169,7 @@ def test_targets_fail() -> None:
         "FAIL",  # WeightTree.pop 0.3x limit
         "FAIL",  # growth 2.5x
         "FAIL", "FAIL",  # hot: spread 0.899x the probe, tree 0.2495x the limit
-        *["SKIP"] * 10,  # no async or worker rows
+        *["SKIP"] * 11,  # no async, threads or worker rows
         "FAIL", "SKIP",  # FairQueue.claim 0.4975x Queue.claim at 1; none at 16
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
         *["SKIP"] * 3,  # no sharded rows
@@ -274,6 +278,7 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
 
 def test_one_client_checks_push_once() -> None:
     names = [t.name for t in check([], [], 1)]
-    assert sum(n.startswith("Queue.push(db)") and "shard" not in n for n in names) == 2
+    assert sum(n.startswith("Queue.push(db)") and "shard" not in n and "threads" not in n
+               for n in names) == 2
     assert sum(n.startswith("FairQueue.claim+ack") for n in names) == 1
     assert len(names) == len(NAMES) - 3

@@ -87,6 +87,10 @@ class PushRequest(NamedTuple):
         """The ids of its items (given or made)."""
         return [self.id] if self.id is not None else list(self.ids)
 
+    def size(self) -> int:
+        """About how many bytes of writes it makes (for shared transactions)."""
+        return sum(len(value) + 100 for _, value in self.batch)
+
 
 class Takes:
     """A pop of one item, for what pops ``n`` (an engine, or the engine over the shards

@@ -37,11 +37,6 @@ __all__ = ["AsyncOrderedFace"]
 T = TypeVar("T")
 
 
-def push_size(request: PushRequest) -> int:
-    """About how many bytes of writes a push request makes (for the shared window)."""
-    return sum(len(value) + 100 for _, value in request.batch)
-
-
 class Takers:
     """How many takes of one structure (pops and claims given a Database) one event
     loop runs at once: at most ``spread`` of those with that ``spread`` (one at a
@@ -201,5 +196,5 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         if is_transaction(tr) or not request.batch:
             await drive(self._ops.push(tr, request))
         else:
-            await self._pushes.call(tr, request, push_size(request))
+            await self._pushes.call(tr, request, request.size())
         return request

@@ -33,6 +33,7 @@ from .cpu import server_cpu
 from .operations import FACTORIES, Client, Factory, Looping
 from .results import Report
 from .tasks import TASK_FACTORIES
+from .threads import THREAD_FACTORIES
 
 if TYPE_CHECKING:
     from multiprocessing.context import SpawnContext, SpawnProcess
@@ -117,8 +118,8 @@ def client_main(
     try:
         db = connect(job.cluster_file)
         subspace = Subspace(job.prefix)
-        client = (factories or {**FACTORIES, **TASK_FACTORIES})[job.op](db, subspace, index,
-                                                                       job.batch)
+        client = (factories or {**FACTORIES, **TASK_FACTORIES, **THREAD_FACTORIES})[job.op](
+            db, subspace, index, job.batch)
         db.get(subspace.pack(("warm-up",)))  # connect before the clock starts
         client.prepare()
         barrier.wait(BARRIER_TIMEOUT)

@@ -36,6 +36,8 @@ from .settings import (
     TASK_PROCESSES,
     TASK_PUSH,
     TASK_WORKER,
+    THREAD_PUSH,
+    THREAD_PUSH_ALONE,
     TREE_POP,
     WORKER,
     Kind,
@@ -179,8 +181,10 @@ def rate_ratio(row: Optional[Row], reference: Optional[Row]) -> Optional[float]:
 
 def aio_targets(rows: Sequence[Row], most: int) -> List[Target]:
     """One async process with 64 tasks against K sync processes, on every row; its
-    pushes (sharing transactions) against the limit; an awaited read's client CPU
-    over a blocking one's."""
+    pushes (sharing transactions) against the limit; one process's 16 threads
+    pushing given a Database (sharing transactions) against the same threads each
+    pushing in a transaction of its own; an awaited read's client CPU over a
+    blocking one's."""
     push, pop, claim = aio_kinds(64)
     sync = plural(most, "sync client")
     note = scope_note(most)
@@ -190,6 +194,9 @@ def aio_targets(rows: Sequence[Row], most: int) -> List[Target]:
     targets.append(Target(f"{push.label}: x limit, {sync}",
                           rate_ratio(find(rows, push, 1), find(rows, LIMIT, most)), 2.0,
                           note=note))
+    targets.append(Target(f"{THREAD_PUSH.label}: x {THREAD_PUSH_ALONE.label}",
+                          rate_ratio(find(rows, THREAD_PUSH, 1),
+                                     find(rows, THREAD_PUSH_ALONE, 1)), 3.0))
     awaited, blocking = find(rows, AWAITED_READ, 1), find(rows, BLOCKING_READ, 1)
     extra = None
     if awaited and blocking and awaited.cpu_ms_per_op is not None \

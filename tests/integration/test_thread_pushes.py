@@ -1,0 +1,166 @@
+"""Pushes given a Database by the threads of one process share transactions
+(:mod:`fdbrecipes._drivers.sharing`), on a real server: every item stored once and in
+each thread's order, under unknown commit results too; far fewer commits than pushes;
+a bad push fails alone; Ctrl-C reaching a waiting push writes nothing of it and stops
+no other thread."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from functools import partial
+from typing import Any, List, Optional, Tuple
+
+import pytest
+
+from fdbrecipes import PriorityQueue, Queue
+from tests.helpers import RandomFaults, eventually, run_threads, unknown_results
+
+pytestmark = pytest.mark.integration
+
+#: Threads, and pushes each makes.
+THREADS, PUSHES = 16, 50
+#: Seconds any thread of a test may take.
+DEADLINE = 120.0
+
+
+class Commits:
+    """A plan for :func:`tests.helpers.unknown_results` that counts the commits (and
+    makes each faulty as ``faults`` says, if given)."""
+
+    def __init__(self, faults: Optional[RandomFaults] = None) -> None:
+        self.faults = faults
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> Optional[str]:
+        with self.lock:
+            self.count += 1
+        return None if self.faults is None else self.faults()
+
+
+def pushers(push: Any, errors: List[BaseException]) -> List[threading.Thread]:
+    """:data:`THREADS` threads, thread ``t`` pushing ``(t, i)`` for i in 0 ..
+    :data:`PUSHES` - 1, one push a call, all started together."""
+    start = threading.Barrier(THREADS)
+
+    def pusher(t: int) -> None:
+        try:
+            start.wait(timeout=DEADLINE)
+            for i in range(PUSHES):
+                push((t, i))
+        except BaseException as e:
+            errors.append(e)
+
+    return [threading.Thread(target=pusher, args=(t,)) for t in range(THREADS)]
+
+
+def in_order(values: List[Any]) -> bool:
+    """Whether every thread's items are all there, once each, in its order."""
+    return all([i for t_, i in values if t_ == t] == list(range(PUSHES))
+               for t in range(THREADS))
+
+
+def test_threads_pushes_share_transactions(fdb_cluster_file: str, db: Any,
+                                           fdb_subspace: Any) -> None:
+    commits = Commits()
+    counted = unknown_results(fdb_cluster_file, commits)
+    q: Queue[Tuple[int, int]] = Queue(fdb_subspace)
+    errors: List[BaseException] = []
+    run_threads(pushers(partial(q.push, counted), errors), errors, DEADLINE)
+    values = q.items(db)
+    assert len(values) == THREADS * PUSHES and in_order(values)
+    # alone, each push is a commit; shared, a commit carries every push waiting
+    assert commits.count <= THREADS * PUSHES / 2, commits.count
+    print(f"{THREADS} threads x {PUSHES} pushes: {commits.count} commits")
+
+
+def test_shared_pushes_are_stored_once_under_unknown_results(fdb_cluster_file: str, db: Any,
+                                                             fdb_subspace: Any) -> None:
+    """A fifth of the commits report ``commit_unknown_result`` (half of them after
+    really committing): every item is stored once, a PriorityQueue's too."""
+    faulty = unknown_results(fdb_cluster_file, Commits(RandomFaults(seed=11)))
+    q: Queue[Tuple[int, int]] = Queue(fdb_subspace["q"], history=60)
+    errors: List[BaseException] = []
+    run_threads(pushers(partial(q.push, faulty), errors), errors, DEADLINE)
+    values = q.items(db)
+    assert len(values) == THREADS * PUSHES and in_order(values)
+    assert q.stats(db).visible == THREADS * PUSHES  # one job record and count each
+    pq: PriorityQueue[Tuple[int, int]] = PriorityQueue(fdb_subspace["pq"])
+    run_threads(pushers(partial(pq.push, faulty, priority=3), errors), errors, DEADLINE)
+    assert in_order(pq.items(db))
+
+
+def test_a_bad_push_fails_alone(db: Any, fdb_subspace: Any) -> None:
+    q: Queue[Any] = Queue(fdb_subspace)
+    errors: List[BaseException] = []
+    refused: List[BaseException] = []
+    start = threading.Barrier(4)
+
+    def push(value: Any) -> None:
+        start.wait(timeout=DEADLINE)
+        try:
+            q.push(db, value)
+        except ValueError as e:
+            refused.append(e)
+
+    run_threads([threading.Thread(target=push, args=(v,))
+                 for v in (b"good", None, b"also good", b"x" * 200_000)], errors, DEADLINE)
+    assert sorted(q.items(db)) == [b"also good", b"good"]
+    assert len(refused) == 2
+
+
+def waiting_for_its_turn(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is blocked in a shared push's wait (read from the
+    interpreter's stack of that thread: the test's synchronisation, not the
+    library's state)."""
+    frame = sys._current_frames().get(thread.ident or 0)  # noqa: SLF001 (documented)
+    while frame is not None:
+        if frame.f_code.co_name == "wait" and "sharing" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_ctrl_c_while_a_push_waits_writes_nothing_of_it(fdb_cluster_file: str, db: Any,
+                                                        fdb_subspace: Any) -> None:
+    """A thread's push holds the turn (its commit blocked until the test lets it go);
+    the main thread's push waits; SIGINT to the main thread: its push leaves, writing
+    nothing (KeyboardInterrupt); the held push lands; later pushes still run."""
+    release = threading.Event()
+    holding = threading.Event()
+
+    def hold() -> None:
+        holding.set()
+        assert release.wait(timeout=DEADLINE)
+
+    plan = iter(["applied"])
+    held_db = unknown_results(fdb_cluster_file, partial(next, plan, None), hold)
+    q: Queue[bytes] = Queue(fdb_subspace)
+    errors: List[BaseException] = []
+    first = threading.Thread(target=q.push, args=(held_db, b"held"))
+    first.daemon = True
+    first.start()
+    assert holding.wait(timeout=DEADLINE)  # its commit is in flight: the turn is held
+    main = threading.main_thread()
+
+    def interrupt() -> None:
+        try:
+            eventually(partial(waiting_for_its_turn, main), DEADLINE, "the main thread's push "
+                       "waiting for its turn")
+            signal.pthread_kill(main.ident or 0, signal.SIGINT)
+        except BaseException as e:
+            errors.append(e)
+
+    interrupter = threading.Thread(target=interrupt, daemon=True)
+    interrupter.start()
+    with pytest.raises(KeyboardInterrupt) as raised:
+        q.push(held_db, b"interrupted")
+    assert type(raised.value) is KeyboardInterrupt  # not on its way: nothing to settle
+    interrupter.join(timeout=DEADLINE)
+    release.set()
+    first.join(timeout=DEADLINE)
+    assert not errors and not first.is_alive()
+    q.push(held_db, b"after")  # the turn was handed on: a later push runs
+    assert q.items(db) == [b"held", b"after"]
