@@ -45,14 +45,15 @@ MOST_BYTES = 2_000_000
 
 
 class _Call(Generic[R, X]):
-    """One call: its request and size, then its result or error, and whether its
-    thread is to run the next transaction (``lead``)."""
+    """One call: its request and size, then its result or error, whether its thread
+    is to run the next transaction (``lead``), and, for a call that waits, the event
+    that wakes it (a call running its own transaction at once needs none)."""
 
     __slots__ = ("done", "error", "lead", "request", "result", "sent", "size", "woken")
 
     def __init__(self, request: R, size: int) -> None:
         self.request, self.size = request, size
-        self.woken = threading.Event()
+        self.woken: Optional[threading.Event] = None
         self.lead = self.sent = self.done = False
         self.result: Optional[X] = None
         self.error: Optional[BaseException] = None
@@ -95,7 +96,9 @@ class Sharing(Generic[R, X]):
             if line is None:
                 line = self.lines[db] = _Line()
             line.waiting.append(call)
-            if not line.busy:
+            if line.busy:
+                call.woken = threading.Event()
+            else:
                 line.busy = call.lead = True
         try:
             if not call.lead:
@@ -111,6 +114,7 @@ class Sharing(Generic[R, X]):
 
     def wait(self, line: _Line[R, X], call: _Call[R, X]) -> None:
         """Wait until ``call`` is done or its thread is to run the next transaction."""
+        assert call.woken is not None  # made for every call that waits
         try:
             call.woken.wait()
         except KeyboardInterrupt:
@@ -160,13 +164,16 @@ class Sharing(Generic[R, X]):
             with self.lock:
                 self.hand_on(line)
             for call in batch:
-                call.woken.set()
+                if call.woken is not None:
+                    call.woken.set()
 
     def hand_on(self, line: _Line[R, X]) -> None:
         """Give the turn to the first call waiting on ``line``, or end it (the lock
         held)."""
-        if line.waiting:
-            line.waiting[0].lead = True
-            line.waiting[0].woken.set()
+        if line.waiting:  # each waits on its event: the first call has none only while it
+            first = line.waiting[0]  # runs the transaction itself, with the turn
+            first.lead = True
+            assert first.woken is not None
+            first.woken.set()
         else:
             line.busy = False
