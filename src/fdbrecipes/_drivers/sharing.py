@@ -42,6 +42,8 @@ X = TypeVar("X")  # its result
 MOST_REQUESTS = 256
 #: Bytes of writes one shared transaction takes at most (of FoundationDB's 10 MB).
 MOST_BYTES = 2_000_000
+#: Shared transactions of one structure and database in flight at once.
+IN_FLIGHT = 2
 
 
 class _Call(Generic[R, X]):
@@ -60,12 +62,12 @@ class _Call(Generic[R, X]):
 
 
 class _Line(Generic[R, X]):
-    """The calls of one database: whether a transaction runs, and those waiting."""
+    """The calls of one database: how many transactions run, and those waiting."""
 
-    __slots__ = ("busy", "waiting")
+    __slots__ = ("running", "waiting")
 
     def __init__(self) -> None:
-        self.busy = False
+        self.running = 0
         self.waiting: Deque[_Call[R, X]] = deque()
 
 
@@ -96,10 +98,11 @@ class Sharing(Generic[R, X]):
             if line is None:
                 line = self.lines[db] = _Line()
             line.waiting.append(call)
-            if line.busy:
+            if line.running >= IN_FLIGHT:
                 call.woken = threading.Event()
             else:
-                line.busy = call.lead = True
+                line.running += 1
+                call.lead = True
         try:
             if not call.lead:
                 self.wait(line, call)
@@ -176,4 +179,4 @@ class Sharing(Generic[R, X]):
             assert first.woken is not None
             first.woken.set()
         else:
-            line.busy = False
+            line.running -= 1

@@ -136,6 +136,8 @@ THREAD_PUSH_ALONE = Kind(f"Queue.push(tr), a transaction each, {THREADS} threads
                          "thread-push-alone", THREADS, "items/s", None)
 THREAD_PUSH = Kind(f"Queue.push(db), {THREADS} threads", "thread-push", THREADS, "items/s",
                    None)
+THREAD_WRITE = Kind(f"limit: 1-key write tx, {THREADS} threads", "thread-write", THREADS,
+                    "tx/s", None)
 #: Client CPU per read, blocked on and awaited (one client, one task, timed).
 BLOCKING_READ = Kind("blocking read", "blocking-read", 1, "reads/s", None)
 AWAITED_READ = Kind("awaited read", "awaited-read", 1, "reads/s", None)
@@ -217,7 +219,8 @@ POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)
 PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
-         *HOT_KINDS, *AIO_KINDS, THREAD_PUSH_ALONE, THREAD_PUSH, BLOCKING_READ, AWAITED_READ,
+         *HOT_KINDS, *AIO_KINDS, THREAD_PUSH_ALONE, THREAD_PUSH, THREAD_WRITE,
+         BLOCKING_READ, AWAITED_READ,
          *WORKER_KINDS, IDLE_WORKER, *IDLE_PAIR, *FAIR_KINDS, *SHARD_KINDS, *TASK_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit

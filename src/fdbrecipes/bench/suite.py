@@ -67,6 +67,7 @@ from .settings import (
     TASK_WORKER,
     THREAD_PUSH,
     THREAD_PUSH_ALONE,
+    THREAD_WRITE,
     TREE_POP,
     WORKER_KINDS,
     Kind,
@@ -280,9 +281,10 @@ class Suite:
         """One async process with 16 and with 64 tasks: pushes (timed, sharing
         transactions), spread pops of ``--items`` and claim+ack of as many items as
         the sync claims at K clients (draining); one process's 16 threads pushing,
-        each in a transaction of its own and given a Database (sharing), in rotated
-        rounds; then the client CPU of a read blocked on and of one awaited, one
-        after the other."""
+        each in a transaction of its own and given a Database (sharing), and writing
+        one key a transaction (the floor of a commit per call), in rotated rounds;
+        then the client CPU of a read blocked on and of one awaited, one after the
+        other."""
         rows = []
         for kind in AIO_KINDS:
             if kind.op == "aio-claim-ack":
@@ -291,7 +293,7 @@ class Suite:
                 rows.append(self.drained(kind, 1))
             else:
                 rows.append(self.timed(kind, 1))
-        rows += self.rotated((THREAD_PUSH_ALONE, THREAD_PUSH), 1)
+        rows += self.rotated((THREAD_PUSH_ALONE, THREAD_PUSH, THREAD_WRITE), 1)
         return rows + [self.timed(BLOCKING_READ, 1), self.timed(AWAITED_READ, 1)]
 
     def workers(self) -> List[Row]:

@@ -38,6 +38,7 @@ from .settings import (
     TASK_WORKER,
     THREAD_PUSH,
     THREAD_PUSH_ALONE,
+    THREAD_WRITE,
     TREE_POP,
     WORKER,
     Kind,
@@ -194,9 +195,12 @@ def aio_targets(rows: Sequence[Row], most: int) -> List[Target]:
     targets.append(Target(f"{push.label}: x limit, {sync}",
                           rate_ratio(find(rows, push, 1), find(rows, LIMIT, most)), 2.0,
                           note=note))
+    alone, floor = find(rows, THREAD_PUSH_ALONE, 1), find(rows, THREAD_WRITE, 1)
+    bound = rate_ratio(floor, alone)
     targets.append(Target(f"{THREAD_PUSH.label}: x {THREAD_PUSH_ALONE.label}",
-                          rate_ratio(find(rows, THREAD_PUSH, 1),
-                                     find(rows, THREAD_PUSH_ALONE, 1)), 3.0))
+                          rate_ratio(find(rows, THREAD_PUSH, 1), alone), 3.0,
+                          note="" if bound is None else f"this machine's floor, a 1-key "
+                          f"write tx from the same threads: {bound:.2f}x"))
     awaited, blocking = find(rows, AWAITED_READ, 1), find(rows, BLOCKING_READ, 1)
     extra = None
     if awaited and blocking and awaited.cpu_ms_per_op is not None \

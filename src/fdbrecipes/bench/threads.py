@@ -5,7 +5,9 @@ request threads make them.
   pushes of the threads share transactions (:mod:`fdbrecipes._drivers.sharing`);
 * beside it, the same threads each pushing in a transaction of its own
   (``Queue.push(tr)`` in the benchmark's retry loop, committed per push: what a push
-  given a Database cost before it shared, less its commit receipt).
+  given a Database cost before it shared, less its commit receipt);
+* and the floor of one commit per call from those threads: a 1-key write
+  transaction each (the limit's, from threads).
 
 Clients (:data:`THREAD_FACTORIES`) join the suite's own (:mod:`.clients`).
 """
@@ -17,7 +19,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import Queue, RetryStats
-from .operations import Client, Factory, Looping, Pusher, TxPusher
+from .operations import Client, Factory, Looping, Pusher, TxPusher, Writer
 
 __all__ = ["THREAD_FACTORIES", "Threads"]
 
@@ -80,8 +82,15 @@ def thread_pushes_alone(db: Any, subspace: Any, _index: int, threads: int) -> Cl
     return Threads(pusher.loop_stats, threads, pusher.step)
 
 
+def thread_writes(db: Any, subspace: Any, index: int, threads: int) -> Client:
+    """1-key write transactions from ``threads`` threads (keys none other writes)."""
+    writer = Writer(db, subspace, index, 1)
+    return Threads(writer.loop_stats, threads, writer.step)
+
+
 #: The clients of the threads rows, by op.
 THREAD_FACTORIES: Dict[str, Factory] = {
+    "thread-write": thread_writes,
     "thread-push": thread_pushes,
     "thread-push-alone": thread_pushes_alone,
 }
