@@ -164,3 +164,24 @@ def test_ctrl_c_while_a_push_waits_writes_nothing_of_it(fdb_cluster_file: str, d
     assert not errors and not first.is_alive()
     q.push(held_db, b"after")  # the turn was handed on: a later push runs
     assert q.items(db) == [b"held", b"after"]
+
+
+def test_threads_pushing_one_id_store_it_once(db: Any, fdb_subspace: Any) -> None:
+    """16 threads push under one id, ten ids in turn: each id's item stored once, in
+    whichever transaction the threads' pushes shared."""
+    q: Queue[bytes] = Queue(fdb_subspace)
+    errors: List[BaseException] = []
+    start = threading.Barrier(THREADS)
+
+    def pusher(t: int) -> None:
+        try:
+            for n in range(10):
+                start.wait(timeout=DEADLINE)
+                assert q.push(db, b"item %d from %d" % (n, t), id=b"id-%d" % n) == b"id-%d" % n
+        except BaseException as e:
+            errors.append(e)
+
+    run_threads([threading.Thread(target=pusher, args=(t,)) for t in range(THREADS)], errors,
+                DEADLINE)
+    values = q.items(db)
+    assert len(values) == 10 and sorted(int(v.split()[1]) for v in values) == list(range(10))
