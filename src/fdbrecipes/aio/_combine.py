@@ -22,6 +22,7 @@ import weakref
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, TypeVar
 
 from .._drivers.awaiting import drive
+from .._drivers.sharing import MOST_BYTES, MOST_REQUESTS
 from .._fdb import Gen
 
 __all__ = ["MOST_BYTES", "MOST_REQUESTS", "WINDOW", "Combiner"]
@@ -29,12 +30,9 @@ __all__ = ["MOST_BYTES", "MOST_REQUESTS", "WINDOW", "Combiner"]
 R = TypeVar("R")  # a request
 X = TypeVar("X")  # its result
 
-#: Seconds a shared transaction waits for more calls after the first.
+#: Seconds a shared transaction waits for more calls after the first (its calls and
+#: bytes at most: the threads' bounds, :data:`MOST_REQUESTS` and :data:`MOST_BYTES`).
 WINDOW = 0.001
-#: Calls one shared transaction takes at most.
-MOST_REQUESTS = 256
-#: Bytes of writes one shared transaction takes at most (of FoundationDB's 10 MB).
-MOST_BYTES = 2_000_000
 
 
 class _Pending(Generic[R, X]):
