@@ -223,10 +223,14 @@ def test_encrypted_tasks_leave_no_plaintext_and_keys_rotate(fdb_cluster_file: st
                        "key id 'k1', which this codec does not hold (it holds 'k2')"}
 
 
-def fired(db: Any, store: Any, n: int) -> Any:
-    """The schedule ``tick``'s fires once there are ``n`` of them, else None."""
+def fired_and_run(db: Any, store: Any, task: Any, n: int) -> Any:
+    """The schedule ``tick``'s fires once there are ``n`` of them and each one's job
+    has finished, else None."""
     fires = store.get(db, "tick").fires
-    return fires if len(fires) >= n else None
+    if len(fires) < n:
+        return None
+    done = all(TaskHandle(task, fire.job_id).status(db) == "succeeded" for fire in fires)
+    return fires if done else None
 
 
 def test_a_worker_process_of_an_app_fires_a_schedule_store(fdb_cluster_file: str,
@@ -251,7 +255,8 @@ def test_a_worker_process_of_an_app_fires_a_schedule_store(fdb_cluster_file: str
     worker = start_worker(fdb_cluster_file, tmp_path, "myapp:app", prefix, None,
                           "--schedules-tuple", literal)
     try:
-        fires = eventually(partial(fired, db, store, 3), 60, "three slots fired and run")
+        fires = eventually(partial(fired_and_run, db, store, app.tasks["add"], 3), 60,
+                           "three slots fired and their jobs run")
     finally:
         log = stop_worker(worker)
     assert "fdbrecipes worker: app myapp:app" in log

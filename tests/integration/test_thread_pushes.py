@@ -123,47 +123,57 @@ def waiting_for_its_turn(thread: threading.Thread) -> bool:
     return False
 
 
+#: Shared transactions of one structure and database in flight at once (docs/asyncio.md).
+IN_FLIGHT = 2
+
+
 def test_ctrl_c_while_a_push_waits_writes_nothing_of_it(fdb_cluster_file: str, db: Any,
                                                         fdb_subspace: Any) -> None:
-    """A thread's push holds the turn (its commit blocked until the test lets it go);
-    the main thread's push waits; SIGINT to the main thread: its push leaves, writing
-    nothing (KeyboardInterrupt); the held push lands; later pushes still run."""
+    """Pushes of other threads hold every turn (their commits blocked until the test
+    lets them go); the main thread's push waits; SIGINT to the main thread: its push
+    leaves, writing nothing (KeyboardInterrupt); the held pushes land; later pushes
+    still run."""
     release = threading.Event()
-    holding = threading.Event()
+    holding = threading.Semaphore(0)
 
     def hold() -> None:
-        holding.set()
+        holding.release()
         assert release.wait(timeout=DEADLINE)
 
-    plan = iter(["applied"])
+    plan = iter(["applied"] * IN_FLIGHT)
     held_db = unknown_results(fdb_cluster_file, partial(next, plan, None), hold)
     q: Queue[bytes] = Queue(fdb_subspace)
     errors: List[BaseException] = []
-    first = threading.Thread(target=q.push, args=(held_db, b"held"))
-    first.daemon = True
-    first.start()
-    assert holding.wait(timeout=DEADLINE)  # its commit is in flight: the turn is held
-    main = threading.main_thread()
+    held = [threading.Thread(target=q.push, args=(held_db, b"held %d" % i), daemon=True)
+            for i in range(IN_FLIGHT)]
+    try:
+        for thread in held:
+            thread.start()
+        for _ in held:  # their commits are in flight: every turn is held
+            assert holding.acquire(timeout=DEADLINE)
+        main = threading.main_thread()
 
-    def interrupt() -> None:
-        try:
-            eventually(partial(waiting_for_its_turn, main), DEADLINE, "the main thread's push "
-                       "waiting for its turn")
-            signal.pthread_kill(main.ident or 0, signal.SIGINT)
-        except BaseException as e:
-            errors.append(e)
+        def interrupt() -> None:
+            try:
+                eventually(partial(waiting_for_its_turn, main), DEADLINE, "the main thread's "
+                           "push waiting for its turn")
+                signal.pthread_kill(main.ident or 0, signal.SIGINT)
+            except BaseException as e:
+                errors.append(e)
 
-    interrupter = threading.Thread(target=interrupt, daemon=True)
-    interrupter.start()
-    with pytest.raises(KeyboardInterrupt) as raised:
-        q.push(held_db, b"interrupted")
-    assert type(raised.value) is KeyboardInterrupt  # not on its way: nothing to settle
-    interrupter.join(timeout=DEADLINE)
-    release.set()
-    first.join(timeout=DEADLINE)
-    assert not errors and not first.is_alive()
+        interrupter = threading.Thread(target=interrupt, daemon=True)
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt) as raised:
+            q.push(held_db, b"interrupted")
+        assert type(raised.value) is KeyboardInterrupt  # not on its way: nothing to settle
+        interrupter.join(timeout=DEADLINE)
+    finally:
+        release.set()
+    for thread in held:
+        thread.join(timeout=DEADLINE)
+    assert not errors and not any(thread.is_alive() for thread in held)
     q.push(held_db, b"after")  # the turn was handed on: a later push runs
-    assert q.items(db) == [b"held", b"after"]
+    assert sorted(q.items(db)) == [b"after", b"held 0", b"held 1"]
 
 
 def test_threads_pushing_one_id_store_it_once(db: Any, fdb_subspace: Any) -> None:
