@@ -25,13 +25,12 @@ nothing in FoundationDB themselves: the worker settles each job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional
 
 from ..jobs import Discard, Job, JobCancelled, Retry, Snooze, TimeLimitExceeded
-from . import tracing
 from .envelope import Trace, open_envelope
 from .task import Task, _current
+from .tracing import running
 
 if TYPE_CHECKING:
     from .app import App
@@ -113,34 +112,35 @@ class Runner:
     def run(self, job: Job) -> Optional[bytes]:
         """Run the job's task (in a sync Worker's handler thread); its encoded result."""
         call = self.call(job.value)
-        with self.running(call, job):
-            if call.task.asynchronous:
-                value = asyncio.run(call.task.function(*call.args, **call.kwargs))
-            else:
-                value = call.task.function(*call.args, **call.kwargs)
-        return self.result(call.task, value)
+        token = _current.set(job)
+        try:
+            with running(call.task.name, call.trace, attributes(job)):
+                try:
+                    if call.task.asynchronous:
+                        value = asyncio.run(call.task.function(*call.args, **call.kwargs))
+                    else:
+                        value = call.task.function(*call.args, **call.kwargs)
+                except Exception as e:
+                    raise self.failed(call.task, job, e) from e.__cause__
+                return self.result(call.task, value)
+        finally:
+            _current.reset(token)
 
     async def run_async(self, job: Job) -> Optional[bytes]:
         """Run the job's task (in an AsyncWorker's task); its encoded result."""
         call = self.call(job.value)
-        with self.running(call, job):
-            if call.task.asynchronous:
-                value = await call.task.function(*call.args, **call.kwargs)
-            else:
-                value = await asyncio.to_thread(call.task.function, *call.args, **call.kwargs)
-        return self.result(call.task, value)
-
-    @contextlib.contextmanager
-    def running(self, call: Call, job: Job) -> Iterator[None]:
-        """Around a run: ``job`` current (:func:`.task.current_job`), the run's span,
-        and what it raised made what the worker should see (:meth:`failed`)."""
         token = _current.set(job)
         try:
-            with tracing.running(call.task.name, call.trace, attributes(job)):
+            with running(call.task.name, call.trace, attributes(job)):
                 try:
-                    yield
+                    if call.task.asynchronous:
+                        value = await call.task.function(*call.args, **call.kwargs)
+                    else:
+                        value = await asyncio.to_thread(call.task.function, *call.args,
+                                                        **call.kwargs)
                 except Exception as e:
                     raise self.failed(call.task, job, e) from e.__cause__
+                return self.result(call.task, value)
         finally:
             _current.reset(token)
 
