@@ -91,8 +91,7 @@ def check_transactor(tr: Transactor, *, writes: bool = True) -> None:
 
 def check_database(db: Any, name: str = "db") -> Any:
     """Return ``db`` if it is a Database or Tenant, else raise TypeError."""
-    impl = fdb_impl()
-    if not isinstance(db, (impl.Database, impl.Tenant)):
+    if not is_database(db):
         raise TypeError(
             f"{name} must be an fdb Database or Tenant (this call runs its own "
             f"transactions), not {type(db).__name__}"

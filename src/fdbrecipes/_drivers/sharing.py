@@ -3,14 +3,15 @@ commit (the blocking face's twin of :mod:`fdbrecipes.aio._combine`).
 
 A web application's request threads each push one job: alone, each push is one
 transaction, and the client spends most of its time per commit.  Here the threads
-take turns the way flat combining does.  A call finding no transaction of its kind in
-flight on that database runs one at once, in its own thread, with itself alone: a
-single thread pays a lock, nothing more.  A call finding one in flight waits; when the
-transaction in flight ends, the thread that ran it hands the turn to the first call
-waiting, which runs every call waiting then (at most :data:`MOST_REQUESTS` calls or
-:data:`MOST_BYTES` of writes) in one transaction of the structure's retry loop, with
-one receipt: exactly-once per call is kept, as the transaction commits (or not) for
-all of them, and a conflict or an unknown result is settled for all of them together.
+take turns the way flat combining does.  A call finding fewer than :data:`IN_FLIGHT`
+transactions of its kind in flight on that database runs one at once, in its own
+thread, with itself alone: a single thread pays a lock, nothing more.  A call finding
+that many in flight waits; when one of them ends, the thread that ran it hands the turn
+to the first call waiting, which runs every call waiting then (at most
+:data:`MOST_REQUESTS` calls or :data:`MOST_BYTES` of writes) in one transaction of the
+structure's retry loop, with one receipt: exactly-once per call is kept, as the
+transaction commits (or not) for all of them, and a conflict or an unknown result is
+settled for all of them together.
 Each call returns when that transaction's outcome is settled.  A call's bad input
 fails that call alone, before anything is written (it is checked before the call
 waits).  A call given a Transaction never waits here: it is part of its caller's

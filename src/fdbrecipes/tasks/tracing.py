@@ -15,6 +15,7 @@ done.  Spans follow the messaging semantic conventions (``messaging.system``
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from .envelope import Trace
@@ -24,10 +25,15 @@ __all__ = ["running", "sending"]
 SYSTEM = "foundationdb"
 
 
-#: The OpenTelemetry API's modules (``trace``, ``propagate``), once imported; None
-#: when it is not installed; unset before the first look.
-_modules: Optional[Tuple[Any, Any]] = None
-_looked = False
+@functools.cache
+def _imported() -> Optional[Tuple[Any, Any]]:
+    """The OpenTelemetry API's modules (``trace``, ``propagate``), imported once; None
+    when it is not installed."""
+    try:
+        from opentelemetry import propagate, trace
+    except ImportError:
+        return None
+    return trace, propagate
 
 
 def _api() -> Optional[Tuple[Any, Any]]:
@@ -35,19 +41,11 @@ def _api() -> Optional[Tuple[Any, Any]]:
     API is not installed, or while the global tracer provider is still the API's
     proxy (no SDK set: every span would be a non-recording one, so none is made).
     Asked at each call: an SDK set later is seen at once."""
-    global _modules, _looked
-    if not _looked:
-        try:
-            from opentelemetry import propagate, trace
-        except ImportError:
-            _modules = None
-        else:
-            _modules = (trace, propagate)
-        _looked = True
-    if _modules is None or isinstance(_modules[0].get_tracer_provider(),
-                                      _modules[0].ProxyTracerProvider):
+    modules = _imported()
+    if modules is None or isinstance(modules[0].get_tracer_provider(),
+                                     modules[0].ProxyTracerProvider):
         return None
-    return _modules
+    return modules
 
 
 def _attributes(operation: str, task: str) -> Dict[str, Any]:
