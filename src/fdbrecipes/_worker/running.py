@@ -11,9 +11,10 @@ import traceback
 from typing import Any, Callable, Optional, Tuple
 
 from .._codec import Undecodable
-from .._ordered.history import Finished, encode_result
+from .._ordered.history import Finished, Then, encode_result
 from .._ordered.leases import Lease
 from .._ordered.records import CANCELLED, SUCCEEDED, JobError
+from .._workflow.steps import node_store, step_of
 from ..jobs import Decision, Discard, EventSink, Job
 from ..protocol import Workable
 from .threads import Completions, HandlerThreads
@@ -142,13 +143,27 @@ async def call_handler(running: Running, handler: Callable[[Job], Any],
 def ack_of(running: Running, decision: Decision, result: Any, ops: Workable[Any]) -> Finished:
     """What the ack of a job that succeeded (or stopped on a cancel) carries: its
     result (kept, in the codec of ``ops``' values, by a structure with job records),
-    progress and follow-ups."""
-    progress, followups = running.job.reported()
+    progress and follow-ups, and, for a workflow's node, the workflow's step (see
+    :mod:`.._workflow.steps`).
+
+    Raises:
+        LookupError: the job is a node of a workflow store this process does not know.
+    """
+    progress, asked = running.job.reported()
+    followups: Tuple[Then, ...] = asked
+    node = node_store(ops, running.job.id)
     if decision.action == "cancel":
-        return Finished(running.lease, progress=progress, state=CANCELLED)
+        step = step_of(ops, running.job.id, CANCELLED, None)
+        return Finished(running.lease, followups=() if step is None else (step,),
+                        progress=progress, state=CANCELLED)
     codec = getattr(getattr(ops, "values", None), "codec", None)
-    encoded, error = (None, None) if ops.history is None else encode_result(result, codec)
+    encoded, error = (None, None) if ops.history is None and node is None else \
+        encode_result(result, codec)
     if error is not None:
         log.warning("job %s succeeded, but its result is not kept: %r", named(running.job),
                     error[1])
-    return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)
+    step = step_of(ops, running.job.id, SUCCEEDED, encoded)
+    if step is not None:
+        followups = (*followups, step)
+    return Finished(running.lease, encoded if ops.history is not None else None, followups,
+                    progress, error, SUCCEEDED)

@@ -1,0 +1,541 @@
+"""A workflow store's transactions: creating a workflow, advancing it as its nodes
+end, stopping it (a cancel, or a failure under the ``fail`` policy), and reading it.
+
+How a node becomes runnable exactly once (docs/workflows.md tells the why): a node
+``d`` with ``k`` dependencies has ``ceil(k / LEAF)`` counters (its *leaves*), each
+set to the number of its dependencies counted there, and, with more than one leaf, a
+counter of its open leaves (:data:`.._layout.ROOT`).  The transaction that ends a
+dependency (its ack, or its burial) adds -1 to its leaf and reads it, with a read
+conflict; the one that reads 0 closes the leaf (adds -1 to the root and reads it the
+same way), and the one that reads the root (or the only leaf) at 0 pushes ``d``.
+Reads with conflicts make these counts serializable: of two acks that decrement the
+same counter, the later conflicts and retries, and reads the value the first left, so
+exactly one reads 0.  Acks of dependencies counted in different leaves do not
+conflict; acks that close leaves conflict on the root only.
+
+Every step reads the workflow's header with a read conflict, and a stop writes it: a
+step that would push a node races a cancel, and one of the two retries.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import fdb.tuple
+
+from .._fdb import Gen, Range, le64, read, read_le64, snap
+from .._layout import ROOT, WorkflowLayout
+from .._ordered.records import CANCELLED, RESULT_CHUNK
+from .._values import decode_value
+from ..protocol import Workable
+from .graph import ALWAYS, CONTINUE, FAIL, FAILURE, IGNORE, SUCCESS, Plan, Spec, node_id
+
+__all__ = ["DONE", "FAILED", "QUEUED", "RUNNING", "SKIPPED", "SUCCEEDED", "Input",
+           "NodeStatus", "Store", "WorkflowStatus"]
+
+#: A node's states: pushed (``queued``: waiting in its structure, or running), and
+#: how it ended.  A node with no state waits for its dependencies.
+QUEUED, SUCCEEDED, FAILED, SKIPPED = "queued", "succeeded", "failed", "skipped"
+WAITING = "waiting"
+ENDED = frozenset((SUCCEEDED, FAILED, CANCELLED, SKIPPED))
+#: The tally of nodes that ended, whatever way (``result`` watches it).
+DONE = "done"
+#: A workflow's stored status; ``succeeded`` and ``completed`` (some nodes failed,
+#: and were ignored) are read from its tallies.
+RUNNING = "running"
+COMPLETED = "completed"
+
+
+def _pack(parts: Tuple[Any, ...]) -> bytes:
+    packed: bytes = fdb.tuple.pack(parts)
+    return packed
+
+
+class Input(NamedTuple):
+    """A dependency as its dependent sees it: how it ended (``succeeded``,
+    ``failed``, ``cancelled``, ``skipped``), its result (None unless it succeeded),
+    and what it failed with (``Type: message``), or None."""
+
+    state: str
+    result: Any
+    error: Optional[str]
+
+
+class NodeStatus(NamedTuple):
+    """One node of :class:`WorkflowStatus`: its name, state (``waiting``,
+    ``queued``, ``succeeded``, ``failed``, ``cancelled``, ``skipped``) and, while it
+    waits, the names of the dependencies that have not ended."""
+
+    name: str
+    state: str
+    waiting_on: Tuple[str, ...]
+
+
+class WorkflowStatus(NamedTuple):
+    """What became of a workflow, as of one read version.
+
+    Attributes:
+        id: its id.
+        state: ``running``, ``succeeded`` (every node succeeded), ``completed``
+            (every node ended, some failed under ``ignore`` or ``continue``),
+            ``failed`` (a node failed under ``fail``) or ``cancelled``.
+        total: its number of nodes.
+        counts: nodes by state (``waiting``, ``queued``, ``succeeded``, ``failed``,
+            ``cancelled``, ``skipped``).
+        created_at, ended_at: wall-clock seconds; ``ended_at`` is set by a cancel or
+            a failure only.
+        why: what failed it, or None.
+        nodes: the first ``limit`` nodes, in the order they were added.
+    """
+
+    id: bytes
+    state: str
+    total: int
+    counts: Dict[str, int]
+    created_at: float
+    ended_at: Optional[float]
+    why: Optional[str]
+    nodes: List[NodeStatus]
+
+
+class Header(NamedTuple):
+    """A workflow's header (see :class:`.._layout.WorkflowLayout`)."""
+
+    created_at: float
+    nodes: int
+    status: str
+    ended_at: Optional[float]
+    why: Optional[str]
+
+    def pack(self) -> bytes:
+        return _pack(tuple(self))
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Header:
+        return cls(*fdb.tuple.unpack(raw))
+
+
+def pack_spec(spec: Spec, leaves: int) -> bytes:
+    """A node's stored definition (its dependencies are keys of their own)."""
+    return _pack((spec.target, spec.value, spec.where, spec.delay, spec.time_limit,
+                  spec.name, spec.when, len(spec.deps), leaves))
+
+
+class Stored(NamedTuple):
+    """A node's stored definition, unpacked."""
+
+    target: bytes
+    value: bytes
+    where: Tuple[Tuple[str, Any], ...]
+    delay: Optional[float]
+    time_limit: Optional[float]
+    name: str
+    when: str
+    deps: int
+    leaves: int
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Stored:
+        return cls(*fdb.tuple.unpack(raw))
+
+
+class Store:
+    """The transactions of one workflow store: its keys, its key (``key``, in its
+    nodes' job ids), the structures its nodes go to (``targets``, by their
+    subspace's key) and how long an ended workflow is kept (``retention``)."""
+
+    def __init__(self, keys: WorkflowLayout, targets: Dict[bytes, Workable[Any]],
+                 retention: float) -> None:
+        self.keys = keys
+        self.key = bytes(keys.subspace.key())
+        self.targets = targets
+        self.retention = retention
+
+    # -- creating ------------------------------------------------------------------------
+
+    def create(self, tr: Any, _attempt: Any, plan: Plan) -> Gen[bool]:
+        """Write ``plan`` and push its nodes without dependencies, unless a workflow of
+        its id exists (then nothing: False).  Reads the header with a conflict; one
+        round trip, then each structure's pushes (one round trip each for a Queue or
+        PriorityQueue, one per node for a FairQueue)."""
+        keys, w = self.keys, plan.id
+        if (yield from read(tr.get(keys.header(w)))) is not None:
+            return False
+        now = time.time()
+        tr.set(keys.header(w), Header(now, len(plan.specs), RUNNING, None, None).pack())
+        tr.set(keys.due(now + self.retention, w), b"")
+        tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
+        roots = []
+        for i, spec in enumerate(plan.specs):
+            counters = plan.counters[i]
+            tr.set(keys.node(w, i), pack_spec(spec, len(counters)))
+            for d, leaf, policy, leaves in plan.dependents[i]:
+                tr.set(keys.edge(w, i, d), _pack((leaf, policy, leaves)))
+            for dep, policy in spec.deps:
+                tr.set(keys.dep(w, i, dep), _pack((policy, plan.specs[dep].name)))
+            for leaf, count in counters:
+                tr.set(keys.counter(w, i, leaf), le64(count))
+            if len(counters) > 1:
+                tr.set(keys.counter(w, i, ROOT), le64(len(counters)))
+            if not spec.deps:
+                roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
+                                        spec.time_limit, spec.name, spec.when, 0, 0)))
+        yield from self.push(tr, w, roots)
+        return True
+
+    def push(self, tr: Any, w: bytes, nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
+        """Push ``nodes`` into their structures (a Queue's or PriorityQueue's in one
+        push per structure), each under its node's job id, and mark them queued."""
+        by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
+        for i, stored in nodes:
+            by_target.setdefault(stored.target, []).append((i, stored))
+            tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
+        if nodes:
+            tr.add(self.keys.tally(w, QUEUED), le64(len(nodes)))
+        for target, batch in by_target.items():
+            ops = self.targets[target]
+            values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
+            requesting = getattr(ops, "job_request", None)
+            if requesting is not None:
+                requests = [requesting(value, node_id(self.key, w, i), stored.delay,
+                                       dict(stored.where), stored.time_limit)
+                            for i, stored, value in values]
+                yield from ops.push_requests(tr, requests)  # type: ignore[attr-defined]
+                continue
+            for i, stored, value in values:
+                yield from ops.push_job(tr, value, id=node_id(self.key, w, i),
+                                        delay=stored.delay, time_limit=stored.time_limit,
+                                        **dict(stored.where))
+
+    @staticmethod
+    def value_of(ops: Any, stored: Stored) -> Any:
+        """A stored node's value, as its structure's push takes it."""
+        value = decode_value(stored.value)
+        codec = ops.values.codec
+        return value if codec is None else codec.decode(value)
+
+    # -- advancing -----------------------------------------------------------------------
+
+    def advance(self, tr: Any, w: bytes, i: int, outcome: str, result: Optional[bytes],
+                error: Optional[str]) -> Gen[None]:
+        """Node ``i`` ended (``outcome``: succeeded, failed or cancelled), in the
+        transaction that ended its job: its state, result and tallies written; each
+        dependent's counter decremented (read with a conflict) and the dependents it
+        frees pushed (or skipped, their ``when`` unmet, which ends them in turn); or,
+        when it failed and a dependent's policy is ``fail``, the workflow failed (see
+        :meth:`stop`).  Reads the header (a conflict), the node's state and its
+        dependents (snapshot) side by side; then its counters; then the freed
+        dependents' definitions: three round trips at most (more when a skip frees
+        more)."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        prior_f = snap(tr).get(keys.state(w, i))
+        edges_r = self.start_edges(tr, w, i)
+        raw = yield from read(header_f)
+        prior = yield from read(prior_f)
+        if raw is None:  # pruned: nothing to write
+            return
+        was = None if prior is None else fdb.tuple.unpack(prior)[0]
+        self.ended(tr, w, i, was, outcome, error)
+        if result is not None:
+            for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
+                tr.set(keys.chunk(w, i, n), result[at:at + RESULT_CHUNK])
+        edges = yield from edges_r
+        if was in ENDED:  # it ended before (a dead job requeued): its dependents knew
+            return
+        if Header.unpack(raw).status != RUNNING:
+            return
+        work = [(i, outcome, edges)]
+        while work:
+            node, how, out = work.pop()
+            if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
+                yield from self.stop(tr, w, FAILED, f"node {node} {how}", raw)
+                return
+            freed = yield from self.count_down(tr, w, how, out)
+            if not freed:
+                continue
+            ready = yield from self.ready(tr, w, freed)
+            yield from self.push(tr, w, [(d, s) for d, s, run in ready if run])
+            for d, _, run in ready:
+                if not run:
+                    self.ended(tr, w, d, None, SKIPPED, None)
+                    work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+
+    def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
+        """Start reading node ``i``'s dependents (snapshot: they never change); a
+        generator to collect ``(dependent, leaf, policy, its leaves)``."""
+        r = self.keys.edges.range((w, i))
+        reading = Range(snap(tr), r.start, r.stop)
+        return self.edges_of(reading)
+
+    def edges_of(self, reading: Range) -> Gen[List[Tuple[int, int, str, int]]]:
+        """What :meth:`start_edges` started, collected."""
+        out = []
+        for kv in (yield from reading.read()):
+            d = self.keys.edges.unpack(kv.key)[2]
+            leaf, policy, leaves = fdb.tuple.unpack(kv.value)
+            out.append((d, leaf, policy, leaves))
+        return out
+
+    def ended(self, tr: Any, w: bytes, i: int, was: Optional[str], outcome: str,
+              error: Optional[str]) -> None:
+        """Write node ``i``'s end (it was ``was``: None, waiting; or queued)."""
+        keys = self.keys
+        tr.set(keys.state(w, i), _pack((outcome, time.time(), error)))
+        tr.add(keys.tally(w, outcome), le64(1))
+        if was in ENDED:
+            tr.add(keys.tally(w, was), le64(-1))
+            return
+        tr.add(keys.tally(w, DONE), le64(1))
+        if was == QUEUED:
+            tr.add(keys.tally(w, QUEUED), le64(-1))
+
+    def count_down(self, tr: Any, w: bytes, outcome: str,
+                   edges: Sequence[Tuple[int, int, str, int]]) -> Gen[List[int]]:
+        """Decrement the counter of each dependent of ``edges`` (counting a failure
+        for those whose policy is ``continue``); the dependents freed."""
+        keys = self.keys
+        leaves = []
+        for d, leaf, policy, count in edges:
+            if outcome != SUCCEEDED and policy == CONTINUE:
+                tr.add(keys.failed(w, d), le64(1))
+            key = keys.counter(w, d, leaf)
+            tr.add(key, le64(-1))
+            leaves.append((d, count, tr.get(key)))
+        freed, roots = [], []
+        for d, count, future in leaves:
+            if read_le64((yield from read(future))) != 0:
+                continue
+            if count == 1:
+                freed.append(d)
+                continue
+            key = keys.counter(w, d, ROOT)
+            tr.add(key, le64(-1))
+            roots.append((d, tr.get(key)))
+        for d, future in roots:
+            if read_le64((yield from read(future))) == 0:
+                freed.append(d)
+        return freed
+
+    def ready(self, tr: Any, w: bytes, freed: Sequence[int]) -> Gen[List[Tuple[int, Stored, bool]]]:
+        """The definitions of ``freed`` nodes, and whether each runs (its ``when``,
+        against its failures); read side by side."""
+        keys = self.keys
+        reads = [(d, tr.get(keys.node(w, d)), snap(tr).get(keys.failed(w, d))) for d in freed]
+        out = []
+        for d, spec_f, failed_f in reads:
+            raw = yield from read(spec_f)
+            failures = read_le64((yield from read(failed_f)))
+            assert raw is not None
+            stored = Stored.unpack(raw)
+            run = stored.when == ALWAYS or (stored.when == SUCCESS and failures == 0) or \
+                (stored.when == FAILURE and failures > 0)
+            out.append((d, stored, run))
+        return out
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def stop(self, tr: Any, w: bytes, status: str, why: Optional[str],
+             raw: Optional[bytes] = None) -> Gen[Optional[bool]]:
+        """Stop workflow ``w`` (``status``: cancelled or failed): every node not
+        pushed yet is cancelled, every node waiting in its structure removed
+        (cancelled), every running node's worker told (``job.cancelled``: with job
+        records).  None if there is no such workflow, False if it was not running.
+        Reads the header and the nodes' states with conflicts (it conflicts with
+        every step of the workflow in flight), then the queued nodes' definitions
+        side by side, then cancels each queued node's job (its structure's
+        ``cancel``: a round trip each)."""
+        keys = self.keys
+        if raw is None:
+            raw = yield from read(tr.get(keys.header(w)))
+        if raw is None:
+            return None
+        header = Header.unpack(raw)
+        if header.status != RUNNING:
+            return False
+        tr.set(keys.header(w), header._replace(status=status, ended_at=time.time(),
+                                               why=why).pack())
+        r = keys.states.range((w,))
+        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
+                  for kv in (yield from Range(tr, r.start, r.stop).read())}
+        queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
+                  if state == QUEUED]
+        for i in range(header.nodes):
+            if i not in states:
+                self.ended(tr, w, i, None, CANCELLED, why)
+        for i, future in queued:
+            raw_spec = yield from read(future)
+            assert raw_spec is not None
+            stored = Stored.unpack(raw_spec)
+            ops = self.targets.get(stored.target)
+            if ops is None:
+                continue
+            where = dict(stored.where)
+            at = (where["group"],) if "group" in where else ()
+            said = yield from ops.cancel_at(tr, node_id(self.key, w, i), at)  # type: ignore
+            if said == CANCELLED:
+                self.ended(tr, w, i, QUEUED, CANCELLED, why)
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+
+    def header(self, tr: Any, w: bytes) -> Gen[Optional[Header]]:
+        """Workflow ``w``'s header, or None."""
+        raw = yield from read(tr.get(self.keys.header(w)))
+        return None if raw is None else Header.unpack(raw)
+
+    def tallies(self, tr: Any, w: bytes) -> Gen[Dict[str, int]]:
+        """Workflow ``w``'s nodes by state (one range read)."""
+        r = self.keys.tallies.range((w,))
+        return {self.keys.tallies.unpack(kv.key)[1]: read_le64(kv.value)
+                for kv in (yield from Range(tr, r.start, r.stop).read())}
+
+    def status(self, tr: Any, w: bytes, limit: int) -> Gen[Optional[WorkflowStatus]]:
+        """What became of workflow ``w`` (None: no such workflow): its header and
+        tallies, and its first ``limit`` nodes with their states and, for those
+        waiting, their dependencies (range reads side by side: one round trip, two
+        when nodes wait)."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        tallies = self.tallies(tr, w)
+        nodes_r = keys.nodes.range((w,))
+        states_r = keys.states.range((w,))
+        specs = Range(tr, nodes_r.start, nodes_r.stop, limit)
+        states_read = Range(tr, states_r.start, keys.state(w, limit))
+        raw = yield from read(header_f)
+        if raw is None:
+            return None
+        header = Header.unpack(raw)
+        tally = yield from tallies
+        names = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value).name
+                 for kv in (yield from specs.read())}
+        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
+                  for kv in (yield from states_read.read())}
+        waiting = [i for i in names if i not in states]
+        deps_reads = [(i, Range(tr, *_span(keys.inputs.range((w, i))))) for i in waiting]
+        nodes = []
+        waits: Dict[int, Tuple[str, ...]] = {}
+        for i, reading in deps_reads:
+            open_deps = []
+            for kv in (yield from reading.read()):
+                dep = keys.inputs.unpack(kv.key)[2]
+                if dep not in states or states[dep] == QUEUED:
+                    open_deps.append(fdb.tuple.unpack(kv.value)[1])
+            waits[i] = tuple(open_deps)
+        for i, name in sorted(names.items()):
+            nodes.append(NodeStatus(name, states.get(i, WAITING), waits.get(i, ())))
+        counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
+                                                           CANCELLED, SKIPPED)}
+        done = tally.get(DONE, 0)
+        counts[WAITING] = header.nodes - done - counts[QUEUED]
+        state = header.status
+        if state == RUNNING and done >= header.nodes:
+            state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
+        return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+                              header.ended_at, header.why, nodes)
+
+    def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
+        """Node ``i``'s dependencies, by name, as it sees them (those that failed
+        under ``ignore`` left out): their states and results, read side by side (two
+        round trips)."""
+        keys = self.keys
+        deps = [(keys.inputs.unpack(kv.key)[2], fdb.tuple.unpack(kv.value))
+                for kv in (yield from Range(tr, *_span(keys.inputs.range((w, i)))).read())]
+        reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
+                  Range(tr, *_span(keys.results.range((w, dep)))))
+                 for dep, (policy, name) in deps]
+        out = {}
+        for dep, policy, name, state_f, chunks in reads:
+            raw = yield from read(state_f)
+            parts = yield from chunks.read()
+            state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
+            if state != SUCCEEDED and policy == IGNORE:
+                continue
+            ops = None
+            result = None
+            if parts:
+                result = decode_value(b"".join(kv.value for kv in parts))
+                ops = yield from self.node_ops(tr, w, dep)
+                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
+                if codec is not None:
+                    result = codec.decode(result)
+            out[name] = Input(state, result, error)
+        return out
+
+    def node_ops(self, tr: Any, w: bytes, i: int) -> Gen[Optional[Workable[Any]]]:
+        """The structure of node ``i`` (its operations), or None."""
+        raw = yield from read(snap(tr).get(self.keys.node(w, i)))
+        return None if raw is None else self.targets.get(Stored.unpack(raw).target)
+
+    def sinks(self, tr: Any, w: bytes) -> Gen[Dict[str, Any]]:
+        """The results of the nodes nothing depends on, by name (None for those that
+        returned none): range reads side by side."""
+        keys = self.keys
+        nodes_r, edges_r, results_r = (s.range((w,)) for s in
+                                       (keys.nodes, keys.edges, keys.results))
+        nodes = Range(tr, nodes_r.start, nodes_r.stop)
+        edges = Range(tr, edges_r.start, edges_r.stop)
+        results = Range(tr, results_r.start, results_r.stop)
+        specs = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
+                 for kv in (yield from nodes.read())}
+        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())}
+        chunks: Dict[int, List[bytes]] = {}
+        for kv in (yield from results.read()):
+            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv.value)
+        out = {}
+        for i, stored in sorted(specs.items()):
+            if i in inner:
+                continue
+            value = None
+            if i in chunks:
+                value = decode_value(b"".join(chunks[i]))
+                ops = self.targets.get(stored.target)
+                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
+                if codec is not None:
+                    value = codec.decode(value)
+            out[stored.name] = value
+        return out
+
+    def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
+        """Whether workflow ``w`` is over: stopped, or every node ended (a readiness
+        check).
+
+        Raises:
+            LookupError: no such workflow.
+        """
+        header = yield from self.header(tr, w)
+        if header is None:
+            raise LookupError(f"no workflow {w!r}")
+        if header.status != RUNNING:
+            return True, None
+        done = read_le64((yield from read(tr.get(self.keys.tally(w, DONE)))))
+        return done >= header.nodes, None
+
+    # -- pruning -------------------------------------------------------------------------
+
+    def prune(self, tr: Any, attempt: Any, limit: int) -> Gen[int]:
+        """Forget up to ``limit`` workflows whose retention has passed and which are
+        over (one still running is looked at again a retention later); the number of
+        entries looked at."""
+        keys = self.keys
+        r = keys.expiry.range()
+        now = time.time()
+        entries = yield from Range(snap(tr), r.start, keys.expiry.pack((now,)), limit).read()
+        for kv in entries:
+            _, w = keys.expiry.unpack(kv.key)
+            tr.add_read_conflict_key(kv.key)
+            tr.clear(kv.key)
+            header = yield from self.header(tr, w)
+            done = read_le64((yield from read(tr.get(keys.tally(w, DONE)))))
+            if header is None or header.status != RUNNING or done >= header.nodes:
+                for begin, end in keys.ranges(w):
+                    tr.clear_range(begin, end)
+            else:
+                tr.set(keys.due(now + self.retention, w), b"")
+        attempt.idle = not entries
+        return len(entries)
+
+
+def _span(r: Any) -> Tuple[bytes, bytes]:
+    return r.start, r.stop

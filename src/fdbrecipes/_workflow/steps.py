@@ -1,0 +1,66 @@
+"""What a worker adds for a job that is a workflow's node: the workflow's step, in
+the transaction that acks the job (:class:`Step`, one of the ack's follow-ups), or the
+one that makes it a dead letter (:meth:`.ops.WorkflowOps.fail_node`)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+from .._fdb import Gen
+from .._ordered.records import CANCELLED, SUCCEEDED
+from .engine import FAILED, Store
+from .graph import parse_node_id
+from .ops import WorkflowOps, stores_of
+
+__all__ = ["Step", "node_store", "step_of"]
+
+
+class Step(NamedTuple):
+    """Node ``i`` of workflow ``w`` in ``store`` ended (``outcome``, its encoded
+    ``result``, what it failed with): pushed with the job's ack like a follow-up."""
+
+    store: Store
+    w: bytes
+    i: int
+    outcome: str
+    result: Optional[bytes]
+    error: Optional[str]
+
+    def push(self, tr: Any) -> Gen[None]:
+        """The step, in the ack's transaction ``tr`` (see :meth:`.engine.Store.advance`)."""
+        return self.store.advance(tr, self.w, self.i, self.outcome, self.result, self.error)
+
+
+def node_store(ops: Any, id_: Optional[bytes]) -> Optional[WorkflowOps]:
+    """The workflow store of job ``id_`` of the structure whose operations are ``ops``;
+    None if the job is no workflow's node.
+
+    Raises:
+        LookupError: it is a node, of a store this process did not make with the
+            structure (the job is not acked: it runs again, in a worker that knows).
+    """
+    parsed = parse_node_id(id_)
+    if parsed is None:
+        return None
+    store = stores_of(ops).get(parsed[0])
+    if store is None:
+        raise LookupError(f"job {id_!r} is a workflow's node, of a store this process did "
+                          f"not make with {ops!r}: make the Workflows store with it")
+    return store
+
+
+def step_of(ops: Any, id_: Optional[bytes], state: str, result: Optional[bytes],
+            error: Optional[str] = None) -> Optional[Step]:
+    """The step to push with the ack of job ``id_`` ending as ``state`` (succeeded, or
+    cancelled), or None if it is no node.
+
+    Raises:
+        LookupError: see :func:`node_store`.
+    """
+    store = node_store(ops, id_)
+    if store is None:
+        return None
+    w, i = store.node_of(id_)
+    outcome = SUCCEEDED if state == SUCCEEDED else (CANCELLED if state == CANCELLED
+                                                    else FAILED)
+    return Step(store.store, w, i, outcome, result, error)
