@@ -450,8 +450,11 @@ class WorkflowLayout:
                                           step, written by a cancel or a failure only
         S/"wn"/(w, i)        = node       (target, value, where, delay, time_limit,
                                           name, when, deps, leaves), packed
-        S/"we"/(w, i, d)     = (leaf, policy)  i's dependent d: i counts in d's leaf
-        S/"wi"/(w, d, i)     = policy     d's dependency i
+        S/"we"/(w, i, c)     = edges      i's dependents, 128 a key (c: 0, 1...):
+                                          ((dependent, leaf i counts in, policy,
+                                          the dependent's leaves), ...), packed
+        S/"wi"/(w, d, leaf)  = deps       d's dependencies counted in that leaf:
+                                          ((node, policy, name), ...), packed
         S/"wc"/(w, d, leaf)  = int64      what d still waits for in that leaf (ROOT:
                                           its leaves still open); ADD, read with a
                                           conflict by the step that decrements it
@@ -461,14 +464,17 @@ class WorkflowLayout:
                                           "cancelled" or "skipped"; absent: waiting
         S/"wr"/(w, i, n)     = bytes      chunk n of i's result (its structure's codec,
                                           tuple-packed)
+        S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
+                                          nodes), packed, until its expander's ack
+                                          pushes them
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
                                           ended, what ``result`` watches)
         S/"wx"/(at, w)       = ''         when to look at w for pruning
         S/"c"/(...)          = receipt    receipt slots (see _receipts)
     """
 
-    __slots__ = ("counters", "edges", "expiry", "failures", "headers", "inputs", "nodes",
-                 "results", "states", "subspace", "tallies")
+    __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
+                 "nodes", "results", "states", "subspace", "tallies")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -481,6 +487,7 @@ class WorkflowLayout:
         self.states = subspace["ws"]
         self.results = subspace["wr"]
         self.tallies = subspace["wt"]
+        self.chunks = subspace["wp"]
         self.expiry = subspace["wx"]
 
     def header(self, w: bytes) -> bytes:
@@ -491,13 +498,13 @@ class WorkflowLayout:
         """The key of node ``i``'s definition."""
         return bytes(self.nodes.pack((w, i)))
 
-    def edge(self, w: bytes, i: int, d: int) -> bytes:
-        """The key of the edge from ``i`` to its dependent ``d``."""
-        return bytes(self.edges.pack((w, i, d)))
+    def edge(self, w: bytes, i: int, c: int) -> bytes:
+        """The key of chunk ``c`` of ``i``'s dependents."""
+        return bytes(self.edges.pack((w, i, c)))
 
-    def dep(self, w: bytes, d: int, i: int) -> bytes:
-        """The key of ``d``'s dependency ``i``."""
-        return bytes(self.inputs.pack((w, d, i)))
+    def dep(self, w: bytes, d: int, leaf: int) -> bytes:
+        """The key of ``d``'s dependencies counted in ``leaf``."""
+        return bytes(self.inputs.pack((w, d, leaf)))
 
     def counter(self, w: bytes, d: int, leaf: int) -> bytes:
         """The key of ``d``'s counter ``leaf`` (:data:`ROOT`: its open leaves)."""
@@ -515,6 +522,10 @@ class WorkflowLayout:
         """The key of chunk ``n`` of node ``i``'s result."""
         return bytes(self.results.pack((w, i, n)))
 
+    def pending(self, w: bytes, i: int, c: int) -> bytes:
+        """The key of chunk ``c`` of the nodes ``i`` freed, not pushed yet."""
+        return bytes(self.chunks.pack((w, i, c)))
+
     def tally(self, w: bytes, state: str) -> bytes:
         """The key counting ``w``'s nodes in ``state``."""
         return bytes(self.tallies.pack((w, state)))
@@ -527,7 +538,7 @@ class WorkflowLayout:
         """Every key range of workflow ``w`` (its pruning entry apart)."""
         out = []
         for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
-                      self.failures, self.states, self.results, self.tallies):
+                      self.failures, self.states, self.results, self.tallies, self.chunks):
             r = space.range((w,))
             out.append((bytes(r.start), bytes(r.stop)))
         return out

@@ -158,7 +158,9 @@ class WorkflowsBase(Face[WorkflowOps]):
               on_success: Optional[Any] = None, on_complete: Optional[Any] = None,
               on_failure: Optional[Any] = None, **where: Any) -> Workflow:
         """A batch: a job for each of ``values`` in ``structure``, and callbacks, each a
-        ``(structure, value)`` pair pushed once the last member ended, in that
+        ``(structure, value)`` pair (or ``(structure, value, options)``, options
+        as :meth:`Workflow.add` takes them: ``{"group": ...}``) pushed once the last
+        member ended, in that
         member's ack: ``on_complete`` always, ``on_success`` if every member
         succeeded, ``on_failure`` if one did not (its inputs say which).  A workflow
         to :meth:`create` (more nodes may be added to it first).
@@ -175,10 +177,13 @@ class WorkflowsBase(Face[WorkflowOps]):
                                      ("on_failure", on_failure, FAILURE)):
             if callback is None:
                 continue
-            if not (isinstance(callback, tuple) and len(callback) == 2):
-                raise TypeError(f"{name} must be a (structure, value) pair")
+            if not (isinstance(callback, tuple) and len(callback) in (2, 3)
+                    and (len(callback) == 2 or isinstance(callback[2], dict))):
+                raise TypeError(f"{name} must be a (structure, value) pair, or a "
+                                "(structure, value, options) triple")
+            options = callback[2] if len(callback) == 3 else {}
             flow.add(callback[0], callback[1], deps=members, on_failure=CONTINUE,
-                     name=name, when=when)
+                     name=name, when=when, **options)
         return flow
 
 

@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue, Worker
+from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker
 from fdbrecipes.errors import UnknownWorkflowError, WorkflowFailedError
 from fdbrecipes.jobs import Discard, Job
 from fdbrecipes.workflow import Workflows
@@ -178,3 +178,104 @@ def test_fail_cancels_what_has_not_started(db: Any, fdb_subspace: Any) -> None:
     assert by_name["bad"] == "failed"
     assert by_name["after"] == "cancelled"
     assert all(by_name[str(i)] == "cancelled" for i in (2, 3, 4))
+
+
+def test_a_batch_pushes_each_callback_once(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    fq = FairQueue(fdb_subspace["fq"])
+    flows = store(fdb_subspace, q, fq)
+    cb = {"group": "cb"}
+    ok = flows.batch(q, list(range(50)), on_success=(fq, "all good", cb),
+                     on_complete=(fq, "complete", cb), on_failure=(fq, "some failed", cb))
+    bad = flows.batch(q, [1, "fail-1", 2], on_success=(fq, "all good 2", cb),
+                      on_complete=(fq, "complete 2", cb), on_failure=(fq, "some failed 2", cb))
+    ids = [flows.create(db, ok), flows.create(db, bad)]
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    callbacks = Runs(flows, db)
+    drain(db, fq, callbacks)
+    assert callbacks.count == Counter({"all good": 1, "complete": 1, "complete 2": 1,
+                                       "some failed 2": 1})
+    failed = callbacks.inputs["some failed 2"]
+    assert sorted(node.state for node in failed.values()) == ["failed", "succeeded",
+                                                              "succeeded"]
+    for w in ids:
+        status = flows.status(db, w)
+        assert status.counts["waiting"] == 0 and status.counts["queued"] == 0
+    assert {n.name: n.state for n in flows.status(db, ids[1]).nodes}["on_success"] == \
+        "skipped"
+
+
+def test_cancel_a_workflow(db: Any, fdb_subspace: Any) -> None:
+    """Nothing not yet started runs; the running node sees job.cancelled."""
+    q = Queue(fdb_subspace["q"], history=3600)
+    slow = Queue(fdb_subspace["slow"], history=3600)
+    flows = store(fdb_subspace, q, slow)
+    flow = flows.new()
+    runner = flow.add(slow, "runner", name="runner")
+    flow.add(q, "queued", name="queued")
+    flow.add(q, "later", deps=[runner], name="later")
+    w = flows.create(db, flow)
+    started, saw_cancel = threading.Event(), threading.Event()
+
+    def slow_handler(job: Job) -> None:
+        started.set()
+        for _ in range(3000):
+            if job.cancelled:
+                saw_cancel.set()
+                job.check()
+            threading.Event().wait(0.01)
+
+    with Worker(db, slow, slow_handler, lease_seconds=10, concurrency=1):
+        assert started.wait(30)
+        assert flows.cancel(db, w) is True
+        assert flows.cancel(db, w) is False
+        assert saw_cancel.wait(30)
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    assert not runs.count
+    states = {n.name: n.state for n in flows.status(db, w).nodes}
+    assert states == {"runner": "cancelled", "queued": "cancelled", "later": "cancelled"}
+    with pytest.raises(WorkflowFailedError):
+        flows.result(db, w, timeout=5)
+
+
+def test_ignore_and_continue(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    flows = store(fdb_subspace, q)
+    flow = flows.new()
+    good = flow.add(q, "good", name="good")
+    bad = flow.add(q, "fail-a", name="bad")
+    flow.add(q, "ignoring", deps=[good, (bad, "ignore")], name="ignoring")
+    flow.add(q, "continuing", deps=[good, bad], on_failure="continue", name="continuing")
+    w = flows.create(db, flow)
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    assert set(runs.inputs["ignoring"]) == {"good"}
+    seen = runs.inputs["continuing"]
+    assert seen["bad"].state == "failed" and "failing on purpose" in seen["bad"].error
+    assert flows.result(db, w, timeout=5) == {"ignoring": "did ignoring",
+                                              "continuing": "did continuing"}
+    assert flows.status(db, w).state == "completed"
+
+
+@pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.slow), 1_200])
+def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int) -> None:
+    """More nodes freed at once than one transaction pushes: expanders push them."""
+    q = Queue(fdb_subspace["q"])
+    flows = store(fdb_subspace, q)
+    flow = flows.new()
+    root = flow.add(q, "root", name="root")
+    kids = flow.add_many(q, list(range(n)), deps=[root])
+    flow.add(q, "sink", deps=kids, name="sink")
+    w = flows.create(db, flow)
+    fan_in = flows.new()
+    leaves = fan_in.add_many(q, list(range(n, 2 * n)))
+    fan_in.add(q, "sink2", deps=leaves, name="sink2")
+    w2 = flows.create(db, fan_in)
+    runs = Runs(flows, db)
+    with Worker(db, q, runs, lease_seconds=30, concurrency=8):
+        assert flows.result(db, w, timeout=600) == {"sink": "did sink"}
+        assert flows.result(db, w2, timeout=600) == {"sink2": "did sink2"}
+    assert max(runs.count.values()) == 1 and len(runs.count) == 2 * n + 3
+    assert len(runs.inputs["sink"]) == n

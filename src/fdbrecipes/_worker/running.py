@@ -14,7 +14,7 @@ from .._codec import Undecodable
 from .._ordered.history import Finished, Then, encode_result
 from .._ordered.leases import Lease
 from .._ordered.records import CANCELLED, SUCCEEDED, JobError
-from .._workflow.steps import node_store, step_of
+from .._workflow.steps import is_expander, node_store, step_of
 from ..jobs import Decision, Discard, EventSink, Job
 from ..protocol import Workable
 from .threads import Completions, HandlerThreads
@@ -121,10 +121,13 @@ async def call_handler(running: Running, handler: Callable[[Job], Any],
                        completions: Optional[Completions]) -> Tuple[Any, Optional[BaseException]]:
     """Run ``handler`` on ``running``'s job, in one of ``threads`` for a sync handler
     (unless the job was stopped, or its lease lost, before it began; a value the
-    structure's codec could not decode is discarded): what it returned, or what it
-    raised."""
+    structure's codec could not decode is discarded; a workflow's expander is not
+    handed to the handler, see :mod:`.._workflow.steps`): what it returned, or what
+    it raised."""
     if running.job.stopped is not None:
         return None, running.job.stopped
+    if is_expander(running.job.id):  # a workflow's: its ack pushes its nodes
+        return None, None
     if isinstance(running.job.value, Undecodable):  # the structure's codec failed
         return None, Discard(f"undecodable: {running.job.value.reason}"[:1_000])
     if running.lost:  # while it waited for a slot: it may be with another worker

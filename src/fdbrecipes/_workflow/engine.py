@@ -26,10 +26,24 @@ import fdb.tuple
 
 from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._layout import ROOT, WorkflowLayout
+from .._ordered.engine import PushRequest
 from .._ordered.records import CANCELLED, RESULT_CHUNK
 from .._values import decode_value
 from ..protocol import Workable
-from .graph import ALWAYS, CONTINUE, FAIL, FAILURE, IGNORE, SUCCESS, Plan, Spec, node_id
+from .graph import (
+    ALWAYS,
+    CONTINUE,
+    FAIL,
+    FAILURE,
+    IGNORE,
+    LEAF,
+    SUCCESS,
+    Plan,
+    Spec,
+    expander_id,
+    node_id,
+    store_tag,
+)
 
 __all__ = ["DONE", "FAILED", "QUEUED", "RUNNING", "SKIPPED", "SUCCEEDED", "Input",
            "NodeStatus", "Store", "WorkflowStatus"]
@@ -140,15 +154,50 @@ class Stored(NamedTuple):
         return cls(*fdb.tuple.unpack(raw))
 
 
+#: Nodes a transaction pushes into one Queue or PriorityQueue at most (a push of a
+#: job with an id writes about 1 KB; a FairQueue's push, a round trip each, 50):
+#: more go through expanders (see :meth:`Store.push`).
+CHUNK, FAIR_CHUNK = 500, 50
+
+
+def chunk_of(ops: Any) -> int:
+    """How many nodes one transaction pushes into the structure of ``ops``."""
+    return CHUNK if hasattr(ops, "job_request") else FAIR_CHUNK
+
+
+def expander_where(stored: Stored) -> Dict[str, Any]:
+    """Where an expander goes: its nodes' group in a FairQueue, none elsewhere (a
+    PriorityQueue's default priority)."""
+    where = dict(stored.where)
+    return {"group": where["group"]} if "group" in where else {}
+
+
+class Fresh:
+    """Writes of keys no other transaction can write before this one commits (those
+    of a workflow being created, under its new random id): without write conflict
+    ranges, which would count against the transaction's 10 MB as much as the writes."""
+
+    __slots__ = ("no_conflict", "set_key")
+
+    def __init__(self, tr: Any) -> None:
+        self.set_key = tr.set
+        self.no_conflict = tr.options.set_next_write_no_write_conflict_range
+
+    def set(self, key: bytes, value: bytes) -> None:
+        self.no_conflict()
+        self.set_key(key, value)
+
+
 class Store:
-    """The transactions of one workflow store: its keys, its key (``key``, in its
-    nodes' job ids), the structures its nodes go to (``targets``, by their
+    """The transactions of one workflow store: its keys, its key (``key``; its
+    ``tag`` names it in its nodes' job ids), the structures its nodes go to (``targets``, by their
     subspace's key) and how long an ended workflow is kept (``retention``)."""
 
     def __init__(self, keys: WorkflowLayout, targets: Dict[bytes, Workable[Any]],
                  retention: float) -> None:
         self.keys = keys
         self.key = bytes(keys.subspace.key())
+        self.tag = store_tag(self.key)
         self.targets = targets
         self.retention = retention
 
@@ -167,46 +216,110 @@ class Store:
         tr.set(keys.due(now + self.retention, w), b"")
         tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
         roots = []
+        fresh = Fresh(tr)
         for i, spec in enumerate(plan.specs):
             counters = plan.counters[i]
-            tr.set(keys.node(w, i), pack_spec(spec, len(counters)))
-            for d, leaf, policy, leaves in plan.dependents[i]:
-                tr.set(keys.edge(w, i, d), _pack((leaf, policy, leaves)))
-            for dep, policy in spec.deps:
-                tr.set(keys.dep(w, i, dep), _pack((policy, plan.specs[dep].name)))
+            fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
+            out = plan.dependents[i]
+            for c, at in enumerate(range(0, len(out), LEAF)):
+                fresh.set(keys.edge(w, i, c), _pack(tuple(out[at:at + LEAF])))
+            deps = [(dep, policy, plan.specs[dep].name) for dep, policy in spec.deps]
+            for leaf, at in enumerate(range(0, len(deps), LEAF)):
+                fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
             for leaf, count in counters:
-                tr.set(keys.counter(w, i, leaf), le64(count))
+                fresh.set(keys.counter(w, i, leaf), le64(count))
             if len(counters) > 1:
-                tr.set(keys.counter(w, i, ROOT), le64(len(counters)))
+                fresh.set(keys.counter(w, i, ROOT), le64(len(counters)))
             if not spec.deps:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
                                         spec.time_limit, spec.name, spec.when, 0, 0)))
-        yield from self.push(tr, w, roots)
+        yield from self.push(tr, w, -1, roots)
         return True
 
-    def push(self, tr: Any, w: bytes, nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
-        """Push ``nodes`` into their structures (a Queue's or PriorityQueue's in one
-        push per structure), each under its node's job id, and mark them queued."""
+    def push(self, tr: Any, w: bytes, source: int,
+             nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
+        """Push ``nodes`` (freed by node ``source``; -1: the first nodes) into their
+        structures (a Queue's or PriorityQueue's in one push per structure), each
+        under its node's job id, and mark them queued; more than a chunk of them for
+        one structure (:func:`chunk_of`) go through expanders instead: one job per
+        chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
         for i, stored in nodes:
             by_target.setdefault(stored.target, []).append((i, stored))
-            tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
-        if nodes:
-            tr.add(self.keys.tally(w, QUEUED), le64(len(nodes)))
+        c = 0
         for target, batch in by_target.items():
             ops = self.targets[target]
-            values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
-            requesting = getattr(ops, "job_request", None)
-            if requesting is not None:
-                requests = [requesting(value, node_id(self.key, w, i), stored.delay,
-                                       dict(stored.where), stored.time_limit)
-                            for i, stored, value in values]
-                yield from ops.push_requests(tr, requests)  # type: ignore[attr-defined]
+            size = chunk_of(ops)
+            if len(batch) <= size:
+                yield from self.push_now(tr, w, ops, batch)
                 continue
-            for i, stored, value in values:
-                yield from ops.push_job(tr, value, id=node_id(self.key, w, i),
-                                        delay=stored.delay, time_limit=stored.time_limit,
-                                        **dict(stored.where))
+            for at in range(0, len(batch), size):
+                Fresh(tr).set(self.keys.pending(w, source, c),
+                              _pack(tuple(i for i, _ in batch[at:at + size])))
+                yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c),
+                                        **expander_where(batch[0][1]))
+                c += 1
+
+    def push_now(self, tr: Any, w: bytes, ops: Any,
+                 batch: Sequence[Tuple[int, Stored]]) -> Gen[None]:
+        """Push ``batch`` into the structure whose operations are ``ops``, now."""
+        for i, _ in batch:
+            tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
+        tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
+        values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
+        requesting = getattr(ops, "job_request", None)
+        if requesting is not None:  # a Queue or PriorityQueue: one push_many
+            yield from ops.push_requests(tr, self.requests(requesting, w, values))
+            return
+        for i, stored, value in values:
+            yield from ops.push_job(tr, value, id=node_id(self.tag, w, i),
+                                    delay=stored.delay, time_limit=stored.time_limit,
+                                    **dict(stored.where))
+
+    def expand(self, tr: Any, w: bytes, source: int, c: int) -> Gen[None]:
+        """The ack of an expander: push chunk ``c`` of the nodes ``source`` freed
+        (nothing if the workflow stopped meanwhile: its stop cancelled them).  Reads
+        the header (a conflict) and the chunk side by side, then the nodes'
+        definitions: two round trips, and the pushes."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        chunk_f = tr.get(keys.pending(w, source, c))
+        raw = yield from read(header_f)
+        listed = yield from read(chunk_f)
+        if listed is None or raw is None:
+            return
+        tr.clear(keys.pending(w, source, c))
+        if Header.unpack(raw).status != RUNNING:
+            return
+        reads = [(i, tr.get(keys.node(w, i))) for i in fdb.tuple.unpack(listed)]
+        nodes = []
+        for i, future in reads:
+            spec = yield from read(future)
+            assert spec is not None
+            nodes.append((i, Stored.unpack(spec)))
+        by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
+        for i, stored in nodes:
+            by_target.setdefault(stored.target, []).append((i, stored))
+        for target, batch in by_target.items():
+            yield from self.push_now(tr, w, self.targets[target], batch)
+
+    def requests(self, requesting: Any, w: bytes,
+                 values: Sequence[Tuple[int, Stored, Any]]) -> List[PushRequest]:
+        """The pushes of nodes into a Queue or PriorityQueue: one request per delay and
+        time limit, its items under their nodes' ids, as ids made for them (new ids:
+        written without reading them, as ``push_many`` writes the ids it makes; a
+        node's job is pushed once, by its counters, see the module docstring)."""
+        alike: Dict[Tuple[Any, Any], List[Tuple[Any, bytes]]] = {}
+        ids: Dict[Tuple[Any, Any], List[bytes]] = {}
+        made: Dict[Tuple[Any, Any], PushRequest] = {}
+        for i, stored, value in values:
+            key = (stored.delay, stored.time_limit)
+            one = requesting(value, None, stored.delay, dict(stored.where), stored.time_limit)
+            made.setdefault(key, one)
+            alike.setdefault(key, []).extend(one.batch)
+            ids.setdefault(key, []).append(node_id(self.tag, w, i))
+        return [made[key]._replace(batch=batch, ids=tuple(ids[key]))
+                for key, batch in alike.items()]
 
     @staticmethod
     def value_of(ops: Any, stored: Stored) -> Any:
@@ -256,7 +369,7 @@ class Store:
             if not freed:
                 continue
             ready = yield from self.ready(tr, w, freed)
-            yield from self.push(tr, w, [(d, s) for d, s, run in ready if run])
+            yield from self.push(tr, w, node, [(d, s) for d, s, run in ready if run])
             for d, _, run in ready:
                 if not run:
                     self.ended(tr, w, d, None, SKIPPED, None)
@@ -271,11 +384,9 @@ class Store:
 
     def edges_of(self, reading: Range) -> Gen[List[Tuple[int, int, str, int]]]:
         """What :meth:`start_edges` started, collected."""
-        out = []
+        out: List[Tuple[int, int, str, int]] = []
         for kv in (yield from reading.read()):
-            d = self.keys.edges.unpack(kv.key)[2]
-            leaf, policy, leaves = fdb.tuple.unpack(kv.value)
-            out.append((d, leaf, policy, leaves))
+            out.extend(fdb.tuple.unpack(kv.value))
         return out
 
     def ended(self, tr: Any, w: bytes, i: int, was: Optional[str], outcome: str,
@@ -373,7 +484,7 @@ class Store:
                 continue
             where = dict(stored.where)
             at = (where["group"],) if "group" in where else ()
-            said = yield from ops.cancel_at(tr, node_id(self.key, w, i), at)  # type: ignore
+            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at)  # type: ignore
             if said == CANCELLED:
                 self.ended(tr, w, i, QUEUED, CANCELLED, why)
         return True
@@ -419,9 +530,9 @@ class Store:
         for i, reading in deps_reads:
             open_deps = []
             for kv in (yield from reading.read()):
-                dep = keys.inputs.unpack(kv.key)[2]
-                if dep not in states or states[dep] == QUEUED:
-                    open_deps.append(fdb.tuple.unpack(kv.value)[1])
+                for dep, _, dep_name in fdb.tuple.unpack(kv.value):
+                    if dep not in states or states[dep] == QUEUED:
+                        open_deps.append(dep_name)
             waits[i] = tuple(open_deps)
         for i, name in sorted(names.items()):
             nodes.append(NodeStatus(name, states.get(i, WAITING), waits.get(i, ())))
@@ -440,11 +551,11 @@ class Store:
         under ``ignore`` left out): their states and results, read side by side (two
         round trips)."""
         keys = self.keys
-        deps = [(keys.inputs.unpack(kv.key)[2], fdb.tuple.unpack(kv.value))
-                for kv in (yield from Range(tr, *_span(keys.inputs.range((w, i)))).read())]
+        deps = [dep for kv in (yield from Range(tr, *_span(keys.inputs.range((w, i)))).read())
+                for dep in fdb.tuple.unpack(kv.value)]
         reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
                   Range(tr, *_span(keys.results.range((w, dep)))))
-                 for dep, (policy, name) in deps]
+                 for dep, policy, name in deps]
         out = {}
         for dep, policy, name, state_f, chunks in reads:
             raw = yield from read(state_f)

@@ -4,6 +4,7 @@ is written (:meth:`Graph.plan`)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 from collections import deque
@@ -15,8 +16,8 @@ from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
 __all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS", "MAX_NODES",
-           "POLICIES", "SUCCESS", "WHEN", "Graph", "Node", "Plan", "Spec", "node_id",
-           "parse_node_id"]
+           "POLICIES", "SUCCESS", "WHEN", "Graph", "Node", "NodeRef", "Plan", "Spec",
+           "expander_id", "node_id", "parse_node_id", "store_tag"]
 
 #: What a dependent does when a dependency fails (dies, or is cancelled or skipped):
 #: ``fail`` the workflow (what has not started is cancelled), ``ignore`` it (the
@@ -38,28 +39,51 @@ MAX_DEPS = LEAF * LEAF
 #: The most nodes a workflow may have (it is created in one transaction).
 MAX_NODES = 50_000
 #: The first element of a node's job id.
-NODE_MARK = "fdbrecipes.wf"
+NODE_MARK = "fdbwf"
 _MARK_HEAD = fdb.tuple.pack((NODE_MARK,))
 
 
-def node_id(store: bytes, workflow: bytes, i: int) -> bytes:
-    """The job id of node ``i`` of ``workflow`` in the store at key ``store``."""
-    packed: bytes = fdb.tuple.pack((NODE_MARK, store, workflow, i))
+def store_tag(store: bytes) -> bytes:
+    """The 4 bytes that name a store in its nodes' job ids (a digest of its key)."""
+    return hashlib.blake2b(store, digest_size=4).digest()
+
+
+def node_id(tag: bytes, workflow: bytes, i: int) -> bytes:
+    """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``."""
+    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, i))
     return packed
 
 
-def parse_node_id(id_: Optional[bytes]) -> Optional[Tuple[bytes, bytes, int]]:
-    """(store key, workflow id, node) of a node's job id; None for any other id."""
+def expander_id(tag: bytes, workflow: bytes, source: int, chunk: int) -> bytes:
+    """The job id of an expander: a job whose ack pushes chunk ``chunk`` of the nodes
+    node ``source`` freed (-1: the first nodes), too many for one transaction."""
+    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, source, chunk))
+    return packed
+
+
+class NodeRef(NamedTuple):
+    """What a job id of a workflow says: its store's tag, its workflow, its node (an
+    expander's: the node that freed its nodes) and, for an expander, its chunk."""
+
+    tag: bytes
+    w: bytes
+    i: int
+    chunk: Optional[int]
+
+
+def parse_node_id(id_: Optional[bytes]) -> Optional[NodeRef]:
+    """What the job id ``id_`` of a workflow's node or expander says; None for any
+    other id."""
     if id_ is None or not id_.startswith(_MARK_HEAD):
         return None
     try:
         parts = fdb.tuple.unpack(id_)
     except (ValueError, TypeError):
         return None
-    if (len(parts) != 4 or type(parts[1]) is not bytes or type(parts[2]) is not bytes
-            or type(parts[3]) is not int):
+    if (len(parts) not in (4, 5) or type(parts[1]) is not bytes or type(parts[2]) is not bytes
+            or any(type(p) is not int for p in parts[3:])):
         return None
-    return parts[1], parts[2], parts[3]
+    return NodeRef(parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else None)
 
 
 class Node:
@@ -123,8 +147,9 @@ class Graph:
 
     def __init__(self, store: bytes, targets: Dict[bytes, Workable[Any]]) -> None:
         self.store = store
+        self.tag = store_tag(store)
         self.targets = targets
-        self.id = uuid.uuid4().hex.encode()
+        self.id = uuid.uuid4().bytes
         self.specs: List[Spec] = []
         self.nodes: List[Node] = []
         self.names: Dict[str, int] = {}
@@ -190,7 +215,7 @@ class Graph:
         delay_s = None if delay is None else check_seconds(delay, "delay")
         limit = None if time_limit is None else check_seconds(time_limit, "time_limit")
         checked = self.deps_of(deps, policy)
-        id_ = node_id(self.store, self.id, index)
+        id_ = node_id(self.tag, self.id, index)
         ops.push_job(None, value, id=id_, delay=delay_s, time_limit=limit,
                      **where).close()  # checks the push, runs nothing
         encoded = ops.values.encoded(value)  # type: ignore[attr-defined]

@@ -64,7 +64,11 @@ class WorkflowOps(Ops):
             known = getattr(ops, "workflows", None)
             if not isinstance(known, dict):
                 raise TypeError(f"{ops!r} cannot carry workflows")
-            known[self.store.key] = self
+            other = known.get(self.store.tag)
+            if other is not None and other.store.key != self.store.key:
+                raise ValueError(f"the workflow stores at {other.subspace!r} and {subspace!r} "
+                                 "share a tag: use another subspace for one of them")
+            known[self.store.tag] = self
 
     def graph(self) -> Graph:
         """A new, empty graph of this store (nothing is written)."""
@@ -127,9 +131,9 @@ class WorkflowOps(Ops):
         """
         id_ = job if type(job) is bytes else getattr(job, "id", None)
         parsed = parse_node_id(id_)
-        if parsed is None or parsed[0] != self.store.key:
+        if parsed is None or parsed.tag != self.store.tag or parsed.chunk is not None:
             raise ValueError(f"job {id_!r} is not a node of this store's workflows")
-        return parsed[1], parsed[2]
+        return parsed.w, parsed.i
 
     def result(self, db: Any, w: Any, timeout: Any = None) -> Gen[Dict[str, Any]]:
         """Wait until workflow ``w`` is over; the results of its last nodes.
@@ -188,7 +192,7 @@ class WorkflowOps(Ops):
 
 
 def stores_of(ops: Any) -> Dict[bytes, WorkflowOps]:
-    """The workflow stores a structure's operations object knows."""
+    """The workflow stores a structure's operations object knows, by their tags."""
     found: Dict[bytes, WorkflowOps] = getattr(ops, "workflows", {})
     return found
 
