@@ -21,6 +21,7 @@ from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import FinishedJob, PendingItem
 from ._ordered.records import JobError, JobRecord, Progress
+from ._ordered.unique import Unique
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._registry import RunningJob, WorkerInfo
 from ._retry import RetryStats
@@ -34,6 +35,7 @@ from .errors import (
     LayoutError,
     LeaseExpiredError,
     ResultTooLargeError,
+    UniqueConflictError,
     UnknownJobError,
     UnknownScheduleError,
     WorkTooLargeError,
@@ -113,6 +115,8 @@ __all__ = [
     "UnknownScheduleError",
     "UnknownResultError",
     "Undecodable",
+    "Unique",
+    "UniqueConflictError",
     "Value",
     "WeightTree",
     "WorkTooLargeError",

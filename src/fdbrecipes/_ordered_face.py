@@ -10,7 +10,7 @@ faces' base.
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar, Iterable, List, Optional, Type
+from typing import Any, ClassVar, Iterable, List, Optional, Type, Union
 
 from ._clock import Clock
 from ._codec import Codec
@@ -315,6 +315,21 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         return drive(self._ops.remove_many(tr, tokens))
 
     # -- job records -----------------------------------------------------------------
+
+    def unique_job(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
+        """The id of the job holding unique key ``key`` (see ``push(unique=...)``):
+        one pushed with it and still in the states the key covers (or finished less
+        than its ``window`` ago); None when the key is free, and a push with it would
+        push.
+
+        Reads the key's entry (a read conflict on it, unless ``tr`` is a snapshot)
+        and, for a finished holder, the clock.  Cost: 1 round trip, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``key`` is not str or bytes of 1 to 200 bytes, or
+                the structure has ``shards`` > 1.
+        """
+        return drive(self._ops.unique_job(tr, key))
 
     def job(self, tr: Transactor, id: bytes) -> Optional[JobRecord]:
         """The record of job ``id`` (the id given to, or returned by, ``push``) as it is

@@ -29,7 +29,7 @@ from .._fdb import (
     read_le64,
     snap,
 )
-from .._ids import Ids
+from .._ids import IdChecks, Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
 from .._operation import Attempt, gather
 from .._values import Value, decode_value
@@ -46,6 +46,7 @@ from .records import (
     Kept,
     Records,
 )
+from .unique import REPLACE, UniqueKeys, UniquePush, finished, holder
 
 
 class QueueStats(NamedTuple):
@@ -70,14 +71,15 @@ class QueueStats(NamedTuple):
 class PushRequest(NamedTuple):
     """One push call's items: ``(group, encoded value)`` pairs, its idempotency id
     (None: none), its delay in clock units (0: none), the ids made for its items (a
-    structure with job records: one per item, when no id was given) and its jobs'
-    time limit (seconds, or None)."""
+    structure with job records: one per item, when no id was given; a unique job's
+    id), its jobs' time limit (seconds, or None) and its unique key (one item)."""
 
     batch: Sequence[Tuple[Item, bytes]]
     id: Optional[bytes]
     delay: int
     ids: Tuple[bytes, ...] = ()
     time_limit: Optional[float] = None
+    unique: Optional[UniquePush] = None
 
     def item_id(self, i: int) -> Optional[bytes]:
         """The id of item ``i`` of the batch, or None."""
@@ -86,6 +88,11 @@ class PushRequest(NamedTuple):
     def job_ids(self) -> List[bytes]:
         """The ids of its items (given or made)."""
         return [self.id] if self.id is not None else list(self.ids)
+
+    def answer(self) -> Optional[bytes]:
+        """What a push of one item returns: its id (with a unique key, the id of the
+        job holding the key: see :meth:`.unique.UniquePush.answer`, which may raise)."""
+        return self.item_id(0) if self.unique is None else self.unique.answer()
 
     def size(self) -> int:
         """About how many bytes of writes it makes (for shared transactions)."""
@@ -118,7 +125,7 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("ids", "records", "shard")
+    __slots__ = ("ids", "records", "shard", "unique")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
@@ -129,6 +136,8 @@ class Ordered(FrontReader, Takes):
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
         self.shard = shard
+        #: the unique keys (an unsharded Queue's or PriorityQueue's; None elsewhere)
+        self.unique: Optional[UniqueKeys] = None
 
     def record(self, item: Item, kept: Kept = ()) -> Optional[bytes]:
         """The id whose job record changes as ``item`` moves: the item's id, if this
@@ -199,6 +208,7 @@ class Ordered(FrontReader, Takes):
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
+        self.unique_left(tr, item, now)
         id_ = self.record(item, kept)
         if id_ is not None:
             self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
@@ -234,10 +244,23 @@ class Ordered(FrontReader, Takes):
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
         self.ids.retire(tr, self.keys.item_id(item), now)
+        self.unique_left(tr, item, now)
         id_ = self.record(item, kept)
         if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result)
+
+    def unique_claimed(self, tr: Any, item: Item) -> None:
+        """A consumer claimed ``item``: the unique key it holds while queued is free
+        (see :meth:`.unique.UniqueKeys.claimed`)."""
+        if self.unique is not None:
+            self.unique.claimed(tr, self.keys.item_id(item), self.keys.place(item))
+
+    def unique_left(self, tr: Any, item: Item, now: int) -> None:
+        """``item`` left the structure or died: the unique key it holds is free, or
+        finished (see :meth:`.unique.UniqueKeys.left`)."""
+        if self.unique is not None:
+            self.unique.left(tr, self.keys.item_id(item), self.keys.place(item), now)
 
     def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
         """Put back the expired holds ``front`` named, bury its dead; True if any."""
@@ -297,6 +320,8 @@ class Ordered(FrontReader, Takes):
             tr.set(self.keys.item_key(item), value)
             tally.add(self.keys.pushed)
             self.ids.unretire(tr, self.keys.item_id(item), popped_at)
+            if self.unique is not None:
+                self.unique.back(tr, self.keys.item_id(item), self.keys.place(item), popped_at)
             id_ = self.record(item)
             if id_ is not None:
                 self.records.state(tr, id_, PENDING, self.keys.deliveries(item))
@@ -311,8 +336,12 @@ class Ordered(FrontReader, Takes):
         whether it stored them (False: its id is remembered).  The reads of every
         request go out together: the ids' keys, the groups' last items, the floor.
         ``into``: the engine each request goes to, a shard of this structure (by
-        default this one); the ids are checked once for all."""
+        default this one); the ids are checked once for all.  A request with a unique
+        key (unsharded only) reads its entry too, and pushes only when the key is free
+        (see :meth:`unique_push`)."""
         checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
+        uniques = [r.unique for r in requests if r.unique is not None]
+        held = None if self.unique is None or not uniques else self.unique.check(tr, uniques)
         engines: Sequence[Ordered] = [self] * len(requests) if into is None else into
         wanted: Dict[Ordered, Set[Item]] = {}
         for engine, r in zip(engines, requests):
@@ -327,12 +356,19 @@ class Ordered(FrontReader, Takes):
         now = yield from attempt.now(tr, self.clock)
         tally = Tally()
         stored = []
+        wrote = False
         for engine, r in zip(engines, requests):
             known = None if checks is None or r.id is None else (
                 yield from self.ids.known(checks, r.id, now))
             if known is not None:
                 stored.append(False)
                 continue
+            if held is not None and r.unique is not None:
+                replaced = yield from self.unique_push(tr, held, r, now, tally)
+                if replaced is not None:
+                    wrote = wrote or replaced
+                    stored.append(False)
+                    continue
             items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
                                    r.delay, tally)
                      for i, (group, value) in enumerate(r.batch)]
@@ -340,15 +376,55 @@ class Ordered(FrontReader, Takes):
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
             for id_, item in zip(r.ids, items):  # ids made for the items: new, not read
                 self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
+            if held is not None and r.unique is not None and self.unique is not None:
+                yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))
             if self.records.keeps:
                 for id_ in r.job_ids():
                     self.records.pushed(tr, id_, r.time_limit)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
+        if held is not None and self.unique is not None:
+            yield from self.unique.table.collect(tr, held, now)
         tally.write(tr, attempt)
-        attempt.idle = not any(stored)
+        attempt.idle = not (any(stored) or wrote)
         return stored
+
+    def unique_push(self, tr: Any, checks: IdChecks, r: PushRequest, now: int,
+                    tally: Tally) -> Gen[Optional[bool]]:
+        """The unique key of request ``r`` (one item), read by ``checks``: None when it
+        is free (the push goes ahead); else what ``r.unique`` learns (the job holding
+        it; "held", or "replaced": a pending or delayed holder given ``r``'s value and
+        delay, at its place, with ``on_conflict="replace"``), and whether that wrote.
+        A replace reads the holder's item (one round trip more, read conflicts on its
+        keys)."""
+        assert r.unique is not None and self.unique is not None
+        found = yield from self.unique.held(checks, r.unique, now)
+        if found is None:
+            return None
+        job = holder(found)
+        assert job is not None
+        r.unique.job, r.unique.outcome = job, "held"
+        if r.unique.spec.on_conflict != REPLACE or finished(found):
+            return False
+        entry = (yield from self.unique.find(tr, self.keys, found)).entry
+        if entry is None:  # it runs: left alone
+            return False
+        item = self.take(tr, entry, now, tally, read=True)
+        deliveries = self.keys.deliveries(item)
+        item = self.keys.renewed(item, deliveries, now + r.delay)
+        value = r.batch[0][1]
+        if r.delay > 0:
+            self.hold(tr, item, value, self.keys.delay_id(item), now + r.delay, DELAY, tally)
+        else:
+            tr.set(self.keys.item_key(item), value)
+        self.wake(tally)
+        id_ = self.record(item)
+        if id_ is not None:
+            self.records.state(tr, id_, DELAYED if r.delay > 0 else PENDING, deliveries,
+                               now + r.delay if r.delay > 0 else None)
+        r.unique.outcome = "replaced"
+        return True
 
     def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel

@@ -90,6 +90,8 @@ from .tokens import (
     parse_removable,
     parse_tokens,
 )
+from .unique import ID_HEAD as UNIQUE_ID_HEAD
+from .unique import Unique, UniqueKeys, UniquePush, check_unique
 
 __all__ = ["LeaseLike", "OrderedOps"]
 
@@ -138,6 +140,7 @@ class OrderedOps(JobOps, Generic[V]):
         self.guard = LayoutGuard(subspace, self.kind, self.shards, self.layouts[0].pushed)
         if self.shards == 1:
             self.engine, self.leasing, self.dead_letters, self.listing = parts[0]
+            self.engine.unique = UniqueKeys(subspace)
             self.contention = Contention(parts[0].engine, self.loop, self.hooks, timeout)
         else:
             spread = Shards(parts, self.group_len)
@@ -166,13 +169,26 @@ class OrderedOps(JobOps, Generic[V]):
     # -- pushing ---------------------------------------------------------------------
 
     def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
-                     name: str, time_limit: Any = None) -> PushRequest:
+                     name: str, time_limit: Any = None, unique: Any = None) -> PushRequest:
         """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
         argument it came from), refused if it cannot fit in a transaction.  A
-        structure with job records makes an id for every item pushed without one."""
+        structure with job records makes an id for every item pushed without one; a
+        push with a ``unique`` key (one item) makes its job's id (see
+        :mod:`.unique`)."""
         versions = check_delay(delay)
         limit = check_time_limit(time_limit, self.history)
-        made = made_ids(len(batch), id_, self.history)
+        spec = check_unique(unique)
+        if id_ is not None and id_.startswith(UNIQUE_ID_HEAD):
+            raise ValueError(f"id must not begin with {UNIQUE_ID_HEAD!r}: the ids of "
+                             "unique jobs, made by push")
+        if spec is not None and id_ is not None:
+            raise ValueError("unique and id cannot both be given: a unique job's id is "
+                             "made by push (and a retried push meets its own key)")
+        if spec is not None and self.shards > 1:
+            raise ValueError("unique needs an unsharded structure (shards=1)")
+        pushing = None if spec is None else UniquePush(spec)
+        made = (made_ids(len(batch), id_, self.history) if pushing is None
+                else (pushing.id,))
         prefix = len(self.subspace.key())
         sample = id_ if id_ is not None else (made[0] if made else None)
         check_batch_bytes(sum(push_bytes(prefix, group, value, sample) for group, value in batch),
@@ -181,7 +197,7 @@ class OrderedOps(JobOps, Generic[V]):
             group = batch[0][0]
             longest = self.layouts[-1]  # the longest prefix: the last shard's
             check_key(longest.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)), "id")
-        return PushRequest(batch, id_, versions, made, limit)
+        return PushRequest(batch, id_, versions, made, limit, pushing)
 
     def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
         """Push a checked request."""
@@ -210,9 +226,17 @@ class OrderedOps(JobOps, Generic[V]):
         return self.pushed(tr, self.job_request(value, id, delay, where, time_limit))
 
     def pushed(self, tr: Transactor, request: PushRequest) -> Gen[Optional[bytes]]:
-        """Push a checked request of one item; its id."""
+        """Push a checked request of one item; its id (see :meth:`PushRequest.answer`)."""
         yield from self.push(tr, request)
-        return request.item_id(0)
+        return request.answer()
+
+    def unique_job(self, tr: Transactor, key: Any) -> Gen[Optional[bytes]]:
+        """The id of the job holding unique key ``key``, or None (a read)."""
+        token = Unique(key).token
+        engine = self.engine
+        if not isinstance(engine, Ordered) or engine.unique is None:
+            raise ValueError("unique needs an unsharded structure (shards=1)")
+        return (yield from read(tr, engine.unique.holding, token, engine.clock))
 
     # -- taking ------------------------------------------------------------------------
 

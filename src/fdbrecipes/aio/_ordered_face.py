@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import weakref
-from typing import Any, Dict, Iterable, List, Optional, TypeVar
+from typing import Any, Dict, Iterable, List, Optional, TypeVar, Union
 
 from .._drivers.awaiting import drive
 from .._face import twin
@@ -148,6 +148,9 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         return await drive(self._ops.remove_many(tr, tokens))
 
     # -- job records --------------------------------------------------------------------
+
+    async def unique_job(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
+        return await drive(self._ops.unique_job(tr, key))
 
     async def job(self, tr: Transactor, id: bytes) -> Optional[JobRecord]:
         return await drive(self._ops.job(tr, id))

@@ -8,7 +8,7 @@ docstring, awaiting the same operation
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple
+from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple, Union
 
 from .._drivers.awaiting import drive
 from .._face import twin
@@ -18,6 +18,7 @@ from .._ordered.front import MAX, MIN
 from .._ordered.kinds import PriorityQueueOps
 from .._ordered.leases import Lease
 from .._ordered.paging import PendingItem
+from .._ordered.unique import Unique
 from .._values import V
 from ..priority_queue import PriorityQueue
 from ._heartbeat import kept_alive
@@ -37,9 +38,10 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
 
     async def push(self, tr: Transactor, value: V, priority: int, *,
                    id: Optional[bytes] = None, delay: Optional[float] = None,
-                   time_limit: Optional[float] = None) -> Optional[bytes]:
-        request = self._ops.request(value, priority, id, delay, time_limit)
-        return (await self._push(tr, request)).item_id(0)
+                   time_limit: Optional[float] = None,
+                   unique: Union[Unique, str, bytes, None] = None) -> Optional[bytes]:
+        request = self._ops.request(value, priority, id, delay, time_limit, unique)
+        return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                         delay: Optional[float] = None,

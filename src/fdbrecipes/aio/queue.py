@@ -8,7 +8,7 @@ structure's operations object (:class:`fdbrecipes._ordered.kinds.QueueOps`).
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, Iterable, List, Optional
+from typing import Any, AsyncContextManager, Iterable, List, Optional, Union
 
 from .._drivers.awaiting import drive
 from .._face import twin
@@ -17,6 +17,7 @@ from .._ordered.front import MIN
 from .._ordered.kinds import QueueOps
 from .._ordered.leases import Lease
 from .._ordered.paging import PendingItem
+from .._ordered.unique import Unique
 from .._values import V
 from ..queue import Queue
 from ._heartbeat import kept_alive
@@ -47,8 +48,10 @@ class AsyncQueue(AsyncOrderedFace[V]):
 
     async def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
                    delay: Optional[float] = None,
-                   time_limit: Optional[float] = None) -> Optional[bytes]:
-        return (await self._push(tr, self._ops.request(value, id, delay, time_limit))).item_id(0)
+                   time_limit: Optional[float] = None,
+                   unique: Union[Unique, str, bytes, None] = None) -> Optional[bytes]:
+        request = self._ops.request(value, id, delay, time_limit, unique)
+        return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
                         delay: Optional[float] = None,
