@@ -21,6 +21,7 @@ from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import FinishedJob, PendingItem
 from ._ordered.records import JobError, JobRecord, Progress
+from ._ordered.sequences import SequenceState
 from ._ordered.unique import Unique
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
 from ._registry import RunningJob, WorkerInfo
@@ -108,6 +109,7 @@ __all__ = [
     "ScheduleFire",
     "ScheduleInfo",
     "Schedules",
+    "SequenceState",
     "Snooze",
     "TimeLimitExceeded",
     "Transactor",

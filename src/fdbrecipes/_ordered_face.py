@@ -26,6 +26,7 @@ from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.ops import LeaseLike, OrderedOps
 from ._ordered.paging import Row
 from ._ordered.records import JobError, JobRecord
+from ._ordered.sequences import SequenceState
 from ._values import V
 
 __all__ = ["OrderedBase", "OrderedFace"]
@@ -315,6 +316,38 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         return drive(self._ops.remove_many(tr, tokens))
 
     # -- job records -----------------------------------------------------------------
+
+    def sequence(self, tr: Transactor, key: Union[str, bytes]) -> SequenceState:
+        """Sequence ``key``'s state (see ``push(sequence=...)``): the id of its job in
+        the queue (its head), whether that job died and blocks it, and how many of its
+        jobs wait (see :class:`fdbrecipes.SequenceState`).
+
+        Reads the head (a read conflict on it, unless ``tr`` is a snapshot) and the
+        waiting jobs' keys (a range read).  Cost: 1 round trip, O(waiting jobs).
+
+        Raises:
+            TypeError or ValueError: ``key`` is not str or bytes of 1 to 200 bytes, or
+                the structure has ``shards`` > 1.
+        """
+        return drive(self._ops.sequence(tr, key))
+
+    def unblock(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
+        """Move sequence ``key`` on past its job that died (a dead letter, which stays
+        where it is: :meth:`dead`): its next job goes in at the tail.  Returns the dead
+        job's id; None, writing nothing, if the sequence was not blocked.  (To run the
+        dead job again instead, and keep the order, :meth:`requeue_dead` it: it is
+        still the head, and the sequence goes on when it ends.)
+
+        Reads the head (a read conflict on it) and the first waiting job (a read
+        conflict on the range read) and, by snapshot, the tail of the queue; writes
+        the job at the tail, the head, clears the waiting entry.  Conflicts with
+        pushes of the sequence.  Cost: 2 round trips, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``key`` is not str or bytes of 1 to 200 bytes, or
+                the structure has ``shards`` > 1.
+        """
+        return drive(self._ops.unblock(tr, key))
 
     def unique_job(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
         """The id of the job holding unique key ``key`` (see ``push(unique=...)``):

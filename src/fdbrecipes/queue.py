@@ -105,7 +105,8 @@ class Queue(OrderedFace[V]):
     def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
              delay: Optional[float] = None,
              time_limit: Optional[float] = None,
-             unique: Union[Unique, str, bytes, None] = None) -> Optional[bytes]:
+             unique: Union[Unique, str, bytes, None] = None,
+             sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
         """Append ``value`` at the back of the queue.
 
         With ``id``, pushing again with the same id stores nothing: a push retried
@@ -131,13 +132,23 @@ class Queue(OrderedFace[V]):
         returns its id, and leaves a holder that runs or finished alone (as "skip").
         A unique job's id is made by the push (``b"unique:..."``, also without
         ``history``); the key's entry is written and cleared in the transactions that
-        move the job (see docs/unique-jobs.md).  It reads the key's entry too (a read
+        move the job (see docs/unique-and-sequences.md).  It reads the key's entry too (a read
         conflict on it: pushes of one key conflict, of different keys do not), and a
         replace reads the holder's item (one more round trip, read conflicts on its
         keys; it conflicts with a claim of that job).  Given a Database, a push
         retried after ``commit_unknown_result`` never meets its own key (receipts,
         docs/design.md); given a Transaction, a retry meets it and, with "skip",
         returns its id.
+
+        With ``sequence`` (a key: str or bytes), the job runs after the jobs pushed
+        earlier with that key have ended, one at a time, in push order, also when one
+        fails and is retried.  A job whose sequence has one in the queue waits beside
+        it (not in :meth:`size` nor in the listings; :meth:`sequence` counts them); the
+        transaction that ends that job puts the next at the tail.  A job of a sequence
+        that dies blocks it until the operator calls :meth:`unblock` (or requeues it
+        with :meth:`requeue_dead`).  Its id is made by the push (``b"seq:..."``).
+        Reads the sequence's head (a read conflict on it: pushes of one sequence
+        conflict) and, by snapshot, its last waiting job.  See docs/unique-and-sequences.md.
 
         Reads the last item key and the floor with snapshot reads (no read conflict);
         with ``id``, also the id's key (a read conflict on that key only).  Writes the
@@ -157,11 +168,13 @@ class Queue(OrderedFace[V]):
                 not None or seconds >= 0; ``time_limit`` is not None or seconds > 0,
                 or is given to a structure without ``history``; ``unique`` is not as
                 :class:`fdbrecipes.Unique` says, or is given with ``id`` or to a
-                structure with ``shards`` > 1; ``id`` begins with ``b"unique:"``.
+                structure with ``shards`` > 1; ``sequence`` is not str or bytes of 1
+                to 200 bytes; two of ``unique``, ``sequence`` and ``id`` are given;
+                ``id`` begins with ``b"unique:"`` or ``b"seq:"``.
             UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
         return self._push(tr, self._ops.request(value, id, delay, time_limit,
-                                                unique)).answer()
+                                                unique, sequence)).answer()
 
     def push_many(self, tr: Transactor, values: Iterable[V], *,
                   delay: Optional[float] = None,

@@ -29,7 +29,7 @@ from .._fdb import (
     read_le64,
     snap,
 )
-from .._ids import IdChecks, Ids
+from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
 from .._operation import Attempt, gather
 from .._values import Value, decode_value
@@ -46,7 +46,8 @@ from .records import (
     Kept,
     Records,
 )
-from .unique import REPLACE, UniqueKeys, UniquePush, finished, holder
+from .sequences import SequencePush, Sequences
+from .unique import UniqueKeys, UniquePush
 
 
 class QueueStats(NamedTuple):
@@ -72,7 +73,8 @@ class PushRequest(NamedTuple):
     """One push call's items: ``(group, encoded value)`` pairs, its idempotency id
     (None: none), its delay in clock units (0: none), the ids made for its items (a
     structure with job records: one per item, when no id was given; a unique job's
-    id), its jobs' time limit (seconds, or None) and its unique key (one item)."""
+    id; a sequence's job's), its jobs' time limit (seconds, or None), its unique key
+    and its sequence (one item each)."""
 
     batch: Sequence[Tuple[Item, bytes]]
     id: Optional[bytes]
@@ -80,6 +82,7 @@ class PushRequest(NamedTuple):
     ids: Tuple[bytes, ...] = ()
     time_limit: Optional[float] = None
     unique: Optional[UniquePush] = None
+    sequence: Optional[SequencePush] = None
 
     def item_id(self, i: int) -> Optional[bytes]:
         """The id of item ``i`` of the batch, or None."""
@@ -125,7 +128,7 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("ids", "records", "shard", "unique")
+    __slots__ = ("ids", "records", "sequences", "shard", "unique")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
@@ -138,6 +141,8 @@ class Ordered(FrontReader, Takes):
         self.shard = shard
         #: the unique keys (an unsharded Queue's or PriorityQueue's; None elsewhere)
         self.unique: Optional[UniqueKeys] = None
+        #: the sequences (an unsharded Queue's or PriorityQueue's; None elsewhere)
+        self.sequences: Optional[Sequences] = None
 
     def record(self, item: Item, kept: Kept = ()) -> Optional[bytes]:
         """The id whose job record changes as ``item`` moves: the item's id, if this
@@ -209,6 +214,8 @@ class Ordered(FrontReader, Takes):
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
         self.unique_left(tr, item, now)
+        if self.sequences is not None:  # its sequence is blocked
+            self.sequences.ended(tally, self, self.keys.item_id(item), True)
         id_ = self.record(item, kept)
         if id_ is not None:
             self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
@@ -245,6 +252,8 @@ class Ordered(FrontReader, Takes):
         tally.add(self.keys.taken)
         self.ids.retire(tr, self.keys.item_id(item), now)
         self.unique_left(tr, item, now)
+        if self.sequences is not None:  # the next job of its sequence goes in
+            self.sequences.ended(tally, self, self.keys.item_id(item), False)
         id_ = self.record(item, kept)
         if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
@@ -338,10 +347,13 @@ class Ordered(FrontReader, Takes):
         ``into``: the engine each request goes to, a shard of this structure (by
         default this one); the ids are checked once for all.  A request with a unique
         key (unsharded only) reads its entry too, and pushes only when the key is free
-        (see :meth:`unique_push`)."""
+        (see :meth:`.unique.UniqueKeys.meet`)."""
         checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
         uniques = [r.unique for r in requests if r.unique is not None]
         held = None if self.unique is None or not uniques else self.unique.check(tr, uniques)
+        sequenced = [r.sequence for r in requests if r.sequence is not None]
+        heads = (None if self.sequences is None or not sequenced
+                 else self.sequences.check(tr, sequenced))
         engines: Sequence[Ordered] = [self] * len(requests) if into is None else into
         wanted: Dict[Ordered, Set[Item]] = {}
         for engine, r in zip(engines, requests):
@@ -363,12 +375,20 @@ class Ordered(FrontReader, Takes):
             if known is not None:
                 stored.append(False)
                 continue
-            if held is not None and r.unique is not None:
-                replaced = yield from self.unique_push(tr, held, r, now, tally)
+            if held is not None and r.unique is not None and self.unique is not None:
+                replaced = yield from self.unique.meet(tr, self, held, r, now, tally)
                 if replaced is not None:
                     wrote = wrote or replaced
                     stored.append(False)
                     continue
+            if heads is not None and r.sequence is not None and self.sequences is not None:
+                if (yield from self.sequences.waits(heads, r.sequence)):
+                    group, value = r.batch[0]
+                    self.sequences.wait(tr, heads, r.sequence, group, value, now + r.delay)
+                    self.pushed_record(tr, r, DELAYED if r.delay > 0 else PENDING)
+                    stored.append(True)
+                    continue
+                self.sequences.started(tr, heads, r.sequence)
             items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
                                    r.delay, tally)
                      for i, (group, value) in enumerate(r.batch)]
@@ -378,9 +398,7 @@ class Ordered(FrontReader, Takes):
                 self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
             if held is not None and r.unique is not None and self.unique is not None:
                 yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))
-            if self.records.keeps:
-                for id_ in r.job_ids():
-                    self.records.pushed(tr, id_, r.time_limit)
+            self.pushed_record(tr, r)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -390,41 +408,14 @@ class Ordered(FrontReader, Takes):
         attempt.idle = not (any(stored) or wrote)
         return stored
 
-    def unique_push(self, tr: Any, checks: IdChecks, r: PushRequest, now: int,
-                    tally: Tally) -> Gen[Optional[bool]]:
-        """The unique key of request ``r`` (one item), read by ``checks``: None when it
-        is free (the push goes ahead); else what ``r.unique`` learns (the job holding
-        it; "held", or "replaced": a pending or delayed holder given ``r``'s value and
-        delay, at its place, with ``on_conflict="replace"``), and whether that wrote.
-        A replace reads the holder's item (one round trip more, read conflicts on its
-        keys)."""
-        assert r.unique is not None and self.unique is not None
-        found = yield from self.unique.held(checks, r.unique, now)
-        if found is None:
-            return None
-        job = holder(found)
-        assert job is not None
-        r.unique.job, r.unique.outcome = job, "held"
-        if r.unique.spec.on_conflict != REPLACE or finished(found):
-            return False
-        entry = (yield from self.unique.find(tr, self.keys, found)).entry
-        if entry is None:  # it runs: left alone
-            return False
-        item = self.take(tr, entry, now, tally, read=True)
-        deliveries = self.keys.deliveries(item)
-        item = self.keys.renewed(item, deliveries, now + r.delay)
-        value = r.batch[0][1]
-        if r.delay > 0:
-            self.hold(tr, item, value, self.keys.delay_id(item), now + r.delay, DELAY, tally)
-        else:
-            tr.set(self.keys.item_key(item), value)
-        self.wake(tally)
-        id_ = self.record(item)
-        if id_ is not None:
-            self.records.state(tr, id_, DELAYED if r.delay > 0 else PENDING, deliveries,
-                               now + r.delay if r.delay > 0 else None)
-        r.unique.outcome = "replaced"
-        return True
+    def pushed_record(self, tr: Any, r: PushRequest, state: Optional[str] = None) -> None:
+        """With job records, those of ``r``'s jobs: pushed now (and ``state``, for a
+        job that is not in the queue yet: its items' writes say theirs)."""
+        if self.records.keeps:
+            for id_ in r.job_ids():
+                self.records.pushed(tr, id_, r.time_limit)
+                if state is not None:
+                    self.records.state(tr, id_, state, 0)
 
     def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel

@@ -26,6 +26,7 @@ from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.ops import LeaseLike, OrderedOps
 from .._ordered.paging import Row
 from .._ordered.records import JobError, JobRecord
+from .._ordered.sequences import SequenceState
 from .._ordered_face import OrderedBase
 from .._values import V, check_spread
 from ..queue import Queue
@@ -148,6 +149,12 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         return await drive(self._ops.remove_many(tr, tokens))
 
     # -- job records --------------------------------------------------------------------
+
+    async def sequence(self, tr: Transactor, key: Union[str, bytes]) -> SequenceState:
+        return await drive(self._ops.sequence(tr, key))
+
+    async def unblock(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
+        return await drive(self._ops.unblock(tr, key))
 
     async def unique_job(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
         return await drive(self._ops.unique_job(tr, key))

@@ -49,8 +49,9 @@ class AsyncQueue(AsyncOrderedFace[V]):
     async def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
                    delay: Optional[float] = None,
                    time_limit: Optional[float] = None,
-                   unique: Union[Unique, str, bytes, None] = None) -> Optional[bytes]:
-        request = self._ops.request(value, id, delay, time_limit, unique)
+                   unique: Union[Unique, str, bytes, None] = None,
+                   sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
+        request = self._ops.request(value, id, delay, time_limit, unique, sequence)
         return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
