@@ -182,3 +182,23 @@ def test_bad_arguments_write_nothing(db: Any, fdb_subspace: Any) -> None:
     with pytest.raises(TypeError, match="sequence"):
         q.unblock(db, 3)  # type: ignore[arg-type]
     assert q.size(db) == 0
+
+
+def test_the_operator_unblocks_from_the_command_line(db: Any, fdb_subspace: Any,
+                                                     fdb_cluster_file: str) -> None:
+    from tests.integration.test_operator_cli import answer, failed, fdbrecipes, place
+
+    q: Queue[int] = Queue(fdb_subspace, max_deliveries=1)
+    dead = q.push(db, 1, sequence="orders-17")
+    q.push(db, 2, sequence="orders-17")
+    lease = q.claim(db, 30)
+    assert lease is not None
+    q.bury(db, lease, "broken")
+    where = [*place(fdb_subspace), "--kind", "queue", "--sequence", "orders-17"]
+    assert "--yes" in failed(fdbrecipes(fdb_cluster_file, "unblock", *where), 2)
+    assert q.sequence(db, "orders-17").blocked
+    done = answer(fdbrecipes(fdb_cluster_file, "unblock", *where, "--yes", "--json"))
+    assert done["unblocked"] is True and dead is not None
+    assert q.pop(db) == 2
+    again = answer(fdbrecipes(fdb_cluster_file, "unblock", *where, "--yes", "--json"))
+    assert again["unblocked"] is False and again["dead_job"] is None
