@@ -202,3 +202,18 @@ def test_the_operator_unblocks_from_the_command_line(db: Any, fdb_subspace: Any,
     assert q.pop(db) == 2
     again = answer(fdbrecipes(fdb_cluster_file, "unblock", *where, "--yes", "--json"))
     assert again["unblocked"] is False and again["dead_job"] is None
+
+
+def test_a_waiting_job_can_be_cancelled_or_removed(db: Any, fdb_subspace: Any) -> None:
+    q: Queue[int] = Queue(fdb_subspace, history=3600)
+    q.push(db, 1, sequence="k")
+    second = q.push(db, 2, sequence="k")
+    third = q.push(db, 3, sequence="k")
+    assert second is not None and third is not None
+    assert q.cancel(db, second) == "cancelled"
+    record = q.job(db, second)
+    assert record is not None and record.state == "cancelled"
+    assert q.remove(db, id=third) == 3
+    assert q.sequence(db, "k").waiting == 0
+    assert q.pop(db) == 1 and q.pop(db) is None
+    assert q.sequence(db, "k") == (None, False, 0)

@@ -41,6 +41,7 @@ from fdb.tuple import pack, unpack
 from .._fdb import Gen, Range, Tally, get_value, read
 from .._layout import Item
 from .._operation import Attempt
+from .records import CANCELLED, Kept
 from .unique import Unique
 
 if TYPE_CHECKING:
@@ -217,6 +218,24 @@ class Sequences:
         tally.write(tr, attempt)
         promoted: bytes = job
         return promoted
+
+    def cancel(self, tr: Any, engine: Ordered, id_: bytes, kept: Kept) -> Gen[Optional[bytes]]:
+        """Remove job ``id_`` if it waits in its sequence (a range read of the
+        sequence's waiting jobs, a read conflict on it: O(waiting)); its job record,
+        if it has one (``kept``: as for ``Ordered.record``), says cancelled.  Its
+        encoded value, or None (not a waiting job: nothing written)."""
+        token = sequence_of(id_)
+        if token is None:
+            return None
+        r = self.waiting.range((token,))
+        for kv in (yield from Range(tr, r.start, r.stop).read()):
+            if self.waiting.unpack(kv.key)[2] == id_:
+                tr.clear(kv.key)
+                if engine.records.keeps or id_ in kept:
+                    engine.records.finished(tr, id_, CANCELLED, 0)
+                value: bytes = unpack(kv.value)[1]
+                return value
+        return None
 
     def unblock(self, tr: Any, attempt: Attempt, engine: Ordered,
                 token: bytes) -> Gen[Optional[bytes]]:
