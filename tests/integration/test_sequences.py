@@ -122,6 +122,8 @@ def test_a_requeued_dead_head_runs_again_before_its_successors(
     q.bury(db, lease, "broken")
     assert q.claim(db, 30) is None
     assert q.requeue_dead(db) == 1
+    assert q.sequence(db, "k").blocked is False  # it runs again
+    assert q.unblock(db, "k") is None  # so nothing to move on from
     assert q.pop(db) == 1
     assert q.pop(db) == 2 and q.sequence(db, "k") == (None, False, 0)
 

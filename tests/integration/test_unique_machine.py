@@ -192,3 +192,149 @@ def test_unique_keys_follow_the_model(fdb_database: Any) -> None:
     run_state_machine_as_test(lambda: UniqueMachine(fdb_database),
                               settings=settings(max_examples=20, stateful_step_count=30,
                                                 deadline=None))
+
+
+class Step:
+    """A job of the sequence model: its id, sequence key (None: a plain job), value and
+    place in the queue (None while it waits for its turn)."""
+
+    def __init__(self, id_: Optional[bytes], key: Optional[str], value: int) -> None:
+        self.id, self.key, self.value = id_, key, value
+        self.place: Optional[int] = None
+        self.deliveries = 0
+
+
+class SequenceMachine(RuleBasedStateMachine):
+    """Sequences against a model: pushes of two keys and plain jobs, claims, acks,
+    releases (dead on the second delivery, which blocks the sequence), pops,
+    ``unblock`` and ``requeue_dead``; after every step the visible order and each
+    sequence's state agree with the model."""
+
+    leases = Bundle("leases")
+
+    def __init__(self, db: Any) -> None:
+        super().__init__()
+        self.db = db
+        self.space = fdb.Subspace(("fdbrecipes-test", "sequence-machine", uuid.uuid4().hex))
+        self.q: Queue[int] = Queue(self.space, max_deliveries=2)
+        self.places = 0
+        self.queued: List[Step] = []  # in the queue, not leased
+        self.running: Dict[bytes, Step] = {}
+        self.waiting: Dict[str, List[Step]] = {"x": [], "y": []}
+        self.heads: Dict[str, Optional[Step]] = {"x": None, "y": None}
+        self.blocked: Dict[str, bool] = {"x": False, "y": False}
+        self.dead: List[Step] = []
+
+    def teardown(self) -> None:
+        r = self.space.range()
+        self.db.clear_range(r.start, r.stop)
+
+    def enter(self, step: Step) -> None:
+        self.places += 1
+        step.place = self.places
+        self.queued.append(step)
+
+    def promote(self, key: str) -> None:
+        if self.waiting[key]:
+            step = self.waiting[key].pop(0)
+            self.heads[key] = step
+            self.enter(step)
+        else:
+            self.heads[key] = None
+        self.blocked[key] = False
+
+    def ended(self, step: Step, died: bool) -> None:
+        if step.key is None or self.heads[step.key] is not step:
+            return
+        if died:
+            self.blocked[step.key] = True
+        else:
+            self.promote(step.key)
+
+    def front(self) -> Optional[Step]:
+        return min(self.queued, key=lambda s: s.place or 0) if self.queued else None
+
+    @rule(key=st.sampled_from(["x", "y"]), value=st.integers(0, 99))
+    def push(self, key: str, value: int) -> None:
+        step = Step(self.q.push(self.db, value, sequence=key), key, value)
+        if self.heads[key] is None:
+            self.heads[key] = step
+            self.enter(step)
+        else:
+            self.waiting[key].append(step)
+
+    @rule(value=st.integers(100, 199))
+    def push_plain(self, value: int) -> None:
+        self.q.push(self.db, value)
+        self.enter(Step(None, None, value))
+
+    @rule(target=leases)
+    def claim(self) -> Any:
+        step = self.front()
+        lease = self.q.claim(self.db, LEASE)
+        if step is None:
+            assert lease is None
+            return multiple()
+        assert lease is not None and lease.value == step.value
+        self.queued.remove(step)
+        step.deliveries += 1
+        self.running[lease.token] = step
+        return lease
+
+    @rule()
+    def pop(self) -> None:
+        step = self.front()
+        assert self.q.pop(self.db) == (None if step is None else step.value)
+        if step is not None:
+            self.queued.remove(step)
+            self.ended(step, False)
+
+    @rule(lease=consumes(leases))
+    def ack(self, lease: Lease[int]) -> None:
+        self.q.ack(self.db, lease)
+        self.ended(self.running.pop(lease.token), False)
+
+    @rule(lease=consumes(leases))
+    def release(self, lease: Lease[int]) -> None:
+        assert self.q.release(self.db, lease)
+        step = self.running.pop(lease.token)
+        if step.deliveries >= 2:
+            self.dead.append(step)
+            self.ended(step, True)
+        else:
+            self.queued.append(step)  # back at its place
+
+    @rule(key=st.sampled_from(["x", "y"]))
+    def unblock(self, key: str) -> None:
+        head = self.heads[key]
+        got = self.q.unblock(self.db, key)
+        if self.blocked[key]:
+            assert head is not None and got == head.id
+            self.promote(key)
+        else:
+            assert got is None
+
+    @rule()
+    def requeue_dead(self) -> None:
+        assert self.q.requeue_dead(self.db) == len(self.dead)
+        for step in self.dead:
+            step.deliveries = 0
+            self.enter(step)
+            if step.key is not None and self.heads[step.key] is step:
+                self.blocked[step.key] = False  # it runs again: not blocked
+        self.dead.clear()
+
+    @invariant()
+    def agrees(self) -> None:
+        assert self.q.items(self.db) == [s.value for s in sorted(
+            self.queued, key=lambda s: s.place or 0)]
+        for key in ("x", "y"):
+            head = self.heads[key]
+            assert self.q.sequence(self.db, key) == (
+                None if head is None else head.id, self.blocked[key], len(self.waiting[key]))
+
+
+def test_sequences_follow_the_model(fdb_database: Any) -> None:
+    run_state_machine_as_test(lambda: SequenceMachine(fdb_database),
+                              settings=settings(max_examples=20, stateful_step_count=30,
+                                                deadline=None))

@@ -184,6 +184,21 @@ class Sequences:
         if token is not None:
             tally.later.append((self.next, (engine, token, id_, died)))
 
+    def requeued(self, tally: Tally, id_: Optional[bytes]) -> None:
+        """Dead job ``id_`` was pushed back (``requeue_dead``): if it is a job of a
+        sequence, ask for :meth:`resumed` later in the transaction."""
+        token = sequence_of(id_)
+        if token is not None:
+            tally.later.append((self.resumed, (token, id_)))
+
+    def resumed(self, tr: Any, _attempt: Attempt, token: bytes, id_: bytes) -> Gen[None]:
+        """If job ``id_`` is sequence ``token``'s blocked head: it runs again, so the
+        sequence is not blocked (its end lets the next in; ``unblock`` has nothing to
+        do meanwhile)."""
+        head = yield from read(tr.get(self.head_key(token)))
+        if head is not None and tuple(unpack(head)) == (id_, True):
+            tr.set(self.head_key(token), pack((id_, False)))
+
     def next(self, tr: Any, attempt: Attempt, engine: Ordered, token: bytes,
              id_: bytes, died: bool) -> Gen[None]:
         """If job ``id_`` is sequence ``token``'s head: mark it blocked (``died``), or
