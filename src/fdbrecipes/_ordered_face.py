@@ -133,7 +133,12 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         Reads the lease (read conflict on it: an ack racing the item's redelivery
         conflicts), clears it and its deadline entry, decrements the counters.
-        Cost: 1 read, 1 round trip, O(1) in n.
+        Cost: 1 read, 1 round trip, O(1) in n.  A unique job's key is cleared (or
+        marked finished) blind; a sequence's job lets its next one in, in the same
+        transaction (its sequence's head and first waiting job read with read
+        conflicts: 1 round trip more, conflicting with pushes of that sequence), and
+        so does every call that ends a job (``pop``, ``ack_many``, ``cancel``,
+        ``remove``; a death blocks the sequence instead: ``unblock``).
 
         Raises:
             LeaseExpiredError: the lease's deadline has passed (even if nobody took the

@@ -148,7 +148,8 @@ class Queue(OrderedFace[V]):
         that dies blocks it until the operator calls :meth:`unblock` (or requeues it
         with :meth:`requeue_dead`).  Its id is made by the push (``b"seq:..."``).
         Reads the sequence's head (a read conflict on it: pushes of one sequence
-        conflict) and, by snapshot, its last waiting job.  See docs/unique-and-sequences.md.
+        conflict) and, by snapshot, its last waiting job, beside the push's other
+        reads (still 1 round trip).  See docs/unique-and-sequences.md.
 
         Reads the last item key and the floor with snapshot reads (no read conflict);
         with ``id``, also the id's key (a read conflict on that key only).  Writes the
