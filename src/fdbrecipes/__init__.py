@@ -19,12 +19,13 @@ from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
-from ._ordered.paging import FinishedJob, PendingItem
-from ._ordered.records import JobError, JobRecord, Progress
+from ._ordered.paging import PendingItem
 from ._receipts import InterruptedCall, Outcome, UnknownResultError
-from ._registry import RunningJob, WorkerInfo
+from ._records.finished import FinishedJob
+from ._records.records import JobError, JobRecord, Progress
+from ._records.registry import RunningJob, WorkerInfo
+from ._records.series import Minute
 from ._retry import RetryStats
-from ._series import Minute
 from ._values import Value
 from .errors import (
     FdbRecipesError,

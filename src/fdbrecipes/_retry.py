@@ -19,6 +19,7 @@ from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar, ca
 
 from fdb.subspace_impl import Subspace
 
+from ._attempt import Attempt, Cancelled, Undo, log, logged
 from ._fdb import (
     NOT_COMMITTED,
     Gen,
@@ -28,7 +29,6 @@ from ._fdb import (
     is_transaction,
     ready,
 )
-from ._operation import Attempt, Cancelled, Undo, log, logged
 from ._receipts import Call, InterruptedCall, Outcome, Receipts, UnknownResultError
 from .errors import IncompleteBatchError, WorkTooLargeError
 

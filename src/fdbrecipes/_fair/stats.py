@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from .._attempt import gather
 from .._fdb import Gen, snap
-from .._operation import gather
 from .._ordered.engine import QueueStats
 from .engine import Fair
 from .parts import FairStats, GroupView, fair_stats

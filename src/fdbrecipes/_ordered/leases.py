@@ -16,15 +16,15 @@ from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tup
 
 import fdb.tuple
 
+from .._attempt import Attempt
 from .._fdb import Gen, Range, Tally, seconds_to_versions
 from .._layout import DELAY, LEASE
-from .._operation import Attempt
+from .._records.history import terms, terms_known
+from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
 from ..errors import LeaseExpiredError
 from .engine import Ordered
 from .front import Entry, Hold
-from .history import terms, terms_known
-from .records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 
 __all__ = ["Claims", "Lease", "Leases", "answers", "claimed", "expired", "lease_id",
            "refused"]

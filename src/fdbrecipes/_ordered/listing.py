@@ -18,16 +18,12 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
+from .._attempt import Attempt
 from .._clock import reading
 from .._fdb import Gen, Range, Tally, read, snap
 from .._ids import RETIRED
 from .._layout import DELAY, LEASE
-from .._operation import Attempt
-from .._values import Value, claimed_at, decode_value
-from .engine import Ordered
-from .front import Entry, Hold
-from .leases import token_of
-from .records import (
+from .._records.records import (
     CANCELLED,
     DEAD,
     DELAYED,
@@ -40,7 +36,11 @@ from .records import (
     Kept,
     Stored,
 )
-from .tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
+from .._records.tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
+from .._values import Value, claimed_at, decode_value
+from .engine import Ordered
+from .front import Entry, Hold
+from .leases import token_of
 
 __all__ = ["DelayedItem", "LeaseInfo", "Listing"]
 

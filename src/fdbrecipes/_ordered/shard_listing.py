@@ -22,17 +22,17 @@ from typing import Any, List, Optional, Tuple
 
 import fdb.tuple
 
+from .._attempt import Attempt, gather, side_by_side
 from .._fdb import Gen, Range, read
 from .._ids import RETIRED
-from .._operation import Attempt, gather, side_by_side
+from .._records.records import JobRecord
+from .._records.tokens import Named, TimedPlace, after_key
 from .._values import Value
 from .dead import Budget, DeadLetter
 from .front import MIN
 from .listing import DelayedItem, LeaseInfo
 from .paging import PendingItem, Row, lookup, pending
-from .records import JobRecord
 from .shards import Shard, Shards, in_turn
-from .tokens import Named, TimedPlace, after_key
 
 __all__ = ["ShardedDeadLetters", "ShardedListing"]
 

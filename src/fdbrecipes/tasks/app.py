@@ -33,7 +33,7 @@ from typing import (
 from fdb.subspace_impl import Subspace
 
 from .._fdb import Gen
-from .._ordered.records import JobRecord
+from .._records.records import JobRecord
 from .._values import check_int, check_seconds, check_subspace
 from ..fair_queue import FairQueue
 from ..jobs import Backoff, Job

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .._fdb import Gen
-from .._ordered.history import new_id
-from .._ordered.records import JobError, JobRecord
+from .._records.history import new_id
+from .._records.records import JobError, JobRecord
 from ..errors import JobFailedError, UnknownJobError
 from .task import Push, Task, TaskHandle
 

@@ -24,8 +24,8 @@ from .. import (
     WeightTree,
     drive,
 )
+from .._attempt import gather
 from .._fdb import Gen, snap
-from .._operation import gather
 from .._ordered.engine import QueueStats
 from .._schedules.ops import MAX_STORED_VALUE
 from ..admin.jobs import job_record, jobs_of

@@ -17,9 +17,18 @@ from .._codec import decoded
 from .._fdb import Gen, Transactor, check_transactor
 from .._ids import Ids
 from .._layout import TreeLayout
-from .._ops import Ops
 from .._ordered.engine import QueueStats
 from .._retry import read, read_pages
+from .._tree.engine import (
+    LEVELS,
+    MAX_PICKS,
+    MAX_WEIGHT,
+    PICK_BATCH,
+    Pushed,
+    Tree,
+    TreeRequest,
+    parse_handle,
+)
 from .._values import (
     MUTATION_OVERHEAD,
     Value,
@@ -32,16 +41,7 @@ from .._values import (
     check_subspace,
 )
 from .._waiting import Wake, take_or_wait
-from .engine import (
-    LEVELS,
-    MAX_PICKS,
-    MAX_WEIGHT,
-    PICK_BATCH,
-    Pushed,
-    Tree,
-    TreeRequest,
-    parse_handle,
-)
+from .base import Ops
 
 __all__ = ["TreeOps", "pushed"]
 

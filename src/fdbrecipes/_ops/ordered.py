@@ -29,16 +29,41 @@ from typing import (
     cast,
 )
 
+from .._attempt import Attempt
 from .._clock import Clock, database_clock
 from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
 from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
-from .._operation import Attempt
-from .._ops import ClaimStep, JobOps
+from .._ordered.contention import Contention
+from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
+from .._ordered.engine import Ordered, PushRequest, QueueStats
+from .._ordered.front import MIN, value_of
+from .._ordered.leases import Lease, Leases, lease_id
+from .._ordered.listing import DelayedItem, LeaseInfo, Listing
+from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
+from .._ordered.shards import (
+    ShardedContention,
+    ShardedEngine,
+    ShardedLeases,
+    Shards,
+    make_shards,
+    shard_spaces,
+)
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
+from .._records.history import check_error, check_job_id, check_time_limit, made_ids
+from .._records.records import JobRecord, Records
+from .._records.tokens import (
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
+)
 from .._retry import read, read_pages
-from .._sharding import LayoutGuard
 from .._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -62,34 +87,9 @@ from .._values import (
     push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
+from .base import ClaimStep, JobOps
 from .checks import check_end, lease_batch
-from .contention import Contention
-from .dead import DEAD_BATCH, DeadLetter, DeadLetters
-from .engine import Ordered, PushRequest, QueueStats
-from .front import MIN, value_of
-from .history import check_error, check_job_id, check_time_limit, made_ids
-from .leases import Lease, Leases, lease_id
-from .listing import DelayedItem, LeaseInfo, Listing
-from .paging import PendingItem, Row, lookup, pending
-from .records import JobRecord, Records
-from .shard_listing import ShardedDeadLetters, ShardedListing
-from .shards import (
-    ShardedContention,
-    ShardedEngine,
-    ShardedLeases,
-    Shards,
-    make_shards,
-    shard_spaces,
-)
-from .tokens import (
-    optional,
-    parse_any,
-    parse_dead,
-    parse_delayed,
-    parse_pending,
-    parse_removable,
-    parse_tokens,
-)
+from .layout_guard import LayoutGuard
 
 __all__ = ["LeaseLike", "OrderedOps"]
 

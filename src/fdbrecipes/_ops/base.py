@@ -28,12 +28,13 @@ from typing import (
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._codec import Values, decoded
-from ._fdb import Gen, Transactor, check_transactor
-from ._fdb import read as read_value
-from ._hooks import Hooks
-from ._operation import Attempt
-from ._ordered.history import (
+from .._attempt import Attempt
+from .._codec import Values, decoded
+from .._fdb import Gen, Transactor, check_transactor
+from .._fdb import read as read_value
+from .._hooks import Hooks
+from .._records.finished import FinishedJob, finished
+from .._records.history import (
     PRUNE_BATCH,
     Finished,
     cancelled,
@@ -43,19 +44,18 @@ from ._ordered.history import (
     report,
     settled,
 )
-from ._ordered.paging import FinishedJob, finished
-from ._ordered.records import JobRecord, Progress, Records
-from ._ordered.tokens import optional, parse_finished
-from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
-from ._retry import RetryLoop, RetryStats, read
-from ._series import MAX_MINUTES, Minute, Series
-from ._sharding import LayoutGuard
-from ._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
-from ._waiting import Readiness, Wake, wait_until_ready
-from .errors import UnknownJobError
+from .._records.records import JobRecord, Progress, Records
+from .._records.registry import QUIET, STOP, Orders, Registry, WorkerInfo
+from .._records.series import MAX_MINUTES, Minute, Series
+from .._records.tokens import optional, parse_finished
+from .._retry import RetryLoop, RetryStats, read
+from .._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
+from .._waiting import Readiness, Wake, wait_until_ready
+from ..errors import UnknownJobError
+from .layout_guard import LayoutGuard
 
 if TYPE_CHECKING:
-    from ._ordered.listing import Listing
+    from .._ordered.listing import Listing
 
 T = TypeVar("T")
 #: Where a queue is in its structure: ``()``, or a FairQueue group's ``(group,)``.

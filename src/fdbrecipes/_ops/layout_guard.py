@@ -32,12 +32,12 @@ from typing import Any, Optional, TypeVar
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import Gen, Transactor, is_transaction, read, snap
-from ._layout import SHARDED, Marker
-from ._operation import Attempt
-from ._retry import RetryLoop
-from ._retry import read as read_op
-from .errors import LayoutError
+from .._attempt import Attempt
+from .._fdb import Gen, Transactor, is_transaction, read, snap
+from .._layout import SHARDED, Marker
+from .._retry import RetryLoop
+from .._retry import read as read_op
+from ..errors import LayoutError
 
 __all__ = ["LayoutGuard"]
 

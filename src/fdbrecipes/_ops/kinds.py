@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
+from .._ordered.engine import PushRequest
 from .._values import V, check_id, check_pairs, materialize
 from .checks import check_priority
-from .engine import PushRequest
-from .ops import OrderedOps
+from .ordered import OrderedOps
 
 __all__ = ["PriorityQueueOps", "QueueOps"]
 
