@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .._fdb import Gen
 from .._records.history import new_id
-from .._records.records import JobError, JobRecord
 from ..errors import JobFailedError, UnknownJobError
+from ..types import JobError, JobRecord
 from .task import Push, Task, TaskHandle
 
 if TYPE_CHECKING:
