@@ -2,7 +2,7 @@
 
 :class:`OrderedFace` is the sync base of :class:`fdbrecipes.Queue` and
 :class:`fdbrecipes.PriorityQueue`: each method drives one operation of the structure's
-operations object (:mod:`._ordered.ops`) with the blocking driver.  Its async twin is
+operations object (:mod:`._ops.ordered`) with the blocking driver.  Its async twin is
 :mod:`fdbrecipes.aio._ordered_face`; :class:`OrderedBase`, the constructor, is both
 faces' base.
 """

@@ -1,6 +1,6 @@
 """How a call runs an operation: in the caller's transaction, or in a retry loop.
 
-An operation (see :mod:`._operation`) is handed to one of:
+An operation (see :mod:`._attempt`) is handed to one of:
 
 * :meth:`RetryLoop.__call__` for calls that write: given a Transaction, the operation runs
   once inside it and the caller commits; given a Database or Tenant, it runs in a

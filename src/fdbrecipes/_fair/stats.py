@@ -1,4 +1,4 @@
-"""A fair queue's stats, read: the reading operations of :class:`.ops.FairOps`'
+"""A fair queue's stats, read: the reading operations of :class:`.._ops.fair.FairOps`'
 ``group_stats``, ``stats_of``, ``all_stats`` and ``stats``.
 
 A group's stats and its policy are read side by side, and many groups'

@@ -1,6 +1,6 @@
 """FairQueue's operations object: every call, checked, as an operation.
 
-:class:`FairOps` holds one fair queue's configuration, its engine (:mod:`.engine`) and
+:class:`FairOps` holds one fair queue's configuration, its engine (:mod:`.._fair.engine`) and
 its retry loop; each method checks its arguments (TypeError or ValueError, before
 anything is written) and returns an operation that ``FairQueue`` drives and
 ``AsyncFairQueue`` awaits.  :meth:`FairOps.group_queue` is one group seen as a queue

@@ -2,7 +2,7 @@
 
 :class:`QueueOps` (a Queue's values) and :class:`PriorityQueueOps` (values with
 priorities) check their pushes and make the push request every other call of the
-:class:`.ops.OrderedOps` base they share runs (see that module's docstring).
+:class:`.ordered.OrderedOps` base they share runs (see that module's docstring).
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Queue's and PriorityQueue's operations object: every call, checked, as an operation.
 
-:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.engine` and
+:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.._ordered.engine` and
 the modules beside it) and its retry loop; its subclasses, :class:`.kinds.QueueOps` and
 :class:`.kinds.PriorityQueueOps`, check each structure's pushes.  Each method
 checks its arguments (TypeError or ValueError, before anything is written) and
-returns an operation (a generator, see :mod:`.._operation`) for the structure's
+returns an operation (a generator, see :mod:`.._attempt`) for the structure's
 retry loop or a read: ``Queue`` drives it with the blocking driver, ``AsyncQueue``
 awaits it (:mod:`.._drivers`).  What each call reads, writes, conflicts with and costs
 is said once, in the public classes' docstrings (:mod:`fdbrecipes.queue`,
-:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.front.MIN` and :data:`.front.MAX`
-(``"min"`` and ``"max"``).
+:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.._ordered.front.MIN` and
+:data:`.._ordered.front.MAX` (``"min"`` and ``"max"``).
 """
 
 from __future__ import annotations
@@ -106,10 +106,10 @@ class OrderedOps(JobOps, Generic[V]):
     the constructor are theirs.
 
     Unsharded (``shards`` 1), the engine and its leases, dead letters, listings and
-    high-contention popper are one engine's (:mod:`.engine` and the modules beside
-    it); sharded, they are the classes of :mod:`.shards` and :mod:`.shard_listing`,
-    which do the same over the shards.  Every call checks the stored layout first,
-    once (:mod:`.._sharding`).
+    high-contention popper are one engine's (:mod:`.._ordered.engine` and the modules
+    beside it); sharded, they are the classes of :mod:`.._ordered.shards` and
+    :mod:`.._ordered.shard_listing`, which do the same over the shards.  Every call
+    checks the stored layout first, once (:mod:`.layout_guard`).
     """
 
     group_len: ClassVar[int]  # key elements before the sequence number: 0 Queue, 1 priority

@@ -1,6 +1,6 @@
 """WeightTree's operations object: every call, checked, as an operation.
 
-:class:`TreeOps` holds one tree's configuration, its engine (:mod:`.engine`) and its
+:class:`TreeOps` holds one tree's configuration, its engine (:mod:`.._tree.engine`) and its
 retry loop; each method checks its arguments (TypeError or ValueError, before anything
 is written) and returns an operation that ``WeightTree`` drives and
 ``AsyncWeightTree`` awaits.  What each call reads, writes, conflicts with and costs is

@@ -136,7 +136,7 @@ def with_terms(tr: Any, claimed: Sequence[Tuple[Records, Lease]],
                known: Optional[Dict[bytes, Any]] = None) -> Gen[None]:
     """Set each lease's ``time_limit`` and ``cancel_requested`` from its job's record
     (``claimed``: each lease with its queue's records; ``known``: see
-    :func:`.history.terms`), in the claim's transaction: snapshot reads, all in
+    :func:`.._records.history.terms`), in the claim's transaction: snapshot reads, all in
     parallel (no conflicts)."""
     found = yield from terms(tr, [records for records, _ in claimed],
                              [lease for _, lease in claimed], known)
@@ -158,7 +158,7 @@ def claimed(tr: Any, attempt: Attempt, tally: Tally, leases: List[Lease], settle
             records: Records, known: Optional[Dict[bytes, Any]]) -> Gen[List[Lease]]:
     """The end of a claim that made ``leases`` (``settled``: it put back or buried
     expired holds too): its counters written, and each lease's terms read from its
-    job's record (``known``: see :func:`.history.terms_known`; None: no records)."""
+    job's record (``known``: see :func:`.._records.history.terms_known`; None: no records)."""
     tally.write(tr, attempt)
     attempt.idle = not (leases or settled)
     if known is not None:

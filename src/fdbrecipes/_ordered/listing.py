@@ -7,7 +7,7 @@ item by its idempotency id, and a job's record and its cancel (Queue and Priorit
 * Removing by id: an id's key holds its item's place (``seq, random``), which names the
   item's key while it is visible and, through ``_layout.OrderedLayout.delay_id``, its
   hold while it is delayed.
-* A job's record (see :mod:`.records`), its state read as it is at the read version:
+* A job's record (see :mod:`.._records.records`), its state read as it is at the read version:
   a running job whose lease expired is retrying (or dead, on its last delivery), a
   delayed one whose delay passed is pending; and its cancel.
 """

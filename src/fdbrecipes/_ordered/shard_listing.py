@@ -3,7 +3,7 @@ PriorityQueue.
 
 What :class:`.listing.Listing`, :mod:`.paging` and :class:`.dead.DeadLetters` do for one
 engine, over the shards of :mod:`.shards`.  Every shard's listing is read side by side
-and merged in one order that each shard's own follows, so a token (:mod:`.tokens`)
+and merged in one order that each shard's own follows, so a token (:mod:`.._records.tokens`)
 given as ``after=`` goes on in every shard at once, and names no shard: pending items
 by place (a PriorityQueue's, by priority first), leases by id (oldest claim first),
 delayed items by due time, dead letters by death.  Dead letters are requeued and

@@ -8,7 +8,7 @@ key) and whatever a claim writes (the hold, the deadline index, the floor) is it
 shard's own, so the shards' ranges can live on different storage teams (so is the
 pause flag, the prefix of each shard's deadline index, which pausing writes in every
 shard); the ids and the job records are the structure's, shared.  The classes here do for
-the operations object (:mod:`.ops`) what one engine, its leases and its high-contention
+the operations object (:mod:`.._ops.ordered`) what one engine, its leases and its high-contention
 popper do, over the shards (:mod:`.shard_listing` does the listings):
 
 * a push goes to a shard drawn at random, the whole call in it;
