@@ -9,15 +9,21 @@ module.  The types of the operations protocols' own calls (``Finished``,
 ``Followup``, ``Claimed``, ``Orders``) are :mod:`fdbrecipes.protocol`'s.
 
 * What a structure holds and lends: ``Value`` (what may be stored),
-  :class:`Lease`, :class:`FairLease`; ``Transactor``, the type of every call's ``tr``.
-* Counts: :class:`QueueStats`, :class:`FairStats`, and of a FairQueue's group its
-  :class:`GroupView` (its stats and :class:`Policy`).
-* Listings' rows: :class:`PendingItem`, :class:`LeaseInfo`, :class:`DelayedItem`,
-  :class:`DeadLetter` (any of them: ``Row``), :class:`FinishedJob`.
-* Jobs and workers: :class:`JobRecord`, :class:`JobError`, :class:`Progress`,
-  :class:`WorkerInfo`, :class:`RunningJob`, :class:`Minute`.
-* Stored schedules: :class:`ScheduleInfo`, :class:`ScheduleFire`, :class:`CatchUp`.
-* Calls: :class:`Outcome` (what an interrupted call did), :class:`RetryStats`.
+  :class:`~fdbrecipes.Lease`, :class:`~fdbrecipes.FairLease`; ``Transactor``, the type
+  of every call's ``tr``.
+* Counts: :class:`~fdbrecipes.QueueStats`, :class:`~fdbrecipes.FairStats`, and of a
+  FairQueue's group its ``GroupView`` (its stats and
+  :class:`~fdbrecipes.fair_queue.Policy`).
+* Listings' rows: :class:`~fdbrecipes.PendingItem`, :class:`~fdbrecipes.LeaseInfo`,
+  :class:`~fdbrecipes.DelayedItem`, :class:`~fdbrecipes.DeadLetter` (any of them:
+  ``Row``), :class:`~fdbrecipes.FinishedJob`.
+* Jobs and workers: :class:`~fdbrecipes.JobRecord`, :class:`~fdbrecipes.JobError`,
+  :class:`~fdbrecipes.Progress`, :class:`~fdbrecipes.WorkerInfo`,
+  :class:`~fdbrecipes.RunningJob`, :class:`~fdbrecipes.Minute`.
+* Stored schedules: :class:`~fdbrecipes.ScheduleInfo`, :class:`~fdbrecipes.ScheduleFire`,
+  :class:`~fdbrecipes.CatchUp`.
+* Calls: :class:`~fdbrecipes.Outcome` (what an interrupted call did),
+  :class:`~fdbrecipes.RetryStats`.
 """
 
 from ._fair.parts import FairLease, FairStats, GroupView, Policy
