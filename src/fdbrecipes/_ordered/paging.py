@@ -15,13 +15,7 @@ import fdb.tuple
 from .._clock import reading
 from .._fdb import Gen, Range
 from .._layout import LEASE
-from .._records.tokens import (
-    Named,
-    after_key,
-    dead_token,
-    delayed_token,
-    pending_token,
-)
+from .._records.tokens import Named, after_key, dead_token, delayed_token, pending_token
 from .._values import Value, claimed_at, decode_value
 from .dead import DeadLetter, DeadLetters
 from .engine import Ordered
@@ -30,6 +24,7 @@ from .leases import token_of
 from .listing import DelayedItem, LeaseInfo, Listing
 
 __all__ = ["PendingItem", "Row", "lookup", "pending"]
+
 
 class PendingItem(NamedTuple):
     """A visible item, as ``pending`` lists it.
