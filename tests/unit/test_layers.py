@@ -39,9 +39,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
               "schedules.py", "aio/schedules.py", "_schedules/")),
     ('The public classes ("faces")', (
         "queue.py", "priority_queue.py", "_ordered_face.py", "weight_tree.py", "fair_queue.py",
-        "_jobs_face.py", "_face.py", "_heartbeat.py", "aio/queue.py", "aio/priority_queue.py",
-        "aio/_ordered_face.py", "aio/weight_tree.py", "aio/fair_queue.py", "aio/_jobs_face.py",
-        "aio/_combine.py", "aio/_transactional.py", "aio/_heartbeat.py")),
+        "_jobs_face.py", "_face.py", "_heartbeat.py", "aio/")),
     ("What the tools need", ("protocol.py",)),
     ("Operations objects", ("_ops/",)),
     ("Engines", ("_ordered/", "_tree/", "_fair/")),
@@ -107,12 +105,13 @@ def dotted(entry: str) -> str:
 
 def layer_of(module: str) -> Optional[int]:
     """The index in :data:`LAYERS` of the most specific entry naming ``module``
-    (dotted); None if no entry does."""
-    naming = [(len(dotted(entry)), index) for index, (_, entries) in enumerate(LAYERS)
-              for entry in entries
+    (dotted): the longest, and a file (``aio/__init__.py``) before the folder of the
+    same name (``aio/``); None if no entry does."""
+    naming = [(len(dotted(entry)), not entry.endswith("/"), index)
+              for index, (_, entries) in enumerate(LAYERS) for entry in entries
               if module == dotted(entry)
               or (entry.endswith("/") and module.startswith(dotted(entry) + "."))]
-    return max(naming)[1] if naming else None
+    return max(naming)[2] if naming else None
 
 
 def path_of(module: str, known: Dict[str, Path]) -> str:
