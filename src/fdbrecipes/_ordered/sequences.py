@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequenc
 from fdb.subspace_impl import Subspace
 from fdb.tuple import pack, unpack
 
+from .._attempt import Attempt
 from .._fdb import Gen, Range, Tally, get_value, read
 from .._layout import Item
-from .._operation import Attempt
-from .records import CANCELLED, Kept
+from .._records.records import CANCELLED, Kept
 from .unique import Unique
 
 if TYPE_CHECKING:

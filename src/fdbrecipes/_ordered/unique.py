@@ -37,10 +37,10 @@ from .._clock import Clock, reading
 from .._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, read, read_le64
 from .._ids import RETIRED, IdChecks, Ids
 from .._layout import DELAY, Item, OrderedLayout
+from .._records.records import DELAYED, PENDING
 from .._values import check_seconds
 from ..errors import UniqueConflictError
 from .front import Entry, Hold
-from .records import DELAYED, PENDING
 
 if TYPE_CHECKING:
     from .engine import Ordered, PushRequest
