@@ -1,0 +1,56 @@
+"""``tools/unasync.py`` writes the async faces' docstrings from the sync faces': the files
+in the tree are what it writes (as ``.ci/run`` checks), and a stale one fails the check
+with a diff (needs no server)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools import unasync
+
+
+def test_the_async_faces_are_up_to_date() -> None:
+    """What ``python tools/unasync.py --check`` runs: no file would change."""
+    done = subprocess.run([sys.executable, str(Path(unasync.__file__)), "--check"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ""
+
+
+def test_a_stale_docstring_fails_the_check_with_a_diff(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy of the package whose AsyncQueue.peek says something else: ``--check``
+    exits 1 and shows the line it would write; a run writes it, and the check passes."""
+    package = tmp_path / "src" / "fdbrecipes"
+    for pair in unasync.PAIRS:
+        for module in (pair.async_module, pair.sync_module):
+            (package / module).parent.mkdir(parents=True, exist_ok=True)
+            (package / module).write_text((unasync.PACKAGE / module).read_text())
+    queue = package / "aio" / "queue.py"
+    text = queue.read_text()
+    said = "The value :meth:`pop` would return now, without removing it."
+    assert text.count(said) == 1
+    queue.write_text(text.replace(said, "Something else."))
+    monkeypatch.setattr(unasync, "ROOT", tmp_path)
+    monkeypatch.setattr(unasync, "PACKAGE", package)
+
+    assert unasync.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert f"-        Something else.\n+        {said}\n" in out
+    assert said not in queue.read_text()  # --check writes nothing
+
+    assert unasync.main([]) == 0
+    assert queue.read_text() == text
+    assert unasync.main(["--check"]) == 0
+
+
+def test_an_edit_that_no_longer_applies_is_refused() -> None:
+    """A listed difference whose sync text has changed stops the run (the async
+    docstring would lose it silently otherwise)."""
+    with pytest.raises(ValueError, match="no longer says"):
+        unasync.adapt("AsyncQueue", "push", "Queue", "Append ``value``.", unasync.COROUTINE)
