@@ -245,8 +245,9 @@ def generate(pair: Pair, source: str) -> str:
     path = PACKAGE / pair.async_module
     theirs = sync_docs(pair)
     lines = source.split("\n")
-    while lines and lines[0].startswith("#"):  # the notice of the last run
-        lines.pop(0)
+    top = notice(pair)
+    if lines[:1] == top[:1]:  # the notice of the last run
+        del lines[:len(top)]
     tree = ast.parse("\n".join(lines))
     cls = find_class(tree, pair.async_class, path)
     for node in reversed(public_functions(cls)):
@@ -269,6 +270,13 @@ def generate(pair: Pair, source: str) -> str:
 
 def run(check: bool, pairs: Sequence[Pair] = PAIRS) -> int:
     """Write (or, with ``check``, compare) every async face; 1 when one is out of date."""
+    written = {(pair.async_class, node.name) for pair in pairs
+               for node in public_functions(find_class(
+                   ast.parse((PACKAGE / pair.async_module).read_text()), pair.async_class,
+                   PACKAGE / pair.async_module))}
+    unused = sorted(set(EDITS) - written)
+    if unused and pairs is PAIRS:
+        raise SystemExit(f"EDITS names methods no async class has: {unused}")
     stale = 0
     for pair in pairs:
         path = PACKAGE / pair.async_module

@@ -54,3 +54,14 @@ def test_an_edit_that_no_longer_applies_is_refused() -> None:
     docstring would lose it silently otherwise)."""
     with pytest.raises(ValueError, match="no longer says"):
         unasync.adapt("AsyncQueue", "push", "Queue", "Append ``value``.", unasync.COROUTINE)
+
+
+def test_an_edit_of_a_method_no_async_class_has_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listed difference of a method that is gone stops the run (the list would
+    otherwise say more than the code does)."""
+    edits = dict(unasync.EDITS)
+    edits[("AsyncQueue", "gone")] = (unasync.Note("A note."),)
+    monkeypatch.setattr(unasync, "EDITS", edits)
+    with pytest.raises(SystemExit, match="gone"):
+        unasync.main(["--check"])
