@@ -5,24 +5,24 @@ class's arguments and makes the structure's operations object.
 constructor from a base here, so neither face's module is imported by the other (the
 async faces import no sync public module).  What each argument means is documented on
 the sync class (``Args:`` of :class:`fdbrecipes.Queue`, :class:`fdbrecipes.WeightTree`,
-:class:`fdbrecipes.FairQueue`, :class:`fdbrecipes.Schedules`).
+:class:`fdbrecipes.FairQueue`).  The schedule stores' is
+:class:`fdbrecipes._schedules.base.SchedulesBase`, beside their operations.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, ClassVar, Iterable, Optional, Type, Union
+from typing import Any, ClassVar, Optional, Type, Union
 
 from ._clock import Clock
 from ._codec import Codec
 from ._face import Face, JobFace
 from ._fair.ops import FairOps
 from ._ordered.ops import OrderedOps
-from ._schedules.ops import DEFAULT_RECENT, ScheduleOps
 from ._tree.ops import TreeOps
 from ._values import V
 
-__all__ = ["FairBase", "Group", "OrderedBase", "SchedulesBase", "TreeBase"]
+__all__ = ["FairBase", "Group", "OrderedBase", "TreeBase"]
 
 #: A group's name (of a FairQueue).
 Group = Union[str, bytes]
@@ -83,13 +83,3 @@ class FairBase(JobFace[FairOps]):
                                  default_limit=default_limit, max_deliveries=max_deliveries,
                                  id_retention=id_retention, clock=clock, history=history,
                                  shards=shards, codec=codec))
-
-
-class SchedulesBase(Face[ScheduleOps]):
-    """The constructor of Schedules and its async twin: the arguments of
-    :class:`fdbrecipes.Schedules`, handed to its operations object
-    (``_schedules.ops.ScheduleOps``)."""
-
-    def __init__(self, subspace: Any, *, targets: Iterable[Any] = (),
-                 recent: int = DEFAULT_RECENT) -> None:
-        super().__init__(ScheduleOps(subspace, targets, recent))

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from ._bases import SchedulesBase
 from ._drivers.blocking import drive
 from ._fdb import Transactor
+from ._schedules.base import SchedulesBase
 from ._schedules.ops import DEFAULT_GRACE, Stored
 from ._schedules.records import (
     SKIP,

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from .._bases import SchedulesBase
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
+from .._schedules.base import SchedulesBase
 from .._schedules.ops import DEFAULT_GRACE, Stored
 from .._schedules.records import SKIP, Misfire, ScheduleInfo
 from .._values import Value

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, List, Optional, Sequence
 
-from .._bases import SchedulesBase
+from .._schedules.base import SchedulesBase
 from .._worker.serving import cores, run_all
 from ..jobs import Backoff, EventSink, Job
 from ..schedule import Schedule
