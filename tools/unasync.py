@@ -1,27 +1,30 @@
-"""Write the docstrings of the async faces from the sync faces, so they are written once.
+"""Write the async faces' methods from the sync faces', so each is written once.
 
 Each public method of ``fdbrecipes.Queue`` (and of every other sync public class) has an
 ``async def`` twin in ``fdbrecipes.aio`` with the same name, parameters and meaning
-(``tests/unit/test_parity.py`` checks the names and parameters).  The docstring, what a
-call reads, writes, conflicts with and costs, is written once, on the sync method; this
-script writes each twin's docstring into the async source from it:
+(``tests/unit/test_parity.py`` checks the names and parameters).  Its docstring, what a
+call reads, writes, conflicts with and costs, and its code, one operation of the
+structure's operations object, are written once, on the sync method; this script writes
+each twin's into the async source from them, below the signature written there:
 
 * a first line naming the sync method (``The async twin of :meth:`fdbrecipes.Queue.pop```
   and how it is called: awaited, or with ``async with``);
 * the sync docstring, with the wording of :data:`WORDING` changed where it says
-  *block* or *thread* (an async call awaits; its heartbeat is a task);
-* and, where the async method truly differs (pushes and acks given a Database share
-  transactions between the tasks of an event loop, ``fdbrecipes/aio/_combine.py``;
-  takes given a Database are bounded per event loop), the edits of :data:`EDITS`, each
-  checked to apply (an edit whose text the sync docstring no longer has fails the run).
+  *block* or *thread* (an async call awaits; its heartbeat is a task), and, where the
+  async method truly differs (pushes and acks given a Database share transactions
+  between the tasks of an event loop, ``fdbrecipes/aio/_combine.py``; takes given a
+  Database are bounded per event loop), the edits of :data:`EDITS`, each checked to
+  apply (an edit whose text the sync docstring no longer has stops the run);
+* the sync code with each operation awaited (``drive(...)`` becomes ``await
+  drive(...)``, the awaiting driver's), except for the methods of :data:`OWN_CODE`,
+  whose code is written by hand in the async module (that is where they differ).
 
-The code of the async methods is their own (each awaits the operation its sync twin
-drives); only the docstrings and the notice at the top of each file are written here.
-``docs/asyncio.md`` lists the same differences for readers.
+The rest of an async module (its imports, class docstring, signatures, private
+helpers) is written by hand; ``docs/asyncio.md`` lists the differences for readers.
 
 Usage (stdlib only, deterministic)::
 
-    python tools/unasync.py          # rewrite the async faces' docstrings
+    python tools/unasync.py          # rewrite the async faces
     python tools/unasync.py --check  # exit 1 with a diff when a file is out of date
 
 ``.ci/run`` runs ``--check``, and so does ``tests/unit/test_unasync.py``.
@@ -132,6 +135,21 @@ EDITS: Dict[Tuple[str, str], Tuple[Edit, ...]] = {
        for verb in ("pop", "claim") for end in ("min", "max") for many in ("", "_many")},
 }
 
+#: The async methods whose code is their own, not their sync twin's with each operation
+#: awaited: where the async call differs (see docs/asyncio.md), by async class.
+OWN_CODE: Dict[Tuple[str, str], str] = {
+    **{(cls, name): "pushes given a Database share transactions between tasks (_combine)"
+       for cls in ("AsyncQueue", "AsyncPriorityQueue", "AsyncWeightTree")
+       for name in ("push", "push_many")},
+    **{("AsyncOrderedFace", name): "acks given a Database share transactions between tasks"
+       for name in ("ack", "ack_many")},
+    **{("AsyncQueue", name): "takes given a Database are bounded per event loop (Takers)"
+       for name in ("pop", "pop_many", "claim", "claim_many")},
+    **{("AsyncPriorityQueue", f"{verb}_{end}{many}"): "takes are bounded per event loop"
+       for verb in ("pop", "claim") for end in ("min", "max") for many in ("", "_many")},
+    ("AsyncWorker", "run"): "runs on the caller's event loop (the sync one starts its own)",
+}
+
 #: The width a note is wrapped to (a method's docstring is indented by 8).
 NOTE_WIDTH = 84
 
@@ -204,17 +222,54 @@ def kind_of(node: Function) -> str:
     return CONTEXT if node.name.startswith("claimed") else PLAIN
 
 
-def sync_docs(pair: Pair) -> Dict[str, str]:
-    """The docstrings of the sync class's public methods and properties, by name."""
+class SyncMethod(NamedTuple):
+    """What the script takes of a sync method: its docstring and its code."""
+
+    doc: str
+    body: List[str]  # the source lines after the docstring
+    awaited: List[str]  # those lines as an ``async def`` has them
+    indent: int
+
+
+def sync_methods(pair: Pair) -> Dict[str, SyncMethod]:
+    """The public methods and properties of the sync class, by name."""
     path = PACKAGE / pair.sync_module
-    cls = find_class(ast.parse(path.read_text()), pair.sync_class, path)
-    docs = {}
+    source = path.read_text()
+    lines = source.split("\n")
+    cls = find_class(ast.parse(source), pair.sync_class, path)
+    methods = {}
     for node in public_functions(cls):
         doc = ast.get_docstring(node)
-        if not doc:
-            raise SystemExit(f"{path}: {pair.sync_class}.{node.name} has no docstring")
-        docs[node.name] = doc
-    return docs
+        if not doc or len(node.body) < 2:
+            raise SystemExit(f"{path}: {pair.sync_class}.{node.name} has no docstring "
+                             "or no code")
+        end = node.body[-1].end_lineno
+        assert end is not None
+        start = node.body[1].lineno
+        methods[node.name] = SyncMethod(doc, lines[start - 1:end], awaited(node, lines, start),
+                                        node.body[0].col_offset)
+    return methods
+
+
+def awaited(node: Function, lines: List[str], start: int) -> List[str]:
+    """The code of a sync method (from line ``start``) as its async twin has it: each
+    operation awaited, the lines continuing a statement moved as far as its first
+    line grew, and a relative import from one package further down (``aio/``)."""
+    end = node.end_lineno
+    assert end is not None
+    out = {number: lines[number - 1] for number in range(start, end + 1)}
+    for statement in ast.walk(node):
+        if (not isinstance(statement, ast.stmt) or hasattr(statement, "body")
+                or statement.lineno < start):
+            continue
+        first = out[statement.lineno]
+        changed = re.sub(r"(?<![\w.])drive\(", "await drive(", first)
+        changed = re.sub(r"^(\s*)from \.", r"\1from ..", changed)
+        out[statement.lineno] = changed
+        grown = len(changed) - len(first)
+        for number in range(statement.lineno + 1, (statement.end_lineno or 0) + 1):
+            out[number] = " " * grown + out[number] if out[number] else ""
+    return [out[number] for number in range(start, end + 1)]
 
 
 def render(doc: str, indent: str) -> List[str]:
@@ -233,17 +288,25 @@ def render(doc: str, indent: str) -> List[str]:
 def notice(pair: Pair) -> List[str]:
     """The comment at the top of a generated file."""
     return [
-        "# The docstrings of this module's public methods are generated by tools/unasync.py",
-        f"# from those of src/fdbrecipes/{pair.sync_module}: edit those, then run",
-        "# `python tools/unasync.py` (`--check` in .ci/run fails when they are out of date).",
-        "# The code is this module's own.",
+        "# Generated in part by tools/unasync.py from src/fdbrecipes/"
+        f"{pair.sync_module}: the",
+        "# docstrings of the public methods, and their code but for the methods the script",
+        "# lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run",
+        "# `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.",
     ]
 
 
+def is_docstring(statement: ast.stmt) -> bool:
+    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str))
+
+
 def generate(pair: Pair, source: str) -> str:
-    """``source`` (the async module) with every public method's docstring written."""
+    """``source`` (the async module) with every public method's docstring written, and
+    the code of every one not in :data:`OWN_CODE` (its signature stays as written:
+    ``tests/unit/test_parity.py`` checks it is the sync one's)."""
     path = PACKAGE / pair.async_module
-    theirs = sync_docs(pair)
+    theirs = sync_methods(pair)
     lines = source.split("\n")
     top = notice(pair)
     if lines[:1] == top[:1]:  # the notice of the last run
@@ -254,17 +317,23 @@ def generate(pair: Pair, source: str) -> str:
         if node.name not in theirs:
             raise SystemExit(f"{path}: {pair.async_class}.{node.name} has no sync twin in "
                              f"{pair.sync_class}")
-        doc = adapt(pair.async_class, node.name, pair.public, theirs[node.name],
-                    kind_of(node))
-        body = node.body[0]
-        indent = " " * body.col_offset
-        new = render(doc, indent)
-        if (isinstance(body, ast.Expr) and isinstance(body.value, ast.Constant)
-                and isinstance(body.value.value, str)):
-            assert body.end_lineno is not None
-            lines[body.lineno - 1:body.end_lineno] = new
+        sync = theirs[node.name]
+        kind = kind_of(node)
+        first, last = node.body[0], node.body[-1]
+        assert last.end_lineno is not None
+        if first.col_offset != sync.indent:
+            raise SystemExit(f"{path}: {pair.async_class}.{node.name} is indented apart "
+                             "from its sync twin")
+        new = render(adapt(pair.async_class, node.name, pair.public, sync.doc, kind),
+                     " " * first.col_offset)
+        if (pair.async_class, node.name) in OWN_CODE:
+            code = node.body[1:] if is_docstring(first) else node.body
+            new += lines[code[0].lineno - 1:last.end_lineno]
+        elif kind == COROUTINE:
+            new += sync.awaited
         else:
-            lines[body.lineno - 1:body.lineno - 1] = new
+            new += sync.body
+        lines[first.lineno - 1:last.end_lineno] = new
     return "\n".join(notice(pair) + lines)
 
 
@@ -274,9 +343,9 @@ def run(check: bool, pairs: Sequence[Pair] = PAIRS) -> int:
                for node in public_functions(find_class(
                    ast.parse((PACKAGE / pair.async_module).read_text()), pair.async_class,
                    PACKAGE / pair.async_module))}
-    unused = sorted(set(EDITS) - written)
+    unused = sorted((set(EDITS) | set(OWN_CODE)) - written)
     if unused and pairs is PAIRS:
-        raise SystemExit(f"EDITS names methods no async class has: {unused}")
+        raise SystemExit(f"EDITS or OWN_CODE names methods no async class has: {unused}")
     stale = 0
     for pair in pairs:
         path = PACKAGE / pair.async_module

@@ -21,23 +21,30 @@ def test_the_async_faces_are_up_to_date() -> None:
     assert done.stdout == ""
 
 
-def test_a_stale_docstring_fails_the_check_with_a_diff(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """A copy of the package whose AsyncQueue.peek says something else: ``--check``
-    exits 1 and shows the line it would write; a run writes it, and the check passes."""
+def copy_of_the_faces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The sync and async face modules copied under ``tmp_path``, where the script
+    now reads and writes; the copy's package folder."""
     package = tmp_path / "src" / "fdbrecipes"
     for pair in unasync.PAIRS:
         for module in (pair.async_module, pair.sync_module):
             (package / module).parent.mkdir(parents=True, exist_ok=True)
             (package / module).write_text((unasync.PACKAGE / module).read_text())
+    monkeypatch.setattr(unasync, "ROOT", tmp_path)
+    monkeypatch.setattr(unasync, "PACKAGE", package)
+    return package
+
+
+def test_a_stale_docstring_fails_the_check_with_a_diff(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A copy of the package whose AsyncQueue.peek says something else: ``--check``
+    exits 1 and shows the line it would write; a run writes it, and the check passes."""
+    package = copy_of_the_faces(tmp_path, monkeypatch)
     queue = package / "aio" / "queue.py"
     text = queue.read_text()
     said = "The value :meth:`pop` would return now, without removing it."
     assert text.count(said) == 1
     queue.write_text(text.replace(said, "Something else."))
-    monkeypatch.setattr(unasync, "ROOT", tmp_path)
-    monkeypatch.setattr(unasync, "PACKAGE", package)
 
     assert unasync.main(["--check"]) == 1
     out = capsys.readouterr().out
@@ -65,3 +72,27 @@ def test_an_edit_of_a_method_no_async_class_has_is_refused(
     monkeypatch.setattr(unasync, "EDITS", edits)
     with pytest.raises(SystemExit, match="gone"):
         unasync.main(["--check"])
+
+
+def test_the_code_follows_the_sync_method_but_where_it_is_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A change to the code of sync Queue.peek (mechanical) reaches AsyncQueue.peek,
+    awaited; a change to sync Queue.pop (whose async code is its own: takes bounded
+    per event loop) leaves AsyncQueue.pop's code as it is."""
+    package = copy_of_the_faces(tmp_path, monkeypatch)
+    assert ("AsyncQueue", "pop") in unasync.OWN_CODE
+    assert ("AsyncQueue", "peek") not in unasync.OWN_CODE
+    sync, queue = package / "queue.py", package / "aio" / "queue.py"
+    peek = "return drive(self._ops.peek(tr, MIN))"
+    pop = "return drive(self._ops.pop(tr, MIN, spread))"
+    own_pop = "return await self._take(tr, self._ops.pop(tr, MIN, spread), spread)"
+    text = sync.read_text()
+    assert text.count(peek) == 1 and text.count(pop) == 1
+    sync.write_text(text.replace(peek, "return drive(self._ops.peek(tr, MAX))")
+                    .replace(pop, "return drive(self._ops.pop(tr, MAX, spread))"))
+
+    assert unasync.main([]) == 0
+    written = queue.read_text()
+    assert "return await drive(self._ops.peek(tr, MAX))" in written
+    assert "self._ops.peek(tr, MIN)" not in written
+    assert written.count(own_pop) == 1
