@@ -2,10 +2,14 @@
 
 Each public method of ``fdbrecipes.Queue`` (and of every other sync public class) has an
 ``async def`` twin in ``fdbrecipes.aio`` with the same name, parameters and meaning
-(``tests/unit/test_parity.py`` checks the names and parameters).  Its docstring, what a
-call reads, writes, conflicts with and costs, and its code, one operation of the
-structure's operations object, are written once, on the sync method; this script writes
-each twin's into the async source from them, below the signature written there:
+(``tests/unit/test_parity.py`` checks the names and parameters).  Its signature, its
+docstring (what a call reads, writes, conflicts with and costs) and its code (one
+operation of the structure's operations object) are written once, on the sync method;
+this script writes each twin into the async source from them (a twin the async class
+lacks is appended to it):
+
+* the signature, ``async def`` (``claimed*`` and ``AsyncWorker.stop`` stay plain
+  ``def``; a context manager's return type is an ``AsyncContextManager``);
 
 * a first line naming the sync method (``The async twin of :meth:`fdbrecipes.Queue.pop```
   and how it is called: awaited, or with ``async with``);
@@ -19,7 +23,7 @@ each twin's into the async source from them, below the signature written there:
   drive(...)``, the awaiting driver's), except for the methods of :data:`OWN_CODE`,
   whose code is written by hand in the async module (that is where they differ).
 
-The rest of an async module (its imports, class docstring, signatures, private
+The rest of an async module (its imports, class docstring, decorators, private
 helpers) is written by hand; ``docs/asyncio.md`` lists the differences for readers.
 
 Usage (stdlib only, deterministic)::
@@ -150,6 +154,12 @@ OWN_CODE: Dict[Tuple[str, str], str] = {
     ("AsyncWorker", "run"): "runs on the caller's event loop (the sync one starts its own)",
 }
 
+#: The longest line (ruff's line-length).
+LINE_WIDTH = 100
+
+#: The async methods called without ``await`` besides the ``claimed*`` context managers.
+PLAIN_CALLS = {("AsyncWorker", "stop")}
+
 #: The width a note is wrapped to (a method's docstring is indented by 8).
 NOTE_WIDTH = 84
 
@@ -214,18 +224,21 @@ def public_functions(cls: ast.ClassDef) -> List[Function]:
             and not node.name.startswith("_")]
 
 
-def kind_of(node: Function) -> str:
-    if any(isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list):
+def kind_of(async_class: str, sync: SyncMethod, name: str) -> str:
+    """How the twin of the sync method ``name`` is called."""
+    if any(line.strip() == "@property" for line in sync.decorators):
         return PROPERTY
-    if isinstance(node, ast.AsyncFunctionDef):
-        return COROUTINE
-    return CONTEXT if node.name.startswith("claimed") else PLAIN
+    if name.startswith("claimed"):
+        return CONTEXT
+    return PLAIN if (async_class, name) in PLAIN_CALLS else COROUTINE
 
 
 class SyncMethod(NamedTuple):
     """What the script takes of a sync method: its docstring and its code."""
 
     doc: str
+    decorators: List[str]  # their source lines
+    signature: List[str]  # the source lines from ``def`` to the colon
     body: List[str]  # the source lines after the docstring
     awaited: List[str]  # those lines as an ``async def`` has them
     indent: int
@@ -246,9 +259,36 @@ def sync_methods(pair: Pair) -> Dict[str, SyncMethod]:
         end = node.body[-1].end_lineno
         assert end is not None
         start = node.body[1].lineno
-        methods[node.name] = SyncMethod(doc, lines[start - 1:end], awaited(node, lines, start),
-                                        node.body[0].col_offset)
+        decorated = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        methods[node.name] = SyncMethod(
+            doc, lines[decorated - 1:node.lineno - 1],
+            lines[node.lineno - 1:node.body[0].lineno - 1], lines[start - 1:end],
+            awaited(node, lines, start), node.body[0].col_offset)
     return methods
+
+
+def async_signature(lines: List[str], kind: str) -> List[str]:
+    """A sync method's signature as its twin has it: ``async def`` (an aligned
+    continuation moved along), an ``AsyncContextManager`` where it returns a context
+    manager; a return annotation that no longer fits on its line on one of its own."""
+    out = [re.sub(r"(?<!Async)\bContextManager\[", "AsyncContextManager[", line)
+           for line in lines]
+    if kind == COROUTINE:
+        hanging = out[0].endswith("(")
+        out = [out[0].replace("def ", "async def ", 1)] + [
+            line if hanging else " " * len("async ") + line for line in out[1:]]
+    fitted = []
+    for line in out:
+        if len(line) > LINE_WIDTH and ") -> " in line:
+            at = line.rindex(") -> ")
+            indent = len(line) - len(line.lstrip())
+            line, rest = line[:at], " " * indent + line[at:]
+            fitted.append(line)
+            line = rest
+        if len(line) > LINE_WIDTH:
+            raise SystemExit(f"a signature line this script cannot fit: {line.strip()!r}")
+        fitted.append(line)
+    return fitted
 
 
 def awaited(node: Function, lines: List[str], start: int) -> List[str]:
@@ -290,7 +330,7 @@ def notice(pair: Pair) -> List[str]:
     return [
         "# Generated in part by tools/unasync.py from src/fdbrecipes/"
         f"{pair.sync_module}: the",
-        "# docstrings of the public methods, and their code but for the methods the script",
+        "# public methods (signature, docstring, code), but the code of those the script",
         "# lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run",
         "# `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.",
     ]
@@ -301,10 +341,23 @@ def is_docstring(statement: ast.stmt) -> bool:
             and isinstance(statement.value.value, str))
 
 
+def twin_lines(pair: Pair, name: str, sync: SyncMethod, own: Optional[List[str]]) -> List[str]:
+    """The twin of the sync method ``name``, from ``def`` to its end: its signature,
+    docstring and code (``own``: the code of a method of :data:`OWN_CODE`)."""
+    kind = kind_of(pair.async_class, sync, name)
+    new = async_signature(sync.signature, kind)
+    new += render(adapt(pair.async_class, name, pair.public, sync.doc, kind),
+                  " " * sync.indent)
+    if own is not None:
+        return new + own
+    return new + (sync.awaited if kind == COROUTINE else sync.body)
+
+
 def generate(pair: Pair, source: str) -> str:
-    """``source`` (the async module) with every public method's docstring written, and
-    the code of every one not in :data:`OWN_CODE` (its signature stays as written:
-    ``tests/unit/test_parity.py`` checks it is the sync one's)."""
+    """``source`` (the async module) with every public method of the async class
+    written from its sync twin (those the sync class has and it has not yet appended
+    to it): all but the decorators of the twins already there, and the code of the
+    methods of :data:`OWN_CODE`."""
     path = PACKAGE / pair.async_module
     theirs = sync_methods(pair)
     lines = source.split("\n")
@@ -313,27 +366,29 @@ def generate(pair: Pair, source: str) -> str:
         del lines[:len(top)]
     tree = ast.parse("\n".join(lines))
     cls = find_class(tree, pair.async_class, path)
-    for node in reversed(public_functions(cls)):
+    ours = public_functions(cls)
+    missing = [name for name in theirs if name not in {node.name for node in ours}]
+    assert cls.end_lineno is not None
+    for name in reversed(missing):
+        if (pair.async_class, name) in OWN_CODE:
+            raise SystemExit(f"{path}: {pair.async_class}.{name}, in OWN_CODE, is not there")
+        lines[cls.end_lineno:cls.end_lineno] = [""] + theirs[name].decorators + twin_lines(
+            pair, name, theirs[name], None)
+    for node in reversed(ours):
         if node.name not in theirs:
             raise SystemExit(f"{path}: {pair.async_class}.{node.name} has no sync twin in "
                              f"{pair.sync_class}")
         sync = theirs[node.name]
-        kind = kind_of(node)
         first, last = node.body[0], node.body[-1]
         assert last.end_lineno is not None
         if first.col_offset != sync.indent:
             raise SystemExit(f"{path}: {pair.async_class}.{node.name} is indented apart "
                              "from its sync twin")
-        new = render(adapt(pair.async_class, node.name, pair.public, sync.doc, kind),
-                     " " * first.col_offset)
+        own = None
         if (pair.async_class, node.name) in OWN_CODE:
             code = node.body[1:] if is_docstring(first) else node.body
-            new += lines[code[0].lineno - 1:last.end_lineno]
-        elif kind == COROUTINE:
-            new += sync.awaited
-        else:
-            new += sync.body
-        lines[first.lineno - 1:last.end_lineno] = new
+            own = lines[code[0].lineno - 1:last.end_lineno]
+        lines[node.lineno - 1:last.end_lineno] = twin_lines(pair, node.name, sync, own)
     return "\n".join(notice(pair) + lines)
 
 

@@ -5,9 +5,10 @@ operations object (:mod:`._ops`): each makes one of its own and drives its opera
 the sync class with the blocking driver, the async class with the awaiting one
 (:mod:`._drivers`); neither holds anything of the other, and both take their
 constructor from :mod:`._bases`.  A sync method and its async twin have the same name,
-parameters and defaults (``tests/unit/test_parity.py`` checks every pair); the async
-method's docstring and code are written into its source by ``tools/unasync.py`` from
-the sync method's, with the differences that script lists (``--check`` in ``.ci/run``).
+parameters and defaults (``tests/unit/test_parity.py`` checks every pair): the async
+method is written into its source by ``tools/unasync.py`` from the sync method (its
+signature, docstring and code), with the differences that script lists (``--check``
+in ``.ci/run``).
 """
 
 from __future__ import annotations

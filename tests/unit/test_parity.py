@@ -1,11 +1,11 @@
 """Every sync class and its async twin offer the same calls: names, parameters,
 defaults, parameter types and docstrings (needs no server).
 
-The signatures are written by hand, each face over the same operations object; this
-test is what keeps them in step (see ``fdbrecipes._face``).  The async methods'
-docstrings and code are written by ``tools/unasync.py`` from the sync ones
-(``test_unasync.py`` checks the files are up to date; this test checks each twin says
-what that script makes of its sync method's docstring).
+The async methods are written by ``tools/unasync.py`` from the sync ones (signature,
+docstring, code; ``test_unasync.py`` checks the files are up to date); this test
+checks what that gives, as the classes are imported: the same names, parameters and
+types, and each twin saying what that script makes of its sync method's docstring
+(see ``fdbrecipes._face``).
 """
 
 from __future__ import annotations

@@ -4,12 +4,15 @@ with a diff (needs no server)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fdbrecipes import Queue
 from tools import unasync
 
 
@@ -96,3 +99,32 @@ def test_the_code_follows_the_sync_method_but_where_it_is_its_own(
     assert "return await drive(self._ops.peek(tr, MAX))" in written
     assert "self._ops.peek(tr, MIN)" not in written
     assert written.count(own_pop) == 1
+
+
+def test_a_method_the_async_class_lacks_is_written_at_its_end(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync method with no twin yet (AsyncQueue.peek taken out of the copy) gets
+    one, whole, at the end of the async class: ``async def``, docstring, code."""
+    package = copy_of_the_faces(tmp_path, monkeypatch)
+    queue = package / "aio" / "queue.py"
+    text = queue.read_text()
+    cls = next(node for node in ast.parse(text).body
+               if isinstance(node, ast.ClassDef) and node.name == "AsyncQueue")
+    peek = next(node for node in cls.body
+                if isinstance(node, ast.AsyncFunctionDef) and node.name == "peek")
+    lines = text.split("\n")
+    assert peek.end_lineno is not None
+    del lines[peek.lineno - 1:peek.end_lineno + 1]  # with the blank line after it
+    queue.write_text("\n".join(lines))
+    assert unasync.main(["--check"]) == 1
+
+    assert unasync.main([]) == 0
+    written = queue.read_text()
+    cls = next(node for node in ast.parse(written).body
+               if isinstance(node, ast.ClassDef) and node.name == "AsyncQueue")
+    last = cls.body[-1]
+    assert isinstance(last, ast.AsyncFunctionDef) and last.name == "peek"
+    assert ast.get_docstring(last) == unasync.adapt(
+        "AsyncQueue", "peek", "Queue", inspect.getdoc(Queue.peek) or "", unasync.COROUTINE)
+    assert ast.unparse(last.body[1]) == "return await drive(self._ops.peek(tr, MIN))"
+    assert unasync.main(["--check"]) == 0

@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/_jobs_face.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """The async twin of :mod:`fdbrecipes._jobs_face`: pruning job records, the live

@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/_ordered_face.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """What AsyncQueue and AsyncPriorityQueue share: size, stats, leases, dead letters.
@@ -490,8 +490,7 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         """
         return await drive(self._ops.requeue_dead(tr, limit, tokens))
 
-    async def purge_dead(self, tr: Transactor, *,
-                         tokens: Optional[Iterable[bytes]] = None) -> int:
+    async def purge_dead(self, tr: Transactor, *, tokens: Optional[Iterable[bytes]] = None) -> int:
         """The async twin of :meth:`fdbrecipes.Queue.purge_dead`, awaited without blocking the
         event loop.
 

@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/fair_queue.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncFairQueue: :class:`fdbrecipes.FairQueue` for asyncio code.
@@ -36,8 +36,8 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
     gives its items back once it landed)."""
 
     async def set_group(self, tr: Transactor, group: Group, *, share: Optional[int] = None,
-                        limit: Optional[int] = None,
-                        rate: Optional[Tuple[int, float]] = None) -> None:
+                        limit: Optional[int] = None, rate: Optional[Tuple[int, float]] = None
+                        ) -> None:
         """The async twin of :meth:`fdbrecipes.FairQueue.set_group`, awaited without blocking
         the event loop.
 
@@ -157,8 +157,7 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         """
         return await drive(self._ops.claim(tr, lease_seconds))
 
-    async def claim_many(self, tr: Transactor, n: int,
-                         lease_seconds: float) -> List[FairLease]:
+    async def claim_many(self, tr: Transactor, n: int, lease_seconds: float) -> List[FairLease]:
         """The async twin of :meth:`fdbrecipes.FairQueue.claim_many`, awaited without blocking
         the event loop.
 
@@ -177,8 +176,7 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         return await drive(self._ops.claim_many(tr, n, lease_seconds))
 
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
-                release_delay: Optional[float] = None
-                ) -> AsyncContextManager[Optional[FairLease]]:
+                release_delay: Optional[float] = None) -> AsyncContextManager[Optional[FairLease]]:
         """The async twin of :meth:`fdbrecipes.FairQueue.claimed`, used with ``async with``
         (its heartbeat is a task).
 
@@ -333,8 +331,7 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         """
         return await drive(self._ops.peek(tr, group))
 
-    async def items(self, tr: Transactor, group: Group,
-                    limit: Optional[int] = None) -> List[Value]:
+    async def items(self, tr: Transactor, group: Group, limit: Optional[int] = None) -> List[Value]:
         """The async twin of :meth:`fdbrecipes.FairQueue.items`, awaited without blocking the
         event loop.
 

@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/priority_queue.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncPriorityQueue: :class:`fdbrecipes.PriorityQueue` for asyncio code.
@@ -158,8 +158,9 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
         """
         return await drive(self._ops.peek(tr, MAX))
 
-    async def items(self, tr: Transactor, limit: Optional[int] = None,
-                    reverse: bool = False) -> List[V]:
+    async def items(
+        self, tr: Transactor, limit: Optional[int] = None, reverse: bool = False
+    ) -> List[V]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.items`, awaited without blocking
         the event loop.
 
@@ -173,8 +174,7 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
         """
         return await drive(self._ops.items(tr, limit, reverse_end(reverse)))
 
-    async def pending(self, tr: Transactor, limit: Optional[int] = None, *,
-                      reverse: bool = False,
+    async def pending(self, tr: Transactor, limit: Optional[int] = None, *, reverse: bool = False,
                       after: Optional[bytes] = None) -> List[PendingItem]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.pending`, awaited without blocking
         the event loop.
@@ -288,8 +288,9 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
         """
         return await drive(self._ops.pop_wait(db, MAX, timeout))
 
-    async def claim_min_wait(self, db: Any, lease_seconds: float,
-                             timeout: Optional[float] = None) -> Optional[Lease[V]]:
+    async def claim_min_wait(
+        self, db: Any, lease_seconds: float, timeout: Optional[float] = None
+    ) -> Optional[Lease[V]]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.claim_min_wait`, awaited without
         blocking the event loop.
 
@@ -297,8 +298,9 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
         """
         return await drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))
 
-    async def claim_max_wait(self, db: Any, lease_seconds: float,
-                             timeout: Optional[float] = None) -> Optional[Lease[V]]:
+    async def claim_max_wait(
+        self, db: Any, lease_seconds: float, timeout: Optional[float] = None
+    ) -> Optional[Lease[V]]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.claim_max_wait`, awaited without
         blocking the event loop.
 

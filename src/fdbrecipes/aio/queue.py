@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/queue.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncQueue: :class:`fdbrecipes.Queue` for asyncio code.
@@ -257,8 +257,7 @@ class AsyncQueue(AsyncOrderedFace[V]):
                                 spread)
 
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
-                release_delay: Optional[float] = None
-                ) -> AsyncContextManager[Optional[Lease[V]]]:
+                release_delay: Optional[float] = None) -> AsyncContextManager[Optional[Lease[V]]]:
         """The async twin of :meth:`fdbrecipes.Queue.claimed`, used with ``async with`` (its
         heartbeat is a task).
 
@@ -305,8 +304,9 @@ class AsyncQueue(AsyncOrderedFace[V]):
         """
         return await drive(self._ops.pop_wait(db, MIN, timeout))
 
-    async def claim_wait(self, db: Any, lease_seconds: float,
-                         timeout: Optional[float] = None) -> Optional[Lease[V]]:
+    async def claim_wait(
+        self, db: Any, lease_seconds: float, timeout: Optional[float] = None
+    ) -> Optional[Lease[V]]:
         """The async twin of :meth:`fdbrecipes.Queue.claim_wait`, awaited without blocking the
         event loop.
 

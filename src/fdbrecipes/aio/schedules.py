@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/schedules.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncSchedules: :class:`fdbrecipes.Schedules` for asyncio code.
@@ -29,8 +29,7 @@ class AsyncSchedules(SchedulesBase):
     async def add(self, tr: Transactor, name: str, *, target: Any, cron: Optional[str] = None,
                   tz: Optional[str] = None, every: Optional[float] = None, value: Value = b"",
                   priority: Optional[int] = None, group: Any = None, misfire: Misfire = SKIP,
-                  grace: float = DEFAULT_GRACE, jitter: float = 0.0,
-                  paused: bool = False) -> None:
+                  grace: float = DEFAULT_GRACE, jitter: float = 0.0, paused: bool = False) -> None:
         """The async twin of :meth:`fdbrecipes.Schedules.add`, awaited without blocking the
         event loop.
 

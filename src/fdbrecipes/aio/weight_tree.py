@@ -1,5 +1,5 @@
 # Generated in part by tools/unasync.py from src/fdbrecipes/weight_tree.py: the
-# docstrings of the public methods, and their code but for the methods the script
+# public methods (signature, docstring, code), but the code of those the script
 # lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
 # `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncWeightTree: :class:`fdbrecipes.WeightTree` for asyncio code.
@@ -42,8 +42,9 @@ class AsyncWeightTree(TreeBase):
         size = sum(len(value) + 500 for value, _ in request.batch)
         return pushed(await self._pushes.call(tr, request, size))
 
-    async def push(self, tr: Transactor, value: Value, weight: int, *,
-                   id: Optional[bytes] = None) -> bytes:
+    async def push(
+        self, tr: Transactor, value: Value, weight: int, *, id: Optional[bytes] = None
+    ) -> bytes:
         """The async twin of :meth:`fdbrecipes.WeightTree.push`, awaited without blocking the
         event loop.
 
@@ -219,8 +220,9 @@ class AsyncWeightTree(TreeBase):
         """
         await drive(self._ops.clear(tr))
 
-    async def items(self, tr: Transactor,
-                    limit: Optional[int] = None) -> List[Tuple[bytes, Value, int]]:
+    async def items(
+        self, tr: Transactor, limit: Optional[int] = None
+    ) -> List[Tuple[bytes, Value, int]]:
         """The async twin of :meth:`fdbrecipes.WeightTree.items`, awaited without blocking the
         event loop.
 
