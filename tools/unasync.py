@@ -239,7 +239,7 @@ class SyncMethod(NamedTuple):
     doc: str
     decorators: List[str]  # their source lines
     signature: List[str]  # the source lines from ``def`` to the colon
-    body: List[str]  # the source lines after the docstring
+    body: List[str]  # the source lines after the docstring (imports one package down)
     awaited: List[str]  # those lines as an ``async def`` has them
     indent: int
 
@@ -262,8 +262,9 @@ def sync_methods(pair: Pair) -> Dict[str, SyncMethod]:
         decorated = node.decorator_list[0].lineno if node.decorator_list else node.lineno
         methods[node.name] = SyncMethod(
             doc, lines[decorated - 1:node.lineno - 1],
-            lines[node.lineno - 1:node.body[0].lineno - 1], lines[start - 1:end],
-            awaited(node, lines, start), node.body[0].col_offset)
+            lines[node.lineno - 1:node.body[0].lineno - 1],
+            [moved(line) for line in lines[start - 1:end]], awaited(node, lines, start),
+            node.body[0].col_offset)
     return methods
 
 
@@ -291,24 +292,32 @@ def async_signature(lines: List[str], kind: str) -> List[str]:
     return fitted
 
 
+#: A call of the driver, which the async code awaits.
+DRIVE = re.compile(r"(?<![\w.])drive\(")
+
+
+def moved(line: str) -> str:
+    """A line of sync code as it stands one package further down (``aio/``)."""
+    return re.sub(r"^(\s*)from \.", r"\1from ..", line)
+
+
 def awaited(node: Function, lines: List[str], start: int) -> List[str]:
     """The code of a sync method (from line ``start``) as its async twin has it: each
-    operation awaited, the lines continuing a statement moved as far as its first
-    line grew, and a relative import from one package further down (``aio/``)."""
+    operation awaited (the lines continuing a statement moved as far as its first
+    line grew), relative imports from one package further down."""
     end = node.end_lineno
     assert end is not None
-    out = {number: lines[number - 1] for number in range(start, end + 1)}
+    out = {number: moved(lines[number - 1]) for number in range(start, end + 1)}
     for statement in ast.walk(node):
         if (not isinstance(statement, ast.stmt) or hasattr(statement, "body")
                 or statement.lineno < start):
             continue
         first = out[statement.lineno]
-        changed = re.sub(r"(?<![\w.])drive\(", "await drive(", first)
-        changed = re.sub(r"^(\s*)from \.", r"\1from ..", changed)
-        out[statement.lineno] = changed
-        grown = len(changed) - len(first)
+        out[statement.lineno] = DRIVE.sub("await drive(", first)
+        grown = len(out[statement.lineno]) - len(first)
         for number in range(statement.lineno + 1, (statement.end_lineno or 0) + 1):
-            out[number] = " " * grown + out[number] if out[number] else ""
+            line = DRIVE.sub("await drive(", out[number])
+            out[number] = " " * grown + line if line else ""
     return [out[number] for number in range(start, end + 1)]
 
 
@@ -350,7 +359,12 @@ def twin_lines(pair: Pair, name: str, sync: SyncMethod, own: Optional[List[str]]
                   " " * sync.indent)
     if own is not None:
         return new + own
-    return new + (sync.awaited if kind == COROUTINE else sync.body)
+    if kind == COROUTINE:
+        return new + sync.awaited
+    if any(DRIVE.search(line) for line in sync.body):
+        raise SystemExit(f"{pair.async_class}.{name} is not awaited, but its sync twin "
+                         "drives an operation: list its code in OWN_CODE")
+    return new + sync.body
 
 
 def generate(pair: Pair, source: str) -> str:
