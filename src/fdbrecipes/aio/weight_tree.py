@@ -37,6 +37,8 @@ class AsyncWeightTree(TreeBase):
         return Combiner(self._ops.push_requests)
 
     async def _push(self, tr: Transactor, request: TreeRequest) -> List[bytes]:
+        """Push a checked request: in the caller's transaction, or given a Database
+        in a transaction shared with other tasks' pushes; the handles, in order."""
         if is_transaction(tr) or not request.batch:
             return await drive(self._ops.push(tr, request))
         size = sum(len(value) + 500 for value, _ in request.batch)
