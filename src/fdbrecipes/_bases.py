@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Optional, Type, Union
 from ._clock import Clock
 from ._codec import Codec
 from ._face import Face, JobFace
-from ._fair.ops import FairOps
-from ._ordered.ops import OrderedOps
-from ._tree.ops import TreeOps
+from ._ops.fair import FairOps
+from ._ops.ordered import OrderedOps
+from ._ops.tree import TreeOps
 from ._values import V
 
 __all__ = ["FairBase", "Group", "OrderedBase", "TreeBase"]
@@ -55,7 +55,7 @@ class OrderedBase(JobFace[OrderedOps[V]]):
 
 class TreeBase(Face[TreeOps]):
     """The constructor of WeightTree and its async twin: the arguments of
-    :class:`fdbrecipes.WeightTree`, handed to a :class:`fdbrecipes._tree.ops.TreeOps`."""
+    :class:`fdbrecipes.WeightTree`, handed to a :class:`fdbrecipes._ops.tree.TreeOps`."""
 
     def __init__(
         self,
@@ -72,7 +72,7 @@ class TreeBase(Face[TreeOps]):
 
 class FairBase(JobFace[FairOps]):
     """The constructor of FairQueue and its async twin: the arguments of
-    :class:`fdbrecipes.FairQueue`, handed to a :class:`fdbrecipes._fair.ops.FairOps`."""
+    :class:`fdbrecipes.FairQueue`, handed to a :class:`fdbrecipes._ops.fair.FairOps`."""
 
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,

@@ -5,7 +5,7 @@ pick skips whole subtrees whose sum is below the remaining point, so it costs
 O(log n).  On FoundationDB the tree is a fixed-fanout sum tree over sequence numbers;
 the keys are listed in :class:`fdbrecipes._layout.TreeLayout` and drawn in
 docs/data-model.md, the engine is :mod:`fdbrecipes._tree.engine` and the checked operations
-:class:`fdbrecipes._tree.ops.TreeOps`.
+:class:`fdbrecipes._ops.tree.TreeOps`.
 """
 
 from __future__ import annotations
