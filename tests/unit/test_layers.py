@@ -39,7 +39,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
               "schedules.py", "aio/schedules.py", "_schedules/")),
     ('The public classes ("faces")', (
         "queue.py", "priority_queue.py", "_ordered_face.py", "weight_tree.py", "fair_queue.py",
-        "_jobs_face.py", "_face.py", "_heartbeat.py", "aio/")),
+        "_jobs_face.py", "_face.py", "_bases.py", "_heartbeat.py", "aio/")),
     ("What the tools need", ("protocol.py",)),
     ("Operations objects", ("_ops/",)),
     ("Engines", ("_ordered/", "_tree/", "_fair/")),
