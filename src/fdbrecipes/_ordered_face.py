@@ -10,7 +10,7 @@ faces' base.
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar, Iterable, List, Optional, Type
+from typing import Any, ClassVar, Iterable, List, Optional, Sequence, Type, Union
 
 from ._clock import Clock
 from ._codec import Codec
@@ -19,6 +19,7 @@ from ._drivers.sharing import Sharing
 from ._face import JobFace
 from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
+from ._limits.specs import LimitUse
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import PushRequest, QueueStats
 from ._ordered.leases import Lease
@@ -49,11 +50,12 @@ class OrderedBase(JobFace[OrderedOps[V]]):
         history: Optional[float] = None,
         shards: int = 1,
         codec: Optional[Codec] = None,
+        limits: Union[LimitUse, Sequence[LimitUse], None] = None,
     ) -> None:
         super().__init__(self._ops_class(
             subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
             result_timeout=result_timeout, max_deliveries=max_deliveries, history=history,
-            shards=shards, codec=codec))
+            shards=shards, codec=codec, limits=limits))
 
 
 class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):

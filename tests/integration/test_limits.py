@@ -1,0 +1,224 @@
+"""Limits shared by name (issue 40): concurrency and rate, global and keyed, checked in
+the claim's own transaction; slots given back by ack, release, dead letter and expiry;
+changes at run time; no head-of-line blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from fdbrecipes import Limits, PriorityQueue, Queue, concurrency, rate
+from fdbrecipes.aio import AsyncLimits, AsyncQueue
+from tests.helpers import TestClock, dump, run_threads
+
+pytestmark = pytest.mark.integration
+
+
+def user(value: Any) -> Any:
+    """The key of a job ``(user, n)``: its user."""
+    return value[0]
+
+
+@pytest.fixture
+def limits(fdb_subspace: Any) -> Limits:
+    return Limits(fdb_subspace["limits"])
+
+
+@pytest.fixture
+def q(fdb_subspace: Any, clock: TestClock, limits: Limits) -> Queue:
+    return Queue(fdb_subspace["q"], clock=clock,
+                 limits=[limits.use("per-user", key=user), limits.use("all")])
+
+
+def test_global_concurrency_counts_running_jobs(db: Any, q: Queue, limits: Limits) -> None:
+    limits.set(db, "all", concurrency(2))
+    q.push_many(db, [("a", i) for i in range(5)])
+    first = q.claim_many(db, 5, 30)
+    assert [lease.value for lease in first] == [("a", 0), ("a", 1)]
+    assert q.claim(db, 30) is None
+    state = limits.state(db, "all")
+    assert state is not None and state.running == 2 and state.parked == 3
+    q.ack(db, first[0])  # a slot back: one parked job returns to its place
+    again = q.claim_many(db, 5, 30)
+    assert [lease.value for lease in again] == [("a", 2)]
+    q.release(db, first[1])  # release gives the slot back too (and the job returns)
+    got = q.claim_many(db, 5, 30)
+    assert sorted(lease.value for lease in got) == [("a", 1)]
+    assert q.claim(db, 30) is None
+
+
+def test_keyed_concurrency_does_not_block_other_keys(db: Any, q: Queue,
+                                                     limits: Limits) -> None:
+    limits.set(db, "per-user", concurrency(1))
+    q.push_many(db, [("hog", i) for i in range(200)] + [("b", 0), ("c", 0)])
+    taken = []
+    for _ in range(3):
+        lease = q.claim(db, 30)
+        assert lease is not None
+        taken.append(lease.value)
+    assert taken == [("hog", 0), ("b", 0), ("c", 0)]
+    assert q.claim(db, 30) is None
+    state = limits.state(db, "per-user", "hog")
+    assert state is not None and state.running == 1 and state.parked == 199
+
+
+def test_slot_comes_back_with_dead_letter_and_expiry(db: Any, fdb_subspace: Any,
+                                                     clock: TestClock,
+                                                     limits: Limits) -> None:
+    q = Queue(fdb_subspace["d"], clock=clock, max_deliveries=1,
+              limits=limits.use("one"))
+    limits.set(db, "one", concurrency(1))
+    q.push_many(db, [1, 2, 3])
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == 1
+    assert q.claim(db, 30) is None
+    q.release(db, lease)  # its only delivery: a dead letter, and the slot back
+    assert [d.value for d in q.dead(db)] == [1]
+    lease = q.claim(db, 5)
+    assert lease is not None and lease.value == 2
+    clock.advance(6)  # the lease expires: its slot counts free at once
+    lease3 = q.claim(db, 30)
+    assert lease3 is not None and lease3.value == 3
+    assert [d.value for d in q.dead(db)] == [1, 2]
+
+
+def test_extend_keeps_the_slot(db: Any, q: Queue, limits: Limits, clock: TestClock) -> None:
+    limits.set(db, "all", concurrency(1))
+    q.push_many(db, [("a", 0), ("a", 1)])
+    lease = q.claim(db, 5)
+    assert lease is not None
+    clock.advance(4)
+    q.extend(db, lease, 10)
+    clock.advance(4)  # past the first deadline, before the new one
+    assert q.claim(db, 30) is None
+    q.ack(db, lease)
+    assert q.claim(db, 30) is not None
+
+
+def test_rate_window_is_exact(db: Any, q: Queue, limits: Limits, clock: TestClock) -> None:
+    limits.set(db, "all", rate(3, per_seconds=10))
+    q.push_many(db, [("a", i) for i in range(7)])
+    got = q.claim_many(db, 7, 30)
+    assert len(got) == 3
+    assert q.claim(db, 30) is None
+    for lease in got:
+        q.ack(db, lease)  # acks give no rate back: time does
+    assert q.claim(db, 30) is None
+    clock.advance(10.5)
+    assert len(q.claim_many(db, 7, 30)) == 3
+
+
+def test_rate_cost(db: Any, fdb_subspace: Any, clock: TestClock, limits: Limits) -> None:
+    q = Queue(fdb_subspace["c"], clock=clock, limits=limits.use("api", cost=user))
+    limits.set(db, "api", rate(10, per_seconds=60))
+    q.push_many(db, [(4, "a"), (4, "b"), (4, "c")])
+    assert [lease.value for lease in q.claim_many(db, 3, 30)] == [(4, "a"), (4, "b")]
+
+
+def test_change_takes_effect_at_the_next_claim(db: Any, q: Queue, limits: Limits) -> None:
+    limits.set(db, "all", concurrency(1))
+    q.push_many(db, [("a", i) for i in range(4)])
+    assert len(q.claim_many(db, 4, 30)) == 1
+    assert limits.set(db, "all", concurrency(3)) == concurrency(1)
+    assert len(q.claim_many(db, 4, 30)) == 2  # parked jobs moved back by the change
+    limits.delete(db, "all")
+    assert len(q.claim_many(db, 4, 30)) == 1
+    assert limits.get(db, "all") is None and limits.list(db) == {}
+
+
+def test_bad_limits_are_refused_with_nothing_written(db: Any, fdb_subspace: Any,
+                                                     limits: Limits) -> None:
+    before = dump(db, fdb_subspace)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        limits.set(db, "x", concurrency(-1))
+    with pytest.raises(ValueError, match="per_seconds"):
+        limits.set(db, "x", rate(5, 0))
+    with pytest.raises(TypeError, match="limit must be made by"):
+        limits.set(db, "x", 5)
+    with pytest.raises(ValueError, match="name"):
+        limits.set(db, "", concurrency(1))
+    with pytest.raises(ValueError, match="no limit is named 'nope'"):
+        limits.delete(db, "nope")
+    with pytest.raises(TypeError, match="limits must be"):
+        Queue(fdb_subspace, limits=5)
+    with pytest.raises(TypeError, match="key"):
+        limits.use("x", key=5)  # type: ignore[arg-type]
+    assert dump(db, fdb_subspace) == before
+
+
+def test_shared_by_two_structures(db: Any, fdb_subspace: Any, clock: TestClock,
+                                  limits: Limits) -> None:
+    a = Queue(fdb_subspace["a"], clock=clock, limits=limits.use("shared"))
+    b = PriorityQueue(fdb_subspace["b"], clock=clock, limits=limits.use("shared"))
+    limits.set(db, "shared", concurrency(1))
+    a.push(db, "a1")
+    b.push(db, "b1", priority=1)
+    lease = a.claim(db, 30)
+    assert lease is not None
+    assert b.claim_min(db, 30) is None  # parked under the shared key
+    a.ack(db, lease)  # moves b's parked job back, in b
+    got = b.claim_min(db, 30)
+    assert got is not None and got.value == "b1"
+
+
+def test_concurrency_never_exceeded_by_threads(db: Any, fdb_subspace: Any,
+                                               limits: Limits) -> None:
+    q = Queue(fdb_subspace["t"], limits=[limits.use("per-user", key=user),
+                                         limits.use("all")])
+    limits.set(db, "all", concurrency(4))
+    limits.set(db, "per-user", concurrency(2))
+    q.push_many(db, [(f"u{i % 3}", i) for i in range(60)])
+    lock = threading.Lock()
+    running: Dict[str, int] = {}
+    peak: List[Tuple[str, int]] = []
+    done: List[int] = []
+    errors: List[BaseException] = []
+
+    def consume() -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                lease = q.claim_wait(db, 30, timeout=0.5)
+                if lease is None:
+                    with lock:
+                        if len(done) == 60:
+                            return
+                    continue
+                u = lease.value[0]
+                with lock:
+                    running[u] = running.get(u, 0) + 1
+                    peak.append((u, running[u]))
+                    peak.append(("all", sum(running.values())))
+                time.sleep(0.005)  # the work, holding its slots
+                with lock:
+                    running[u] -= 1
+                q.ack(db, lease)
+                with lock:
+                    done.append(lease.value[1])
+        except BaseException as e:
+            errors.append(e)
+
+    run_threads([threading.Thread(target=consume) for _ in range(8)], errors, 90)
+    assert sorted(done) == list(range(60))
+    assert max(n for k, n in peak if k == "all") <= 4
+    assert max(n for k, n in peak if k != "all") <= 2
+
+
+def test_async_twin(db: Any, fdb_subspace: Any) -> None:
+    limits = AsyncLimits(fdb_subspace["al"])
+    q: AsyncQueue[Any] = AsyncQueue(fdb_subspace["aq"], limits=limits.use("g"))
+
+    async def main() -> None:
+        await limits.set(db, "g", concurrency(1))
+        await q.push_many(db, [1, 2])
+        lease = await q.claim(db, 30)
+        assert lease is not None and await q.claim(db, 30) is None
+        await q.ack(db, lease)
+        assert (await q.claim(db, 30)) is not None
+        assert await limits.list(db) == {"g": concurrency(1)}
+
+    asyncio.run(main())
