@@ -17,8 +17,8 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "LEASE", "MAX_SHARDS", "PAUSED", "RESULT", "SCHEDULES", "SHARDED", "SHARDS",
-           "FairLayout", "Item", "LimitLayout", "Marker", "OrderedLayout", "RecordLayout",
+__all__ = ["DELAY", "LEASE", "LIMITS", "MAX_SHARDS", "PAUSED", "RESULT", "SCHEDULES", "SHARDED",
+           "SHARDS", "FairLayout", "Item", "LimitLayout", "Marker", "OrderedLayout", "RecordLayout",
            "ScheduleLayout", "TreeLayout", "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,

@@ -5,10 +5,14 @@ changes at run time; no head-of-line blocking."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Tuple
 
+import fdb
 import pytest
 
 from fdbrecipes import Limits, PriorityQueue, Queue, concurrency, rate
@@ -222,3 +226,34 @@ def test_async_twin(db: Any, fdb_subspace: Any) -> None:
         assert await limits.list(db) == {"g": concurrency(1)}
 
     asyncio.run(main())
+
+
+def cli(cluster_file: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fdbrecipes", *args, "--cluster-file",
+                           cluster_file], capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_line_lists_sets_reads_and_deletes(db: Any, fdb_subspace: Any,
+                                                       fdb_cluster_file: str) -> None:
+    space = fdb_subspace["cli-limits"]
+    place = ["--tuple", repr(fdb.tuple.unpack(space.key()))]
+    assert "(no limits)" in cli(fdb_cluster_file, "limits", "list", *place).stdout
+    made = cli(fdb_cluster_file, "limits", "set", *place, "per-user", "--concurrency", "2")
+    assert made.returncode == 0, made.stderr
+    made = cli(fdb_cluster_file, "limits", "set", *place, "api", "--rate", "10", "--per", "60")
+    assert made.returncode == 0, made.stderr
+    assert Limits(space).list(db) == {"per-user": concurrency(2), "api": rate(10, 60)}
+    listed = json.loads(cli(fdb_cluster_file, "limits", "list", *place, "--json").stdout)
+    assert [row["name"] for row in listed["limits"]] == ["api", "per-user"]
+    bad = cli(fdb_cluster_file, "limits", "set", *place, "api", "--rate", "10")
+    assert bad.returncode != 0 and "--per" in bad.stderr
+    state = json.loads(cli(fdb_cluster_file, "limits", "state", *place, "per-user", "--key",
+                           "'alice'", "--json").stdout)
+    assert state["running"] == 0 and state["parked"] == 0
+    refused = cli(fdb_cluster_file, "limits", "delete", *place, "api")
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    gone = cli(fdb_cluster_file, "limits", "delete", *place, "api", "--yes")
+    assert gone.returncode == 0, gone.stderr
+    unknown = cli(fdb_cluster_file, "limits", "delete", *place, "api", "--yes")
+    assert unknown.returncode != 0 and "no limit is named 'api'" in unknown.stderr
+    assert Limits(space).list(db) == {"per-user": concurrency(2)}

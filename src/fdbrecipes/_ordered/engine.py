@@ -275,11 +275,13 @@ class Ordered(FrontReader, Takes):
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
         letters (a read conflict on each), their job records dead (read first when
-        this object keeps none: one round trip more, if any died); how many."""
+        this object keeps none: one round trip more, if any died), their limit slots
+        given back (see :meth:`expired_slots`); how many."""
         dead = yield from self.dying(tr, now, RESTORE_BATCH)
         kept = yield from self.records.kept(tr, [self.keys.item_id(e.item) for e in dead])
         for entry in dead:
             self.bury(tr, entry, now, tally, EXPIRED_REASON, LEASE_EXPIRED, kept)
+        yield from self.expired_slots(tr, Front([], [], dead, now, []))
         return len(dead)
 
     def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally,
