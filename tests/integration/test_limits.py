@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 import fdb
 import pytest
 
-from fdbrecipes import Limits, PriorityQueue, Queue, concurrency, rate
+from fdbrecipes import Job, Limits, PriorityQueue, Queue, Worker, concurrency, rate
 from fdbrecipes.aio import AsyncLimits, AsyncQueue
 from tests.helpers import TestClock, dump, run_threads
 
@@ -257,3 +257,41 @@ def test_the_command_line_lists_sets_reads_and_deletes(db: Any, fdb_subspace: An
     unknown = cli(fdb_cluster_file, "limits", "delete", *place, "api", "--yes")
     assert unknown.returncode != 0 and "no limit is named 'api'" in unknown.stderr
     assert Limits(space).list(db) == {"per-user": concurrency(2)}
+
+
+def test_workers_share_the_limits(db: Any, fdb_subspace: Any, limits: Limits) -> None:
+    """Two Workers of 8 threads each on two structures sharing a keyed limit and a
+    global one: the handlers never see more jobs at once than the limits allow, and
+    every job runs once (the workers' acks and claims share transactions)."""
+    uses = [limits.use("per-user", key=user), limits.use("all")]
+    a: Queue[Any] = Queue(fdb_subspace["wa"], limits=uses, history=600)
+    b: PriorityQueue[Any] = PriorityQueue(fdb_subspace["wb"], limits=uses)
+    limits.set(db, "all", concurrency(5))
+    limits.set(db, "per-user", concurrency(2))
+    a.push_many(db, [(f"u{i % 4}", i) for i in range(80)])
+    b.push_many(db, [((f"u{i % 4}", i), 0) for i in range(80, 160)])
+    lock = threading.Lock()
+    running: Dict[str, int] = {}
+    peaks = {"all": 0, "user": 0}
+    done: List[int] = []
+    finished = threading.Event()
+
+    def handler(job: Job) -> None:
+        u = job.value[0]
+        with lock:
+            running[u] = running.get(u, 0) + 1
+            peaks["user"] = max(peaks["user"], running[u])
+            peaks["all"] = max(peaks["all"], sum(running.values()))
+        time.sleep(0.005)  # the work, holding its slots
+        with lock:
+            running[u] -= 1
+            done.append(job.value[1])
+            if len(done) == 160:
+                finished.set()
+
+    with Worker(db, a, handler, concurrency=8, lease_seconds=30), \
+            Worker(db, b, handler, concurrency=8, lease_seconds=30):
+        assert finished.wait(120), f"only {len(done)} of 160 jobs ran"
+    assert sorted(done) == list(range(160))
+    assert peaks["all"] <= 5 and peaks["user"] <= 2, peaks
+    assert a.size(db) == 0 and b.size(db) == 0
