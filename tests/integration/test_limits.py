@@ -295,3 +295,24 @@ def test_workers_share_the_limits(db: Any, fdb_subspace: Any, limits: Limits) ->
     assert sorted(done) == list(range(160))
     assert peaks["all"] <= 5 and peaks["user"] <= 2, peaks
     assert a.size(db) == 0 and b.size(db) == 0
+
+
+def test_a_sharded_queue_parks_and_moves_back_in_its_shards(db: Any, fdb_subspace: Any,
+                                                             limits: Limits) -> None:
+    q: Queue[Any] = Queue(fdb_subspace["s"], shards=3,
+                          limits=limits.use("per-user", key=user))
+    limits.set(db, "per-user", concurrency(1))
+    q.push_many(db, [("a", i) for i in range(6)])
+    for _ in range(5):
+        q.push(db, ("b", 0))  # each push to a shard drawn at random
+    seen: List[Any] = []
+    for _ in range(40):
+        got = q.claim_many(db, 4, 30)
+        assert len({lease.value[0] for lease in got}) == len(got)  # one per user at most
+        for lease in got:
+            seen.append(lease.value)
+            q.ack(db, lease)
+        if len(seen) == 11:
+            break
+    assert sorted(seen) == sorted([("a", i) for i in range(6)] + [("b", 0)] * 5)
+    assert q.size(db) == 0

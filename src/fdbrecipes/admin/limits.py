@@ -22,33 +22,18 @@ from typing import Any, Dict, List
 
 from ..limits import Limit, Limits, LimitState, concurrency, rate
 from .arguments import positive_int, seconds
-from .commands import Report, answer, connect, read_only
+from .commands import Report, connect, read_only
 from .output import table
-from .places import LIMIT_STORE, OperatorError, Place, UsageError, open_place, stored
-from .schedules import place_of, place_options
+from .places import LIMIT_STORE, OperatorError, Place, UsageError
+from .schedules import StoreCommand, place_of, place_options, store_at
 
-__all__ = ["LIMITS", "LimitCommand", "limit_store_at"]
+__all__ = ["LIMITS", "LimitCommand"]
 
 #: What each action does, for ``--help``.
 ACTIONS = {"list": "list the limits defined in the store",
            "set": "define a limit, or change it (from the next claim on)",
            "state": "what one key of a limit holds now: running, started, parked",
            "delete": "forget a limit (needs --yes)"}
-
-
-def limit_store_at(tr: Any, place: Place) -> Any:
-    """The subspace of the limit store at ``place`` (a store, or nothing yet).
-
-    Raises:
-        OperatorError: no such directory, or something else is there.
-    """
-    subspace = open_place(tr, place)
-    kind, wrong = stored(tr, subspace)
-    if wrong is not None:
-        raise OperatorError(f"no limit store at {place}: found {wrong}")
-    if kind not in (None, LIMIT_STORE):
-        raise OperatorError(f"no limit store at {place}: found a {kind}")
-    return subspace
 
 
 def parse_key(literal: str) -> Any:
@@ -102,19 +87,14 @@ def state_json(state: LimitState) -> Dict[str, Any]:
             "started": state.started, "parked": state.parked}
 
 
-class LimitCommand:
+class LimitCommand(StoreCommand):
     """``fdbrecipes limits``: a row of the command line (see the module docstring)."""
 
     name = "limits"
     help = "list, set, read or delete the limits kept in a store"
 
-    @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
         arguments(parser)
-
-    def main(self, args: argparse.Namespace) -> int:
-        """Run one action; its exit status (a failure: one line on stderr)."""
-        return answer(f"fdbrecipes limits {args.action}:", args, self.act, args)
 
     def act(self, args: argparse.Namespace) -> Report:
         """Check, connect, open the store, and do the action: its report.
@@ -131,7 +111,7 @@ class LimitCommand:
             raise UsageError("--rate needs --per SECONDS (and --per needs --rate)")
         key = parse_key(args.key) if getattr(args, "key", None) is not None else None
         db = connect(args)
-        store = Limits(read_only(db, limit_store_at, place))
+        store = Limits(read_only(db, store_at, place, LIMIT_STORE))
         try:
             return self.acted(db, store, place, args, key)
         except (TypeError, ValueError) as e:
