@@ -449,12 +449,14 @@ class LimitLayout:
         L/"ld"/(name,)              = (kind, n, per_seconds)  a limit's definition:
                                                   ("concurrency", n, None) or
                                                   ("rate", n, seconds), packed
-        L/"lr"/(name, key, hold id) = (deadline,) a running job holding a slot of a
-                                                  concurrency limit (its lease's id and
-                                                  deadline, a clock reading)
+        L/"lr"/(name, key, slot)    = (deadline, hold id)  slot ``slot`` (0 to n - 1)
+                                                  of a concurrency limit, held by a
+                                                  running job's lease until its deadline
+                                                  (a clock reading)
         L/"ls"/(name, key, start, hold id) = (cost,)  a start counted by a rate limit
                                                   (``start``: the claim's clock reading)
-        L/"lt"/(hold id,)           = ((name, key, cost), ...)  what a lease holds
+        L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
+                                                  lease holds
         L/"lw"/(name, key, parked_at, prefix, item, deadline) = ''  a job parked until
                                                   a slot of (name, key) frees: its
                                                   structure's (shard's) raw prefix, its
@@ -480,9 +482,9 @@ class LimitLayout:
         """The key of limit ``name``'s definition."""
         return bytes(self.definitions.pack((name,)))
 
-    def running_key(self, name: str, key: Any, hold_id: bytes) -> bytes:
-        """The key of the slot lease ``hold_id`` holds in (name, key)."""
-        return bytes(self.running.pack((name, key, hold_id)))
+    def running_key(self, name: str, key: Any, slot: int) -> bytes:
+        """The key of slot ``slot`` of (name, key)."""
+        return bytes(self.running.pack((name, key, slot)))
 
     def start_key(self, name: str, key: Any, start: int, hold_id: bytes) -> bytes:
         """The key of the start of lease ``hold_id`` in rate limit (name, key)."""

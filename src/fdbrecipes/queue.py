@@ -261,11 +261,12 @@ class Queue(OrderedFace[V]):
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
 
         With ``limits``, it reads the first ``max(spread, 64)`` visible items by
-        snapshot and the state of each limit key they carry (a read conflict on it),
-        takes the oldest runnable one (among the first ``spread``), parks or delays
-        those held back by their limits, and reads again, up to 4 times, while it has
-        none: 2 round trips, at most 5; claims of one limit key conflict (see
-        docs/flow-control.md).
+        snapshot and the state of each limit key they carry (by snapshot), takes the
+        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
+        at random (a read conflict on that slot) and a rate's window (a read conflict
+        on it), parks or delays those held back by their limits, and reads again, up
+        to 4 times, while it has none: 2 round trips, at most 5 (see
+        docs/flow-control.md for what conflicts).
         """
         return drive(self._ops.claim(tr, MIN, lease_seconds, spread))
 

@@ -316,3 +316,41 @@ def test_a_sharded_queue_parks_and_moves_back_in_its_shards(db: Any, fdb_subspac
             break
     assert sorted(seen) == sorted([("a", i) for i in range(6)] + [("b", 0)] * 5)
     assert q.size(db) == 0
+
+
+@pytest.mark.parametrize("limit", [concurrency(1), rate(1, 60)], ids=["concurrency", "rate"])
+def test_two_claims_racing_for_the_last_slot_conflict(db: Any, fdb_subspace: Any,
+                                                      limits: Limits, limit: Any) -> None:
+    """Two claims in concurrent transactions, of two structures sharing a limit with
+    room for one job: the second to commit conflicts (and, retried, finds none)."""
+    a: Queue[Any] = Queue(fdb_subspace["ra"], limits=limits.use("one"))
+    b: Queue[Any] = Queue(fdb_subspace["rb"], limits=limits.use("one"))
+    limits.set(db, "one", limit)
+    a.push(db, "a")
+    b.push(db, "b")
+    first, second = db.create_transaction(), db.create_transaction()
+    assert a.claim(first, 30) is not None
+    assert b.claim(second, 30) is not None  # neither sees the other yet
+    first.commit().wait()
+    with pytest.raises(fdb.FDBError) as raised:
+        second.commit().wait()
+    assert raised.value.code == 1020  # not_committed: a conflict
+    assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def test_claims_under_a_roomy_limit_do_not_conflict(db: Any, fdb_subspace: Any,
+                                                    limits: Limits) -> None:
+    """Two concurrent claims of two structures under a global concurrency limit with
+    room to spare both commit: each takes a slot of its own, drawn at random among
+    100,000 (a conflict only if both drew the same one)."""
+    a: Queue[Any] = Queue(fdb_subspace["na"], limits=limits.use("roomy"))
+    b: Queue[Any] = Queue(fdb_subspace["nb"], limits=limits.use("roomy"))
+    limits.set(db, "roomy", concurrency(100_000))
+    a.push(db, "a")
+    b.push(db, "b")
+    first, second = db.create_transaction(), db.create_transaction()
+    assert a.claim(first, 30) is not None and b.claim(second, 30) is not None
+    first.commit().wait()
+    second.commit().wait()
+    state = limits.state(db, "roomy")
+    assert state is not None and state.running == 2

@@ -7,12 +7,16 @@ the definitions (snapshot reads, started with the claim's first read: no round t
 their own) and, for each (limit, key) its candidates carry, the limit's state, with a
 read conflict (one round trip for all, side by side):
 
-* a **concurrency** limit: its running jobs, ``L/"lr"/(name, key, ...)``, each with its
-  lease's deadline; those past it are not counted (the lease expired) and are cleared.
-  A job starts while fewer than ``n`` are running; its lease writes its entry.  Two
-  claims of one key conflict (both read the range and write in it), and so does a
-  claim with an ack of the key (it clears an entry): the count is exact at every
-  commit.
+* a **concurrency** limit: its ``n`` *slots*, ``L/"lr"/(name, key, slot)``, read by
+  snapshot; a slot holds a running job's lease (its id and deadline), and one past its
+  deadline is free (the lease expired).  A job starts in a free slot drawn at random
+  below ``n``, with a read conflict on that slot alone: two claims of one key conflict
+  only when they draw the same slot, and a job holds its slot until its lease ends, so
+  at most ``n`` run at once, exactly.  An ack clears its slot with an atomic
+  compare-and-clear (only if the slot still holds its lease: no read, no conflict).
+  When the key is full (no free slot, or, after ``n`` was lowered, as many jobs running
+  as ``n`` in any slots), the claim takes a read conflict on the key's whole range:
+  a slot freed meanwhile makes it retry instead of parking a job that could run.
 * a **rate** limit: its starts in the window, ``L/"ls"/(name, key, start, ...)``; a
   job starts while the cost started in ``(now - per_seconds, now]`` plus its own is at
   most ``n``.  The read conflict covers the window and everything after it, so of two
@@ -36,7 +40,8 @@ expiry no claim of its structure met, is looked at again by then at the latest.
 from __future__ import annotations
 
 import bisect
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+import random
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -59,20 +64,30 @@ SPARE_READS = 2
 #: (name, key) of a limit.
 Slot = Tuple[str, Any]
 
+_draw = random.Random()
+
 
 class Tag(NamedTuple):
     """A limit a job carries: the limit's name and kind, the job's key under it (None:
-    global) and its cost."""
+    global), its cost, and the slot its lease holds (a concurrency limit; -1 for a
+    rate)."""
 
     name: str
     key: Any
     cost: int
     kind: str
+    slot: int = -1
 
 
 def pack_tags(tags: Sequence[Tag]) -> bytes:
     """What ``L/"lt"/(hold id,)`` holds."""
-    packed: bytes = fdb.tuple.pack(tuple((t.name, t.key, t.cost, t.kind) for t in tags))
+    packed: bytes = fdb.tuple.pack(tuple(tuple(t) for t in tags))
+    return packed
+
+
+def slot_value(deadline: int, hold_id: bytes) -> bytes:
+    """What a slot of a concurrency limit holds while lease ``hold_id`` runs."""
+    packed: bytes = fdb.tuple.pack((deadline, hold_id))
     return packed
 
 
@@ -83,29 +98,40 @@ def unpack_tags(raw: bytes) -> List[Tag]:
 
 class Usage:
     """One (limit, key)'s state as a claim read it, with what the claim added: the
-    running jobs (concurrency) or the starts in the window (rate), and the starts a
-    rate's delayed candidates were planned at."""
+    slots of a concurrency limit (live ones by index, and the free ones below ``n``),
+    or the starts of a rate in the window, and the starts a rate's delayed candidates
+    were planned at."""
 
-    __slots__ = ("limit", "planned", "running", "starts")
+    __slots__ = ("limit", "live", "planned", "starts", "taken")
 
     def __init__(self, limit: Limit) -> None:
         self.limit = limit
-        self.running = 0
+        self.live = 0  # running jobs, in any slot
+        self.taken: Set[int] = set()  # the slots below n held by running jobs
         self.starts: List[Tuple[int, int]] = []  # (start, cost), in order
         self.planned: List[Tuple[int, int]] = []
 
     def fits(self, cost: int, now: int) -> bool:
         """Whether a job of ``cost`` may start at ``now``."""
         if self.limit.kind == CONCURRENCY:
-            return self.running < self.limit.n
+            return self.live < self.limit.n and len(self.taken) < self.limit.n
         return self.weight() + min(cost, self.limit.n) <= self.limit.n
 
-    def add(self, cost: int, now: int) -> None:
-        """Count a job of ``cost`` started at ``now``."""
-        if self.limit.kind == CONCURRENCY:
-            self.running += 1
-        else:
+    def add(self, cost: int, now: int) -> int:
+        """Count a job of ``cost`` started at ``now``; the slot drawn for it (a
+        concurrency limit: a free one below ``n``, at random; -1 for a rate)."""
+        if self.limit.kind != CONCURRENCY:
             self.starts.append((now, min(cost, self.limit.n)))
+            return -1
+        self.live += 1
+        for _ in range(16):  # a few draws find a free slot unless nearly all are taken
+            slot = _draw.randrange(self.limit.n)
+            if slot not in self.taken:
+                break
+        else:
+            slot = _draw.choice([i for i in range(self.limit.n) if i not in self.taken])
+        self.taken.add(slot)
+        return slot
 
     def weight(self) -> int:
         """The cost started in the window (every start read was in it)."""
@@ -179,8 +205,9 @@ class Gate:
         tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
         for t in tags:
             if t.kind == CONCURRENCY:
-                tr.set(self.keys.running_key(t.name, t.key, hold_id),
-                       fdb.tuple.pack((deadline,)))
+                key = self.keys.running_key(t.name, t.key, t.slot)
+                tr.add_read_conflict_key(key)  # two claims never take one slot
+                tr.set(key, slot_value(deadline, hold_id))
             else:
                 tr.set(self.keys.start_key(t.name, t.key, now, hold_id),
                        fdb.tuple.pack((t.cost,)))
@@ -190,11 +217,14 @@ class Gate:
         lease's own key, read with a conflict by the caller, orders them)."""
         return {hold_id: tr.snapshot.get(self.keys.tags_key(hold_id)) for hold_id in hold_ids}
 
-    def free(self, tr: Any, started: Dict[bytes, Any], now: int) -> Gen[int]:
+    def free(self, tr: Any, started: Dict[bytes, Any], deadlines: Dict[bytes, int],
+             now: int) -> Gen[int]:
         """Give back the slots of the leases whose tags ``started`` reads (they ended:
-        acked, released, buried, expired): their running entries cleared, and for each
-        slot freed the first job parked under its key moved back (see
-        :meth:`unpark`); the slots freed.  A rate's starts stay: time frees them."""
+        acked, released, buried, expired; ``deadlines``: each lease's deadline): each
+        slot cleared if it still holds the lease (an atomic compare-and-clear: no
+        read, no conflict), and for each slot freed the first job parked under its key
+        moved back (see :meth:`unpark`); the slots freed.  A rate's starts stay: time
+        frees them."""
         freed: Dict[Slot, int] = {}
         for hold_id, future in started.items():
             raw = yield from read(future)
@@ -203,23 +233,24 @@ class Gate:
             tr.clear(self.keys.tags_key(hold_id))
             for t in unpack_tags(raw):
                 if t.kind == CONCURRENCY:
-                    tr.clear(self.keys.running_key(t.name, t.key, hold_id))
+                    tr.compare_and_clear(self.keys.running_key(t.name, t.key, t.slot),
+                                         slot_value(deadlines[hold_id], hold_id))
                     freed[(t.name, t.key)] = freed.get((t.name, t.key), 0) + 1
         if freed:
             yield from self.unpark(tr, freed, now)
         return sum(freed.values())
 
     def extended(self, tr: Any, raw: Optional[bytes], hold_id: bytes, deadline: int) -> None:
-        """Move the running entries of lease ``hold_id`` (its tags ``raw``) to its new
-        ``deadline``, each with a read conflict: a claim that meanwhile cleared it as
-        expired makes this extend retry (and find the lease expired)."""
+        """Move the slots of lease ``hold_id`` (its tags ``raw``) to its new
+        ``deadline``, each with a read conflict: a claim that meanwhile took the slot
+        as expired makes this extend retry (and find the lease expired)."""
         if raw is None:
             return
         for t in unpack_tags(raw):
             if t.kind == CONCURRENCY:
-                key = self.keys.running_key(t.name, t.key, hold_id)
+                key = self.keys.running_key(t.name, t.key, t.slot)
                 tr.add_read_conflict_key(key)
-                tr.set(key, fdb.tuple.pack((deadline,)))
+                tr.set(key, slot_value(deadline, hold_id))
 
     # -- parking --------------------------------------------------------------------------
 
@@ -361,9 +392,8 @@ class Admission:
         for entry, tags in runnable:
             if id(entry) in picked and all(
                     self.usage[(t.name, t.key)].fits(t.cost, now) for t in tags):
-                for t in tags:
-                    self.usage[(t.name, t.key)].add(t.cost, now)
-                admitted.append((entry, tags))
+                admitted.append((entry, [t._replace(slot=self.usage[(t.name, t.key)].add(
+                    t.cost, now)) for t in tags]))
         return admitted, blocked
 
     def hold(self, tr: Any, engine: Any, entry: Any, tags: List[Tag], now: int,
@@ -372,6 +402,8 @@ class Admission:
         rate it carries has no room now; whether it was held back."""
         for t in tags:
             if t.kind == CONCURRENCY and not self.usage[(t.name, t.key)].fits(t.cost, now):
+                r = self.gate.keys.running.range((t.name, t.key))
+                tr.add_read_conflict_range(r.start, r.stop)  # a slot freed meanwhile: retry
                 self.gate.park(tr, engine, entry, now, tally, t)
                 return True
         rates = [(t, self.usage[(t.name, t.key)]) for t in tags if t.kind != CONCURRENCY]
@@ -383,12 +415,13 @@ class Admission:
         return True
 
     def start(self, tr: Any, slot: Slot, limit: Limit, now: int) -> Tuple[Limit, Range]:
-        """Start reading (name, key)'s state: its running jobs with a read conflict, or
-        its starts by snapshot with a read conflict on the window and after."""
+        """Start reading (name, key)'s state: its slots by snapshot (the conflicts come
+        with the slots taken), or its starts by snapshot with a read conflict on the
+        window and after."""
         keys = self.gate.keys
         if limit.kind == CONCURRENCY:
             r = keys.running.range(slot)
-            return limit, Range(tr, bytes(r.start), bytes(r.stop))
+            return limit, Range(tr.snapshot, bytes(r.start), bytes(r.stop))
         r = keys.starts.range(slot)
         since = bytes(keys.starts.pack(slot + (self.window_start(limit, now),)))
         tr.add_read_conflict_range(since, bytes(r.stop))
@@ -400,17 +433,24 @@ class Admission:
         return now - seconds_to_versions(limit.per_seconds or 0.0) + 1
 
     def learn(self, tr: Any, slot: Slot, limit: Limit, found: List[Any], now: int) -> Usage:
-        """(name, key)'s usage from what :meth:`start` read; entries past their time
-        (an expired lease's slot, a start before the window) cleared."""
+        """(name, key)'s usage from what :meth:`start` read: the live slots (an
+        expired lease's slot is free; one above ``n`` is cleared if it still holds that
+        lease) or the starts in the window (those before it cleared)."""
         keys = self.gate.keys
         usage = Usage(limit)
         if limit.kind == CONCURRENCY:
             for kv in found:
-                (deadline,) = fdb.tuple.unpack(kv.value)
+                deadline, _ = fdb.tuple.unpack(kv.value)
+                index = keys.running.unpack(kv.key)[2]
                 if deadline >= now:
-                    usage.running += 1
-                else:
-                    tr.clear(kv.key)
+                    usage.live += 1
+                    if index < limit.n:
+                        usage.taken.add(index)
+                elif index >= limit.n:  # expired, above n (lowered): never drawn again
+                    tr.compare_and_clear(kv.key, kv.value)
+            if usage.live > len(usage.taken):
+                r = keys.running.range(slot)  # n was lowered: count exactly, serialized
+                tr.add_read_conflict_range(r.start, r.stop)
             return usage
         since = self.window_start(limit, now)
         for kv in found:

@@ -266,11 +266,12 @@ class Ordered(FrontReader, Takes):
         there were any (see ``Gate.free``)."""
         if self.gate is None:
             return 0
-        ids = [e.hold.hold_id for e in [*front.expired, *front.dead, *taken]
-               if e.hold is not None and e.hold.kind == LEASE]
-        if not ids:
+        ended = {e.hold.hold_id: e.hold.deadline for e in [*front.expired, *front.dead, *taken]
+                 if e.hold is not None and e.hold.kind == LEASE}
+        if not ended:
             return 0
-        return (yield from self.gate.free(tr, self.gate.read_tags(tr, ids), front.now))
+        return (yield from self.gate.free(tr, self.gate.read_tags(tr, list(ended)), ended,
+                                          front.now))
 
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead

@@ -320,7 +320,7 @@ class Leases(Claims):
             entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
                 self.engine.put_back(tr, entry, now, tally, count=False)
-                back.append(hold_id)
+                back.append(entry)
         yield from self.give_back(tr, tags, back, now)
         tally.write(tr, attempt)
         attempt.idle = not found
@@ -331,14 +331,17 @@ class Leases(Claims):
         gate = self.engine.gate
         return {} if gate is None else gate.read_tags(tr, ids)
 
-    def give_back(self, tr: Any, started: Dict[bytes, Any], ended: List[bytes],
+    def give_back(self, tr: Any, started: Dict[bytes, Any], ended: Sequence[Entry],
                   now: int) -> Gen[None]:
-        """The slots of the leases ``ended`` (their tags read by :meth:`start_tags`)
-        given back, and the jobs parked under their keys moved back: two round trips
-        more when a parked job waits (see ``Gate.free``), none without limits."""
+        """The slots of the leases of ``ended`` (entries under live leases, their tags
+        read by :meth:`start_tags`) given back, and the jobs parked under their keys
+        moved back: two round trips more when a parked job waits (see ``Gate.free``),
+        none without limits."""
         gate = self.engine.gate
-        if gate is not None and ended:
-            yield from gate.free(tr, {hold_id: started[hold_id] for hold_id in ended}, now)
+        holds = [e.hold for e in ended if e.hold is not None]
+        if gate is not None and holds:
+            yield from gate.free(tr, {h.hold_id: started[h.hold_id] for h in holds},
+                                 {h.hold_id: h.deadline for h in holds}, now)
 
     def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
         """The live lease ``lease`` names, read with a conflict on it.
@@ -383,7 +386,7 @@ class Leases(Claims):
         kept = yield from self.kept(tr, [live.entry])
         tally = Tally()
         self.engine.remove(tr, [live.entry], live.now, tally, read=True, kept=kept)
-        yield from self.give_back(tr, tags, list(tags), live.now)
+        yield from self.give_back(tr, tags, [live.entry], live.now)
         tally.write(tr, attempt)
 
     def kept(self, tr: Any, entries: Sequence[Entry]) -> Gen[Kept]:
@@ -420,8 +423,7 @@ class Leases(Claims):
                                    None if results is None else [results[i]], read=True,
                                    kept=kept)
             done.append(entry is not None)
-        yield from self.give_back(tr, tags, list(dict.fromkeys(
-            hold_id for hold_id, ok in zip(ids, done) if ok)), now)
+        yield from self.give_back(tr, tags, [e for e in alive if e is not None], now)
         tally.write(tr, attempt)
         attempt.idle = not any(done)
         return done
@@ -543,7 +545,7 @@ class Leases(Claims):
             return False
         entry = live.entry
         kept = yield from self.kept(tr, [entry])
-        yield from self.give_back(tr, tags, list(tags), live.now)
+        yield from self.give_back(tr, tags, [live.entry], live.now)
         tally = Tally()
         if count and self.engine.dies(entry.item):
             self.engine.bury(tr, entry, live.now, tally, reason_of(error), error, kept)
@@ -574,7 +576,7 @@ class Leases(Claims):
         if live is None:
             return False
         kept = yield from self.kept(tr, [live.entry])
-        yield from self.give_back(tr, tags, list(tags), live.now)
+        yield from self.give_back(tr, tags, [live.entry], live.now)
         tally = Tally()
         self.engine.bury(tr, live.entry, live.now, tally, reason, error, kept)
         tally.write(tr, attempt)
