@@ -17,6 +17,7 @@ import pytest
 
 from fdbrecipes import Job, Limits, PriorityQueue, Queue, Worker, concurrency, rate
 from fdbrecipes.aio import AsyncLimits, AsyncQueue
+from fdbrecipes.metrics import LIMIT_N, LIMIT_PARKED, LIMIT_RUNNING, collect
 from tests.helpers import TestClock, dump, run_threads
 
 pytestmark = pytest.mark.integration
@@ -354,3 +355,17 @@ def test_claims_under_a_roomy_limit_do_not_conflict(db: Any, fdb_subspace: Any,
     second.commit().wait()
     state = limits.state(db, "roomy")
     assert state is not None and state.running == 2
+
+
+def test_metrics_count_running_and_parked_jobs(db: Any, q: Queue, limits: Limits) -> None:
+    limits.set(db, "all", concurrency(2))
+    q.push_many(db, [("a", i) for i in range(5)])
+    assert len(q.claim_many(db, 5, 30)) == 2
+    samples = {(s.name, s.label_dict["limit"]): s for s in collect(db, {"lim": limits,
+                                                                          "q": q})
+               if "limit" in s.label_dict}
+    assert samples[(LIMIT_N, "all")].value == 2
+    assert samples[(LIMIT_N, "all")].label_dict == {"kind": "concurrency", "limit": "all",
+                                                   "store": "lim"}
+    assert samples[(LIMIT_RUNNING, "all")].value == 2
+    assert samples[(LIMIT_PARKED, "all")].value == 3

@@ -9,7 +9,7 @@ loop of its own, with commit receipts (see :mod:`fdbrecipes._retry`).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import fdb.tuple
 
@@ -20,7 +20,7 @@ from .._ops import Ops
 from .._retry import read
 from .._values import check_clock, check_subspace
 from .specs import CostOf, KeyOf, Limit, LimitUse, check_limit_spec, check_name, check_use
-from .store import LimitState, Store
+from .store import LimitState, LimitTotals, Store
 
 __all__ = ["LimitsOps"]
 
@@ -68,6 +68,10 @@ class LimitsOps(Ops):
     def state(self, tr: Transactor, name: Any, key: Any) -> Gen[Optional[LimitState]]:
         """What key ``key`` of limit ``name`` holds now."""
         return read(tr, self.store.state, check_name(name), check_key(key))
+
+    def totals(self, tr: Transactor) -> Gen[List[LimitTotals]]:
+        """Each limit with its jobs running and parked (for the metrics)."""
+        return read(tr, self.store.totals)
 
     def version(self, tr: Transactor) -> Gen[int]:
         """The change counter."""

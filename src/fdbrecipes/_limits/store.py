@@ -3,18 +3,18 @@ limit's keys hold now (see :class:`.._layout.LimitLayout` for the keys)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import fdb.tuple
 
 from .._clock import Clock, reading
-from .._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions
+from .._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions, snap
 from .._layout import LimitLayout
 from .._operation import Attempt
 from .gate import move_back
 from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 
-__all__ = ["MOVE_BACK", "LimitState", "Store"]
+__all__ = ["MOVE_BACK", "LimitState", "LimitTotals", "Store"]
 
 #: The most parked jobs a change or delete of a limit moves back at once (the others
 #: come back at their park's deadline, see ``gate.PARK_SECONDS``).
@@ -37,6 +37,16 @@ class LimitState(NamedTuple):
     key: Any
     running: int
     started: int
+    parked: int
+
+
+class LimitTotals(NamedTuple):
+    """A limit over all its keys, at one read version: its name and definition, the
+    jobs running under it (a concurrency limit's; 0 for a rate) and those parked."""
+
+    name: str
+    limit: Limit
+    running: int
     parked: int
 
 
@@ -83,19 +93,19 @@ class Store:
     def release_parked(self, tr: Any, attempt: Attempt, name: str) -> Gen[int]:
         """Move back up to :data:`MOVE_BACK` jobs parked under limit ``name``; how many."""
         r = self.keys.parked.range((name,))
-        found = yield from Range(tr.snapshot, bytes(r.start), bytes(r.stop), MOVE_BACK).read()
+        found = yield from Range(snap(tr), bytes(r.start), bytes(r.stop), MOVE_BACK).read()
         now = yield from attempt.now(tr, self.clock)
         return (yield from move_back(tr, self.keys, found, None, now))
 
     def get(self, tr: Any, name: str) -> Gen[Optional[Limit]]:
         """Limit ``name``'s definition, or None (a snapshot read)."""
-        raw = yield from read(tr.snapshot.get(self.keys.definition(name)))
+        raw = yield from read(snap(tr).get(self.keys.definition(name)))
         return None if raw is None else decode_limit(raw)
 
     def definitions(self, tr: Any) -> Gen[Dict[str, Limit]]:
         """Every limit by name (a snapshot range read)."""
         r = self.keys.definitions.range()
-        found = yield from Range(tr.snapshot, bytes(r.start), bytes(r.stop)).read()
+        found = yield from Range(snap(tr), bytes(r.start), bytes(r.stop)).read()
         out = {}
         for kv in found:
             limit = decode_limit(kv.value)
@@ -103,21 +113,39 @@ class Store:
                 out[self.keys.definitions.unpack(kv.key)[0]] = limit
         return out
 
+    def totals(self, tr: Any) -> Gen[List[LimitTotals]]:
+        """Each limit with its jobs running (under live leases, every key) and parked
+        (up to 10,000 counted): snapshot reads, side by side, one range per limit
+        beside the definitions."""
+        defined = yield from self.definitions(tr)
+        now = yield from reading(tr, self.clock)
+        reads = []
+        for name in defined:
+            running, parked = self.keys.running.range((name,)), self.keys.parked.range((name,))
+            reads.append((Range(snap(tr), bytes(running.start), bytes(running.stop)),
+                          Range(snap(tr), bytes(parked.start), bytes(parked.stop), 10_000)))
+        out = []
+        for (name, limit), (running, parked) in zip(defined.items(), reads):
+            live = sum(1 for kv in (yield from running.read())
+                       if fdb.tuple.unpack(kv.value)[0] >= now)
+            out.append(LimitTotals(name, limit, live, len((yield from parked.read()))))
+        return out
+
     def version(self, tr: Any) -> Gen[int]:
         """The change counter (a snapshot read)."""
-        return read_le64((yield from read(tr.snapshot.get(self.keys.version))))
+        return read_le64((yield from read(snap(tr).get(self.keys.version))))
 
     def state(self, tr: Any, name: str, key: Any) -> Gen[Optional[LimitState]]:
         """What key ``key`` of limit ``name`` holds now, or None if no such limit:
         snapshot reads, side by side."""
-        definition = tr.snapshot.get(self.keys.definition(name))
+        definition = snap(tr).get(self.keys.definition(name))
         slot = (name, key)
         r = self.keys.running.range(slot)
-        running = Range(tr.snapshot, bytes(r.start), bytes(r.stop))
+        running = Range(snap(tr), bytes(r.start), bytes(r.stop))
         r = self.keys.starts.range(slot)
-        starts = Range(tr.snapshot, bytes(r.start), bytes(r.stop))
+        starts = Range(snap(tr), bytes(r.start), bytes(r.stop))
         r = self.keys.parked.range(slot)
-        parked = Range(tr.snapshot, bytes(r.start), bytes(r.stop), 10_000)
+        parked = Range(snap(tr), bytes(r.start), bytes(r.stop), 10_000)
         raw = yield from read(definition)
         limit = None if raw is None else decode_limit(raw)
         now = yield from reading(tr, self.clock)
