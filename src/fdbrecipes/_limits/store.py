@@ -7,10 +7,10 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 import fdb.tuple
 
+from .._attempt import Attempt
 from .._clock import Clock, reading
 from .._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions, snap
 from .._layout import LimitLayout
-from .._operation import Attempt
 from .gate import move_back
 from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 
