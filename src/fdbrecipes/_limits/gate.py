@@ -4,8 +4,8 @@ A structure made with ``limits=`` has a :class:`Gate`: its uses (which limits it
 carry, how a job's key and cost are found) over one store's keys
 (:class:`.._layout.LimitLayout`).  A claim makes an :class:`Admission`, which reads
 the definitions (snapshot reads, started with the claim's first read: no round trip of
-their own) and, for each (limit, key) its candidates carry, the limit's state, with a
-read conflict (one round trip for all, side by side):
+their own) and, for each (limit, key) its candidates carry, the limit's state (one
+round trip for all, side by side):
 
 * a **concurrency** limit: its ``n`` *slots*, ``L/"lr"/(name, key, slot)``, read by
   snapshot; a slot holds a running job's lease (its id and deadline), and one past its
