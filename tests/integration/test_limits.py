@@ -369,3 +369,24 @@ def test_metrics_count_running_and_parked_jobs(db: Any, q: Queue, limits: Limits
                                                    "store": "lim"}
     assert samples[(LIMIT_RUNNING, "all")].value == 2
     assert samples[(LIMIT_PARKED, "all")].value == 3
+
+
+def strict_user(value: Any) -> Any:
+    """A key function that refuses values it does not know."""
+    if not isinstance(value, tuple):
+        raise ValueError(f"no user in {value!r}")
+    return value[0]
+
+
+def test_a_key_function_that_raises_makes_the_claim_raise(db: Any, fdb_subspace: Any,
+                                                          limits: Limits) -> None:
+    q: Queue[Any] = Queue(fdb_subspace["k"], limits=limits.use("per-user", key=strict_user))
+    limits.set(db, "per-user", concurrency(1))
+    q.push(db, "no user")
+    before = dump(db, fdb_subspace)
+    with pytest.raises(ValueError, match="no user in 'no user'"):
+        q.claim(db, 30)
+    assert dump(db, fdb_subspace) == before
+    limits.delete(db, "per-user")  # not limited any more: the key is not asked for
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "no user"
