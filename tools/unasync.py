@@ -70,6 +70,7 @@ PAIRS: Tuple[Pair, ...] = (
     Pair("aio/fair_queue.py", "AsyncFairQueue", "fair_queue.py", "FairQueue", "FairQueue"),
     Pair("aio/schedules.py", "AsyncSchedules", "schedules.py", "Schedules", "Schedules"),
     Pair("aio/worker.py", "AsyncWorker", "worker.py", "Worker", "Worker"),
+    Pair("aio/limits.py", "AsyncLimits", "limits.py", "Limits", "Limits"),
 )
 
 #: How a method of an async class is called, which its first line says.

@@ -40,11 +40,12 @@ selected API version.
 from .._drivers.awaiting import drive, wait
 from ._transactional import transactional
 from .fair_queue import AsyncFairQueue
+from .limits import AsyncLimits
 from .priority_queue import AsyncPriorityQueue
 from .queue import AsyncQueue
 from .schedules import AsyncSchedules
 from .weight_tree import AsyncWeightTree
 from .worker import AsyncWorker
 
-__all__ = ["AsyncFairQueue", "AsyncPriorityQueue", "AsyncQueue", "AsyncSchedules",
+__all__ = ["AsyncFairQueue", "AsyncLimits", "AsyncPriorityQueue", "AsyncQueue", "AsyncSchedules",
            "AsyncWeightTree", "AsyncWorker", "drive", "transactional", "wait"]

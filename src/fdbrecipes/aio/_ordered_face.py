@@ -152,7 +152,11 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
 
         Reads the lease (read conflict on it: an ack racing the item's redelivery
         conflicts), clears it and its deadline entry, decrements the counters.
-        Cost: 1 read, 1 round trip, O(1) in n.
+        Cost: 1 read, 1 round trip, O(1) in n.  With ``limits`` (so also
+        :meth:`ack_many`, :meth:`release` and :meth:`bury`), it reads what the lease
+        holds beside it, clears its slots (atomic compare-and-clear: no conflict) and
+        moves back the first job parked under each freed key (a read conflict on its
+        hold): 1 round trip more, 2 when a job is parked (see docs/flow-control.md).
 
         Given a Database, acks that tasks of this event loop make within about a millisecond
         share one transaction (one commit, one receipt: each settled exactly once; at most

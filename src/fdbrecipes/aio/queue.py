@@ -230,6 +230,14 @@ class AsyncQueue(AsyncOrderedFace[V]):
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
 
+        With ``limits``, it reads the first ``max(spread, 64)`` visible items by
+        snapshot and the state of each limit key they carry (by snapshot), takes the
+        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
+        at random (a read conflict on that slot) and a rate's window (a read conflict
+        on it), parks or delays those held back by their limits, and reads again, up
+        to 4 times, while it has none: 2 round trips, at most 5 (see
+        docs/flow-control.md for what conflicts).
+
         Given a Database, one event loop runs at most ``spread`` takes (pops and claims)
         with that ``spread`` of this structure at once, times its shards (one at a time for
         ``spread=1`` unsharded); the others wait for a turn (see ``docs/asyncio.md``).
