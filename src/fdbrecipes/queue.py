@@ -76,6 +76,13 @@ class Queue(OrderedFace[V]):
             and one that cannot be (a key the codec lacks) comes back as an
             :class:`fdbrecipes.Undecodable` (a worker makes its job a dead letter with
             the reason).  Every client of the structure must pass the same codec.
+        limits: limits its jobs carry, shared by name with every structure using
+            them: a :meth:`fdbrecipes.Limits.use` of a store, or a list of them (all
+            of one store).  A claim then checks each in its own transaction and
+            starts a job only within every limit; a job that cannot start is parked
+            or delayed, never blocking the others (see docs/flow-control.md: a claim
+            costs one round trip more, and claims of one key conflict).  ``pop``
+            takes no limit into account.  None (the default): no limits.
 
     Sharded (``shards`` > 1), each call below works on one shard as it says, and
     the shard is picked for it: a push goes to a shard drawn at random; a pop or claim
@@ -132,7 +139,7 @@ class Queue(OrderedFace[V]):
         returns its id, and leaves a holder that runs or finished alone (as "skip").
         A unique job's id is made by the push (``b"unique:..."``, also without
         ``history``); the key's entry is written and cleared in the transactions that
-        move the job (see docs/unique-and-sequences.md).  It reads the key's entry too (a read
+        move the job (see docs/flow-control.md).  It reads the key's entry too (a read
         conflict on it: pushes of one key conflict, of different keys do not), and a
         replace reads the holder's item (one more round trip, read conflicts on its
         keys; it conflicts with a claim of that job).  Given a Database, a push
@@ -149,7 +156,7 @@ class Queue(OrderedFace[V]):
         with :meth:`requeue_dead`).  Its id is made by the push (``b"seq:..."``).
         Reads the sequence's head (a read conflict on it: pushes of one sequence
         conflict) and, by snapshot, its last waiting job, beside the push's other
-        reads (still 1 round trip).  See docs/unique-and-sequences.md.
+        reads (still 1 round trip).  See docs/flow-control.md.
 
         Reads the last item key and the floor with snapshot reads (no read conflict);
         with ``id``, also the id's key (a read conflict on that key only).  Writes the
@@ -290,6 +297,14 @@ class Queue(OrderedFace[V]):
         original place and is delivered again (``lease.deliveries`` counts).  Reads
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
+
+        With ``limits``, it reads the first ``max(spread, 64)`` visible items by
+        snapshot and the state of each limit key they carry (by snapshot), takes the
+        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
+        at random (a read conflict on that slot) and a rate's window (a read conflict
+        on it), parks or delays those held back by their limits, and reads again, up
+        to 4 times, while it has none: 2 round trips, at most 5 (see
+        docs/flow-control.md for what conflicts).
         """
         return drive(self._ops.claim(tr, MIN, lease_seconds, spread))
 
