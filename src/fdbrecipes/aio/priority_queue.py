@@ -71,8 +71,9 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
                 Queue).
             UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
-        request = self._ops.request(value, priority, id, delay, time_limit)
-        return (await self._push(tr, request)).item_id(0)
+        request = self._ops.request(value, priority, id, delay, time_limit, unique,
+                                    sequence)
+        return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                         delay: Optional[float] = None,

@@ -122,7 +122,8 @@ class AsyncQueue(AsyncOrderedFace[V]):
                 ``id`` begins with ``b"unique:"`` or ``b"seq:"``.
             UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
-        return (await self._push(tr, self._ops.request(value, id, delay, time_limit))).item_id(0)
+        request = self._ops.request(value, id, delay, time_limit, unique, sequence)
+        return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
                         delay: Optional[float] = None,
