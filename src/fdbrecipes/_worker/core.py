@@ -274,10 +274,7 @@ class WorkerCore(Holding):
                 running.handled = True
                 self.free_slot(running)
                 self.returned(running)
-            if not running.given_back:
-                self.fetching.ahead.ran(running.seconds())
-                self.fetching.start_waiting()  # on the slot just freed
-            self.notify()  # a slot is free
+            self.fetching.freed(running)
             if running.given_back:
                 return
             if running.lost:

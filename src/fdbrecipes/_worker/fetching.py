@@ -179,6 +179,15 @@ class Fetching:
         self.held.waiting.extend(runs)
         self.start_waiting()
 
+    def freed(self, running: Running) -> None:
+        """The handler of ``running`` returned (or was abandoned): unless the job was
+        given back, its time is measured (see :mod:`.ahead`) and the slot it freed
+        starts the next job waiting; what waits for a free slot is woken."""
+        if not running.given_back:
+            self.ahead.ran(running.seconds())
+            self.start_waiting()
+        self.held.notify()
+
     async def idle(self) -> None:
         """Wait on the structure's watch until an item is visible, a schedule is due,
         or the worker stops."""
