@@ -49,9 +49,9 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from .._drivers.awaiting import drive
 from .._fdb import check_database
-from .._ordered.checks import check_end
-from .._ordered.kinds import PriorityQueueOps
-from .._registry import STOP, Orders
+from .._ops.checks import check_end
+from .._ops.kinds import PriorityQueueOps
+from .._records.registry import STOP, Orders
 from .._schedules.firing import firing_of
 from .._values import check_bool
 from ..jobs import (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from .._ordered.checks import check_end
+from .._ops.checks import check_end
 from .._ordered.front import MAX, MIN
 from .._values import check_int, check_seconds
 from ..jobs import Backoff, EventSink

@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
-from .._fair.ops import FairOps
 from .._layout import SCHEDULES, SHARDED, Marker
+from .._ops.fair import FairOps
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
