@@ -6,7 +6,8 @@ the rest of the caller's transaction) or an ``fdb.Database`` (it runs in its own
 loop).  The application selects the API version (``fdb.api_version(730)``); importing
 this package needs neither that nor ``libfdb_c``.  The asyncio twins are in
 :mod:`fdbrecipes.aio`; what a worker, a schedule and the tools need from a structure is
-:mod:`fdbrecipes.protocol`.
+:mod:`fdbrecipes.protocol`; the value types, exported here too, are
+:mod:`fdbrecipes.types`.
 """
 
 import logging
@@ -14,18 +15,7 @@ import logging
 from ._clock import Clock
 from ._codec import Codec, Undecodable
 from ._drivers.blocking import drive
-from ._fdb import Transactor
-from ._ordered.dead import DeadLetter
-from ._ordered.engine import QueueStats
-from ._ordered.leases import Lease
-from ._ordered.listing import DelayedItem, LeaseInfo
-from ._ordered.paging import FinishedJob, PendingItem
-from ._ordered.records import JobError, JobRecord, Progress
-from ._receipts import InterruptedCall, Outcome, UnknownResultError
-from ._registry import RunningJob, WorkerInfo
-from ._retry import RetryStats
-from ._series import Minute
-from ._values import Value
+from ._receipts import InterruptedCall, UnknownResultError
 from .errors import (
     FdbRecipesError,
     IncompleteBatchError,
@@ -34,11 +24,12 @@ from .errors import (
     LayoutError,
     LeaseExpiredError,
     ResultTooLargeError,
+    UniqueConflictError,
     UnknownJobError,
     UnknownScheduleError,
     WorkTooLargeError,
 )
-from .fair_queue import FairLease, FairQueue, FairStats
+from .fair_queue import FairQueue
 from .jobs import (
     Backoff,
     Discard,
@@ -51,10 +42,37 @@ from .jobs import (
     TimeLimitExceeded,
     WorkerStopping,
 )
+from .limits import Limit, Limits, LimitState, LimitUse, concurrency, rate
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .schedule import Schedule
-from .schedules import CatchUp, ScheduleFire, ScheduleInfo, Schedules, catch_up
+from .schedules import Schedules, catch_up
+from .types import (
+    CatchUp,
+    DeadLetter,
+    DelayedItem,
+    FairLease,
+    FairStats,
+    FinishedJob,
+    JobError,
+    JobRecord,
+    Lease,
+    LeaseInfo,
+    Minute,
+    Outcome,
+    PendingItem,
+    Progress,
+    QueueStats,
+    RetryStats,
+    RunningJob,
+    ScheduleFire,
+    ScheduleInfo,
+    SequenceState,
+    Transactor,
+    Unique,
+    Value,
+    WorkerInfo,
+)
 from .weight_tree import WeightTree
 from .worker import Worker
 
@@ -92,6 +110,10 @@ __all__ = [
     "Lease",
     "LeaseInfo",
     "LeaseExpiredError",
+    "Limit",
+    "LimitState",
+    "LimitUse",
+    "Limits",
     "Minute",
     "PendingItem",
     "PriorityQueue",
@@ -106,6 +128,7 @@ __all__ = [
     "ScheduleFire",
     "ScheduleInfo",
     "Schedules",
+    "SequenceState",
     "Snooze",
     "TimeLimitExceeded",
     "Transactor",
@@ -113,6 +136,8 @@ __all__ = [
     "UnknownScheduleError",
     "UnknownResultError",
     "Undecodable",
+    "Unique",
+    "UniqueConflictError",
     "Value",
     "WeightTree",
     "WorkTooLargeError",
@@ -121,5 +146,7 @@ __all__ = [
     "WorkerStopping",
     "__version__",
     "catch_up",
+    "concurrency",
     "drive",
+    "rate",
 ]

@@ -1,6 +1,6 @@
 """How a call runs an operation: in the caller's transaction, or in a retry loop.
 
-An operation (see :mod:`._operation`) is handed to one of:
+An operation (see :mod:`._attempt`) is handed to one of:
 
 * :meth:`RetryLoop.__call__` for calls that write: given a Transaction, the operation runs
   once inside it and the caller commits; given a Database or Tenant, it runs in a
@@ -19,6 +19,7 @@ from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar, ca
 
 from fdb.subspace_impl import Subspace
 
+from ._attempt import Attempt, Cancelled, Undo, log, logged
 from ._fdb import (
     NOT_COMMITTED,
     Gen,
@@ -28,7 +29,6 @@ from ._fdb import (
     is_transaction,
     ready,
 )
-from ._operation import Attempt, Cancelled, Undo, log, logged
 from ._receipts import Call, InterruptedCall, Outcome, Receipts, UnknownResultError
 from .errors import IncompleteBatchError, WorkTooLargeError
 
@@ -288,6 +288,7 @@ def run(
         if writes:
             attempt = Attempt(tr)
             result = yield from op(tr, attempt, *args)
+            yield from attempt.run_later(tr)
             logged(attempt.notes)
             return result
         return (yield from op(tr, *args))
@@ -367,6 +368,7 @@ class Retrying:
                     if done:
                         return cast(T, result)
                 result = yield from op(transaction, attempt, *args)
+                yield from attempt.run_later(transaction)
                 signed = call is not None and (call.doubt or not attempt.idle)
                 if call is not None and signed:
                     # (after a doubtful attempt even an idle one signs: its write of

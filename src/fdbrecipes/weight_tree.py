@@ -5,41 +5,20 @@ pick skips whole subtrees whose sum is below the remaining point, so it costs
 O(log n).  On FoundationDB the tree is a fixed-fanout sum tree over sequence numbers;
 the keys are listed in :class:`fdbrecipes._layout.TreeLayout` and drawn in
 docs/data-model.md, the engine is :mod:`fdbrecipes._tree.engine` and the checked operations
-:class:`fdbrecipes._tree.ops.TreeOps`.
+:class:`fdbrecipes._ops.tree.TreeOps`.
 """
 
 from __future__ import annotations
 
-import random
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ._clock import Clock
-from ._codec import Codec
+from ._bases import TreeBase
 from ._drivers.blocking import drive
-from ._face import Face
 from ._fdb import Transactor
 from ._tree.engine import MAX_TOTAL_WEIGHT, MAX_WEIGHT
-from ._tree.ops import TreeOps
 from ._values import Value
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "TreeBase", "WeightTree"]
-
-
-class TreeBase(Face[TreeOps]):
-    """The constructor of WeightTree and its async twin: the arguments of
-    :class:`WeightTree`, handed to a :class:`fdbrecipes._tree.ops.TreeOps`."""
-
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        rng: Optional[random.Random] = None,
-        id_retention: float = 3600.0,
-        clock: Optional[Clock] = None,
-        codec: Optional[Codec] = None,
-    ) -> None:
-        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock,
-                                 codec=codec))
 
 
 class WeightTree(TreeBase):

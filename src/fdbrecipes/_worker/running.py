@@ -11,9 +11,9 @@ import traceback
 from typing import Any, Callable, Optional, Tuple
 
 from .._codec import Undecodable
-from .._ordered.history import Finished, Then, encode_result
 from .._ordered.leases import Lease
-from .._ordered.records import CANCELLED, SUCCEEDED, JobError
+from .._records.history import Finished, Then, encode_result
+from .._records.records import CANCELLED, SUCCEEDED, JobError
 from .._workflow.steps import is_expander, node_store, step_of
 from ..jobs import Decision, Discard, EventSink, Job
 from ..protocol import Workable

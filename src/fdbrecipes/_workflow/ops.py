@@ -7,8 +7,8 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._fdb import Gen, Transactor
 from .._layout import WorkflowLayout
-from .._ops import Ops
-from .._ordered.records import CANCELLED
+from .._ops.base import Ops
+from .._records.records import CANCELLED
 from .._retry import read
 from .._values import check_int, check_limit, check_seconds, check_subspace, check_timeout
 from .._waiting import Wake, wait_until_ready

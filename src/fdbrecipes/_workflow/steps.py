@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 from .._fdb import Gen
-from .._ordered.history import Then
-from .._ordered.records import CANCELLED, SUCCEEDED
+from .._records.history import Then
+from .._records.records import CANCELLED, SUCCEEDED
 from .engine import FAILED, Store
 from .graph import parse_node_id
 from .ops import WorkflowOps, stores_of

@@ -25,11 +25,12 @@ import dataclasses
 import time
 from typing import Any, Callable, Dict, Optional, Union
 
-from .._ordered.records import SUCCEEDED, JobRecord
 from .._ordered_face import OrderedFace
-from .._registry import QUIET, STOP
+from .._records.records import SUCCEEDED
+from .._records.registry import QUIET, STOP
 from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
 from ..fair_queue import FairQueue
+from ..types import JobRecord
 from .arguments import Needs, finished_arguments, id_bytes, place_arguments, seconds
 from .commands import Operation, Report, Target
 from .output import cut, id_json, id_text, iso_time, json_value, listing, table

@@ -13,18 +13,18 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
-from .._fair.ops import FairOps
-from .._layout import SCHEDULES, SHARDED, Marker
+from .._layout import LIMITS, SCHEDULES, SHARDED, Marker
+from .._ops.fair import FairOps
 from ..fair_queue import FairQueue
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..weight_tree import WeightTree
 from .output import cut
 
-__all__ = ["ANY_QUEUE", "FAIR_RANGES", "FAIR_WAKES", "NEUTRAL", "QUEUE_ITEM_LEN",
-           "QUEUE_KEYS", "QUEUE_RANGES", "RECORDS_INDEX", "SCHEDULE_STORE", "TREE_KEYS",
-           "TREE_RANGES", "OperatorError", "Place", "Structure", "UsageError", "make_place",
-           "make_structure", "open_place", "shards_of", "stored", "survey"]
+__all__ = ["ANY_QUEUE", "FAIR_RANGES", "FAIR_WAKES", "LIMIT_STORE", "NEUTRAL",
+           "QUEUE_ITEM_LEN", "QUEUE_KEYS", "QUEUE_RANGES", "RECORDS_INDEX", "SCHEDULE_STORE",
+           "TREE_KEYS", "TREE_RANGES", "OperatorError", "Place", "Structure", "UsageError",
+           "make_place", "make_structure", "open_place", "shards_of", "stored", "survey"]
 
 Structure = Union[Queue, PriorityQueue, FairQueue, WeightTree]
 
@@ -56,6 +56,9 @@ ANY_QUEUE = "queue or priority-queue"
 #: What :func:`stored` says of a schedule store (:class:`fdbrecipes.Schedules`), which
 #: it recognises by its change counter.
 SCHEDULE_STORE = "schedule store"
+#: What :func:`stored` says of a limit store (:class:`fdbrecipes.Limits`), which it
+#: recognises by its change counter.
+LIMIT_STORE = "limit store"
 
 
 class OperatorError(Exception):
@@ -190,6 +193,7 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     """
     marker = tr.snapshot.get(Marker.key(subspace))
     schedules = tr.snapshot.get(subspace.pack((SCHEDULES,)))
+    limits = tr.snapshot.get(subspace.pack((LIMITS,)))
     ranges = {m: _first(tr, subspace[m])
               for m in QUEUE_RANGES + TREE_RANGES + FAIR_RANGES + (RECORDS_INDEX,)}
     keys = {m: tr.snapshot.get(subspace.pack((m,))) for m in QUEUE_KEYS + TREE_KEYS}
@@ -202,6 +206,8 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
         return layout.kind, None
     if schedules.wait().value is not None:
         return SCHEDULE_STORE, None
+    if limits.wait().value is not None:
+        return LIMIT_STORE, None
     firsts = {m: list(kvs) for m, kvs in ranges.items()}
     found = {m for m, f in keys.items() if f.wait().value is not None}
     is_queue = any(firsts[m] for m in QUEUE_RANGES) or bool(found & set(QUEUE_KEYS))

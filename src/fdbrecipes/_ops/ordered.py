@@ -1,19 +1,20 @@
 """Queue's and PriorityQueue's operations object: every call, checked, as an operation.
 
-:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.engine` and
+:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.._ordered.engine` and
 the modules beside it) and its retry loop; its subclasses, :class:`.kinds.QueueOps` and
 :class:`.kinds.PriorityQueueOps`, check each structure's pushes.  Each method
 checks its arguments (TypeError or ValueError, before anything is written) and
-returns an operation (a generator, see :mod:`.._operation`) for the structure's
+returns an operation (a generator, see :mod:`.._attempt`) for the structure's
 retry loop or a read: ``Queue`` drives it with the blocking driver, ``AsyncQueue``
 awaits it (:mod:`.._drivers`).  What each call reads, writes, conflicts with and costs
 is said once, in the public classes' docstrings (:mod:`fdbrecipes.queue`,
-:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.front.MIN` and :data:`.front.MAX`
-(``"min"`` and ``"max"``).
+:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.._ordered.front.MIN` and
+:data:`.._ordered.front.MAX` (``"min"`` and ``"max"``).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import (
     Any,
     Callable,
@@ -29,16 +30,53 @@ from typing import (
     cast,
 )
 
+from .._attempt import Attempt
 from .._clock import Clock, database_clock
 from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
-from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
-from .._operation import Attempt
-from .._ops import ClaimStep, JobOps
+from .._layout import MAX_SHARDS, Item, LimitLayout, OrderedLayout, RecordLayout
+from .._limits.gate import Gate
+from .._limits.specs import check_uses
+from .._ordered.contention import Contention
+from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
+from .._ordered.engine import Ordered, PushRequest, QueueStats
+from .._ordered.front import MIN, value_of
+from .._ordered.leases import Lease, Leases, lease_id
+from .._ordered.listing import DelayedItem, LeaseInfo, Listing
+from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.sequences import ID_HEAD as SEQUENCE_ID_HEAD
+from .._ordered.sequences import (
+    SequencePush,
+    Sequences,
+    SequenceState,
+    check_sequence,
+    token_of,
+)
+from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
+from .._ordered.shards import (
+    ShardedContention,
+    ShardedEngine,
+    ShardedLeases,
+    Shards,
+    make_shards,
+    shard_spaces,
+)
+from .._ordered.unique import ID_HEAD as UNIQUE_ID_HEAD
+from .._ordered.unique import Unique, UniqueKeys, UniquePush, check_unique
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
+from .._records.history import check_error, check_job_id, check_time_limit, made_ids
+from .._records.records import JobRecord, Records
+from .._records.tokens import (
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
+)
 from .._retry import read, read_pages
-from .._sharding import LayoutGuard
 from .._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -62,34 +100,9 @@ from .._values import (
     push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
+from .base import ClaimStep, JobOps
 from .checks import check_end, lease_batch
-from .contention import Contention
-from .dead import DEAD_BATCH, DeadLetter, DeadLetters
-from .engine import Ordered, PushRequest, QueueStats
-from .front import MIN, value_of
-from .history import check_error, check_job_id, check_time_limit, made_ids
-from .leases import Lease, Leases, lease_id
-from .listing import DelayedItem, LeaseInfo, Listing
-from .paging import PendingItem, Row, lookup, pending
-from .records import JobRecord, Records
-from .shard_listing import ShardedDeadLetters, ShardedListing
-from .shards import (
-    ShardedContention,
-    ShardedEngine,
-    ShardedLeases,
-    Shards,
-    make_shards,
-    shard_spaces,
-)
-from .tokens import (
-    optional,
-    parse_any,
-    parse_dead,
-    parse_delayed,
-    parse_pending,
-    parse_removable,
-    parse_tokens,
-)
+from .layout_guard import LayoutGuard
 
 __all__ = ["LeaseLike", "OrderedOps"]
 
@@ -106,10 +119,10 @@ class OrderedOps(JobOps, Generic[V]):
     the constructor are theirs.
 
     Unsharded (``shards`` 1), the engine and its leases, dead letters, listings and
-    high-contention popper are one engine's (:mod:`.engine` and the modules beside
-    it); sharded, they are the classes of :mod:`.shards` and :mod:`.shard_listing`,
-    which do the same over the shards.  Every call checks the stored layout first,
-    once (:mod:`.._sharding`).
+    high-contention popper are one engine's (:mod:`.._ordered.engine` and the modules
+    beside it); sharded, they are the classes of :mod:`.._ordered.shards` and
+    :mod:`.._ordered.shard_listing`, which do the same over the shards.  Every call
+    checks the stored layout first, once (:mod:`.layout_guard`).
     """
 
     group_len: ClassVar[int]  # key elements before the sequence number: 0 Queue, 1 priority
@@ -124,8 +137,10 @@ class OrderedOps(JobOps, Generic[V]):
     def __init__(self, subspace: Any, *, high_contention: bool = False,
                  clock: Optional[Clock] = None, id_retention: float = 3600.0,
                  result_timeout: float = 10.0, max_deliveries: Optional[int] = None,
-                 history: Optional[float] = None, shards: int = 1, codec: Any = None) -> None:
+                 history: Optional[float] = None, shards: int = 1, codec: Any = None,
+                 limits: Any = None) -> None:
         subspace = check_subspace(subspace)
+        uses = check_uses(limits)
         self.high_contention = check_bool(high_contention, "high_contention")
         timeout = check_seconds(result_timeout, "result_timeout")
         self.shards = check_shards(shards, MAX_SHARDS)
@@ -133,11 +148,16 @@ class OrderedOps(JobOps, Generic[V]):
         self.records = Records(RecordLayout(subspace, subspace["o"]), self.history)
         parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
                             check_clock(clock) or database_clock,
-                            Ids(subspace, self.id_retention), max_deliveries, self.records)
+                            Ids(subspace, self.id_retention), max_deliveries, self.records,
+                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None)
+        #: the limits its jobs carry (see fdbrecipes.Limits.use)
+        self.limits = uses
         self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]
         self.guard = LayoutGuard(subspace, self.kind, self.shards, self.layouts[0].pushed)
         if self.shards == 1:
             self.engine, self.leasing, self.dead_letters, self.listing = parts[0]
+            self.engine.unique = UniqueKeys(subspace)
+            self.engine.sequences = Sequences(subspace)
             self.contention = Contention(parts[0].engine, self.loop, self.hooks, timeout)
         else:
             spread = Shards(parts, self.group_len)
@@ -166,13 +186,31 @@ class OrderedOps(JobOps, Generic[V]):
     # -- pushing ---------------------------------------------------------------------
 
     def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
-                     name: str, time_limit: Any = None) -> PushRequest:
+                     name: str, time_limit: Any = None, unique: Any = None,
+                     sequence: Any = None) -> PushRequest:
         """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
         argument it came from), refused if it cannot fit in a transaction.  A
-        structure with job records makes an id for every item pushed without one."""
+        structure with job records makes an id for every item pushed without one; a
+        push with a ``unique`` key or a ``sequence`` (one item) makes its job's id (see
+        :mod:`.._ordered.unique`, :mod:`.._ordered.sequences`)."""
         versions = check_delay(delay)
         limit = check_time_limit(time_limit, self.history)
-        made = made_ids(len(batch), id_, self.history)
+        spec, token = check_unique(unique), check_sequence(sequence)
+        for head, what in ((UNIQUE_ID_HEAD, "unique jobs"), (SEQUENCE_ID_HEAD, "sequences' jobs")):
+            if id_ is not None and id_.startswith(head):
+                raise ValueError(f"id must not begin with {head!r}: the ids of {what}, "
+                                 "made by push")
+        given = [name for name, value in (("unique", spec), ("sequence", token), ("id", id_))
+                 if value is not None]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} cannot be given together: a unique "
+                             "job's id, and a sequence's job's, is made by push")
+        if given[:1] in (["unique"], ["sequence"]) and self.shards > 1:
+            raise ValueError(f"{given[0]} needs an unsharded structure (shards=1)")
+        pushing = None if spec is None else UniquePush(spec)
+        queued = None if token is None else SequencePush(token)
+        made = (pushing.id,) if pushing is not None else (
+            (queued.id,) if queued is not None else made_ids(len(batch), id_, self.history))
         prefix = len(self.subspace.key())
         sample = id_ if id_ is not None else (made[0] if made else None)
         check_batch_bytes(sum(push_bytes(prefix, group, value, sample) for group, value in batch),
@@ -181,7 +219,7 @@ class OrderedOps(JobOps, Generic[V]):
             group = batch[0][0]
             longest = self.layouts[-1]  # the longest prefix: the last shard's
             check_key(longest.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)), "id")
-        return PushRequest(batch, id_, versions, made, limit)
+        return PushRequest(batch, id_, versions, made, limit, pushing, queued)
 
     def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
         """Push a checked request."""
@@ -210,9 +248,38 @@ class OrderedOps(JobOps, Generic[V]):
         return self.pushed(tr, self.job_request(value, id, delay, where, time_limit))
 
     def pushed(self, tr: Transactor, request: PushRequest) -> Gen[Optional[bytes]]:
-        """Push a checked request of one item; its id."""
+        """Push a checked request of one item; its id (see :meth:`PushRequest.answer`)."""
         yield from self.push(tr, request)
-        return request.item_id(0)
+        return request.answer()
+
+    def unblock(self, tr: Transactor, key: Any) -> Gen[Optional[bytes]]:
+        """Move sequence ``key`` on past its dead head; the dead head's id, or None."""
+        engine, token = self.unsharded("sequence"), token_of(key)
+        assert engine.sequences is not None
+        return (yield from self.loop(tr, engine.sequences.unblock, engine, token))
+
+    def sequence(self, tr: Transactor, key: Any) -> Gen[SequenceState]:
+        """Sequence ``key``'s state (a read)."""
+        engine, token = self.unsharded("sequence"), token_of(key)
+        assert engine.sequences is not None
+        return (yield from read(tr, engine.sequences.state, token))
+
+    def unsharded(self, what: str) -> Ordered:
+        """The engine of an unsharded structure.
+
+        Raises:
+            ValueError: the structure has shards (``what`` needs none).
+        """
+        if not isinstance(self.engine, Ordered):
+            raise ValueError(f"{what} needs an unsharded structure (shards=1)")
+        return self.engine
+
+    def unique_job(self, tr: Transactor, key: Any) -> Gen[Optional[bytes]]:
+        """The id of the job holding unique key ``key``, or None (a read)."""
+        token = Unique(key).token
+        engine = self.unsharded("unique")
+        assert engine.unique is not None
+        return (yield from read(tr, engine.unique.holding, token, engine.clock))
 
     # -- taking ------------------------------------------------------------------------
 
@@ -278,14 +345,15 @@ class OrderedOps(JobOps, Generic[V]):
         records)."""
         n = check_int(n, "n", low=0)
         step = self.claim_step(lease_seconds, spread, end, holder)
-        return self.take_many(tr, n, True, step.op, *step.args)
+        return self.take_many(tr, n, True, step.claim)
 
     def claim_step(self, lease_seconds: Any, spread: Any, end: Any,
                    holder: Optional[str]) -> ClaimStep:
         end = check_end(end, self.group_len)
         spread = check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        return ClaimStep(self.leasing.claim, (end, seconds, spread, BATCH_BYTES, holder),
+        return ClaimStep(self.leasing.claim, dict(end=end, seconds=seconds, spread=spread,
+                                                  budget=BATCH_BYTES, holder=holder),
                          self.hooks.batch or TAKE_BATCH)
 
     def before_claim(self, tr: Transactor) -> Gen[None]:
@@ -313,7 +381,8 @@ class OrderedOps(JobOps, Generic[V]):
                    timeout: Any) -> Gen[Optional[Lease[V]]]:
         """Claim at ``end``, waiting on the watch until an item is visible."""
         check_seconds(lease_seconds, "lease_seconds")
-        return take_or_wait(db, timeout, self.claim, (end, lease_seconds, 1), self.wake(end))
+        claim = functools.partial(self.claim, end=end, lease_seconds=lease_seconds, spread=1)
+        return take_or_wait(db, timeout, claim, (), self.wake(end))
 
     def claiming(self, db: Any, end: str, lease_seconds: Any, timeout: Any,
                  release_delay: Any) -> Tuple[Gen[Optional[Lease[V]]], float]:
