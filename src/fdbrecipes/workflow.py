@@ -223,8 +223,7 @@ class Workflows(WorkflowsBase):
             ValueError: it is empty or has a cycle: refused before anything is
                 written.
         """
-        return drive(self._ops.create(tr, workflow.graph if isinstance(workflow, Workflow)
-                                      else workflow))
+        return drive(self._ops.create(tr, workflow))
 
     def cancel(self, tr: Transactor, workflow: bytes) -> bool:
         """Cancel a workflow: every node not started ends ``cancelled`` (those waiting

@@ -42,6 +42,22 @@ class Runs:
         return f"did {job.value}"
 
 
+class Cancellable:
+    """A handler that runs until its job is cancelled (30 s at most), and says when it
+    started and when it saw the cancel."""
+
+    def __init__(self) -> None:
+        self.started, self.saw_cancel = threading.Event(), threading.Event()
+
+    def __call__(self, job: Job) -> None:
+        self.started.set()
+        for _ in range(3000):
+            if job.cancelled:
+                self.saw_cancel.set()
+                job.check()
+            self.saw_cancel.wait(0.01)  # a step of work between two looks
+
+
 def drain(db: Any, queue: Any, handler: Any, **options: Any) -> None:
     Worker(db, queue, handler, lease_seconds=10, **options).run(burst=True)
 
@@ -154,15 +170,8 @@ def test_fail_cancels_what_has_not_started(db: Any, fdb_subspace: Any) -> None:
     waiting = flow.add_many(q, ["w1", "w2", "w3"], deps=[runner])
     flow.add(q, "after", deps=[bad, *waiting], name="after")
     w = flows.create(db, flow)
-    started, saw_cancel = threading.Event(), threading.Event()
-
-    def slow_handler(job: Job) -> None:
-        started.set()
-        for _ in range(1000):
-            if job.cancelled:
-                saw_cancel.set()
-                job.check()
-            threading.Event().wait(0.01)
+    slow_handler = Cancellable()
+    started, saw_cancel = slow_handler.started, slow_handler.saw_cancel
 
     runs = Runs(flows, db)
     with Worker(db, slow, slow_handler, lease_seconds=10, concurrency=1):
@@ -216,15 +225,8 @@ def test_cancel_a_workflow(db: Any, fdb_subspace: Any) -> None:
     flow.add(q, "queued", name="queued")
     flow.add(q, "later", deps=[runner], name="later")
     w = flows.create(db, flow)
-    started, saw_cancel = threading.Event(), threading.Event()
-
-    def slow_handler(job: Job) -> None:
-        started.set()
-        for _ in range(3000):
-            if job.cancelled:
-                saw_cancel.set()
-                job.check()
-            threading.Event().wait(0.01)
+    slow_handler = Cancellable()
+    started, saw_cancel = slow_handler.started, slow_handler.saw_cancel
 
     with Worker(db, slow, slow_handler, lease_seconds=10, concurrency=1):
         assert started.wait(30)
@@ -279,3 +281,27 @@ def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int
         assert flows.result(db, w2, timeout=600) == {"sink2": "did sink2"}
     assert max(runs.count.values()) == 1 and len(runs.count) == 2 * n + 3
     assert len(runs.inputs["sink"]) == n
+
+
+def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
+    import asyncio
+
+    from fdbrecipes.aio.workflow import AsyncWorkflows
+
+    q = Queue(fdb_subspace["q"], history=3600)  # a cancel finds its jobs by their records
+    flows = AsyncWorkflows(fdb_subspace["flows"], structures=[q])
+
+    async def main() -> None:
+        flow = flows.new()
+        a = flow.add(q, "a", name="a")
+        flow.add(q, "b", deps=[a], name="b")
+        w = await flows.create(db, flow)
+        assert (await flows.status(db, w)).counts["queued"] == 1
+        assert await flows.cancel(db, w) is True
+        status = await flows.status(db, w)
+        assert status.state == "cancelled" and status.counts["cancelled"] == 2
+        with pytest.raises(WorkflowFailedError):
+            await flows.result(db, w, timeout=5)
+
+    asyncio.run(main())
+    assert q.size(db) == 0

@@ -77,7 +77,9 @@ class WorkflowOps(Ops):
     # -- writing -------------------------------------------------------------------------
 
     def create(self, tr: Transactor, graph: Any) -> Gen[bytes]:
-        """Write ``graph`` (checked whole first) and push its first nodes; its id."""
+        """Write ``graph`` (a Workflow's, or the Workflow; checked whole first) and
+        push its first nodes; its id."""
+        graph = getattr(graph, "graph", graph)
         if not isinstance(graph, Graph) or graph.store != self.store.key:
             raise TypeError("workflow must be a Workflow made by this store's new()")
         plan = graph.plan()
