@@ -607,6 +607,6 @@ class WorkflowLayout:
         out = []
         for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
                       self.failures, self.states, self.results, self.tallies, self.chunks):
-            r = space.range((w,))
-            out.append((bytes(r.start), bytes(r.stop)))
+            r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
+            out.append((bytes(space.pack((w,))), bytes(r.stop)))
         return out

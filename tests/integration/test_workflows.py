@@ -82,6 +82,8 @@ def test_the_diamond_of_two_parents_sharing_children(db: Any, fdb_subspace: Any)
     assert flows.result(db, w, timeout=10) == {"p1": "did p1", "p2": "did p2"}
     status = flows.status(db, w)
     assert status.state == "succeeded" and status.counts["succeeded"] == 4
+    assert [n.state for n in status.nodes] == ["succeeded"] * 4
+    assert flows.status(db, w, 0).nodes == []
 
 
 @pytest.mark.parametrize("n", [500])
@@ -305,3 +307,29 @@ def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
 
     asyncio.run(main())
     assert q.size(db) == 0
+
+
+def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
+                                                               fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q], retention=0.001)
+    done, running = flows.new(), flows.new()
+    done.add(q, "x")
+    first = running.add(q, "y")
+    running.add(q, "z", deps=[first])
+    ids = [flows.create(db, done), flows.create(db, running)]
+    drain(db, q, Runs(flows, db), prefetch=0)  # runs "x" and "y", then "z"
+    later = flows.new()
+    later.add(q, "w")
+    ids.append(flows.create(db, later))  # over and past its retention, but still running
+    assert flows.prune(db) == 3
+    for w in ids[:2]:
+        with pytest.raises(UnknownWorkflowError):
+            flows.status(db, w)
+    assert flows.status(db, ids[2]).state == "running"
+    drain(db, q, Runs(flows, db))
+    assert flows.prune(db) == 1
+    with pytest.raises(UnknownWorkflowError):
+        flows.status(db, ids[2])
+    assert not [k for k in dump(db, fdb_subspace["flows"]) if not
+                k.startswith(fdb_subspace["flows"]["c"].key())], "keys left behind"

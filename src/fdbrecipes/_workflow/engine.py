@@ -512,7 +512,7 @@ class Store:
         tallies = self.tallies(tr, w)
         nodes_r = keys.nodes.range((w,))
         states_r = keys.states.range((w,))
-        specs = Range(tr, nodes_r.start, nodes_r.stop, limit)
+        specs = Range(tr, nodes_r.start, nodes_r.stop if limit else nodes_r.start, limit)
         states_read = Range(tr, states_r.start, keys.state(w, limit))
         raw = yield from read(header_f)
         if raw is None:
@@ -625,14 +625,14 @@ class Store:
 
     # -- pruning -------------------------------------------------------------------------
 
-    def prune(self, tr: Any, attempt: Any, limit: int) -> Gen[int]:
-        """Forget up to ``limit`` workflows whose retention has passed and which are
-        over (one still running is looked at again a retention later); the number of
-        entries looked at."""
+    def prune(self, tr: Any, attempt: Any, limit: int, before: float) -> Gen[int]:
+        """Forget up to ``limit`` workflows whose retention passed ``before`` (a time)
+        and which are over (one still running is looked at again a retention later);
+        the number of entries looked at."""
         keys = self.keys
         r = keys.expiry.range()
         now = time.time()
-        entries = yield from Range(snap(tr), r.start, keys.expiry.pack((now,)), limit).read()
+        entries = yield from Range(snap(tr), r.start, keys.expiry.pack((before,)), limit).read()
         for kv in entries:
             _, w = keys.expiry.unpack(kv.key)
             tr.add_read_conflict_key(kv.key)

@@ -3,6 +3,8 @@ and :mod:`.engine`, its transactions)."""
 
 from __future__ import annotations
 
+import time
+from functools import partial
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._fdb import Gen, Transactor
@@ -102,9 +104,11 @@ class WorkflowOps(Ops):
         return self.store.stop(tr, w, CANCELLED, "cancelled")
 
     def prune(self, tr: Transactor, limit: Any = None) -> Gen[int]:
-        """Forget workflows whose retention has passed and which are over."""
-        return self.loop.counted(tr, self.store.prune, check_limit(limit), PRUNE_BATCH,
-                                 "prune", "workflows")
+        """Forget workflows whose retention has passed and which are over (those
+        whose retention passed before this call: one still running is looked at once,
+        and again a retention later)."""
+        return self.loop.counted(tr, partial(self.store.prune, before=time.time()),
+                                 check_limit(limit), PRUNE_BATCH, "prune", "workflows")
 
     # -- reading -------------------------------------------------------------------------
 
