@@ -14,6 +14,7 @@ from fdb.subspace_impl import Subspace
 from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, _kinds, aio
 from fdbrecipes._layout import FairLayout, OrderedLayout, RecordLayout, TreeLayout
 from fdbrecipes.admin.arguments import KINDS
+from fdbrecipes.admin.places import ANY_QUEUE
 from fdbrecipes.admin.schedules import TARGET_KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,6 +86,7 @@ def test_the_keys_at_a_place_tell_its_kind() -> None:
     assert _told({"h": [KV(held, b"")]}) == (("priority-queue",), None)
     both = ("queue", "priority-queue")
     assert _told({}, ("d",)) == (both, None)  # a pause flag: either queue
+    assert " or ".join(both) == ANY_QUEUE  # what the operator commands say of it
     assert _told({}, ("f",)) == (both, None)
     assert _told({"w": [KV(bytes(tree.leaves.pack((1, b"r"))), b"\x01")]}) == (
         ("weight-tree",), None)

@@ -155,7 +155,7 @@ def _marked(layout: Marker) -> Tuple[Optional[str], Optional[str]]:
     return layout.kind, None
 
 
-def _named(kinds: Tuple[Kind, ...]) -> Optional[str]:
+def _named(kinds: Tuple[Kind, ...]) -> str:
     """The name :func:`stored` gives the kinds the keys may be: the one kind's, or
     :data:`ANY_QUEUE` for a queue or a priority queue."""
     return kinds[0].name if len(kinds) == 1 else " or ".join(kind.name for kind in kinds)
