@@ -6,7 +6,8 @@ the rest of the caller's transaction) or an ``fdb.Database`` (it runs in its own
 loop).  The application selects the API version (``fdb.api_version(730)``); importing
 this package needs neither that nor ``libfdb_c``.  The asyncio twins are in
 :mod:`fdbrecipes.aio`; what a worker, a schedule and the tools need from a structure is
-:mod:`fdbrecipes.protocol`.
+:mod:`fdbrecipes.protocol`; the value types, exported here too, are
+:mod:`fdbrecipes.types`.
 """
 
 import logging
@@ -14,18 +15,7 @@ import logging
 from ._clock import Clock
 from ._codec import Codec, Undecodable
 from ._drivers.blocking import drive
-from ._fdb import Transactor
-from ._ordered.dead import DeadLetter
-from ._ordered.engine import QueueStats
-from ._ordered.leases import Lease
-from ._ordered.listing import DelayedItem, LeaseInfo
-from ._ordered.paging import FinishedJob, PendingItem
-from ._ordered.records import JobError, JobRecord, Progress
-from ._receipts import InterruptedCall, Outcome, UnknownResultError
-from ._registry import RunningJob, WorkerInfo
-from ._retry import RetryStats
-from ._series import Minute
-from ._values import Value
+from ._receipts import InterruptedCall, UnknownResultError
 from .errors import (
     FdbRecipesError,
     IncompleteBatchError,
@@ -38,7 +28,7 @@ from .errors import (
     UnknownScheduleError,
     WorkTooLargeError,
 )
-from .fair_queue import FairLease, FairQueue, FairStats
+from .fair_queue import FairQueue
 from .jobs import (
     Backoff,
     Discard,
@@ -54,7 +44,31 @@ from .jobs import (
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .schedule import Schedule
-from .schedules import CatchUp, ScheduleFire, ScheduleInfo, Schedules, catch_up
+from .schedules import Schedules, catch_up
+from .types import (
+    CatchUp,
+    DeadLetter,
+    DelayedItem,
+    FairLease,
+    FairStats,
+    FinishedJob,
+    JobError,
+    JobRecord,
+    Lease,
+    LeaseInfo,
+    Minute,
+    Outcome,
+    PendingItem,
+    Progress,
+    QueueStats,
+    RetryStats,
+    RunningJob,
+    ScheduleFire,
+    ScheduleInfo,
+    Transactor,
+    Value,
+    WorkerInfo,
+)
 from .weight_tree import WeightTree
 from .worker import Worker
 

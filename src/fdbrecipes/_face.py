@@ -17,7 +17,7 @@ from typing import Callable, Generic, Optional, TypeVar
 
 from fdb.subspace_impl import Subspace
 
-from ._ops import JobOps, Ops
+from ._ops.base import JobOps, Ops
 from ._retry import RetryStats
 
 __all__ = ["Face", "JobFace", "twin"]

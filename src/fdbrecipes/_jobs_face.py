@@ -6,7 +6,7 @@ pausing and resuming the structure, and its throughput history.
 :class:`fdbrecipes.PriorityQueue` and :class:`fdbrecipes.FairQueue`; its async twin is
 :mod:`fdbrecipes.aio._jobs_face`.  One job's record (``job``, ``result``, ``cancel``)
 is each structure's own method: a FairQueue's take the job's group.  What the records
-hold, and when they change, is :mod:`fdbrecipes._ordered.records`.
+hold, and when they change, is :mod:`fdbrecipes._records.records`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import List, Optional
 from ._drivers.blocking import drive
 from ._face import JobFace, JobOpsT
 from ._fdb import Transactor
-from ._ordered.paging import FinishedJob
-from ._registry import WorkerInfo
-from ._series import Minute
+from ._records.finished import FinishedJob
+from ._records.registry import WorkerInfo
+from ._records.series import Minute
 
 __all__ = ["JobMethods"]
 

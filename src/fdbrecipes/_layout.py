@@ -170,7 +170,7 @@ class OrderedLayout:
         S/"j"/..., S/"o"/...                          job records (see RecordLayout)
         S/"u"/...                                     the workers serving it (see
                                                       _worker.registry)
-        S/"m"/(minute, worker)              = (done, failed, backlog)  history (_series)
+        S/"m"/(minute, worker)              = (done, failed, backlog)  history (_records/series)
         S/"c"/(process, thread, generation) = receipt receipt slots (see _receipts)
         S/"l"                               = (2, kind, shards)  a sharded one's Marker
         S/"l"/(k,)/"i", "f", "n", "h", "d", "x"       shard k's items, floor, counters,
@@ -395,7 +395,7 @@ class FairLayout:
         S/"o"/(expires_at, group, id) = ''  finished job records by when they go
         S/"u"/...                 the workers serving it (see _worker.registry)
         S/"z"            = (paused_at,)  present while paused
-        S/"m"/(minute, worker) = (done, failed, None)  history (see _series)
+        S/"m"/(minute, worker) = (done, failed, None)  history (see _records/series)
         S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
     """
 

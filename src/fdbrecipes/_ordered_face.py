@@ -2,7 +2,7 @@
 
 :class:`OrderedFace` is the sync base of :class:`fdbrecipes.Queue` and
 :class:`fdbrecipes.PriorityQueue`: each method drives one operation of the structure's
-operations object (:mod:`._ordered.ops`) with the blocking driver.  Its async twin is
+operations object (:mod:`._ops.ordered`) with the blocking driver.  Its async twin is
 :mod:`fdbrecipes.aio._ordered_face`; :class:`OrderedBase`, the constructor, is both
 faces' base.
 """
@@ -19,13 +19,13 @@ from ._drivers.sharing import Sharing
 from ._face import JobFace
 from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
+from ._ops.ordered import LeaseLike, OrderedOps
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import PushRequest, QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
-from ._ordered.ops import LeaseLike, OrderedOps
 from ._ordered.paging import Row
-from ._ordered.records import JobError, JobRecord
+from ._records.records import JobError, JobRecord
 from ._values import V
 
 __all__ = ["OrderedBase", "OrderedFace"]

@@ -321,7 +321,7 @@ class Call:
     def sign(self, tr: Any, version: int, result: Any, undo: Any = None) -> Gen[None]:
         """After an attempt's body: write the receipt, with a read conflict on it
         (``version``: the transaction's read version); ``undo``: what would undo the
-        attempt (see ``_operation.Attempt.undo``)."""
+        attempt (see ``_attempt.Attempt.undo``)."""
         if not self.signed_at:
             self.signed_at = version
         self.results[self.attempts] = result

@@ -1,6 +1,6 @@
 """How a call runs an operation: in the caller's transaction, or in a retry loop.
 
-An operation (see :mod:`._operation`) is handed to one of:
+An operation (see :mod:`._attempt`) is handed to one of:
 
 * :meth:`RetryLoop.__call__` for calls that write: given a Transaction, the operation runs
   once inside it and the caller commits; given a Database or Tenant, it runs in a
@@ -19,6 +19,7 @@ from typing import Any, Callable, Generic, List, Optional, Sequence, TypeVar, ca
 
 from fdb.subspace_impl import Subspace
 
+from ._attempt import Attempt, Cancelled, Undo, log, logged
 from ._fdb import (
     NOT_COMMITTED,
     Gen,
@@ -28,7 +29,6 @@ from ._fdb import (
     is_transaction,
     ready,
 )
-from ._operation import Attempt, Cancelled, Undo, log, logged
 from ._receipts import Call, InterruptedCall, Outcome, Receipts, UnknownResultError
 from .errors import IncompleteBatchError, WorkTooLargeError
 

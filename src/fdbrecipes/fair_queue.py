@@ -9,7 +9,7 @@ any other.  Each group may have a ``limit`` (items in flight at once, exact at e
 read version, also when workers die holding leases: the slots come back with the
 leases) and a ``rate`` (claims started per window).  The engine is
 :mod:`fdbrecipes._fair.engine`, the checked operations behind every method
-:class:`fdbrecipes._fair.ops.FairOps`; the keys are :class:`fdbrecipes._layout.FairLayout`
+:class:`fdbrecipes._ops.fair.FairOps`; the keys are :class:`fdbrecipes._layout.FairLayout`
 (drawn in docs/data-model.md).
 """
 
@@ -21,17 +21,17 @@ from ._clock import Clock
 from ._codec import Codec
 from ._drivers.blocking import drive
 from ._face import JobFace
-from ._fair.ops import FairOps
 from ._fair.parts import FairLease, FairStats, Policy
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._jobs_face import JobMethods
 from ._kinds import Kind, register
 from ._layout import FAIR_FOOTPRINT
+from ._ops.fair import FairOps
 from ._ordered.dead import DeadLetter
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row
-from ._ordered.records import JobError, JobRecord
+from ._records.records import JobError, JobRecord
 from ._values import Value
 
 __all__ = ["FairBase", "FairLease", "FairQueue", "FairStats", "Policy"]
@@ -42,7 +42,7 @@ Group = Union[str, bytes]
 
 class FairBase(JobFace[FairOps]):
     """The constructor of FairQueue and its async twin: the arguments of
-    :class:`FairQueue`, handed to a :class:`fdbrecipes._fair.ops.FairOps`."""
+    :class:`FairQueue`, handed to a :class:`fdbrecipes._ops.fair.FairOps`."""
 
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,

@@ -21,9 +21,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple, Union
 
-from ._ordered.history import MAX_RESULT_BYTES, Followup, new_id
 from ._ordered.leases import Lease
-from ._ordered.records import Progress
+from ._records.history import MAX_RESULT_BYTES, Followup, new_id
+from ._records.records import Progress
 from ._values import Value, check_reason, check_seconds, encode_value
 from .protocol import workable
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Tuple
 
+from ._attempt import gather
 from ._drivers.blocking import drive
 from ._fdb import Gen, check_database
-from ._operation import gather
 from .protocol import Measurable
 from .schedules import SchedulesBase
 

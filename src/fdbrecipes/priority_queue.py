@@ -10,7 +10,7 @@ Ties: among items of equal priority, both :meth:`PriorityQueue.pop_min` and
 newest; we keep FIFO at both ends).  The whole key layout is
 :class:`fdbrecipes._layout.OrderedLayout`; what Queue and PriorityQueue share is
 :class:`fdbrecipes._ordered_face.OrderedFace`; the checked operations behind every
-method are :class:`fdbrecipes._ordered.kinds.PriorityQueueOps`.
+method are :class:`fdbrecipes._ops.kinds.PriorityQueueOps`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._kinds import Kind, register
 from ._layout import ORDERED_FOOTPRINT, OrderedLayout
-from ._ordered.checks import reverse_end
+from ._ops.checks import reverse_end
+from ._ops.kinds import PriorityQueueOps
 from ._ordered.front import MAX, MIN
-from ._ordered.kinds import PriorityQueueOps
 from ._ordered.leases import Lease
 from ._ordered.paging import PendingItem
 from ._ordered_face import OrderedFace

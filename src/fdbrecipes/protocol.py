@@ -49,15 +49,15 @@ from typing import (
 
 from fdb.subspace_impl import Subspace
 
-from ._ops import Claimed
+from ._ops.base import Claimed
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
-from ._ordered.history import Finished, Followup, encode_result
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row
-from ._ordered.records import Progress
-from ._registry import Orders, WorkerInfo
+from ._records.history import Finished, Followup, encode_result
+from ._records.records import Progress
+from ._records.registry import Orders, WorkerInfo
 from ._values import Value
 
 __all__ = ["Claimed", "Finished", "Followup", "Inspectable", "Measurable", "Operation", "Orders",

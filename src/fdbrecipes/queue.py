@@ -7,7 +7,7 @@ pushed concurrently share an index and are ordered among themselves at random.  
 reads the first item.  The whole key layout is :class:`fdbrecipes._layout.OrderedLayout`
 (drawn in docs/data-model.md); leases, dead letters and stats are shared with
 PriorityQueue in :class:`fdbrecipes._ordered_face.OrderedFace`; the checked operations
-behind every method are :class:`fdbrecipes._ordered.kinds.QueueOps`.
+behind every method are :class:`fdbrecipes._ops.kinds.QueueOps`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._kinds import Kind, register
 from ._layout import ORDERED_FOOTPRINT, OrderedLayout
+from ._ops.kinds import QueueOps
 from ._ordered.front import MIN
-from ._ordered.kinds import QueueOps
 from ._ordered.leases import Lease
 from ._ordered.paging import PendingItem
 from ._ordered_face import OrderedFace

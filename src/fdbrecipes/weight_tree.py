@@ -5,7 +5,7 @@ pick skips whole subtrees whose sum is below the remaining point, so it costs
 O(log n).  On FoundationDB the tree is a fixed-fanout sum tree over sequence numbers;
 the keys are listed in :class:`fdbrecipes._layout.TreeLayout` and drawn in
 docs/data-model.md, the engine is :mod:`fdbrecipes._tree.engine` and the checked operations
-:class:`fdbrecipes._tree.ops.TreeOps`.
+:class:`fdbrecipes._ops.tree.TreeOps`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from ._face import Face
 from ._fdb import Transactor
 from ._kinds import Kind, register
 from ._layout import TREE_FOOTPRINT
+from ._ops.tree import TreeOps
 from ._tree.engine import MAX_TOTAL_WEIGHT, MAX_WEIGHT
-from ._tree.ops import TreeOps
 from ._values import Value
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "TreeBase", "WeightTree"]
@@ -29,7 +29,7 @@ __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "TreeBase", "WeightTree"]
 
 class TreeBase(Face[TreeOps]):
     """The constructor of WeightTree and its async twin: the arguments of
-    :class:`WeightTree`, handed to a :class:`fdbrecipes._tree.ops.TreeOps`."""
+    :class:`WeightTree`, handed to a :class:`fdbrecipes._ops.tree.TreeOps`."""
 
     def __init__(
         self,

@@ -120,7 +120,7 @@ def test_a_job_reports_progress_and_follow_ups_and_checks_its_stop() -> None:
 
 def test_what_a_job_record_keeps_of_an_error_and_a_result() -> None:
     from fdbrecipes import JobError
-    from fdbrecipes._ordered.history import MAX_RESULT_BYTES, encode_result
+    from fdbrecipes._records.history import MAX_RESULT_BYTES, encode_result
 
     error = JobError.of(KeyError("customer"), "x" * 10_000)
     assert (error.type, error.message) == ("KeyError", "'customer'")

@@ -1,4 +1,4 @@
-"""The history's per-minute counts of one worker (fdbrecipes._series), without a
+"""The history's per-minute counts of one worker (fdbrecipes._records.series), without a
 server: what a heartbeat writes as the minutes turn."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from fdb.subspace_impl import Subspace
 
 from fdbrecipes import WorkerInfo
-from fdbrecipes._series import Series
+from fdbrecipes._records.series import Series
 
 
 def info(processed: int, failed: int, worker: str = "w-1") -> WorkerInfo:

@@ -1,13 +1,13 @@
 """Operations run side by side over the shards of one structure (no server needed):
 each part has a fork of the attempt, and what the parts did comes back to it: their
 notes, their undos (combined into one), whether they were all idle; their reads go out
-together.  See ``fdbrecipes._operation.side_by_side``."""
+together.  See ``fdbrecipes._attempt.side_by_side``."""
 
 from __future__ import annotations
 
 from typing import Any, List
 
-from fdbrecipes._operation import Attempt, side_by_side, undo_all
+from fdbrecipes._attempt import Attempt, side_by_side, undo_all
 
 
 class Tr:

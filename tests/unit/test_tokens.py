@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._ordered.tokens import (
+from fdbrecipes._records.tokens import (
     MOST_NAMED,
     after_key,
     dead_token,

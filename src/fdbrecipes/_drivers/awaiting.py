@@ -1,7 +1,7 @@
 """The awaiting driver: FoundationDB futures awaited from an asyncio event loop.
 
 The library's operations are generators that yield the futures they need (see
-``fdbrecipes._operation`` and ``fdbrecipes._waiting``); :func:`drive` runs one on the
+``fdbrecipes._attempt`` and ``fdbrecipes._waiting``); :func:`drive` runs one on the
 running loop, awaiting each future instead of blocking on it, so a waiting call holds
 no thread.  Its twin, beside it, is :mod:`.blocking`.
 
@@ -9,7 +9,7 @@ no thread.  Its twin, beside it, is :mod:`.blocking`.
   (run on FoundationDB's network thread) wakes the loop with
   ``call_soon_threadsafe``; a future already ready costs nothing.
 * Cancellation (``task.cancel()``, ``asyncio.timeout``, ``wait_for``) is thrown into
-  the call where it waits, as :class:`fdbrecipes._operation.Cancelled`: before a commit
+  the call where it waits, as :class:`fdbrecipes._attempt.Cancelled`: before a commit
   is sent the call stops having written nothing; with a commit in flight it settles it,
   gives back what a landed pop or claim took, and only then raises
   ``CancelledError``.  Further cancellations meanwhile are absorbed: settling runs to
@@ -27,8 +27,8 @@ import contextlib
 import weakref
 from typing import Any, Dict, Optional, Tuple, TypeVar, cast
 
+from .._attempt import Cancelled
 from .._fdb import Gen, is_range, range_of
-from .._operation import Cancelled
 from .._waiting import Pause, Take, Watch
 from .turns import Lines
 

@@ -47,6 +47,7 @@ from typing import (
 
 import fdb.tuple
 
+from .._attempt import Attempt
 from .._clock import Clock
 from .._fdb import (
     Gen,
@@ -69,14 +70,13 @@ from .._layout import (
     kept_by_clear,
     shard_space,
 )
-from .._operation import Attempt
 from .._ordered.engine import PushRequest
 from .._ordered.front import MIN
 from .._ordered.leases import lease_id, with_terms
-from .._ordered.records import Records
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, make_shards
-from .._ordered.tokens import TimedPlace
+from .._records.records import Records
+from .._records.tokens import TimedPlace
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
 from .._values import BATCH_BYTES, decode_value, encode_value, lease_shard
 from .._waiting import Readiness

@@ -18,9 +18,9 @@ from .._ordered.engine import Ordered, QueueStats
 from .._ordered.front import Front
 from .._ordered.leases import Lease, Leases, lease_id, token_of
 from .._ordered.listing import Listing
-from .._ordered.records import Records
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import Shard, ShardedEngine, ShardedLeases
+from .._records.records import Records
 from .._values import check_int, check_seconds, unpack_token
 
 __all__ = ["FairLease", "FairStats", "Group", "GroupView", "Policy", "State", "check_group",

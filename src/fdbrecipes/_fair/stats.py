@@ -1,4 +1,4 @@
-"""A fair queue's stats, read: the reading operations of :class:`.ops.FairOps`'
+"""A fair queue's stats, read: the reading operations of :class:`.._ops.fair.FairOps`'
 ``group_stats``, ``stats_of``, ``all_stats`` and ``stats``.
 
 A group's stats and its policy are read side by side, and many groups'
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from .._attempt import gather
 from .._fdb import Gen, snap
-from .._operation import gather
 from .._ordered.engine import QueueStats
 from .engine import Fair
 from .parts import FairStats, GroupView, fair_stats

@@ -40,10 +40,10 @@ import time
 from collections import deque
 from typing import Any, Deque, Dict, List, NamedTuple, Optional
 
+from .._attempt import Attempt
 from .._fdb import Gen, Tally, read, seconds_to_versions
 from .._hooks import Hooks
 from .._layout import RESULT
-from .._operation import Attempt
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
 from .._retry import RetryLoop
 from .._values import Value, random_id

@@ -12,14 +12,14 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from fdb.tuple import pack
 
+from .._attempt import Attempt
 from .._clock import reading
 from .._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, get_value, read_le64
-from .._operation import Attempt
+from .._records.records import DEAD
+from .._records.tokens import TimedPlace, after_key, dead_token
 from .._values import Value, decode_value
 from .engine import Ordered
 from .front import value_of
-from .records import DEAD
-from .tokens import TimedPlace, after_key, dead_token
 
 __all__ = ["Budget", "DeadLetter", "DeadLetters"]
 

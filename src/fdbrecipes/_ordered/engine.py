@@ -18,6 +18,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from fdb.tuple import pack
 
+from .._attempt import Attempt, gather
 from .._clock import Clock, reading
 from .._fdb import (
     VERSIONS_PER_SECOND,
@@ -31,11 +32,7 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
-from .._operation import Attempt, gather
-from .._values import Value, decode_value
-from .._waiting import Readiness
-from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
-from .records import (
+from .._records.records import (
     DEAD,
     DELAYED,
     EXPIRED_REASON,
@@ -46,6 +43,9 @@ from .records import (
     Kept,
     Records,
 )
+from .._values import Value, decode_value
+from .._waiting import Readiness
+from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
 
 
 class QueueStats(NamedTuple):

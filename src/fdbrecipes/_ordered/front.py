@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
+from .._attempt import Attempt
 from .._clock import Clock, reading
 from .._fdb import Gen, Range, fdb_impl, get_value, snap
 from .._layout import LEASE, Item, OrderedLayout
-from .._operation import Attempt
 
 #: The ends of the order a pop takes from: the lowest key (a Queue's oldest item, a
 #: PriorityQueue's lowest priority) and the highest priority.

@@ -16,15 +16,15 @@ from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tup
 
 import fdb.tuple
 
+from .._attempt import Attempt
 from .._fdb import Gen, Range, Tally, seconds_to_versions
 from .._layout import DELAY, LEASE
-from .._operation import Attempt
+from .._records.history import terms, terms_known
+from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
 from ..errors import LeaseExpiredError
 from .engine import Ordered
 from .front import Entry, Hold
-from .history import terms, terms_known
-from .records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 
 __all__ = ["Claims", "Lease", "Leases", "answers", "claimed", "expired", "lease_id",
            "refused"]
@@ -136,7 +136,7 @@ def with_terms(tr: Any, claimed: Sequence[Tuple[Records, Lease]],
                known: Optional[Dict[bytes, Any]] = None) -> Gen[None]:
     """Set each lease's ``time_limit`` and ``cancel_requested`` from its job's record
     (``claimed``: each lease with its queue's records; ``known``: see
-    :func:`.history.terms`), in the claim's transaction: snapshot reads, all in
+    :func:`.._records.history.terms`), in the claim's transaction: snapshot reads, all in
     parallel (no conflicts)."""
     found = yield from terms(tr, [records for records, _ in claimed],
                              [lease for _, lease in claimed], known)
@@ -158,7 +158,7 @@ def claimed(tr: Any, attempt: Attempt, tally: Tally, leases: List[Lease], settle
             records: Records, known: Optional[Dict[bytes, Any]]) -> Gen[List[Lease]]:
     """The end of a claim that made ``leases`` (``settled``: it put back or buried
     expired holds too): its counters written, and each lease's terms read from its
-    job's record (``known``: see :func:`.history.terms_known`; None: no records)."""
+    job's record (``known``: see :func:`.._records.history.terms_known`; None: no records)."""
     tally.write(tr, attempt)
     attempt.idle = not (leases or settled)
     if known is not None:

@@ -3,7 +3,7 @@ PriorityQueue.
 
 What :class:`.listing.Listing`, :mod:`.paging` and :class:`.dead.DeadLetters` do for one
 engine, over the shards of :mod:`.shards`.  Every shard's listing is read side by side
-and merged in one order that each shard's own follows, so a token (:mod:`.tokens`)
+and merged in one order that each shard's own follows, so a token (:mod:`.._records.tokens`)
 given as ``after=`` goes on in every shard at once, and names no shard: pending items
 by place (a PriorityQueue's, by priority first), leases by id (oldest claim first),
 delayed items by due time, dead letters by death.  Dead letters are requeued and
@@ -22,17 +22,17 @@ from typing import Any, List, Optional, Tuple
 
 import fdb.tuple
 
+from .._attempt import Attempt, gather, side_by_side
 from .._fdb import Gen, Range, read
 from .._ids import RETIRED
-from .._operation import Attempt, gather, side_by_side
+from .._records.records import JobRecord
+from .._records.tokens import Named, TimedPlace, after_key
 from .._values import Value
 from .dead import Budget, DeadLetter
 from .front import MIN
 from .listing import DelayedItem, LeaseInfo
 from .paging import PendingItem, Row, lookup, pending
-from .records import JobRecord
 from .shards import Shard, Shards, in_turn
-from .tokens import Named, TimedPlace, after_key
 
 __all__ = ["ShardedDeadLetters", "ShardedListing"]
 

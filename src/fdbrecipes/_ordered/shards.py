@@ -8,7 +8,7 @@ key) and whatever a claim writes (the hold, the deadline index, the floor) is it
 shard's own, so the shards' ranges can live on different storage teams (so is the
 pause flag, the prefix of each shard's deadline index, which pausing writes in every
 shard); the ids and the job records are the structure's, shared.  The classes here do for
-the operations object (:mod:`.ops`) what one engine, its leases and its high-contention
+the operations object (:mod:`.._ops.ordered`) what one engine, its leases and its high-contention
 popper do, over the shards (:mod:`.shard_listing` does the listings):
 
 * a push goes to a shard drawn at random, the whole call in it;
@@ -34,11 +34,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 
 from fdb.subspace_impl import Subspace
 
+from .._attempt import Attempt, gather, side_by_side
 from .._clock import Clock
 from .._fdb import Gen, Tally, clear_structure
 from .._ids import Ids
 from .._layout import Marker, OrderedLayout, kept_by_clear, shard_space
-from .._operation import Attempt, gather, side_by_side
+from .._records.history import terms_known
+from .._records.records import Records
 from .._retry import RetryLoop
 from .._values import Value, lease_shard
 from .._waiting import Readiness
@@ -46,10 +48,8 @@ from .contention import Contention
 from .dead import DeadLetters
 from .engine import Ordered, PushRequest, QueueStats, Takes
 from .front import MIN, OTHER_END, Entry, Front, choose, value_of
-from .history import terms_known
 from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing
-from .records import Records
 
 __all__ = ["REST_SPREAD", "Shard", "ShardedContention", "ShardedEngine", "ShardedLeases", "Shards",
            "in_turn", "make_shards", "shard_spaces"]

@@ -27,9 +27,9 @@ import random
 import time
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
+from .._attempt import Attempt
 from .._drivers.awaiting import drive
 from .._fdb import Gen, read
-from .._operation import Attempt
 from .._values import Value
 from ..protocol import Workable
 from ..schedule import Schedule, check_retention

@@ -14,7 +14,7 @@ import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .._fdb import Gen, Transactor
-from .._ops import Ops
+from .._ops.base import Ops
 from .._retry import read, read_pages
 from .._values import (
     MAX_DELAY,

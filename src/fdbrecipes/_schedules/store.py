@@ -1,7 +1,7 @@
 """A schedule store's transactions: which of its keys each call reads and writes.
 
 Each writing call is an operation ``op(tr, attempt, ...)`` (see
-:mod:`fdbrecipes._operation`), each reading one ``op(tr, ...)``; the checked calls that
+:mod:`fdbrecipes._attempt`), each reading one ``op(tr, ...)``; the checked calls that
 hand them to a retry loop are :mod:`.ops`, the fires :mod:`.firing`.  Every write of a
 definition or a state also adds 1 to the change counter, which workers watch (a fire
 does not: only the workers racing for the same slot need to know, and they read the
@@ -15,9 +15,9 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
+from .._attempt import Attempt
 from .._fdb import Gen, Range, add, read, read_le64, snap
 from .._layout import ScheduleLayout
-from .._operation import Attempt
 from ..errors import UnknownScheduleError
 from .records import Definition, ScheduleInfo, State
 

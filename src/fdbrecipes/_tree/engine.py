@@ -30,11 +30,11 @@ from typing import (
 
 import fdb.tuple
 
+from .._attempt import Attempt
 from .._clock import Clock
 from .._fdb import Gen, Range, Tally, clear_structure, le64, read, read_le64, snap
 from .._ids import Ids
 from .._layout import TreeLayout
-from .._operation import Attempt
 from .._values import Value, decode_value, random_suffix, unpack_token
 from .._waiting import Readiness
 from ..errors import FdbRecipesError

@@ -53,7 +53,7 @@ from typing import Any, Callable, List, Optional, Sequence
 from .._drivers.awaiting import drive
 from .._fdb import check_database
 from .._ordered.leases import Lease
-from .._registry import STOP, Orders
+from .._records.registry import STOP, Orders
 from .._schedules.firing import firing_of
 from .._values import check_bool, check_int, check_seconds
 from ..jobs import (

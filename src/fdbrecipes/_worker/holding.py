@@ -23,9 +23,9 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from .._drivers.awaiting import drive
-from .._ordered.history import Finished
 from .._ordered.leases import Lease
-from .._ordered.records import SUCCEEDED
+from .._records.history import Finished
+from .._records.records import SUCCEEDED
 from ..jobs import (
     CANCELLED,
     DEAD,

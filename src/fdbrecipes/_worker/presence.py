@@ -1,11 +1,11 @@
 """A worker as operators see it: its record, what they ask of it, and its housekeeping.
 
-* Its record (:mod:`fdbrecipes._registry`): written when it starts and at each
+* Its record (:mod:`fdbrecipes._records.registry`): written when it starts and at each
   heartbeat (with the progress its handlers reported since the last one, and its
   bucket of the structure's throughput history), cleared when it stops, after a last
   beat if it finished jobs since the one before (a burst run that drains in less
   than a heartbeat is counted too); a worker that misses
-  :data:`fdbrecipes._registry.MISSED_BEATS` beats counts as gone.
+  :data:`fdbrecipes._records.registry.MISSED_BEATS` beats counts as gone.
 * What operators ask (``command``: quiet, stop; ``cancel`` of a job it runs): a task
   waits on a watch of the worker's own key and hands each order to the worker.
 * Pruning: with job records, a task forgets the finished records whose time is up,
@@ -27,8 +27,8 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .._drivers.awaiting import drive
-from .._ordered.records import Progress
-from .._registry import MISSED_BEATS, Orders, RunningJob, WorkerInfo
+from .._records.records import Progress
+from .._records.registry import MISSED_BEATS, Orders, RunningJob, WorkerInfo
 from ..jobs import Job
 from ..protocol import Workable
 

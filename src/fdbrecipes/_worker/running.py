@@ -11,9 +11,9 @@ import traceback
 from typing import Any, Callable, Optional, Tuple
 
 from .._codec import Undecodable
-from .._ordered.history import Finished, encode_result
 from .._ordered.leases import Lease
-from .._ordered.records import CANCELLED, SUCCEEDED, JobError
+from .._records.history import Finished, encode_result
+from .._records.records import CANCELLED, SUCCEEDED, JobError
 from ..jobs import Decision, Discard, EventSink, Job
 from ..protocol import Workable
 from .threads import Completions, HandlerThreads

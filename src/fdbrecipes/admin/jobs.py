@@ -26,9 +26,10 @@ import time
 from typing import Any, Callable, Dict, Optional
 
 from .. import _kinds
-from .._ordered.records import SUCCEEDED, JobRecord
-from .._registry import QUIET, STOP
+from .._records.records import SUCCEEDED
+from .._records.registry import QUIET, STOP
 from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
+from ..types import JobRecord
 from .arguments import Needs, finished_arguments, id_bytes, place_arguments, seconds
 from .commands import Operation, Report, Target
 from .output import cut, id_json, id_text, iso_time, json_value, listing, table

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .._ordered.leases import Lease
+from ..types import Lease
 
 __all__ = ["PIPE_ENV", "Heard", "HeldJob", "PipeTell", "identity", "pipe_from_env"]
 

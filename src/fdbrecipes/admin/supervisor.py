@@ -62,7 +62,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .._drivers.blocking import drive
-from .._ordered.records import JobError
+from ..types import JobError
 from .commands import Target
 from .pipe import PIPE_ENV, Heard, HeldJob
 

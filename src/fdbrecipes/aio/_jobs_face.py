@@ -10,9 +10,9 @@ from .._drivers.awaiting import drive
 from .._face import JobFace, JobOpsT, twin
 from .._fdb import Transactor
 from .._jobs_face import JobMethods
-from .._ordered.paging import FinishedJob
-from .._registry import WorkerInfo
-from .._series import Minute
+from .._records.finished import FinishedJob
+from .._records.registry import WorkerInfo
+from .._records.series import Minute
 
 __all__ = ["AsyncJobMethods"]
 

@@ -2,7 +2,7 @@
 
 :class:`AsyncOrderedFace` is the async twin of :class:`fdbrecipes._ordered_face.OrderedFace`:
 each method awaits the same operation of the structure's operations object
-(:mod:`fdbrecipes._ordered.ops`) with the awaiting driver; its docstring is the sync
+(:mod:`fdbrecipes._ops.ordered`) with the awaiting driver; its docstring is the sync
 method's (see :func:`fdbrecipes._face.twin`).  Given a Database, pushes and acks share
 transactions with those of other tasks of the event loop (:mod:`._combine`), and one
 event loop runs a bounded number of takes at once (:class:`Takers`).
@@ -18,15 +18,15 @@ from typing import Any, Dict, Iterable, List, Optional, TypeVar
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Gen, Transactor, is_transaction
-from .._ordered.checks import lease_batch
+from .._ops.checks import lease_batch
+from .._ops.ordered import LeaseLike, OrderedOps
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
-from .._ordered.ops import LeaseLike, OrderedOps
 from .._ordered.paging import Row
-from .._ordered.records import JobError, JobRecord
 from .._ordered_face import OrderedBase
+from .._records.records import JobError, JobRecord
 from .._values import V, check_spread
 from ..queue import Queue
 from ._combine import Combiner

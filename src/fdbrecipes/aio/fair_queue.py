@@ -2,7 +2,7 @@
 
 The same constructor arguments and the same key layout as FairQueue; every method is
 an ``async def`` twin of the sync method of the same name, with its docstring, awaiting
-the same operation (:class:`fdbrecipes._fair.ops.FairOps`).
+the same operation (:class:`fdbrecipes._ops.fair.FairOps`).
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Tup
 
 from .._drivers.awaiting import drive
 from .._face import twin
-from .._fair.ops import FairOps
 from .._fair.parts import FairLease, FairStats, Policy
 from .._fdb import Transactor
+from .._ops.fair import FairOps
 from .._ordered.dead import DeadLetter
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row
-from .._ordered.records import JobError, JobRecord
+from .._records.records import JobError, JobRecord
 from .._values import Value
 from ..fair_queue import FairBase, FairQueue, Group
 from ._heartbeat import kept_alive

@@ -3,7 +3,7 @@
 The same constructor arguments and the same key layout as PriorityQueue; every
 method is an ``async def`` twin of the sync method of the same name, with its
 docstring, awaiting the same operation
-(:class:`fdbrecipes._ordered.kinds.PriorityQueueOps`).
+(:class:`fdbrecipes._ops.kinds.PriorityQueueOps`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Transactor
-from .._ordered.checks import reverse_end
+from .._ops.checks import reverse_end
+from .._ops.kinds import PriorityQueueOps
 from .._ordered.front import MAX, MIN
-from .._ordered.kinds import PriorityQueueOps
 from .._ordered.leases import Lease
 from .._ordered.paging import PendingItem
 from .._values import V

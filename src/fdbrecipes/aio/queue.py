@@ -3,7 +3,7 @@
 The same constructor arguments and the same key layout as Queue: a sync and an async
 client work on one subspace at once.  Every method is an ``async def`` twin of the
 sync method of the same name, with its docstring, awaiting the same operation of the
-structure's operations object (:class:`fdbrecipes._ordered.kinds.QueueOps`).
+structure's operations object (:class:`fdbrecipes._ops.kinds.QueueOps`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, AsyncContextManager, Iterable, List, Optional
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Transactor
+from .._ops.kinds import QueueOps
 from .._ordered.front import MIN
-from .._ordered.kinds import QueueOps
 from .._ordered.leases import Lease
 from .._ordered.paging import PendingItem
 from .._values import V

@@ -2,7 +2,7 @@
 
 The same constructor arguments and the same key layout as WeightTree; every method
 is an ``async def`` twin of the sync method of the same name, with its docstring,
-awaiting the same operation (:class:`fdbrecipes._tree.ops.TreeOps`).  Pushes given a
+awaiting the same operation (:class:`fdbrecipes._ops.tree.TreeOps`).  Pushes given a
 Database share transactions with other tasks' pushes (see ``fdbrecipes.aio``).
 """
 
@@ -14,8 +14,8 @@ from typing import Any, Iterable, List, Optional, Tuple
 from .._drivers.awaiting import drive
 from .._face import twin
 from .._fdb import Transactor, is_transaction
+from .._ops.tree import pushed
 from .._tree.engine import Pushed, TreeRequest
-from .._tree.ops import pushed
 from .._values import Value
 from ..weight_tree import TreeBase, WeightTree
 from ._combine import Combiner

@@ -33,12 +33,12 @@ from typing import (
 from fdb.subspace_impl import Subspace
 
 from .._fdb import Gen
-from .._ordered.records import JobRecord
 from .._values import check_int, check_seconds, check_subspace
 from ..fair_queue import FairQueue
 from ..jobs import Backoff, Job
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
+from ..types import JobRecord
 from .codecs import JSON, Codec
 from .running import Runner
 from .task import P, R, Task

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from .._fdb import Gen
-from .._ordered.history import new_id
-from .._ordered.records import JobError, JobRecord
+from .._records.history import new_id
 from ..errors import JobFailedError, UnknownJobError
+from ..types import JobError, JobRecord
 from .task import Push, Task, TaskHandle
 
 if TYPE_CHECKING:

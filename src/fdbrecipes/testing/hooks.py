@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._hooks import Hooks
-from .._ops import Ops
+from .._ops.base import Ops
 
 __all__ = ["Hooks", "hooks"]
 

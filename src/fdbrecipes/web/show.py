@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 import fdb.tuple
 
 from .._codec import sealed_key_id
-from .._ordered.tokens import MAX_TOKEN_BYTES
+from .._records.tokens import MAX_TOKEN_BYTES
 
 __all__ = ["LIST_CAP", "PAGE_CAP", "TOO_DEEP", "ago", "cursor_from_hex", "cut", "cut_text",
            "group_from_hex", "group_hex", "id_from_hex", "shown", "shown_id", "shown_pretty",

@@ -21,11 +21,11 @@ from .. import (
     _kinds,
     drive,
 )
+from .._attempt import gather
 from .._fdb import Gen, snap
-from .._operation import gather
-from .._ordered.engine import QueueStats
 from .._schedules.ops import MAX_STORED_VALUE
 from ..admin.jobs import job_record, jobs_of
+from ..types import QueueStats
 from .listings import PAGE_BYTES, PER_SECOND, queue_of
 from .reads import Reads
 from .show import ago, group_hex, when

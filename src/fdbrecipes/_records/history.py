@@ -15,9 +15,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from .._attempt import Attempt
 from .._fdb import Gen, Range, read, read_le64, snap
-from .._operation import Attempt
-from .._registry import Registry
 from .._values import check_id, check_seconds, encode_value
 from .._waiting import Readiness
 from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
@@ -32,6 +31,7 @@ from .records import (
     Progress,
     Records,
 )
+from .registry import Registry
 
 __all__ = ["CANCELLING", "MAX_RESULT_BYTES", "PRUNE_BATCH", "Finished", "Followup", "cancelled",
            "check_error", "check_job_id", "check_time_limit", "encode_result", "finished_or",

@@ -28,7 +28,7 @@ from typing import Any, List, NamedTuple, Optional, Tuple
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._fdb import Gen, Range, le64, read, snap
+from .._fdb import Gen, Range, le64, read, snap
 
 __all__ = ["MISSED_BEATS", "QUIET", "STOP", "Orders", "Registry", "RunningJob", "WorkerInfo"]
 

@@ -2,11 +2,11 @@
 
 A structure's *operations object* (``Queue(...).ops``, see :mod:`fdbrecipes.protocol`)
 holds its configuration and its engine, checks the arguments of every call, and
-returns operations (generators, see :mod:`._operation`).  The sync class drives them
-with the blocking driver, the async class awaits them (:mod:`._drivers`); neither
+returns operations (generators, see :mod:`.._attempt`).  The sync class drives them
+with the blocking driver, the async class awaits them (:mod:`.._drivers`); neither
 holds anything of the other.  This base holds what every operations object needs to
 run a call: the subspace, the retry loop with its counters and receipts
-(:class:`._retry.RetryLoop`) and the testing hooks.
+(:class:`.._retry.RetryLoop`) and the testing hooks.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from typing import (
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._codec import Values, decoded
-from ._fdb import Gen, Transactor, check_transactor
-from ._fdb import read as read_value
-from ._hooks import Hooks
-from ._operation import Attempt
-from ._ordered.history import (
+from .._attempt import Attempt
+from .._codec import Values, decoded
+from .._fdb import Gen, Transactor, check_transactor
+from .._fdb import read as read_value
+from .._hooks import Hooks
+from .._records.finished import FinishedJob, finished
+from .._records.history import (
     PRUNE_BATCH,
     Finished,
     cancelled,
@@ -43,19 +44,18 @@ from ._ordered.history import (
     report,
     settled,
 )
-from ._ordered.paging import FinishedJob, finished
-from ._ordered.records import JobRecord, Progress, Records
-from ._ordered.tokens import optional, parse_finished
-from ._registry import QUIET, STOP, Orders, Registry, WorkerInfo
-from ._retry import RetryLoop, RetryStats, read
-from ._series import MAX_MINUTES, Minute, Series
-from ._sharding import LayoutGuard
-from ._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
-from ._waiting import Readiness, Wake, wait_until_ready
-from .errors import UnknownJobError
+from .._records.records import JobRecord, Progress, Records
+from .._records.registry import QUIET, STOP, Orders, Registry, WorkerInfo
+from .._records.series import MAX_MINUTES, Minute, Series
+from .._records.tokens import optional, parse_finished
+from .._retry import RetryLoop, RetryStats, read
+from .._values import MAX_TAKE, check_int, check_limit, check_seconds, check_timeout, materialize
+from .._waiting import Readiness, Wake, wait_until_ready
+from ..errors import UnknownJobError
+from .layout_guard import LayoutGuard
 
 if TYPE_CHECKING:
-    from ._ordered.listing import Listing
+    from .._ordered.listing import Listing
 
 T = TypeVar("T")
 #: Where a queue is in its structure: ``()``, or a FairQueue group's ``(group,)``.
@@ -89,8 +89,8 @@ class Ops:
         subspace: the subspace holding every key of the structure.
         loop: the retry loop of the calls given a Database (retry counters, receipts).
         hooks: the testing hooks (see :mod:`fdbrecipes.testing.hooks`).
-        values: the structure's codec (see :mod:`._codec`): how values are stored, and
-            decoded by the methods decorated with :func:`._codec.decoded`.
+        values: the structure's codec (see :mod:`.._codec`): how values are stored, and
+            decoded by the methods decorated with :func:`.._codec.decoded`.
     """
 
     def __init__(self, subspace: Subspace, codec: Any = None) -> None:
@@ -123,9 +123,9 @@ class JobOps(Ops):
             item a dead letter (None: never).
         history: seconds a finished job's record is kept (None: no job records).
         shards: how many shards its items are spread over (1: unsharded; see
-            :mod:`._sharding`).
-        registry: the workers serving the structure (see :mod:`._registry`).
-        series: its throughput and backlog history (see :mod:`._series`), which its
+            :mod:`.layout_guard`).
+        registry: the workers serving the structure (see :mod:`.._records.registry`).
+        series: its throughput and backlog history (see :mod:`.._records.series`), which its
             workers write at each heartbeat; ``series.retention`` (seconds, default
             7 days) is how long it is kept.
     """
@@ -151,7 +151,7 @@ class JobOps(Ops):
     def guarded(self, tr: Transactor, op: Gen[T], writes: bool = False) -> Gen[T]:
         """``op``, after the layout check if this object has not made it yet (a call
         that ``writes`` of a sharded object writes the marker if the structure is
-        fresh; see :class:`._sharding.LayoutGuard`)."""
+        fresh; see :class:`.layout_guard.LayoutGuard`)."""
         return self.guard.guarded(tr, self.loop, op, writes)
 
     def workers(self, tr: Any, gone: bool = False) -> Gen[List[WorkerInfo]]:
@@ -214,7 +214,7 @@ class JobOps(Ops):
     @property
     def pause_key(self) -> bytes:
         """The structure's pause flag: present while it is paused (see the layouts of
-        :mod:`._layout`); a sharded Queue's or PriorityQueue's, shard 0's."""
+        :mod:`.._layout`); a sharded Queue's or PriorityQueue's, shard 0's."""
         return self.pause_keys[0]
 
     @property
@@ -271,7 +271,7 @@ class JobOps(Ops):
 
     @property
     def expiry(self) -> Subspace:
-        """The index of finished job records (see :class:`._layout.RecordLayout`)."""
+        """The index of finished job records (see :class:`.._layout.RecordLayout`)."""
         return self.records_at(()).keys.expiry
 
     # -- job records -------------------------------------------------------------------
@@ -311,7 +311,7 @@ class JobOps(Ops):
     def finished(self, tr: Transactor, limit: Any = None,
                  after: Any = None) -> Gen[List[FinishedJob]]:
         """The finished jobs, the latest to be pruned first, after the one the token
-        ``after`` names (see :func:`._ordered.paging.finished`)."""
+        ``after`` names (see :func:`.._records.finished.finished`)."""
         at = optional(parse_finished, after, self.where_len)
         return read(tr, finished, self.expiry, self.records_at, check_limit(limit), at)
 
@@ -420,7 +420,7 @@ class JobOps(Ops):
 
     def throughput(self, tr: Transactor, minutes: Any = 60) -> Gen[List[Minute]]:
         """The last ``minutes`` minutes of the structure's history (see
-        :mod:`._series`), oldest first."""
+        :mod:`.._records.series`), oldest first."""
         count = check_int(minutes, "minutes", low=1, high=MAX_MINUTES)
         return read(tr, self.series.minutes, count)
 

@@ -25,8 +25,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._fdb import Gen, Range, snap
-from ._registry import WorkerInfo
+from .._fdb import Gen, Range, snap
+from .registry import WorkerInfo
 
 __all__ = ["SERIES_RETENTION", "Minute", "Series"]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from .._fdb import Gen, Transactor
-from .._ordered.checks import check_end
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import QueueStats
 from .._ordered.front import MIN
@@ -15,9 +14,10 @@ from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row
 from .._retry import read
 from .._values import Value
+from .checks import check_end
 
 if TYPE_CHECKING:
-    from .ops import FairOps
+    from .fair import FairOps
 
 __all__ = ["GroupOps"]
 

@@ -1,15 +1,15 @@
 """Queue's and PriorityQueue's operations object: every call, checked, as an operation.
 
-:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.engine` and
+:class:`OrderedOps` holds one structure's configuration, its engine (:mod:`.._ordered.engine` and
 the modules beside it) and its retry loop; its subclasses, :class:`.kinds.QueueOps` and
 :class:`.kinds.PriorityQueueOps`, check each structure's pushes.  Each method
 checks its arguments (TypeError or ValueError, before anything is written) and
-returns an operation (a generator, see :mod:`.._operation`) for the structure's
+returns an operation (a generator, see :mod:`.._attempt`) for the structure's
 retry loop or a read: ``Queue`` drives it with the blocking driver, ``AsyncQueue``
 awaits it (:mod:`.._drivers`).  What each call reads, writes, conflicts with and costs
 is said once, in the public classes' docstrings (:mod:`fdbrecipes.queue`,
-:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.front.MIN` and :data:`.front.MAX`
-(``"min"`` and ``"max"``).
+:mod:`fdbrecipes._ordered_face`).  Ends are :data:`.._ordered.front.MIN` and
+:data:`.._ordered.front.MAX` (``"min"`` and ``"max"``).
 """
 
 from __future__ import annotations
@@ -29,16 +29,41 @@ from typing import (
     cast,
 )
 
+from .._attempt import Attempt
 from .._clock import Clock, database_clock
 from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
 from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
-from .._operation import Attempt
-from .._ops import ClaimStep, JobOps
+from .._ordered.contention import Contention
+from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
+from .._ordered.engine import Ordered, PushRequest, QueueStats
+from .._ordered.front import MIN, value_of
+from .._ordered.leases import Lease, Leases, lease_id
+from .._ordered.listing import DelayedItem, LeaseInfo, Listing
+from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
+from .._ordered.shards import (
+    ShardedContention,
+    ShardedEngine,
+    ShardedLeases,
+    Shards,
+    make_shards,
+    shard_spaces,
+)
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
+from .._records.history import check_error, check_job_id, check_time_limit, made_ids
+from .._records.records import JobRecord, Records
+from .._records.tokens import (
+    optional,
+    parse_any,
+    parse_dead,
+    parse_delayed,
+    parse_pending,
+    parse_removable,
+    parse_tokens,
+)
 from .._retry import read, read_pages
-from .._sharding import LayoutGuard
 from .._values import (
     BATCH_BYTES,
     MAX_TAKE,
@@ -62,34 +87,9 @@ from .._values import (
     push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
+from .base import ClaimStep, JobOps
 from .checks import check_end, lease_batch
-from .contention import Contention
-from .dead import DEAD_BATCH, DeadLetter, DeadLetters
-from .engine import Ordered, PushRequest, QueueStats
-from .front import MIN, value_of
-from .history import check_error, check_job_id, check_time_limit, made_ids
-from .leases import Lease, Leases, lease_id
-from .listing import DelayedItem, LeaseInfo, Listing
-from .paging import PendingItem, Row, lookup, pending
-from .records import JobRecord, Records
-from .shard_listing import ShardedDeadLetters, ShardedListing
-from .shards import (
-    ShardedContention,
-    ShardedEngine,
-    ShardedLeases,
-    Shards,
-    make_shards,
-    shard_spaces,
-)
-from .tokens import (
-    optional,
-    parse_any,
-    parse_dead,
-    parse_delayed,
-    parse_pending,
-    parse_removable,
-    parse_tokens,
-)
+from .layout_guard import LayoutGuard
 
 __all__ = ["LeaseLike", "OrderedOps"]
 
@@ -106,10 +106,10 @@ class OrderedOps(JobOps, Generic[V]):
     the constructor are theirs.
 
     Unsharded (``shards`` 1), the engine and its leases, dead letters, listings and
-    high-contention popper are one engine's (:mod:`.engine` and the modules beside
-    it); sharded, they are the classes of :mod:`.shards` and :mod:`.shard_listing`,
-    which do the same over the shards.  Every call checks the stored layout first,
-    once (:mod:`.._sharding`).
+    high-contention popper are one engine's (:mod:`.._ordered.engine` and the modules
+    beside it); sharded, they are the classes of :mod:`.._ordered.shards` and
+    :mod:`.._ordered.shard_listing`, which do the same over the shards.  Every call
+    checks the stored layout first, once (:mod:`.layout_guard`).
     """
 
     group_len: ClassVar[int]  # key elements before the sequence number: 0 Queue, 1 priority

@@ -8,9 +8,9 @@ from typing import Any, Callable, Iterable, List, Tuple, cast
 
 import fdb.tuple
 
+from .._ordered.front import MAX, MIN
+from .._ordered.leases import lease_id
 from .._values import MAX_TAKE, check_int, materialize
-from .front import MAX, MIN
-from .leases import lease_id
 
 __all__ = ["check_end", "check_priority", "lease_batch", "reverse_end"]
 

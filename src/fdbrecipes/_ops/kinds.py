@@ -2,17 +2,17 @@
 
 :class:`QueueOps` (a Queue's values) and :class:`PriorityQueueOps` (values with
 priorities) check their pushes and make the push request every other call of the
-:class:`.ops.OrderedOps` base they share runs (see that module's docstring).
+:class:`.ordered.OrderedOps` base they share runs (see that module's docstring).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
+from .._ordered.engine import PushRequest
 from .._values import V, check_id, check_pairs, materialize
 from .checks import check_priority
-from .engine import PushRequest
-from .ops import OrderedOps
+from .ordered import OrderedOps
 
 __all__ = ["PriorityQueueOps", "QueueOps"]
 

@@ -1,6 +1,6 @@
 """WeightTree's operations object: every call, checked, as an operation.
 
-:class:`TreeOps` holds one tree's configuration, its engine (:mod:`.engine`) and its
+:class:`TreeOps` holds one tree's configuration, its engine (:mod:`.._tree.engine`) and its
 retry loop; each method checks its arguments (TypeError or ValueError, before anything
 is written) and returns an operation that ``WeightTree`` drives and
 ``AsyncWeightTree`` awaits.  What each call reads, writes, conflicts with and costs is
@@ -17,9 +17,18 @@ from .._codec import decoded
 from .._fdb import Gen, Transactor, check_transactor
 from .._ids import Ids
 from .._layout import TreeLayout
-from .._ops import Ops
 from .._ordered.engine import QueueStats
 from .._retry import read, read_pages
+from .._tree.engine import (
+    LEVELS,
+    MAX_PICKS,
+    MAX_WEIGHT,
+    PICK_BATCH,
+    Pushed,
+    Tree,
+    TreeRequest,
+    parse_handle,
+)
 from .._values import (
     MUTATION_OVERHEAD,
     Value,
@@ -32,16 +41,7 @@ from .._values import (
     check_subspace,
 )
 from .._waiting import Wake, take_or_wait
-from .engine import (
-    LEVELS,
-    MAX_PICKS,
-    MAX_WEIGHT,
-    PICK_BATCH,
-    Pushed,
-    Tree,
-    TreeRequest,
-    parse_handle,
-)
+from .base import Ops
 
 __all__ = ["TreeOps", "pushed"]
 

@@ -3,7 +3,7 @@
 An unsharded structure (``shards=1``, the default) has layout 1, that of fdbrecipes
 before shards, and no marker.  A sharded one (Queue, PriorityQueue or FairQueue made
 with ``shards`` > 1) has layout 2: shard 0 at ``S`` exactly as an unsharded structure,
-shards 1, 2... under ``S/"l"/(k,)``, and at ``S/"l"`` its :class:`._layout.Marker`:
+shards 1, 2... under ``S/"l"/(k,)``, and at ``S/"l"`` its :class:`.._layout.Marker`:
 (2, kind, shards), written before its first item.
 
 Every structure object reads the marker before its first call (in a read-only
@@ -32,12 +32,12 @@ from typing import Any, Optional, TypeVar
 
 from fdb.subspace_impl import Subspace
 
-from ._fdb import Gen, Transactor, is_transaction, read, snap
-from ._layout import SHARDED, Marker
-from ._operation import Attempt
-from ._retry import RetryLoop
-from ._retry import read as read_op
-from .errors import LayoutError
+from .._attempt import Attempt
+from .._fdb import Gen, Transactor, is_transaction, read, snap
+from .._layout import SHARDED, Marker
+from .._retry import RetryLoop
+from .._retry import read as read_op
+from ..errors import LayoutError
 
 __all__ = ["LayoutGuard"]
 

@@ -1,6 +1,6 @@
 """FairQueue's operations object: every call, checked, as an operation.
 
-:class:`FairOps` holds one fair queue's configuration, its engine (:mod:`.engine`) and
+:class:`FairOps` holds one fair queue's configuration, its engine (:mod:`.._fair.engine`) and
 its retry loop; each method checks its arguments (TypeError or ValueError, before
 anything is written) and returns an operation that ``FairQueue`` drives and
 ``AsyncFairQueue`` awaits.  :meth:`FairOps.group_queue` is one group seen as a queue
@@ -15,23 +15,34 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tu
 
 from fdb.subspace_impl import Subspace
 
+from .._attempt import Attempt
 from .._clock import Clock, database_clock
 from .._codec import decoded
+from .._fair.engine import Fair
+from .._fair.parts import (
+    FairLease,
+    FairStats,
+    GroupView,
+    Policy,
+    check_group,
+    check_rate,
+    check_share,
+    fair_token,
+    parse_fair,
+)
+from .._fair.stats import GATHERED, read_all_stats, read_group_stats, read_totals, read_views
 from .._fdb import Gen, Transactor, check_database, check_transactor
 from .._layout import MAX_SHARDS, FairLayout
-from .._operation import Attempt
-from .._ops import ClaimStep, JobOps
-from .._ordered.checks import check_end, lease_batch
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
-from .._ordered.history import check_error, check_job_id, check_time_limit, made_ids
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row, lookup, pending
-from .._ordered.records import RUNNING, JobRecord, Records
 from .._ordered.shard_listing import ShardedListing
-from .._ordered.tokens import (
+from .._records.history import check_error, check_job_id, check_time_limit, made_ids
+from .._records.records import RUNNING, JobRecord, Records
+from .._records.tokens import (
     Named,
     TimedPlace,
     optional,
@@ -43,7 +54,6 @@ from .._ordered.tokens import (
     parse_tokens,
 )
 from .._retry import read, read_pages
-from .._sharding import LayoutGuard
 from .._values import (
     Value,
     check_batch_bytes,
@@ -65,20 +75,10 @@ from .._values import (
     unpack_token,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
-from .engine import Fair
-from .group import GroupOps
-from .parts import (
-    FairLease,
-    FairStats,
-    GroupView,
-    Policy,
-    check_group,
-    check_rate,
-    check_share,
-    fair_token,
-    parse_fair,
-)
-from .stats import GATHERED, read_all_stats, read_group_stats, read_totals, read_views
+from .base import ClaimStep, JobOps
+from .checks import check_end, lease_batch
+from .fair_group import GroupOps
+from .layout_guard import LayoutGuard
 
 __all__ = ["FairOps", "GroupPush"]
 

@@ -1,0 +1,104 @@
+"""A structure's finished jobs, from its index of finished records, the latest to be
+pruned first (:func:`finished`, rows :class:`FinishedJob`).
+
+The index (``expiry`` of :class:`.._layout.RecordLayout`) holds an entry per finished
+record, by when it is pruned; each entry names the record it stands for, which
+:mod:`.records` reads.  The tokens are :mod:`.tokens`' ``finished`` ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
+
+import fdb.tuple
+from fdb.subspace_impl import Subspace
+
+from .._fdb import Gen, Range, get_value, snap
+from .records import FINISHED, JobError, Records
+from .tokens import finished_token
+
+__all__ = ["FinishedJob", "finished"]
+
+#: Entries of the index of finished records one round trip reads at most.
+FINISHED_PAGE = 1_000
+
+
+class FinishedJob(NamedTuple):
+    """A finished job, as ``finished`` lists it (its whole record: ``job``).
+
+    Attributes:
+        id: the job's id.
+        group: its FairQueue group; None in a Queue or PriorityQueue.
+        state: ``succeeded``, ``dead`` or ``cancelled``.
+        attempts: how many times it was handed to a consumer.
+        finished_at: when it finished (wall-clock seconds).
+        expires_at: when its record is pruned (wall-clock seconds).
+        error: its last error, or None.
+        token: names it in the listing: ``after=`` of the next page.
+    """
+
+    id: bytes
+    group: Any
+    state: str
+    attempts: int
+    finished_at: float
+    expires_at: float
+    error: Optional[JobError]
+    token: bytes
+
+
+class _Looked(NamedTuple):
+    entry: Tuple[Any, ...]
+    state: Any
+    end: Any
+    error: Any
+
+
+def _row(looked: _Looked) -> Optional[FinishedJob]:
+    """The row of an index entry whose record still says it finished then; None for a
+    stale entry (a dead job requeued since: its record moved on)."""
+    state, end, error = (get_value(f) for f in (looked.state, looked.end, looked.error))
+    if state is None or end is None:
+        return None
+    name, attempts, _due = fdb.tuple.unpack(state)
+    finished_at, expires_at = fdb.tuple.unpack(end)
+    expires, *where, id_ = looked.entry
+    if name not in FINISHED or expires_at != expires:
+        return None
+    return FinishedJob(id_, where[0] if where else None, name, attempts, finished_at,
+                       expires_at, None if error is None else JobError(*fdb.tuple.unpack(error)),
+                       finished_token(looked.entry))
+
+
+def finished(tr: Any, expiry: Subspace, records_at: Callable[[Tuple[Any, ...]], Records],
+             limit: Optional[int], after: Optional[Tuple[Any, ...]]) -> Gen[List[FinishedJob]]:
+    """The finished jobs of the index of finished records ``expiry``, the latest to be
+    pruned first (the latest finished, when every record is kept as long), up to
+    ``limit``, after the entry ``after`` if given; ``records_at(where)`` gives the
+    records of the queue an entry names.  Snapshot reads: the index, backwards, 1,000
+    entries a round trip, then the state, end and error of each record named, in
+    parallel (never its result).  Stale entries are skipped."""
+    r = expiry.range()
+    stop = r.stop if after is None else expiry.pack(after)
+    reader = snap(tr)
+    out: List[FinishedJob] = []
+    while limit is None or len(out) < limit:
+        ask = FINISHED_PAGE if limit is None else min(FINISHED_PAGE, limit - len(out))
+        kvs = yield from Range(reader, r.start, stop, ask, True).read()
+        looked = []
+        for kv in kvs:
+            entry = expiry.unpack(kv.key)
+            keys = records_at(tuple(entry[1:-1])).keys
+            looked.append(_Looked(entry, *(reader.get(keys.key(entry[-1], part))
+                                           for part in ("s", "f", "e"))))
+        for one in looked:
+            yield one.state
+            yield one.end
+            yield one.error
+            row = _row(one)
+            if row is not None:
+                out.append(row)
+        if len(kvs) < ask:
+            break
+        stop = kvs[-1].key
+    return out if limit is None else out[:limit]
