@@ -41,6 +41,7 @@ from .jobs import (
     TimeLimitExceeded,
     WorkerStopping,
 )
+from .limits import Limit, Limits, LimitState, LimitUse, concurrency, rate
 from .priority_queue import PriorityQueue
 from .queue import Queue
 from .schedule import Schedule
@@ -106,6 +107,10 @@ __all__ = [
     "Lease",
     "LeaseInfo",
     "LeaseExpiredError",
+    "Limit",
+    "LimitState",
+    "LimitUse",
+    "Limits",
     "Minute",
     "PendingItem",
     "PriorityQueue",
@@ -135,5 +140,7 @@ __all__ = [
     "WorkerStopping",
     "__version__",
     "catch_up",
+    "concurrency",
     "drive",
+    "rate",
 ]

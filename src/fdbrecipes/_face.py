@@ -3,28 +3,27 @@
 ``Queue`` and ``AsyncQueue`` (and every other pair) are peers over one kind of
 operations object (:mod:`._ops`): each makes one of its own and drives its operations,
 the sync class with the blocking driver, the async class with the awaiting one
-(:mod:`._drivers`); neither holds anything of the other.  A sync method and its async
-twin have the same name, parameters, defaults and docstring: the async class is
-decorated with :func:`twin`, which gives each of its methods the docstring of the sync
-method of the same name, and a unit test (``tests/unit/test_parity.py``) checks the
-rest for every pair.
+(:mod:`._drivers`); neither holds anything of the other, and both take their
+constructor from :mod:`._bases`.  A sync method and its async twin have the same name,
+parameters and defaults (``tests/unit/test_parity.py`` checks every pair): the async
+method is written into its source by ``tools/unasync.py`` from the sync method (its
+signature, docstring and code), with the differences that script lists (``--check``
+in ``.ci/run``).
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Callable, Generic, Optional, TypeVar
+from typing import Generic, Optional, TypeVar
 
 from fdb.subspace_impl import Subspace
 
 from ._ops.base import JobOps, Ops
 from ._retry import RetryStats
 
-__all__ = ["Face", "JobFace", "twin"]
+__all__ = ["Face", "JobFace"]
 
 OpsT = TypeVar("OpsT", bound=Ops)
 JobOpsT = TypeVar("JobOpsT", bound=JobOps)
-C = TypeVar("C", bound=type)
 
 
 class Face(Generic[OpsT]):
@@ -80,29 +79,3 @@ class JobFace(Face[JobOpsT]):
         unsharded (see docs/scaling.md)."""
         return self._ops.shards
 
-
-def twin(sync: type, public: Optional[str] = None) -> Callable[[C], C]:
-    """A class decorator for the async twin of the class ``sync``: each public method
-    without a docstring of its own gets that of the sync method of the same name,
-    after a line naming it (as a method of ``fdbrecipes.<public>``: by default the
-    sync class's name); a property of its own without one gets the sync property's."""
-    owner = public or sync.__name__
-
-    def document(cls: C) -> C:
-        for name, found in list(vars(cls).items()):
-            theirs = getattr(sync, name, None)
-            if isinstance(found, property) and found.__doc__ is None and \
-                    isinstance(theirs, property):
-                setattr(cls, name, property(found.fget, found.fset, found.fdel,
-                                            theirs.__doc__))
-        for name, method in inspect.getmembers(cls, inspect.isfunction):
-            if name.startswith("_") or method.__doc__ is not None:
-                continue
-            original = getattr(sync, name, None)
-            if original is None:
-                continue
-            method.__doc__ = (f"The async twin of :meth:`fdbrecipes.{owner}.{name}`, "
-                              "awaited without blocking the event loop.\n\n"
-                              + inspect.cleandoc(original.__doc__ or ""))
-        return cls
-    return document

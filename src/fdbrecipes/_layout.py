@@ -30,10 +30,10 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS", "ORDERED_FOOTPRINT",
-           "PAUSED", "RESULT", "SCHEDULES", "SHARDED", "SHARDS", "TREE_FOOTPRINT", "FairLayout",
-           "Firsts", "Footprint", "Item", "Marker", "OrderedLayout", "RecordLayout",
-           "ScheduleLayout", "TreeLayout", "shard_space"]
+__all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "LIMITS", "MAX_SHARDS",
+           "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "SCHEDULES", "SHARDED", "SHARDS",
+           "TREE_FOOTPRINT", "FairLayout", "Firsts", "Footprint", "Item", "LimitLayout", "Marker",
+           "OrderedLayout", "RecordLayout", "ScheduleLayout", "TreeLayout", "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -545,3 +545,68 @@ class ScheduleLayout:
     def state(self, name: str) -> bytes:
         """The key of schedule ``name``'s state."""
         return bytes(self.states.pack((name,)))
+
+
+#: The first element of every key of a limit store's change counter, which no structure
+#: uses: the operator commands recognise a store by it.
+LIMITS = "lv"
+
+
+class LimitLayout:
+    """Keys of a limit store (:class:`fdbrecipes.Limits`), shared by every structure
+    made with ``limits=`` uses of it::
+
+        L/"lv"                      = int64       the change counter (atomic ADD): every
+                                                  set and delete adds 1
+        L/"ld"/(name,)              = (kind, n, per_seconds)  a limit's definition:
+                                                  ("concurrency", n, None) or
+                                                  ("rate", n, seconds), packed
+        L/"lr"/(name, key, slot)    = (deadline, hold id)  slot ``slot`` (0 to n - 1)
+                                                  of a concurrency limit, held by a
+                                                  running job's lease until its deadline
+                                                  (a clock reading)
+        L/"ls"/(name, key, start, hold id) = (cost,)  a start counted by a rate limit
+                                                  (``start``: the claim's clock reading)
+        L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
+                                                  lease holds
+        L/"lw"/(name, key, parked_at, prefix, item, deadline) = ''  a job parked until
+                                                  a slot of (name, key) frees: its
+                                                  structure's (shard's) raw prefix, its
+                                                  item tuple and the deadline of the
+                                                  DELAY hold it waits under there
+
+    ``key`` is the limit's key for the job (any tuple-encodable value), None for a
+    global limit.  Times are clock readings (read versions, about 1,000,000 per second).
+    """
+
+    __slots__ = ("definitions", "parked", "running", "starts", "subspace", "tags", "version")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.version = bytes(subspace.pack((LIMITS,)))
+        self.definitions = subspace["ld"]
+        self.running = subspace["lr"]
+        self.starts = subspace["ls"]
+        self.tags = subspace["lt"]
+        self.parked = subspace["lw"]
+
+    def definition(self, name: str) -> bytes:
+        """The key of limit ``name``'s definition."""
+        return bytes(self.definitions.pack((name,)))
+
+    def running_key(self, name: str, key: Any, slot: int) -> bytes:
+        """The key of slot ``slot`` of (name, key)."""
+        return bytes(self.running.pack((name, key, slot)))
+
+    def start_key(self, name: str, key: Any, start: int, hold_id: bytes) -> bytes:
+        """The key of the start of lease ``hold_id`` in rate limit (name, key)."""
+        return bytes(self.starts.pack((name, key, start, hold_id)))
+
+    def tags_key(self, hold_id: bytes) -> bytes:
+        """The key of what lease ``hold_id`` holds."""
+        return bytes(self.tags.pack((hold_id,)))
+
+    def parked_key(self, name: str, key: Any, parked_at: int, prefix: bytes, item: Item,
+                   deadline: int) -> bytes:
+        """The key naming a job parked under (name, key)."""
+        return bytes(self.parked.pack((name, key, parked_at, prefix, item, deadline)))

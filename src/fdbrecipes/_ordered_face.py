@@ -3,20 +3,18 @@
 :class:`OrderedFace` is the sync base of :class:`fdbrecipes.Queue` and
 :class:`fdbrecipes.PriorityQueue`: each method drives one operation of the structure's
 operations object (:mod:`._ops.ordered`) with the blocking driver.  Its async twin is
-:mod:`fdbrecipes.aio._ordered_face`; :class:`OrderedBase`, the constructor, is both
-faces' base.
+:mod:`fdbrecipes.aio._ordered_face`; :class:`fdbrecipes._bases.OrderedBase`, the
+constructor, is both faces' base.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, ClassVar, Iterable, List, Optional, Type
+from typing import Any, Iterable, List, Optional
 
-from ._clock import Clock
-from ._codec import Codec
+from ._bases import OrderedBase
 from ._drivers.blocking import drive
 from ._drivers.sharing import Sharing
-from ._face import JobFace
 from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
 from ._ops.ordered import LeaseLike, OrderedOps
@@ -28,32 +26,7 @@ from ._ordered.paging import Row
 from ._records.records import JobError, JobRecord
 from ._values import V
 
-__all__ = ["OrderedBase", "OrderedFace"]
-
-
-class OrderedBase(JobFace[OrderedOps[V]]):
-    """The constructor of Queue, PriorityQueue and their async twins: the arguments
-    of :class:`fdbrecipes.Queue`, handed to the operations class of the structure."""
-
-    _ops_class: ClassVar[Type[OrderedOps[Any]]]
-
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        high_contention: bool = False,
-        clock: Optional[Clock] = None,
-        id_retention: float = 3600.0,
-        result_timeout: float = 10.0,
-        max_deliveries: Optional[int] = None,
-        history: Optional[float] = None,
-        shards: int = 1,
-        codec: Optional[Codec] = None,
-    ) -> None:
-        super().__init__(self._ops_class(
-            subspace, high_contention=high_contention, clock=clock, id_retention=id_retention,
-            result_timeout=result_timeout, max_deliveries=max_deliveries, history=history,
-            shards=shards, codec=codec))
+__all__ = ["OrderedFace"]
 
 
 class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
@@ -132,7 +105,11 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         Reads the lease (read conflict on it: an ack racing the item's redelivery
         conflicts), clears it and its deadline entry, decrements the counters.
-        Cost: 1 read, 1 round trip, O(1) in n.
+        Cost: 1 read, 1 round trip, O(1) in n.  With ``limits`` (so also
+        :meth:`ack_many`, :meth:`release` and :meth:`bury`), it reads what the lease
+        holds beside it, clears its slots (atomic compare-and-clear: no conflict) and
+        moves back the first job parked under each freed key (a read conflict on its
+        hold): 1 round trip more, 2 when a job is parked (see docs/flow-control.md).
 
         Raises:
             LeaseExpiredError: the lease's deadline has passed (even if nobody took the

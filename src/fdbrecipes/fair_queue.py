@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from typing import Any, ContextManager, Dict, Iterable, List, Optional, Tuple, Union
 
-from ._clock import Clock
-from ._codec import Codec
+from ._bases import FairBase, Group
 from ._drivers.blocking import drive
-from ._face import JobFace
 from ._fair.parts import FairLease, FairStats, Policy
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
@@ -35,25 +33,6 @@ from ._records.records import JobError, JobRecord
 from ._values import Value
 
 __all__ = ["FairBase", "FairLease", "FairQueue", "FairStats", "Policy"]
-
-#: A group's name.
-Group = Union[str, bytes]
-
-
-class FairBase(JobFace[FairOps]):
-    """The constructor of FairQueue and its async twin: the arguments of
-    :class:`FairQueue`, handed to a :class:`fdbrecipes._ops.fair.FairOps`."""
-
-    def __init__(self, subspace: Any, *, default_share: int = 1,
-                 default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
-                 id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None, shards: int = 1,
-                 codec: Optional[Codec] = None) -> None:
-        super().__init__(FairOps(subspace, default_share=default_share,
-                                 default_limit=default_limit, max_deliveries=max_deliveries,
-                                 id_retention=id_retention, clock=clock, history=history,
-                                 shards=shards, codec=codec))
-
 
 class FairQueue(FairBase, JobMethods[FairOps]):
     """A transactional queue per group, served by weighted lottery (see the module

@@ -17,11 +17,12 @@ from typing import Any, Dict, List, Mapping, Tuple
 from ._attempt import gather
 from ._drivers.blocking import drive
 from ._fdb import Gen, check_database
+from .limits import LimitsBase
 from .protocol import Measurable
 from .schedules import SchedulesBase
 
-__all__ = ["BACKLOG", "ITEMS", "OLDEST_AGE", "SCHEDULE_LAG", "SCHEDULE_PAUSED", "Sample",
-           "by_structure", "collect"]
+__all__ = ["BACKLOG", "ITEMS", "LIMIT_N", "LIMIT_PARKED", "LIMIT_RUNNING", "OLDEST_AGE",
+           "SCHEDULE_LAG", "SCHEDULE_PAUSED", "Sample", "by_structure", "collect"]
 
 #: Items of a structure, by state (``visible``, ``delayed``, ``in_flight``, ``dead``).
 ITEMS = "fdbrecipes_queue_items"
@@ -35,6 +36,12 @@ BACKLOG = "fdbrecipes_queue_backlog"
 SCHEDULE_LAG = "fdbrecipes_schedule_lag_seconds"
 #: 1 while a stored schedule is paused, else 0.
 SCHEDULE_PAUSED = "fdbrecipes_schedule_paused"
+#: A limit's ``n`` (labels ``store`` and ``limit``; ``kind``: concurrency or rate).
+LIMIT_N = "fdbrecipes_limit_n"
+#: Jobs running under a concurrency limit, over all its keys.
+LIMIT_RUNNING = "fdbrecipes_limit_running"
+#: Jobs parked until a slot of their key frees, over all its keys (counted up to 10,000).
+LIMIT_PARKED = "fdbrecipes_limit_parked"
 
 
 @dataclass(frozen=True)
@@ -54,33 +61,41 @@ def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
     """The items of each structure in ``structures`` (by the name its samples get in
     the ``queue`` label), by state, its backlog (visible plus in flight) and the age of
     its front item; for a schedule store (:class:`fdbrecipes.Schedules`) among them,
-    each schedule's lag and pause (labels ``store``, the name given, and ``schedule``).
+    each schedule's lag and pause (labels ``store``, the name given, and ``schedule``);
+    for a limit store (:class:`fdbrecipes.Limits`), each limit's ``n`` and its jobs
+    running and parked over all its keys (labels ``store`` and ``limit``).
 
     Reads each structure's stats through its operations object
     (:class:`fdbrecipes.protocol.Measurable`: counters, expired holds, front item; a
     FairQueue's every group's, summed) and each store's schedules (two range reads)
     by snapshot, all in one transaction, side by side: no conflicts.  A WeightTree's
     items are all visible (its other states are 0).  Cost: a few round trips, however
-    many structures; a store's reads grow with its schedules.
+    many structures; a store's reads grow with its schedules, or its limits' running
+    and parked jobs.
 
     Raises:
         TypeError: ``db`` is not a Database, or a structure is not one of the library's
             (sync or async) nor has measurable operations.
     """
     check_database(db)
-    measured, stores = [], []
+    measured, stores, limits = [], [], []
     for name, structure in structures.items():
         if isinstance(structure, SchedulesBase):
             stores.append((name, structure.ops))
             continue
+        if isinstance(structure, LimitsBase):
+            limits.append((name, structure.ops))
+            continue
         ops = getattr(structure, "ops", None)
         if not isinstance(ops, Measurable):
             raise TypeError(f"structures[{name!r}] is not a Queue, PriorityQueue, FairQueue, "
-                            f"WeightTree or Schedules, but {type(structure).__name__}")
+                            f"WeightTree, Schedules or Limits, but "
+                            f"{type(structure).__name__}")
         measured.append((name, ops))
     snapshot = db.create_transaction().snapshot
     reads: List[Gen[Any]] = [ops.stats(snapshot) for _, ops in measured]
     reads += [ops.list(snapshot) for _, ops in stores]
+    reads += [ops.totals(snapshot) for _, ops in limits]
     found: List[Any] = drive(gather(reads))
     out: List[Sample] = []
     for (name, _), stats in zip(measured, found):
@@ -95,6 +110,13 @@ def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
             labels = (("schedule", info.name), ("store", name))
             out.append(Sample(SCHEDULE_LAG, labels, info.lag))
             out.append(Sample(SCHEDULE_PAUSED, labels, float(info.paused_at is not None)))
+    for (name, _), totals in zip(limits, found[len(measured) + len(stores):]):
+        for total in totals:
+            labels = (("limit", total.name), ("store", name))
+            out.append(Sample(LIMIT_N, (("kind", total.limit.kind), *labels),
+                              float(total.limit.n)))
+            out.append(Sample(LIMIT_RUNNING, labels, float(total.running)))
+            out.append(Sample(LIMIT_PARKED, labels, float(total.parked)))
     return out
 
 

@@ -32,6 +32,9 @@ from .jobs import Event, JobFinished
 from .metrics import (
     BACKLOG,
     ITEMS,
+    LIMIT_N,
+    LIMIT_PARKED,
+    LIMIT_RUNNING,
     OLDEST_AGE,
     SCHEDULE_LAG,
     SCHEDULE_PAUSED,
@@ -53,7 +56,12 @@ GAUGES = {ITEMS: ("Items of a structure, by state", ["queue", "state"]),
           OLDEST_AGE: ("Seconds the front item has waited", ["queue"]),
           SCHEDULE_LAG: ("Seconds a stored schedule's next slot is overdue",
                          ["schedule", "store"]),
-          SCHEDULE_PAUSED: ("1 while a stored schedule is paused", ["schedule", "store"])}
+          SCHEDULE_PAUSED: ("1 while a stored schedule is paused", ["schedule", "store"]),
+          LIMIT_N: ("A limit's n", ["kind", "limit", "store"]),
+          LIMIT_RUNNING: ("Jobs running under a concurrency limit, all keys",
+                          ["limit", "store"]),
+          LIMIT_PARKED: ("Jobs parked until a slot of their key frees, all keys",
+                         ["limit", "store"])}
 #: Histogram buckets, in seconds, from a millisecond to an hour.
 BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 
@@ -74,7 +82,7 @@ class QueueCollector:
     Args:
         db: the database the structures live in.
         structures: each structure by the name its ``queue`` label gets (a schedule
-            store: its ``store`` label).
+            or limit store: its ``store`` label).
     """
 
     def __init__(self, db: Any, structures: Mapping[str, Any]) -> None:

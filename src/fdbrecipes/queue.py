@@ -77,6 +77,13 @@ class Queue(OrderedFace[V]):
             and one that cannot be (a key the codec lacks) comes back as an
             :class:`fdbrecipes.Undecodable` (a worker makes its job a dead letter with
             the reason).  Every client of the structure must pass the same codec.
+        limits: limits its jobs carry, shared by name with every structure using
+            them: a :meth:`fdbrecipes.Limits.use` of a store, or a list of them (all
+            of one store).  A claim then checks each in its own transaction and
+            starts a job only within every limit; a job that cannot start is parked
+            or delayed, never blocking the others (see docs/flow-control.md: a claim
+            costs one round trip more, and claims of one key conflict).  ``pop``
+            takes no limit into account.  None (the default): no limits.
 
     Sharded (``shards`` > 1), each call below works on one shard as it says, and
     the shard is picked for it: a push goes to a shard drawn at random; a pop or claim
@@ -254,6 +261,14 @@ class Queue(OrderedFace[V]):
         original place and is delivered again (``lease.deliveries`` counts).  Reads
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
+
+        With ``limits``, it reads the first ``max(spread, 64)`` visible items by
+        snapshot and the state of each limit key they carry (by snapshot), takes the
+        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
+        at random (a read conflict on that slot) and a rate's window (a read conflict
+        on it), parks or delays those held back by their limits, and reads again, up
+        to 4 times, while it has none: 2 round trips, at most 5 (see
+        docs/flow-control.md for what conflicts).
         """
         return drive(self._ops.claim(tr, MIN, lease_seconds, spread))
 

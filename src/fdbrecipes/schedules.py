@@ -15,12 +15,12 @@ rules (daylight-saving changes, misfires, jitter).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Optional
+from typing import Any, List, Optional
 
 from ._drivers.blocking import drive
-from ._face import Face
 from ._fdb import Transactor
-from ._schedules.ops import DEFAULT_GRACE, DEFAULT_RECENT, ScheduleOps, Stored
+from ._schedules.base import SchedulesBase
+from ._schedules.ops import DEFAULT_GRACE, Stored
 from ._schedules.records import (
     SKIP,
     CatchUp,
@@ -33,15 +33,6 @@ from ._values import Value
 
 __all__ = ["CatchUp", "ScheduleFire", "ScheduleInfo", "Schedules", "SchedulesBase",
            "catch_up"]
-
-
-class SchedulesBase(Face[ScheduleOps]):
-    """The constructor of Schedules and its async twin: the arguments of
-    :class:`Schedules`, handed to its operations object (``_schedules.ops.ScheduleOps``)."""
-
-    def __init__(self, subspace: Any, *, targets: Iterable[Any] = (),
-                 recent: int = DEFAULT_RECENT) -> None:
-        super().__init__(ScheduleOps(subspace, targets, recent))
 
 
 class Schedules(SchedulesBase):

@@ -22,12 +22,16 @@ module.  The types of the operations protocols' own calls (``Finished``,
   :class:`~fdbrecipes.RunningJob`, :class:`~fdbrecipes.Minute`.
 * Stored schedules: :class:`~fdbrecipes.ScheduleInfo`, :class:`~fdbrecipes.ScheduleFire`,
   :class:`~fdbrecipes.CatchUp`.
+* Limits: :class:`~fdbrecipes.Limit` (a definition), :class:`~fdbrecipes.LimitUse` (what
+  a structure's jobs carry), :class:`~fdbrecipes.LimitState` (what a key holds).
 * Calls: :class:`~fdbrecipes.Outcome` (what an interrupted call did),
   :class:`~fdbrecipes.RetryStats`.
 """
 
 from ._fair.parts import FairLease, FairStats, GroupView, Policy
 from ._fdb import Transactor
+from ._limits.specs import Limit, LimitUse
+from ._limits.store import LimitState
 from ._ordered.dead import DeadLetter
 from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
@@ -54,6 +58,9 @@ __all__ = [
     "JobRecord",
     "Lease",
     "LeaseInfo",
+    "Limit",
+    "LimitState",
+    "LimitUse",
     "Minute",
     "Outcome",
     "PendingItem",

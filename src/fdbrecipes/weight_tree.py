@@ -10,38 +10,17 @@ docs/data-model.md, the engine is :mod:`fdbrecipes._tree.engine` and the checked
 
 from __future__ import annotations
 
-import random
 from typing import Any, Iterable, List, Optional, Tuple
 
-from ._clock import Clock
-from ._codec import Codec
+from ._bases import TreeBase
 from ._drivers.blocking import drive
-from ._face import Face
 from ._fdb import Transactor
 from ._kinds import Kind, register
 from ._layout import TREE_FOOTPRINT
-from ._ops.tree import TreeOps
 from ._tree.engine import MAX_TOTAL_WEIGHT, MAX_WEIGHT
 from ._values import Value
 
 __all__ = ["MAX_TOTAL_WEIGHT", "MAX_WEIGHT", "TreeBase", "WeightTree"]
-
-
-class TreeBase(Face[TreeOps]):
-    """The constructor of WeightTree and its async twin: the arguments of
-    :class:`WeightTree`, handed to a :class:`fdbrecipes._ops.tree.TreeOps`."""
-
-    def __init__(
-        self,
-        subspace: Any,
-        *,
-        rng: Optional[random.Random] = None,
-        id_retention: float = 3600.0,
-        clock: Optional[Clock] = None,
-        codec: Optional[Codec] = None,
-    ) -> None:
-        super().__init__(TreeOps(subspace, rng=rng, id_retention=id_retention, clock=clock,
-                                 codec=codec))
 
 
 class WeightTree(TreeBase):

@@ -16,10 +16,10 @@ import asyncio
 import threading
 from typing import Any, Callable, List, Optional, Sequence
 
+from ._schedules.base import SchedulesBase
 from ._worker.serving import cores, run_all
 from .jobs import Backoff, EventSink, Job
 from .schedule import Schedule
-from .schedules import SchedulesBase
 
 __all__ = ["Worker"]
 

@@ -56,7 +56,7 @@ def test_each_command_runs_its_function() -> None:
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
         "push", "leases", "delayed", "remove", "job", "cancel", "finished", "workers", "pause",
-        "resume", "worker", "metrics", "schedules", "web", "server"]
+        "resume", "worker", "metrics", "schedules", "limits", "web", "server"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster",
                                                           "server") else []
@@ -68,6 +68,8 @@ def test_each_command_runs_its_function() -> None:
             needs = ["--directory", "app"]
         if command.name == "schedules":
             needs = ["list", "--tuple", "('schedules',)"]
+        if command.name == "limits":
+            needs = ["list", "--tuple", "('limits',)"]
         assert parser.parse_args([command.name, *needs]).run is command.run
 
 

@@ -1,8 +1,11 @@
 """Every sync class and its async twin offer the same calls: names, parameters,
 defaults, parameter types and docstrings (needs no server).
 
-The faces are written by hand, each over the same operations object; this test is
-what keeps them in step (see ``fdbrecipes._face``).
+The async methods are written by ``tools/unasync.py`` from the sync ones (signature,
+docstring, code; ``test_unasync.py`` checks the files are up to date); this test
+checks what that gives, as the classes are imported: the same names, parameters and
+types, and each twin saying what that script makes of its sync method's docstring
+(see ``fdbrecipes._face``).
 """
 
 from __future__ import annotations
@@ -12,19 +15,29 @@ from typing import Any, List, Tuple
 
 import pytest
 
-from fdbrecipes import FairQueue, PriorityQueue, Queue, Schedules, WeightTree, Worker
+from fdbrecipes import (
+    FairQueue,
+    Limits,
+    PriorityQueue,
+    Queue,
+    Schedules,
+    WeightTree,
+    Worker,
+)
 from fdbrecipes.aio import (
     AsyncFairQueue,
+    AsyncLimits,
     AsyncPriorityQueue,
     AsyncQueue,
     AsyncSchedules,
     AsyncWeightTree,
     AsyncWorker,
 )
+from tools import unasync
 
 PAIRS = [(Queue, AsyncQueue), (PriorityQueue, AsyncPriorityQueue),
          (WeightTree, AsyncWeightTree), (FairQueue, AsyncFairQueue), (Worker, AsyncWorker),
-         (Schedules, AsyncSchedules)]
+         (Schedules, AsyncSchedules), (Limits, AsyncLimits)]
 IDS = [sync.__name__ for sync, _ in PAIRS]
 #: Parameters whose types differ by design: a worker's handler is sync or async.
 TYPED_APART = {("Worker", "__init__", "handler")}
@@ -51,6 +64,8 @@ def test_methods_are_async_where_they_wait(sync: type, twin: type) -> None:
         if isinstance(found, property) or name == "__init__":
             continue
         method = getattr(twin, name)
+        if method is getattr(sync, name):  # one base's, for both: it waits for nothing
+            continue
         if name.startswith("claimed") or name == "stop":  # a context manager; a signal
             assert not inspect.iscoroutinefunction(method), name
         else:
@@ -75,6 +90,9 @@ def test_the_same_parameters_defaults_and_types(sync: type, twin: type) -> None:
 
 @pytest.mark.parametrize(("sync", "twin"), PAIRS, ids=IDS)
 def test_the_same_docstrings(sync: type, twin: type) -> None:
+    """Each twin's docstring is its sync method's, as ``tools/unasync.py`` adapts it:
+    a first line naming the sync method, its wording about blocking and threads, and
+    the edits where the async method differs (which that script lists)."""
     for name, found in members(sync):
         if name == "__init__":
             continue
@@ -82,10 +100,17 @@ def test_the_same_docstrings(sync: type, twin: type) -> None:
         theirs = inspect.getdoc(inspect.getattr_static(twin, name)
                                 if isinstance(found, property) else getattr(twin, name))
         assert mine, f"{sync.__name__}.{name} has no docstring"
-        if isinstance(found, property):
-            assert theirs == mine, name
-        else:  # a method shared with Queue is documented on Queue
-            shared = sync is not Queue and getattr(Queue, name, None) is getattr(sync, name)
-            owner = "Queue" if shared else sync.__name__
-            assert theirs == (f"The async twin of :meth:`fdbrecipes.{owner}.{name}`, "
-                              f"awaited without blocking the event loop.\n\n{mine}"), name
+        if isinstance(found, property) or getattr(twin, name) is getattr(sync, name):
+            assert theirs == mine, name  # a property, or one base's method for both
+            continue
+        # a method shared with Queue is documented on Queue
+        shared = sync is not Queue and getattr(Queue, name, None) is getattr(sync, name)
+        owner = "Queue" if shared else sync.__name__
+        method = getattr(twin, name)
+        kind = (unasync.COROUTINE if inspect.iscoroutinefunction(method) else
+                unasync.CONTEXT if name.startswith("claimed") else unasync.PLAIN)
+        defined_on = method.__qualname__.split(".")[0]
+        assert theirs == unasync.adapt(defined_on, name, owner, mine, kind), name
+        assert theirs.startswith(f"The async twin of :meth:`fdbrecipes.{owner}.{name}`"
+                                 if kind != unasync.PLAIN else
+                                 f"The twin of :meth:`fdbrecipes.{owner}.{name}`"), name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fdbrecipes
 import fdbrecipes.fair_queue
+import fdbrecipes.limits
 import fdbrecipes.schedules
 import fdbrecipes.types
 
@@ -23,7 +24,7 @@ def test_the_package_exports_the_same_objects() -> None:
 
 
 def test_the_structures_modules_export_the_same_objects() -> None:
-    for module in (fdbrecipes.fair_queue, fdbrecipes.schedules):
+    for module in (fdbrecipes.fair_queue, fdbrecipes.schedules, fdbrecipes.limits):
         for name in module.__all__:
             if name in fdbrecipes.types.__all__:
                 assert getattr(module, name) is getattr(fdbrecipes.types, name), name
@@ -33,7 +34,8 @@ def test_the_package_value_types_are_all_there() -> None:
     """Every value type the package exports is in types (a new one added to the package
     alone fails here)."""
     values = {"CatchUp", "DeadLetter", "DelayedItem", "FairLease", "FairStats", "FinishedJob",
-              "JobError", "JobRecord", "Lease", "LeaseInfo", "Minute", "Outcome", "PendingItem",
+              "JobError", "JobRecord", "Lease", "LeaseInfo", "Limit", "LimitState", "LimitUse",
+              "Minute", "Outcome", "PendingItem",
               "Progress", "QueueStats", "RetryStats", "RunningJob", "ScheduleFire",
               "ScheduleInfo", "Transactor", "Value", "WorkerInfo"}
     assert values <= set(fdbrecipes.types.__all__)

@@ -34,7 +34,9 @@ from .._clock import Clock, database_clock
 from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
-from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
+from .._layout import MAX_SHARDS, Item, LimitLayout, OrderedLayout, RecordLayout
+from .._limits.gate import Gate
+from .._limits.specs import check_uses
 from .._ordered.contention import Contention
 from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
 from .._ordered.engine import Ordered, PushRequest, QueueStats
@@ -124,8 +126,10 @@ class OrderedOps(JobOps, Generic[V]):
     def __init__(self, subspace: Any, *, high_contention: bool = False,
                  clock: Optional[Clock] = None, id_retention: float = 3600.0,
                  result_timeout: float = 10.0, max_deliveries: Optional[int] = None,
-                 history: Optional[float] = None, shards: int = 1, codec: Any = None) -> None:
+                 history: Optional[float] = None, shards: int = 1, codec: Any = None,
+                 limits: Any = None) -> None:
         subspace = check_subspace(subspace)
+        uses = check_uses(limits)
         self.high_contention = check_bool(high_contention, "high_contention")
         timeout = check_seconds(result_timeout, "result_timeout")
         self.shards = check_shards(shards, MAX_SHARDS)
@@ -133,7 +137,10 @@ class OrderedOps(JobOps, Generic[V]):
         self.records = Records(RecordLayout(subspace, subspace["o"]), self.history)
         parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
                             check_clock(clock) or database_clock,
-                            Ids(subspace, self.id_retention), max_deliveries, self.records)
+                            Ids(subspace, self.id_retention), max_deliveries, self.records,
+                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None)
+        #: the limits its jobs carry (see fdbrecipes.Limits.use)
+        self.limits = uses
         self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]
         self.guard = LayoutGuard(subspace, self.kind, self.shards, self.layouts[0].pushed)
         if self.shards == 1:

@@ -32,6 +32,7 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
+from .._limits.gate import Gate
 from .._records.records import (
     DEAD,
     DELAYED,
@@ -118,13 +119,15 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("ids", "records", "shard")
+    __slots__ = ("gate", "ids", "records", "shard")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
-                 shard: Optional[int] = None) -> None:
+                 shard: Optional[int] = None, gate: Optional[Gate] = None) -> None:
         super().__init__(layout, clock, max_deliveries)
         self.ids = ids
+        #: the limits its claims check (a structure made with ``limits=``), or None
+        self.gate = gate
         #: the job records (written only by a structure with ``history``)
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
@@ -181,6 +184,14 @@ class Ordered(FrontReader, Takes):
                                self.keys.deliveries(item))
             if error is not None:
                 self.records.failed(tr, id_, error)
+
+    def came_back(self, tr: Any, item: Item) -> None:
+        """An item taken back from an expired lease and held again (parked by a limit):
+        its job record, if it has one, retrying after the lease's expiry."""
+        id_ = self.record(item)
+        if id_ is not None:
+            self.records.state(tr, id_, RETRYING, self.keys.deliveries(item))
+            self.records.failed(tr, id_, LEASE_EXPIRED)
 
     def wake(self, tally: Tally) -> None:
         """Touch the wake key (waiters look again) without changing the size: one more
@@ -248,14 +259,30 @@ class Ordered(FrontReader, Takes):
             self.bury(tr, entry, front.now, tally, EXPIRED_REASON, LEASE_EXPIRED)
         return bool(front.expired or front.dead)
 
+    def expired_slots(self, tr: Any, front: Front, taken: Sequence[Entry] = ()) -> Gen[int]:
+        """Give back the limit slots of the expired leases ``front`` met (and
+        :meth:`settle` put back or buried) and of those among ``taken`` (expired leases
+        a claim takes again), if this structure has limits: one round trip more when
+        there were any (see ``Gate.free``)."""
+        if self.gate is None:
+            return 0
+        ended = {e.hold.hold_id: e.hold.deadline for e in [*front.expired, *front.dead, *taken]
+                 if e.hold is not None and e.hold.kind == LEASE}
+        if not ended:
+            return 0
+        return (yield from self.gate.free(tr, self.gate.read_tags(tr, list(ended)), ended,
+                                          front.now))
+
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
         letters (a read conflict on each), their job records dead (read first when
-        this object keeps none: one round trip more, if any died); how many."""
+        this object keeps none: one round trip more, if any died), their limit slots
+        given back (see :meth:`expired_slots`); how many."""
         dead = yield from self.dying(tr, now, RESTORE_BATCH)
         kept = yield from self.records.kept(tr, [self.keys.item_id(e.item) for e in dead])
         for entry in dead:
             self.bury(tr, entry, now, tally, EXPIRED_REASON, LEASE_EXPIRED, kept)
+        yield from self.expired_slots(tr, Front([], [], dead, now, []))
         return len(dead)
 
     def remove(self, tr: Any, entries: Sequence[Entry], now: int, tally: Tally,
@@ -431,7 +458,9 @@ class Ordered(FrontReader, Takes):
         holds = (yield from self.expired_now(tr, now))[:limit]
         live, dead = yield from self.read_held(tr, self.split_dead(holds))
         tally = Tally()
-        handled = self.settle(tr, Front([], live, dead, now, holds), tally)
+        settled = Front([], live, dead, now, holds)
+        handled = self.settle(tr, settled, tally)
+        yield from self.expired_slots(tr, settled)
         tally.write(tr, attempt)
         attempt.idle = not handled
         return len(holds)

@@ -17,19 +17,28 @@ from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tup
 import fdb.tuple
 
 from .._attempt import Attempt
-from .._fdb import Gen, Range, Tally, seconds_to_versions
+from .._fdb import Gen, Range, Tally, read, seconds_to_versions
 from .._layout import DELAY, LEASE
+from .._limits.gate import Admission, Tag
 from .._records.history import terms, terms_known
 from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
 from ..errors import LeaseExpiredError
 from .engine import Ordered
-from .front import Entry, Hold
+from .front import Entry, Hold, value_of
 
 __all__ = ["Claims", "Lease", "Leases", "answers", "claimed", "expired", "lease_id",
            "refused"]
 
 log = logging.getLogger("fdbrecipes")
+
+#: The most reads of the front a claim of a structure with limits makes: after a
+#: read whose candidates were held back by their limits (parked or delayed, so the
+#: next read no longer meets them), it reads again for what it still lacks.
+ROUNDS = 4
+#: The fewest candidates each of those reads takes in: a key at its limit holding the
+#: front is parked in blocks of this many.
+SCAN = 64
 
 
 class Lease(Generic[V]):
@@ -222,6 +231,10 @@ class Leases(Claims):
         ``seconds`` (``holder``: the worker taking them, for their job records)."""
         records = self.engine.records
         known = terms_known(tr, [records]) if records.keeps else None  # read meanwhile
+        if self.engine.gate is not None:
+            leases = yield from self.limited(tr, attempt, self.engine.gate.admission(tr), n,
+                                             end, seconds, spread, budget, holder)
+            return (yield from claimed(tr, attempt, Tally(), leases, True, records, known))
         front, entries = yield from self.engine.chosen(tr, attempt, end, n, spread)
         tally = Tally()
         settled = self.engine.settle(tr, front, tally)
@@ -229,22 +242,59 @@ class Leases(Claims):
                                    holder)
         return (yield from claimed(tr, attempt, tally, leases, settled, records, known))
 
+    def limited(self, tr: Any, attempt: Attempt, admission: Admission, n: int, end: str,
+                seconds: float, spread: int, budget: int,
+                holder: Optional[str]) -> Gen[List[Lease]]:
+        """:meth:`claim` in a structure with limits: reads the first
+        ``max(n + spread - 1, SCAN)`` candidates by snapshot (a read conflict on each
+        item it takes or moves), checks them against their limits
+        (:class:`.._limits.gate.Admission`: the blocked ones met are parked or
+        delayed, so no later read meets them again) and takes ``n`` of the runnable
+        ones as a take with ``spread`` would; while it lacks some and held some back,
+        it reads again, up to :data:`ROUNDS` reads in all.  The expired leases met give
+        their slots back."""
+        tally = Tally()
+        leases: List[Lease] = []
+        for _ in range(ROUNDS):
+            want = n - len(leases)
+            front = yield from self.engine.front(tr, end, max(want + spread - 1, SCAN),
+                                                 conflict=False, attempt=attempt)
+            entries = [] if self.engine.paused_front(tr, front) else front.entries
+            self.engine.settle(tr, front, tally)
+            freed = yield from self.engine.expired_slots(tr, front, entries)
+            admitted, blocked = yield from admission.admit(tr, self.engine, front.now, entries,
+                                                           tally, want, spread)
+            blocked = blocked or freed > 0  # parked jobs may have come back: read again
+            part = attempt.fork()
+            got = self.hold_entries(tr, part, front.now, [e for e, _ in admitted], seconds,
+                                    budget, tally, holder, [t for _, t in admitted])
+            attempt.join([part])
+            leases += got
+            budget -= sum(len(value_of(e)) for e, _ in admitted[:len(got)])
+            if not blocked or len(leases) >= n or len(got) < len(admitted) or budget <= 0:
+                break
+        tally.write(tr, attempt)
+        return leases
+
     def hold_entries(self, tr: Any, attempt: Attempt, now: int, entries: List[Entry],
                      seconds: float, budget: int, tally: Tally,
-                     holder: Optional[str] = None) -> List[Lease]:
+                     holder: Optional[str] = None,
+                     tags: Optional[List[List[Tag]]] = None) -> List[Lease]:
         """Hold each of ``entries`` (read at ``now``) under a lease of its own for
         ``seconds``, until their values pass ``budget`` bytes; the leases (their job
-        records say running, held by ``holder``).  The attempt learns how to give them
-        back."""
+        records say running, held by ``holder``; ``tags``: the limits each carries, its
+        slots written with its lease).  The attempt learns how to give them back."""
         deadline = now + seconds_to_versions(seconds)
         leases: List[Lease] = []
         size = 0
         ids = batch_ids(len(entries), now, self.engine.shard)  # one key range (see read_many)
-        for entry, hold_id in zip(entries, ids):
+        for i, (entry, hold_id) in enumerate(zip(entries, ids)):
             assert entry.value is not None
             size += len(entry.value)
             if leases and size > budget:
                 break
+            if tags and self.engine.gate is not None:
+                self.engine.gate.held(tr, hold_id, tags[i], now, deadline)
             item = self.engine.take(tr, entry, now, tally)
             hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold), now))
@@ -261,15 +311,37 @@ class Leases(Claims):
     def unclaim(self, tr: Any, attempt: Attempt, ids: List[bytes]) -> Gen[None]:
         """Give the items of live leases back to their places, no delivery counted
         (the undo of a claim whose caller was cancelled)."""
+        tags = self.start_tags(tr, ids)
         found = yield from self.read_many(tr, ids)
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
+        back = []
         for hold_id, (kv, parts) in found.items():
             entry = self.alive(kv, hold_id, now, parts)
             if entry is not None:
                 self.engine.put_back(tr, entry, now, tally, count=False)
+                back.append(entry)
+        yield from self.give_back(tr, tags, back, now)
         tally.write(tr, attempt)
         attempt.idle = not found
+
+    def start_tags(self, tr: Any, ids: List[bytes]) -> Dict[bytes, Any]:
+        """Start reading the limits each lease of ``ids`` holds, if this structure has
+        limits (beside the leases' own reads: no round trip of their own)."""
+        gate = self.engine.gate
+        return {} if gate is None else gate.read_tags(tr, ids)
+
+    def give_back(self, tr: Any, started: Dict[bytes, Any], ended: Sequence[Entry],
+                  now: int) -> Gen[None]:
+        """The slots of the leases of ``ended`` (entries under live leases, their tags
+        read by :meth:`start_tags`) given back, and the jobs parked under their keys
+        moved back: two round trips more when a parked job waits (see ``Gate.free``),
+        none without limits."""
+        gate = self.engine.gate
+        holds = [e.hold for e in ended if e.hold is not None]
+        if gate is not None and holds:
+            yield from gate.free(tr, {h.hold_id: started[h.hold_id] for h in holds},
+                                 {h.hold_id: h.deadline for h in holds}, now)
 
     def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
         """The live lease ``lease`` names, read with a conflict on it.
@@ -309,10 +381,12 @@ class Leases(Claims):
     def ack(self, tr: Any, attempt: Attempt, lease: Any) -> Gen[None]:
         """Remove a leased item for good (its job record, if it has one, succeeded:
         see :meth:`kept`)."""
+        tags = self.start_tags(tr, [lease_id(lease)])
         live = yield from self.find(tr, attempt, lease, "ack")
         kept = yield from self.kept(tr, [live.entry])
         tally = Tally()
         self.engine.remove(tr, [live.entry], live.now, tally, read=True, kept=kept)
+        yield from self.give_back(tr, tags, [live.entry], live.now)
         tally.write(tr, attempt)
 
     def kept(self, tr: Any, entries: Sequence[Entry]) -> Gen[Kept]:
@@ -332,6 +406,7 @@ class Leases(Claims):
         :meth:`read_many`).  A lease named twice is acked once: False the second time,
         as a second :meth:`ack` would have raised."""
         ids = [lease_id(lease) for lease in leases]
+        tags = self.start_tags(tr, ids)
         found = yield from self.read_many(tr, ids)
         now = yield from attempt.now(tr, self.engine.clock)  # after the reads: no wait
         alive = []
@@ -348,6 +423,7 @@ class Leases(Claims):
                                    None if results is None else [results[i]], read=True,
                                    kept=kept)
             done.append(entry is not None)
+        yield from self.give_back(tr, tags, [e for e in alive if e is not None], now)
         tally.write(tr, attempt)
         attempt.idle = not any(done)
         return done
@@ -394,12 +470,27 @@ class Leases(Claims):
 
     def extend(self, tr: Any, attempt: Attempt, lease: Any, seconds: float) -> Gen[Lease]:
         """Move a live lease's deadline to now + ``seconds``; the same lease, renewed."""
+        tags = self.start_tags(tr, [lease_id(lease)])
         live = yield from self.find(tr, attempt, lease, "extend")
         tally = Tally()
         renewed = self.renew(tr, live.entry, live.now + seconds_to_versions(seconds), tally,
                              lease)
+        yield from self.extended(tr, tags, [renewed])
         tally.write(tr, attempt)
         return renewed
+
+    def extended(self, tr: Any, started: Dict[bytes, Any],
+                 renewed: Sequence[Optional[Lease]]) -> Gen[None]:
+        """The running entries of the ``renewed`` leases (their tags read by
+        :meth:`start_tags`) moved to their new deadlines."""
+        gate = self.engine.gate
+        if gate is None:
+            return
+        for lease in renewed:
+            if lease is not None:
+                hold_id = lease_id(lease)
+                raw = yield from read(started[hold_id])
+                gate.extended(tr, raw, hold_id, lease.deadline)
 
     def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                     seconds: float) -> Gen[List[Optional[Lease]]]:
@@ -407,6 +498,7 @@ class Leases(Claims):
         :meth:`read_many`); for each, the renewed lease, or None if it had expired (or
         was named earlier in ``leases``)."""
         ids = [lease_id(lease) for lease in leases]
+        tags = self.start_tags(tr, ids)
         found = yield from self.read_many(tr, ids)
         now = yield from attempt.now(tr, self.engine.clock)
         deadline = now + seconds_to_versions(seconds)
@@ -416,6 +508,7 @@ class Leases(Claims):
             kv, parts = found.pop(hold_id, (None, None))
             entry = self.alive(kv, hold_id, now, parts)
             out.append(None if entry is None else self.renew(tr, entry, deadline, tally, lease))
+        yield from self.extended(tr, tags, out)
         tally.write(tr, attempt)
         attempt.idle = not any(out)
         return out
@@ -446,11 +539,13 @@ class Leases(Claims):
         it never dies of this).  ``error`` (type, message, traceback): what the job
         failed with, for its record and, when it dies, as its reason.  False (nothing
         written) if the lease had already expired."""
+        tags = self.start_tags(tr, [lease_id(lease)])
         live = yield from self.live(tr, attempt, lease)
         if live is None:
             return False
         entry = live.entry
         kept = yield from self.kept(tr, [entry])
+        yield from self.give_back(tr, tags, [live.entry], live.now)
         tally = Tally()
         if count and self.engine.dies(entry.item):
             self.engine.bury(tr, entry, live.now, tally, reason_of(error), error, kept)
@@ -476,10 +571,12 @@ class Leases(Claims):
         """End a live lease by moving its item to the dead letters now, with
         ``reason`` (``error``: what the job failed with, for its record).  False
         (nothing written) if the lease had already expired."""
+        tags = self.start_tags(tr, [lease_id(lease)])
         live = yield from self.live(tr, attempt, lease)
         if live is None:
             return False
         kept = yield from self.kept(tr, [live.entry])
+        yield from self.give_back(tr, tags, [live.entry], live.now)
         tally = Tally()
         self.engine.bury(tr, live.entry, live.now, tally, reason, error, kept)
         tally.write(tr, attempt)

@@ -39,6 +39,7 @@ from .._clock import Clock
 from .._fdb import Gen, Tally, clear_structure
 from .._ids import Ids
 from .._layout import Marker, OrderedLayout, kept_by_clear, shard_space
+from .._limits.gate import Gate
 from .._records.history import terms_known
 from .._records.records import Records
 from .._retry import RetryLoop
@@ -78,13 +79,15 @@ def shard_spaces(subspace: Subspace, count: int) -> List[Subspace]:
 
 
 def make_shards(spaces: Sequence[Subspace], group_len: int, clock: Clock, ids: Ids,
-                max_deliveries: Optional[int], records: Records) -> List[Shard]:
-    """The shards of a structure, one per subspace of ``spaces``, sharing ``ids`` and
-    ``records``; one shard (numbered None: unsharded) when ``spaces`` has one."""
+                max_deliveries: Optional[int], records: Records,
+                gate: Optional[Gate] = None) -> List[Shard]:
+    """The shards of a structure, one per subspace of ``spaces``, sharing ``ids``,
+    ``records`` and the limits' ``gate``; one shard (numbered None: unsharded) when
+    ``spaces`` has one."""
     parts = []
     for k, space in enumerate(spaces):
         engine = Ordered(OrderedLayout(space, group_len), clock, ids, max_deliveries,
-                         records, None if len(spaces) == 1 else k)
+                         records, None if len(spaces) == 1 else k, gate)
         parts.append(Shard(engine, Leases(engine), DeadLetters(engine), Listing(engine)))
     return parts
 
@@ -365,17 +368,26 @@ class ShardedLeases(Claims):
         records = self.shards.records
         known = terms_known(tr, [records]) if records.keeps else None  # read meanwhile
         picks = yield from self.shards.chosen(tr, attempt, end, n, spread)
+        gate = self.shards.parts[0].engine.gate
+        admission = None if gate is None else gate.admission(tr)
         tally = Tally()
         settled = False
         leases: List[Lease] = []
         parts = []
         for shard, front, entries in picks:
             settled = shard.engine.settle(tr, front, tally) or settled
+            tags = None
+            if admission is not None:  # limits: one read of the front (see Leases.limited)
+                yield from shard.engine.expired_slots(tr, front, entries)
+                admitted, blocked = yield from admission.admit(tr, shard.engine, front.now,
+                                                               entries, tally, len(entries), 1)
+                entries, tags = [e for e, _ in admitted], [t for _, t in admitted]
+                settled = settled or blocked
             if leases and budget <= 0:
                 continue
             part = attempt.fork()
             got = shard.leases.hold_entries(tr, part, front.now, entries, seconds, budget,
-                                            tally, holder)
+                                            tally, holder, tags)
             budget -= sum(len(value_of(e)) for e in entries[:len(got)])
             budget = budget if len(got) == len(entries) else 0
             leases += got

@@ -93,6 +93,7 @@ from .commands import (
     run,
 )
 from .jobs import CANCEL, FINISHED, JOB, PAUSE, RESUME, WORKERS
+from .limits import LIMITS
 from .schedules import SCHEDULES
 from .service import METRICS, WORKER
 
@@ -101,7 +102,7 @@ JOBS = (JOB, CANCEL, FINISHED, WORKERS, PAUSE, RESUME)
 #: The long-running commands (:mod:`.service`): a worker, a metrics exporter.
 SERVICES = (WORKER, METRICS)
 
-__all__ = ["CANCEL", "DEAD", "DELAYED", "FINISHED", "JOB", "JOBS", "LEASES", "METRICS",
+__all__ = ["CANCEL", "DEAD", "DELAYED", "FINISHED", "JOB", "JOBS", "LEASES", "LIMITS", "METRICS",
            "OPERATIONS", "PAUSE", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD",
            "RESUME", "SCHEDULES", "SERVICES", "STATS", "WORKER", "WORKERS", "Operation",
            "run"]

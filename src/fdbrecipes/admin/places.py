@@ -14,11 +14,12 @@ from fdb.subspace_impl import Subspace
 
 from .. import _kinds
 from .._kinds import Kind
-from .._layout import LEFT_BEHIND, SCHEDULES, SHARDED, Marker
+from .._layout import LEFT_BEHIND, LIMITS, SCHEDULES, SHARDED, Marker
 from .output import cut
 
-__all__ = ["ANY_QUEUE", "SCHEDULE_STORE", "OperatorError", "Place", "Structure", "UsageError",
-           "make_place", "make_structure", "open_place", "shards_of", "stored", "survey"]
+__all__ = ["ANY_QUEUE", "LIMIT_STORE", "SCHEDULE_STORE", "OperatorError", "Place", "Structure",
+           "UsageError", "make_place", "make_structure", "open_place", "shards_of", "stored",
+           "survey"]
 
 #: A structure the commands act on: a Queue, PriorityQueue, FairQueue or WeightTree
 #: (the sync class of a kind, see :mod:`fdbrecipes._kinds`).
@@ -28,6 +29,12 @@ ANY_QUEUE = "queue or priority-queue"
 #: What :func:`stored` says of a schedule store (:class:`fdbrecipes.Schedules`), which
 #: it recognises by its change counter.
 SCHEDULE_STORE = "schedule store"
+#: What :func:`stored` says of a limit store (:class:`fdbrecipes.Limits`), which it
+#: recognises by its change counter.
+LIMIT_STORE = "limit store"
+#: The stores :func:`stored` recognises, by the first element of their change counter's
+#: key, which no structure uses.
+STORES = ((SCHEDULES, SCHEDULE_STORE), (LIMITS, LIMIT_STORE))
 
 
 class OperatorError(Exception):
@@ -117,25 +124,26 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     """What is stored at ``subspace``: (the kind, or None for an empty place or a
     queue whose kind its keys do not tell; what is wrong there, or None).
 
-    Snapshot reads, all issued at once: a sharded structure's marker, a schedule
-    store's change counter, the first key of each range and the single keys whose
-    presence tells a kind (each kind's footprint, see :func:`fdbrecipes._kinds.recognise`),
-    and the first key of the place.  A sharded structure's marker names its kind.  A
-    queue's item tuple is one element shorter than a priority queue's, which tells
-    those two apart when an item, a hold or a dead letter is there (otherwise the kind
-    is "queue or priority-queue").
+    Snapshot reads, all issued at once: a sharded structure's marker, the change
+    counters of a schedule store and of a limit store, the first key of each range and
+    the single keys whose presence tells a kind (each kind's footprint, see
+    :func:`fdbrecipes._kinds.recognise`), and the first key of the place.  A sharded
+    structure's marker names its kind.  A queue's item tuple is one element shorter than
+    a priority queue's, which tells those two apart when an item, a hold or a dead
+    letter is there (otherwise the kind is "queue or priority-queue").
     """
     ranges, keys = _kinds.reads()
     marker = tr.snapshot.get(Marker.key(subspace))
-    schedules = tr.snapshot.get(subspace.pack((SCHEDULES,)))
+    stores = {name: tr.snapshot.get(subspace.pack((key,))) for key, name in STORES}
     started = {m: _first(tr, subspace[m]) for m in ranges}
     singles = {m: tr.snapshot.get(subspace.pack((m,))) for m in keys}
     anything = _first(tr, subspace)
     raw = marker.wait().value
     if raw is not None:
         return _marked(Marker.unpack(bytes(raw)))
-    if schedules.wait().value is not None:
-        return SCHEDULE_STORE, None
+    store = next((name for name, f in stores.items() if f.wait().value is not None), None)
+    if store is not None:
+        return store, None
     firsts = {m: list(kvs) for m, kvs in started.items()}
     found = tuple(m for m, f in singles.items() if f.wait().value is not None)
     seen = _kinds.recognise(subspace, firsts, found)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 from .. import _kinds
 from ..errors import UnknownScheduleError
@@ -52,7 +52,7 @@ from .places import (
     stored,
 )
 
-__all__ = ["SCHEDULES", "ScheduleCommand", "place_of", "store_at"]
+__all__ = ["SCHEDULES", "ScheduleCommand", "StoreCommand", "place_of", "store_at"]
 
 #: The kinds a schedule's jobs may go to: those that keep jobs.
 TARGET_KINDS = tuple(kind.name for kind in _kinds.kinds() if kind.jobs)
@@ -144,8 +144,9 @@ def place_of(directory: Optional[str], literal: Optional[str]) -> Place:
         literal or "")
 
 
-def store_at(tr: Any, place: Place) -> Any:
-    """The subspace of the schedule store at ``place`` (a store, or nothing yet).
+def store_at(tr: Any, place: Place, what: str = SCHEDULE_STORE) -> Any:
+    """The subspace of the store of kind ``what`` (a schedule store, or a limit
+    store) at ``place`` (a store, or nothing yet).
 
     Raises:
         OperatorError: no such directory, or something else is there.
@@ -153,9 +154,9 @@ def store_at(tr: Any, place: Place) -> Any:
     subspace = open_place(tr, place)
     kind, wrong = stored(tr, subspace)
     if wrong is not None:
-        raise OperatorError(f"no schedule store at {place}: found {wrong}")
-    if kind not in (None, SCHEDULE_STORE):
-        raise OperatorError(f"no schedule store at {place}: found a {kind}")
+        raise OperatorError(f"no {what} at {place}: found {wrong}")
+    if kind not in (None, what):
+        raise OperatorError(f"no {what} at {place}: found a {kind}")
     return subspace
 
 
@@ -194,19 +195,34 @@ def as_json(info: ScheduleInfo) -> Dict[str, Any]:
     return data
 
 
-class ScheduleCommand:
+class StoreCommand:
+    """A command on a store (``schedules``, ``limits``): its row of the command line,
+    its actions' options, and one action run, its failure said in one line."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the command's actions and their options to ``parser``."""
+        raise NotImplementedError
+
+    def main(self, args: argparse.Namespace) -> int:
+        """Run one action; its exit status (a failure: one line on stderr)."""
+        return answer(f"fdbrecipes {self.name} {args.action}:", args, self.act, args)
+
+    def act(self, args: argparse.Namespace) -> Report:
+        """Do the action: its report."""
+        raise NotImplementedError
+
+
+class ScheduleCommand(StoreCommand):
     """``fdbrecipes schedules``: a row of the command line (see the module docstring)."""
 
     name = "schedules"
     help = "list, add, pause, resume, run now or remove the schedules kept in a store"
 
-    @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
         arguments(parser)
-
-    def main(self, args: argparse.Namespace) -> int:
-        """Run one action; its exit status (a failure: one line on stderr)."""
-        return answer(f"fdbrecipes schedules {args.action}:", args, self.act, args)
 
     def act(self, args: argparse.Namespace) -> Report:
         """Check, connect, open the store, and do the action: its report.

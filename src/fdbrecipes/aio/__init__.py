@@ -3,7 +3,10 @@
 ``AsyncQueue``, ``AsyncPriorityQueue``, ``AsyncFairQueue`` and ``AsyncWeightTree`` take
 the same constructor arguments and use the same key layout as their sync twins (a sync
 and an async client work on one subspace at once); every public method of the sync
-class exists here, with the same name, parameters and docstring, as an ``async def``.
+class exists here, with the same name and parameters, as an ``async def``, and with
+the sync method's docstring and code, awaited (written into the source by
+``tools/unasync.py``; the few places where an async call differs are listed in
+docs/asyncio.md).
 They run the very same operations: each structure's operations object (``.ops``, see
 :mod:`fdbrecipes.protocol`) checks every call and returns it as a generator that
 yields the FoundationDB futures it needs; the sync class blocks on those futures,
@@ -37,11 +40,12 @@ selected API version.
 from .._drivers.awaiting import drive, wait
 from ._transactional import transactional
 from .fair_queue import AsyncFairQueue
+from .limits import AsyncLimits
 from .priority_queue import AsyncPriorityQueue
 from .queue import AsyncQueue
 from .schedules import AsyncSchedules
 from .weight_tree import AsyncWeightTree
 from .worker import AsyncWorker
 
-__all__ = ["AsyncFairQueue", "AsyncPriorityQueue", "AsyncQueue", "AsyncSchedules",
+__all__ = ["AsyncFairQueue", "AsyncLimits", "AsyncPriorityQueue", "AsyncQueue", "AsyncSchedules",
            "AsyncWeightTree", "AsyncWorker", "drive", "transactional", "wait"]

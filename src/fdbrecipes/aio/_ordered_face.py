@@ -1,9 +1,13 @@
+# Generated in part by tools/unasync.py from src/fdbrecipes/_ordered_face.py: the
+# public methods (signature, docstring, code), but the code of those the script
+# lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
+# `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """What AsyncQueue and AsyncPriorityQueue share: size, stats, leases, dead letters.
 
 :class:`AsyncOrderedFace` is the async twin of :class:`fdbrecipes._ordered_face.OrderedFace`:
 each method awaits the same operation of the structure's operations object
-(:mod:`fdbrecipes._ops.ordered`) with the awaiting driver; its docstring is the sync
-method's (see :func:`fdbrecipes._face.twin`).  Given a Database, pushes and acks share
+(:mod:`fdbrecipes._ops.ordered`) with the awaiting driver; its docstring and code are
+the sync method's, written here by ``tools/unasync.py``.  Given a Database, pushes and acks share
 transactions with those of other tasks of the event loop (:mod:`._combine`), and one
 event loop runs a bounded number of takes at once (:class:`Takers`).
 """
@@ -15,8 +19,8 @@ import functools
 import weakref
 from typing import Any, Dict, Iterable, List, Optional, TypeVar
 
+from .._bases import OrderedBase
 from .._drivers.awaiting import drive
-from .._face import twin
 from .._fdb import Gen, Transactor, is_transaction
 from .._ops.checks import lease_batch
 from .._ops.ordered import LeaseLike, OrderedOps
@@ -25,10 +29,8 @@ from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import Row
-from .._ordered_face import OrderedBase
 from .._records.records import JobError, JobRecord
 from .._values import V, check_spread
-from ..queue import Queue
 from ._combine import Combiner
 from ._jobs_face import AsyncJobMethods
 
@@ -60,7 +62,6 @@ class Takers:
         return semaphores[spread]
 
 
-@twin(Queue)  # the methods Queue and PriorityQueue share are documented on Queue
 class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
     """The async methods AsyncQueue and AsyncPriorityQueue share (see those classes)."""
 
@@ -82,20 +83,91 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
     # -- size, stats, clear --------------------------------------------------------------
 
     async def size(self, tr: Transactor) -> int:
+        """The async twin of :meth:`fdbrecipes.Queue.size`, awaited without blocking the event
+        loop.
+
+        Number of items: visible, delayed and in flight (dead letters are not
+        counted; see :meth:`stats`).
+
+        Reads two counters ("pushed" and "taken", kept with atomic adds), in
+        parallel.  The reads take conflicts on them, so a transaction that calls
+        ``size`` and also writes conflicts with every concurrent push, pop and ack; pass
+        ``tr.snapshot`` to avoid that.  With ``max_deliveries``, it also reads the
+        expired holds by snapshot (leases that ended on their last delivery are dead
+        letters, not counted).  Cost: 2 reads, 1 round trip, O(1) in n.
+        """
         return await drive(self._ops.size(tr))
 
     async def stats(self, tr: Transactor) -> QueueStats:
+        """The async twin of :meth:`fdbrecipes.Queue.stats`, awaited without blocking the event
+        loop.
+
+        Where the items are: visible, delayed, in flight, dead, and how long the
+        front item has waited (see :class:`fdbrecipes.QueueStats`).
+
+        Exact at the transaction's read version, also under concurrency and faults:
+        the counters change in the same transactions as the items, and holds whose
+        deadline passed without a write are counted where they now are.  Snapshot
+        reads only (no conflicts): the counters (one range read), the front item and
+        the expired holds.  Cost: 1 round trip, O(1) in n (plus the expired holds
+        not yet put back).
+        """
         return await drive(self._ops.stats(tr))
 
     async def is_empty(self, tr: Transactor) -> bool:
+        """The async twin of :meth:`fdbrecipes.Queue.is_empty`, awaited without blocking the
+        event loop.
+
+        True when no item is visible: a pop now would return None.
+
+        Items under a live lease or a delay are not visible (they still count in
+        :meth:`size`).  Reads the first item (read conflict on the front of the
+        order) and, by snapshot, the expired holds.  Cost: 1 round trip, O(1) in n.
+        """
         return await drive(self._ops.is_empty(tr))
 
     async def clear(self, tr: Transactor) -> None:
+        """The async twin of :meth:`fdbrecipes.Queue.clear`, awaited without blocking the event
+        loop.
+
+        Remove every item (visible, delayed, in flight, dead), waiting pops and
+        remembered ids.
+
+        Clears the subspace with range clears, except the wake counter "pushed"
+        (touched instead, so waiters look again; "taken" is set to match it) and
+        the receipt slots of calls that may be in flight.  Reads "pushed" (a conflict
+        with concurrent pushes, so the count restarts exactly at 0); conflicts with
+        every transaction that read a cleared key.  Cost: 1 read, O(1) in n.  A
+        consumer holding a lease from before the clear gets LeaseExpiredError on ack.
+        """
         await drive(self._ops.clear(tr))
 
     # -- leases ------------------------------------------------------------------------
 
     async def ack(self, tr: Transactor, lease: LeaseLike) -> None:
+        """The async twin of :meth:`fdbrecipes.Queue.ack`, awaited without blocking the event
+        loop.
+
+        Remove a claimed item for good: the work it stood for is done.
+
+        Reads the lease (read conflict on it: an ack racing the item's redelivery
+        conflicts), clears it and its deadline entry, decrements the counters.
+        Cost: 1 read, 1 round trip, O(1) in n.  With ``limits`` (so also
+        :meth:`ack_many`, :meth:`release` and :meth:`bury`), it reads what the lease
+        holds beside it, clears its slots (atomic compare-and-clear: no conflict) and
+        moves back the first job parked under each freed key (a read conflict on its
+        hold): 1 round trip more, 2 when a job is parked (see docs/flow-control.md).
+
+        Given a Database, acks that tasks of this event loop make within about a millisecond
+        share one transaction (one commit, one receipt: each settled exactly once; at most
+        256 calls or 2 MB; pushes share theirs likewise; see ``docs/asyncio.md``).  The sync
+        class runs each ack in a transaction of its own.
+
+        Raises:
+            LeaseExpiredError: the lease's deadline has passed (even if nobody took the
+                item back yet) or the item is no longer held under it.
+            TypeError or ValueError: ``lease`` is not a Lease or a lease token.
+        """
         if is_transaction(tr):
             await drive(self._ops.ack(tr, lease))
             return
@@ -105,6 +177,29 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
             raise refused("ack", self._ops.subspace)
 
     async def ack_many(self, tr: Transactor, leases: Iterable[LeaseLike]) -> List[bool]:
+        """The async twin of :meth:`fdbrecipes.Queue.ack_many`, awaited without blocking the
+        event loop.
+
+        Ack every lease still alive, in one transaction; for each, whether it was
+        acked (False: expired, or named earlier in ``leases``, as :meth:`ack` would
+        have raised).
+
+        Reads the leases in parallel: those of one claim (``claim_many``) with one
+        range read from the first of them asked for to the last, when at most half of
+        that span is left out, which takes a read conflict on the whole span (a
+        concurrent change to a lease of the claim inside it conflicts); any other
+        lease with a read of its own (a read conflict on it).  One counter update for
+        all.  Cost: 1 round trip, O(k) keys for k leases, one read per claim acked
+        whole.
+
+        Given a Database, acks that tasks of this event loop make within about a millisecond
+        share one transaction (one commit, one receipt: each settled exactly once; at most
+        256 calls or 2 MB; pushes share theirs likewise; see ``docs/asyncio.md``).  The sync
+        class runs each ack in a transaction of its own.
+
+        Raises:
+            TypeError or ValueError: any lease is not a Lease or a token (named by index).
+        """
         if is_transaction(tr):
             return await drive(self._ops.ack_many(tr, leases))
         batch = lease_batch(leases)
@@ -113,68 +208,324 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         return await self._acks.call(tr, batch, 100 * len(batch))
 
     async def extend(self, tr: Transactor, lease: LeaseLike, seconds: float) -> Lease[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.extend`, awaited without blocking the
+        event loop.
+
+        Keep working on a claimed item: its lease now ends ``seconds`` from now.
+
+        Returns the lease with its new deadline; the lease keeps its identity, so the
+        original Lease object and its token stay valid.  Reads the lease (read
+        conflict), rewrites it and its deadline entry; a deadline moved earlier also
+        touches the wake key (atomic), so waiters sleeping until the old deadline
+        look again.  Cost: 1 read, 1 round trip, O(1) in n.
+
+        Raises:
+            LeaseExpiredError: the lease had already expired.
+        """
         return await drive(self._ops.extend(tr, lease, seconds))
 
     async def extend_many(self, tr: Transactor, leases: Iterable[LeaseLike],
                           seconds: float) -> List[Optional[Lease[V]]]:
+        """The async twin of :meth:`fdbrecipes.Queue.extend_many`, awaited without blocking the
+        event loop.
+
+        Keep working on many claimed items: each lease still alive now ends
+        ``seconds`` from now, in one transaction; for each, the renewed lease, or None
+        if it had expired (or was named earlier in ``leases``).
+
+        A worker's heartbeat: one transaction for all its leases.  Reads the leases
+        in parallel (those of one claim with one range read, as :meth:`ack_many`
+        does: a read conflict on the span), rewrites each live one and its deadline
+        entry.  Cost: 1 round trip, O(k) keys for k leases.
+
+        Raises:
+            TypeError or ValueError: any lease is not a Lease or a token (named by
+                index), more than 10,000 leases, or bad ``seconds``.
+        """
         return await drive(self._ops.extend_many(tr, leases, seconds))
 
     async def release(self, tr: Transactor, lease: LeaseLike, *,
                       delay: Optional[float] = None, count: bool = True,
                       error: Optional[JobError] = None) -> bool:
+        """The async twin of :meth:`fdbrecipes.Queue.release`, awaited without blocking the
+        event loop.
+
+        Give a claimed item back, at its original place in the order: visible at
+        once, or ``delay`` seconds from now (retry with backoff).
+
+        Its delivery count goes up by one; once it has been delivered
+        ``max_deliveries`` times it goes to the dead letters instead.  With
+        ``count=False`` no delivery is counted (the item was not worked on: a
+        worker shutting down, a job snoozed) and it never dies of this.  Returns
+        False (and changes nothing) when the lease had already expired.  With
+        ``error`` (a :class:`fdbrecipes.JobError`, what the job failed with), a
+        structure with ``history`` records it in the job's record, and a job that dies
+        of this release gets ``Type: message`` as its dead letter's reason.  Reads the
+        lease (read conflict), moves the item (and its record), touches the wake key.
+        Cost: 1 read, 1 round trip, O(1) in n.
+        """
         return await drive(self._ops.release(tr, lease, delay, count, error))
 
     async def bury(self, tr: Transactor, lease: LeaseLike, reason: Optional[str] = None, *,
                    error: Optional[JobError] = None) -> bool:
+        """The async twin of :meth:`fdbrecipes.Queue.bury`, awaited without blocking the event
+        loop.
+
+        Move a claimed item to the dead letters now, whatever its deliveries, with
+        ``reason`` (see :attr:`fdbrecipes.DeadLetter.reason`): work that must not be
+        tried again (``error``: as for :meth:`release`, kept in the job's record).
+        Returns False (and changes nothing) when the lease had already expired.  Reads
+        the lease (read conflict), moves the item (and its record).  Cost: 1 read, 1
+        round trip, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``lease`` is not a Lease or a token; ``reason`` is
+                not None or a str of at most 1,000 characters; ``error`` is not a
+                JobError.
+        """
         return await drive(self._ops.bury(tr, lease, reason, error))
 
     # -- stuck work ---------------------------------------------------------------------
 
     async def leases(self, tr: Transactor, limit: Optional[int] = None, *,
                      after: Optional[bytes] = None) -> List[LeaseInfo]:
+        """The async twin of :meth:`fdbrecipes.Queue.leases`, awaited without blocking the
+        event loop.
+
+        The items in flight, oldest claim first (up to ``limit``): value,
+        deliveries, deadline, when claimed, the lease's token (which ``ack``,
+        ``extend`` and ``release`` take: an operator can finish or give back work a
+        consumer holds) and the item's id.  ``after``: a token of the page before
+        (its last row's), to list those after it (paging by key, as every listing
+        pages: rows that come and go meanwhile neither repeat nor shift the pages).
+
+        Snapshot reads of the held range (no conflicts), 1,000 keys a round trip, in
+        one transaction.  Cost: O(leases + delayed items) keys.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a lease token of this structure.
+        """
         return await drive(self._ops.leases(tr, limit, after))
 
     async def delayed(self, tr: Transactor, limit: Optional[int] = None, *,
                       after: Optional[bytes] = None) -> List[DelayedItem]:
+        """The async twin of :meth:`fdbrecipes.Queue.delayed`, awaited without blocking the
+        event loop.
+
+        The delayed items, soonest first (up to ``limit``): value, when it becomes
+        visible (a clock reading), deliveries so far, id and token (``after=`` of the
+        next page, :meth:`remove_many`).  ``after``: the token of the last row of the
+        page before.
+
+        Snapshot reads of the deadline index and of each item (no conflicts), 1,000
+        keys a round trip, in one transaction.  Cost: O(delayed items + leases) keys
+        (those due after ``after``).
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a delayed item's token of a
+                structure of this kind.
+        """
         return await drive(self._ops.delayed(tr, limit, after))
 
     async def remove(self, tr: Transactor, *, id: bytes) -> Optional[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.remove`, awaited without blocking the
+        event loop.
+
+        Remove the pending item pushed with ``id`` (visible, or still delayed: this
+        cancels a delayed push); its value, or None (nothing written) when there is
+        none pending: never pushed, in flight (ack or release its lease), a dead
+        letter, already gone.  The id is then forgotten after ``id_retention``, as
+        when an item is popped.
+
+        Reads the id's key and the item (read conflicts on both); clears the item,
+        one counter update.  Conflicts with a concurrent take of the same item.
+        Cost: 2 round trips, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
         return await drive(self._ops.remove(tr, id))
 
     async def lookup(self, tr: Transactor, token: bytes) -> Optional[Row]:
+        """The async twin of :meth:`fdbrecipes.Queue.lookup`, awaited without blocking the
+        event loop.
+
+        The row a token names (a :class:`fdbrecipes.PendingItem`'s,
+        :class:`fdbrecipes.DelayedItem`'s, :class:`fdbrecipes.LeaseInfo`'s,
+        :class:`fdbrecipes.DeadLetter`'s, or a job's :attr:`fdbrecipes.JobRecord.token`),
+        as its listing would list it now: a delayed item whose delay passed as a
+        pending one; None when it is no longer there (taken, moved, its lease ended).
+        What a job's page shows of its item: its value, deliveries, deadline.
+
+        Reads the one key the token names (a range read of one key, a read conflict
+        on it) and the clock.  Cost: 1 round trip, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``token`` is not such a token of a structure of
+                this kind.
+        """
         return await drive(self._ops.lookup(tr, token))
 
     async def remove_many(self, tr: Transactor, tokens: Iterable[bytes]) -> List[Optional[V]]:
+        """The async twin of :meth:`fdbrecipes.Queue.remove_many`, awaited without blocking the
+        event loop.
+
+        Remove the pending items the ``tokens`` name (those of ``pending`` or
+        :meth:`delayed` rows: items pushed with or without an id), in one
+        transaction; for each token, the item's value, or None when it is no longer
+        pending there (taken, in flight, dead, gone, or named earlier in
+        ``tokens``).  Their job records say cancelled; their ids are forgotten after
+        ``id_retention``.
+
+        Reads each item where its token says (visible, or under its delay: read
+        conflicts), in parallel; clears those found, one counter update.  Conflicts
+        with a concurrent take of the same items.  Cost: 1 to 2 round trips, O(k)
+        keys for k tokens.
+
+        Raises:
+            TypeError or ValueError: a token is not a pending or delayed item's of a
+                structure of this kind (named by index), or more than 1,000 tokens
+                (nothing written).
+        """
         return await drive(self._ops.remove_many(tr, tokens))
 
     # -- job records --------------------------------------------------------------------
 
     async def job(self, tr: Transactor, id: bytes) -> Optional[JobRecord]:
+        """The async twin of :meth:`fdbrecipes.Queue.job`, awaited without blocking the event
+        loop.
+
+        The record of job ``id`` (the id given to, or returned by, ``push``) as it is
+        at the transaction's read version: its state, attempts, times, worker, last
+        error, progress and result (see :class:`fdbrecipes.JobRecord`); None if no
+        record has that id (never pushed, pushed without ``history``, or pruned).  A
+        running job whose lease has expired reads as ``retrying`` (``dead`` on its
+        last delivery), a delayed one whose delay has passed as ``pending``, before
+        any write says so.
+
+        Reads the record (one range read, a read conflict on it), the clock and, while
+        the job runs, its lease (a read conflict).  Cost: 1 to 2 round trips, O(1) in
+        n (plus the result's size).
+
+        Raises:
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
         return await drive(self._ops.job(tr, id))
 
     async def result(self, db: Any, id: bytes, timeout: Optional[float] = None) -> Any:
+        """The async twin of :meth:`fdbrecipes.Queue.result`, awaited without blocking the
+        event loop.
+
+        Wait until job ``id`` is finished (or ``timeout`` seconds pass); its result:
+        what its handler returned (None if nothing).
+
+        Waits on a watch of the record's state (woken by the transaction that
+        finishes the job, or when its lease or delay ends), then reads the record.
+        Needs a Database.  Cost per wake-up: 1 to 2 round trips.
+
+        Raises:
+            UnknownJobError: no record has that id.
+            JobFailedError: the job is dead (``.record`` holds its last error).
+            JobCancelledError: the job was cancelled.
+            ResultTooLargeError: it succeeded, but its result was not kept.
+            TimeoutError: ``timeout`` passed first.
+        """
         return await drive(self._ops.result(db, id, timeout))
 
     async def cancel(self, tr: Transactor, id: bytes) -> Optional[str]:
+        """The async twin of :meth:`fdbrecipes.Queue.cancel`, awaited without blocking the
+        event loop.
+
+        Cancel job ``id``; what became of it: ``"cancelled"`` (it was pending,
+        delayed or retrying: removed, its record cancelled), ``"cancelling"`` (it runs:
+        its worker is told through the key it watches, stops it and settles its lease
+        as cancelled, not retried), its finished state (``"succeeded"``, ``"dead"``,
+        ``"cancelled"``: nothing changed), or None (no such job).
+
+        Reads the record and the job's place as :meth:`job` does, and the item (read
+        conflicts); removes it, or writes the cancel request and touches the worker's
+        key (atomic).  Conflicts with a concurrent take or settle of the same job.
+        Cost: 2 to 3 round trips, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+        """
         return await drive(self._ops.cancel(tr, id))
 
     # -- dead letters ------------------------------------------------------------------
 
     async def dead(self, tr: Transactor, limit: Optional[int] = None, *,
                    after: Optional[bytes] = None) -> List[DeadLetter]:
+        """The async twin of :meth:`fdbrecipes.Queue.dead`, awaited without blocking the event
+        loop.
+
+        The dead letters, oldest first (up to ``limit``), after the one the token
+        ``after`` names (the last row of the page before).
+
+        Reads the dead-letter range from there (read conflict on the part read).
+        Cost: 1 round trip, O(k) keys for k dead letters listed.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a dead letter's token of a
+                structure of this kind.
+        """
         return await drive(self._ops.dead(tr, limit, after))
 
     async def requeue_dead(self, tr: Transactor, limit: Optional[int] = None, *,
                            tokens: Optional[Iterable[bytes]] = None) -> int:
+        """The async twin of :meth:`fdbrecipes.Queue.requeue_dead`, awaited without blocking
+        the event loop.
+
+        Push the oldest dead letters (up to ``limit``; all when None), or with
+        ``tokens`` those the tokens name (:attr:`fdbrecipes.DeadLetter.token`), back at
+        the tail, delivery count reset, ids kept; return how many moved.
+
+        Reads them (read conflict), the tail position by snapshot, writes each item
+        and one counter update.  Given a Database, moves at most 1,000 per
+        transaction, in as many transactions as needed; given a Transaction, at most
+        1,000 (a larger ``limit``, or None with more dead letters, is refused).  With
+        ``tokens`` (at most 1,000): one transaction, reading each named letter (a
+        range read of one key, in parallel); those no longer there are skipped.
+        Cost: O(k) keys, O(k / 1,000) transactions.
+
+        Raises:
+            TypeError or ValueError: both ``limit`` and ``tokens``, or a token that is
+                not a dead letter's of a structure of this kind (nothing written).
+        """
         return await drive(self._ops.requeue_dead(tr, limit, tokens))
 
-    async def purge_dead(self, tr: Transactor, *,
-                         tokens: Optional[Iterable[bytes]] = None) -> int:
+    async def purge_dead(self, tr: Transactor, *, tokens: Optional[Iterable[bytes]] = None) -> int:
+        """The async twin of :meth:`fdbrecipes.Queue.purge_dead`, awaited without blocking the
+        event loop.
+
+        Remove every dead letter (or, with ``tokens``, those the tokens name) for
+        good; return how many.
+
+        Reads them (their ids are forgotten after ``id_retention``), clears each,
+        one counter update.  Given a Database, in transactions of 1,000; given a
+        Transaction, refused when there are more than 1,000.  With ``tokens`` (at
+        most 1,000): one transaction, as :meth:`requeue_dead`.  Cost: O(k) keys.
+
+        Raises:
+            TypeError or ValueError: a token that is not a dead letter's of a
+                structure of this kind (nothing written).
+        """
         return await drive(self._ops.purge_dead(tr, tokens))
 
     # -- waiting ------------------------------------------------------------------------
 
     async def wait(self, db: Any, timeout: Optional[float] = None) -> bool:
+        """The async twin of :meth:`fdbrecipes.Queue.wait`, awaited without blocking the event
+        loop.
+
+        Wait until an item is visible, or ``timeout`` seconds pass; True if one is.
+
+        For consumers that pop in their own transactions: wait, then pop.  Awaits a
+        watch of the key every push touches, set in a transaction that writes nothing,
+        and wakes when a lease or a delay ends; the watch is shared and the wait
+        bounded as :meth:`fdbrecipes.Queue.pop_wait` says (it looks again at least
+        every 10 seconds).  Needs a Database.  Cost per wake-up: 1 read-only check.
+        """
         return await drive(self._ops.wait(db, timeout))
 
     # -- what the public classes call --------------------------------------------------

@@ -1,3 +1,7 @@
+# Generated in part by tools/unasync.py from src/fdbrecipes/queue.py: the
+# public methods (signature, docstring, code), but the code of those the script
+# lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
+# `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncQueue: :class:`fdbrecipes.Queue` for asyncio code.
 
 The same constructor arguments and the same key layout as Queue: a sync and an async
@@ -11,21 +15,18 @@ from __future__ import annotations
 from typing import Any, AsyncContextManager, Iterable, List, Optional
 
 from .._drivers.awaiting import drive
-from .._face import twin
 from .._fdb import Transactor
 from .._ops.kinds import QueueOps
 from .._ordered.front import MIN
 from .._ordered.leases import Lease
 from .._ordered.paging import PendingItem
 from .._values import V
-from ..queue import Queue
 from ._heartbeat import kept_alive
 from ._ordered_face import AsyncOrderedFace
 
 __all__ = ["AsyncQueue"]
 
 
-@twin(Queue)
 class AsyncQueue(AsyncOrderedFace[V]):
     """A transactional FIFO queue for asyncio code (see :class:`fdbrecipes.Queue`).
 
@@ -48,47 +49,276 @@ class AsyncQueue(AsyncOrderedFace[V]):
     async def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
                    delay: Optional[float] = None,
                    time_limit: Optional[float] = None) -> Optional[bytes]:
+        """The async twin of :meth:`fdbrecipes.Queue.push`, awaited without blocking the event
+        loop.
+
+        Append ``value`` at the back of the queue.
+
+        With ``id``, pushing again with the same id stores nothing: a push retried
+        after ``commit_unknown_result`` is not duplicated.  The id is remembered while
+        the item is in the queue and for ``id_retention`` seconds after it left.
+        With ``delay`` (seconds), the item counts in :meth:`size` at once but no pop,
+        claim, peek or ``items`` sees it before the delay has passed; then it takes
+        its place by push order.
+
+        Returns the item's id: ``id``, or, in a structure made with ``history``, the
+        id made for it (32 hex characters, as bytes), under which :meth:`job`,
+        :meth:`result` and :meth:`cancel` find it; otherwise None.  ``time_limit``
+        (seconds, a structure with ``history`` only) is the job's own time limit, kept
+        in its record: a worker stops the job past it (see docs/jobs.md).
+
+        Reads the last item key and the floor with snapshot reads (no read conflict);
+        with ``id``, also the id's key (a read conflict on that key only).  Writes the
+        item (delayed: under a hold and its deadline entry; with ``history``, its job
+        record, blind writes), adds to the counters (atomic, conflict-free).
+        Conflicts with: nothing, except a concurrent push of the same ``id``.  Cost:
+        1 round trip, O(1) in n however many items are delayed.
+
+        Given a Database, pushes that tasks of this event loop make within about a
+        millisecond share one transaction (one commit, one receipt: each stored
+        exactly once; at most 256 calls or 2 MB; acks share theirs likewise; see
+        ``docs/asyncio.md``).
+
+        Raises:
+            TypeError or ValueError: ``value`` is None, not tuple-encodable or over
+                100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
+                not None or seconds >= 0; ``time_limit`` is not None or seconds > 0,
+                or is given to a structure without ``history``.
+        """
         return (await self._push(tr, self._ops.request(value, id, delay, time_limit))).item_id(0)
 
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
                         delay: Optional[float] = None,
                         time_limit: Optional[float] = None) -> List[bytes]:
+        """The async twin of :meth:`fdbrecipes.Queue.push_many`, awaited without blocking the
+        event loop.
+
+        Append every value, in order, in one transaction (each delayed by ``delay``
+        seconds, and limited to ``time_limit``, if given); in a structure made with
+        ``history``, the ids made for them, in order (otherwise ``[]``).
+
+        The whole batch is checked before anything is written.  Reads and conflicts
+        as :meth:`push`; writes one key per value (two when delayed) and each counter
+        once.  Cost: 1 round trip, O(k) keys.
+
+        Raises:
+            TypeError or ValueError: any value is invalid (the message names its index),
+                or the batch would exceed FoundationDB's 10 MB transaction limit.
+        """
         return list((await self._push(tr, self._ops.requests(values, delay, time_limit))).ids)
 
     async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.pop`, awaited without blocking the event
+        loop.
+
+        Remove and return the oldest visible item; None when none is visible.
+
+        Plain pop (``spread=1``; given a Transaction, or without
+        ``high_contention``): reads the first item with a read conflict on it (and,
+        by snapshot, the expired holds), clears it, decrements the size counter.
+        Conflicts with every concurrent pop of the same queue: one commits, the others
+        retry.  Cost: 1 round trip, O(1) in n.
+
+        ``spread=k`` (work queues): takes one of the ``k`` oldest visible items at
+        random, with snapshot reads and a read conflict on the item taken only, so
+        ``k`` concurrent poppers mostly take different items.  When it takes an item,
+        at most ``k - 1`` older visible items (at its read version) are still waiting.
+
+        High-contention pop (``high_contention=True``, ``spread=1``, given a
+        Database): a popper that saw a conflict in the last 5 seconds *fetches*: one
+        transaction takes the first 32 visible items in order (a read conflict on
+        them), returns the first and sets the others aside for this popper, each
+        under a hold that puts it back at its place after ``result_timeout``.  Its
+        next pops *collect* them, oldest first, each a commit that reads nothing and
+        conflicts only with the removal of that hold.  Few conflicts however many
+        poppers run; without recent conflicts it is the plain pop (nothing set
+        aside).  Cost per pop under contention: 1 round trip (a commit), plus a
+        thirty-second of a fetch (3).  See docs/design.
+
+        Given a Database, one event loop runs at most ``spread`` takes (pops and claims)
+        with that ``spread`` of this structure at once, times its shards (one at a time for
+        ``spread=1`` unsharded); the others wait for a turn (see ``docs/asyncio.md``).
+
+        Raises:
+            TypeError or ValueError: ``spread`` is not an int >= 1.
+        """
         return await self._take(tr, self._ops.pop(tr, MIN, spread), spread)
 
     async def pop_many(self, tr: Transactor, n: int, *, spread: int = 1) -> List[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.pop_many`, awaited without blocking the
+        event loop.
+
+        Remove and return up to ``n`` items, oldest first (with ``spread=k``, ``n``
+        in a row among the ``n + k - 1`` oldest: a block starting at a random
+        multiple of ``n`` below ``k``, so concurrent takers given a ``k`` of several
+        times ``n`` rarely draw the same block).
+
+        Reads the first items with a snapshot read and takes a read conflict on each
+        item taken only (a concurrent pop conflicts only if it takes one of them); a
+        block drawn past the end of the queue is drawn again before it (one more
+        read).
+        Given a Database, works in transactions of at most 1,000 items, each settled
+        by its own receipt, results in order; given a Transaction, at most 10,000.
+        Cost: 1 round trip per 1,000 items, O(n) keys; time and memory linear in n.
+
+        Given a Database, one event loop runs at most ``spread`` takes (pops and claims)
+        with that ``spread`` of this structure at once, times its shards (one at a time for
+        ``spread=1`` unsharded); the others wait for a turn (see ``docs/asyncio.md``).
+
+        Raises:
+            TypeError or ValueError: ``n`` is not an int >= 0 (or over 10,000 given a
+                Transaction); bad ``spread``.
+        """
         return await self._take(tr, self._ops.pop_many(tr, MIN, n, spread), spread)
 
     async def peek(self, tr: Transactor) -> Optional[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.peek`, awaited without blocking the event
+        loop.
+
+        The value :meth:`pop` would return now, without removing it.
+
+        Reads the first item (read conflict on it).  Cost: 1 round trip, O(1) in n.
+        """
         return await drive(self._ops.peek(tr, MIN))
 
     async def items(self, tr: Transactor, limit: Optional[int] = None) -> List[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.items`, awaited without blocking the event
+        loop.
+
+        The visible items, oldest first, without removing them (up to ``limit``).
+
+        Reads the item range (read conflict on the part read) and the expired holds.
+        Given a Database, reads pages of 1,000 items, each in its own transaction
+        (so a huge queue is listed in full, though not as one snapshot).  Cost: O(n)
+        keys (O(limit) with a limit), 1 round trip per 1,000.
+        """
         return await drive(self._ops.items(tr, limit))
 
     async def pending(self, tr: Transactor, limit: Optional[int] = None, *,
                       after: Optional[bytes] = None) -> List[PendingItem]:
+        """The async twin of :meth:`fdbrecipes.Queue.pending`, awaited without blocking the
+        event loop.
+
+        The visible items, oldest first, as rows (up to ``limit``): each
+        :class:`fdbrecipes.PendingItem` has the value, the item's id, its deliveries,
+        since when it is visible and its token, which names it for
+        :meth:`remove_many` and, given as ``after``, starts the next page just after
+        it: paging by key, never by offset, so a page deep in a queue of millions
+        costs what the first does, and items taken meanwhile never shift a page.
+
+        Snapshot reads (no conflicts) of the item range from ``after`` on and of the
+        expired holds (counted where they are, as a pop sees them).  Given a
+        Database, pages of 1,000 items, each in its own transaction.  Cost: O(limit)
+        keys, 1 round trip per 1,000.
+
+        Raises:
+            TypeError or ValueError: ``after`` is not a pending item's token of a
+                Queue.
+        """
         return await drive(self._ops.pending(tr, limit, MIN, after))
 
     async def claim(self, tr: Transactor, lease_seconds: float, *,
                     spread: int = 1) -> Optional[Lease[V]]:
+        """The async twin of :meth:`fdbrecipes.Queue.claim`, awaited without blocking the event
+        loop.
+
+        Take the oldest visible item under a lease: hidden until ack, release or
+        expiry.  Returns None when no item is visible.
+
+        If the lease expires before :meth:`ack`, the item becomes visible again at its
+        original place and is delivered again (``lease.deliveries`` counts).  Reads
+        and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
+        lease (2 writes).  Cost: 1 round trip, O(1) in n.
+
+        With ``limits``, it reads the first ``max(spread, 64)`` visible items by
+        snapshot and the state of each limit key they carry (by snapshot), takes the
+        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
+        at random (a read conflict on that slot) and a rate's window (a read conflict
+        on it), parks or delays those held back by their limits, and reads again, up
+        to 4 times, while it has none: 2 round trips, at most 5 (see
+        docs/flow-control.md for what conflicts).
+
+        Given a Database, one event loop runs at most ``spread`` takes (pops and claims)
+        with that ``spread`` of this structure at once, times its shards (one at a time for
+        ``spread=1`` unsharded); the others wait for a turn (see ``docs/asyncio.md``).
+        """
         return await self._take(tr, self._ops.claim(tr, MIN, lease_seconds, spread), spread)
 
     async def claim_many(self, tr: Transactor, n: int, lease_seconds: float, *,
                          spread: int = 1) -> List[Lease[V]]:
+        """The async twin of :meth:`fdbrecipes.Queue.claim_many`, awaited without blocking the
+        event loop.
+
+        Take up to ``n`` items, oldest first, each under a lease of its own.
+
+        Reads and conflicts as :meth:`pop_many` (``spread`` likewise); moves each item
+        under its lease.  One transaction rewrites at most 4 MB of values (it returns
+        fewer leases past that); given a Database, transactions of at most 1,000
+        items follow one another until ``n`` are claimed or none is visible.  Ack
+        them together with :meth:`ack_many`.  Cost: 1 round trip per 1,000 items.
+
+        Given a Database, one event loop runs at most ``spread`` takes (pops and claims)
+        with that ``spread`` of this structure at once, times its shards (one at a time for
+        ``spread=1`` unsharded); the others wait for a turn (see ``docs/asyncio.md``).
+        """
         return await self._take(tr, self._ops.claim_many(tr, n, lease_seconds, spread=spread),
                                 spread)
 
     def claimed(self, db: Any, lease_seconds: float, *, timeout: Optional[float] = None,
-                release_delay: Optional[float] = None
-                ) -> AsyncContextManager[Optional[Lease[V]]]:
+                release_delay: Optional[float] = None) -> AsyncContextManager[Optional[Lease[V]]]:
+        """The async twin of :meth:`fdbrecipes.Queue.claimed`, used with ``async with`` (its
+        heartbeat is a task).
+
+        A context manager around one claimed item, with heartbeats::
+
+            async with jobs.claimed(db, lease_seconds=30, timeout=10) as lease:
+                if lease is not None:
+                    work(lease.value)
+
+        Waits up to ``timeout`` for an item (as :meth:`claim_wait`) and yields its
+        Lease, or None.  While the block runs, a task extends the lease
+        about every ``lease_seconds / 3``.  When the block exits normally the item is
+        acked; when it raises, the item is released (visible again after
+        ``release_delay`` seconds) and the exception propagates.
+
+        Raises:
+            LeaseExpiredError: on exit, if the lease was lost despite the heartbeat
+                (the event loop stalled past the deadline).
+        """
         claim, seconds = self._ops.claiming(db, MIN, lease_seconds, timeout, release_delay)
         return kept_alive(self, db, claim, seconds, release_delay)
 
     async def pop_wait(self, db: Any, timeout: Optional[float] = None) -> Optional[V]:
+        """The async twin of :meth:`fdbrecipes.Queue.pop_wait`, awaited without blocking the
+        event loop.
+
+        Pop, waiting until an item arrives; None if ``timeout`` seconds pass first.
+
+        Awaits a FoundationDB watch of a key that every push touches (set in a
+        transaction that writes nothing), not a sleep loop: a push from any process
+        wakes the waiter within milliseconds.  The waiters of a process (threads, or
+        an event loop's tasks) share one watch per database and structure, so they
+        hold one of the connection's watches (``max_watches``) however many they are.
+        The bound: a waiter also looks again when a lease or delay it knows of ends,
+        after a back-off growing from 50 ms to 1 s while its watch cannot be set
+        (``too_many_watches``), and 10 seconds after it last looked whatever happens
+        to watches: it sees an item a push made visible within the watch's latency,
+        about a second while watches fail, 10 seconds at most.  The waiters of a
+        process pop in turns, one pop at a time per database and structure, so a
+        crowd woken by one push does not conflict with itself (a pop that finds
+        nothing sends the waiters behind it back to their read-only checks).  Needs a
+        Database (it runs several transactions).  Cost per wake-up (and per 10 s of
+        waiting): 1 pop, 1 read-only check.
+        """
         return await drive(self._ops.pop_wait(db, MIN, timeout))
 
-    async def claim_wait(self, db: Any, lease_seconds: float,
-                         timeout: Optional[float] = None) -> Optional[Lease[V]]:
+    async def claim_wait(
+        self, db: Any, lease_seconds: float, timeout: Optional[float] = None
+    ) -> Optional[Lease[V]]:
+        """The async twin of :meth:`fdbrecipes.Queue.claim_wait`, awaited without blocking the
+        event loop.
+
+        :meth:`claim`, waiting like :meth:`pop_wait` until an item is visible (the
+        waiters of a process claim in turns, as they pop there).
+        """
         return await drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))

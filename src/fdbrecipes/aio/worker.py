@@ -1,3 +1,7 @@
+# Generated in part by tools/unasync.py from src/fdbrecipes/worker.py: the
+# public methods (signature, docstring, code), but the code of those the script
+# lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
+# `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
 """AsyncWorker: :class:`fdbrecipes.Worker` for ``async def`` handlers.
 
 The same options and the same behaviour as the sync worker, from the same control
@@ -13,17 +17,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, List, Optional, Sequence
 
-from .._face import twin
+from .._schedules.base import SchedulesBase
 from .._worker.serving import cores, run_all
 from ..jobs import Backoff, EventSink, Job
 from ..schedule import Schedule
-from ..schedules import SchedulesBase
-from ..worker import Worker
 
 __all__ = ["AsyncWorker"]
 
 
-@twin(Worker)
 class AsyncWorker:
     """Runs ``await handler(job)`` on the items of ``queue``; the arguments are those
     of :class:`fdbrecipes.Worker` (``queue`` sync or async), and so is the behaviour:
@@ -51,12 +52,31 @@ class AsyncWorker:
 
     @property
     def id(self) -> str:
+        """The worker's id (``host-pid-xxxx``), as :meth:`fdbrecipes.Queue.workers`
+        lists it and ``command`` takes it.
+        """
         return self._core.id
 
     async def run(self, *, burst: bool = False) -> None:
+        """The async twin of :meth:`fdbrecipes.Worker.run`, awaited without blocking the event
+        loop.
+
+        Work until stopped (:meth:`stop`, SIGTERM, SIGINT); then drain and return.
+
+        ``burst=True``: also stop once a fetch finds nothing to claim while the worker
+        holds no job (none running, none being settled): items delayed into the
+        future, retries included, stay queued, and so do items of a FairQueue's groups
+        at their limits because of other consumers' leases.  A drain for scripts,
+        cron jobs and examples.
+        """
         await run_all(self._cores, burst)
 
     def stop(self) -> None:
+        """The twin of :meth:`fdbrecipes.Worker.stop` (a plain call, not awaited).
+
+        Stop (from any thread): the first call drains gracefully, a second one
+        skips the wait for running handlers.
+        """
         for core in self._cores:
             core.stop()
 

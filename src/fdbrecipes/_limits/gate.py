@@ -1,0 +1,462 @@
+"""Limits in the claim's own transaction, and the slots the ends of leases give back.
+
+A structure made with ``limits=`` has a :class:`Gate`: its uses (which limits its jobs
+carry, how a job's key and cost are found) over one store's keys
+(:class:`.._layout.LimitLayout`).  A claim makes an :class:`Admission`, which reads
+the definitions (snapshot reads, started with the claim's first read: no round trip of
+their own) and, for each (limit, key) its candidates carry, the limit's state (one
+round trip for all, side by side):
+
+* a **concurrency** limit: its ``n`` *slots*, ``L/"lr"/(name, key, slot)``, read by
+  snapshot; a slot holds a running job's lease (its id and deadline), and one past its
+  deadline is free (the lease expired).  A job starts in a free slot drawn at random
+  below ``n``, with a read conflict on that slot alone: two claims of one key conflict
+  only when they draw the same slot, and a job holds its slot until its lease ends, so
+  at most ``n`` run at once, exactly.  An ack clears its slot with an atomic
+  compare-and-clear (only if the slot still holds its lease: no read, no conflict).
+  When the key is full (no free slot, or, after ``n`` was lowered, as many jobs running
+  as ``n`` in any slots), the claim takes a read conflict on the key's whole range:
+  a slot freed meanwhile makes it retry instead of parking a job that could run.
+* a **rate** limit: its starts in the window, ``L/"ls"/(name, key, start, ...)``; a
+  job starts while the cost started in ``(now - per_seconds, now]`` plus its own is at
+  most ``n``.  The read conflict covers the window and everything after it, so of two
+  claims of one key the later one to commit always saw the other's start: in every
+  window of ``per_seconds`` the starts weigh at most ``n``, by construction.  Starts
+  older than the window are cleared.
+
+A candidate at the limit of a concurrency key is **parked**: moved out of the order
+under a DELAY hold of its own structure (deadline :data:`PARK_SECONDS` away) and named
+in the store under its key, ``L/"lw"/(name, key, parked_at, ...)``.  Whatever frees a
+slot of that key (an ack, a release, a dead letter, an expired lease met by a claim)
+moves the first parked job back to its place in the same transaction, whatever
+structure it is in.  A candidate held back only by a rate is delayed (a DELAY hold)
+until the moment its key's window has room.  So a key at its limit never holds the
+front: the claim goes on with the next candidates, and each blocked job is moved once
+per slot or window, not met again by every claim.  The park's deadline is the safety
+net: a job parked when a limit is raised or deleted, or whose slot came back by an
+expiry no claim of its structure met, is looked at again by then at the latest.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+import fdb.tuple
+from fdb.subspace_impl import Subspace
+
+from .._codec import Values
+from .._fdb import Gen, Range, Tally, read, seconds_to_versions
+from .._layout import DELAY, LEASE, LimitLayout, OrderedLayout
+from .._ordered.front import choose
+from .._values import decode_value
+from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit
+
+__all__ = ["PARK_SECONDS", "Admission", "Gate", "Tag", "move_back"]
+
+#: How long a parked job waits at most before a claim looks at it again.
+PARK_SECONDS = 60.0
+#: Parked entries read beyond those a freeing transaction moves back (stale ones,
+#: whose hold ended or whose job was removed, are skipped and cleared).
+SPARE_READS = 2
+
+#: (name, key) of a limit.
+Slot = Tuple[str, Any]
+
+_draw = random.Random()
+
+
+class Tag(NamedTuple):
+    """A limit a job carries: the limit's name and kind, the job's key under it (None:
+    global), its cost, and the slot its lease holds (a concurrency limit; -1 for a
+    rate)."""
+
+    name: str
+    key: Any
+    cost: int
+    kind: str
+    slot: int = -1
+
+
+def pack_tags(tags: Sequence[Tag]) -> bytes:
+    """What ``L/"lt"/(hold id,)`` holds."""
+    packed: bytes = fdb.tuple.pack(tuple(tuple(t) for t in tags))
+    return packed
+
+
+def slot_value(deadline: int, hold_id: bytes) -> bytes:
+    """What a slot of a concurrency limit holds while lease ``hold_id`` runs."""
+    packed: bytes = fdb.tuple.pack((deadline, hold_id))
+    return packed
+
+
+def unpack_tags(raw: bytes) -> List[Tag]:
+    """The tags stored as ``raw``."""
+    return [Tag(*parts) for parts in fdb.tuple.unpack(raw)]
+
+
+class Usage:
+    """One (limit, key)'s state as a claim read it, with what the claim added: the
+    slots of a concurrency limit (live ones by index, and the free ones below ``n``),
+    or the starts of a rate in the window, and the starts a rate's delayed candidates
+    were planned at."""
+
+    __slots__ = ("limit", "live", "planned", "starts", "taken")
+
+    def __init__(self, limit: Limit) -> None:
+        self.limit = limit
+        self.live = 0  # running jobs, in any slot
+        self.taken: Set[int] = set()  # the slots below n held by running jobs
+        self.starts: List[Tuple[int, int]] = []  # (start, cost), in order
+        self.planned: List[Tuple[int, int]] = []
+
+    def fits(self, cost: int, now: int) -> bool:
+        """Whether a job of ``cost`` may start at ``now``."""
+        if self.limit.kind == CONCURRENCY:
+            return self.live < self.limit.n and len(self.taken) < self.limit.n
+        return self.weight() + min(cost, self.limit.n) <= self.limit.n
+
+    def add(self, cost: int, now: int) -> int:
+        """Count a job of ``cost`` started at ``now``; the slot drawn for it (a
+        concurrency limit: a free one below ``n``, at random; -1 for a rate)."""
+        if self.limit.kind != CONCURRENCY:
+            self.starts.append((now, min(cost, self.limit.n)))
+            return -1
+        self.live += 1
+        for _ in range(16):  # a few draws find a free slot unless nearly all are taken
+            slot = _draw.randrange(self.limit.n)
+            if slot not in self.taken:
+                break
+        else:
+            slot = _draw.choice([i for i in range(self.limit.n) if i not in self.taken])
+        self.taken.add(slot)
+        return slot
+
+    def weight(self) -> int:
+        """The cost started in the window (every start read was in it)."""
+        return sum(cost for _, cost in self.starts)
+
+    def opens(self, cost: int, now: int) -> int:
+        """The first time at or after ``now`` when a start of ``cost`` fits in the
+        window, counting the starts read and those planned for delayed candidates
+        (then planned there too)."""
+        cost = min(cost, self.limit.n)
+        window = seconds_to_versions(self.limit.per_seconds or 0.0)
+        events = sorted(self.starts + self.planned)
+        times = [t for t, _ in events]
+        sums = [0]
+        for _, c in events:
+            sums.append(sums[-1] + c)
+        for when in [now] + [t + window for t in times]:
+            if when < now:
+                continue
+            inside = sums[bisect.bisect_right(times, when)] - sums[
+                bisect.bisect_right(times, when - window)]
+            if inside + cost <= self.limit.n:
+                self.planned.append((when, cost))
+                return when
+        last = max(times[-1] + window, now)  # past every start (not reached: cost <= n)
+        self.planned.append((last, cost))
+        return last
+
+
+class Gate:
+    """The limits a structure's jobs carry (see the module docstring)."""
+
+    __slots__ = ("keys", "uses", "values")
+
+    def __init__(self, keys: LimitLayout, uses: Sequence[LimitUse], values: Values) -> None:
+        self.keys = keys
+        self.uses = tuple(uses)
+        self.values = values
+
+    def admission(self, tr: Any) -> Admission:
+        """A claim's admission, its reads of the definitions started (snapshot)."""
+        return Admission(self, {use.name: tr.snapshot.get(self.keys.definition(use.name))
+                                for use in self.uses})
+
+    def tags(self, raw: bytes, defined: Dict[str, Limit]) -> List[Tag]:
+        """The limits a job of stored value ``raw`` carries (those defined now)."""
+        uses = [use for use in self.uses if use.name in defined]
+        if not uses:
+            return []
+        value = decode_value(raw)
+        if self.values.codec is not None:
+            value = self.values.value(value)
+        tags = []
+        for use in uses:
+            key = use.key_of(value)
+            if key is EXEMPT:
+                continue
+            limit = defined[use.name]
+            cost = use.cost_of(value) if limit.kind != CONCURRENCY else 1
+            tags.append(Tag(use.name, key, cost, limit.kind))
+        return tags
+
+    # -- what a lease holds -------------------------------------------------------------
+
+    def held(self, tr: Any, hold_id: bytes, tags: Sequence[Tag], now: int,
+             deadline: int) -> None:
+        """Write what lease ``hold_id`` (made at ``now``, until ``deadline``) holds: its
+        slot in each concurrency limit, its start in each rate limit."""
+        if not tags:
+            return
+        tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
+        for t in tags:
+            if t.kind == CONCURRENCY:
+                key = self.keys.running_key(t.name, t.key, t.slot)
+                tr.add_read_conflict_key(key)  # two claims never take one slot
+                tr.set(key, slot_value(deadline, hold_id))
+            else:
+                tr.set(self.keys.start_key(t.name, t.key, now, hold_id),
+                       fdb.tuple.pack((t.cost,)))
+
+    def read_tags(self, tr: Any, hold_ids: Sequence[bytes]) -> Dict[bytes, Any]:
+        """Start reading what each lease of ``hold_ids`` holds (snapshot reads: the
+        lease's own key, read with a conflict by the caller, orders them)."""
+        return {hold_id: tr.snapshot.get(self.keys.tags_key(hold_id)) for hold_id in hold_ids}
+
+    def free(self, tr: Any, started: Dict[bytes, Any], deadlines: Dict[bytes, int],
+             now: int) -> Gen[int]:
+        """Give back the slots of the leases whose tags ``started`` reads (they ended:
+        acked, released, buried, expired; ``deadlines``: each lease's deadline): each
+        slot cleared if it still holds the lease (an atomic compare-and-clear: no
+        read, no conflict), and for each slot freed the first job parked under its key
+        moved back (see :meth:`unpark`); the slots freed.  A rate's starts stay: time
+        frees them."""
+        freed: Dict[Slot, int] = {}
+        for hold_id, future in started.items():
+            raw = yield from read(future)
+            if raw is None:
+                continue
+            tr.clear(self.keys.tags_key(hold_id))
+            for t in unpack_tags(raw):
+                if t.kind == CONCURRENCY:
+                    tr.compare_and_clear(self.keys.running_key(t.name, t.key, t.slot),
+                                         slot_value(deadlines[hold_id], hold_id))
+                    freed[(t.name, t.key)] = freed.get((t.name, t.key), 0) + 1
+        if freed:
+            yield from self.unpark(tr, freed, now)
+        return sum(freed.values())
+
+    def extended(self, tr: Any, raw: Optional[bytes], hold_id: bytes, deadline: int) -> None:
+        """Move the slots of lease ``hold_id`` (its tags ``raw``) to its new
+        ``deadline``, each with a read conflict: a claim that meanwhile took the slot
+        as expired makes this extend retry (and find the lease expired)."""
+        if raw is None:
+            return
+        for t in unpack_tags(raw):
+            if t.kind == CONCURRENCY:
+                key = self.keys.running_key(t.name, t.key, t.slot)
+                tr.add_read_conflict_key(key)
+                tr.set(key, slot_value(deadline, hold_id))
+
+    # -- parking --------------------------------------------------------------------------
+
+    def park(self, tr: Any, engine: Any, entry: Any, now: int, tally: Tally,
+             tag: Tag) -> None:
+        """Move ``entry`` out of its structure's order under a DELAY hold until
+        :data:`PARK_SECONDS` from now, named under ``tag``'s key in the store."""
+        deadline = now + seconds_to_versions(PARK_SECONDS)
+        item = self.hold_back(tr, engine, entry, now, deadline, tally)
+        prefix = engine.keys.subspace.key()
+        tr.set(self.keys.parked_key(tag.name, tag.key, now, prefix, item, deadline), b"")
+
+    def hold_back(self, tr: Any, engine: Any, entry: Any, now: int, deadline: int,
+                  tally: Tally) -> Any:
+        """Take ``entry`` from the order (or its expired hold) and hold it under DELAY
+        until ``deadline`` (its job record, if it came back from a lease, retrying);
+        its item."""
+        item = engine.take(tr, entry, now, tally)
+        engine.hold(tr, item, entry.value, engine.keys.delay_id(item), deadline, DELAY, tally)
+        engine.wake(tally)  # waiters learn of the new deadline
+        if entry.hold is not None and entry.hold.kind == LEASE:
+            engine.came_back(tr, item)
+        return item
+
+    def unpark(self, tr: Any, freed: Dict[Slot, int], now: int) -> Gen[int]:
+        """For each (limit, key) of ``freed``, move that many parked jobs back to their
+        places (the first parked first, whatever structure holds them): two round
+        trips, the parked entries (snapshot) then their holds (read conflicts: two
+        transactions never move one job); how many were moved."""
+        starts = [Range(tr.snapshot, *self.parked_range(slot), freed[slot] + SPARE_READS)
+                  for slot in freed]
+        found = []
+        for reading in starts:
+            found.extend((yield from reading.read()))
+        return (yield from move_back(tr, self.keys, found, freed, now))
+
+    def parked_range(self, slot: Slot) -> Tuple[bytes, bytes]:
+        """The range of the jobs parked under (name, key)."""
+        r = self.keys.parked.range(slot)
+        return bytes(r.start), bytes(r.stop)
+
+
+def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
+              counts: Optional[Dict[Slot, int]], now: int) -> Gen[int]:
+    """Move the parked jobs of the entries ``found`` (``L/"lw"`` key-values) back to
+    their places, up to ``counts`` per (limit, key) (None: all): their holds read
+    side by side, with read conflicts; entries whose hold ended (deadline passed:
+    the job is visible already) or is gone (claimed back, removed) are cleared.  How
+    many jobs were moved back."""
+    candidates = []
+    for kv in found:
+        name, key, _, prefix, item, deadline = keys.parked.unpack(kv.key)
+        if deadline <= now:
+            tr.clear(kv.key)
+            continue
+        layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
+        hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
+        candidates.append(((name, key), bytes(kv.key), layout, item, hold, tr.get(hold[0])))
+    left = None if counts is None else dict(counts)
+    tally = Tally()
+    moved = 0
+    for slot, key, layout, item, hold, future in candidates:
+        if left is not None and left.get(slot, 0) <= 0:
+            continue
+        value = yield from read(future)
+        tr.clear(key)
+        if value is None:
+            continue
+        tr.clear(hold[0])
+        tr.clear(hold[1])
+        back = layout.renewed(item, layout.deliveries(item), now)
+        tr.set(layout.item_key(back), value)
+        tally.add(layout.delayed_out)
+        tally.add(layout.pushed)  # the wake key: waiters look again
+        tally.add(layout.taken)
+        moved += 1
+        if left is not None:
+            left[slot] -= 1
+    tally.write(tr)
+    return moved
+
+
+class Admission:
+    """What one claim (one transaction) learnt of the limits, and added: the
+    definitions, and each (limit, key) it read (see the module docstring)."""
+
+    __slots__ = ("defined", "gate", "started", "usage")
+
+    def __init__(self, gate: Gate, started: Dict[str, Any]) -> None:
+        self.gate = gate
+        self.started = started
+        self.defined: Optional[Dict[str, Limit]] = None
+        self.usage: Dict[Slot, Usage] = {}
+
+    def definitions(self) -> Gen[Dict[str, Limit]]:
+        """The limits defined now, by name (read once per claim)."""
+        if self.defined is None:
+            defined = {}
+            for name, future in self.started.items():
+                raw = yield from read(future)
+                limit = None if raw is None else decode_limit(raw)
+                if limit is not None:
+                    defined[name] = limit
+            self.defined = defined
+        return self.defined
+
+    def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
+              want: int, spread: int) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
+        """Up to ``want`` of the candidates ``entries`` (of ``engine``, read at ``now``,
+        in order) that may start, each with its tags, chosen as a take with ``spread``
+        chooses (see ``front.choose``) among the first ``want + spread - 1`` runnable
+        ones; the blocked ones met before those parked or delayed (see the module
+        docstring).  And whether any was held back.  Only the limits' state read
+        decides what is held back, never this claim's own choices: a job is parked
+        only when its key is full without it."""
+        defined = yield from self.definitions()
+        readings = {}
+        tagged = []
+        for entry in entries:
+            tags = self.gate.tags(entry.value, defined)
+            tagged.append((entry, tags))
+            for t in tags:
+                slot = (t.name, t.key)
+                if slot not in self.usage and slot not in readings:
+                    readings[slot] = self.start(tr, slot, defined[t.name], now)
+        for slot, (limit, reading) in readings.items():
+            self.usage[slot] = self.learn(tr, slot, limit, (yield from reading.read()), now)
+        runnable: List[Tuple[Any, List[Tag]]] = []
+        blocked = False
+        for entry, tags in tagged:
+            if len(runnable) >= want + spread - 1:
+                break
+            if self.hold(tr, engine, entry, tags, now, tally):
+                blocked = True
+            else:
+                runnable.append((entry, tags))
+        picked = {id(e) for e in choose([e for e, _ in runnable], want, spread)}
+        admitted = []
+        for entry, tags in runnable:
+            if id(entry) in picked and all(
+                    self.usage[(t.name, t.key)].fits(t.cost, now) for t in tags):
+                admitted.append((entry, [t._replace(slot=self.usage[(t.name, t.key)].add(
+                    t.cost, now)) for t in tags]))
+        return admitted, blocked
+
+    def hold(self, tr: Any, engine: Any, entry: Any, tags: List[Tag], now: int,
+             tally: Tally) -> bool:
+        """Park ``entry`` if a concurrency limit it carries is full, else delay it if a
+        rate it carries has no room now; whether it was held back."""
+        for t in tags:
+            if t.kind == CONCURRENCY and not self.usage[(t.name, t.key)].fits(t.cost, now):
+                r = self.gate.keys.running.range((t.name, t.key))
+                tr.add_read_conflict_range(r.start, r.stop)  # a slot freed meanwhile: retry
+                self.gate.park(tr, engine, entry, now, tally, t)
+                return True
+        rates = [(t, self.usage[(t.name, t.key)]) for t in tags if t.kind != CONCURRENCY]
+        times = [usage.opens(t.cost, now) for t, usage in rates if not usage.fits(t.cost, now)]
+        if not times:
+            return False
+        until = max(times)
+        self.gate.hold_back(tr, engine, entry, now, until, tally)
+        return True
+
+    def start(self, tr: Any, slot: Slot, limit: Limit, now: int) -> Tuple[Limit, Range]:
+        """Start reading (name, key)'s state: its slots by snapshot (the conflicts come
+        with the slots taken), or its starts by snapshot with a read conflict on the
+        window and after."""
+        keys = self.gate.keys
+        if limit.kind == CONCURRENCY:
+            r = keys.running.range(slot)
+            return limit, Range(tr.snapshot, bytes(r.start), bytes(r.stop))
+        r = keys.starts.range(slot)
+        since = bytes(keys.starts.pack(slot + (self.window_start(limit, now),)))
+        tr.add_read_conflict_range(since, bytes(r.stop))
+        return limit, Range(tr.snapshot, bytes(r.start), bytes(r.stop))
+
+    @staticmethod
+    def window_start(limit: Limit, now: int) -> int:
+        """The first clock reading inside a rate's window ending at ``now``."""
+        return now - seconds_to_versions(limit.per_seconds or 0.0) + 1
+
+    def learn(self, tr: Any, slot: Slot, limit: Limit, found: List[Any], now: int) -> Usage:
+        """(name, key)'s usage from what :meth:`start` read: the live slots (an
+        expired lease's slot is free; one above ``n`` is cleared if it still holds that
+        lease) or the starts in the window (those before it cleared)."""
+        keys = self.gate.keys
+        usage = Usage(limit)
+        if limit.kind == CONCURRENCY:
+            for kv in found:
+                deadline, _ = fdb.tuple.unpack(kv.value)
+                index = keys.running.unpack(kv.key)[2]
+                if deadline >= now:
+                    usage.live += 1
+                    if index < limit.n:
+                        usage.taken.add(index)
+                elif index >= limit.n:  # expired, above n (lowered): never drawn again
+                    tr.compare_and_clear(kv.key, kv.value)
+            if usage.live > len(usage.taken):
+                r = keys.running.range(slot)  # n was lowered: count exactly, serialized
+                tr.add_read_conflict_range(r.start, r.stop)
+            return usage
+        since = self.window_start(limit, now)
+        for kv in found:
+            start = keys.starts.unpack(kv.key)[2]
+            if start >= since:
+                usage.starts.append((start, fdb.tuple.unpack(kv.value)[0]))
+        r = keys.starts.range(slot)
+        tr.clear_range(bytes(r.start), bytes(keys.starts.pack(slot + (since,))))
+        return usage

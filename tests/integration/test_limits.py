@@ -1,0 +1,392 @@
+"""Limits shared by name (issue 40): concurrency and rate, global and keyed, checked in
+the claim's own transaction; slots given back by ack, release, dead letter and expiry;
+changes at run time; no head-of-line blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+import fdb
+import pytest
+
+from fdbrecipes import Job, Limits, PriorityQueue, Queue, Worker, concurrency, rate
+from fdbrecipes.aio import AsyncLimits, AsyncQueue
+from fdbrecipes.metrics import LIMIT_N, LIMIT_PARKED, LIMIT_RUNNING, collect
+from tests.helpers import TestClock, dump, run_threads
+
+pytestmark = pytest.mark.integration
+
+
+def user(value: Any) -> Any:
+    """The key of a job ``(user, n)``: its user."""
+    return value[0]
+
+
+@pytest.fixture
+def limits(fdb_subspace: Any) -> Limits:
+    return Limits(fdb_subspace["limits"])
+
+
+@pytest.fixture
+def q(fdb_subspace: Any, clock: TestClock, limits: Limits) -> Queue:
+    return Queue(fdb_subspace["q"], clock=clock,
+                 limits=[limits.use("per-user", key=user), limits.use("all")])
+
+
+def test_global_concurrency_counts_running_jobs(db: Any, q: Queue, limits: Limits) -> None:
+    limits.set(db, "all", concurrency(2))
+    q.push_many(db, [("a", i) for i in range(5)])
+    first = q.claim_many(db, 5, 30)
+    assert [lease.value for lease in first] == [("a", 0), ("a", 1)]
+    assert q.claim(db, 30) is None
+    state = limits.state(db, "all")
+    assert state is not None and state.running == 2 and state.parked == 3
+    q.ack(db, first[0])  # a slot back: one parked job returns to its place
+    again = q.claim_many(db, 5, 30)
+    assert [lease.value for lease in again] == [("a", 2)]
+    q.release(db, first[1])  # release gives the slot back too (and the job returns)
+    got = q.claim_many(db, 5, 30)
+    assert sorted(lease.value for lease in got) == [("a", 1)]
+    assert q.claim(db, 30) is None
+
+
+def test_keyed_concurrency_does_not_block_other_keys(db: Any, q: Queue,
+                                                     limits: Limits) -> None:
+    limits.set(db, "per-user", concurrency(1))
+    q.push_many(db, [("hog", i) for i in range(200)] + [("b", 0), ("c", 0)])
+    taken = []
+    for _ in range(3):
+        lease = q.claim(db, 30)
+        assert lease is not None
+        taken.append(lease.value)
+    assert taken == [("hog", 0), ("b", 0), ("c", 0)]
+    assert q.claim(db, 30) is None
+    state = limits.state(db, "per-user", "hog")
+    assert state is not None and state.running == 1 and state.parked == 199
+
+
+def test_slot_comes_back_with_dead_letter_and_expiry(db: Any, fdb_subspace: Any,
+                                                     clock: TestClock,
+                                                     limits: Limits) -> None:
+    q = Queue(fdb_subspace["d"], clock=clock, max_deliveries=1,
+              limits=limits.use("one"))
+    limits.set(db, "one", concurrency(1))
+    q.push_many(db, [1, 2, 3])
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == 1
+    assert q.claim(db, 30) is None
+    q.release(db, lease)  # its only delivery: a dead letter, and the slot back
+    assert [d.value for d in q.dead(db)] == [1]
+    lease = q.claim(db, 5)
+    assert lease is not None and lease.value == 2
+    clock.advance(6)  # the lease expires: its slot counts free at once
+    lease3 = q.claim(db, 30)
+    assert lease3 is not None and lease3.value == 3
+    assert [d.value for d in q.dead(db)] == [1, 2]
+
+
+def test_extend_keeps_the_slot(db: Any, q: Queue, limits: Limits, clock: TestClock) -> None:
+    limits.set(db, "all", concurrency(1))
+    q.push_many(db, [("a", 0), ("a", 1)])
+    lease = q.claim(db, 5)
+    assert lease is not None
+    clock.advance(4)
+    q.extend(db, lease, 10)
+    clock.advance(4)  # past the first deadline, before the new one
+    assert q.claim(db, 30) is None
+    q.ack(db, lease)
+    assert q.claim(db, 30) is not None
+
+
+def test_rate_window_is_exact(db: Any, q: Queue, limits: Limits, clock: TestClock) -> None:
+    limits.set(db, "all", rate(3, per_seconds=10))
+    q.push_many(db, [("a", i) for i in range(7)])
+    got = q.claim_many(db, 7, 30)
+    assert len(got) == 3
+    assert q.claim(db, 30) is None
+    for lease in got:
+        q.ack(db, lease)  # acks give no rate back: time does
+    assert q.claim(db, 30) is None
+    clock.advance(10.5)
+    assert len(q.claim_many(db, 7, 30)) == 3
+
+
+def test_rate_cost(db: Any, fdb_subspace: Any, clock: TestClock, limits: Limits) -> None:
+    q = Queue(fdb_subspace["c"], clock=clock, limits=limits.use("api", cost=user))
+    limits.set(db, "api", rate(10, per_seconds=60))
+    q.push_many(db, [(4, "a"), (4, "b"), (4, "c")])
+    assert [lease.value for lease in q.claim_many(db, 3, 30)] == [(4, "a"), (4, "b")]
+
+
+def test_change_takes_effect_at_the_next_claim(db: Any, q: Queue, limits: Limits) -> None:
+    limits.set(db, "all", concurrency(1))
+    q.push_many(db, [("a", i) for i in range(4)])
+    assert len(q.claim_many(db, 4, 30)) == 1
+    assert limits.set(db, "all", concurrency(3)) == concurrency(1)
+    assert len(q.claim_many(db, 4, 30)) == 2  # parked jobs moved back by the change
+    limits.delete(db, "all")
+    assert len(q.claim_many(db, 4, 30)) == 1
+    assert limits.get(db, "all") is None and limits.list(db) == {}
+
+
+def test_bad_limits_are_refused_with_nothing_written(db: Any, fdb_subspace: Any,
+                                                     limits: Limits) -> None:
+    before = dump(db, fdb_subspace)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        limits.set(db, "x", concurrency(-1))
+    with pytest.raises(ValueError, match="per_seconds"):
+        limits.set(db, "x", rate(5, 0))
+    with pytest.raises(TypeError, match="limit must be made by"):
+        limits.set(db, "x", 5)
+    with pytest.raises(ValueError, match="name"):
+        limits.set(db, "", concurrency(1))
+    with pytest.raises(ValueError, match="no limit is named 'nope'"):
+        limits.delete(db, "nope")
+    with pytest.raises(TypeError, match="limits must be"):
+        Queue(fdb_subspace, limits=5)
+    with pytest.raises(TypeError, match="key"):
+        limits.use("x", key=5)  # type: ignore[arg-type]
+    assert dump(db, fdb_subspace) == before
+
+
+def test_shared_by_two_structures(db: Any, fdb_subspace: Any, clock: TestClock,
+                                  limits: Limits) -> None:
+    a = Queue(fdb_subspace["a"], clock=clock, limits=limits.use("shared"))
+    b = PriorityQueue(fdb_subspace["b"], clock=clock, limits=limits.use("shared"))
+    limits.set(db, "shared", concurrency(1))
+    a.push(db, "a1")
+    b.push(db, "b1", priority=1)
+    lease = a.claim(db, 30)
+    assert lease is not None
+    assert b.claim_min(db, 30) is None  # parked under the shared key
+    a.ack(db, lease)  # moves b's parked job back, in b
+    got = b.claim_min(db, 30)
+    assert got is not None and got.value == "b1"
+
+
+def test_concurrency_never_exceeded_by_threads(db: Any, fdb_subspace: Any,
+                                               limits: Limits) -> None:
+    q = Queue(fdb_subspace["t"], limits=[limits.use("per-user", key=user),
+                                         limits.use("all")])
+    limits.set(db, "all", concurrency(4))
+    limits.set(db, "per-user", concurrency(2))
+    q.push_many(db, [(f"u{i % 3}", i) for i in range(60)])
+    lock = threading.Lock()
+    running: Dict[str, int] = {}
+    peak: List[Tuple[str, int]] = []
+    done: List[int] = []
+    errors: List[BaseException] = []
+
+    def consume() -> None:
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                lease = q.claim_wait(db, 30, timeout=0.5)
+                if lease is None:
+                    with lock:
+                        if len(done) == 60:
+                            return
+                    continue
+                u = lease.value[0]
+                with lock:
+                    running[u] = running.get(u, 0) + 1
+                    peak.append((u, running[u]))
+                    peak.append(("all", sum(running.values())))
+                time.sleep(0.005)  # the work, holding its slots
+                with lock:
+                    running[u] -= 1
+                q.ack(db, lease)
+                with lock:
+                    done.append(lease.value[1])
+        except BaseException as e:
+            errors.append(e)
+
+    run_threads([threading.Thread(target=consume) for _ in range(8)], errors, 90)
+    assert sorted(done) == list(range(60))
+    assert max(n for k, n in peak if k == "all") <= 4
+    assert max(n for k, n in peak if k != "all") <= 2
+
+
+def test_async_twin(db: Any, fdb_subspace: Any) -> None:
+    limits = AsyncLimits(fdb_subspace["al"])
+    q: AsyncQueue[Any] = AsyncQueue(fdb_subspace["aq"], limits=limits.use("g"))
+
+    async def main() -> None:
+        await limits.set(db, "g", concurrency(1))
+        await q.push_many(db, [1, 2])
+        lease = await q.claim(db, 30)
+        assert lease is not None and await q.claim(db, 30) is None
+        await q.ack(db, lease)
+        assert (await q.claim(db, 30)) is not None
+        assert await limits.list(db) == {"g": concurrency(1)}
+
+    asyncio.run(main())
+
+
+def cli(cluster_file: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fdbrecipes", *args, "--cluster-file",
+                           cluster_file], capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_line_lists_sets_reads_and_deletes(db: Any, fdb_subspace: Any,
+                                                       fdb_cluster_file: str) -> None:
+    space = fdb_subspace["cli-limits"]
+    place = ["--tuple", repr(fdb.tuple.unpack(space.key()))]
+    assert "(no limits)" in cli(fdb_cluster_file, "limits", "list", *place).stdout
+    made = cli(fdb_cluster_file, "limits", "set", *place, "per-user", "--concurrency", "2")
+    assert made.returncode == 0, made.stderr
+    made = cli(fdb_cluster_file, "limits", "set", *place, "api", "--rate", "10", "--per", "60")
+    assert made.returncode == 0, made.stderr
+    assert Limits(space).list(db) == {"per-user": concurrency(2), "api": rate(10, 60)}
+    listed = json.loads(cli(fdb_cluster_file, "limits", "list", *place, "--json").stdout)
+    assert [row["name"] for row in listed["limits"]] == ["api", "per-user"]
+    bad = cli(fdb_cluster_file, "limits", "set", *place, "api", "--rate", "10")
+    assert bad.returncode != 0 and "--per" in bad.stderr
+    state = json.loads(cli(fdb_cluster_file, "limits", "state", *place, "per-user", "--key",
+                           "'alice'", "--json").stdout)
+    assert state["running"] == 0 and state["parked"] == 0
+    refused = cli(fdb_cluster_file, "limits", "delete", *place, "api")
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    gone = cli(fdb_cluster_file, "limits", "delete", *place, "api", "--yes")
+    assert gone.returncode == 0, gone.stderr
+    unknown = cli(fdb_cluster_file, "limits", "delete", *place, "api", "--yes")
+    assert unknown.returncode != 0 and "no limit is named 'api'" in unknown.stderr
+    assert Limits(space).list(db) == {"per-user": concurrency(2)}
+
+
+def test_workers_share_the_limits(db: Any, fdb_subspace: Any, limits: Limits) -> None:
+    """Two Workers of 8 threads each on two structures sharing a keyed limit and a
+    global one: the handlers never see more jobs at once than the limits allow, and
+    every job runs once (the workers' acks and claims share transactions)."""
+    uses = [limits.use("per-user", key=user), limits.use("all")]
+    a: Queue[Any] = Queue(fdb_subspace["wa"], limits=uses, history=600)
+    b: PriorityQueue[Any] = PriorityQueue(fdb_subspace["wb"], limits=uses)
+    limits.set(db, "all", concurrency(5))
+    limits.set(db, "per-user", concurrency(2))
+    a.push_many(db, [(f"u{i % 4}", i) for i in range(80)])
+    b.push_many(db, [((f"u{i % 4}", i), 0) for i in range(80, 160)])
+    lock = threading.Lock()
+    running: Dict[str, int] = {}
+    peaks = {"all": 0, "user": 0}
+    done: List[int] = []
+    finished = threading.Event()
+
+    def handler(job: Job) -> None:
+        u = job.value[0]
+        with lock:
+            running[u] = running.get(u, 0) + 1
+            peaks["user"] = max(peaks["user"], running[u])
+            peaks["all"] = max(peaks["all"], sum(running.values()))
+        time.sleep(0.005)  # the work, holding its slots
+        with lock:
+            running[u] -= 1
+            done.append(job.value[1])
+            if len(done) == 160:
+                finished.set()
+
+    with Worker(db, a, handler, concurrency=8, lease_seconds=30), \
+            Worker(db, b, handler, concurrency=8, lease_seconds=30):
+        assert finished.wait(120), f"only {len(done)} of 160 jobs ran"
+    assert sorted(done) == list(range(160))
+    assert peaks["all"] <= 5 and peaks["user"] <= 2, peaks
+    assert a.size(db) == 0 and b.size(db) == 0
+
+
+def test_a_sharded_queue_parks_and_moves_back_in_its_shards(db: Any, fdb_subspace: Any,
+                                                             limits: Limits) -> None:
+    q: Queue[Any] = Queue(fdb_subspace["s"], shards=3,
+                          limits=limits.use("per-user", key=user))
+    limits.set(db, "per-user", concurrency(1))
+    q.push_many(db, [("a", i) for i in range(6)])
+    for _ in range(5):
+        q.push(db, ("b", 0))  # each push to a shard drawn at random
+    seen: List[Any] = []
+    for _ in range(40):
+        got = q.claim_many(db, 4, 30)
+        assert len({lease.value[0] for lease in got}) == len(got)  # one per user at most
+        for lease in got:
+            seen.append(lease.value)
+            q.ack(db, lease)
+        if len(seen) == 11:
+            break
+    assert sorted(seen) == sorted([("a", i) for i in range(6)] + [("b", 0)] * 5)
+    assert q.size(db) == 0
+
+
+@pytest.mark.parametrize("limit", [concurrency(1), rate(1, 60)], ids=["concurrency", "rate"])
+def test_two_claims_racing_for_the_last_slot_conflict(db: Any, fdb_subspace: Any,
+                                                      limits: Limits, limit: Any) -> None:
+    """Two claims in concurrent transactions, of two structures sharing a limit with
+    room for one job: the second to commit conflicts (and, retried, finds none)."""
+    a: Queue[Any] = Queue(fdb_subspace["ra"], limits=limits.use("one"))
+    b: Queue[Any] = Queue(fdb_subspace["rb"], limits=limits.use("one"))
+    limits.set(db, "one", limit)
+    a.push(db, "a")
+    b.push(db, "b")
+    first, second = db.create_transaction(), db.create_transaction()
+    assert a.claim(first, 30) is not None
+    assert b.claim(second, 30) is not None  # neither sees the other yet
+    first.commit().wait()
+    with pytest.raises(fdb.FDBError) as raised:
+        second.commit().wait()
+    assert raised.value.code == 1020  # not_committed: a conflict
+    assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def test_claims_under_a_roomy_limit_do_not_conflict(db: Any, fdb_subspace: Any,
+                                                    limits: Limits) -> None:
+    """Two concurrent claims of two structures under a global concurrency limit with
+    room to spare both commit: each takes a slot of its own, drawn at random among
+    100,000 (a conflict only if both drew the same one)."""
+    a: Queue[Any] = Queue(fdb_subspace["na"], limits=limits.use("roomy"))
+    b: Queue[Any] = Queue(fdb_subspace["nb"], limits=limits.use("roomy"))
+    limits.set(db, "roomy", concurrency(100_000))
+    a.push(db, "a")
+    b.push(db, "b")
+    first, second = db.create_transaction(), db.create_transaction()
+    assert a.claim(first, 30) is not None and b.claim(second, 30) is not None
+    first.commit().wait()
+    second.commit().wait()
+    state = limits.state(db, "roomy")
+    assert state is not None and state.running == 2
+
+
+def test_metrics_count_running_and_parked_jobs(db: Any, q: Queue, limits: Limits) -> None:
+    limits.set(db, "all", concurrency(2))
+    q.push_many(db, [("a", i) for i in range(5)])
+    assert len(q.claim_many(db, 5, 30)) == 2
+    samples = {(s.name, s.label_dict["limit"]): s for s in collect(db, {"lim": limits,
+                                                                          "q": q})
+               if "limit" in s.label_dict}
+    assert samples[(LIMIT_N, "all")].value == 2
+    assert samples[(LIMIT_N, "all")].label_dict == {"kind": "concurrency", "limit": "all",
+                                                   "store": "lim"}
+    assert samples[(LIMIT_RUNNING, "all")].value == 2
+    assert samples[(LIMIT_PARKED, "all")].value == 3
+
+
+def strict_user(value: Any) -> Any:
+    """A key function that refuses values it does not know."""
+    if not isinstance(value, tuple):
+        raise ValueError(f"no user in {value!r}")
+    return value[0]
+
+
+def test_a_key_function_that_raises_makes_the_claim_raise(db: Any, fdb_subspace: Any,
+                                                          limits: Limits) -> None:
+    q: Queue[Any] = Queue(fdb_subspace["k"], limits=limits.use("per-user", key=strict_user))
+    limits.set(db, "per-user", concurrency(1))
+    q.push(db, "no user")
+    before = dump(db, fdb_subspace)
+    with pytest.raises(ValueError, match="no user in 'no user'"):
+        q.claim(db, 30)
+    assert dump(db, fdb_subspace) == before
+    limits.delete(db, "per-user")  # not limited any more: the key is not asked for
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "no user"

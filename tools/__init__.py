@@ -1,0 +1,1 @@
+"""Scripts that maintain the source (``unasync.py``: the async faces' docstrings)."""
