@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import signal
@@ -350,12 +351,28 @@ def eventually(check: Callable[[], Any], timeout: float, what: str,
     record, a job's end, the data distributor's moves) that no watch of the test's own
     announces.  Fails, naming ``what``, after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+    while not (found := look(check, deadline, f"{what}: not within {timeout} s")):
         time.sleep(every)  # the interval between two looks, not a wait for an event
+    return found
+
+
+async def eventually_async(check: Callable[[], Any], timeout: float, what: str,
+                           every: float = 0.05) -> Any:
+    """:func:`eventually` in a coroutine: ``check()``'s first truthy answer, asked
+    again every ``every`` seconds while the event loop runs the other tasks (the one
+    under test among them).  Fails, naming ``what``, after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (found := look(check, deadline, f"{what}: not within {timeout} s")):
+        await asyncio.sleep(every)  # the interval between two looks
+    return found
+
+
+def look(check: Callable[[], Any], deadline: float, failure: str) -> Any:
+    """``check()``'s answer; a falsy one past ``deadline`` fails the test with
+    ``failure``."""
+    found = check()
+    assert found or time.monotonic() < deadline, failure
+    return found
 
 
 def stop(process: Any, timeout: float = 60) -> str:

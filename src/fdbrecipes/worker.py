@@ -17,6 +17,7 @@ import threading
 from typing import Any, Callable, List, Optional, Sequence
 
 from ._schedules.base import SchedulesBase
+from ._worker.options import WorkerOptions
 from ._worker.serving import cores, run_all
 from .jobs import Backoff, EventSink, Job
 from .schedule import Schedule
@@ -125,7 +126,7 @@ class Worker:
                  name: Optional[str] = None, prefetch: Optional[int] = None,
                  schedule_store: Optional[SchedulesBase] = None,
                  queues: Optional[List[str]] = None) -> None:
-        self._cores = cores(db, queue, handler, dict(
+        self._cores = cores(db, queue, handler, WorkerOptions.check(
             concurrency=concurrency, lease_seconds=lease_seconds, backoff=backoff,
             shutdown_timeout=shutdown_timeout, on_event=on_event, end=end,
             schedules=schedules, time_limit=time_limit, name=name, prefetch=prefetch,

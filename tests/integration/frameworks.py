@@ -15,13 +15,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import fdb
+
+from tests.helpers import eventually
 
 #: What the worker modules import to record their runs (written next to them).
 EFFECTS_MODULE = '''
@@ -73,16 +74,9 @@ def runs(db: Any, effects: Any) -> Dict[str, List[Run]]:
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str,
                every: float = 0.1) -> Any:
-    """Call ``check`` until it returns something true (returned), failing with
-    ``what`` after ``timeout`` seconds: a condition polled with a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(every)
+    """:func:`tests.helpers.eventually`, looking every 0.1 s: ``check``'s first true
+    answer, failing with ``what`` after ``timeout`` seconds."""
+    return eventually(check, timeout, what, every)
 
 
 def settled(db: Any, structure: Any) -> bool:

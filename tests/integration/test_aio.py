@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-import time
 import warnings
 from typing import Any, Awaitable, Callable, Iterator, List, TypeVar
 
@@ -17,7 +16,7 @@ import fdb
 import pytest
 
 from fdbrecipes import LeaseExpiredError, PriorityQueue, Queue, WeightTree, aio
-from tests.helpers import Blocks, Faulty, watch_limited
+from tests.helpers import Blocks, Faulty, eventually_async, watch_limited
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +65,7 @@ def test_a_future_resolved_from_another_thread(db: Any, fdb_subspace: Any) -> No
 
     async def main() -> None:
         waiting = asyncio.ensure_future(aio.wait(watch))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the task now awaits the future
         assert not waiting.done()
         writer = threading.Thread(target=db.set, args=(key, b"changed"))
         writer.start()
@@ -128,7 +127,7 @@ def test_a_future_cancelled_before_and_after_it_is_ready(db: Any, fdb_subspace: 
 
     async def main() -> None:
         awaiting = asyncio.ensure_future(aio.wait(watch))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the task now awaits the future
         watch.cancel()  # before it is ready: the await raises operation_cancelled
         with pytest.raises(fdb.FDBError) as raised:
             await asyncio.wait_for(awaiting, 30)
@@ -146,7 +145,7 @@ def test_a_task_cancelled_while_it_awaits_a_future(db: Any, fdb_subspace: Any) -
 
     async def main() -> None:
         awaiting = asyncio.ensure_future(aio.wait(watch))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop: the task now awaits the future
         awaiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await awaiting
@@ -282,10 +281,8 @@ def test_a_pop_cancelled_with_its_commit_in_flight_gives_its_item_back(
         q = aio.AsyncQueue(fdb_subspace)
         faulty.pending[:] = [fault]
         popping = asyncio.ensure_future(q.pop(faulty.db))
-        for _ in range(100):  # until its commit is in flight (it reads first)
-            await asyncio.sleep(0.01)
-            if not faulty.pending:
-                break
+        await eventually_async(lambda: not faulty.pending, 30, "the pop's commit",
+                               every=0.01)  # it reads first
         popping.cancel()
         with pytest.raises(asyncio.CancelledError):
             await popping
@@ -305,10 +302,8 @@ def test_a_claim_cancelled_with_its_commit_in_flight_counts_no_delivery(
         aq = aio.AsyncQueue(fdb_subspace)
         faulty.pending[:] = [fault]
         claiming = asyncio.ensure_future(aq.claim(faulty.db, 60))
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if not faulty.pending:
-                break
+        await eventually_async(lambda: not faulty.pending, 30, "the claim's commit",
+                               every=0.01)
         claiming.cancel()
         claiming.cancel()  # cancelled again while it settles: settling goes on
         with pytest.raises(asyncio.CancelledError):
@@ -328,10 +323,8 @@ def test_a_push_cancelled_with_its_commit_in_flight_stays_pushed(
         q = aio.AsyncQueue(fdb_subspace)
         faulty.pending[:] = ["applied:hang"]
         pushing = asyncio.ensure_future(q.push(faulty.db, b"landed"))
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if not faulty.pending:
-                break
+        await eventually_async(lambda: not faulty.pending, 30, "the push's commit",
+                               every=0.01)
         pushing.cancel()
         with pytest.raises(asyncio.CancelledError):
             await pushing
@@ -482,8 +475,7 @@ def test_a_thousand_waiters_share_one_watch_and_no_threads(db: Any, fdb_cluster_
         threads = threading.active_count()
         waiters = [asyncio.ensure_future(q.claim_wait(db, 60, timeout=20))
                    for _ in range(1_000)]
-        while asleep.count < 1_000:
-            await asyncio.sleep(0.05)
+        await eventually_async(lambda: asleep.count >= 1_000, 120, "1,000 waiters blocked")
         assert threading.active_count() == threads
         await q.push_many(db, range(50))
         leases = await asyncio.wait_for(asyncio.gather(*waiters), 120)
@@ -516,10 +508,8 @@ def test_a_crowd_beyond_the_watch_limit_takes_a_push_in_turns(
         asleep = Blocks(q)
         waiters = [asyncio.ensure_future(q.claim_wait(db, 600, timeout=600))
                    for _ in range(CROWD)]
-        deadline = time.monotonic() + BLOCK_BOUND
-        while asleep.count < CROWD:  # each waiter blocks once (they share a watch)
-            assert time.monotonic() < deadline, f"{asleep.count} of {CROWD} blocked"
-            await asyncio.sleep(0.05)  # the interval between two looks at the count
+        await eventually_async(lambda: asleep.count >= CROWD, BLOCK_BOUND,
+                               f"{CROWD} waiters blocked")  # once each: they share a watch
         retries = q.retry_stats.retries
         await q.push_many(db, range(CROWD))
         done, left = await asyncio.wait(waiters, timeout=WAKE_BOUND)

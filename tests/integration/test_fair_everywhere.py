@@ -101,7 +101,7 @@ def test_an_async_worker_serves_a_fair_queue_within_its_limits(
 
     async def handler(job: Job) -> None:
         overlap.enter(job)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # the work, as the sync handler's above
         overlap.leave(job)
 
     asyncio.run(asyncio.wait_for(

@@ -187,7 +187,8 @@ class Client:
 
     def claim(self) -> None:
         method = self.s.claim_many if self.kind == "queue" else self.s.claim_min_many
-        self.settled("claim", method, (self.rng.randrange(1, 6), LEASE), {}, [], None)
+        self.settled("claim", method, (), dict(n=self.rng.randrange(1, 6), lease_seconds=LEASE),
+                     [], None)
 
     def ack(self) -> None:
         if self.leases:

@@ -251,7 +251,9 @@ def test_a_lost_lease_makes_the_block_exit_raise(db: Any, fdb_subspace: Any) -> 
     with pytest.raises(LeaseExpiredError), q.claimed(db, 1.5) as lease:
         assert lease is not None
         clock.advance(10)  # the process "stalled" past its deadline
-        time.sleep(1.5)  # the heartbeat's next extension finds the lease gone
+        # The thing under test: the heartbeat thread's next extension (every 0.5 s)
+        # finds the lease gone; no public hook says when, so three intervals pass.
+        time.sleep(1.5)
     assert q.stats(db).visible == 1  # not acked
 
 

@@ -299,7 +299,10 @@ def test_a_consumer_waits_on_a_watch_not_a_poll(connect: Any) -> None:
         message.ack()
 
     def publish() -> None:
-        time.sleep(0.4)  # publish while the consumer (most likely) waits
+        # Not a synchronization: the delivery is asserted either way.  The consumer's
+        # wait is the transport's own (no hook reaches it): this gives it time to
+        # block on its watch, so that what is timed is a watch's wake-up.
+        time.sleep(0.4)
         with publisher.Producer() as producer:
             sent.append(time.monotonic())
             producer.publish({"x": 1}, exchange=q.exchange, routing_key="w")

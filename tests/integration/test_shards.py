@@ -31,7 +31,7 @@ from fdbrecipes import (
 from fdbrecipes.admin.places import Place, make_structure, shards_of, stored
 from fdbrecipes.testing.hooks import hooks
 from fdbrecipes.web.command import discover
-from tests.helpers import Faulty, TestClock, dump, run_threads
+from tests.helpers import Blocks, Faulty, TestClock, dump, eventually_async, run_threads
 from tests.integration.test_operator_cli import answer, fdbrecipes, place
 from tests.integration.test_paging import paged, token
 
@@ -469,9 +469,10 @@ def test_asyncio_twin(db: Any, fdb_subspace: Any) -> None:
         await asyncio.gather(*(q.ack(db, lease) for lease in leases if lease is not None))
         rest = await q.pop_many(db, 40)
         assert sorted([lease.value for lease in leases if lease] + rest) == list(range(40))
+        asleep = Blocks(q)
         waiting = asyncio.ensure_future(q.pop_wait(db, timeout=30))
-        await asyncio.sleep(0.3)
-        await q.push(db, 77)
+        await eventually_async(lambda: asleep.count >= 1, 30, "the pop_wait blocked")
+        await q.push(db, 77)  # wakes it on its watch
         assert await asyncio.wait_for(waiting, 30) == 77
 
     asyncio.run(run())

@@ -233,7 +233,7 @@ def test_an_async_app_in_an_async_worker(fdb_database: Any, fdb_subspace: Any) -
 
     @app.task
     async def double(x: int) -> int:
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # a task that awaits (a real coroutine), not a wait
         job = current_job()
         assert job is not None and job.deliveries >= 1
         if x == 7:

@@ -371,7 +371,7 @@ def test_the_async_worker(db: Any, fdb_subspace: Any) -> None:
     events = Events()
 
     async def handler(job: Job) -> None:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the work itself
         if job.value == 3:
             raise Discard("three")
 

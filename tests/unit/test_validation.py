@@ -205,3 +205,56 @@ def test_ids() -> None:
         check_id(b"")
     with pytest.raises(ValueError, match="^id"):
         check_id(b"x" * 1001)
+
+
+def sync_handler(job: Any) -> None:
+    """A handler for Worker."""
+
+
+async def async_handler(job: Any) -> None:
+    """A handler for AsyncWorker."""
+
+
+WORKER_REFUSALS = [
+    (dict(concurrency=0), ValueError, "^concurrency must be >= 1, got 0$"),
+    (dict(concurrency=1.5), TypeError, "^concurrency must be an int, not float$"),
+    (dict(concurrency=10_001), ValueError, "^concurrency must be <= 10000"),
+    (dict(lease_seconds=0), ValueError, "^lease_seconds must be more than 0"),
+    (dict(lease_seconds="x"), TypeError, "^lease_seconds must be a number of seconds"),
+    (dict(backoff=3), TypeError, "^backoff must be a Backoff, not int$"),
+    (dict(shutdown_timeout=-1), ValueError, "^shutdown_timeout must be seconds >= 0, got -1$"),
+    (dict(shutdown_timeout=True), ValueError, "^shutdown_timeout must be seconds >= 0"),
+    (dict(on_event=3), TypeError, "^on_event must be callable or None$"),
+    (dict(time_limit=0), ValueError, "^time_limit must be more than 0"),
+    (dict(prefetch=-1), ValueError, "^prefetch must be >= 0, got -1$"),
+    (dict(prefetch=2.5), TypeError, "^prefetch must be an int, not float$"),
+    (dict(name=""), TypeError, "^name must be a str of 1 to 200 characters, not ''$"),
+    (dict(end="mid"), ValueError, "^end must be 'min' or 'max', got 'mid'$"),
+    (dict(end=None), ValueError, "^end must be 'min' or 'max', got None$"),
+    (dict(queues=["a"]), TypeError, "^queues= names the structures of an app$"),
+]
+
+
+@pytest.mark.parametrize("options,error,match", WORKER_REFUSALS)
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_worker_options(options: Any, error: type, match: str, asynchronous: bool) -> None:
+    """Worker and AsyncWorker check their options alike, before the database is
+    touched."""
+    from fdbrecipes import Worker
+    from fdbrecipes.aio import AsyncWorker
+
+    face: Any = AsyncWorker if asynchronous else Worker
+    handler = async_handler if asynchronous else sync_handler
+    for structure in (Queue(S), PriorityQueue(S), FairQueue(S)):
+        with pytest.raises(error, match=match):
+            face(TR, structure, handler, **options)
+
+
+def test_worker_end_is_one_the_structure_has() -> None:
+    """A Queue and a FairQueue have no "max" end (a PriorityQueue's is checked by the
+    worker integration tests, which claim from it)."""
+    from fdbrecipes import Worker
+
+    for structure in (Queue(S), FairQueue(S)):
+        with pytest.raises(ValueError, match="^end='max' needs a PriorityQueue$"):
+            Worker(TR, structure, sync_handler, end="max")

@@ -17,6 +17,7 @@ from typing import (
     Any,
     Callable,
     ClassVar,
+    Dict,
     List,
     NamedTuple,
     Optional,
@@ -73,13 +74,18 @@ class Claimed(NamedTuple):
 
 
 class ClaimStep(NamedTuple):
-    """A claim, its arguments checked: ``op(tr, attempt, n, *args)`` claims ``n``
-    items in ``tr`` (an operation of the structure's engine); ``most``: the claims
-    one transaction of ``claim_many`` given a Database makes at most."""
+    """A claim, its arguments checked: ``op(tr, attempt, n, **options)`` claims ``n``
+    items in ``tr`` (an operation of the structure's engine, its arguments by name);
+    ``most``: the claims one transaction of ``claim_many`` given a Database makes at
+    most."""
 
     op: Callable[..., Gen[List[Any]]]
-    args: Tuple[Any, ...]
+    options: Dict[str, Any]
     most: int
+
+    def claim(self, tr: Any, attempt: Attempt, n: int) -> Gen[List[Any]]:
+        """Claim ``n`` items in ``tr`` (see the class docstring)."""
+        return self.op(tr, attempt, n, **self.options)
 
 
 class Ops:
@@ -373,7 +379,7 @@ class JobOps(Ops):
         leases: List[Any] = []
         if n:
             attempt.idle = False
-            leases = yield from step.op(tr, attempt, n, *step.args)
+            leases = yield from step.claim(tr, attempt, n)
             idle = idle and attempt.idle
         attempt.idle = idle
         return Claimed(acked, leases)

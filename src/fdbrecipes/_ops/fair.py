@@ -240,7 +240,7 @@ class FairOps(JobOps):
         only end is "min"; ``holder``: the worker, for the jobs' records)."""
         n = check_int(n, "n", low=0)
         step = self.claim_step(lease_seconds, spread, end, holder)
-        return self.guarded(tr, self.loop.batches(tr, step.op, n, step.args, MOST_CLAIMS,
+        return self.guarded(tr, self.loop.batches(tr, step.claim, n, (), MOST_CLAIMS,
                                                   step.most, what="claims"), True)
 
     def claim_step(self, lease_seconds: Any, spread: Any, end: Any,
@@ -248,7 +248,7 @@ class FairOps(JobOps):
         check_end(end, 0)
         check_int(spread, "spread", low=1)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        return ClaimStep(self.engine.claim_many, (seconds, holder),
+        return ClaimStep(self.engine.claim_many, dict(seconds=seconds, holder=holder),
                          self.hooks.batch or CLAIM_BATCH)
 
     def wake(self) -> Wake:

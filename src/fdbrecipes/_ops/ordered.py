@@ -14,6 +14,7 @@ is said once, in the public classes' docstrings (:mod:`fdbrecipes.queue`,
 
 from __future__ import annotations
 
+import functools
 from typing import (
     Any,
     Callable,
@@ -285,14 +286,15 @@ class OrderedOps(JobOps, Generic[V]):
         records)."""
         n = check_int(n, "n", low=0)
         step = self.claim_step(lease_seconds, spread, end, holder)
-        return self.take_many(tr, n, True, step.op, *step.args)
+        return self.take_many(tr, n, True, step.claim)
 
     def claim_step(self, lease_seconds: Any, spread: Any, end: Any,
                    holder: Optional[str]) -> ClaimStep:
         end = check_end(end, self.group_len)
         spread = check_spread(spread)
         seconds = check_seconds(lease_seconds, "lease_seconds")
-        return ClaimStep(self.leasing.claim, (end, seconds, spread, BATCH_BYTES, holder),
+        return ClaimStep(self.leasing.claim, dict(end=end, seconds=seconds, spread=spread,
+                                                  budget=BATCH_BYTES, holder=holder),
                          self.hooks.batch or TAKE_BATCH)
 
     def before_claim(self, tr: Transactor) -> Gen[None]:
@@ -320,7 +322,8 @@ class OrderedOps(JobOps, Generic[V]):
                    timeout: Any) -> Gen[Optional[Lease[V]]]:
         """Claim at ``end``, waiting on the watch until an item is visible."""
         check_seconds(lease_seconds, "lease_seconds")
-        return take_or_wait(db, timeout, self.claim, (end, lease_seconds, 1), self.wake(end))
+        claim = functools.partial(self.claim, end=end, lease_seconds=lease_seconds, spread=1)
+        return take_or_wait(db, timeout, claim, (), self.wake(end))
 
     def claiming(self, db: Any, end: str, lease_seconds: Any, timeout: Any,
                  release_delay: Any) -> Tuple[Gen[Optional[Lease[V]]], float]:

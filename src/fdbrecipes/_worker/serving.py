@@ -11,21 +11,24 @@ them all (:func:`run_all`).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Optional
+from dataclasses import replace
+from typing import Any, List, Optional
 
 from ..protocol import Servable
 from .core import WorkerCore
+from .holding import Tell
+from .options import WorkerOptions
 from .presence import stop_on_signals
 
 __all__ = ["cores", "run_all"]
 
 
-def cores(db: Any, queue: Any, handler: Any, options: Dict[str, Any], threaded: bool,
-          queues: Optional[List[str]] = None) -> List[WorkerCore]:
+def cores(db: Any, queue: Any, handler: Any, options: WorkerOptions, threaded: bool,
+          queues: Optional[List[str]] = None, tell: Optional[Tell] = None) -> List[WorkerCore]:
     """The worker cores serving ``queue`` with ``handler``, or, if ``queue`` is an
     app (and ``handler`` None), every structure of the app (those ``queues`` names)
-    with its handler; ``options`` are :class:`.core.WorkerCore`'s keywords, and with an
-    app only the first core gets ``schedules`` and ``schedule_store``.
+    with its handler; all with ``options`` and ``tell`` (see :class:`.core.WorkerCore`),
+    but with an app only the first core gets ``schedules`` and ``schedule_store``.
 
     Raises:
         TypeError or ValueError: a bad argument (as :class:`fdbrecipes.Worker` says).
@@ -37,11 +40,11 @@ def cores(db: Any, queue: Any, handler: Any, options: Dict[str, Any], threaded: 
         app_handler = queue.handler(not threaded)
         # One core carries the schedules (knowing every served structure as a target),
         # so they are read and fired once per worker, not once per structure.
-        first = WorkerCore(db, served[0], app_handler, threaded=threaded,
-                           beside=served[1:], **options)
-        rest = {**options, "schedules": (), "schedule_store": None}
-        made = [first, *(WorkerCore(db, structure, app_handler, threaded=threaded, **rest)
-                         for structure in served[1:])]
+        first = WorkerCore(db, served[0], app_handler, options, threaded=threaded, tell=tell,
+                           beside=served[1:])
+        rest = replace(options, schedules=(), schedule_store=None)
+        made = [first, *(WorkerCore(db, structure, app_handler, rest, threaded=threaded,
+                                    tell=tell) for structure in served[1:])]
         for core in made:
             core.judge = queue.judge
         return made
@@ -50,7 +53,7 @@ def cores(db: Any, queue: Any, handler: Any, options: Dict[str, Any], threaded: 
                         "app of tasks instead of a structure to run its tasks)")
     if queues is not None:
         raise TypeError("queues= names the structures of an app")
-    return [WorkerCore(db, queue, handler, threaded=threaded, **options)]
+    return [WorkerCore(db, queue, handler, options, threaded=threaded, tell=tell)]
 
 
 async def run_all(workers: List[WorkerCore], burst: bool) -> None:

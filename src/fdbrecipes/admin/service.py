@@ -186,6 +186,7 @@ def work(target: Target, args: argparse.Namespace) -> Report:
     signalled.  A supervisor's child tells it what it holds, over the pipe its
     environment names (:mod:`.pipe`)."""
     from .._worker.core import WorkerCore
+    from .._worker.options import WorkerOptions
     from .pipe import pipe_from_env
     from .supervisor import supervise, watch_parent
 
@@ -204,12 +205,12 @@ def work(target: Target, args: argparse.Namespace) -> Report:
         return Report({**target.header(), "stopped": True},
                       f"{target.title()}: workers stopped")
     # What fdbrecipes.Worker (a sync handler) or aio.AsyncWorker runs, and a pipe.
-    worker = WorkerCore(target.db, target.structure, handler, concurrency=args.concurrency,
-                        lease_seconds=args.lease, backoff=None,
-                        shutdown_timeout=args.shutdown_timeout, on_event=None,
-                        end=args.end or "min", schedules=(), time_limit=args.time_limit,
-                        name=args.name or target.title(), prefetch=args.prefetch,
-                        schedule_store=store_of(target.db, args),
+    options = WorkerOptions.check(
+        concurrency=args.concurrency, lease_seconds=args.lease, backoff=None,
+        shutdown_timeout=args.shutdown_timeout, on_event=None, end=args.end or "min",
+        schedules=(), time_limit=args.time_limit, name=args.name or target.title(),
+        prefetch=args.prefetch, schedule_store=store_of(target.db, args))
+    worker = WorkerCore(target.db, target.structure, handler, options,
                         threaded=not inspect.iscoroutinefunction(handler),
                         tell=pipe_from_env())
     watch_parent(worker.stop)
@@ -235,6 +236,7 @@ def serve_app(app: Any, args: argparse.Namespace) -> int:
     signalled, carrying the ``--schedules`` store as a handler's worker does (fired
     once per worker, as ``Worker(db, app)`` does); with
     ``--processes`` (an app of one queue, or one ``--queue``), supervise several."""
+    from .._worker.options import WorkerOptions
     from .._worker.serving import cores, run_all
     from .commands import connect
     from .pipe import pipe_from_env
@@ -264,11 +266,11 @@ def serve_app(app: Any, args: argparse.Namespace) -> int:
         supervise(Target(db, Place(None, ()), "queue", structure), args)
         return 0
     tell = pipe_from_env()
-    workers = cores(db, app, None, dict(
+    workers = cores(db, app, None, WorkerOptions.check(
         concurrency=args.concurrency, lease_seconds=args.lease, backoff=None,
         shutdown_timeout=args.shutdown_timeout, on_event=None, end="min", schedules=(),
         time_limit=args.time_limit, name=args.name, prefetch=args.prefetch,
-        schedule_store=store_of(db, args), tell=tell), not app.asynchronous, args.queue)
+        schedule_store=store_of(db, args)), not app.asynchronous, args.queue, tell)
     if tell is not None and len(workers) > 1:
         raise UsageError("a supervised worker serves one queue")
 
