@@ -9,18 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import (
-    Any,
-    Callable,
-    ClassVar,
-    Dict,
-    List,
-    Mapping,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-)
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -71,7 +60,7 @@ LEFT_BEHIND = ("c", "g", "k", "n", "j", "o", "u", "z", "m")
 
 #: The first keys read under each range a :class:`Footprint` names (a snapshot range
 #: read of one key each), by the range's first tuple element.
-Firsts = Mapping[str, Sequence[Any]]
+Firsts = Dict[str, List[Any]]
 
 
 @dataclass(frozen=True)
@@ -95,7 +84,7 @@ class Footprint:
     traced: Optional[Callable[[Subspace, Firsts], bool]] = None
     length: Optional[Callable[[Subspace, Firsts], int]] = None
 
-    def shows(self, subspace: Subspace, firsts: Firsts, found: Sequence[str]) -> bool:
+    def shows(self, subspace: Subspace, firsts: Firsts, found: Tuple[str, ...]) -> bool:
         """Whether the first keys read (``firsts``) and the single keys present
         (``found``) are this structure's."""
         return (any(firsts[m] for m in self.ranges) or any(k in found for k in self.keys)
