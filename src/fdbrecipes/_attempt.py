@@ -60,15 +60,20 @@ class Attempt:
         undo: set by an operation that takes items (a pop, a claim): the operation
             that gives them back, for a call cancelled while its commit was in flight
             (the caller never sees the result; see :class:`Cancelled`).
+        later: operations an operation asked for (through its Tally) to run in the
+            same transaction after it, before the commit (what a sequence's job that
+            ended asks: its successor made visible, see ``_ordered.sequences``); run
+            by :meth:`run_later`.
     """
 
-    __slots__ = ("_future", "_version", "idle", "notes", "pinned", "undo")
+    __slots__ = ("_future", "_version", "idle", "later", "notes", "pinned", "undo")
 
     def __init__(self, tr: Any, version: int = 0) -> None:
         self.idle = False
         self.pinned = bool(version)
         self.undo: Optional[Undo] = None
         self.notes: List[str] = []
+        self.later: List[Undo] = []
         self._version = version
         if version:
             tr.set_read_version(version)
@@ -94,12 +99,19 @@ class Attempt:
             return (yield from self.read_version())
         return clock(tr)
 
+    def run_later(self, tr: Any) -> Gen[None]:
+        """Run the operations asked for in :attr:`later`, in order (and those they ask
+        for in turn), in transaction ``tr``."""
+        while self.later:
+            op, args = self.later.pop(0)
+            yield from op(tr, self, *args)
+
     def fork(self) -> Attempt:
         """An attempt for a part of this one's work (one shard's, see
         :func:`side_by_side`): the same transaction and read version, its own
         :attr:`idle`, :attr:`undo` and notes, gathered back by :meth:`join`."""
         part = copy.copy(self)  # the read version (asked for, or known), shared
-        part.idle, part.undo, part.notes = False, None, []
+        part.idle, part.undo, part.notes, part.later = False, None, [], []
         return part
 
     def join(self, parts: Sequence[Attempt]) -> bool:
@@ -108,6 +120,7 @@ class Attempt:
         undos = [] if self.undo is None else [self.undo]
         for part in parts:
             self.notes.extend(part.notes)
+            self.later.extend(part.later)
             if part.undo is not None:
                 undos.append(part.undo)
         if undos:

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any, Dict, Generator, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+)
 
 import fdb
 
@@ -259,13 +270,16 @@ class Tally:
     commit grow quadratically (FoundationDB keeps every mutation of a key); a batch
     of n items writes each counter once."""
 
-    __slots__ = ("deltas", "maxima", "notes", "sums")
+    __slots__ = ("deltas", "later", "maxima", "notes", "sums")
 
     def __init__(self) -> None:
         self.deltas: Dict[bytes, int] = {}
         self.sums: Dict[bytes, int] = {}
         self.maxima: Dict[bytes, int] = {}
         self.notes: List[str] = []  # what to log once the transaction has committed
+        #: operations to run in the same transaction once this one's is done, each
+        #: ``(op, args)`` run as ``op(tr, attempt, *args)`` (see ``Attempt.later``)
+        self.later: List[Tuple[Callable[..., Gen[Any]], Tuple[Any, ...]]] = []
 
     def note(self, message: str) -> None:
         """Log ``message`` once the transaction commits (see ``_run.Attempt.note``)."""
@@ -286,10 +300,15 @@ class Tally:
     def write(self, tr: Any, attempt: Any = None) -> None:
         """Write the changes and forget them: one atomic ADD per counter, an ADD (and
         a compare-and-clear when it went down) per sum, an atomic MAX per maximum; the
-        notes go to ``attempt`` (logged once it commits)."""
+        notes go to ``attempt`` (logged once it commits), and so do the operations to
+        run later in the transaction."""
         if attempt is not None:
             attempt.notes.extend(self.notes)
+            attempt.later.extend(self.later)
+        else:
+            assert not self.later, "operations to run later need the attempt"
         self.notes.clear()
+        self.later.clear()
         for key, delta in self.deltas.items():
             if delta:
                 tr.add(key, le64(delta))

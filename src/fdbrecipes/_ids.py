@@ -128,18 +128,21 @@ class Ids:
             tr.clear(kv.key)
             tr.clear(id_key)
 
-    def retire(self, tr: Any, id_: Optional[bytes], now: int, value: bytes = b"") -> None:
+    def retire(self, tr: Any, id_: Optional[bytes], now: int, value: bytes = b"",
+               retention: Optional[int] = None) -> None:
         """An item with this id left the structure (its id key held ``value``):
-        forget the id after retention."""
+        forget the id after retention (``retention`` clock units, if given, instead of
+        the table's)."""
         if id_ is not None:
-            expiry = now + self.retention
+            expiry = now + (self.retention if retention is None else retention)
             tr.set(self.key(id_), RETIRED + le64(expiry) + value)
             tr.set(self.gc.pack((expiry, id_)), b"")
 
     def unretire(self, tr: Any, id_: Optional[bytes], retired_at: int,
-                 value: bytes = b"") -> None:
-        """Undo :meth:`retire` (called at ``retired_at``): the item is back, its id
-        live again (its key holding ``value``)."""
+                 value: bytes = b"", retention: Optional[int] = None) -> None:
+        """Undo :meth:`retire` (called at ``retired_at``, with ``retention``): the item
+        is back, its id live again (its key holding ``value``)."""
         if id_ is not None:
             tr.set(self.key(id_), value)
-            tr.clear(self.gc.pack((retired_at + self.retention, id_)))
+            kept = self.retention if retention is None else retention
+            tr.clear(self.gc.pack((retired_at + kept, id_)))

@@ -48,6 +48,9 @@ class Kind:
         priorities: its items have priorities; a push names one, it is read from
             either end (``end="max"``).
         weights: its items have weights (a WeightTree: no jobs).
+        sequences: its jobs may run in sequences (``sequence=``), one at a time in
+            push order, and a sequence stopped by a dead job is moved on by
+            ``unblock``.
     """
 
     name: str
@@ -61,6 +64,7 @@ class Kind:
     groups: bool = False
     priorities: bool = False
     weights: bool = False
+    sequences: bool = False
 
     def async_class(self) -> type:
         """The async class (its module imported)."""

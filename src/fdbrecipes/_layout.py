@@ -156,6 +156,9 @@ class OrderedLayout:
         S/"d"/(deadline, hold id, item, kind) = ''    holds by deadline
         S/"x"/(died, item, died_at[, reason]) = value dead letters, oldest first
         S/"k"/(id,), S/"g"/(expiry, id)               idempotency ids (see _ids)
+        S/"U"/"k"/(key,), S/"U"/"g"/(expiry, key)     unique keys (_ordered.unique)
+        S/"Q"/"h"/(key,), S/"Q"/"w"/(key, n, id)      sequences: heads, waiting jobs
+                                                      (_ordered.sequences)
         S/"j"/..., S/"o"/...                          job records (see RecordLayout)
         S/"u"/...                                     the workers serving it (see
                                                       _worker.registry)

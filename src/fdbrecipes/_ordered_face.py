@@ -10,7 +10,7 @@ constructor, is both faces' base.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, List, Optional
+from typing import Any, Iterable, List, Optional, Union
 
 from ._bases import OrderedBase
 from ._drivers.blocking import drive
@@ -23,6 +23,7 @@ from ._ordered.engine import PushRequest, QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import Row
+from ._ordered.sequences import SequenceState
 from ._records.records import JobError, JobRecord
 from ._values import V
 
@@ -110,6 +111,12 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         holds beside it, clears its slots (atomic compare-and-clear: no conflict) and
         moves back the first job parked under each freed key (a read conflict on its
         hold): 1 round trip more, 2 when a job is parked (see docs/flow-control.md).
+        A unique job's key is cleared (or marked finished) blind; a sequence's job
+        lets its next one in, in the same transaction (its sequence's head and first
+        waiting job read with read conflicts: 1 round trip more, conflicting with
+        pushes of that sequence), and so does every call that ends a job (``pop``,
+        ``ack_many``, ``cancel``, ``remove``; a death blocks the sequence instead:
+        ``unblock``).
 
         Raises:
             LeaseExpiredError: the lease's deadline has passed (even if nobody took the
@@ -292,6 +299,53 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         return drive(self._ops.remove_many(tr, tokens))
 
     # -- job records -----------------------------------------------------------------
+
+    def sequence(self, tr: Transactor, key: Union[str, bytes]) -> SequenceState:
+        """Sequence ``key``'s state (see ``push(sequence=...)``): the id of its job in
+        the queue (its head), whether that job died and blocks it, and how many of its
+        jobs wait (see :class:`fdbrecipes.SequenceState`).
+
+        Reads the head (a read conflict on it, unless ``tr`` is a snapshot) and the
+        waiting jobs' keys (a range read).  Cost: 1 round trip, O(waiting jobs).
+
+        Raises:
+            TypeError or ValueError: ``key`` is not str or bytes of 1 to 200 bytes, or
+                the structure has ``shards`` > 1.
+        """
+        return drive(self._ops.sequence(tr, key))
+
+    def unblock(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
+        """Move sequence ``key`` on past its job that died (a dead letter, which stays
+        where it is: :meth:`dead`): its next job goes in at the tail.  Returns the dead
+        job's id; None, writing nothing, if the sequence was not blocked.  (To run the
+        dead job again instead, and keep the order, :meth:`requeue_dead` it: it is
+        still the head, and the sequence goes on when it ends.)
+
+        Reads the head (a read conflict on it) and the first waiting job (a read
+        conflict on the range read) and, by snapshot, the tail of the queue; writes
+        the job at the tail, the head, clears the waiting entry.  Conflicts with
+        pushes of the sequence.  Cost: 2 round trips, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``key`` is not str or bytes of 1 to 200 bytes, or
+                the structure has ``shards`` > 1.
+        """
+        return drive(self._ops.unblock(tr, key))
+
+    def unique_job(self, tr: Transactor, key: Union[str, bytes]) -> Optional[bytes]:
+        """The id of the job holding unique key ``key`` (see ``push(unique=...)``):
+        one pushed with it and still in the states the key covers (or finished less
+        than its ``window`` ago); None when the key is free, and a push with it would
+        push.
+
+        Reads the key's entry (a read conflict on it, unless ``tr`` is a snapshot)
+        and, for a finished holder, the clock.  Cost: 1 round trip, O(1) in n.
+
+        Raises:
+            TypeError or ValueError: ``key`` is not str or bytes of 1 to 200 bytes, or
+                the structure has ``shards`` > 1.
+        """
+        return drive(self._ops.unique_job(tr, key))
 
     def job(self, tr: Transactor, id: bytes) -> Optional[JobRecord]:
         """The record of job ``id`` (the id given to, or returned by, ``push``) as it is

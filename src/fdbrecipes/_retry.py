@@ -288,6 +288,7 @@ def run(
         if writes:
             attempt = Attempt(tr)
             result = yield from op(tr, attempt, *args)
+            yield from attempt.run_later(tr)
             logged(attempt.notes)
             return result
         return (yield from op(tr, *args))
@@ -367,6 +368,7 @@ class Retrying:
                     if done:
                         return cast(T, result)
                 result = yield from op(transaction, attempt, *args)
+                yield from attempt.run_later(transaction)
                 signed = call is not None and (call.doubt or not attempt.idle)
                 if call is not None and signed:
                     # (after a doubtful attempt even an idle one signs: its write of

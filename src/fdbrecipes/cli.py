@@ -131,8 +131,8 @@ COMMANDS = (
 #: What ``fdbrecipes --help`` says after the list of commands.
 EPILOG = (
     "Operator commands (stats, peek, dead, requeue-dead, purge-dead, push, leases, "
-    "delayed, remove, job, cancel, finished, workers, pause, resume, worker, metrics, web) "
-    "act on a "
+    "delayed, remove, unblock, job, cancel, finished, workers, pause, resume, worker, "
+    "metrics, web) act on a "
     "structure of a running cluster (--cluster-file, default $FDB_CLUSTER_FILE; no server "
     "is started), named by "
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"

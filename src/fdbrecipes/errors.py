@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, List
 
 __all__ = ["FdbRecipesError", "IncompleteBatchError", "JobCancelledError", "JobFailedError",
-           "LayoutError", "LeaseExpiredError", "ResultTooLargeError", "UnknownJobError",
-           "UnknownScheduleError",
+           "LayoutError", "LeaseExpiredError", "ResultTooLargeError", "UniqueConflictError",
+           "UnknownJobError", "UnknownScheduleError",
            "WorkTooLargeError"]
 
 
@@ -27,6 +27,21 @@ class LayoutError(FdbRecipesError, ValueError):
     number of ``shards``, another kind, an unsharded structure opened with ``shards``
     > 1, or a layout of a later fdbrecipes.  Raised before anything is written; make
     the object as the structure was made (``fdbrecipes stats`` names it)."""
+
+
+class UniqueConflictError(FdbRecipesError):
+    """A push with ``unique=Unique(key, on_conflict="raise")`` met another job holding
+    ``key``: nothing was pushed.
+
+    Attributes:
+        key: the unique key.
+        job: the id of the job that holds it.
+    """
+
+    def __init__(self, key: Any, job: bytes) -> None:
+        super().__init__(f"unique key {key!r} is held by job {job!r}: nothing pushed")
+        self.key = key
+        self.job = job
 
 
 class WorkTooLargeError(FdbRecipesError):

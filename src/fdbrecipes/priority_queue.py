@@ -15,7 +15,7 @@ method are :class:`fdbrecipes._ops.kinds.PriorityQueueOps`.
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, List, Optional, Tuple
+from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 
 from ._drivers.blocking import drive
 from ._fdb import Transactor
@@ -27,6 +27,7 @@ from ._ops.kinds import PriorityQueueOps
 from ._ordered.front import MAX, MIN
 from ._ordered.leases import Lease
 from ._ordered.paging import PendingItem
+from ._ordered.unique import Unique
 from ._ordered_face import OrderedFace
 from ._values import V
 
@@ -56,13 +57,18 @@ class PriorityQueue(OrderedFace[V]):
 
     def push(self, tr: Transactor, value: V, priority: int, *,
              id: Optional[bytes] = None, delay: Optional[float] = None,
-             time_limit: Optional[float] = None) -> Optional[bytes]:
+             time_limit: Optional[float] = None,
+             unique: Union[Unique, str, bytes, None] = None,
+             sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
         """Add ``value`` with ``priority``, after the items already at that priority;
         the item's id (see :meth:`fdbrecipes.Queue.push`).
 
         ``id`` makes the push idempotent, ``delay`` hides the item for that many
-        seconds and ``time_limit`` limits the job, as for
-        :meth:`fdbrecipes.Queue.push`.  Reads the last key of that priority and the
+        seconds, ``time_limit`` limits the job, ``unique`` pushes it only if no
+        other job holds its key and ``sequence`` runs it after the earlier jobs of
+        its sequence, as for :meth:`fdbrecipes.Queue.push` (a replaced job keeps its
+        priority; a job of a sequence goes in at its own priority when its turn
+        comes).  Reads the last key of that priority and the
         floor with snapshot reads (no read conflict); writes the item (and, with
         ``history``, its job record) and the counters.  Conflicts with: nothing,
         except a concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
@@ -75,10 +81,13 @@ class PriorityQueue(OrderedFace[V]):
         Raises:
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id``, ``delay`` or
-                ``time_limit``.
+                ``time_limit``, bad ``unique`` (see :class:`fdbrecipes.Unique`), or
+                ``unique`` with ``id`` or ``shards`` > 1, bad ``sequence`` (as for
+                Queue).
+            UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
         return self._push(tr, self._ops.request(value, priority, id, delay,
-                                                time_limit)).item_id(0)
+                                                time_limit, unique, sequence)).answer()
 
     def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                   delay: Optional[float] = None,
@@ -221,4 +230,5 @@ class PriorityQueue(OrderedFace[V]):
 #: tuples hold their priority too.
 KIND = register(Kind("priority-queue", 1, PriorityQueue,
                      "fdbrecipes.aio.priority_queue:AsyncPriorityQueue", ORDERED_FOOTPRINT,
-                     item_len=OrderedLayout.ITEM_LEN + 1, jobs=True, priorities=True))
+                     item_len=OrderedLayout.ITEM_LEN + 1, jobs=True, priorities=True,
+                     sequences=True))

@@ -12,7 +12,7 @@ behind every method are :class:`fdbrecipes._ops.kinds.QueueOps`.
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Iterable, List, Optional
+from typing import Any, ContextManager, Iterable, List, Optional, Union
 
 from ._drivers.blocking import drive
 from ._fdb import Transactor
@@ -23,6 +23,7 @@ from ._ops.kinds import QueueOps
 from ._ordered.front import MIN
 from ._ordered.leases import Lease
 from ._ordered.paging import PendingItem
+from ._ordered.unique import Unique
 from ._ordered_face import OrderedFace
 from ._values import V
 
@@ -112,7 +113,9 @@ class Queue(OrderedFace[V]):
 
     def push(self, tr: Transactor, value: V, *, id: Optional[bytes] = None,
              delay: Optional[float] = None,
-             time_limit: Optional[float] = None) -> Optional[bytes]:
+             time_limit: Optional[float] = None,
+             unique: Union[Unique, str, bytes, None] = None,
+             sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
         """Append ``value`` at the back of the queue.
 
         With ``id``, pushing again with the same id stores nothing: a push retried
@@ -127,6 +130,35 @@ class Queue(OrderedFace[V]):
         :meth:`result` and :meth:`cancel` find it; otherwise None.  ``time_limit``
         (seconds, a structure with ``history`` only) is the job's own time limit, kept
         in its record: a worker stops the job past it (see docs/jobs.md).
+
+        With ``unique`` (a :class:`fdbrecipes.Unique`, or its key alone: str or
+        bytes), the job is pushed only if no other job holds the key in the states
+        it covers (pending and delayed; through running, the default; or through
+        finished and ``window`` seconds more).  Otherwise, as ``on_conflict`` says:
+        "skip" pushes nothing and returns the holder's id; "raise" raises
+        :class:`fdbrecipes.UniqueConflictError`; "replace" (debounce) gives a pending
+        or delayed holder ``value`` and ``delay`` (counted from now) at its place and
+        returns its id, and leaves a holder that runs or finished alone (as "skip").
+        A unique job's id is made by the push (``b"unique:..."``, also without
+        ``history``); the key's entry is written and cleared in the transactions that
+        move the job (see docs/flow-control.md).  It reads the key's entry too (a read
+        conflict on it: pushes of one key conflict, of different keys do not), and a
+        replace reads the holder's item (one more round trip, read conflicts on its
+        keys; it conflicts with a claim of that job).  Given a Database, a push
+        retried after ``commit_unknown_result`` never meets its own key (receipts,
+        docs/design.md); given a Transaction, a retry meets it and, with "skip",
+        returns its id.
+
+        With ``sequence`` (a key: str or bytes), the job runs after the jobs pushed
+        earlier with that key have ended, one at a time, in push order, also when one
+        fails and is retried.  A job whose sequence has one in the queue waits beside
+        it (not in :meth:`size` nor in the listings; :meth:`sequence` counts them); the
+        transaction that ends that job puts the next at the tail.  A job of a sequence
+        that dies blocks it until the operator calls :meth:`unblock` (or requeues it
+        with :meth:`requeue_dead`).  Its id is made by the push (``b"seq:..."``).
+        Reads the sequence's head (a read conflict on it: pushes of one sequence
+        conflict) and, by snapshot, its last waiting job, beside the push's other
+        reads (still 1 round trip).  See docs/flow-control.md.
 
         Reads the last item key and the floor with snapshot reads (no read conflict);
         with ``id``, also the id's key (a read conflict on that key only).  Writes the
@@ -144,9 +176,15 @@ class Queue(OrderedFace[V]):
             TypeError or ValueError: ``value`` is None, not tuple-encodable or over
                 100,000 bytes encoded; ``id`` is not 1 to 1,000 bytes; ``delay`` is
                 not None or seconds >= 0; ``time_limit`` is not None or seconds > 0,
-                or is given to a structure without ``history``.
+                or is given to a structure without ``history``; ``unique`` is not as
+                :class:`fdbrecipes.Unique` says, or is given with ``id`` or to a
+                structure with ``shards`` > 1; ``sequence`` is not str or bytes of 1
+                to 200 bytes; two of ``unique``, ``sequence`` and ``id`` are given;
+                ``id`` begins with ``b"unique:"`` or ``b"seq:"``.
+            UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
-        return self._push(tr, self._ops.request(value, id, delay, time_limit)).item_id(0)
+        return self._push(tr, self._ops.request(value, id, delay, time_limit,
+                                                unique, sequence)).answer()
 
     def push_many(self, tr: Transactor, values: Iterable[V], *,
                   delay: Optional[float] = None,
@@ -336,4 +374,4 @@ class Queue(OrderedFace[V]):
 
 #: What the tools know of a Queue (see :mod:`fdbrecipes._kinds`).
 KIND = register(Kind("queue", 0, Queue, "fdbrecipes.aio.queue:AsyncQueue", ORDERED_FOOTPRINT,
-                     item_len=OrderedLayout.ITEM_LEN, jobs=True))
+                     item_len=OrderedLayout.ITEM_LEN, jobs=True, sequences=True))

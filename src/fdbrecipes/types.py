@@ -26,6 +26,8 @@ module.  The types of the operations protocols' own calls (``Finished``,
   a structure's jobs carry), :class:`~fdbrecipes.LimitState` (what a key holds).
 * Calls: :class:`~fdbrecipes.Outcome` (what an interrupted call did),
   :class:`~fdbrecipes.RetryStats`.
+* Flow control: :class:`~fdbrecipes.Unique` (a push's unique key),
+  :class:`~fdbrecipes.SequenceState` (a sequence key's state).
 """
 
 from ._fair.parts import FairLease, FairStats, GroupView, Policy
@@ -37,6 +39,8 @@ from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row
+from ._ordered.sequences import SequenceState
+from ._ordered.unique import Unique
 from ._receipts import Outcome
 from ._records.finished import FinishedJob
 from ._records.records import JobError, JobRecord, Progress
@@ -72,7 +76,9 @@ __all__ = [
     "RunningJob",
     "ScheduleFire",
     "ScheduleInfo",
+    "SequenceState",
     "Transactor",
+    "Unique",
     "Value",
     "WorkerInfo",
 ]

@@ -55,8 +55,8 @@ def test_each_command_runs_its_function() -> None:
     parser = cli.build_parser()
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
-        "push", "leases", "delayed", "remove", "job", "cancel", "finished", "workers", "pause",
-        "resume", "worker", "metrics", "schedules", "limits", "web", "server"]
+        "push", "leases", "delayed", "remove", "unblock", "job", "cancel", "finished", "workers",
+        "pause", "resume", "worker", "metrics", "schedules", "limits", "web", "server"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster",
                                                           "server") else []
@@ -64,6 +64,8 @@ def test_each_command_runs_its_function() -> None:
             needs = [*needs, "app.jobs:handle"]
         if command.name == "remove":
             needs = [*needs, "--id", "x"]
+        if command.name == "unblock":
+            needs = [*needs, "--sequence", "x"]
         if command.name == "web":
             needs = ["--directory", "app"]
         if command.name == "schedules":

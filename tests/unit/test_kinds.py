@@ -51,11 +51,12 @@ def test_every_structure_has_one_kind_in_the_order_the_tools_list_them() -> None
 
 
 def test_what_each_kind_offers() -> None:
-    offers = {k.name: (k.jobs, k.groups, k.priorities, k.weights) for k in _kinds.kinds()}
-    assert offers == {"queue": (True, False, False, False),
-                      "priority-queue": (True, False, True, False),
-                      "fair-queue": (True, True, False, False),
-                      "weight-tree": (False, False, False, True)}
+    offers = {k.name: (k.jobs, k.groups, k.priorities, k.weights, k.sequences)
+              for k in _kinds.kinds()}
+    assert offers == {"queue": (True, False, False, False, True),
+                      "priority-queue": (True, False, True, False, True),
+                      "fair-queue": (True, True, False, False, False),
+                      "weight-tree": (False, False, False, True, False)}
     where = {k.name: k.where("acme", 3) for k in _kinds.kinds()}
     assert where == {"queue": {}, "priority-queue": {"priority": 3},
                      "fair-queue": {"group": "acme"}, "weight-tree": {}}

@@ -23,10 +23,11 @@ class QueueOps(OrderedOps[V]):
     group_len = 0
     kind = "queue"
 
-    def request(self, value: V, id_: Any, delay: Any, time_limit: Any = None) -> PushRequest:
+    def request(self, value: V, id_: Any, delay: Any, time_limit: Any = None,
+                unique: Any = None, sequence: Any = None) -> PushRequest:
         """The checked push of one value."""
         return self.make_request([((), self.values.encoded(value))], check_id(id_), delay, "value",
-                                 time_limit)
+                                 time_limit, unique, sequence)
 
     def requests(self, values: Iterable[V], delay: Any, time_limit: Any = None) -> PushRequest:
         """The checked push of every value of ``values``, in order."""
@@ -48,12 +49,12 @@ class PriorityQueueOps(OrderedOps[V]):
     kind = "priority-queue"
 
     def request(self, value: V, priority: Any, id_: Any, delay: Any,
-                time_limit: Any = None) -> PushRequest:
+                time_limit: Any = None, unique: Any = None,
+                sequence: Any = None) -> PushRequest:
         """The checked push of one value with ``priority``."""
         group = check_priority(priority)
         return self.make_request([(group, self.values.encoded(value))], check_id(id_), delay,
-                                 "value",
-                                 time_limit)
+                                 "value", time_limit, unique, sequence)
 
     def requests(self, items: Iterable[Tuple[V, int]], delay: Any,
                  time_limit: Any = None) -> PushRequest:

@@ -45,6 +45,14 @@ from .._ordered.front import MIN, value_of
 from .._ordered.leases import Lease, Leases, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo, Listing
 from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.sequences import ID_HEAD as SEQUENCE_ID_HEAD
+from .._ordered.sequences import (
+    SequencePush,
+    Sequences,
+    SequenceState,
+    check_sequence,
+    token_of,
+)
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import (
     ShardedContention,
@@ -54,6 +62,8 @@ from .._ordered.shards import (
     make_shards,
     shard_spaces,
 )
+from .._ordered.unique import ID_HEAD as UNIQUE_ID_HEAD
+from .._ordered.unique import Unique, UniqueKeys, UniquePush, check_unique
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
 from .._records.history import check_error, check_job_id, check_time_limit, made_ids
 from .._records.records import JobRecord, Records
@@ -146,6 +156,8 @@ class OrderedOps(JobOps, Generic[V]):
         self.guard = LayoutGuard(subspace, self.kind, self.shards, self.layouts[0].pushed)
         if self.shards == 1:
             self.engine, self.leasing, self.dead_letters, self.listing = parts[0]
+            self.engine.unique = UniqueKeys(subspace)
+            self.engine.sequences = Sequences(subspace)
             self.contention = Contention(parts[0].engine, self.loop, self.hooks, timeout)
         else:
             spread = Shards(parts, self.group_len)
@@ -174,13 +186,31 @@ class OrderedOps(JobOps, Generic[V]):
     # -- pushing ---------------------------------------------------------------------
 
     def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
-                     name: str, time_limit: Any = None) -> PushRequest:
+                     name: str, time_limit: Any = None, unique: Any = None,
+                     sequence: Any = None) -> PushRequest:
         """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
         argument it came from), refused if it cannot fit in a transaction.  A
-        structure with job records makes an id for every item pushed without one."""
+        structure with job records makes an id for every item pushed without one; a
+        push with a ``unique`` key or a ``sequence`` (one item) makes its job's id (see
+        :mod:`.._ordered.unique`, :mod:`.._ordered.sequences`)."""
         versions = check_delay(delay)
         limit = check_time_limit(time_limit, self.history)
-        made = made_ids(len(batch), id_, self.history)
+        spec, token = check_unique(unique), check_sequence(sequence)
+        for head, what in ((UNIQUE_ID_HEAD, "unique jobs"), (SEQUENCE_ID_HEAD, "sequences' jobs")):
+            if id_ is not None and id_.startswith(head):
+                raise ValueError(f"id must not begin with {head!r}: the ids of {what}, "
+                                 "made by push")
+        given = [name for name, value in (("unique", spec), ("sequence", token), ("id", id_))
+                 if value is not None]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} cannot be given together: a unique "
+                             "job's id, and a sequence's job's, is made by push")
+        if given[:1] in (["unique"], ["sequence"]) and self.shards > 1:
+            raise ValueError(f"{given[0]} needs an unsharded structure (shards=1)")
+        pushing = None if spec is None else UniquePush(spec)
+        queued = None if token is None else SequencePush(token)
+        made = (pushing.id,) if pushing is not None else (
+            (queued.id,) if queued is not None else made_ids(len(batch), id_, self.history))
         prefix = len(self.subspace.key())
         sample = id_ if id_ is not None else (made[0] if made else None)
         check_batch_bytes(sum(push_bytes(prefix, group, value, sample) for group, value in batch),
@@ -189,7 +219,7 @@ class OrderedOps(JobOps, Generic[V]):
             group = batch[0][0]
             longest = self.layouts[-1]  # the longest prefix: the last shard's
             check_key(longest.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)), "id")
-        return PushRequest(batch, id_, versions, made, limit)
+        return PushRequest(batch, id_, versions, made, limit, pushing, queued)
 
     def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
         """Push a checked request."""
@@ -218,9 +248,38 @@ class OrderedOps(JobOps, Generic[V]):
         return self.pushed(tr, self.job_request(value, id, delay, where, time_limit))
 
     def pushed(self, tr: Transactor, request: PushRequest) -> Gen[Optional[bytes]]:
-        """Push a checked request of one item; its id."""
+        """Push a checked request of one item; its id (see :meth:`PushRequest.answer`)."""
         yield from self.push(tr, request)
-        return request.item_id(0)
+        return request.answer()
+
+    def unblock(self, tr: Transactor, key: Any) -> Gen[Optional[bytes]]:
+        """Move sequence ``key`` on past its dead head; the dead head's id, or None."""
+        engine, token = self.unsharded("sequence"), token_of(key)
+        assert engine.sequences is not None
+        return (yield from self.loop(tr, engine.sequences.unblock, engine, token))
+
+    def sequence(self, tr: Transactor, key: Any) -> Gen[SequenceState]:
+        """Sequence ``key``'s state (a read)."""
+        engine, token = self.unsharded("sequence"), token_of(key)
+        assert engine.sequences is not None
+        return (yield from read(tr, engine.sequences.state, token))
+
+    def unsharded(self, what: str) -> Ordered:
+        """The engine of an unsharded structure.
+
+        Raises:
+            ValueError: the structure has shards (``what`` needs none).
+        """
+        if not isinstance(self.engine, Ordered):
+            raise ValueError(f"{what} needs an unsharded structure (shards=1)")
+        return self.engine
+
+    def unique_job(self, tr: Transactor, key: Any) -> Gen[Optional[bytes]]:
+        """The id of the job holding unique key ``key``, or None (a read)."""
+        token = Unique(key).token
+        engine = self.unsharded("unique")
+        assert engine.unique is not None
+        return (yield from read(tr, engine.unique.holding, token, engine.clock))
 
     # -- taking ------------------------------------------------------------------------
 

@@ -188,6 +188,8 @@ class DeadLetters:
                                       (0, id_), now, 0, tally, kept)
             if id_ is not None:  # the id tells where its item is now
                 tr.set(self.engine.ids.key(id_), pack(self.engine.keys.place(back)))
+            if self.engine.sequences is not None:  # a blocked sequence's head runs again
+                self.engine.sequences.requeued(tally, id_)
             moved += 1
         if moved:
             tally.add(self.engine.keys.dead_out, moved)

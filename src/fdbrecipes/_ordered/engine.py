@@ -47,6 +47,8 @@ from .._records.records import (
 from .._values import Value, decode_value
 from .._waiting import Readiness
 from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
+from .sequences import SequencePush, Sequences
+from .unique import UniqueKeys, UniquePush
 
 
 class QueueStats(NamedTuple):
@@ -71,14 +73,17 @@ class QueueStats(NamedTuple):
 class PushRequest(NamedTuple):
     """One push call's items: ``(group, encoded value)`` pairs, its idempotency id
     (None: none), its delay in clock units (0: none), the ids made for its items (a
-    structure with job records: one per item, when no id was given) and its jobs'
-    time limit (seconds, or None)."""
+    structure with job records: one per item, when no id was given; a unique job's
+    id; a sequence's job's), its jobs' time limit (seconds, or None), its unique key
+    and its sequence (one item each)."""
 
     batch: Sequence[Tuple[Item, bytes]]
     id: Optional[bytes]
     delay: int
     ids: Tuple[bytes, ...] = ()
     time_limit: Optional[float] = None
+    unique: Optional[UniquePush] = None
+    sequence: Optional[SequencePush] = None
 
     def item_id(self, i: int) -> Optional[bytes]:
         """The id of item ``i`` of the batch, or None."""
@@ -87,6 +92,11 @@ class PushRequest(NamedTuple):
     def job_ids(self) -> List[bytes]:
         """The ids of its items (given or made)."""
         return [self.id] if self.id is not None else list(self.ids)
+
+    def answer(self) -> Optional[bytes]:
+        """What a push of one item returns: its id (with a unique key, the id of the
+        job holding the key: see :meth:`.unique.UniquePush.answer`, which may raise)."""
+        return self.item_id(0) if self.unique is None else self.unique.answer()
 
     def size(self) -> int:
         """About how many bytes of writes it makes (for shared transactions)."""
@@ -119,7 +129,7 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("gate", "ids", "records", "shard")
+    __slots__ = ("gate", "ids", "records", "sequences", "shard", "unique")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
@@ -132,6 +142,10 @@ class Ordered(FrontReader, Takes):
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
         self.shard = shard
+        #: the unique keys (an unsharded Queue's or PriorityQueue's; None elsewhere)
+        self.unique: Optional[UniqueKeys] = None
+        #: the sequences (an unsharded Queue's or PriorityQueue's; None elsewhere)
+        self.sequences: Optional[Sequences] = None
 
     def record(self, item: Item, kept: Kept = ()) -> Optional[bytes]:
         """The id whose job record changes as ``item`` moves: the item's id, if this
@@ -210,6 +224,9 @@ class Ordered(FrontReader, Takes):
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
+        self.unique_left(tr, item, now)
+        if self.sequences is not None:  # its sequence is blocked
+            self.sequences.ended(tally, self, self.keys.item_id(item), True)
         id_ = self.record(item, kept)
         if id_ is not None:
             self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
@@ -245,10 +262,25 @@ class Ordered(FrontReader, Takes):
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
         self.ids.retire(tr, self.keys.item_id(item), now)
+        self.unique_left(tr, item, now)
+        if self.sequences is not None:  # the next job of its sequence goes in
+            self.sequences.ended(tally, self, self.keys.item_id(item), False)
         id_ = self.record(item, kept)
         if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result)
+
+    def unique_claimed(self, tr: Any, item: Item) -> None:
+        """A consumer claimed ``item``: the unique key it holds while queued is free
+        (see :meth:`.unique.UniqueKeys.claimed`)."""
+        if self.unique is not None:
+            self.unique.claimed(tr, self.keys.item_id(item), self.keys.place(item))
+
+    def unique_left(self, tr: Any, item: Item, now: int) -> None:
+        """``item`` left the structure or died: the unique key it holds is free, or
+        finished (see :meth:`.unique.UniqueKeys.left`)."""
+        if self.unique is not None:
+            self.unique.left(tr, self.keys.item_id(item), self.keys.place(item), now)
 
     def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
         """Put back the expired holds ``front`` named, bury its dead; True if any."""
@@ -324,6 +356,8 @@ class Ordered(FrontReader, Takes):
             tr.set(self.keys.item_key(item), value)
             tally.add(self.keys.pushed)
             self.ids.unretire(tr, self.keys.item_id(item), popped_at)
+            if self.unique is not None:
+                self.unique.back(tr, self.keys.item_id(item), self.keys.place(item), popped_at)
             id_ = self.record(item)
             if id_ is not None:
                 self.records.state(tr, id_, PENDING, self.keys.deliveries(item))
@@ -338,8 +372,15 @@ class Ordered(FrontReader, Takes):
         whether it stored them (False: its id is remembered).  The reads of every
         request go out together: the ids' keys, the groups' last items, the floor.
         ``into``: the engine each request goes to, a shard of this structure (by
-        default this one); the ids are checked once for all."""
+        default this one); the ids are checked once for all.  A request with a unique
+        key (unsharded only) reads its entry too, and pushes only when the key is free
+        (see :meth:`.unique.UniqueKeys.meet`)."""
         checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
+        uniques = [r.unique for r in requests if r.unique is not None]
+        held = None if self.unique is None or not uniques else self.unique.check(tr, uniques)
+        sequenced = [r.sequence for r in requests if r.sequence is not None]
+        heads = (None if self.sequences is None or not sequenced
+                 else self.sequences.check(tr, sequenced))
         engines: Sequence[Ordered] = [self] * len(requests) if into is None else into
         wanted: Dict[Ordered, Set[Item]] = {}
         for engine, r in zip(engines, requests):
@@ -354,12 +395,27 @@ class Ordered(FrontReader, Takes):
         now = yield from attempt.now(tr, self.clock)
         tally = Tally()
         stored = []
+        wrote = False
         for engine, r in zip(engines, requests):
             known = None if checks is None or r.id is None else (
                 yield from self.ids.known(checks, r.id, now))
             if known is not None:
                 stored.append(False)
                 continue
+            if held is not None and r.unique is not None and self.unique is not None:
+                replaced = yield from self.unique.meet(tr, self, held, r, now, tally)
+                if replaced is not None:
+                    wrote = wrote or replaced
+                    stored.append(False)
+                    continue
+            if heads is not None and r.sequence is not None and self.sequences is not None:
+                if (yield from self.sequences.waits(heads, r.sequence)):
+                    group, value = r.batch[0]
+                    self.sequences.wait(tr, heads, r.sequence, group, value, now + r.delay)
+                    self.pushed_record(tr, r, DELAYED if r.delay > 0 else PENDING)
+                    stored.append(True)
+                    continue
+                self.sequences.started(tr, heads, r.sequence)
             items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
                                    r.delay, tally)
                      for i, (group, value) in enumerate(r.batch)]
@@ -367,15 +423,26 @@ class Ordered(FrontReader, Takes):
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
             for id_, item in zip(r.ids, items):  # ids made for the items: new, not read
                 self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
-            if self.records.keeps:
-                for id_ in r.job_ids():
-                    self.records.pushed(tr, id_, r.time_limit)
+            if held is not None and r.unique is not None and self.unique is not None:
+                yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))
+            self.pushed_record(tr, r)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
+        if held is not None and self.unique is not None:
+            yield from self.unique.table.collect(tr, held, now)
         tally.write(tr, attempt)
-        attempt.idle = not any(stored)
+        attempt.idle = not (any(stored) or wrote)
         return stored
+
+    def pushed_record(self, tr: Any, r: PushRequest, state: Optional[str] = None) -> None:
+        """With job records, those of ``r``'s jobs: pushed now (and ``state``, for a
+        job that is not in the queue yet: its items' writes say theirs)."""
+        if self.records.keeps:
+            for id_ in r.job_ids():
+                self.records.pushed(tr, id_, r.time_limit)
+                if state is not None:
+                    self.records.state(tr, id_, state, 0)
 
     def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel

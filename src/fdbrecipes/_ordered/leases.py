@@ -297,6 +297,7 @@ class Leases(Claims):
                 self.engine.gate.held(tr, hold_id, tags[i], now, deadline)
             item = self.engine.take(tr, entry, now, tally)
             hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
+            self.engine.unique_claimed(tr, item)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold), now))
             id_ = self.engine.record(item)
             if id_ is not None:

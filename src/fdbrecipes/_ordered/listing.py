@@ -41,6 +41,7 @@ from .._values import Value, claimed_at, decode_value
 from .engine import Ordered
 from .front import Entry, Hold
 from .leases import token_of
+from .sequences import sequence_of
 
 __all__ = ["DelayedItem", "LeaseInfo", "Listing"]
 
@@ -235,11 +236,18 @@ class Listing:
         object's, or, if it keeps none, read beside the id's key)."""
         looked = None if kept is not None else self.engine.records.look(tr, [id_])
         known = yield from read(tr.get(self.engine.ids.key(id_)))
+        if kept is None and (known or sequence_of(id_) is not None):
+            kept = yield from self.engine.records.found(looked or {})
         if not known or known.startswith(RETIRED):
+            sequences = self.engine.sequences
+            if sequences is not None and kept is not None:  # a job waiting for its turn?
+                waiting = yield from sequences.cancel(tr, self.engine, id_, kept)
+                if waiting is not None:
+                    attempt.idle = False
+                    return decode_value(waiting)
             attempt.idle = True
             return None
-        if kept is None:
-            kept = yield from self.engine.records.found(looked or {})
+        assert kept is not None
         [value] = yield from self.remove_at(tr, attempt, [fdb.tuple.unpack(known)], kept)
         return value
 

@@ -89,6 +89,7 @@ from .commands import (
     REMOVE,
     REQUEUE_DEAD,
     STATS,
+    UNBLOCK,
     Operation,
     run,
 )
@@ -104,5 +105,5 @@ SERVICES = (WORKER, METRICS)
 
 __all__ = ["CANCEL", "DEAD", "DELAYED", "FINISHED", "JOB", "JOBS", "LEASES", "LIMITS", "METRICS",
            "OPERATIONS", "PAUSE", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD",
-           "RESUME", "SCHEDULES", "SERVICES", "STATS", "WORKER", "WORKERS", "Operation",
+           "RESUME", "SCHEDULES", "SERVICES", "STATS", "UNBLOCK", "WORKER", "WORKERS", "Operation",
            "run"]

@@ -169,6 +169,16 @@ def remove_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="really remove it")
 
 
+def unblock_arguments(parser: argparse.ArgumentParser) -> None:
+    """``unblock``'s options."""
+    place_arguments(parser, "Move a sequence blocked by its dead job on to its next job "
+                    "(the dead letter stays; requeue-dead would run it again instead).  "
+                    "Writes: refuses to run without --yes.")
+    parser.add_argument("--sequence", required=True, help="the sequence key (text, as "
+                        "given to push(sequence=...))")
+    parser.add_argument("--yes", action="store_true", help="really move it on")
+
+
 def parse_value(text: str, kind: str) -> Any:
     """``push``'s VALUE as ``--type`` says, checked as the structures check a value
     (encodable, at most 100,000 bytes encoded).

@@ -36,6 +36,7 @@ from .arguments import (
     remove_arguments,
     requeue_dead_arguments,
     stats_arguments,
+    unblock_arguments,
 )
 from .output import cut, id_json, id_text, iso_time, json_value, listing, printable, table
 from .places import (
@@ -53,6 +54,7 @@ from .places import (
 )
 
 __all__ = ["DEAD", "DELAYED", "LEASES", "OPERATIONS", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE",
+           "UNBLOCK",
            "REQUEUE_DEAD", "STATS", "Operation", "Report", "Target", "answer", "run"]
 
 T = TypeVar("T")
@@ -398,6 +400,18 @@ def remove(target: Target, args: argparse.Namespace) -> Report:
                    "value": json_value(value)}, f"{target.title()}: {text}")
 
 
+def unblock(target: Target, args: argparse.Namespace) -> Report:
+    """``unblock``: move sequence ``--sequence`` on past its dead job."""
+    structure = target.structure
+    if not _kinds.of(structure).sequences:
+        raise UsageError("unblock: sequences are a queue's or a priority-queue's")
+    dead_job = structure.unblock(target.db, args.sequence)
+    text = ("the sequence was not blocked: nothing changed" if dead_job is None
+            else f"moved on past dead job {id_text(dead_job)}")
+    return Report({**target.header(), "unblocked": dead_job is not None,
+                   "dead_job": id_json(dead_job)}, f"{target.title()}: {text}")
+
+
 def peek(target: Target, args: argparse.Namespace) -> Report:
     """``peek``: the next ``--limit`` visible items (a weight-tree's, with weights)."""
     structure, limit = target.structure, args.limit
@@ -482,5 +496,9 @@ DELAYED = Operation("delayed", "list a queue's delayed items (read only)",
                     listing_arguments("delayed items, soonest first"), delayed, QUEUE_ONLY)
 REMOVE = Operation("remove", "remove a pending item by its idempotency id (needs --yes)",
                    remove_arguments, remove, Needs(True, True, "remove an item for good"))
+UNBLOCK = Operation("unblock", "move a sequence blocked by its dead job on (needs --yes)",
+                    unblock_arguments, unblock,
+                    Needs(True, False, "move a blocked sequence on past its dead job"))
 #: Every operator command, in the order ``fdbrecipes --help`` lists them.
-OPERATIONS = (STATS, PEEK, DEAD, REQUEUE_DEAD, PURGE_DEAD, PUSH, LEASES, DELAYED, REMOVE)
+OPERATIONS = (STATS, PEEK, DEAD, REQUEUE_DEAD, PURGE_DEAD, PUSH, LEASES, DELAYED, REMOVE,
+              UNBLOCK)

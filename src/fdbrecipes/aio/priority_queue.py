@@ -12,7 +12,7 @@ docstring, awaiting the same operation
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple
+from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple, Union
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
@@ -21,6 +21,7 @@ from .._ops.kinds import PriorityQueueOps
 from .._ordered.front import MAX, MIN
 from .._ordered.leases import Lease
 from .._ordered.paging import PendingItem
+from .._ordered.unique import Unique
 from .._values import V
 from ._heartbeat import kept_alive
 from ._ordered_face import AsyncOrderedFace
@@ -38,7 +39,9 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
 
     async def push(self, tr: Transactor, value: V, priority: int, *,
                    id: Optional[bytes] = None, delay: Optional[float] = None,
-                   time_limit: Optional[float] = None) -> Optional[bytes]:
+                   time_limit: Optional[float] = None,
+                   unique: Union[Unique, str, bytes, None] = None,
+                   sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.push`, awaited without blocking
         the event loop.
 
@@ -46,8 +49,11 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
         the item's id (see :meth:`fdbrecipes.Queue.push`).
 
         ``id`` makes the push idempotent, ``delay`` hides the item for that many
-        seconds and ``time_limit`` limits the job, as for
-        :meth:`fdbrecipes.Queue.push`.  Reads the last key of that priority and the
+        seconds, ``time_limit`` limits the job, ``unique`` pushes it only if no
+        other job holds its key and ``sequence`` runs it after the earlier jobs of
+        its sequence, as for :meth:`fdbrecipes.Queue.push` (a replaced job keeps its
+        priority; a job of a sequence goes in at its own priority when its turn
+        comes).  Reads the last key of that priority and the
         floor with snapshot reads (no read conflict); writes the item (and, with
         ``history``, its job record) and the counters.  Conflicts with: nothing,
         except a concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
@@ -60,10 +66,14 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
         Raises:
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id``, ``delay`` or
-                ``time_limit``.
+                ``time_limit``, bad ``unique`` (see :class:`fdbrecipes.Unique`), or
+                ``unique`` with ``id`` or ``shards`` > 1, bad ``sequence`` (as for
+                Queue).
+            UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
-        request = self._ops.request(value, priority, id, delay, time_limit)
-        return (await self._push(tr, request)).item_id(0)
+        request = self._ops.request(value, priority, id, delay, time_limit, unique,
+                                    sequence)
+        return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                         delay: Optional[float] = None,
