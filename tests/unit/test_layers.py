@@ -40,7 +40,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ('The public classes ("faces")', (
         "queue.py", "priority_queue.py", "_ordered_face.py", "weight_tree.py", "fair_queue.py",
         "_jobs_face.py", "_face.py", "_bases.py", "_heartbeat.py", "aio/", "limits.py")),
-    ("What the tools need", ("protocol.py",)),
+    ("What the tools need", ("protocol.py", "_kinds.py")),
     ("Operations objects", ("_ops/", "_limits/ops.py")),
     ("Engines", ("_ordered/", "_tree/", "_fair/", "_limits/")),
     ("Job records", ("_records/",)),
