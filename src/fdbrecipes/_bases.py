@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Optional, Sequence, Type, Union
 from ._clock import Clock
 from ._codec import Codec
 from ._face import Face, JobFace
-from ._limits.ops import LimitsOps
 from ._limits.specs import CostOf, KeyOf, LimitUse
 from ._ops.fair import FairOps
+from ._ops.limits import LimitsOps
 from ._ops.ordered import OrderedOps
 from ._ops.tree import TreeOps
 from ._values import V

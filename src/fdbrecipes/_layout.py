@@ -7,6 +7,8 @@ keys small.  Counters are little-endian int64 changed only by atomic operations.
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
@@ -17,9 +19,11 @@ from ._values import random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
-__all__ = ["DELAY", "LEASE", "LIMITS", "MAX_SHARDS", "PAUSED", "RESULT", "ROOT", "SCHEDULES",
-           "SHARDED", "SHARDS", "FairLayout", "Item", "LimitLayout", "Marker", "OrderedLayout",
-           "RecordLayout", "ScheduleLayout", "TreeLayout", "WorkflowLayout", "shard_space"]
+__all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "LIMITS", "MAX_SHARDS",
+           "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "ROOT", "SCHEDULES", "SHARDED", "SHARDS",
+           "TREE_FOOTPRINT", "FairLayout", "Firsts", "Footprint", "Item", "LimitLayout", "Marker",
+           "OrderedLayout", "RecordLayout", "ScheduleLayout", "TreeLayout", "WorkflowLayout",
+           "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -46,6 +50,46 @@ SHARDED = 2
 #: The most shards a structure may have (a waiter watches one key per shard, and a take
 #: from an empty structure reads every shard).
 MAX_SHARDS = 64
+
+
+#: What any structure, even a cleared one, may leave at its place, by the first element
+#: of its keys: receipt slots "c", idempotency ids "g" and "k", counters "n" (the wake
+#: counter "pushed" among them), job records "j" and their index "o", its workers'
+#: records "u", a FairQueue's pause flag "z" and the throughput history "m".  None of
+#: them tells which structure is there.
+LEFT_BEHIND = ("c", "g", "k", "n", "j", "o", "u", "z", "m")
+
+#: The first keys read under each range a :class:`Footprint` names (a snapshot range
+#: read of one key each), by the range's first tuple element.
+Firsts = Dict[str, List[Any]]
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What tells a structure's keys at a place, by the first tuple element of its
+    keys (the operator commands and the dashboard recognise a kind by it, see
+    :mod:`fdbrecipes._kinds`).
+
+    Attributes:
+        ranges: ranges any key of which says the structure is there.
+        keys: single keys (``S/(name,)``) that say so.
+        traces: ranges whose first key may say so, as ``traced`` judges it.
+        traced: whether the first keys read under ``traces`` are this structure's.
+        length: the length of the item tuple the first keys read show, 0 if none (the
+            structures of one footprint that differ by it are told apart by it).
+    """
+
+    ranges: Tuple[str, ...]
+    keys: Tuple[str, ...] = ()
+    traces: Tuple[str, ...] = ()
+    traced: Optional[Callable[[Subspace, Firsts], bool]] = None
+    length: Optional[Callable[[Subspace, Firsts], int]] = None
+
+    def shows(self, subspace: Subspace, firsts: Firsts, found: Tuple[str, ...]) -> bool:
+        """Whether the first keys read (``firsts``) and the single keys present
+        (``found``) are this structure's."""
+        return (any(firsts[m] for m in self.ranges) or any(k in found for k in self.keys)
+                or (self.traced is not None and self.traced(subspace, firsts)))
 
 
 def shard_space(subspace: Subspace, shard: int) -> Subspace:
@@ -138,6 +182,9 @@ class OrderedLayout:
     value.  Times (``deadline``, ``since``, ``died``) are clock readings: read
     versions, about 1,000,000 per second; ``died_at`` is seconds since the epoch.
     """
+
+    #: Elements of a Queue's item tuple (a PriorityQueue's has ``group_len`` more).
+    ITEM_LEN: ClassVar[int] = 5
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
                  "due_prefix", "due_range", "floor_key", "group_len", "held", "held_in",
@@ -263,6 +310,30 @@ class OrderedLayout:
         parts = (died, item, died_at) if reason is None else (died, item, died_at, reason)
         return bytes(self.dead.pack(parts))
 
+    @staticmethod
+    def item_length(subspace: Subspace, firsts: Firsts) -> int:
+        """The length of the item tuple in the first item, hold or dead-letter key read
+        (the item is the whole key, its second and its second element); 0 if none.  A
+        Queue's floor key (``(True,)``, after its items) counts as a Queue's item."""
+        for marker, index in (("i", None), ("h", 1), ("x", 1)):
+            for kv in firsts[marker]:
+                try:
+                    key = subspace[marker].unpack(kv.key)
+                    item = key if index is None else key[index]
+                except Exception:
+                    continue
+                if item == (True,) and index is None:
+                    return OrderedLayout.ITEM_LEN
+                if type(item) is tuple:
+                    return len(item)
+        return 0
+
+
+#: What tells a Queue's or PriorityQueue's keys: ranges of items (a Queue's floor among
+#: them), holds, deadlines and dead letters; a PriorityQueue's floor key and the pause
+#: flag (the deadlines' prefix, outside their range).  The two are told apart by the
+#: length of their items.
+ORDERED_FOOTPRINT = Footprint(("i", "h", "d", "x"), ("f", "d"), length=OrderedLayout.item_length)
 
 
 class TreeLayout:
@@ -296,6 +367,10 @@ class TreeLayout:
     def kept_by_clear(self) -> List[Tuple[bytes, bytes]]:
         """Key ranges ``clear`` leaves alone (see :func:`kept_by_clear`)."""
         return kept_by_clear(self.subspace, self.wake_key)
+
+
+#: What tells a WeightTree's keys: ranges of leaves, values and sums; the total weight.
+TREE_FOOTPRINT = Footprint(("w", "v", "s"), ("t",))
 
 
 class FairLayout:
@@ -340,6 +415,33 @@ class FairLayout:
     def wake_key(self, when: int, group: Any) -> bytes:
         """The key asking for ``group``'s eligibility to be looked at at ``when``."""
         return bytes(self.wakes.pack((when, group)))
+
+    @staticmethod
+    def traced(subspace: Subspace, firsts: Firsts) -> bool:
+        """Whether the first keys read under "w" and "o" are a FairQueue's (one whose
+        groups all left its index of groups, drained or retired): a look asked for (an
+        empty value, its key a time and a group; a WeightTree's leaves there hold their
+        weight) or a finished job's entry in the index of records, which names its
+        group, ``(expires_at, group, id)`` (a Queue's: ``(expires_at, id)``)."""
+        for kv in firsts["w"]:
+            with contextlib.suppress(Exception):  # not a tuple: no look
+                wake = subspace["w"].unpack(kv.key)
+                if not kv.value and len(wake) == 2 and type(wake[0]) is int:
+                    return True
+        for kv in firsts["o"]:
+            with contextlib.suppress(Exception):
+                entry = subspace["o"].unpack(kv.key)
+                if len(entry) == 3 and type(entry[0]) is float:
+                    return True
+        return False
+
+
+#: What tells a FairQueue's keys: its index of groups, where every group with work or a
+#: policy has an entry, or what it leaves once they all left it (:meth:`FairLayout.traced`).
+#: Its other ranges (its groups' queues under "q", policies under "p", its lottery under
+#: "t", a WeightTree) look like structures nested under those names; its looks under
+#: "w" lie where a WeightTree's leaves would.
+FAIR_FOOTPRINT = Footprint(("a",), traces=("w", "o"), traced=FairLayout.traced)
 
 
 class RecordLayout:

@@ -23,6 +23,8 @@ from ._fair.parts import FairLease, FairStats, Policy
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
 from ._jobs_face import JobMethods
+from ._kinds import Kind, register
+from ._layout import FAIR_FOOTPRINT
 from ._ops.fair import FairOps
 from ._ordered.dead import DeadLetter
 from ._ordered.listing import DelayedItem, LeaseInfo
@@ -366,3 +368,9 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         """Remove every group, item, policy and remembered id (range clears); the wake
         counter is touched instead (waiters look again) and the receipt slots stay."""
         drive(self._ops.clear(tr))
+
+
+#: What the tools know of a FairQueue (see :mod:`fdbrecipes._kinds`): its looks lie
+#: where a WeightTree's leaves would.
+KIND = register(Kind("fair-queue", 2, FairQueue, "fdbrecipes.aio.fair_queue:AsyncFairQueue",
+                     FAIR_FOOTPRINT, covers=("weight-tree",), jobs=True, groups=True))

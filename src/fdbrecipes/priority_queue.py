@@ -20,6 +20,8 @@ from typing import Any, ContextManager, Iterable, List, Optional, Tuple, Union
 from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
+from ._kinds import Kind, register
+from ._layout import ORDERED_FOOTPRINT, OrderedLayout
 from ._ops.checks import reverse_end
 from ._ops.kinds import PriorityQueueOps
 from ._ordered.front import MAX, MIN
@@ -222,3 +224,11 @@ class PriorityQueue(OrderedFace[V]):
     ) -> Optional[Lease[V]]:
         """claim_max, waiting on a watch until an item is visible."""
         return drive(self._ops.claim_wait(db, MAX, lease_seconds, timeout))
+
+
+#: What the tools know of a PriorityQueue (see :mod:`fdbrecipes._kinds`): its items'
+#: tuples hold their priority too.
+KIND = register(Kind("priority-queue", 1, PriorityQueue,
+                     "fdbrecipes.aio.priority_queue:AsyncPriorityQueue", ORDERED_FOOTPRINT,
+                     item_len=OrderedLayout.ITEM_LEN + 1, jobs=True, priorities=True,
+                     sequences=True))

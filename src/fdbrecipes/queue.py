@@ -17,6 +17,8 @@ from typing import Any, ContextManager, Iterable, List, Optional, Union
 from ._drivers.blocking import drive
 from ._fdb import Transactor
 from ._heartbeat import kept_alive
+from ._kinds import Kind, register
+from ._layout import ORDERED_FOOTPRINT, OrderedLayout
 from ._ops.kinds import QueueOps
 from ._ordered.front import MIN
 from ._ordered.leases import Lease
@@ -368,3 +370,8 @@ class Queue(OrderedFace[V]):
         """:meth:`claim`, waiting like :meth:`pop_wait` until an item is visible (the
         waiters of a process claim in turns, as they pop there)."""
         return drive(self._ops.claim_wait(db, MIN, lease_seconds, timeout))
+
+
+#: What the tools know of a Queue (see :mod:`fdbrecipes._kinds`).
+KIND = register(Kind("queue", 0, Queue, "fdbrecipes.aio.queue:AsyncQueue", ORDERED_FOOTPRINT,
+                     item_len=OrderedLayout.ITEM_LEN, jobs=True, sequences=True))

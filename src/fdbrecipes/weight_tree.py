@@ -15,6 +15,8 @@ from typing import Any, Iterable, List, Optional, Tuple
 from ._bases import TreeBase
 from ._drivers.blocking import drive
 from ._fdb import Transactor
+from ._kinds import Kind, register
+from ._layout import TREE_FOOTPRINT
 from ._tree.engine import MAX_TOTAL_WEIGHT, MAX_WEIGHT
 from ._values import Value
 
@@ -194,3 +196,8 @@ class WeightTree(TreeBase):
         wait bounded as :meth:`fdbrecipes.Queue.pop_wait` says.  Needs a Database.
         """
         return drive(self._ops.pop_wait(db, timeout))
+
+
+#: What the tools know of a WeightTree (see :mod:`fdbrecipes._kinds`).
+KIND = register(Kind("weight-tree", 3, WeightTree, "fdbrecipes.aio.weight_tree:AsyncWeightTree",
+                     TREE_FOOTPRINT, weights=True))

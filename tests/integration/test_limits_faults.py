@@ -219,6 +219,7 @@ def test_limits_hold_through_consumer_kills_and_cluster_faults(
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_limits_hold_for_100000_jobs_through_faults(
         double_cluster: LocalCluster, double_db: Any, space: Any) -> None:
     run(double_cluster, double_db, space, jobs=100_000, keys=1_000, processes=8,

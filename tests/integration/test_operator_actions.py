@@ -17,7 +17,7 @@ import fdb
 import pytest
 
 from fdbrecipes import Backoff, FairQueue, Job, PriorityQueue, Queue, WeightTree, Worker
-from fdbrecipes.admin.places import FAIR_WAKES
+from fdbrecipes._layout import FairLayout
 from tests.helpers import dump, eventually
 from tests.integration.test_operator_cli import ROOT, answer, failed, fdbrecipes, ok, place
 
@@ -210,7 +210,7 @@ def test_a_drained_fair_queue_is_recognised(db: Any, fdb_subspace: Any,
     where = place(fdb_subspace)
     assert answer(fdbrecipes(fdb_cluster_file, "stats", *where, "--json"))["kind"] == (
         "fair-queue")  # it was taken for a weight-tree
-    looks = fdb_subspace[FAIR_WAKES]  # S/"w"/(time, group): docs/data-model.md
+    looks = FairLayout(fdb_subspace).wakes  # S/"w"/(time, group): docs/data-model.md
 
     def looked() -> bool:  # a claim makes the looks due (the leases', the ids' expiry)
         assert q.claim(db, 1) is None

@@ -147,6 +147,7 @@ def test_killed_consumers_leave_no_entry_without_its_job(
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_1000_kills_leave_no_entry_without_its_job(
         db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
     q: Queue[Any] = Queue(fdb_subspace, history=3600, max_deliveries=3)

@@ -41,8 +41,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ('The public classes ("faces")', (
         "queue.py", "priority_queue.py", "_ordered_face.py", "weight_tree.py", "fair_queue.py",
         "_jobs_face.py", "_face.py", "_bases.py", "_heartbeat.py", "aio/", "limits.py")),
-    ("What the tools need", ("protocol.py",)),
-    ("Operations objects", ("_ops/", "_limits/ops.py")),
+    ("What the tools need", ("protocol.py", "_kinds.py")),
+    ("Operations objects", ("_ops/",)),
     ("Engines", ("_ordered/", "_tree/", "_fair/", "_limits/")),
     ("Job records", ("_records/",)),
     ("Keys", ("_layout.py", "_ids.py")),

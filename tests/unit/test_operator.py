@@ -16,22 +16,26 @@ import pytest
 from fdb.subspace_impl import Subspace
 
 from fdbrecipes import FairQueue, PriorityQueue, Queue, WeightTree, cli
-from fdbrecipes._layout import FairLayout, OrderedLayout, RecordLayout, TreeLayout
+from fdbrecipes._layout import (
+    FAIR_FOOTPRINT,
+    LEFT_BEHIND,
+    ORDERED_FOOTPRINT,
+    TREE_FOOTPRINT,
+    FairLayout,
+    OrderedLayout,
+    RecordLayout,
+    TreeLayout,
+)
 from fdbrecipes.admin import arguments, commands, places
 from fdbrecipes.admin.output import cut, id_json, id_text, iso_time, json_value, printable, table
-from fdbrecipes.admin.places import (
-    FAIR_RANGES,
-    FAIR_WAKES,
-    NEUTRAL,
-    QUEUE_ITEM_LEN,
-    QUEUE_KEYS,
-    QUEUE_RANGES,
-    RECORDS_INDEX,
-    TREE_KEYS,
-    TREE_RANGES,
-    Place,
-    UsageError,
-)
+from fdbrecipes.admin.places import Place, UsageError
+
+#: What tells each structure's keys, by the first element of its keys (the layout's
+#: footprints, which the kind records and the operator commands read).
+QUEUE_RANGES, QUEUE_KEYS = ORDERED_FOOTPRINT.ranges, ORDERED_FOOTPRINT.keys
+TREE_RANGES, TREE_KEYS = TREE_FOOTPRINT.ranges, TREE_FOOTPRINT.keys
+FAIR_RANGES, (FAIR_WAKES, RECORDS_INDEX) = FAIR_FOOTPRINT.ranges, FAIR_FOOTPRINT.traces
+NEUTRAL, QUEUE_ITEM_LEN = LEFT_BEHIND, OrderedLayout.ITEM_LEN
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ["--tuple", "('jobs',)"]

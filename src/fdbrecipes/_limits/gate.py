@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -49,7 +49,6 @@ from fdb.subspace_impl import Subspace
 from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
 from .._layout import DELAY, LEASE, LimitLayout, OrderedLayout
-from .._ordered.front import choose
 from .._values import decode_value
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit
 
@@ -65,6 +64,10 @@ SPARE_READS = 2
 Slot = Tuple[str, Any]
 
 _draw = random.Random()
+
+
+#: How a take picks ``n`` among candidates with a spread (``_ordered.front.choose``).
+Chooser = Callable[[List[Any], int, int], List[Any]]
 
 
 class Tag(NamedTuple):
@@ -358,10 +361,12 @@ class Admission:
         return self.defined
 
     def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
-              want: int, spread: int) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
+              want: int, spread: int,
+              choose: Chooser) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
         """Up to ``want`` of the candidates ``entries`` (of ``engine``, read at ``now``,
         in order) that may start, each with its tags, chosen as a take with ``spread``
-        chooses (see ``front.choose``) among the first ``want + spread - 1`` runnable
+        chooses (``choose``: the engine's ``front.choose``, handed in so that this
+        module imports no engine) among the first ``want + spread - 1`` runnable
         ones; the blocked ones met before those parked or delayed (see the module
         docstring).  And whether any was held back.  Only the limits' state read
         decides what is held back, never this claim's own choices: a job is parked

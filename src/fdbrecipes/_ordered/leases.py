@@ -25,7 +25,7 @@ from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobE
 from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
 from ..errors import LeaseExpiredError
 from .engine import Ordered
-from .front import Entry, Hold, value_of
+from .front import Entry, Hold, choose, value_of
 
 __all__ = ["Claims", "Lease", "Leases", "answers", "claimed", "expired", "lease_id",
            "refused"]
@@ -263,7 +263,7 @@ class Leases(Claims):
             self.engine.settle(tr, front, tally)
             freed = yield from self.engine.expired_slots(tr, front, entries)
             admitted, blocked = yield from admission.admit(tr, self.engine, front.now, entries,
-                                                           tally, want, spread)
+                                                           tally, want, spread, choose)
             blocked = blocked or freed > 0  # parked jobs may have come back: read again
             part = attempt.fork()
             got = self.hold_entries(tr, part, front.now, [e for e, _ in admitted], seconds,

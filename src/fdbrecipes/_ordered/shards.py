@@ -379,8 +379,8 @@ class ShardedLeases(Claims):
             tags = None
             if admission is not None:  # limits: one read of the front (see Leases.limited)
                 yield from shard.engine.expired_slots(tr, front, entries)
-                admitted, blocked = yield from admission.admit(tr, shard.engine, front.now,
-                                                               entries, tally, len(entries), 1)
+                admitted, blocked = yield from admission.admit(
+                    tr, shard.engine, front.now, entries, tally, len(entries), 1, choose)
                 entries, tags = [e for e, _ in admitted], [t for _, t in admitted]
                 settled = settled or blocked
             if leases and budget <= 0:

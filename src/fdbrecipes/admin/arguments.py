@@ -17,6 +17,7 @@ from typing import Any, Callable, NoReturn, Optional
 
 import fdb.tuple
 
+from .. import _kinds
 from .._values import MAX_ID_BYTES, encode_value
 from .output import cut
 from .places import Place, UsageError
@@ -26,7 +27,8 @@ __all__ = ["DEAD_LIMIT", "DEFAULT_TIMEOUT", "KINDS", "MAX_NESTING", "PEEK_LIMIT"
            "id_bytes", "parse_directory", "parse_tuple", "parse_value", "peek_arguments",
            "purge_dead_arguments", "requeue_dead_arguments", "stats_arguments"]
 
-KINDS = ("queue", "priority-queue", "fair-queue", "weight-tree")
+#: The kinds ``--kind`` names (see :mod:`fdbrecipes._kinds`).
+KINDS = _kinds.names()
 #: How ``push`` reads its VALUE.
 VALUE_TYPES = ("str", "bytes", "int", "float", "json")
 #: Seconds a transaction may take before it is cancelled (``--timeout``).
@@ -410,15 +412,18 @@ def check_kind(args: argparse.Namespace, needs: Needs) -> None:
     Raises:
         UsageError: the first check that failed.
     """
-    if args.kind == "weight-tree":
+    if args.kind is None:
+        return
+    kind = _kinds.kind_named(args.kind)
+    if not kind.jobs:
         if needs.dead_letters:
             raise UsageError("a weight-tree has no leases, delays or dead letters (queue, "
                              "priority-queue and fair-queue have)")
         if args.max_deliveries is not None:
             raise UsageError("--max-deliveries applies to queue kinds only")
-    if getattr(args, "end", None) is not None and args.kind not in (None, "priority-queue"):
+    if getattr(args, "end", None) is not None and not kind.priorities:
         raise UsageError("--end applies to --kind priority-queue only")
-    if args.group is not None and args.kind not in (None, "fair-queue"):
+    if args.group is not None and not kind.groups:
         raise UsageError("--group applies to --kind fair-queue only")
-    if needs.group and args.kind == "fair-queue" and args.group is None:
+    if needs.group and kind.groups and args.group is None:
         raise UsageError("a fair-queue keeps a queue per group: give --group GROUP")

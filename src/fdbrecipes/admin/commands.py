@@ -14,17 +14,14 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
+from .. import _kinds
 from .._cluster import tools_client_problem
 from .._drivers.blocking import drive
 from ..errors import FdbRecipesError
-from ..fair_queue import FairQueue
-from ..priority_queue import PriorityQueue
 from ..protocol import Inspectable, inspectable
-from ..queue import Queue
 from ..schedules import Schedules
-from ..weight_tree import WeightTree
 from .arguments import (
     Needs,
     check_kind,
@@ -47,7 +44,6 @@ from .places import (
     SCHEDULE_STORE,
     OperatorError,
     Place,
-    Structure,
     UsageError,
     make_place,
     make_structure,
@@ -76,7 +72,7 @@ class Target:
     db: Any
     place: Place
     kind: str
-    structure: Union[Structure, Schedules]
+    structure: Any  # a Structure, or the Schedules of a schedule store
 
     def header(self) -> Dict[str, Any]:
         """The first fields of every JSON answer."""
@@ -284,8 +280,9 @@ def queue_of(target: Target, args: argparse.Namespace) -> Inspectable:
     """The queue a command looks into or changes: a queue kind's operations, or those
     of the fair-queue's ``--group`` (never a weight-tree's: see check_kind)."""
     structure = target.structure
-    if isinstance(structure, FairQueue):
-        return structure.ops.group_queue(args.group)
+    if _kinds.of(structure).groups:
+        found: Inspectable = structure.ops.group_queue(args.group)
+        return found
     return inspectable(structure)
 
 
@@ -296,11 +293,12 @@ def _counts(tr: Any, target: Target, group: Optional[str]) -> Dict[str, Any]:
     structure = target.structure
     if isinstance(structure, Schedules):
         raise UsageError("a schedule store has no counts: see 'fdbrecipes schedules list'")
-    if isinstance(structure, WeightTree):
+    kind = _kinds.of(structure)
+    if kind.weights:
         return {"size": structure.size(tr), "total_weight": structure.total_weight(tr)}
     paused = structure.paused(tr)
     when = {"paused": None if paused is None else iso_time(paused)}
-    if isinstance(structure, FairQueue):
+    if kind.groups:
         if group is not None:
             return {"group": group, **drive(structure.ops.group_stats(tr, group))._asdict(),
                     **when}
@@ -335,7 +333,8 @@ def push(target: Target, args: argparse.Namespace) -> Report:
     """``push``: one value, as ``--type`` says; its id (a weight-tree's handle)."""
     value = parse_value(args.value, args.type)
     structure, id_ = target.structure, None if args.id is None else id_bytes(args.id)
-    if isinstance(structure, WeightTree):
+    kind = _kinds.of(structure)
+    if kind.weights:
         if args.delay is not None or args.priority is not None or args.history is not None:
             raise UsageError("a weight-tree takes --weight, not --delay, --priority or "
                              "--history")
@@ -345,15 +344,10 @@ def push(target: Target, args: argparse.Namespace) -> Report:
                       f"{target.title()}: pushed {cut(repr(value))}, handle {handle.hex()}")
     if args.weight is not None:
         raise UsageError("--weight applies to --kind weight-tree only")
-    if args.priority is not None and not isinstance(structure, PriorityQueue):
+    if args.priority is not None and not kind.priorities:
         raise UsageError("--priority applies to --kind priority-queue only")
-    if isinstance(structure, PriorityQueue):
-        made = structure.push(target.db, value, args.priority or 0, id=id_, delay=args.delay)
-    elif isinstance(structure, FairQueue):
-        made = structure.push(target.db, value, group=args.group, id=id_, delay=args.delay)
-    else:
-        assert not isinstance(structure, Schedules)  # a store only for Needs(stores=True)
-        made = structure.push(target.db, value, id=id_, delay=args.delay)
+    made = structure.push(target.db, value, id=id_, delay=args.delay,
+                          **kind.where(args.group, args.priority or 0))
     said = (f"id {id_text(made)}" if made is not None else
             "no id (--id names it; --history makes it one and keeps its record)")
     return Report({**target.header(), "pushed": json_value(value), "id": id_json(made)},
@@ -409,7 +403,7 @@ def remove(target: Target, args: argparse.Namespace) -> Report:
 def unblock(target: Target, args: argparse.Namespace) -> Report:
     """``unblock``: move sequence ``--sequence`` on past its dead job."""
     structure = target.structure
-    if not isinstance(structure, (Queue, PriorityQueue)):
+    if not _kinds.of(structure).sequences:
         raise UsageError("unblock: sequences are a queue's or a priority-queue's")
     dead_job = structure.unblock(target.db, args.sequence)
     text = ("the sequence was not blocked: nothing changed" if dead_job is None
@@ -421,12 +415,13 @@ def unblock(target: Target, args: argparse.Namespace) -> Report:
 def peek(target: Target, args: argparse.Namespace) -> Report:
     """``peek``: the next ``--limit`` visible items (a weight-tree's, with weights)."""
     structure, limit = target.structure, args.limit
-    if isinstance(structure, WeightTree):
+    kind = _kinds.of(structure)
+    if kind.weights:
         return _peek_tree(target, structure, limit)
     extra: Dict[str, Any] = {}
     title = target.title()
     end = args.end or "min"
-    if isinstance(structure, PriorityQueue):
+    if kind.priorities:
         extra, title = {"end": end}, f"{title}, in pop_{end} order"
     values = drive(queue_of(target, args).items(target.db, limit, end))
     rows = [(str(i), cut(repr(v))) for i, v in enumerate(values, 1)]
@@ -434,7 +429,7 @@ def peek(target: Target, args: argparse.Namespace) -> Report:
                   listing(title, rows, ("#", "value"), "(no visible items)", limit))
 
 
-def _peek_tree(target: Target, tree: WeightTree, limit: int) -> Report:
+def _peek_tree(target: Target, tree: Any, limit: int) -> Report:
     items = tree.items(target.db, limit)
     rows = [(str(i), f"{w:,}", cut(repr(v)), h.hex()) for i, (h, v, w) in enumerate(items, 1)]
     data = [{"value": json_value(v), "weight": w, "handle": h.hex()} for h, v, w in items]

@@ -23,13 +23,12 @@ import argparse
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional
 
-from .._ordered_face import OrderedFace
+from .. import _kinds
 from .._records.records import SUCCEEDED
 from .._records.registry import QUIET, STOP
 from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
-from ..fair_queue import FairQueue
 from ..types import JobRecord
 from .arguments import Needs, finished_arguments, id_bytes, place_arguments, seconds
 from .commands import Operation, Report, Target
@@ -85,18 +84,26 @@ def _record(record: JobRecord) -> Dict[str, Any]:
             "cancel_requested": record.cancel_requested}
 
 
-def jobs_of(structure: Any) -> Union[OrderedFace[Any], FairQueue]:
-    """``structure``, which has jobs (a Queue, PriorityQueue or FairQueue).
+def jobs_of(structure: Any) -> Any:
+    """``structure``, which has jobs (a Queue, PriorityQueue or FairQueue: its kind
+    keeps jobs).
 
     Raises:
         UsageError: it is a weight-tree (or anything else).
     """
-    if not isinstance(structure, (OrderedFace, FairQueue)):
+    kind = _kinds.find(structure)
+    if kind is None or not kind.jobs:
         raise UsageError("a weight-tree has no jobs")
     return structure
 
 
-def _jobs(target: Target) -> Union[OrderedFace[Any], FairQueue]:
+def _where(structure: Any, group: Any) -> Dict[str, Any]:
+    """The keyword arguments naming a job's queue in ``structure``, which has jobs: a
+    FairQueue's ``group``, none for the others (see ``Kind.where``)."""
+    return _kinds.of(jobs_of(structure)).where(group)
+
+
+def _jobs(target: Target) -> Any:
     """The structure, which has jobs (the checks made on ``--kind`` refused a
     weight-tree before)."""
     return jobs_of(target.structure)
@@ -105,33 +112,26 @@ def _jobs(target: Target) -> Union[OrderedFace[Any], FairQueue]:
 def job_record(tr: Any, structure: Any, id_: bytes, group: Any = None) -> Optional[JobRecord]:
     """The record of job ``id_`` of ``structure`` (a FairQueue's in ``group``): its
     ``job`` method (one range read, 1 to 2 round trips); None if there is none."""
-    jobs = jobs_of(structure)
-    if isinstance(jobs, FairQueue):
-        return jobs.job(tr, id_, group=group)
-    return jobs.job(tr, id_)
+    found: Optional[JobRecord] = structure.job(tr, id_, **_where(structure, group))
+    return found
 
 
 def cancel_job(tr: Any, structure: Any, id_: bytes, group: Any = None) -> Optional[str]:
     """Cancel job ``id_`` of ``structure`` (a FairQueue's in ``group``) with its
     ``cancel`` method (2 to 5 round trips); what became of it (see
     ``Queue.cancel``)."""
-    jobs = jobs_of(structure)
-    if isinstance(jobs, FairQueue):
-        return jobs.cancel(tr, id_, group=group)
-    return jobs.cancel(tr, id_)
+    answer: Optional[str] = structure.cancel(tr, id_, **_where(structure, group))
+    return answer
 
 
 def wait_for_job(db: Any, structure: Any, id_: bytes, group: Any, timeout: float) -> None:
     """Wait until job ``id_`` of ``structure`` (a FairQueue's in ``group``) ended, at
     most ``timeout`` seconds: its ``result`` method (a watch on its state), whatever
     the outcome (dead, cancelled, a result not kept, no such job, still running)."""
-    jobs = jobs_of(structure)
+    where = _where(structure, group)
     with contextlib.suppress(JobFailedError, JobCancelledError, ResultTooLargeError,
                              UnknownJobError, TimeoutError):  # the record read next says which
-        if isinstance(jobs, FairQueue):
-            jobs.result(db, id_, group=group, timeout=timeout)
-        else:
-            jobs.result(db, id_, timeout=timeout)
+        structure.result(db, id_, timeout=timeout, **where)
 
 
 def job(target: Target, args: argparse.Namespace) -> Report:
@@ -178,7 +178,7 @@ def finished(target: Target, args: argparse.Namespace) -> Report:
     """``finished``: the finished jobs whose records are kept, the latest to be
     pruned first."""
     found = jobs_of(target.structure).finished(target.db, args.limit)
-    fair = isinstance(target.structure, FairQueue)
+    fair = _kinds.of(target.structure).groups
     rows = [(str(i), *((cut(repr(j.group), 20),) if fair else ()), cut(id_text(j.id), 40),
              j.state, str(j.attempts), iso_time(j.finished_at),
              "-" if j.error is None else cut(j.error.reason(), 60))

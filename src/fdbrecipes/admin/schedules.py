@@ -26,6 +26,7 @@ import argparse
 import time
 from typing import Any, ClassVar, Dict, List, Optional
 
+from .. import _kinds
 from ..errors import UnknownScheduleError
 from ..schedules import ScheduleInfo, Schedules, catch_up
 from .arguments import (
@@ -53,8 +54,10 @@ from .places import (
 
 __all__ = ["SCHEDULES", "ScheduleCommand", "StoreCommand", "place_of", "store_at"]
 
-#: The kinds a schedule's jobs may go to.
-TARGET_KINDS = ("queue", "priority-queue", "fair-queue")
+#: The kinds a schedule's jobs may go to: those that keep jobs.
+TARGET_KINDS = tuple(kind.name for kind in _kinds.kinds() if kind.jobs)
+#: Any of them, as a sentence says it ("queue, priority-queue or fair-queue").
+_ANY_TARGET = f"{', '.join(TARGET_KINDS[:-1])} or {TARGET_KINDS[-1]}"
 #: What each action does, for ``--help``.
 ACTIONS = {"list": "list the stored schedules: rule, target, next slot, lag, latest fire",
            "add": "add a schedule (a cron expression in a time zone, or a period)",
@@ -166,7 +169,7 @@ def _target_at(tr: Any, place: Place, kind: Optional[str]) -> Any:
         seen = kind or "queue"
     if seen not in TARGET_KINDS or (kind is not None and kind != seen):
         raise OperatorError(f"the target at {place} is a {seen}, not a "
-                            f"{kind or 'queue, priority-queue or fair-queue'}")
+                            f"{kind or _ANY_TARGET}")
     return make_structure(seen, subspace, None, shards=shards_of(tr, subspace))
 
 

@@ -33,6 +33,7 @@ import sys
 import threading
 from typing import Any, Callable
 
+from .. import _kinds
 from ..protocol import Servable
 from .arguments import Needs, non_negative_int, place_arguments, positive_int, seconds
 from .commands import Operation, Report, Target, client_ready, read_only, say
@@ -189,7 +190,7 @@ def work(target: Target, args: argparse.Namespace) -> Report:
     from .pipe import pipe_from_env
     from .supervisor import supervise, watch_parent
 
-    if args.end is not None and target.kind != "priority-queue":
+    if args.end is not None and not _kinds.of(target.structure).priorities:
         raise UsageError("--end applies to --kind priority-queue only")
     handler = load_handler(args.handler)
     log_to_stderr(args.log_level, args.log_format)

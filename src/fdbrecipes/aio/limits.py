@@ -6,7 +6,7 @@
 
 The same constructor arguments and keys as Limits; every method is an ``async def``
 twin of the sync method of the same name, with its docstring, awaiting the same
-operation (:class:`fdbrecipes._limits.ops.LimitsOps`).
+operation (:class:`fdbrecipes._ops.limits.LimitsOps`).
 """
 
 from __future__ import annotations

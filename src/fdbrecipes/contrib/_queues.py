@@ -25,7 +25,7 @@ import time
 import uuid
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from .. import JobError, LeaseExpiredError, PriorityQueue, Queue, drive
+from .. import JobError, LeaseExpiredError, Queue, _kinds, drive
 from .._values import MAX_REASON, storable
 from .._worker.ahead import claim_spread
 from ..protocol import Finished
@@ -33,13 +33,16 @@ from ._blobs import Blobs
 from ._database import transact
 from ._keeper import Held
 
-__all__ = ["FIFO", "INLINE", "MAX_DELIVERIES", "PRIORITY", "Delivery", "QueueMeta",
+__all__ = ["FIFO", "INLINE", "MAX_DELIVERIES", "PRIORITY", "STRUCTURES", "Delivery", "QueueMeta",
            "QueueSettings", "Queues", "Undecodable", "error_reason", "fit_reason"]
 
 log = logging.getLogger("fdbrecipes.contrib")
 
 FIFO = "fifo"
 PRIORITY = "priority"
+#: The structure each kind of queue is kept in, by its kind's name (see
+#: :mod:`fdbrecipes._kinds`).
+STRUCTURES = {FIFO: "queue", PRIORITY: "priority-queue"}
 
 #: Messages up to this many bytes are a queue item themselves; larger ones are
 #: chunked (FoundationDB values are at most 100,000 bytes).
@@ -212,10 +215,8 @@ class Queues:
             made = self._structures.get(name)
         if made is not None:
             return made
-        meta = self.meta(name)
-        cls = PriorityQueue if meta.kind == PRIORITY else Queue
-        made = cls(self._items.subspace((name,)),
-                   max_deliveries=self.settings.max_deliveries)
+        kind = _kinds.kind_named(STRUCTURES[self.meta(name).kind])
+        made = kind.make(self._items.subspace((name,)), self.settings.max_deliveries)
         with self._lock:
             return self._structures.setdefault(name, made)
 
@@ -311,17 +312,17 @@ class Queues:
                 written).
         """
         s = self.structure(name)
-        args = (priority,) if self.meta(name).kind == PRIORITY else ()
+        where = _kinds.of(s).where(priority=priority)
         if len(payload) <= INLINE:
-            s.push(tr, payload, *args, delay=delay)
+            s.push(tr, payload, delay=delay, **where)
         else:
             Blobs.check(payload, "a message")
-            self._put_blob(tr, s, (name, uuid.uuid4().bytes), payload, args, delay)
+            self._put_blob(tr, s, (name, uuid.uuid4().bytes), payload, where, delay)
 
     def _put_blob(self, tr: Any, s: Any, ref: Tuple[Any, ...], payload: bytes,
-                  args: Tuple[Any, ...], delay: Optional[float]) -> None:
+                  where: Dict[str, Any], delay: Optional[float]) -> None:
         self.blobs.write(tr, ref, payload)
-        s.push(tr, ("blob", ref[1]), *args, delay=delay)
+        s.push(tr, ("blob", ref[1]), delay=delay, **where)
 
     def take(self, name: str, n: int, leased: bool,
              acks: Sequence[Held] = ()) -> List[Delivery]:
@@ -335,7 +336,7 @@ class Queues:
         most 1,000 claimed then); those that had expired are logged.  Cost: 1 round
         trip."""
         s = self.structure(name)
-        priority = isinstance(s, PriorityQueue)
+        priority = _kinds.of(s).priorities
         spread = 1 if priority else claim_spread(n, self.settings.spread)
         if leased and acks:
             claimed = drive(s.ops.finish_and_claim(
@@ -454,7 +455,7 @@ class Queues:
                 return total
 
     def _purge_batch(self, tr: Any, name: str, s: Any) -> int:
-        pop = s.pop_max_many if isinstance(s, PriorityQueue) else s.pop_many
+        pop = s.pop_max_many if _kinds.of(s).priorities else s.pop_many
         values = pop(tr, _PURGE_BATCH)
         for value in values:
             if not isinstance(value, bytes):

@@ -58,7 +58,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import FairQueue, Schedule, Schedules, UnknownScheduleError, WeightTree
+from .. import Schedule, Schedules, UnknownScheduleError, _kinds
 from ..admin.places import UsageError
 from . import actions, checks, forms, listings, views
 from .access import READ_ONLY, Access, AccessRule, access_of
@@ -114,7 +114,8 @@ class Dashboard:
         self.env.globals.update(PAGE_CAP=PAGE_CAP, REQUEST_CAP=actions.REQUEST_CAP,
                                 SCAN_CAP=actions.SCAN_CAP, PAGE_BYTES=listings.PAGE_BYTES,
                                 SCAN_BYTES=actions.SCAN_BYTES,
-                                OVERVIEW_GROUPS=views.OVERVIEW_GROUPS)
+                                OVERVIEW_GROUPS=views.OVERVIEW_GROUPS,
+                                offers=_kinds.kind_named)  # what a kind offers, by name
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -220,17 +221,17 @@ class Dashboard:
         g = None if group is None else group_hex(group)
         limit = forms.limit(q.get("limit"))
         policy = None
-        if isinstance(structure, FairQueue) and group is not None:
+        kind = _kinds.of(structure)
+        if kind.groups and group is not None:
             policy = reads(structure.group_policy, group)
         common = dict(title=name, name=name, kind=views.kind_of(structure), group=group,
                       g=g, policy=policy, paused=reads(views.paused, structure),
                       limit=q.get("limit"), tabs=_tabs(structure, group),
                       counts=views.tab_counts(reads, structure, group))
-        if isinstance(structure, WeightTree):
+        if not kind.jobs:
             return self.render(request, "structure.html", **common, tab=None, found=None,
                                groups=None)
-        tab = q.get("tab") or ("groups" if isinstance(structure, FairQueue) and group is None
-                               else "pending")
+        tab = q.get("tab") or ("groups" if kind.groups and group is None else "pending")
         if tab not in common["tabs"]:
             raise BadRequest(f"tab: one of {', '.join(common['tabs'])}")
         if tab == "groups":
@@ -259,9 +260,10 @@ class Dashboard:
         token = forms.cursor(q.get("token"), "token")
         id_ = forms.job_id(q.get("id"), q.get("text")) if token is None or q.get("id") \
             or q.get("text") else None
-        if isinstance(structure, WeightTree):
+        kind = _kinds.of(structure)
+        if not kind.jobs:
             raise BadRequest("a weight-tree has no jobs")
-        if isinstance(structure, FairQueue) and group is None:
+        if kind.groups and group is None:
             raise BadRequest("g: a fair-queue's jobs need their group")
         view = views.job(_reads(request), structure, id_, group, token)
         if id_ is None and view is not None and view.record is not None:
@@ -285,7 +287,7 @@ class Dashboard:
         structure = self.structure(name)
         return self.render(request, "workers.html", title="Workers", name=name,
                            workers=views.workers(_reads(request), structure),
-                           has_jobs=not isinstance(structure, WeightTree))
+                           has_jobs=_kinds.of(structure).jobs)
 
     # -- actions ---------------------------------------------------------------------
 
@@ -417,9 +419,10 @@ def _tabs(structure: Any, group: Any) -> Tuple[str, ...]:
     """The tabs of a structure's page: a queue's (a FairQueue group's have no finished
     jobs: the FairQueue's own page lists every group's), a FairQueue's groups and
     finished jobs."""
-    if isinstance(structure, WeightTree):
+    kind = _kinds.of(structure)
+    if not kind.jobs:
         return ()
-    if isinstance(structure, FairQueue):
+    if kind.groups:
         return listings.TABS[:-1] if group is not None else ("groups", "finished")
     return listings.TABS
 

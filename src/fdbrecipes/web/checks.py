@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .. import FairQueue
+from .. import _kinds
 from .._schedules.ops import check_name
 from . import actions, forms
 from .access import Access
@@ -152,9 +152,11 @@ def check(form: Dict[str, str], access: Access, structures: Mapping[str, Any],
         raise BadRequest("tick the confirmation box to do this")
     if "worker" in needs and not form.get("worker"):
         raise BadRequest("worker: give its id")
-    if isinstance(structure, FairQueue) and group is None and action in IN_A_GROUP:
+    kind = _kinds.find(structure)  # None: a schedule store
+    groups = kind is not None and kind.groups
+    if groups and group is None and action in IN_A_GROUP:
         raise BadRequest("g: a fair-queue's group is needed")
-    if action == "policy" and not isinstance(structure, FairQueue):
+    if action == "policy" and not groups:
         raise BadRequest("only a fair-queue's groups have a policy")
     back_to_job = form.get("back") == "job" and schedule is None
     wants_id = "id" in needs or back_to_job or bool(form.get("id") or form.get("text"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Optional
 from urllib.parse import parse_qs
 
-from .. import FairQueue
+from .. import _kinds
 from .actions import Policy
 from .listings import ROW_LIMIT
 from .show import cursor_from_hex, group_from_hex, id_from_hex
@@ -44,7 +44,7 @@ def group(structure: Any, given: Optional[str], text: Optional[str] = None) -> A
     FairQueue's only."""
     if not given and not text:
         return None
-    if not isinstance(structure, FairQueue):
+    if not _kinds.of(structure).groups:
         raise BadRequest("g: only a fair-queue has groups")
     if not given:
         return text

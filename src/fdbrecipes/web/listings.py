@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from .. import FairQueue, drive
+from .. import FairQueue, _kinds, drive
 from ..admin.jobs import jobs_of
 from ..protocol import Inspectable, inspectable
 from .reads import Reads
@@ -50,7 +50,7 @@ def queue_of(structure: Any, group: Any = None) -> Inspectable:
         ValueError: a FairQueue without a group.
         TypeError: a WeightTree.
     """
-    if isinstance(structure, FairQueue):
+    if _kinds.of(structure).groups:
         if group is None:
             raise ValueError("g: a fair-queue's page needs a group")
         inspect: Inspectable = structure.ops.group_queue(group)
@@ -117,7 +117,8 @@ def _row(name: str, item: Any, now: int) -> Row:
 def _listing(structure: Any, name: str, group: Any, end: str) -> Callable[..., Any]:
     """The call listing tab ``name``: ``call(tr, limit, after)``, an operation."""
     if name == "finished":
-        return jobs_of(structure).ops.finished
+        finished: Callable[..., Any] = jobs_of(structure).ops.finished
+        return finished
     queue = queue_of(structure, group)
     if name == "pending":
         return Pending(queue, end).read

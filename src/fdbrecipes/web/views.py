@@ -16,12 +16,9 @@ from typing import Any, Dict, List, NamedTuple, Optional
 from .. import (
     DeadLetter,
     DelayedItem,
-    FairQueue,
     LeaseInfo,
     PendingItem,
-    PriorityQueue,
-    Queue,
-    WeightTree,
+    _kinds,
     drive,
 )
 from .._attempt import gather
@@ -33,7 +30,7 @@ from .listings import PAGE_BYTES, PER_SECOND, queue_of
 from .reads import Reads
 from .show import ago, group_hex, when
 
-__all__ = ["KINDS", "OVERVIEW_GROUPS", "STORED_PAGE", "STORED_ROWS", "JobView", "Overview",
+__all__ = ["OVERVIEW_GROUPS", "STORED_PAGE", "STORED_ROWS", "JobView", "Overview",
            "ScheduleRow", "StoredRow", "job", "kind_of", "overview", "paused", "schedules",
            "stored", "tab_counts", "workers"]
 
@@ -46,8 +43,6 @@ STORED_ROWS = 1_000
 STORED_PAGE = PAGE_BYTES // MAX_STORED_VALUE
 #: Groups of a FairQueue whose counts the overview sums at most.
 OVERVIEW_GROUPS = 200
-KINDS = {Queue: "queue", PriorityQueue: "priority-queue", FairQueue: "fair-queue",
-         WeightTree: "weight-tree"}
 
 
 def kind_of(structure: Any) -> str:
@@ -57,11 +52,16 @@ def kind_of(structure: Any) -> str:
         TypeError: it is not a Queue, PriorityQueue, FairQueue or WeightTree (the
             dashboard shows the sync structures).
     """
-    for cls, name in KINDS.items():
-        if isinstance(structure, cls):
-            return name
-    raise TypeError(f"a dashboard structure must be a Queue, PriorityQueue, FairQueue or "
-                    f"WeightTree, not {type(structure).__name__}")
+    return _kind(structure).name
+
+
+def _kind(structure: Any) -> _kinds.Kind:
+    """``structure``'s kind record (see :func:`kind_of`)."""
+    kind = _kinds.find(structure, twins=False)
+    if kind is None:
+        raise TypeError(f"a dashboard structure must be a Queue, PriorityQueue, FairQueue or "
+                        f"WeightTree, not {type(structure).__name__}")
+    return kind
 
 
 class Overview(NamedTuple):
@@ -85,7 +85,7 @@ class Overview(NamedTuple):
 def paused(tr: Any, structure: Any) -> Optional[str]:
     """Since when ``structure`` is paused (a WeightTree never is), or None: ``paused``
     (one read)."""
-    if isinstance(structure, WeightTree):
+    if not _kind(structure).jobs:
         return None
     at: Optional[float] = jobs_of(structure).paused(tr)
     return None if at is None else when(at)
@@ -94,8 +94,7 @@ def paused(tr: Any, structure: Any) -> Optional[str]:
 def tab_counts(reads: Reads, structure: Any, group: Any = None) -> Dict[str, int]:
     """How many rows each tab of a queue's page lists (``stats``: counters, by
     snapshot, 1 round trip); none for a FairQueue's own page or a WeightTree."""
-    if isinstance(structure, WeightTree) or (isinstance(structure, FairQueue)
-                                             and group is None):
+    if not _kind(structure).one_queue(group):
         return {}
     found = reads(_stats, queue_of(structure, group))
     return {"pending": found.visible, "delayed": found.delayed,
@@ -123,7 +122,7 @@ class Totals(NamedTuple):
 def _totals(tr: Any, structure: Any) -> Gen[Totals]:
     """``structure``'s stats; a FairQueue's summed over its first
     :data:`OVERVIEW_GROUPS` groups (its ``stats`` reads every group: O(groups))."""
-    if not isinstance(structure, FairQueue):
+    if not _kind(structure).groups:
         return Totals((yield from structure.ops.stats(tr)), False)
     groups = yield from structure.ops.groups(snap(tr), OVERVIEW_GROUPS + 1)
     views = (yield from structure.ops.stats_of(tr, groups[:OVERVIEW_GROUPS])).values()
@@ -137,7 +136,7 @@ def _totals(tr: Any, structure: Any) -> Gen[Totals]:
 
 def _overview_reads(tr: Any, structure: Any) -> List[Gen[Any]]:
     """What one line of the overview reads: the totals, the last hour, the pause."""
-    if isinstance(structure, WeightTree):
+    if not _kind(structure).jobs:
         return [_totals(tr, structure), _value([]), _value(None)]
     return [_totals(tr, structure), structure.ops.throughput(tr, HOUR),
             structure.ops.paused(tr)]
@@ -224,7 +223,7 @@ def job(reads: Reads, structure: Any, id_: Optional[bytes], group: Any = None,
 def workers(reads: Reads, structure: Any) -> List[Any]:
     """The live workers serving ``structure`` (``workers``: snapshot reads, 1 round
     trip); none for a WeightTree."""
-    if isinstance(structure, WeightTree):
+    if not _kind(structure).jobs:
         return []
     jobs = jobs_of(structure)
     found: List[Any] = reads(jobs.workers)

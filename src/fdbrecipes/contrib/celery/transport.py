@@ -45,7 +45,7 @@ from kombu.transport.base import to_rabbitmq_queue_arguments
 from kombu.utils.json import dumps, loads
 from kombu.utils.uuid import uuid
 
-from ... import __version__, aio
+from ... import __version__, _kinds
 from .._keeper import Held
 from .._queues import FIFO, PRIORITY, Delivery, Undecodable
 from ._routing import Binding, Rows
@@ -496,8 +496,7 @@ class _Waiter:
         twin = self._twins.get(queue)
         if twin is None:
             structure = self._shared.queues.structure(queue)
-            cls = aio.AsyncPriorityQueue if self._shared.queues.meta(queue).kind == PRIORITY \
-                else aio.AsyncQueue
+            cls = _kinds.of(structure).async_class()
             twin = self._twins[queue] = cls(structure.subspace)
         return twin
 

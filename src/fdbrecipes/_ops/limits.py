@@ -16,11 +16,11 @@ import fdb.tuple
 from .._clock import database_clock
 from .._fdb import Gen, Transactor
 from .._layout import LimitLayout
-from .._ops.base import Ops
+from .._limits.specs import CostOf, KeyOf, Limit, LimitUse, check_limit_spec, check_name, check_use
+from .._limits.store import LimitState, LimitTotals, Store
 from .._retry import read
 from .._values import check_clock, check_subspace
-from .specs import CostOf, KeyOf, Limit, LimitUse, check_limit_spec, check_name, check_use
-from .store import LimitState, LimitTotals, Store
+from .base import Ops
 
 __all__ = ["LimitsOps"]
 
