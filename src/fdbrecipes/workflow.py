@@ -30,7 +30,6 @@ from ._drivers.blocking import drive
 from ._face import Face
 from ._fdb import Transactor
 from ._values import materialize
-from ._workflow.engine import Input, NodeStatus, WorkflowStatus
 from ._workflow.graph import (
     ALWAYS,
     CONTINUE,
@@ -42,6 +41,7 @@ from ._workflow.graph import (
     Node,
 )
 from ._workflow.ops import DEFAULT_RETENTION, WorkflowOps
+from ._workflow.reading import Input, NodeStatus, WorkflowStatus
 
 __all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "SUCCESS", "Input", "Node",
            "NodeStatus", "Workflow", "WorkflowStatus", "Workflows", "WorkflowsBase"]

@@ -16,8 +16,9 @@ from .._values import check_int, check_limit, check_seconds, check_subspace, che
 from .._waiting import Wake, wait_until_ready
 from ..errors import UnknownWorkflowError, WorkflowFailedError
 from ..protocol import Workable, workable
-from .engine import DONE, FAILED, SUCCEEDED, Input, Store, WorkflowStatus
+from .engine import Store
 from .graph import Graph, parse_node_id
+from .reading import DONE, FAILED, SUCCEEDED, Input, WorkflowStatus
 
 __all__ = ["DEFAULT_RETENTION", "PRUNE_BATCH", "WorkflowOps", "check_workflow_id"]
 

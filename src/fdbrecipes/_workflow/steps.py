@@ -9,9 +9,10 @@ from typing import Any, NamedTuple, Optional
 from .._fdb import Gen
 from .._records.history import Then
 from .._records.records import CANCELLED, SUCCEEDED
-from .engine import FAILED, Store
+from .engine import Store
 from .graph import parse_node_id
 from .ops import WorkflowOps, stores_of
+from .reading import FAILED
 
 __all__ = ["Expand", "Step", "is_expander", "node_store", "step_of"]
 
