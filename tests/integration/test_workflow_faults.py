@@ -179,6 +179,7 @@ def test_every_dependent_once_with_workers_sigkilled(db: Any, fdb_cluster_file: 
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.parametrize("seed", range(100, 120))
 def test_every_dependent_once_with_workers_sigkilled_many_runs(
         db: Any, fdb_cluster_file: str, fdb_subspace: Any, tmp_path: Any, seed: int) -> None:
