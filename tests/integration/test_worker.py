@@ -385,6 +385,39 @@ def test_the_async_worker(db: Any, fdb_subspace: Any) -> None:
     assert Queue(fdb_subspace).stats(db)[:4] == (0, 1, 0, 1)  # the delayed item stays
 
 
+@pytest.mark.parametrize("concurrency", [32, 1_000])
+def test_a_wide_worker_claims_on_after_it_learnt_to_hold_jobs_ahead(
+        db: Any, fdb_subspace: Any, concurrency: int) -> None:
+    """A worker of many slots claims for its slots and the jobs it holds ahead, in
+    blocks drawn among as many as it has slots: its claims stay within the spread a
+    claim accepts.  (Its claims once asked for a spread of 17,408 after its first
+    jobs ran, were refused, and it claimed nothing more: the follow-ups of its first
+    job waited for ever.)"""
+    q = Queue(fdb_subspace)
+    events = Events()
+
+    def handler(job: Job) -> None:
+        if job.value == "root":
+            for i in range(3):
+                job.then(q, i)
+
+    q.push(db, "root")
+    worker = Worker(db, q, handler, concurrency=concurrency, on_event=events)
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        events.wait_finished(4, timeout=30)
+        q.push_many(db, range(3, 203))
+        events.wait_finished(204, timeout=60)
+    finally:
+        worker.stop()
+        runner.join(60)
+    assert not runner.is_alive()
+    assert sorted(e.job.value for e in events.finished() if e.job.value != "root") == \
+        list(range(203))
+    assert events.outcomes() == {"ok": 204}
+
+
 def test_a_burst_run_drains_what_is_visible_and_returns(db: Any, fdb_subspace: Any) -> None:
     """run(burst=True) returns once a fetch finds nothing visible and no handler runs:
     every visible job ran once, a retry delayed past that point and a delayed push stay

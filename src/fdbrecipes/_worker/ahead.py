@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from .._ordered.front import MIN
-from .._values import check_int
+from .._values import MAX_SPREAD, check_int
 
 __all__ = ["AHEAD_WAIT", "Ahead", "claim_spread"]
 
@@ -46,8 +46,10 @@ def claim_spread(n: int, blocks: int, end: str = MIN) -> int:
     four workers conflict and retry: docs/performance.md.)  At the MAX ``end`` of a
     PriorityQueue a take reads its whole window (the server skips nothing there), so
     there the spread stays ``blocks``: ``n + blocks - 1`` items read, not
-    ``n * (blocks + 1)``."""
-    return max(1, n) * blocks if end == MIN else blocks
+    ``n * (blocks + 1)``.  Never above :data:`MAX_SPREAD` (what a claim accepts): a
+    claim of many jobs (a wide worker holding many ahead) then draws among fewer
+    blocks."""
+    return min(max(1, n) * blocks if end == MIN else blocks, MAX_SPREAD)
 
 
 def check_prefetch(prefetch: Any, concurrency: int) -> int:
