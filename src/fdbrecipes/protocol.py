@@ -55,13 +55,13 @@ from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row
-from ._records.history import Finished, Followup, encode_result
+from ._records.history import Finished, Followup, Then, encode_result
 from ._records.records import Progress
 from ._records.registry import Orders, WorkerInfo
 from ._values import Value
 
 __all__ = ["Claimed", "Finished", "Followup", "Inspectable", "Measurable", "Operation", "Orders",
-           "Servable", "Workable", "encode_result", "inspectable", "workable"]
+           "Servable", "Then", "Workable", "encode_result", "inspectable", "workable"]
 
 T = TypeVar("T")
 L = TypeVar("L", bound=Lease[Any])
