@@ -71,6 +71,7 @@ PAIRS: Tuple[Pair, ...] = (
     Pair("aio/schedules.py", "AsyncSchedules", "schedules.py", "Schedules", "Schedules"),
     Pair("aio/worker.py", "AsyncWorker", "worker.py", "Worker", "Worker"),
     Pair("aio/limits.py", "AsyncLimits", "limits.py", "Limits", "Limits"),
+    Pair("aio/workflow.py", "AsyncWorkflows", "workflow.py", "Workflows", "Workflows"),
 )
 
 #: How a method of an async class is called, which its first line says.

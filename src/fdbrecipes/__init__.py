@@ -27,6 +27,8 @@ from .errors import (
     UniqueConflictError,
     UnknownJobError,
     UnknownScheduleError,
+    UnknownWorkflowError,
+    WorkflowFailedError,
     WorkTooLargeError,
 )
 from .fair_queue import FairQueue
@@ -75,6 +77,7 @@ from .types import (
 )
 from .weight_tree import WeightTree
 from .worker import Worker
+from .workflow import Workflow, Workflows
 
 __version__ = "0.1.0"
 
@@ -134,6 +137,7 @@ __all__ = [
     "Transactor",
     "UnknownJobError",
     "UnknownScheduleError",
+    "UnknownWorkflowError",
     "UnknownResultError",
     "Undecodable",
     "Unique",
@@ -144,6 +148,9 @@ __all__ = [
     "Worker",
     "WorkerInfo",
     "WorkerStopping",
+    "Workflow",
+    "WorkflowFailedError",
+    "Workflows",
     "__version__",
     "catch_up",
     "concurrency",

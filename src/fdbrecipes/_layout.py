@@ -20,9 +20,10 @@ from ._values import random_suffix
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
 __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "LIMITS", "MAX_SHARDS",
-           "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "SCHEDULES", "SHARDED", "SHARDS",
+           "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "ROOT", "SCHEDULES", "SHARDED", "SHARDS",
            "TREE_FOOTPRINT", "FairLayout", "Firsts", "Footprint", "Item", "LimitLayout", "Marker",
-           "OrderedLayout", "RecordLayout", "ScheduleLayout", "TreeLayout", "shard_space"]
+           "OrderedLayout", "RecordLayout", "ScheduleLayout", "TreeLayout", "WorkflowLayout",
+           "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -602,3 +603,112 @@ class LimitLayout:
                    deadline: int) -> bytes:
         """The key naming a job parked under (name, key)."""
         return bytes(self.parked.pack((name, key, parked_at, prefix, item, deadline)))
+
+
+#: The leaf of a node's counters that counts its leaves still open (a node with more
+#: dependencies than one leaf holds; see :class:`WorkflowLayout`).
+ROOT = -1
+
+
+class WorkflowLayout:
+    """Keys of a workflow store (:class:`fdbrecipes.workflow.Workflows`); ``w`` is a
+    workflow's id, ``i`` and ``d`` its nodes' numbers (in the order they were added)::
+
+        S/"wh"/(w,)          = header     (created_at, nodes, status, ended_at, why),
+                                          packed; status "running", "failed",
+                                          "cancelled"; read with a conflict by every
+                                          step, written by a cancel or a failure only
+        S/"wn"/(w, i)        = node       (target, value, where, delay, time_limit,
+                                          name, when, deps, leaves), packed
+        S/"we"/(w, i, c)     = edges      i's dependents, 128 a key (c: 0, 1...):
+                                          ((dependent, leaf i counts in, policy,
+                                          the dependent's leaves), ...), packed
+        S/"wi"/(w, d, leaf)  = deps       d's dependencies counted in that leaf:
+                                          ((node, policy, name), ...), packed
+        S/"wc"/(w, d, leaf)  = int64      what d still waits for in that leaf (ROOT:
+                                          its leaves still open); ADD, read with a
+                                          conflict by the step that decrements it
+        S/"wf"/(w, d)        = int64      d's dependencies that did not succeed (ADD)
+        S/"ws"/(w, i)        = state      (state, at, error), packed: "queued" once
+                                          pushed, then "succeeded", "failed",
+                                          "cancelled" or "skipped"; absent: waiting
+        S/"wr"/(w, i, n)     = bytes      chunk n of i's result (its structure's codec,
+                                          tuple-packed)
+        S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
+                                          nodes), packed, until its expander's ack
+                                          pushes them
+        S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
+                                          ended, what ``result`` watches)
+        S/"wx"/(at, w)       = ''         when to look at w for pruning
+        S/"c"/(...)          = receipt    receipt slots (see _receipts)
+    """
+
+    __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
+                 "nodes", "results", "states", "subspace", "tallies")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.headers = subspace["wh"]
+        self.nodes = subspace["wn"]
+        self.edges = subspace["we"]
+        self.inputs = subspace["wi"]
+        self.counters = subspace["wc"]
+        self.failures = subspace["wf"]
+        self.states = subspace["ws"]
+        self.results = subspace["wr"]
+        self.tallies = subspace["wt"]
+        self.chunks = subspace["wp"]
+        self.expiry = subspace["wx"]
+
+    def header(self, w: bytes) -> bytes:
+        """The key of workflow ``w``'s header."""
+        return bytes(self.headers.pack((w,)))
+
+    def node(self, w: bytes, i: int) -> bytes:
+        """The key of node ``i``'s definition."""
+        return bytes(self.nodes.pack((w, i)))
+
+    def edge(self, w: bytes, i: int, c: int) -> bytes:
+        """The key of chunk ``c`` of ``i``'s dependents."""
+        return bytes(self.edges.pack((w, i, c)))
+
+    def dep(self, w: bytes, d: int, leaf: int) -> bytes:
+        """The key of ``d``'s dependencies counted in ``leaf``."""
+        return bytes(self.inputs.pack((w, d, leaf)))
+
+    def counter(self, w: bytes, d: int, leaf: int) -> bytes:
+        """The key of ``d``'s counter ``leaf`` (:data:`ROOT`: its open leaves)."""
+        return bytes(self.counters.pack((w, d, leaf)))
+
+    def failed(self, w: bytes, d: int) -> bytes:
+        """The key counting ``d``'s dependencies that did not succeed."""
+        return bytes(self.failures.pack((w, d)))
+
+    def state(self, w: bytes, i: int) -> bytes:
+        """The key of node ``i``'s state."""
+        return bytes(self.states.pack((w, i)))
+
+    def chunk(self, w: bytes, i: int, n: int) -> bytes:
+        """The key of chunk ``n`` of node ``i``'s result."""
+        return bytes(self.results.pack((w, i, n)))
+
+    def pending(self, w: bytes, i: int, c: int) -> bytes:
+        """The key of chunk ``c`` of the nodes ``i`` freed, not pushed yet."""
+        return bytes(self.chunks.pack((w, i, c)))
+
+    def tally(self, w: bytes, state: str) -> bytes:
+        """The key counting ``w``'s nodes in ``state``."""
+        return bytes(self.tallies.pack((w, state)))
+
+    def due(self, at: float, w: bytes) -> bytes:
+        """The key of ``w``'s entry in the pruning index."""
+        return bytes(self.expiry.pack((at, w)))
+
+    def ranges(self, w: bytes) -> List[Tuple[bytes, bytes]]:
+        """Every key range of workflow ``w`` (its pruning entry apart)."""
+        out = []
+        for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
+                      self.failures, self.states, self.results, self.tallies, self.chunks):
+            r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
+            out.append((bytes(space.pack((w,))), bytes(r.stop)))
+        return out

@@ -6,8 +6,8 @@ from typing import Any, List
 
 __all__ = ["FdbRecipesError", "IncompleteBatchError", "JobCancelledError", "JobFailedError",
            "LayoutError", "LeaseExpiredError", "ResultTooLargeError", "UniqueConflictError",
-           "UnknownJobError", "UnknownScheduleError",
-           "WorkTooLargeError"]
+           "UnknownJobError", "UnknownScheduleError", "UnknownWorkflowError",
+           "WorkTooLargeError", "WorkflowFailedError"]
 
 
 class FdbRecipesError(Exception):
@@ -139,3 +139,28 @@ class ResultTooLargeError(FdbRecipesError, ValueError):
     def __init__(self, message: str, record: Any = None) -> None:
         super().__init__(message)
         self.record = record
+
+
+class UnknownWorkflowError(FdbRecipesError, LookupError):
+    """No workflow of this id in the store (never created, or pruned).
+
+    Attributes:
+        id: the workflow's id.
+    """
+
+    def __init__(self, id_: bytes) -> None:
+        super().__init__(f"no workflow {id_!r}")
+        self.id = id_
+
+
+class WorkflowFailedError(FdbRecipesError):
+    """``result()`` of a workflow that failed (a node failed under the ``fail``
+    policy) or was cancelled.
+
+    Attributes:
+        status: its :class:`fdbrecipes.workflow.WorkflowStatus`.
+    """
+
+    def __init__(self, status: Any) -> None:
+        super().__init__(f"workflow {status.id!r} {status.state}: {status.why}")
+        self.status = status

@@ -36,7 +36,8 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
                "_cluster.py", "_local/")),
     ("The package", ("__init__.py", "aio/__init__.py", "types.py")),
     ("Jobs", ("_worker/", "worker.py", "aio/worker.py", "jobs.py", "schedule.py",
-              "schedules.py", "aio/schedules.py", "_schedules/")),
+              "schedules.py", "aio/schedules.py", "_schedules/", "workflow.py", "aio/workflow.py",
+              "_workflow/")),
     ('The public classes ("faces")', (
         "queue.py", "priority_queue.py", "_ordered_face.py", "weight_tree.py", "fair_queue.py",
         "_jobs_face.py", "_face.py", "_bases.py", "_heartbeat.py", "aio/", "limits.py")),

@@ -33,11 +33,13 @@ from fdbrecipes.aio import (
     AsyncWeightTree,
     AsyncWorker,
 )
+from fdbrecipes.aio.workflow import AsyncWorkflows
+from fdbrecipes.workflow import Workflows
 from tools import unasync
 
 PAIRS = [(Queue, AsyncQueue), (PriorityQueue, AsyncPriorityQueue),
          (WeightTree, AsyncWeightTree), (FairQueue, AsyncFairQueue), (Worker, AsyncWorker),
-         (Schedules, AsyncSchedules), (Limits, AsyncLimits)]
+         (Schedules, AsyncSchedules), (Limits, AsyncLimits), (Workflows, AsyncWorkflows)]
 IDS = [sync.__name__ for sync, _ in PAIRS]
 #: Parameters whose types differ by design: a worker's handler is sync or async.
 TYPED_APART = {("Worker", "__init__", "handler")}

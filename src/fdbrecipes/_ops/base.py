@@ -153,6 +153,9 @@ class JobOps(Ops):
         super().__init__(subspace, codec)
         self.registry = Registry(subspace["u"])
         self.series = Series(subspace["m"])
+        #: The workflow stores made with this structure, by their key (see
+        #: fdbrecipes.workflow): a worker serving it advances their workflows.
+        self.workflows: Dict[bytes, Any] = {}
 
     def guarded(self, tr: Transactor, op: Gen[T], writes: bool = False) -> Gen[T]:
         """``op``, after the layout check if this object has not made it yet (a call

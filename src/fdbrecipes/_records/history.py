@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    cast,
+)
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -35,7 +46,7 @@ from .registry import Registry
 
 __all__ = ["CANCELLING", "MAX_RESULT_BYTES", "PRUNE_BATCH", "Finished", "Followup", "cancelled",
            "check_error", "check_job_id", "check_time_limit", "encode_result", "finished_or",
-           "made_ids", "new_id", "outcome", "prune", "report", "settled", "terms", "Terms"]
+           "made_ids", "new_id", "Then", "outcome", "prune", "report", "settled", "terms", "Terms"]
 
 #: The largest result a job record keeps, encoded (in chunks of 90,000 bytes): a larger
 #: one is not kept, and its job's record says so.
@@ -66,6 +77,14 @@ class Followup(NamedTuple):
                                                    delay=self.delay, **dict(self.where)))
 
 
+class Then(Protocol):
+    """Work pushed with a job's ack, in its transaction: a :class:`Followup`, or a
+    workflow's step (``fdbrecipes._workflow.steps.Step``)."""
+
+    def push(self, tr: Any) -> Gen[None]:
+        """Its writes, in the ack's transaction ``tr``."""
+
+
 class Finished(NamedTuple):
     """A job a worker finished: its lease, its result (encoded, or None), the work to
     push with its ack (:class:`Followup`), its last progress (or None), the error to
@@ -74,7 +93,7 @@ class Finished(NamedTuple):
 
     lease: Any
     result: Optional[bytes] = None
-    followups: Sequence[Followup] = ()
+    followups: Sequence[Then] = ()
     progress: Optional[Progress] = None
     error: Optional[Tuple[str, str, str]] = None
     state: str = SUCCEEDED

@@ -54,6 +54,7 @@ from .._ops.kinds import PriorityQueueOps
 from .._records.registry import STOP, Orders
 from .._schedules.firing import firing_of
 from .._values import check_bool
+from .._workflow.steps import node_store
 from ..jobs import (
     DEAD,
     DISCARD,
@@ -314,9 +315,14 @@ class WorkerCore(Holding):
             progress, _ = job.reported()
             if progress is not None and self.ops.history is not None:  # as an ack keeps it
                 await drive(self.ops.report(self.db, [(running.lease, progress)]))
-            if decision.action == "bury":
-                reason = decision.reason if decision.outcome == DISCARD or recorded is None \
-                    else recorded.reason()
+            reason = decision.reason if decision.outcome == DISCARD or recorded is None \
+                else recorded.reason()
+            node = node_store(self.ops, job.id)
+            if node is not None and decision.outcome in (DEAD, DISCARD):  # with its step
+                done = await drive(node.fail_node(self.db, self.ops, running.lease,
+                                                  decision.action == "bury", reason,
+                                                  decision.delay, recorded))
+            elif decision.action == "bury":
                 done = await drive(self.ops.bury(self.db, running.lease, reason, recorded))
             else:
                 done = await drive(self.ops.release(self.db, running.lease, decision.delay,

@@ -12,8 +12,9 @@ from typing import Any, Callable, Optional, Tuple
 
 from .._codec import Undecodable
 from .._ordered.leases import Lease
-from .._records.history import Finished, encode_result
+from .._records.history import Finished, Then, encode_result
 from .._records.records import CANCELLED, SUCCEEDED, JobError
+from .._workflow.steps import is_expander, node_store, step_of
 from ..jobs import Decision, Discard, EventSink, Job
 from ..protocol import Workable
 from .threads import Completions, HandlerThreads
@@ -120,10 +121,13 @@ async def call_handler(running: Running, handler: Callable[[Job], Any],
                        completions: Optional[Completions]) -> Tuple[Any, Optional[BaseException]]:
     """Run ``handler`` on ``running``'s job, in one of ``threads`` for a sync handler
     (unless the job was stopped, or its lease lost, before it began; a value the
-    structure's codec could not decode is discarded): what it returned, or what it
-    raised."""
+    structure's codec could not decode is discarded; a workflow's expander is not
+    handed to the handler, see :mod:`.._workflow.steps`): what it returned, or what
+    it raised."""
     if running.job.stopped is not None:
         return None, running.job.stopped
+    if is_expander(running.job.id):  # a workflow's: its ack pushes its nodes
+        return None, None
     if isinstance(running.job.value, Undecodable):  # the structure's codec failed
         return None, Discard(f"undecodable: {running.job.value.reason}"[:1_000])
     if running.lost:  # while it waited for a slot: it may be with another worker
@@ -142,13 +146,27 @@ async def call_handler(running: Running, handler: Callable[[Job], Any],
 def ack_of(running: Running, decision: Decision, result: Any, ops: Workable[Any]) -> Finished:
     """What the ack of a job that succeeded (or stopped on a cancel) carries: its
     result (kept, in the codec of ``ops``' values, by a structure with job records),
-    progress and follow-ups."""
-    progress, followups = running.job.reported()
+    progress and follow-ups, and, for a workflow's node, the workflow's step (see
+    :mod:`.._workflow.steps`).
+
+    Raises:
+        LookupError: the job is a node of a workflow store this process does not know.
+    """
+    progress, asked = running.job.reported()
+    followups: Tuple[Then, ...] = asked
+    node = node_store(ops, running.job.id)
     if decision.action == "cancel":
-        return Finished(running.lease, progress=progress, state=CANCELLED)
+        step = step_of(ops, running.job.id, CANCELLED, None)
+        return Finished(running.lease, followups=() if step is None else (step,),
+                        progress=progress, state=CANCELLED)
     codec = getattr(getattr(ops, "values", None), "codec", None)
-    encoded, error = (None, None) if ops.history is None else encode_result(result, codec)
+    encoded, error = (None, None) if ops.history is None and node is None else \
+        encode_result(result, codec)
     if error is not None:
         log.warning("job %s succeeded, but its result is not kept: %r", named(running.job),
                     error[1])
-    return Finished(running.lease, encoded, followups, progress, error, SUCCEEDED)
+    step = step_of(ops, running.job.id, SUCCEEDED, encoded)
+    if step is not None:
+        followups = (*followups, step)
+    return Finished(running.lease, encoded if ops.history is not None else None, followups,
+                    progress, error, SUCCEEDED)

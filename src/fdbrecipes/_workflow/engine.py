@@ -1,0 +1,421 @@
+"""A workflow store's transactions: creating a workflow, advancing it as its nodes
+end, stopping it (a cancel, or a failure under the ``fail`` policy), and reading it.
+
+How a node becomes runnable exactly once (docs/workflows.md tells the why): a node
+``d`` with ``k`` dependencies has ``ceil(k / LEAF)`` counters (its *leaves*), each
+set to the number of its dependencies counted there, and, with more than one leaf, a
+counter of its open leaves (:data:`.._layout.ROOT`).  The transaction that ends a
+dependency (its ack, or its burial) adds -1 to its leaf and reads it, with a read
+conflict; the one that reads 0 closes the leaf (adds -1 to the root and reads it the
+same way), and the one that reads the root (or the only leaf) at 0 pushes ``d``.
+Reads with conflicts make these counts serializable: of two acks that decrement the
+same counter, the later conflicts and retries, and reads the value the first left, so
+exactly one reads 0.  Acks of dependencies counted in different leaves do not
+conflict; acks that close leaves conflict on the root only.
+
+Every step reads the workflow's header with a read conflict, and a stop writes it: a
+step that would push a node races a cancel, and one of the two retries.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import fdb.tuple
+
+from .._fdb import Gen, Range, le64, read, read_le64, snap
+from .._layout import ROOT, WorkflowLayout
+from .._ordered.engine import PushRequest
+from .._records.records import CANCELLED, RESULT_CHUNK
+from .._values import decode_value
+from ..protocol import Workable
+from .graph import (
+    ALWAYS,
+    CONTINUE,
+    FAIL,
+    FAILURE,
+    LEAF,
+    SUCCESS,
+    Plan,
+    expander_id,
+    node_id,
+    store_tag,
+)
+from .reading import (
+    DONE,
+    ENDED,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    SKIPPED,
+    SUCCEEDED,
+    Header,
+    Reads,
+    Stored,
+    pack_spec,
+)
+from .reading import pack as _pack
+
+__all__ = ["CHUNK", "FAIR_CHUNK", "Fresh", "Store", "chunk_of", "expander_where"]
+
+
+#: Nodes a transaction pushes into one Queue or PriorityQueue at most (a push of a
+#: job with an id writes about 1 KB; a FairQueue's push, a round trip each, 50):
+#: more go through expanders (see :meth:`Store.push`).
+CHUNK, FAIR_CHUNK = 500, 50
+
+
+def chunk_of(ops: Any) -> int:
+    """How many nodes one transaction pushes into the structure of ``ops``."""
+    return CHUNK if hasattr(ops, "job_request") else FAIR_CHUNK
+
+
+def expander_where(stored: Stored) -> Dict[str, Any]:
+    """Where an expander goes: its nodes' group in a FairQueue, none elsewhere (a
+    PriorityQueue's default priority)."""
+    where = dict(stored.where)
+    return {"group": where["group"]} if "group" in where else {}
+
+
+class Fresh:
+    """Writes of keys no other transaction can write before this one commits (those
+    of a workflow being created, under its new random id): without write conflict
+    ranges, which would count against the transaction's 10 MB as much as the writes."""
+
+    __slots__ = ("no_conflict", "set_key")
+
+    def __init__(self, tr: Any) -> None:
+        self.set_key = tr.set
+        self.no_conflict = tr.options.set_next_write_no_write_conflict_range
+
+    def set(self, key: bytes, value: bytes) -> None:
+        self.no_conflict()
+        self.set_key(key, value)
+
+
+class Store(Reads):
+    """The transactions of one workflow store: its keys, its key (``key``; its
+    ``tag`` names it in its nodes' job ids), the structures its nodes go to (``targets``, by their
+    subspace's key) and how long an ended workflow is kept (``retention``)."""
+
+    def __init__(self, keys: WorkflowLayout, targets: Dict[bytes, Workable[Any]],
+                 retention: float) -> None:
+        self.keys = keys
+        self.key = bytes(keys.subspace.key())
+        self.tag = store_tag(self.key)
+        self.targets = targets
+        self.retention = retention
+
+    # -- creating ------------------------------------------------------------------------
+
+    def create(self, tr: Any, _attempt: Any, plan: Plan) -> Gen[bool]:
+        """Write ``plan`` and push its nodes without dependencies, unless a workflow of
+        its id exists (then nothing: False).  Reads the header with a conflict; one
+        round trip, then each structure's pushes (one round trip each for a Queue or
+        PriorityQueue, one per node for a FairQueue)."""
+        keys, w = self.keys, plan.id
+        if (yield from read(tr.get(keys.header(w)))) is not None:
+            return False
+        now = time.time()
+        tr.set(keys.header(w), Header(now, len(plan.specs), RUNNING, None, None).pack())
+        tr.set(keys.due(now + self.retention, w), b"")
+        tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
+        roots = []
+        fresh = Fresh(tr)
+        for i, spec in enumerate(plan.specs):
+            counters = plan.counters[i]
+            fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
+            out = plan.dependents[i]
+            for c, at in enumerate(range(0, len(out), LEAF)):
+                fresh.set(keys.edge(w, i, c), _pack(tuple(out[at:at + LEAF])))
+            deps = [(dep, policy, plan.specs[dep].name) for dep, policy in spec.deps]
+            for leaf, at in enumerate(range(0, len(deps), LEAF)):
+                fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
+            for leaf, count in counters:
+                fresh.set(keys.counter(w, i, leaf), le64(count))
+            if len(counters) > 1:
+                fresh.set(keys.counter(w, i, ROOT), le64(len(counters)))
+            if not spec.deps:
+                roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
+                                        spec.time_limit, spec.name, spec.when, 0, 0)))
+        yield from self.push(tr, w, -1, roots)
+        return True
+
+    def push(self, tr: Any, w: bytes, source: int,
+             nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
+        """Push ``nodes`` (freed by node ``source``; -1: the first nodes) into their
+        structures (a Queue's or PriorityQueue's in one push per structure), each
+        under its node's job id, and mark them queued; more than a chunk of them for
+        one structure (:func:`chunk_of`) go through expanders instead: one job per
+        chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
+        by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
+        for i, stored in nodes:
+            by_target.setdefault(stored.target, []).append((i, stored))
+        c = 0
+        for target, batch in by_target.items():
+            ops = self.targets[target]
+            size = chunk_of(ops)
+            if len(batch) <= size:
+                yield from self.push_now(tr, w, ops, batch)
+                continue
+            for at in range(0, len(batch), size):
+                Fresh(tr).set(self.keys.pending(w, source, c),
+                              _pack(tuple(i for i, _ in batch[at:at + size])))
+                yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c),
+                                        **expander_where(batch[0][1]))
+                c += 1
+
+    def push_now(self, tr: Any, w: bytes, ops: Any,
+                 batch: Sequence[Tuple[int, Stored]]) -> Gen[None]:
+        """Push ``batch`` into the structure whose operations are ``ops``, now."""
+        for i, _ in batch:
+            tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
+        tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
+        values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
+        requesting = getattr(ops, "job_request", None)
+        if requesting is not None:  # a Queue or PriorityQueue: one push_many
+            yield from ops.push_requests(tr, self.requests(requesting, w, values))
+            return
+        for i, stored, value in values:
+            yield from ops.push_job(tr, value, id=node_id(self.tag, w, i),
+                                    delay=stored.delay, time_limit=stored.time_limit,
+                                    **dict(stored.where))
+
+    def expand(self, tr: Any, w: bytes, source: int, c: int) -> Gen[None]:
+        """The ack of an expander: push chunk ``c`` of the nodes ``source`` freed
+        (nothing if the workflow stopped meanwhile: its stop cancelled them).  Reads
+        the header (a conflict) and the chunk side by side, then the nodes'
+        definitions: two round trips, and the pushes."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        chunk_f = tr.get(keys.pending(w, source, c))
+        raw = yield from read(header_f)
+        listed = yield from read(chunk_f)
+        if listed is None or raw is None:
+            return
+        tr.clear(keys.pending(w, source, c))
+        if Header.unpack(raw).status != RUNNING:
+            return
+        reads = [(i, tr.get(keys.node(w, i))) for i in fdb.tuple.unpack(listed)]
+        nodes = []
+        for i, future in reads:
+            spec = yield from read(future)
+            assert spec is not None
+            nodes.append((i, Stored.unpack(spec)))
+        by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
+        for i, stored in nodes:
+            by_target.setdefault(stored.target, []).append((i, stored))
+        for target, batch in by_target.items():
+            yield from self.push_now(tr, w, self.targets[target], batch)
+
+    def requests(self, requesting: Any, w: bytes,
+                 values: Sequence[Tuple[int, Stored, Any]]) -> List[PushRequest]:
+        """The pushes of nodes into a Queue or PriorityQueue: one request per delay and
+        time limit, its items under their nodes' ids, as ids made for them (new ids:
+        written without reading them, as ``push_many`` writes the ids it makes; a
+        node's job is pushed once, by its counters, see the module docstring)."""
+        alike: Dict[Tuple[Any, Any], List[Tuple[Any, bytes]]] = {}
+        ids: Dict[Tuple[Any, Any], List[bytes]] = {}
+        made: Dict[Tuple[Any, Any], PushRequest] = {}
+        for i, stored, value in values:
+            key = (stored.delay, stored.time_limit)
+            one = requesting(value, None, stored.delay, dict(stored.where), stored.time_limit)
+            made.setdefault(key, one)
+            alike.setdefault(key, []).extend(one.batch)
+            ids.setdefault(key, []).append(node_id(self.tag, w, i))
+        return [made[key]._replace(batch=batch, ids=tuple(ids[key]))
+                for key, batch in alike.items()]
+
+    @staticmethod
+    def value_of(ops: Any, stored: Stored) -> Any:
+        """A stored node's value, as its structure's push takes it."""
+        value = decode_value(stored.value)
+        codec = ops.values.codec
+        return value if codec is None else codec.decode(value)
+
+    # -- advancing -----------------------------------------------------------------------
+
+    def advance(self, tr: Any, w: bytes, i: int, outcome: str, result: Optional[bytes],
+                error: Optional[str]) -> Gen[None]:
+        """Node ``i`` ended (``outcome``: succeeded, failed or cancelled), in the
+        transaction that ended its job: its state, result and tallies written; each
+        dependent's counter decremented (read with a conflict) and the dependents it
+        frees pushed (or skipped, their ``when`` unmet, which ends them in turn); or,
+        when it failed and a dependent's policy is ``fail``, the workflow failed (see
+        :meth:`stop`).  Reads the header (a conflict), the node's state and its
+        dependents (snapshot) side by side; then its counters; then the freed
+        dependents' definitions: three round trips at most (more when a skip frees
+        more)."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        prior_f = snap(tr).get(keys.state(w, i))
+        edges_r = self.start_edges(tr, w, i)
+        raw = yield from read(header_f)
+        prior = yield from read(prior_f)
+        if raw is None:  # pruned: nothing to write
+            return
+        was = None if prior is None else fdb.tuple.unpack(prior)[0]
+        self.ended(tr, w, i, was, outcome, error)
+        if result is not None:
+            for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
+                tr.set(keys.chunk(w, i, n), result[at:at + RESULT_CHUNK])
+        edges = yield from edges_r
+        if was in ENDED:  # it ended before (a dead job requeued): its dependents knew
+            return
+        if Header.unpack(raw).status != RUNNING:
+            return
+        work = [(i, outcome, edges)]
+        while work:
+            node, how, out = work.pop()
+            if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
+                yield from self.stop(tr, w, FAILED, f"node {node} {how}", raw)
+                return
+            freed = yield from self.count_down(tr, w, how, out)
+            if not freed:
+                continue
+            ready = yield from self.ready(tr, w, freed)
+            yield from self.push(tr, w, node, [(d, s) for d, s, run in ready if run])
+            for d, _, run in ready:
+                if not run:
+                    self.ended(tr, w, d, None, SKIPPED, None)
+                    work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+
+    def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
+        """Start reading node ``i``'s dependents (snapshot: they never change); a
+        generator to collect ``(dependent, leaf, policy, its leaves)``."""
+        r = self.keys.edges.range((w, i))
+        reading = Range(snap(tr), r.start, r.stop)
+        return self.edges_of(reading)
+
+    def edges_of(self, reading: Range) -> Gen[List[Tuple[int, int, str, int]]]:
+        """What :meth:`start_edges` started, collected."""
+        out: List[Tuple[int, int, str, int]] = []
+        for kv in (yield from reading.read()):
+            out.extend(fdb.tuple.unpack(kv.value))
+        return out
+
+    def ended(self, tr: Any, w: bytes, i: int, was: Optional[str], outcome: str,
+              error: Optional[str]) -> None:
+        """Write node ``i``'s end (it was ``was``: None, waiting; or queued)."""
+        keys = self.keys
+        tr.set(keys.state(w, i), _pack((outcome, time.time(), error)))
+        tr.add(keys.tally(w, outcome), le64(1))
+        if was in ENDED:
+            tr.add(keys.tally(w, was), le64(-1))
+            return
+        tr.add(keys.tally(w, DONE), le64(1))
+        if was == QUEUED:
+            tr.add(keys.tally(w, QUEUED), le64(-1))
+
+    def count_down(self, tr: Any, w: bytes, outcome: str,
+                   edges: Sequence[Tuple[int, int, str, int]]) -> Gen[List[int]]:
+        """Decrement the counter of each dependent of ``edges`` (counting a failure
+        for those whose policy is ``continue``); the dependents freed."""
+        keys = self.keys
+        leaves = []
+        for d, leaf, policy, count in edges:
+            if outcome != SUCCEEDED and policy == CONTINUE:
+                tr.add(keys.failed(w, d), le64(1))
+            key = keys.counter(w, d, leaf)
+            tr.add(key, le64(-1))
+            leaves.append((d, count, tr.get(key)))
+        freed, roots = [], []
+        for d, count, future in leaves:
+            if read_le64((yield from read(future))) != 0:
+                continue
+            if count == 1:
+                freed.append(d)
+                continue
+            key = keys.counter(w, d, ROOT)
+            tr.add(key, le64(-1))
+            roots.append((d, tr.get(key)))
+        for d, future in roots:
+            if read_le64((yield from read(future))) == 0:
+                freed.append(d)
+        return freed
+
+    def ready(self, tr: Any, w: bytes, freed: Sequence[int]) -> Gen[List[Tuple[int, Stored, bool]]]:
+        """The definitions of ``freed`` nodes, and whether each runs (its ``when``,
+        against its failures); read side by side."""
+        keys = self.keys
+        reads = [(d, tr.get(keys.node(w, d)), snap(tr).get(keys.failed(w, d))) for d in freed]
+        out = []
+        for d, spec_f, failed_f in reads:
+            raw = yield from read(spec_f)
+            failures = read_le64((yield from read(failed_f)))
+            assert raw is not None
+            stored = Stored.unpack(raw)
+            run = stored.when == ALWAYS or (stored.when == SUCCESS and failures == 0) or \
+                (stored.when == FAILURE and failures > 0)
+            out.append((d, stored, run))
+        return out
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def stop(self, tr: Any, w: bytes, status: str, why: Optional[str],
+             raw: Optional[bytes] = None) -> Gen[Optional[bool]]:
+        """Stop workflow ``w`` (``status``: cancelled or failed): every node not
+        pushed yet is cancelled, every node waiting in its structure removed
+        (cancelled), every running node's worker told (``job.cancelled``: with job
+        records).  None if there is no such workflow, False if it was not running.
+        Reads the header and the nodes' states with conflicts (it conflicts with
+        every step of the workflow in flight), then the queued nodes' definitions
+        side by side, then cancels each queued node's job (its structure's
+        ``cancel``: a round trip each)."""
+        keys = self.keys
+        if raw is None:
+            raw = yield from read(tr.get(keys.header(w)))
+        if raw is None:
+            return None
+        header = Header.unpack(raw)
+        if header.status != RUNNING:
+            return False
+        tr.set(keys.header(w), header._replace(status=status, ended_at=time.time(),
+                                               why=why).pack())
+        r = keys.states.range((w,))
+        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
+                  for kv in (yield from Range(tr, r.start, r.stop).read())}
+        queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
+                  if state == QUEUED]
+        for i in range(header.nodes):
+            if i not in states:
+                self.ended(tr, w, i, None, CANCELLED, why)
+        for i, future in queued:
+            raw_spec = yield from read(future)
+            assert raw_spec is not None
+            stored = Stored.unpack(raw_spec)
+            ops = self.targets.get(stored.target)
+            if ops is None:
+                continue
+            where = dict(stored.where)
+            at = (where["group"],) if "group" in where else ()
+            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at)  # type: ignore
+            if said == CANCELLED:
+                self.ended(tr, w, i, QUEUED, CANCELLED, why)
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+
+
+    def prune(self, tr: Any, attempt: Any, limit: int, before: float) -> Gen[int]:
+        """Forget up to ``limit`` workflows whose retention passed ``before`` (a time)
+        and which are over (one still running is looked at again a retention later);
+        the number of entries looked at."""
+        keys = self.keys
+        r = keys.expiry.range()
+        now = time.time()
+        entries = yield from Range(snap(tr), r.start, keys.expiry.pack((before,)), limit).read()
+        for kv in entries:
+            _, w = keys.expiry.unpack(kv.key)
+            tr.add_read_conflict_key(kv.key)
+            tr.clear(kv.key)
+            header = yield from self.header(tr, w)
+            done = read_le64((yield from read(tr.get(keys.tally(w, DONE)))))
+            if header is None or header.status != RUNNING or done >= header.nodes:
+                for begin, end in keys.ranges(w):
+                    tr.clear_range(begin, end)
+            else:
+                tr.set(keys.due(now + self.retention, w), b"")
+        attempt.idle = not entries
+        return len(entries)

@@ -1,0 +1,290 @@
+"""A workflow as it is built: nodes (each a job for a known structure) and their
+dependencies, checked as they are added and once more, as a whole, before anything
+is written (:meth:`Graph.plan`)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import uuid
+from collections import deque
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+
+import fdb.tuple
+
+from .._values import MAX_BATCH_BYTES, check_seconds, materialize
+from ..protocol import Workable, workable
+
+__all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS", "MAX_NODES",
+           "POLICIES", "SUCCESS", "WHEN", "Graph", "Node", "NodeRef", "Plan", "Spec",
+           "expander_id", "node_id", "parse_node_id", "store_tag"]
+
+#: What a dependent does when a dependency fails (dies, or is cancelled or skipped):
+#: ``fail`` the workflow (what has not started is cancelled), ``ignore`` it (the
+#: dependent runs, and does not see it among its inputs), or ``continue`` (the
+#: dependent runs and sees the failure among its inputs).
+FAIL, IGNORE, CONTINUE = "fail", "ignore", "continue"
+POLICIES = (FAIL, IGNORE, CONTINUE)
+#: When a node runs once its dependencies ended: ``always``, on ``success`` (none of
+#: its ``continue`` dependencies failed), or on ``failure`` (one of them did); else it
+#: is skipped.
+ALWAYS, SUCCESS, FAILURE = "always", "success", "failure"
+WHEN = (ALWAYS, SUCCESS, FAILURE)
+#: Dependencies per counter of a node (see docs/workflows.md): the acks of
+#: dependencies counted in one leaf conflict with each other, those of different
+#: leaves do not.
+LEAF = 128
+#: The most dependencies a node may have (two levels of counters).
+MAX_DEPS = LEAF * LEAF
+#: The most nodes a workflow may have (it is created in one transaction).
+MAX_NODES = 50_000
+#: The first element of a node's job id.
+NODE_MARK = "fdbwf"
+_MARK_HEAD = fdb.tuple.pack((NODE_MARK,))
+
+
+def store_tag(store: bytes) -> bytes:
+    """The 4 bytes that name a store in its nodes' job ids (a digest of its key)."""
+    return hashlib.blake2b(store, digest_size=4).digest()
+
+
+def node_id(tag: bytes, workflow: bytes, i: int) -> bytes:
+    """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``."""
+    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, i))
+    return packed
+
+
+def expander_id(tag: bytes, workflow: bytes, source: int, chunk: int) -> bytes:
+    """The job id of an expander: a job whose ack pushes chunk ``chunk`` of the nodes
+    node ``source`` freed (-1: the first nodes), too many for one transaction."""
+    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, source, chunk))
+    return packed
+
+
+class NodeRef(NamedTuple):
+    """What a job id of a workflow says: its store's tag, its workflow, its node (an
+    expander's: the node that freed its nodes) and, for an expander, its chunk."""
+
+    tag: bytes
+    w: bytes
+    i: int
+    chunk: Optional[int]
+
+
+def parse_node_id(id_: Optional[bytes]) -> Optional[NodeRef]:
+    """What the job id ``id_`` of a workflow's node or expander says; None for any
+    other id."""
+    if id_ is None or not id_.startswith(_MARK_HEAD):
+        return None
+    try:
+        parts = fdb.tuple.unpack(id_)
+    except (ValueError, TypeError):
+        return None
+    if (len(parts) not in (4, 5) or type(parts[1]) is not bytes or type(parts[2]) is not bytes
+            or any(type(p) is not int for p in parts[3:])):
+        return None
+    return NodeRef(parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else None)
+
+
+class Node:
+    """A node of a workflow being built: what ``add`` returns and ``deps=`` takes.
+
+    Attributes:
+        name: its name (given, or its number as a str): the key of its result and
+            its inputs.
+        id: its job's id (``Queue.job(db, node.id)`` reads its record).
+    """
+
+    __slots__ = ("graph", "id", "index", "name")
+
+    def __init__(self, graph: Graph, index: int, name: str, id_: bytes) -> None:
+        self.graph = graph
+        self.index = index
+        self.name = name
+        self.id = id_
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r})"
+
+
+class Spec(NamedTuple):
+    """A node as it is stored: its structure's key, its value (encoded by the
+    structure's codec, tuple-packed), ``where`` it goes, its delay and time limit,
+    its name, when it runs and its dependencies ``(node, policy)``."""
+
+    target: bytes
+    value: bytes
+    where: Tuple[Tuple[str, Any], ...]
+    delay: Optional[float]
+    time_limit: Optional[float]
+    name: str
+    when: str
+    deps: List[Tuple[int, str]]
+
+
+class Plan(NamedTuple):
+    """A graph checked whole, ready to write: its id, its specs in order, each
+    node's dependents ``(dependent, leaf, policy, its leaves)`` and each node's
+    counters ``(leaf, count)``."""
+
+    id: bytes
+    specs: List[Spec]
+    dependents: List[List[Tuple[int, int, str, int]]]
+    counters: List[List[Tuple[int, int]]]
+
+
+def check_policy(policy: Any, name: str) -> str:
+    """One of :data:`POLICIES`."""
+    if type(policy) is not str or policy not in POLICIES:
+        raise ValueError(f"{name} must be one of {', '.join(POLICIES)}, got {policy!r}")
+    return policy
+
+
+class Graph:
+    """The nodes of one workflow, checked as they are added (see
+    :class:`fdbrecipes.workflow.Workflow`, its face).  ``store``: the store's key;
+    ``targets``: the structures the store knows, by their subspace's key."""
+
+    def __init__(self, store: bytes, targets: Dict[bytes, Workable[Any]]) -> None:
+        self.store = store
+        self.tag = store_tag(store)
+        self.targets = targets
+        self.id = uuid.uuid4().bytes
+        self.specs: List[Spec] = []
+        self.nodes: List[Node] = []
+        self.names: Dict[str, int] = {}
+        self.size = 0
+
+    def target_of(self, structure: Any) -> Tuple[bytes, Workable[Any]]:
+        """The key and operations of ``structure``, which the store must know.
+
+        Raises:
+            TypeError: it is not a job structure.
+            ValueError: the store was not made with it.
+        """
+        ops = workable(structure, "structure")
+        key = bytes(ops.subspace.key())
+        if self.targets.get(key) is not ops:
+            known = self.targets.get(key)
+            if known is None:
+                raise ValueError(f"structure {structure!r} is unknown to this workflow store: "
+                                 "give it to Workflows(..., structures=[...])")
+            if type(known) is not type(ops):
+                raise ValueError(f"structure {structure!r} is not the kind the store knows "
+                                 "at its subspace")
+        return key, ops
+
+    def deps_of(self, deps: Any, on_failure: str) -> List[Tuple[int, str]]:
+        """``deps`` (nodes of this graph, or ``(node, policy)`` pairs) checked."""
+        out: List[Tuple[int, str]] = []
+        seen = set()
+        for k, dep in enumerate(materialize(deps, "deps")):
+            policy = on_failure
+            if isinstance(dep, tuple):
+                if len(dep) != 2:
+                    raise ValueError(f"deps[{k}] must be a Node or (Node, policy)")
+                dep, policy = dep[0], check_policy(dep[1], f"deps[{k}]'s policy")
+            if not isinstance(dep, Node):
+                raise TypeError(f"deps[{k}] must be a Node, not {type(dep).__name__}")
+            if dep.graph is not self:
+                raise ValueError(f"deps[{k}] ({dep.name!r}) is a node of another workflow")
+            if dep.index in seen:
+                raise ValueError(f"deps[{k}] ({dep.name!r}) is named twice")
+            seen.add(dep.index)
+            out.append((dep.index, policy))
+        if len(out) > MAX_DEPS:
+            raise ValueError(f"deps: at most {MAX_DEPS:,} per node, got {len(out):,}")
+        return out
+
+    def add(self, structure: Any, value: Any, deps: Any, on_failure: Any, name: Any,
+            when: Any, delay: Any, time_limit: Any, where: Dict[str, Any]) -> Node:
+        """Add one node (see ``Workflow.add``); nothing is written."""
+        key, ops = self.target_of(structure)
+        policy = check_policy(on_failure, "on_failure")
+        if type(when) is not str or when not in WHEN:
+            raise ValueError(f"when must be one of {', '.join(WHEN)}, got {when!r}")
+        index = len(self.specs)
+        if index >= MAX_NODES:
+            raise ValueError(f"a workflow has at most {MAX_NODES:,} nodes")
+        if name is None:
+            name = str(index)
+        elif type(name) is not str or not 0 < len(name) <= 200:
+            raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
+        if name in self.names:
+            raise ValueError(f"name {name!r} is taken by another node of this workflow")
+        delay_s = None if delay is None else check_seconds(delay, "delay")
+        limit = None if time_limit is None else check_seconds(time_limit, "time_limit")
+        checked = self.deps_of(deps, policy)
+        id_ = node_id(self.tag, self.id, index)
+        ops.push_job(None, value, id=id_, delay=delay_s, time_limit=limit,
+                     **where).close()  # checks the push, runs nothing
+        encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
+        spec = Spec(key, encoded, tuple(sorted(where.items())), delay_s, limit, name, when,
+                    checked)
+        self.size += len(encoded) + 200 + 60 * len(checked)
+        if self.size > MAX_BATCH_BYTES // 2:
+            raise ValueError("the workflow is too large to write in one transaction")
+        node = Node(self, index, name, id_)
+        self.specs.append(spec)
+        self.nodes.append(node)
+        self.names[name] = index
+        return node
+
+    def after(self, node: Any, deps: Any, on_failure: Any) -> None:
+        """Make ``node`` depend on ``deps`` too (a cycle is refused by :meth:`plan`)."""
+        if not isinstance(node, Node) or node.graph is not self:
+            raise ValueError("node must be a Node of this workflow")
+        added = self.deps_of(deps, check_policy(on_failure, "on_failure"))
+        spec = self.specs[node.index]
+        known = {i for i, _ in spec.deps}
+        twice = [self.nodes[i].name for i, _ in added if i in known]
+        if twice:
+            raise ValueError(f"{node.name!r} depends on {twice[0]!r} already")
+        if len(spec.deps) + len(added) > MAX_DEPS:
+            raise ValueError(f"deps: at most {MAX_DEPS:,} per node")
+        spec.deps.extend(added)
+        self.size += 60 * len(added)
+
+    def plan(self) -> Plan:
+        """The graph checked whole: every node's dependents and counters.
+
+        Raises:
+            ValueError: it is empty, or has a cycle (naming a node on it).
+        """
+        n = len(self.specs)
+        if n == 0:
+            raise ValueError("the workflow has no node")
+        dependents: List[List[Tuple[int, int, str, int]]] = [[] for _ in range(n)]
+        counters: List[List[Tuple[int, int]]] = []
+        for d, spec in enumerate(self.specs):
+            leaves = math.ceil(len(spec.deps) / LEAF)
+            counts = [0] * leaves
+            for position, (i, policy) in enumerate(spec.deps):
+                leaf = position // LEAF
+                counts[leaf] += 1
+                dependents[i].append((d, leaf, policy, leaves))
+            counters.append(list(enumerate(counts)))
+        check_acyclic(n, self.specs, dependents)
+        return Plan(self.id, list(self.specs), dependents, counters)
+
+
+def check_acyclic(n: int, specs: Sequence[Spec],
+                  dependents: Sequence[Iterable[Tuple[int, int, str, int]]]) -> None:
+    """Refuse a graph with a cycle (Kahn's algorithm).
+
+    Raises:
+        ValueError: naming a node on a cycle.
+    """
+    waiting = [len(spec.deps) for spec in specs]
+    ready = deque(i for i in range(n) if waiting[i] == 0)
+    seen = 0
+    while ready:
+        i = ready.popleft()
+        seen += 1
+        for d, *_ in dependents[i]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                ready.append(d)
+    if seen < n:
+        stuck = next(i for i in range(n) if waiting[i] > 0)
+        raise ValueError(f"the workflow has a cycle through node {specs[stuck].name!r}")

@@ -1,0 +1,205 @@
+"""The checked calls of a workflow store (see :mod:`fdbrecipes.workflow`, its face,
+and :mod:`.engine`, its transactions)."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+from .._fdb import Gen, Transactor
+from .._layout import WorkflowLayout
+from .._ops.base import Ops
+from .._records.records import CANCELLED
+from .._retry import read
+from .._values import check_int, check_limit, check_seconds, check_subspace, check_timeout
+from .._waiting import Wake, wait_until_ready
+from ..errors import UnknownWorkflowError, WorkflowFailedError
+from ..protocol import Workable, workable
+from .engine import Store
+from .graph import Graph, parse_node_id
+from .reading import DONE, FAILED, SUCCEEDED, Input, WorkflowStatus
+
+__all__ = ["DEFAULT_RETENTION", "PRUNE_BATCH", "WorkflowOps", "check_workflow_id"]
+
+#: Seconds a workflow is kept after it was created, unless the store says (then as
+#: long as it runs).
+DEFAULT_RETENTION = 7 * 24 * 3600.0
+#: Workflows one pruning transaction looks at, at most.
+PRUNE_BATCH = 100
+
+
+def check_workflow_id(w: Any) -> bytes:
+    """A workflow's id: bytes (what ``create`` returned).
+
+    Raises:
+        TypeError or ValueError: otherwise.
+    """
+    if type(w) is not bytes:
+        raise TypeError(f"workflow must be a workflow id (bytes), not {type(w).__name__}")
+    if not 0 < len(w) <= 100:
+        raise ValueError("workflow must be a workflow id of 1 to 100 bytes")
+    return w
+
+
+class WorkflowOps(Ops):
+    """The checked calls of a workflow store.
+
+    Attributes:
+        store: its transactions (:class:`.engine.Store`).
+        targets: the structures its nodes may go to, by their subspace's key; each
+            one's operations object knows the store (``ops.workflows``), so that a
+            worker serving it advances the workflows of its jobs.
+    """
+
+    def __init__(self, subspace: Any, structures: Iterable[Any],
+                 retention: Any = DEFAULT_RETENTION) -> None:
+        super().__init__(check_subspace(subspace))
+        self.targets: Dict[bytes, Workable[Any]] = {}
+        for i, structure in enumerate(structures):
+            ops = workable(structure, f"structures[{i}]")
+            self.targets[bytes(ops.subspace.key())] = ops
+        if not self.targets:
+            raise ValueError("structures: give the structures the workflows' nodes go to")
+        self.store = Store(WorkflowLayout(subspace), self.targets,
+                           check_seconds(retention, "retention"))
+        for ops in self.targets.values():
+            known = getattr(ops, "workflows", None)
+            if not isinstance(known, dict):
+                raise TypeError(f"{ops!r} cannot carry workflows")
+            other = known.get(self.store.tag)
+            if other is not None and other.store.key != self.store.key:
+                raise ValueError(f"the workflow stores at {other.subspace!r} and {subspace!r} "
+                                 "share a tag: use another subspace for one of them")
+            known[self.store.tag] = self
+
+    def graph(self) -> Graph:
+        """A new, empty graph of this store (nothing is written)."""
+        return Graph(self.store.key, self.targets)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def create(self, tr: Transactor, graph: Any) -> Gen[bytes]:
+        """Write ``graph`` (a Workflow's, or the Workflow; checked whole first) and
+        push its first nodes; its id."""
+        graph = getattr(graph, "graph", graph)
+        if not isinstance(graph, Graph) or graph.store != self.store.key:
+            raise TypeError("workflow must be a Workflow made by this store's new()")
+        plan = graph.plan()
+        yield from self.loop(tr, self.store.create, plan)
+        return plan.id
+
+    def cancel(self, tr: Transactor, w: Any) -> Gen[bool]:
+        """Cancel workflow ``w``; False if it was over already.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found = yield from self.loop(tr, self.cancelling, check_workflow_id(w))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
+
+    def cancelling(self, tr: Any, _attempt: Any, w: bytes) -> Gen[Optional[bool]]:
+        """The operation of :meth:`cancel`."""
+        return self.store.stop(tr, w, CANCELLED, "cancelled")
+
+    def prune(self, tr: Transactor, limit: Any = None) -> Gen[int]:
+        """Forget workflows whose retention has passed and which are over (those
+        whose retention passed before this call: one still running is looked at once,
+        and again a retention later)."""
+        return self.loop.counted(tr, partial(self.store.prune, before=time.time()),
+                                 check_limit(limit), PRUNE_BATCH, "prune", "workflows")
+
+    # -- reading -------------------------------------------------------------------------
+
+    def status(self, tr: Transactor, w: Any, limit: Any = 100) -> Gen[WorkflowStatus]:
+        """What became of workflow ``w``.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found = yield from read(tr, self.store.status, check_workflow_id(w),
+                                check_int(limit, "limit", low=0, high=100_000))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
+
+    def inputs(self, tr: Transactor, job: Any) -> Gen[Dict[str, Input]]:
+        """The dependencies of the node ``job`` (a Job, or its id) runs."""
+        w, i = self.node_of(job)
+        return (yield from read(tr, self.store.inputs, w, i))
+
+    def node_of(self, job: Any) -> Tuple[bytes, int]:
+        """The workflow and node of ``job`` (a Job, a Lease or a job id).
+
+        Raises:
+            ValueError: it is not a node of this store's workflows.
+        """
+        id_ = job if type(job) is bytes else getattr(job, "id", None)
+        parsed = parse_node_id(id_)
+        if parsed is None or parsed.tag != self.store.tag or parsed.chunk is not None:
+            raise ValueError(f"job {id_!r} is not a node of this store's workflows")
+        return parsed.w, parsed.i
+
+    def result(self, db: Any, w: Any, timeout: Any = None) -> Gen[Dict[str, Any]]:
+        """Wait until workflow ``w`` is over; the results of its last nodes.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+            WorkflowFailedError: it failed, or was cancelled.
+            TimeoutError: it was not over within ``timeout`` seconds.
+        """
+        w = check_workflow_id(w)
+        check_timeout(timeout)
+        wake = Wake((self.store.keys.tally(w, DONE), self.store.keys.header(w)),
+                    self.over, (w,), self.hooks)
+        if not (yield from wait_until_ready(db, timeout, wake)):
+            raise TimeoutError(f"workflow {w!r} was not over within {timeout} s")
+        status = yield from self.status(db, w, 0)
+        if status.state not in (SUCCEEDED, "completed"):
+            raise WorkflowFailedError(status)
+        return (yield from read(db, self.store.sinks, w))
+
+    def over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
+        """Whether workflow ``w`` is over (a readiness check).
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        try:
+            return (yield from self.store.is_over(tr, w))
+        except LookupError:
+            raise UnknownWorkflowError(w) from None
+
+    # -- what a worker does for a node --------------------------------------------------
+
+    def fail_node(self, db: Any, ops: Any, lease: Any, bury: bool, reason: Optional[str],
+                  delay: Optional[float], error: Any) -> Gen[bool]:
+        """End the node job of ``lease`` as failed, in one transaction with the
+        workflow's step: its burial (``bury``, with ``reason``), or its release
+        (after ``delay``) that makes it a dead letter, and :meth:`.engine.Store.advance`
+        with ``failed``; False (nothing written) if the lease had expired."""
+        w, i = self.node_of(lease)
+        return self.loop(db, self.failing, ops, lease, bury, reason, delay, error, w, i)
+
+    def failing(self, tr: Any, attempt: Any, ops: Any, lease: Any, bury: bool,
+                reason: Optional[str], delay: Optional[float], error: Any, w: bytes,
+                i: int) -> Gen[bool]:
+        """The operation of :meth:`fail_node`."""
+        if bury:
+            done = yield from ops.bury(tr, lease, reason, error)
+        else:
+            done = yield from ops.release(tr, lease, delay, True, error)
+        if done:
+            why = None if error is None else error.reason()
+            yield from self.store.advance(tr, w, i, FAILED, None, why)
+        attempt.idle = not done
+        return bool(done)
+
+
+def stores_of(ops: Any) -> Dict[bytes, WorkflowOps]:
+    """The workflow stores a structure's operations object knows, by their tags."""
+    found: Dict[bytes, WorkflowOps] = getattr(ops, "workflows", {})
+    return found
+

@@ -1,0 +1,274 @@
+"""Reading a workflow store: what a workflow's keys hold (its header, a node's
+definition, the public types of its status and inputs), and the reads of
+:class:`Reads`, which :class:`.engine.Store` is made of with its transactions."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+import fdb.tuple
+
+from .._fdb import Gen, Range, read, read_le64, snap
+from .._layout import WorkflowLayout
+from .._records.records import CANCELLED
+from .._values import decode_value
+from ..protocol import Workable
+from .graph import IGNORE, Spec
+
+__all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
+           "SUCCEEDED", "WAITING", "Header", "Input", "NodeStatus", "Reads", "Stored",
+           "WorkflowStatus", "pack", "pack_spec", "span"]
+
+
+def pack(parts: Tuple[Any, ...]) -> bytes:
+    """``parts``, tuple-packed."""
+    packed: bytes = fdb.tuple.pack(parts)
+    return packed
+
+
+#: A node's states: pushed (``queued``: waiting in its structure, or running), and
+#: how it ended.  A node with no state waits for its dependencies.
+QUEUED, SUCCEEDED, FAILED, SKIPPED = "queued", "succeeded", "failed", "skipped"
+WAITING = "waiting"
+ENDED = frozenset((SUCCEEDED, FAILED, CANCELLED, SKIPPED))
+#: The tally of nodes that ended, whatever way (``result`` watches it).
+DONE = "done"
+#: A workflow's stored status; ``succeeded`` and ``completed`` (some nodes failed,
+#: and were ignored) are read from its tallies.
+RUNNING = "running"
+COMPLETED = "completed"
+
+
+class Input(NamedTuple):
+    """A dependency as its dependent sees it: how it ended (``succeeded``,
+    ``failed``, ``cancelled``, ``skipped``), its result (None unless it succeeded),
+    and what it failed with (``Type: message``), or None."""
+
+    state: str
+    result: Any
+    error: Optional[str]
+
+
+class NodeStatus(NamedTuple):
+    """One node of :class:`WorkflowStatus`: its name, state (``waiting``,
+    ``queued``, ``succeeded``, ``failed``, ``cancelled``, ``skipped``) and, while it
+    waits, the names of the dependencies that have not ended."""
+
+    name: str
+    state: str
+    waiting_on: Tuple[str, ...]
+
+
+class WorkflowStatus(NamedTuple):
+    """What became of a workflow, as of one read version.
+
+    Attributes:
+        id: its id.
+        state: ``running``, ``succeeded`` (every node succeeded), ``completed``
+            (every node ended, some failed under ``ignore`` or ``continue``),
+            ``failed`` (a node failed under ``fail``) or ``cancelled``.
+        total: its number of nodes.
+        counts: nodes by state (``waiting``, ``queued``, ``succeeded``, ``failed``,
+            ``cancelled``, ``skipped``).
+        created_at, ended_at: wall-clock seconds; ``ended_at`` is set by a cancel or
+            a failure only.
+        why: what failed it, or None.
+        nodes: the first ``limit`` nodes, in the order they were added.
+    """
+
+    id: bytes
+    state: str
+    total: int
+    counts: Dict[str, int]
+    created_at: float
+    ended_at: Optional[float]
+    why: Optional[str]
+    nodes: List[NodeStatus]
+
+
+class Header(NamedTuple):
+    """A workflow's header (see :class:`.._layout.WorkflowLayout`)."""
+
+    created_at: float
+    nodes: int
+    status: str
+    ended_at: Optional[float]
+    why: Optional[str]
+
+    def pack(self) -> bytes:
+        return pack(tuple(self))
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Header:
+        return cls(*fdb.tuple.unpack(raw))
+
+
+def pack_spec(spec: Spec, leaves: int) -> bytes:
+    """A node's stored definition (its dependencies are keys of their own)."""
+    return pack((spec.target, spec.value, spec.where, spec.delay, spec.time_limit,
+                  spec.name, spec.when, len(spec.deps), leaves))
+
+
+class Stored(NamedTuple):
+    """A node's stored definition, unpacked."""
+
+    target: bytes
+    value: bytes
+    where: Tuple[Tuple[str, Any], ...]
+    delay: Optional[float]
+    time_limit: Optional[float]
+    name: str
+    when: str
+    deps: int
+    leaves: int
+
+    @classmethod
+    def unpack(cls, raw: bytes) -> Stored:
+        return cls(*fdb.tuple.unpack(raw))
+
+
+class Reads:
+    """The reads of a workflow store (its keys, ``keys``; the structures its nodes go
+    to, ``targets``, by their subspace's key)."""
+
+    keys: WorkflowLayout
+    targets: Dict[bytes, Workable[Any]]
+
+    def header(self, tr: Any, w: bytes) -> Gen[Optional[Header]]:
+        """Workflow ``w``'s header, or None."""
+        raw = yield from read(tr.get(self.keys.header(w)))
+        return None if raw is None else Header.unpack(raw)
+
+    def tallies(self, tr: Any, w: bytes) -> Gen[Dict[str, int]]:
+        """Workflow ``w``'s nodes by state (one range read)."""
+        r = self.keys.tallies.range((w,))
+        return {self.keys.tallies.unpack(kv.key)[1]: read_le64(kv.value)
+                for kv in (yield from Range(tr, r.start, r.stop).read())}
+
+    def status(self, tr: Any, w: bytes, limit: int) -> Gen[Optional[WorkflowStatus]]:
+        """What became of workflow ``w`` (None: no such workflow): its header and
+        tallies, and its first ``limit`` nodes with their states and, for those
+        waiting, their dependencies (range reads side by side: one round trip, two
+        when nodes wait)."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        tallies = self.tallies(tr, w)
+        nodes_r = keys.nodes.range((w,))
+        states_r = keys.states.range((w,))
+        specs = Range(tr, nodes_r.start, nodes_r.stop if limit else nodes_r.start, limit)
+        states_read = Range(tr, states_r.start, keys.state(w, limit))
+        raw = yield from read(header_f)
+        if raw is None:
+            return None
+        header = Header.unpack(raw)
+        tally = yield from tallies
+        names = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value).name
+                 for kv in (yield from specs.read())}
+        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
+                  for kv in (yield from states_read.read())}
+        waiting = [i for i in names if i not in states]
+        deps_reads = [(i, Range(tr, *span(keys.inputs.range((w, i))))) for i in waiting]
+        nodes = []
+        waits: Dict[int, Tuple[str, ...]] = {}
+        for i, reading in deps_reads:
+            open_deps = []
+            for kv in (yield from reading.read()):
+                for dep, _, dep_name in fdb.tuple.unpack(kv.value):
+                    if dep not in states or states[dep] == QUEUED:
+                        open_deps.append(dep_name)
+            waits[i] = tuple(open_deps)
+        for i, name in sorted(names.items()):
+            nodes.append(NodeStatus(name, states.get(i, WAITING), waits.get(i, ())))
+        counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
+                                                           CANCELLED, SKIPPED)}
+        done = tally.get(DONE, 0)
+        counts[WAITING] = header.nodes - done - counts[QUEUED]
+        state = header.status
+        if state == RUNNING and done >= header.nodes:
+            state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
+        return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+                              header.ended_at, header.why, nodes)
+
+    def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
+        """Node ``i``'s dependencies, by name, as it sees them (those that failed
+        under ``ignore`` left out): their states and results, read side by side (two
+        round trips)."""
+        keys = self.keys
+        deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
+                for dep in fdb.tuple.unpack(kv.value)]
+        reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
+                  Range(tr, *span(keys.results.range((w, dep)))))
+                 for dep, policy, name in deps]
+        out = {}
+        for dep, policy, name, state_f, chunks in reads:
+            raw = yield from read(state_f)
+            parts = yield from chunks.read()
+            state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
+            if state != SUCCEEDED and policy == IGNORE:
+                continue
+            ops = None
+            result = None
+            if parts:
+                result = decode_value(b"".join(kv.value for kv in parts))
+                ops = yield from self.node_ops(tr, w, dep)
+                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
+                if codec is not None:
+                    result = codec.decode(result)
+            out[name] = Input(state, result, error)
+        return out
+
+    def node_ops(self, tr: Any, w: bytes, i: int) -> Gen[Optional[Workable[Any]]]:
+        """The structure of node ``i`` (its operations), or None."""
+        raw = yield from read(snap(tr).get(self.keys.node(w, i)))
+        return None if raw is None else self.targets.get(Stored.unpack(raw).target)
+
+    def sinks(self, tr: Any, w: bytes) -> Gen[Dict[str, Any]]:
+        """The results of the nodes nothing depends on, by name (None for those that
+        returned none): range reads side by side."""
+        keys = self.keys
+        nodes_r, edges_r, results_r = (s.range((w,)) for s in
+                                       (keys.nodes, keys.edges, keys.results))
+        nodes = Range(tr, nodes_r.start, nodes_r.stop)
+        edges = Range(tr, edges_r.start, edges_r.stop)
+        results = Range(tr, results_r.start, results_r.stop)
+        specs = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
+                 for kv in (yield from nodes.read())}
+        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())}
+        chunks: Dict[int, List[bytes]] = {}
+        for kv in (yield from results.read()):
+            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv.value)
+        out = {}
+        for i, stored in sorted(specs.items()):
+            if i in inner:
+                continue
+            value = None
+            if i in chunks:
+                value = decode_value(b"".join(chunks[i]))
+                ops = self.targets.get(stored.target)
+                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
+                if codec is not None:
+                    value = codec.decode(value)
+            out[stored.name] = value
+        return out
+
+    def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
+        """Whether workflow ``w`` is over: stopped, or every node ended (a readiness
+        check).
+
+        Raises:
+            LookupError: no such workflow.
+        """
+        header = yield from self.header(tr, w)
+        if header is None:
+            raise LookupError(f"no workflow {w!r}")
+        if header.status != RUNNING:
+            return True, None
+        done = read_le64((yield from read(tr.get(self.keys.tally(w, DONE)))))
+        return done >= header.nodes, None
+
+    # -- pruning -------------------------------------------------------------------------
+
+
+def span(r: Any) -> Tuple[bytes, bytes]:
+    """The begin and end of a subspace's range ``r``."""
+    return r.start, r.stop

@@ -1,0 +1,129 @@
+# Generated in part by tools/unasync.py from src/fdbrecipes/workflow.py: the
+# public methods (signature, docstring, code), but the code of those the script
+# lists in OWN_CODE.  Edit the sync module (or OWN_CODE's methods here), then run
+# `python tools/unasync.py`; `--check` (in .ci/run) fails while a file is stale.
+"""AsyncWorkflows: :class:`fdbrecipes.workflow.Workflows` for asyncio code.
+
+The same constructor arguments and the same keys as Workflows; every method is an
+``async def`` twin of the sync method of the same name, with its docstring, awaiting
+the same operation (:class:`fdbrecipes._workflow.ops.WorkflowOps`).  Workflows are
+built the same way (``new()``, ``batch()``: nothing is read or written).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from .._drivers.awaiting import drive
+from .._fdb import Transactor
+from ..workflow import Input, Workflow, WorkflowsBase, WorkflowStatus
+
+__all__ = ["AsyncWorkflows"]
+
+
+class AsyncWorkflows(WorkflowsBase):
+    """A store of workflows for asyncio code (see :class:`fdbrecipes.workflow.Workflows`)."""
+
+    async def create(self, tr: Transactor, workflow: Workflow) -> bytes:
+        """The async twin of :meth:`fdbrecipes.Workflows.create`, awaited without blocking the
+        event loop.
+
+        Write ``workflow`` and push its nodes without dependencies; its id.  If a
+        workflow of its id exists already (a retried transaction that committed),
+        nothing is written.
+
+        Reads the workflow's header (a conflict with a create of the same id);
+        writes each node's definition, edges and counters, and the pushes of the
+        first nodes (see ``push``).  Cost: 1 round trip, then one for each structure
+        pushed into (a FairQueue: one per node), and the commit.
+
+        Raises:
+            TypeError: ``workflow`` is not one this store made.
+            ValueError: it is empty or has a cycle: refused before anything is
+                written.
+        """
+        return await drive(self._ops.create(tr, workflow))
+
+    async def cancel(self, tr: Transactor, workflow: bytes) -> bool:
+        """The async twin of :meth:`fdbrecipes.Workflows.cancel`, awaited without blocking the
+        event loop.
+
+        Cancel a workflow: every node not started ends ``cancelled`` (those waiting
+        in their structures are removed), every running node's worker is told
+        (``job.cancelled``, with job records), and no node is pushed after.  False if
+        it was over already.
+
+        Reads the header and every node's state with conflicts (it conflicts with any
+        step of the workflow in flight), then the definitions of the queued nodes.
+        Cost: 3 round trips, one more per queued node (its structure's ``cancel``),
+        and the commit.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return await drive(self._ops.cancel(tr, workflow))
+
+    async def status(self, tr: Transactor, workflow: bytes, limit: int = 100) -> WorkflowStatus:
+        """The async twin of :meth:`fdbrecipes.Workflows.status`, awaited without blocking the
+        event loop.
+
+        What became of a workflow: its state, its nodes by state, and its first
+        ``limit`` nodes, with what those waiting wait on.
+
+        Reads (no writes) its header, tallies, and first nodes' definitions and
+        states, side by side; then the waiting ones' dependencies.  Cost: 2 round
+        trips (3 given a Database).
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return await drive(self._ops.status(tr, workflow, limit))
+
+    async def result(self, db: Any, workflow: bytes, timeout: Optional[float] = None
+    ) -> Dict[str, Any]:
+        """The async twin of :meth:`fdbrecipes.Workflows.result`, awaited without blocking the
+        event loop.
+
+        Wait until a workflow is over; the results of its last nodes (those
+        nothing depends on), by name.
+
+        Waits on a watch of its count of ended nodes (no polling), then reads its
+        status and results.  Cost: a round trip per wake, then 3.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+            WorkflowFailedError: it failed or was cancelled (``error.status``).
+            TimeoutError: it was not over within ``timeout`` seconds.
+        """
+        return await drive(self._ops.result(db, workflow, timeout))
+
+    async def inputs(self, tr: Transactor, job: Any) -> Dict[str, Input]:
+        """The async twin of :meth:`fdbrecipes.Workflows.inputs`, awaited without blocking the
+        event loop.
+
+        The dependencies of the node a handler runs (``job``: its Job, or job
+        id), by name: how each ended, its result, what it failed with.  Those that
+        failed under ``ignore`` are left out.
+
+        Reads (no writes) the node's dependencies, then their states and results
+        side by side.  Cost: 2 round trips (3 when a dependency's structure has a
+        codec).
+
+        Raises:
+            ValueError: ``job`` is not a node of this store's workflows.
+        """
+        return await drive(self._ops.inputs(tr, job))
+
+    async def prune(self, tr: Transactor, limit: Optional[int] = None) -> int:
+        """The async twin of :meth:`fdbrecipes.Workflows.prune`, awaited without blocking the
+        event loop.
+
+        Forget up to ``limit`` (all when None) workflows whose retention passed
+        and which are over (one still running is looked at a retention later), in
+        transactions of 100 given a Database; how many were looked at.
+
+        Reads the pruning index by snapshot and each workflow's header and count of
+        ended nodes (conflicts); clears every key of those forgotten.  Cost: 2 round
+        trips per workflow, in each transaction.
+        """
+        return await drive(self._ops.prune(tr, limit))

@@ -1,0 +1,335 @@
+"""Workflows against a real server: the graph advances in its nodes' acks, exactly
+once (docs/workflows.md)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any, Dict
+
+import pytest
+
+from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker
+from fdbrecipes.errors import UnknownWorkflowError, WorkflowFailedError
+from fdbrecipes.jobs import Discard, Job
+from fdbrecipes.workflow import Workflows
+from tests.helpers import dump
+
+pytestmark = pytest.mark.integration
+
+
+def store(fdb_subspace: Any, *structures: Any) -> Workflows:
+    return Workflows(fdb_subspace["flows"], structures=structures)
+
+
+class Runs:
+    """What handlers ran: each value's runs, and the inputs each saw."""
+
+    def __init__(self, flows: Workflows, db: Any) -> None:
+        self.flows = flows
+        self.db = db
+        self.lock = threading.Lock()
+        self.count: Counter[Any] = Counter()
+        self.inputs: Dict[Any, Dict[str, Any]] = {}
+
+    def __call__(self, job: Job) -> Any:
+        seen = self.flows.inputs(self.db, job)
+        with self.lock:
+            self.count[job.value] += 1
+            self.inputs[job.value] = seen
+        if isinstance(job.value, str) and job.value.startswith("fail"):
+            raise Discard("failing on purpose")
+        return f"did {job.value}"
+
+
+class Cancellable:
+    """A handler that runs until its job is cancelled (30 s at most), and says when it
+    started and when it saw the cancel."""
+
+    def __init__(self) -> None:
+        self.started, self.saw_cancel = threading.Event(), threading.Event()
+
+    def __call__(self, job: Job) -> None:
+        self.started.set()
+        for _ in range(3000):
+            if job.cancelled:
+                self.saw_cancel.set()
+                job.check()
+            self.saw_cancel.wait(0.01)  # a step of work between two looks
+
+
+def drain(db: Any, queue: Any, handler: Any, **options: Any) -> None:
+    Worker(db, queue, handler, lease_seconds=10, **options).run(burst=True)
+
+
+def test_the_diamond_of_two_parents_sharing_children(db: Any, fdb_subspace: Any) -> None:
+    """bullmq#1021: two parents sharing two children; every node runs once, and both
+    parents run, after both children."""
+    q = Queue(fdb_subspace["q"], history=3600)
+    flows = store(fdb_subspace, q)
+    flow = flows.new()
+    a = flow.add(q, "a", name="a")
+    b = flow.add(q, "b", name="b")
+    flow.add(q, "p1", deps=[a, b], name="p1")
+    flow.add(q, "p2", deps=[a, b], name="p2")
+    w = flows.create(db, flow)
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    assert runs.count == Counter({"a": 1, "b": 1, "p1": 1, "p2": 1})
+    for parent in ("p1", "p2"):
+        assert {k: v.result for k, v in runs.inputs[parent].items()} == \
+            {"a": "did a", "b": "did b"}
+    assert flows.result(db, w, timeout=10) == {"p1": "did p1", "p2": "did p2"}
+    status = flows.status(db, w)
+    assert status.state == "succeeded" and status.counts["succeeded"] == 4
+    assert [n.state for n in status.nodes] == ["succeeded"] * 4
+    assert flows.status(db, w, 0).nodes == []
+
+
+@pytest.mark.parametrize("n", [500])
+def test_fan_out_then_fan_in(db: Any, fdb_subspace: Any, n: int) -> None:
+    q = Queue(fdb_subspace["q"])
+    pq = PriorityQueue(fdb_subspace["pq"])
+    flows = store(fdb_subspace, q, pq)
+    flow = flows.new()
+    root = flow.add(q, "root", name="root")
+    kids = flow.add_many(pq, list(range(n)), deps=[root], priority=3)
+    flow.add(q, "sink", deps=kids, name="sink")
+    w = flows.create(db, flow)
+    runs = Runs(flows, db)
+    # the queue's worker drains the root, the priority queue's the children, and the
+    # sink comes last: run them until the workflow is over
+    done = threading.Event()
+
+    def forever(s: Any) -> None:
+        with Worker(db, s, runs, lease_seconds=10, concurrency=8):
+            done.wait(120)
+
+    both = [threading.Thread(target=forever, args=(s,)) for s in (q, pq)]
+    for t in both:
+        t.start()
+    try:
+        assert flows.result(db, w, timeout=120) == {"sink": "did sink"}
+    finally:
+        done.set()
+        for t in both:
+            t.join(60)
+    assert runs.count["root"] == 1 and runs.count["sink"] == 1
+    assert all(runs.count[k] == 1 for k in range(n))
+    assert len(runs.inputs["sink"]) == n
+
+
+def test_a_workflow_in_a_transaction_that_aborts_leaves_no_key(db: Any,
+                                                                fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"], history=3600)
+    flows = store(fdb_subspace, q)
+    flow = flows.new()
+    a = flow.add(q, "a")
+    flow.add(q, "b", deps=[a])
+    before = dump(db, fdb_subspace)
+    tr = db.create_transaction()
+    flows.create(tr, flow)
+    tr.reset()  # the application's transaction aborts
+    assert dump(db, fdb_subspace) == before
+    with pytest.raises(UnknownWorkflowError):
+        flows.status(db, flow.id)
+    assert q.size(db) == 0
+
+
+def test_bad_graphs_are_refused_before_anything_is_written(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    other = Queue(fdb_subspace["other"])
+    flows = store(fdb_subspace, q)
+    before = dump(db, fdb_subspace)
+    flow = flows.new()
+    a = flow.add(q, "a")
+    b = flow.add(q, "b", deps=[a])
+    flow.after(a, [b])  # a cycle
+    with pytest.raises(ValueError, match="cycle"):
+        flows.create(db, flow)
+    another = flows.new()
+    stranger = another.add(q, "x")
+    with pytest.raises(ValueError, match="another workflow"):
+        flows.new().add(q, "y", deps=[stranger])
+    with pytest.raises(ValueError, match="unknown"):
+        flows.new().add(other, "z")
+    with pytest.raises(ValueError, match="no node"):
+        flows.create(db, flows.new())
+    with pytest.raises(ValueError, match="on_failure"):
+        flows.new().add(q, "w", on_failure="explode")
+    assert dump(db, fdb_subspace) == before
+
+
+def test_fail_cancels_what_has_not_started(db: Any, fdb_subspace: Any) -> None:
+    """A node fails under "fail": the siblings waiting end cancelled, a sibling running
+    sees job.cancelled, and no dependent runs."""
+    q = Queue(fdb_subspace["q"], history=3600)
+    slow = Queue(fdb_subspace["slow"], history=3600)
+    flows = store(fdb_subspace, q, slow)
+    flow = flows.new()
+    runner = flow.add(slow, "runner", name="runner")
+    bad = flow.add(q, "fail-me", name="bad")
+    waiting = flow.add_many(q, ["w1", "w2", "w3"], deps=[runner])
+    flow.add(q, "after", deps=[bad, *waiting], name="after")
+    w = flows.create(db, flow)
+    slow_handler = Cancellable()
+    started, saw_cancel = slow_handler.started, slow_handler.saw_cancel
+
+    runs = Runs(flows, db)
+    with Worker(db, slow, slow_handler, lease_seconds=10, concurrency=1):
+        assert started.wait(30)
+        drain(db, q, runs)
+        assert saw_cancel.wait(30)
+    assert runs.count == Counter({"fail-me": 1})
+    with pytest.raises(WorkflowFailedError):
+        flows.result(db, w, timeout=10)
+    status = flows.status(db, w)
+    assert status.state == "failed"
+    by_name = {node.name: node.state for node in status.nodes}
+    assert by_name["bad"] == "failed"
+    assert by_name["after"] == "cancelled"
+    assert all(by_name[str(i)] == "cancelled" for i in (2, 3, 4))
+
+
+def test_a_batch_pushes_each_callback_once(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    fq = FairQueue(fdb_subspace["fq"])
+    flows = store(fdb_subspace, q, fq)
+    cb = {"group": "cb"}
+    ok = flows.batch(q, list(range(50)), on_success=(fq, "all good", cb),
+                     on_complete=(fq, "complete", cb), on_failure=(fq, "some failed", cb))
+    bad = flows.batch(q, [1, "fail-1", 2], on_success=(fq, "all good 2", cb),
+                      on_complete=(fq, "complete 2", cb), on_failure=(fq, "some failed 2", cb))
+    ids = [flows.create(db, ok), flows.create(db, bad)]
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    callbacks = Runs(flows, db)
+    drain(db, fq, callbacks)
+    assert callbacks.count == Counter({"all good": 1, "complete": 1, "complete 2": 1,
+                                       "some failed 2": 1})
+    failed = callbacks.inputs["some failed 2"]
+    assert sorted(node.state for node in failed.values()) == ["failed", "succeeded",
+                                                              "succeeded"]
+    for w in ids:
+        status = flows.status(db, w)
+        assert status.counts["waiting"] == 0 and status.counts["queued"] == 0
+    assert {n.name: n.state for n in flows.status(db, ids[1]).nodes}["on_success"] == \
+        "skipped"
+
+
+def test_cancel_a_workflow(db: Any, fdb_subspace: Any) -> None:
+    """Nothing not yet started runs; the running node sees job.cancelled."""
+    q = Queue(fdb_subspace["q"], history=3600)
+    slow = Queue(fdb_subspace["slow"], history=3600)
+    flows = store(fdb_subspace, q, slow)
+    flow = flows.new()
+    runner = flow.add(slow, "runner", name="runner")
+    flow.add(q, "queued", name="queued")
+    flow.add(q, "later", deps=[runner], name="later")
+    w = flows.create(db, flow)
+    slow_handler = Cancellable()
+    started, saw_cancel = slow_handler.started, slow_handler.saw_cancel
+
+    with Worker(db, slow, slow_handler, lease_seconds=10, concurrency=1):
+        assert started.wait(30)
+        assert flows.cancel(db, w) is True
+        assert flows.cancel(db, w) is False
+        assert saw_cancel.wait(30)
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    assert not runs.count
+    states = {n.name: n.state for n in flows.status(db, w).nodes}
+    assert states == {"runner": "cancelled", "queued": "cancelled", "later": "cancelled"}
+    with pytest.raises(WorkflowFailedError):
+        flows.result(db, w, timeout=5)
+
+
+def test_ignore_and_continue(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    flows = store(fdb_subspace, q)
+    flow = flows.new()
+    good = flow.add(q, "good", name="good")
+    bad = flow.add(q, "fail-a", name="bad")
+    flow.add(q, "ignoring", deps=[good, (bad, "ignore")], name="ignoring")
+    flow.add(q, "continuing", deps=[good, bad], on_failure="continue", name="continuing")
+    w = flows.create(db, flow)
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    assert set(runs.inputs["ignoring"]) == {"good"}
+    seen = runs.inputs["continuing"]
+    assert seen["bad"].state == "failed" and "failing on purpose" in seen["bad"].error
+    assert flows.result(db, w, timeout=5) == {"ignoring": "did ignoring",
+                                              "continuing": "did continuing"}
+    assert flows.status(db, w).state == "completed"
+
+
+@pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.slow), 1_200])
+def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int) -> None:
+    """More nodes freed at once than one transaction pushes: expanders push them."""
+    q = Queue(fdb_subspace["q"])
+    flows = store(fdb_subspace, q)
+    flow = flows.new()
+    root = flow.add(q, "root", name="root")
+    kids = flow.add_many(q, list(range(n)), deps=[root])
+    flow.add(q, "sink", deps=kids, name="sink")
+    w = flows.create(db, flow)
+    fan_in = flows.new()
+    leaves = fan_in.add_many(q, list(range(n, 2 * n)))
+    fan_in.add(q, "sink2", deps=leaves, name="sink2")
+    w2 = flows.create(db, fan_in)
+    runs = Runs(flows, db)
+    with Worker(db, q, runs, lease_seconds=30, concurrency=8):
+        assert flows.result(db, w, timeout=600) == {"sink": "did sink"}
+        assert flows.result(db, w2, timeout=600) == {"sink2": "did sink2"}
+    assert max(runs.count.values()) == 1 and len(runs.count) == 2 * n + 3
+    assert len(runs.inputs["sink"]) == n
+
+
+def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
+    import asyncio
+
+    from fdbrecipes.aio.workflow import AsyncWorkflows
+
+    q = Queue(fdb_subspace["q"], history=3600)  # a cancel finds its jobs by their records
+    flows = AsyncWorkflows(fdb_subspace["flows"], structures=[q])
+
+    async def main() -> None:
+        flow = flows.new()
+        a = flow.add(q, "a", name="a")
+        flow.add(q, "b", deps=[a], name="b")
+        w = await flows.create(db, flow)
+        assert (await flows.status(db, w)).counts["queued"] == 1
+        assert await flows.cancel(db, w) is True
+        status = await flows.status(db, w)
+        assert status.state == "cancelled" and status.counts["cancelled"] == 2
+        with pytest.raises(WorkflowFailedError):
+            await flows.result(db, w, timeout=5)
+
+    asyncio.run(main())
+    assert q.size(db) == 0
+
+
+def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
+                                                               fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q], retention=0.001)
+    done, running = flows.new(), flows.new()
+    done.add(q, "x")
+    first = running.add(q, "y")
+    running.add(q, "z", deps=[first])
+    ids = [flows.create(db, done), flows.create(db, running)]
+    drain(db, q, Runs(flows, db), prefetch=0)  # runs "x" and "y", then "z"
+    later = flows.new()
+    later.add(q, "w")
+    ids.append(flows.create(db, later))  # over and past its retention, but still running
+    assert flows.prune(db) == 3
+    for w in ids[:2]:
+        with pytest.raises(UnknownWorkflowError):
+            flows.status(db, w)
+    assert flows.status(db, ids[2]).state == "running"
+    drain(db, q, Runs(flows, db))
+    assert flows.prune(db) == 1
+    with pytest.raises(UnknownWorkflowError):
+        flows.status(db, ids[2])
+    assert not [k for k in dump(db, fdb_subspace["flows"]) if not
+                k.startswith(fdb_subspace["flows"]["c"].key())], "keys left behind"
