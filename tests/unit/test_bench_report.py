@@ -13,7 +13,7 @@ import pytest
 
 from fdbrecipes.bench import chart, report, results, targets
 from fdbrecipes.bench.machine import format_machine
-from fdbrecipes.bench.results import Latency, Report, Results, Row
+from fdbrecipes.bench.results import Latency, Report, Results, Row, Tail
 from fdbrecipes.bench.settings import (
     CLAIM_ACK,
     HC_POP,
@@ -142,6 +142,15 @@ def test_latency() -> None:
     assert results.latency(10, [0.005]).p90_ms == pytest.approx(5.0)
 
 
+def test_tail() -> None:
+    seconds = [i / 1000 for i in range(1, 101)]  # 1 .. 100 ms
+    t = results.tail("Queue.claim", 10, seconds)
+    assert (t.name, t.keys, t.samples) == ("Queue.claim", 10, 100)
+    assert t.median_ms == pytest.approx(50.5)
+    assert t.p99_ms == pytest.approx(99.01)  # within the samples, never past the largest
+    assert results.tail("x", 1, [0.004]).p99_ms == pytest.approx(4.0)
+
+
 def test_growth_is_largest_over_smallest() -> None:
     assert results.growth(LATENCIES) == pytest.approx(1.6)
     assert results.growth(list(reversed(LATENCIES))) == pytest.approx(1.6)
@@ -182,6 +191,16 @@ def test_latency_and_target_text() -> None:
     text = report.format_targets(targets.check_targets([], LATENCIES, 16))
     assert "SKIP  pop spread=16, 16 poppers: x limit: - (target >= 0.5)" in text
     assert "PASS  WeightTree" in text and "<= 2" in text
+
+
+def test_flow_latency_text() -> None:
+    text = report.format_flow([Tail("Queue.claim, plain", 10**4, 500, 2.0, 5.5),
+                               Tail("Queue.claim, keyed concurrency(1)", 10**4, 500, 3.0,
+                                    9.25)])
+    lines = text.splitlines()
+    assert lines[1].split() == ["queue", "keys", "claims", "median", "ms", "p99", "ms"]
+    assert lines[3].split()[-4:] == ["10,000", "500", "3.00", "9.25"]
+    assert report.format_flow([]) == "Queue.claim latency, keyed limit: not measured"
 
 
 def test_machine_line() -> None:
@@ -232,8 +251,9 @@ def test_results_json(tmp_path: Path) -> None:
     assert {s for n, s in statuses.items() if "aio" not in n and "orker" not in n
             and "awaited" not in n and "Fair" not in n and "noisy" not in n
             and "shard" not in n and "threads" not in n
-            and not n.startswith(("hot:", "tasks:"))} == {"PASS"}
+            and not n.startswith(("hot:", "tasks:", "flow:"))} == {"PASS"}
     assert written["fair_queue"] == [] and written["noisy_neighbour"] is None
+    assert written["flow_claim_latency"] == []
 
 
 def test_chart(tmp_path: Path) -> None:

@@ -131,12 +131,16 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
                                     "task-raw-push")] + [
         (op, 8, 4, None) for op in ("history-worker", "task-worker", "task-worker",
                                     "history-worker")
-    ] + [(op, 1, 1, 2.0) for op in ("codec-json", "codec-msgpack", "codec-encrypted")]
+    ] + [(op, 1, 1, 2.0) for op in ("codec-json", "codec-msgpack", "codec-encrypted")] + [
+        (op, 100, 16, None) for op in ("claim-ack", "limited-claim-ack", "limited-claim-ack",
+                                       "claim-ack")
+    ] + [(op, 1, 4, 1.0) for op in ("id-push", "unique-push", "unique-push", "id-push")]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
-    assert claims == [2000, 16_000, 16_000, 16_000]
+    assert claims == [2000, 16_000, 16_000, 16_000, 16_000, 16_000]  # claim, shards, flow
+    assert [items for op, items in recorder.fills if op == "limited-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "sharded-claim-ack"] == [16_000] * 2
     big = ("claim-ack", "aio-claim-ack", "worker", "history-worker", "spread-claim-ack",
-           "sharded-claim-ack", "task-worker")
+           "sharded-claim-ack", "task-worker", "limited-claim-ack")
     assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
     assert [items for op, items in recorder.fills if op == "history-worker"] == [
@@ -149,8 +153,13 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
             if op not in big + ("probe-pop", "spread-pop", "tree-pop")} == {2000}
     # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
     # of each: one row each; the threads rows' rounds and the tasks group's push
-    # rounds and drains, one row each
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 3 * 2 - 4
+    # rounds and drains, one row each; the flow group's drains and push rounds likewise
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 3 * 2 - 4 - 4
+    limited = next(r for r in results.rows if r.name.startswith("flow: claim_many(100)+ack, c"))
+    assert (limited.count, limited.seconds) == (2 * 16_000, 2.0)
+    assert limited.ratio_recipe == pytest.approx(1.0)  # against the same run's drains
+    unique = next(r for r in results.rows if r.name == "flow: Queue.push(db, unique=)")
+    assert unique.clients == 4 and unique.ratio_recipe == pytest.approx(1.0)
     spread = next(r for r in results.rows if r.name == "hot: Queue.pop spread=16")
     assert (spread.count, spread.ratio_recipe) == (3 * 4000, pytest.approx(1.0))
     tree = next(r for r in results.rows if r.name == "hot: WeightTree.pop")

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 import pytest
 
 from fdbrecipes.bench import results, targets
-from fdbrecipes.bench.results import Latency, NoisyNeighbour, Row
+from fdbrecipes.bench.results import Latency, NoisyNeighbour, Row, Tail
 from fdbrecipes.bench.settings import (
     AWAITED_READ,
     BARE_CLAIMS,
@@ -20,10 +20,13 @@ from fdbrecipes.bench.settings import (
     HOT_LIMIT,
     HOT_SPREAD_POP,
     HOT_TREE_POP,
+    ID_PUSH,
     IDLE_STARTED,
     IDLE_STORED,
     IDLE_WORKER,
     LIMIT,
+    LIMITED_CLAIMS,
+    PLAIN_CLAIMS,
     POP,
     PROBE_POP,
     PUSH,
@@ -39,6 +42,7 @@ from fdbrecipes.bench.settings import (
     THREAD_PUSH,
     THREAD_PUSH_ALONE,
     TREE_POP,
+    UNIQUE_PUSH,
     WORKER,
     Kind,
     aio_kinds,
@@ -80,6 +84,8 @@ def sample_rows() -> List[Row]:
         *(row(kind, 16, 1000) for pair in SHARD_PAIRS for kind in pair),
         row(RAW_PUSH, 4, 500), row(TASK_PUSH, 4, 450),
         row(RAW_WORKER, 4, 1600), row(TASK_WORKER, 4, 1440),
+        row(PLAIN_CLAIMS, 16, 5000), row(LIMITED_CLAIMS, 16, 4500),
+        row(ID_PUSH, 4, 1000), row(UNIQUE_PUSH, 4, 900),
     ])
 
 
@@ -88,6 +94,8 @@ LATENCIES = [Latency(10**3, 500, 2.0, 3.0), Latency(10**4, 500, 2.4, 3.5),
 FAIR = [Latency(10**2, 500, 5.0, 7.0), Latency(10**4, 500, 6.0, 8.0),
         Latency(10**5, 500, 7.0, 9.0)]
 NOISY = NoisyNeighbour(claims=240, loud=40)
+FLOW = [Tail("Queue.claim, plain", 10**4, 500, 2.0, 5.0),
+        Tail("Queue.claim, keyed concurrency(1)", 10**4, 500, 3.0, 10.0)]
 
 #: Every target's name at 16 clients and its threshold, in the order they are printed.
 NAMES = [
@@ -128,13 +136,18 @@ NAMES = [
     ("tasks: task.defer(db), 4 clients: x tasks: Queue.push(db), history", 0.9),
     ("tasks: Worker(db, app), no-op task, concurrency=8, 4 clients: x tasks: "
      "Worker(queue, handler), history, concurrency=8", 0.9),
+    ("flow: claim_many(100)+ack, concurrency(10,000), 16 clients: x flow: "
+     "claim_many(100)+ack, no limit", 0.9),
+    ("flow: Queue.claim p99, 10,000 keys under a keyed limit: x a plain Queue's", 2.0),
+    ("flow: Queue.push(db, unique=), 4 clients: x flow: Queue.push(db, id=)", 0.9),
 ]
 
 
 def check(rows: Sequence[Row], latencies: Sequence[Latency] = LATENCIES,
           most: int = 16, fair: Sequence[Latency] = FAIR,
-          noisy: Optional[NoisyNeighbour] = NOISY) -> List[Target]:
-    return targets.check_targets(rows, latencies, most, fair, noisy)
+          noisy: Optional[NoisyNeighbour] = NOISY,
+          flow: Sequence[Tail] = FLOW) -> List[Target]:
+    return targets.check_targets(rows, latencies, most, fair, noisy, flow)
 
 
 def test_every_target_in_order_and_passing() -> None:
@@ -145,7 +158,8 @@ def test_every_target_in_order_and_passing() -> None:
 
 
 def test_unmeasured_targets_are_skipped() -> None:
-    assert [t.status for t in check([], [], fair=[], noisy=None)] == ["SKIP"] * len(NAMES)
+    assert [t.status for t in check([], [], fair=[], noisy=None, flow=[])] == [
+        "SKIP"] * len(NAMES)
 
 
 def test_targets_fail() -> None:
@@ -157,11 +171,15 @@ def test_targets_fail() -> None:
         row(QUEUE_CLAIM, 1, 400), row(FAIR_CLAIM, 1, 199),
         row(PROBE_POP, 16, 1000), row(HOT_SPREAD_POP, 16, 899),
         row(HOT_LIMIT, 16, 2000), row(HOT_TREE_POP, 16, 499),
+        row(PLAIN_CLAIMS, 16, 1000), row(LIMITED_CLAIMS, 16, 899),
+        row(ID_PUSH, 4, 1000), row(UNIQUE_PUSH, 4, 899),
     ])
+    slow_claims = [Tail("plain", 10**4, 500, 1.0, 5.0), Tail("keyed", 10**4, 500, 1.0, 10.1)]
     slow = [Latency(10**3, 500, 1.0, 1.0), Latency(10**6, 500, 2.5, 3.0)]
     slow_fair = [Latency(10**2, 500, 1.0, 1.0), Latency(10**5, 500, 2.1, 3.0)]
     loud = NoisyNeighbour(claims=600, loud=301)
-    assert [t.status for t in check(rows, slow, fair=slow_fair, noisy=loud)] == [
+    assert [t.status for t in check(rows, slow, fair=slow_fair, noisy=loud,
+                                    flow=slow_claims)] == [
         "FAIL", "PASS", "PASS", "FAIL",  # hc: 4x recipe, 0.6x limit, 0.42 conflicts
         "FAIL", "FAIL", "FAIL",  # spread: 0.3x limit, 2x recipe, 1.17 retries
         "FAIL",  # claim: 4.5x limit
@@ -174,6 +192,7 @@ def test_targets_fail() -> None:
         "FAIL", "FAIL",  # growth 2.1x, the loud group 301 claims
         *["SKIP"] * 3,  # no sharded rows
         *["SKIP"] * 2,  # no task rows
+        "FAIL", "FAIL", "FAIL",  # flow: claims 0.899x, p99 2.02x, unique pushes 0.899x
     ]
 
 
@@ -268,6 +287,8 @@ def test_targets_say_when_the_scope_is_smaller() -> None:
         "Queue.push(db), 8 shards, 8 clients: x Queue.push(db), 1 shard",
         "claim_many(100)+ack, 8 shards, 8 clients: x claim_many(100)+ack, 1 shard",
         "Queue.claim+ack, 8 shards, 8 clients: x Queue.claim+ack, 1 shard",
+        "flow: claim_many(100)+ack, concurrency(10,000), 8 clients: x flow: "
+        "claim_many(100)+ack, no limit",
     ]
     assert all(t.status == "PASS" for t in scoped[:13])
     push1 = [t for t in checked if t.name.startswith("Queue.push(db), 1 client")]
@@ -282,3 +303,21 @@ def test_one_client_checks_push_once() -> None:
                for n in names) == 2
     assert sum(n.startswith("FairQueue.claim+ack") for n in names) == 1
     assert len(names) == len(NAMES) - 3
+
+
+def test_flow_targets_at_their_thresholds() -> None:
+    def flow(limited: int, keyed_p99: float, unique: int) -> List[Target]:
+        rows = results.with_ratios([
+            row(PLAIN_CLAIMS, 16, 1000), row(LIMITED_CLAIMS, 16, limited),
+            row(ID_PUSH, 4, 1000), row(UNIQUE_PUSH, 4, unique)])
+        tails = [Tail("plain", 10**4, 500, 1.0, 4.0), Tail("keyed", 10**4, 500, 1.0, keyed_p99)]
+        return targets.flow_targets(rows, 16, tails)
+
+    assert [(t.value, t.status) for t in flow(900, 8.0, 900)] == [
+        (pytest.approx(0.9), "PASS"), (pytest.approx(2.0), "PASS"),
+        (pytest.approx(0.9), "PASS")]
+    assert [t.status for t in flow(899, 8.01, 899)] == ["FAIL"] * 3
+    assert [t.status for t in targets.flow_targets([], 16, [])] == ["SKIP"] * 3
+    two = targets.flow_targets([row(ID_PUSH, 2, 10), row(UNIQUE_PUSH, 2, 10)], 2, [])
+    assert two[2].name == "flow: Queue.push(db, unique=), 2 clients: x flow: Queue.push(db, id=)"
+    assert (two[2].status, two[2].note) == ("PASS", "measured at 2 clients")

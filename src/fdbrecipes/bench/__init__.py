@@ -39,6 +39,9 @@ The modules, in the order a run uses them:
 * :mod:`~fdbrecipes.bench.fill`: pre-filling the structures the pops drain;
 * :mod:`~fdbrecipes.bench.clients`: the client processes;
 * :mod:`~fdbrecipes.bench.operations`: what each client does, per kind;
+* :mod:`~fdbrecipes.bench.flow` and :mod:`~fdbrecipes.bench.keyed`: the ``flow``
+  group (flow control beside the same work without it: its clients and fills, and the
+  claim latency under a keyed limit, measured in the parent);
 * :mod:`~fdbrecipes.bench.recipe`: the recipe baseline and the benchmark's retry loop;
 * :mod:`~fdbrecipes.bench.cpu`: client and server CPU time;
 * :mod:`~fdbrecipes.bench.results`: reports combined into rows, ratios, latencies;

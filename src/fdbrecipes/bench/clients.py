@@ -30,6 +30,7 @@ from fdb.subspace_impl import Subspace
 
 from .._cluster import open_database
 from .cpu import server_cpu
+from .flow import FLOW_FACTORIES
 from .operations import FACTORIES, Client, Factory, Looping
 from .results import Report
 from .tasks import TASK_FACTORIES
@@ -118,7 +119,8 @@ def client_main(
     try:
         db = connect(job.cluster_file)
         subspace = Subspace(job.prefix)
-        client = (factories or {**FACTORIES, **TASK_FACTORIES, **THREAD_FACTORIES})[job.op](
+        client = (factories or {**FACTORIES, **TASK_FACTORIES, **THREAD_FACTORIES,
+                                  **FLOW_FACTORIES})[job.op](
             db, subspace, index, job.batch)
         db.get(subspace.pack(("warm-up",)))  # connect before the clock starts
         client.prepare()

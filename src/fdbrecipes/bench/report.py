@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from .chart import write_chart
-from .results import Latency, NoisyNeighbour, Results, Row, growth
+from .results import Latency, NoisyNeighbour, Results, Row, Tail, growth
 from .settings import NOISY_ITEMS, QUIET_GROUPS, QUIET_ITEMS
 from .targets import Target, check_targets
 
@@ -79,6 +79,19 @@ def format_fair(latencies: Sequence[Latency], noisy: Optional[NoisyNeighbour]) -
             f"the loud group got {noisy.loud} of those claims")
 
 
+def format_flow(tails: Sequence[Tail]) -> str:
+    """The flow group's claim latency table: plain, then under a keyed limit."""
+    if not tails:
+        return "Queue.claim latency, keyed limit: not measured"
+    lines = ["Queue.claim latency (one job per key, acked and pushed again after each "
+             "claim; claims alternating)",
+             f"{'queue':<36} {'keys':>7} {'claims':>6} {'median ms':>10} {'p99 ms':>8}"]
+    for t in tails:
+        lines.append(f"{t.name:<36} {t.keys:>7,} {t.samples:>6} {t.median_ms:>10.2f} "
+                     f"{t.p99_ms:>8.2f}")
+    return "\n".join(lines)
+
+
 def format_targets(targets: Sequence[Target]) -> str:
     """One line per target: PASS/FAIL/SKIP, the figure and the threshold."""
     lines = ["Targets (a miss is reported, it does not fail the command)"]
@@ -107,6 +120,7 @@ def write_json(results: Results, targets: Sequence[Target], path: Path) -> None:
         "fair_queue_growth": growth(results.fair_latencies),
         "noisy_neighbour": None if results.noisy is None else dataclasses.asdict(results.noisy),
         "job_records": [dataclasses.asdict(lat) for lat in results.job_latencies],
+        "flow_claim_latency": [dataclasses.asdict(t) for t in results.flow_latencies],
         "targets": [{**dataclasses.asdict(t), "status": t.status} for t in targets],
     }
     path.write_text(json.dumps(data, indent=2) + "\n")
@@ -115,7 +129,7 @@ def write_json(results: Results, targets: Sequence[Target], path: Path) -> None:
 def publish(results: Results) -> None:
     """Print the tables and targets; write results.json and bench.png to ``--out``."""
     targets = check_targets(results.rows, results.latencies, results.settings.most,
-                            results.fair_latencies, results.noisy)
+                            results.fair_latencies, results.noisy, results.flow_latencies)
     print(format_table(results.rows))
     print(format_cpu_note(results.machine))
     print()
@@ -128,6 +142,9 @@ def publish(results: Results) -> None:
         print(format_latencies(results.job_latencies, "Queue.job latency",
                                "a Queue made with history, half its jobs finished",
                                "records", "reads"))
+    if results.settings.runs("flow"):
+        print()
+        print(format_flow(results.flow_latencies))
     print()
     print(format_targets(targets))
     out = results.settings.out

@@ -129,11 +129,24 @@ class NoisyNeighbour:
     loud: int
 
 
+@dataclass(frozen=True)
+class Tail:
+    """Claim latency of ``name`` with ``keys`` keys holding work, over ``samples``
+    claims: the median and the 99th percentile."""
+
+    name: str
+    keys: int
+    samples: int
+    median_ms: float
+    p99_ms: float
+
+
 @dataclass
 class Results:
     """Everything one run measured (the fair queue's latencies, by groups, and its
     noisy neighbour when the "fair" group ran; ``Queue.job`` latency when the
-    "worker" group ran)."""
+    "worker" group ran; the claim latencies with and without a keyed limit when the
+    "flow" group ran)."""
 
     machine: Dict[str, Any]
     settings: Settings
@@ -142,6 +155,7 @@ class Results:
     fair_latencies: List[Latency] = dataclasses.field(default_factory=list)
     noisy: Optional[NoisyNeighbour] = None
     job_latencies: List[Latency] = dataclasses.field(default_factory=list)
+    flow_latencies: List[Tail] = dataclasses.field(default_factory=list)
 
 
 def server_window(reports: Sequence[Report]) -> Optional[float]:
@@ -231,6 +245,15 @@ def latency(n: int, seconds: Sequence[float]) -> Latency:
     p90 = (statistics.quantiles(seconds, n=10, method="inclusive")[8] if len(seconds) > 1
            else seconds[0])
     return Latency(n, len(seconds), statistics.median(seconds) * 1000, p90 * 1000)
+
+
+def tail(name: str, keys: int, seconds: Sequence[float]) -> Tail:
+    """Median and p99, in milliseconds, of claim times measured with ``keys`` keys
+    holding work (the p99: the 99th of :func:`statistics.quantiles`' percentiles,
+    inclusive of the extremes; one sample alone is its own)."""
+    p99 = (statistics.quantiles(seconds, n=100, method="inclusive")[98] if len(seconds) > 1
+           else seconds[0])
+    return Tail(name, keys, len(seconds), statistics.median(seconds) * 1000, p99 * 1000)
 
 
 def growth(latencies: Sequence[Latency]) -> Optional[float]:

@@ -211,6 +211,26 @@ CODEC_KINDS = (Kind("codec per job: JSON", "codec-json", 1, "jobs/s", None),
                Kind("codec per job: Encrypted(JSON), AES-GCM", "codec-encrypted", 1,
                     "jobs/s", None))
 TASK_KINDS = (RAW_PUSH, TASK_PUSH, RAW_WORKER, TASK_WORKER, *CODEC_KINDS)
+#: The "flow" group (:mod:`fdbrecipes.bench.flow`, issue 40): claim_many(100)+ack at K
+#: clients on a queue under a global concurrency limit far above what they hold,
+#: beside the same queue without it; a push with a unique key beside one with an id,
+#: at 4 processes (K if fewer); and, in the parent, ``Queue.claim`` latency over
+#: :data:`FLOW_KEYS` keys each under a keyed concurrency limit beside a plain
+#: Queue's, claim for claim.
+FLOW_GLOBAL_LIMIT = 10_000
+FLOW_KEYS = 10_000
+FLOW_KEYED_LIMIT = 1
+FLOW_PUSH_PROCESSES = 4
+PLAIN_CLAIMS = Kind(f"flow: claim_many({CLAIM_BATCH})+ack, no limit", "claim-ack",
+                    CLAIM_BATCH, "items/s", None, drains=True)
+LIMITED_CLAIMS = Kind(f"flow: claim_many({CLAIM_BATCH})+ack, concurrency({FLOW_GLOBAL_LIMIT:,})",
+                      "limited-claim-ack", CLAIM_BATCH, "items/s", PLAIN_CLAIMS.label,
+                      drains=True)
+ID_PUSH = Kind("flow: Queue.push(db, id=)", "id-push", 1, "items/s", None)
+UNIQUE_PUSH = Kind("flow: Queue.push(db, unique=)", "unique-push", 1, "items/s",
+                   ID_PUSH.label)
+FLOW_PUSHES = (ID_PUSH, UNIQUE_PUSH)
+FLOW_KINDS = (PLAIN_CLAIMS, LIMITED_CLAIMS, *FLOW_PUSHES)
 AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
 WORKER_KINDS = (WORKER, HISTORY_WORKER, BARE_CLAIMS)
 
@@ -221,7 +241,8 @@ PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
          *HOT_KINDS, *AIO_KINDS, THREAD_PUSH_ALONE, THREAD_PUSH, THREAD_WRITE,
          BLOCKING_READ, AWAITED_READ,
-         *WORKER_KINDS, IDLE_WORKER, *IDLE_PAIR, *FAIR_KINDS, *SHARD_KINDS, *TASK_KINDS)
+         *WORKER_KINDS, IDLE_WORKER, *IDLE_PAIR, *FAIR_KINDS, *SHARD_KINDS, *TASK_KINDS,
+         *FLOW_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
@@ -229,9 +250,9 @@ KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_K
 #: beside the bare probe, WeightTree.pop beside the limit, in rounds), the async rows,
 #: the worker rows, the fair queue (claims, latency by groups, the noisy neighbour),
 #: the sharded queue beside the unsharded one, tasks beside the raw calls (and the
-#: codecs' cost), WeightTree.pop latency.
+#: codecs' cost), flow control beside the same work without it, WeightTree.pop latency.
 GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "hot", "aio", "worker", "fair",
-          "shards", "tasks", "latency")
+          "shards", "tasks", "flow", "latency")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from .cpu import server_pids
 from .fair import noisy_neighbour, time_claims
 from .fill import FILLS as STRUCTURE_FILLS
 from .fill import MAX_WEIGHT, TREE_FILL_BATCH, Filler, fill_fair_groups, group_name
+from .flow import FLOW_FILLS
+from .keyed import claim_latencies
 from .machine import format_machine, machine_info
 from .recipe import QUEUE_FILL_BATCH, chunks
 from .report import publish
@@ -32,6 +34,7 @@ from .results import (
     Report,
     Results,
     Row,
+    Tail,
     combined,
     latency,
     plural,
@@ -45,6 +48,9 @@ from .settings import (
     CLAIM_ACK,
     CODEC_KINDS,
     FAIR_KINDS,
+    FLOW_KEYS,
+    FLOW_PUSH_PROCESSES,
+    FLOW_PUSHES,
     HISTORY_SECONDS,
     HOT_KINDS,
     HOT_ROUNDS,
@@ -55,6 +61,8 @@ from .settings import (
     JOB_SAMPLES,
     LIMIT,
     LIMIT_BATCH,
+    LIMITED_CLAIMS,
+    PLAIN_CLAIMS,
     POP_KINDS,
     PQ_KINDS,
     PUSH_KINDS,
@@ -77,8 +85,9 @@ from .settings import (
 )
 from .tasks import TASK_FILLS
 
-#: How each draining op's structure is pre-filled: the structures' fills and the tasks'.
-FILLS: Dict[str, Filler] = {**STRUCTURE_FILLS, **TASK_FILLS}
+#: How each draining op's structure is pre-filled: the structures' fills, the tasks'
+#: and the flow group's.
+FILLS: Dict[str, Filler] = {**STRUCTURE_FILLS, **TASK_FILLS, **FLOW_FILLS}
 #: First element of every measurement's subspace prefix.
 ROOT = "fdbrecipes-bench"
 
@@ -102,7 +111,8 @@ class Runtime:
         run_clients: (context, job, clients) -> one report per client process.
         fills: by operation, how a drained structure is pre-filled.
         latency: whether the measurements made in this process run (WeightTree
-            latency; the fair queue's latency and noisy neighbour).
+            latency; the fair queue's latency and noisy neighbour; the flow group's
+            claim latency).
     """
 
     open_database: Callable[[str], Any] = open_database
@@ -133,7 +143,8 @@ class Suite:
     def run(self, cluster: str) -> Results:
         """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
         Queue pops, claims, WeightTree pops, PriorityQueue pops, the hot paths, the
-        async rows, the worker rows, the fair queue, WeightTree latency."""
+        async rows, the worker rows, the fair queue, the shards, the tasks, flow
+        control, WeightTree latency."""
         machine = self.io.machine_info(self.db, cluster)
         machine["server_processes_sampled"] = len(self.server_pids)
         print(self.io.format_machine(machine), flush=True)
@@ -166,9 +177,15 @@ class Suite:
             rows += self.shards()
         if self.settings.runs("tasks"):
             rows += self.tasks()
+        flow: List[Tail] = []
+        if self.settings.runs("flow"):
+            rows += self.flow()
+            if self.io.latency:
+                flow = self.flow_latencies()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
-        return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy, jobs)
+        return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy, jobs,
+                       flow)
 
     @contextlib.contextmanager
     def space(self, name: str) -> Iterator[Tuple[str, ...]]:
@@ -345,9 +362,15 @@ class Suite:
                 rows += self.rotated((plain, spread), most)
                 continue
             items = self.settings.claim_items(most) if plain.batch > 1 else self.settings.items
-            runs = [self.drained(kind, most, items) for kind in (plain, spread, spread, plain)]
-            rows += [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
+            rows += self.side_by_side(plain, spread, most, items)
         return rows
+
+    def side_by_side(self, first: Kind, second: Kind, clients: int, items: int) -> List[Row]:
+        """Two draining kinds at ``clients`` processes, each draining ``items`` items
+        twice, in the order first, second, second, first (a passing load weighs on
+        both alike); each kind's two drains summed into one row."""
+        runs = [self.drained(kind, clients, items) for kind in (first, second, second, first)]
+        return [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
 
     def tasks(self) -> List[Row]:
         """Tasks beside the raw calls (:mod:`.tasks`), at 4 processes (K if fewer):
@@ -356,11 +379,30 @@ class Suite:
         summed; then each codec's cost per job in one process."""
         clients = min(TASK_PROCESSES, self.settings.most)
         rows = self.rotated((RAW_PUSH, TASK_PUSH), clients)
-        items = self.settings.claim_items(clients)
-        runs = [self.drained(kind, clients, items)
-                for kind in (RAW_WORKER, TASK_WORKER, TASK_WORKER, RAW_WORKER)]
-        rows += [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
+        rows += self.side_by_side(RAW_WORKER, TASK_WORKER, clients,
+                                  self.settings.claim_items(clients))
         return rows + [self.timed(kind, 1) for kind in CODEC_KINDS]
+
+    def flow(self) -> List[Row]:
+        """Flow control beside the same work without it (:mod:`.flow`):
+        ``claim_many(100)`` + ack at K clients draining as many items as the claims
+        at K, on a queue without limits and on one under a global
+        ``concurrency(10,000)`` (:meth:`side_by_side`); then a push given a fresh
+        ``id`` and one given a fresh ``unique`` key, at 4 processes (K if fewer),
+        rotated (:meth:`rotated`)."""
+        most = self.settings.most
+        rows = self.side_by_side(PLAIN_CLAIMS, LIMITED_CLAIMS, most,
+                                 self.settings.claim_items(most))
+        return rows + self.rotated(FLOW_PUSHES, min(FLOW_PUSH_PROCESSES, most))
+
+    def flow_latencies(self) -> List[Tail]:
+        """``Queue.claim`` latency with 10,000 keys each holding a job under a keyed
+        ``concurrency(1)``, beside a plain Queue's, ``--samples`` claims of each
+        (:func:`~fdbrecipes.bench.keyed.claim_latencies`)."""
+        progress(f"Queue.claim latency: {FLOW_KEYS:,} keys, keyed limit and plain")
+        with self.space("flow-plain") as plain, self.space("flow-keyed") as keyed:
+            return claim_latencies(self.db, Subspace(plain), Subspace(keyed), FLOW_KEYS,
+                                   self.settings.samples)
 
     def fair_latencies(self) -> List[Latency]:
         """FairQueue.claim latency with 10^2, 10^4, 10^5 groups with work (one item

@@ -11,21 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from .results import Latency, NoisyNeighbour, Row, cores, find, growth, plural, ratio
+from .results import Latency, NoisyNeighbour, Row, Tail, cores, find, growth, plural, ratio
 from .settings import (
     AWAITED_READ,
     BARE_CLAIMS,
     BLOCKING_READ,
     CLAIM_ACK,
     FAIR_CLAIM,
+    FLOW_KEYS,
+    FLOW_PUSH_PROCESSES,
     HC_POP,
     HISTORY_WORKER,
     HOT_SPREAD_POP,
     HOT_TREE_POP,
+    ID_PUSH,
     IDLE_STARTED,
     IDLE_STORED,
     IDLE_WORKER,
     LIMIT,
+    LIMITED_CLAIMS,
+    PLAIN_CLAIMS,
     PUSH,
     QUEUE_CLAIM,
     RAW_PUSH,
@@ -40,6 +45,7 @@ from .settings import (
     THREAD_PUSH_ALONE,
     THREAD_WRITE,
     TREE_POP,
+    UNIQUE_PUSH,
     WORKER,
     Kind,
     aio_kinds,
@@ -106,15 +112,17 @@ class _Checker:
 
 def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
                   fair: Sequence[Latency] = (),
-                  noisy: Optional[NoisyNeighbour] = None) -> List[Target]:
+                  noisy: Optional[NoisyNeighbour] = None,
+                  flow: Sequence[Tail] = ()) -> List[Target]:
     """The targets, checked against ``rows`` (with ratios), ``latencies`` (the
-    WeightTree's) and the fair queue's latencies and noisy neighbour.
+    WeightTree's), the fair queue's latencies and noisy neighbour, and the flow
+    group's claim latencies (plain, then under a keyed limit).
 
     In order: the high-contention pop, the spread pop, claim_many+ack, Queue.push at
     1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth, the
     hot paths (:func:`hot_targets`), the async rows (:func:`aio_targets`), the
     workers (:func:`worker_targets`), the fair queue (:func:`fair_targets`), the
-    shards, the tasks (:func:`task_targets`).
+    shards, the tasks (:func:`task_targets`), flow control (:func:`flow_targets`).
     """
     check = _Checker(rows, most)
     poppers = plural(most, "popper")
@@ -147,7 +155,30 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
     ))
     return (targets + hot_targets(rows, most) + aio_targets(rows, most)
             + worker_targets(rows, most) + fair_targets(rows, most, fair, noisy)
-            + shard_targets(rows, most) + task_targets(rows, most))
+            + shard_targets(rows, most) + task_targets(rows, most)
+            + flow_targets(rows, most, flow))
+
+
+def flow_targets(rows: Sequence[Row], most: int, flow: Sequence[Tail]) -> List[Target]:
+    """Flow control against the same work without it, in the same run: claim+ack at
+    K clients under a global concurrency limit far above what they hold over the
+    same queue without limits (at least 0.9x); ``Queue.claim``'s p99 with 10,000
+    keys under a keyed limit over a plain Queue's (at most 2x); a push with a unique
+    key over one with an id, at 4 processes or K (at least 0.9x)."""
+    pushers = min(FLOW_PUSH_PROCESSES, most)
+    plain, keyed = (flow[0], flow[1]) if len(flow) == 2 else (None, None)
+    return [
+        Target(f"{LIMITED_CLAIMS.label}, {plural(most, 'client')}: x {PLAIN_CLAIMS.label}",
+               rate_ratio(find(rows, LIMITED_CLAIMS, most), find(rows, PLAIN_CLAIMS, most)),
+               0.9, note=scope_note(most)),
+        Target(f"flow: Queue.claim p99, {FLOW_KEYS:,} keys under a keyed limit: x a plain "
+               "Queue's", None if plain is None or keyed is None
+               else ratio(keyed.p99_ms, plain.p99_ms), 2.0, at_most=True),
+        Target(f"{UNIQUE_PUSH.label}, {plural(pushers, 'client')}: x {ID_PUSH.label}",
+               rate_ratio(find(rows, UNIQUE_PUSH, pushers), find(rows, ID_PUSH, pushers)),
+               0.9, note="" if pushers == FLOW_PUSH_PROCESSES
+               else f"measured at {plural(pushers, 'client')}"),
+    ]
 
 
 def task_targets(rows: Sequence[Row], most: int) -> List[Target]:
