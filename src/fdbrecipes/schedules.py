@@ -9,7 +9,7 @@ schedule is pushed exactly once, however many workers run and whichever of them
 die, because the fire reads the schedule's state with a conflict and writes the slot
 it fired in the same transaction as the push.  A change (add, pause, resume, run now,
 remove) reaches every worker through a watch of the store's change counter.  The
-keys are :class:`fdbrecipes._layout.ScheduleLayout`; docs/scheduler.md tells the
+keys are :class:`fdbrecipes._store_layout.ScheduleLayout`; docs/scheduler.md tells the
 rules (daylight-saving changes, misfires, jitter).
 """
 

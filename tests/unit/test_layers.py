@@ -45,7 +45,7 @@ LAYERS: List[Tuple[str, Tuple[str, ...]]] = [
     ("Operations objects", ("_ops/",)),
     ("Engines", ("_ordered/", "_tree/", "_fair/", "_limits/")),
     ("Job records", ("_records/",)),
-    ("Keys", ("_layout.py", "_ids.py")),
+    ("Keys", ("_layout.py", "_store_layout.py", "_ids.py")),
     ("Running a call", ("_retry.py", "_receipts.py", "_drivers/")),
     ("Waiting", ("_waiting.py",)),
     ("An operation and the clock", ("_attempt.py", "_clock.py")),

@@ -274,7 +274,7 @@ def test_markers_follow_the_library_layout() -> None:
 
 
 def test_a_schedule_store_is_told_by_a_key_no_structure_writes() -> None:
-    from fdbrecipes._layout import SCHEDULES, ScheduleLayout
+    from fdbrecipes._store_layout import SCHEDULES, ScheduleLayout
 
     store = ScheduleLayout(S)
     assert store.version == S.pack((SCHEDULES,))

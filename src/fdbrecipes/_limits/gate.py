@@ -2,7 +2,7 @@
 
 A structure made with ``limits=`` has a :class:`Gate`: its uses (which limits its jobs
 carry, how a job's key and cost are found) over one store's keys
-(:class:`.._layout.LimitLayout`).  A claim makes an :class:`Admission`, which reads
+(:class:`.._store_layout.LimitLayout`).  A claim makes an :class:`Admission`, which reads
 the definitions (snapshot reads, started with the claim's first read: no round trip of
 their own) and, for each (limit, key) its candidates carry, the limit's state (one
 round trip for all, side by side):
@@ -48,7 +48,8 @@ from fdb.subspace_impl import Subspace
 
 from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
-from .._layout import DELAY, LEASE, LimitLayout, OrderedLayout
+from .._layout import DELAY, LEASE, OrderedLayout
+from .._store_layout import LimitLayout
 from .._values import decode_value
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit
 

@@ -1,5 +1,5 @@
 """A limit store's transactions: definitions written, read and deleted, and what a
-limit's keys hold now (see :class:`.._layout.LimitLayout` for the keys)."""
+limit's keys hold now (see :class:`.._store_layout.LimitLayout` for the keys)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import fdb.tuple
 from .._attempt import Attempt
 from .._clock import Clock, reading
 from .._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions, snap
-from .._layout import LimitLayout
+from .._store_layout import LimitLayout
 from .gate import move_back
 from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 

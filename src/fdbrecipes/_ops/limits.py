@@ -15,10 +15,10 @@ import fdb.tuple
 
 from .._clock import database_clock
 from .._fdb import Gen, Transactor
-from .._layout import LimitLayout
 from .._limits.specs import CostOf, KeyOf, Limit, LimitUse, check_limit_spec, check_name, check_use
 from .._limits.store import LimitState, LimitTotals, Store
 from .._retry import read
+from .._store_layout import LimitLayout
 from .._values import check_clock, check_subspace
 from .base import Ops
 

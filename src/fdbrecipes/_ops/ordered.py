@@ -35,7 +35,7 @@ from .._clock import Clock, database_clock
 from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
-from .._layout import MAX_SHARDS, Item, LimitLayout, OrderedLayout, RecordLayout
+from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
 from .._limits.gate import Gate
 from .._limits.specs import check_uses
 from .._ordered.contention import Contention
@@ -77,6 +77,7 @@ from .._records.tokens import (
     parse_tokens,
 )
 from .._retry import read, read_pages
+from .._store_layout import LimitLayout
 from .._values import (
     BATCH_BYTES,
     MAX_TAKE,

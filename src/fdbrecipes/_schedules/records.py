@@ -1,6 +1,6 @@
 """What a schedule store keeps about each schedule, and the values its calls return.
 
-A schedule is two keys (see :class:`fdbrecipes._layout.ScheduleLayout`): its
+A schedule is two keys (see :class:`fdbrecipes._store_layout.ScheduleLayout`): its
 :class:`Definition` (what it pushes, where, when), written when it is added or
 changed, and its :class:`State` (paused or not, the last slot fired, run-now requests,
 the latest fires), written at each change and each fire.  :class:`ScheduleInfo` is a

@@ -17,7 +17,7 @@ from fdb.subspace_impl import Subspace
 
 from .._attempt import Attempt
 from .._fdb import Gen, Range, add, read, read_le64, snap
-from .._layout import ScheduleLayout
+from .._store_layout import ScheduleLayout
 from ..errors import UnknownScheduleError
 from .records import Definition, ScheduleInfo, State
 

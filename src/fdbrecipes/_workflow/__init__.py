@@ -5,5 +5,5 @@
 the transactions (creating, advancing, stopping), :mod:`.reading` the reads and the
 types they give, :mod:`.ops` the checked calls, :mod:`.steps` what a worker adds to a
 node's ack or burial.  Keys:
-:class:`fdbrecipes._layout.WorkflowLayout`.
+:class:`fdbrecipes._store_layout.WorkflowLayout`.
 """

@@ -25,9 +25,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import fdb.tuple
 
 from .._fdb import Gen, Range, le64, read, read_le64, snap
-from .._layout import ROOT, WorkflowLayout
 from .._ordered.engine import PushRequest
 from .._records.records import CANCELLED, RESULT_CHUNK
+from .._store_layout import ROOT, WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
 from .graph import (

@@ -8,10 +8,10 @@ from functools import partial
 from typing import Any, Dict, Iterable, Optional, Tuple
 
 from .._fdb import Gen, Transactor
-from .._layout import WorkflowLayout
 from .._ops.base import Ops
 from .._records.records import CANCELLED
 from .._retry import read
+from .._store_layout import WorkflowLayout
 from .._values import check_int, check_limit, check_seconds, check_subspace, check_timeout
 from .._waiting import Wake, wait_until_ready
 from ..errors import UnknownWorkflowError, WorkflowFailedError

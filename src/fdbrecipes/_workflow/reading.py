@@ -9,8 +9,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 import fdb.tuple
 
 from .._fdb import Gen, Range, read, read_le64, snap
-from .._layout import WorkflowLayout
 from .._records.records import CANCELLED
+from .._store_layout import WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
 from .graph import IGNORE, Spec
@@ -87,7 +87,7 @@ class WorkflowStatus(NamedTuple):
 
 
 class Header(NamedTuple):
-    """A workflow's header (see :class:`.._layout.WorkflowLayout`)."""
+    """A workflow's header (see :class:`.._store_layout.WorkflowLayout`)."""
 
     created_at: float
     nodes: int

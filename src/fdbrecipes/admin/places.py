@@ -14,7 +14,8 @@ from fdb.subspace_impl import Subspace
 
 from .. import _kinds
 from .._kinds import Kind
-from .._layout import LEFT_BEHIND, LIMITS, SCHEDULES, SHARDED, Marker
+from .._layout import LEFT_BEHIND, SHARDED, Marker
+from .._store_layout import LIMITS, SCHEDULES
 from .output import cut
 
 __all__ = ["ANY_QUEUE", "LIMIT_STORE", "SCHEDULE_STORE", "OperatorError", "Place", "Structure",

@@ -1,0 +1,231 @@
+"""The key layout of the stores, written once: a schedule store, a limit store, a
+workflow store (the structures' keys are in :mod:`._layout`).
+
+docs/data-model.md draws these; every key a store writes is named here.  A store lives
+in one subspace ``S`` and never writes outside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Tuple
+
+from fdb.subspace_impl import Subspace
+
+from ._layout import Item
+
+__all__ = ["LIMITS", "ROOT", "SCHEDULES", "LimitLayout", "ScheduleLayout", "WorkflowLayout"]
+
+
+#: The first element of every key of a schedule store (its change counter's), which no
+#: structure uses: the operator commands recognise a store by it.
+SCHEDULES = "sv"
+
+
+class ScheduleLayout:
+    """Keys of a schedule store (:class:`fdbrecipes.Schedules`)::
+
+        S/"sv"          = int64       the change counter (atomic ADD, only growing): every
+                                      add, change, pause, resume, run-now and remove
+                                      adds 1; workers carrying the store watch it
+        S/"sd"/(name,)  = definition  (1, cron, tz, every, target, where, value, catch
+                                      up, grace, jitter, created_at), packed (see
+                                      _schedules.records)
+        S/"ss"/(name,)  = state       (1, revision, paused_at, since, last slot fired,
+                                      run-now requests, latest fires), packed
+        S/"c"/(process, thread, generation) = receipt  receipt slots (see _receipts)
+
+    A definition changes only when the schedule is added or changed; its state at each
+    fire too (a fire reads it with a conflict, so two workers never fire one slot, and
+    a pause or a change conflicts with a fire in flight).  Times are wall-clock
+    seconds.
+    """
+
+    __slots__ = ("definitions", "states", "subspace", "version")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.version = bytes(subspace.pack((SCHEDULES,)))
+        self.definitions = subspace["sd"]
+        self.states = subspace["ss"]
+
+    def definition(self, name: str) -> bytes:
+        """The key of schedule ``name``'s definition."""
+        return bytes(self.definitions.pack((name,)))
+
+    def state(self, name: str) -> bytes:
+        """The key of schedule ``name``'s state."""
+        return bytes(self.states.pack((name,)))
+
+
+#: The first element of every key of a limit store's change counter, which no structure
+#: uses: the operator commands recognise a store by it.
+LIMITS = "lv"
+
+
+class LimitLayout:
+    """Keys of a limit store (:class:`fdbrecipes.Limits`), shared by every structure
+    made with ``limits=`` uses of it::
+
+        L/"lv"                      = int64       the change counter (atomic ADD): every
+                                                  set and delete adds 1
+        L/"ld"/(name,)              = (kind, n, per_seconds)  a limit's definition:
+                                                  ("concurrency", n, None) or
+                                                  ("rate", n, seconds), packed
+        L/"lr"/(name, key, slot)    = (deadline, hold id)  slot ``slot`` (0 to n - 1)
+                                                  of a concurrency limit, held by a
+                                                  running job's lease until its deadline
+                                                  (a clock reading)
+        L/"ls"/(name, key, start, hold id) = (cost,)  a start counted by a rate limit
+                                                  (``start``: the claim's clock reading)
+        L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
+                                                  lease holds
+        L/"lw"/(name, key, parked_at, prefix, item, deadline) = ''  a job parked until
+                                                  a slot of (name, key) frees: its
+                                                  structure's (shard's) raw prefix, its
+                                                  item tuple and the deadline of the
+                                                  DELAY hold it waits under there
+
+    ``key`` is the limit's key for the job (any tuple-encodable value), None for a
+    global limit.  Times are clock readings (read versions, about 1,000,000 per second).
+    """
+
+    __slots__ = ("definitions", "parked", "running", "starts", "subspace", "tags", "version")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.version = bytes(subspace.pack((LIMITS,)))
+        self.definitions = subspace["ld"]
+        self.running = subspace["lr"]
+        self.starts = subspace["ls"]
+        self.tags = subspace["lt"]
+        self.parked = subspace["lw"]
+
+    def definition(self, name: str) -> bytes:
+        """The key of limit ``name``'s definition."""
+        return bytes(self.definitions.pack((name,)))
+
+    def running_key(self, name: str, key: Any, slot: int) -> bytes:
+        """The key of slot ``slot`` of (name, key)."""
+        return bytes(self.running.pack((name, key, slot)))
+
+    def start_key(self, name: str, key: Any, start: int, hold_id: bytes) -> bytes:
+        """The key of the start of lease ``hold_id`` in rate limit (name, key)."""
+        return bytes(self.starts.pack((name, key, start, hold_id)))
+
+    def tags_key(self, hold_id: bytes) -> bytes:
+        """The key of what lease ``hold_id`` holds."""
+        return bytes(self.tags.pack((hold_id,)))
+
+    def parked_key(self, name: str, key: Any, parked_at: int, prefix: bytes, item: Item,
+                   deadline: int) -> bytes:
+        """The key naming a job parked under (name, key)."""
+        return bytes(self.parked.pack((name, key, parked_at, prefix, item, deadline)))
+
+
+#: The leaf of a node's counters that counts its leaves still open (a node with more
+#: dependencies than one leaf holds; see :class:`WorkflowLayout`).
+ROOT = -1
+
+
+class WorkflowLayout:
+    """Keys of a workflow store (:class:`fdbrecipes.workflow.Workflows`); ``w`` is a
+    workflow's id, ``i`` and ``d`` its nodes' numbers (in the order they were added)::
+
+        S/"wh"/(w,)          = header     (created_at, nodes, status, ended_at, why),
+                                          packed; status "running", "failed",
+                                          "cancelled"; read with a conflict by every
+                                          step, written by a cancel or a failure only
+        S/"wn"/(w, i)        = node       (target, value, where, delay, time_limit,
+                                          name, when, deps, leaves), packed
+        S/"we"/(w, i, c)     = edges      i's dependents, 128 a key (c: 0, 1...):
+                                          ((dependent, leaf i counts in, policy,
+                                          the dependent's leaves), ...), packed
+        S/"wi"/(w, d, leaf)  = deps       d's dependencies counted in that leaf:
+                                          ((node, policy, name), ...), packed
+        S/"wc"/(w, d, leaf)  = int64      what d still waits for in that leaf (ROOT:
+                                          its leaves still open); ADD, read with a
+                                          conflict by the step that decrements it
+        S/"wf"/(w, d)        = int64      d's dependencies that did not succeed (ADD)
+        S/"ws"/(w, i)        = state      (state, at, error), packed: "queued" once
+                                          pushed, then "succeeded", "failed",
+                                          "cancelled" or "skipped"; absent: waiting
+        S/"wr"/(w, i, n)     = bytes      chunk n of i's result (its structure's codec,
+                                          tuple-packed)
+        S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
+                                          nodes), packed, until its expander's ack
+                                          pushes them
+        S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
+                                          ended, what ``result`` watches)
+        S/"wx"/(at, w)       = ''         when to look at w for pruning
+        S/"c"/(...)          = receipt    receipt slots (see _receipts)
+    """
+
+    __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
+                 "nodes", "results", "states", "subspace", "tallies")
+
+    def __init__(self, subspace: Subspace) -> None:
+        self.subspace = subspace
+        self.headers = subspace["wh"]
+        self.nodes = subspace["wn"]
+        self.edges = subspace["we"]
+        self.inputs = subspace["wi"]
+        self.counters = subspace["wc"]
+        self.failures = subspace["wf"]
+        self.states = subspace["ws"]
+        self.results = subspace["wr"]
+        self.tallies = subspace["wt"]
+        self.chunks = subspace["wp"]
+        self.expiry = subspace["wx"]
+
+    def header(self, w: bytes) -> bytes:
+        """The key of workflow ``w``'s header."""
+        return bytes(self.headers.pack((w,)))
+
+    def node(self, w: bytes, i: int) -> bytes:
+        """The key of node ``i``'s definition."""
+        return bytes(self.nodes.pack((w, i)))
+
+    def edge(self, w: bytes, i: int, c: int) -> bytes:
+        """The key of chunk ``c`` of ``i``'s dependents."""
+        return bytes(self.edges.pack((w, i, c)))
+
+    def dep(self, w: bytes, d: int, leaf: int) -> bytes:
+        """The key of ``d``'s dependencies counted in ``leaf``."""
+        return bytes(self.inputs.pack((w, d, leaf)))
+
+    def counter(self, w: bytes, d: int, leaf: int) -> bytes:
+        """The key of ``d``'s counter ``leaf`` (:data:`ROOT`: its open leaves)."""
+        return bytes(self.counters.pack((w, d, leaf)))
+
+    def failed(self, w: bytes, d: int) -> bytes:
+        """The key counting ``d``'s dependencies that did not succeed."""
+        return bytes(self.failures.pack((w, d)))
+
+    def state(self, w: bytes, i: int) -> bytes:
+        """The key of node ``i``'s state."""
+        return bytes(self.states.pack((w, i)))
+
+    def chunk(self, w: bytes, i: int, n: int) -> bytes:
+        """The key of chunk ``n`` of node ``i``'s result."""
+        return bytes(self.results.pack((w, i, n)))
+
+    def pending(self, w: bytes, i: int, c: int) -> bytes:
+        """The key of chunk ``c`` of the nodes ``i`` freed, not pushed yet."""
+        return bytes(self.chunks.pack((w, i, c)))
+
+    def tally(self, w: bytes, state: str) -> bytes:
+        """The key counting ``w``'s nodes in ``state``."""
+        return bytes(self.tallies.pack((w, state)))
+
+    def due(self, at: float, w: bytes) -> bytes:
+        """The key of ``w``'s entry in the pruning index."""
+        return bytes(self.expiry.pack((at, w)))
+
+    def ranges(self, w: bytes) -> List[Tuple[bytes, bytes]]:
+        """Every key range of workflow ``w`` (its pruning entry apart)."""
+        out = []
+        for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
+                      self.failures, self.states, self.results, self.tallies, self.chunks):
+            r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
+            out.append((bytes(space.pack((w,))), bytes(r.stop)))
+        return out
