@@ -80,7 +80,12 @@ def check_entries(q: Queue[Any], db: Any) -> None:
             continue
         record = q.job(db, job)
         assert record is not None, f"key-{k} names job {job!r}, which has no record"
-        if k < 6:
+        if k < 6 and record.state == "dead":
+            # its lease ended on its last delivery and no writer has met it yet: the
+            # job is still there, under its lease's hold, and holds its key until a
+            # claim buries it (then its key is free); a buried job never holds one
+            assert job not in {d.id for d in q.dead(db)}, (k, "buried, still holding")
+        elif k < 6:
             assert record.state in LIVE, (k, record.state)
         elif k < 11:
             assert record.state in ("pending", "delayed"), (k, record.state)
