@@ -156,12 +156,16 @@ class WorkflowLayout:
                                           pushes them
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
                                           ended, what ``result`` watches)
+        S/"wo"/(w,)          = open       an open batch's: (leaves, callback, ...), packed:
+                                          each callback's leaves so far; present while
+                                          members may be added, read with a conflict
+                                          by an add and by the close, which clears it
         S/"wx"/(at, w)       = ''         when to look at w for pruning
         S/"c"/(...)          = receipt    receipt slots (see _receipts)
     """
 
     __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
-                 "nodes", "results", "states", "subspace", "tallies")
+                 "nodes", "opens", "results", "states", "subspace", "tallies")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -176,6 +180,7 @@ class WorkflowLayout:
         self.tallies = subspace["wt"]
         self.chunks = subspace["wp"]
         self.expiry = subspace["wx"]
+        self.opens = subspace["wo"]
 
     def header(self, w: bytes) -> bytes:
         """The key of workflow ``w``'s header."""
@@ -217,6 +222,10 @@ class WorkflowLayout:
         """The key counting ``w``'s nodes in ``state``."""
         return bytes(self.tallies.pack((w, state)))
 
+    def opened(self, w: bytes) -> bytes:
+        """The key of open batch ``w``'s callbacks and leaves (present while open)."""
+        return bytes(self.opens.pack((w,)))
+
     def due(self, at: float, w: bytes) -> bytes:
         """The key of ``w``'s entry in the pruning index."""
         return bytes(self.expiry.pack((at, w)))
@@ -225,7 +234,8 @@ class WorkflowLayout:
         """Every key range of workflow ``w`` (its pruning entry apart)."""
         out = []
         for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
-                      self.failures, self.states, self.results, self.tallies, self.chunks):
+                      self.failures, self.states, self.results, self.tallies, self.chunks,
+                      self.opens):
             r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
             out.append((bytes(space.pack((w,))), bytes(r.stop)))
         return out

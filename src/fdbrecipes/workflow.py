@@ -17,8 +17,10 @@ that makes a node a dead letter applies its dependents' failure policy: ``fail``
 ``job.cancelled``), ``ignore`` or ``continue`` (the dependent runs, seeing the
 failure in :meth:`Workflows.inputs`).  A node reads its dependencies' results with
 :meth:`Workflows.inputs` (the store keeps every node's result itself).
-:func:`batch` builds a batch of jobs with ``on_success``, ``on_complete`` and
-``on_failure`` callbacks on the same mechanism.  docs/workflows.md tells the keys,
+:meth:`Workflows.batch` builds a batch of jobs with ``on_success``, ``on_complete``
+and ``on_failure`` callbacks on the same mechanism; :meth:`Workflows.open_batch` one
+whose members are added over time (:meth:`Workflows.add_to_batch`) until it is closed
+(:meth:`Workflows.close_batch`).  docs/workflows.md tells the keys,
 the conflicts and the limits.
 """
 
@@ -172,19 +174,55 @@ class WorkflowsBase(Face[WorkflowOps]):
         """
         flow = self.new()
         members = flow.add_many(structure, values, on_failure=CONTINUE, **where)
-        for name, callback, when in (("on_success", on_success, SUCCESS),
-                                     ("on_complete", on_complete, ALWAYS),
-                                     ("on_failure", on_failure, FAILURE)):
-            if callback is None:
-                continue
-            if not (isinstance(callback, tuple) and len(callback) in (2, 3)
-                    and (len(callback) == 2 or isinstance(callback[2], dict))):
-                raise TypeError(f"{name} must be a (structure, value) pair, or a "
-                                "(structure, value, options) triple")
-            options = callback[2] if len(callback) == 3 else {}
-            flow.add(callback[0], callback[1], deps=members, on_failure=CONTINUE,
-                     name=name, when=when, **options)
+        add_callbacks(flow, members, on_success, on_complete, on_failure)
         return flow
+
+    def open_batch(self, *, on_success: Optional[Any] = None,
+                   on_complete: Optional[Any] = None,
+                   on_failure: Optional[Any] = None) -> Workflow:
+        """An open batch: its callbacks (as :meth:`batch` takes them; one at least),
+        and members added over time, once it is created (:meth:`Workflows.add_to_batch`),
+        until it is closed (:meth:`Workflows.close_batch`).  Each callback is pushed
+        (or skipped) exactly once, after the close, in the transaction of the member
+        whose end brings the batch's count to zero, or in the close if every member
+        ended already.  A workflow to :meth:`create` (more nodes may be added to it
+        first: nodes that depend on the callbacks).
+
+        Reads and writes nothing.
+
+        Raises:
+            TypeError or ValueError: a bad callback, or none.
+        """
+        flow = self.new()
+        joins = add_callbacks(flow, [], on_success, on_complete, on_failure)
+        if not joins:
+            raise ValueError("open_batch: give on_success, on_complete or on_failure")
+        flow.graph.joins.extend(node.index for node in joins)
+        return flow
+
+
+def add_callbacks(flow: Workflow, members: List[Node], on_success: Optional[Any],
+                  on_complete: Optional[Any], on_failure: Optional[Any]) -> List[Node]:
+    """Add a batch's callbacks to ``flow``, each depending on ``members`` (see
+    :meth:`WorkflowsBase.batch`); their nodes.
+
+    Raises:
+        TypeError or ValueError: a bad callback.
+    """
+    added = []
+    for name, callback, when in (("on_success", on_success, SUCCESS),
+                                 ("on_complete", on_complete, ALWAYS),
+                                 ("on_failure", on_failure, FAILURE)):
+        if callback is None:
+            continue
+        if not (isinstance(callback, tuple) and len(callback) in (2, 3)
+                and (len(callback) == 2 or isinstance(callback[2], dict))):
+            raise TypeError(f"{name} must be a (structure, value) pair, or a "
+                            "(structure, value, options) triple")
+        options = callback[2] if len(callback) == 3 else {}
+        added.append(flow.add(callback[0], callback[1], deps=members, on_failure=CONTINUE,
+                              name=name, when=when, **options))
+    return added
 
 
 class Workflows(WorkflowsBase):
@@ -224,6 +262,47 @@ class Workflows(WorkflowsBase):
                 written.
         """
         return drive(self._ops.create(tr, workflow))
+
+    def add_to_batch(self, tr: Transactor, batch: bytes, structure: Any,
+                     values: Iterable[Any], *, delay: Optional[float] = None,
+                     time_limit: Optional[float] = None, **where: Any) -> List[bytes]:
+        """Add a member to open batch ``batch`` for each of ``values``: a job in
+        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``
+        and ``where`` as :meth:`Workflow.add` takes them), pushed now; their job ids.
+        A member that ends before the batch is closed counts down the batch all the
+        same.
+
+        Reads the batch's header and open key with conflicts (adds to one batch are
+        serialized; an add conflicts with its close, and a cancel) and its count of
+        nodes; writes each member's definition and edges, a new counter for each
+        128 members in each callback, and the pushes (see ``create``).  Cost: 1 round
+        trip, then one for each structure pushed into (a FairQueue: one per member),
+        and the commit.
+
+        Raises:
+            TypeError or ValueError: a bad value or option (nothing is written).
+            UnknownWorkflowError: no such workflow.
+            BatchClosedError: the batch is closed or over, or was not made open
+                (nothing is written).
+        """
+        return drive(self._ops.add_to_batch(tr, batch, structure, values, delay, time_limit,
+                                            where))
+
+    def close_batch(self, tr: Transactor, batch: bytes) -> bool:
+        """Close open batch ``batch``: no member is added after; its callbacks are
+        pushed (or skipped) now if every member ended already, else in the transaction
+        of the last member's end.  False if it was closed or over already.
+
+        Reads the batch's header and open key with conflicts, then the callbacks'
+        root counters with conflicts (as the member end that closes a counter does:
+        exactly one of them reads 0), then, when the callbacks are pushed, their
+        definitions.  Cost: 2 round trips, 2 more and the pushes when it pushes them,
+        and the commit.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return drive(self._ops.close_batch(tr, batch))
 
     def cancel(self, tr: Transactor, workflow: bytes) -> bool:
         """Cancel a workflow: every node not started ends ``cancelled`` (those waiting

@@ -50,6 +50,7 @@ from .reading import (
     RUNNING,
     SKIPPED,
     SUCCEEDED,
+    TOTAL,
     Header,
     Reads,
     Stored,
@@ -120,9 +121,13 @@ class Store(Reads):
         now = time.time()
         tr.set(keys.header(w), Header(now, len(plan.specs), RUNNING, None, None).pack())
         tr.set(keys.due(now + self.retention, w), b"")
-        tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
+        tr.set(keys.tally(w, TOTAL), le64(len(plan.specs)))
         roots = []
         fresh = Fresh(tr)
+        joins = set(plan.joins)
+        if joins:  # an open batch: each callback's leaves so far
+            fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
+                                                  for d in plan.joins)))
         for i, spec in enumerate(plan.specs):
             counters = plan.counters[i]
             fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
@@ -134,9 +139,9 @@ class Store(Reads):
                 fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
             for leaf, count in counters:
                 fresh.set(keys.counter(w, i, leaf), le64(count))
-            if len(counters) > 1:
-                fresh.set(keys.counter(w, i, ROOT), le64(len(counters)))
-            if not spec.deps:
+            if len(counters) > 1 or i in joins:  # a join's root counts the close too
+                fresh.set(keys.counter(w, i, ROOT), le64(len(counters) + (i in joins)))
+            if not spec.deps and i not in joins:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
                                         spec.time_limit, spec.name, spec.when, 0, 0)))
         yield from self.push(tr, w, -1, roots)
@@ -265,21 +270,45 @@ class Store(Reads):
             return
         if Header.unpack(raw).status != RUNNING:
             return
-        work = [(i, outcome, edges)]
+        yield from self.cascade(tr, w, raw, [(i, outcome, edges)])
+
+    def cascade(self, tr: Any, w: bytes, raw: bytes,
+                work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
+        """Count down the dependents of each node of ``work`` (``(node, how it ended,
+        its dependents)``), pushing those freed, skipping those whose ``when`` is unmet
+        (their own dependents counted down in turn), or stopping the workflow (its
+        header ``raw``) when a ``fail`` dependency did not succeed."""
         while work:
             node, how, out = work.pop()
             if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
                 yield from self.stop(tr, w, FAILED, f"node {node} {how}", raw)
                 return
             freed = yield from self.count_down(tr, w, how, out)
-            if not freed:
-                continue
-            ready = yield from self.ready(tr, w, freed)
-            yield from self.push(tr, w, node, [(d, s) for d, s, run in ready if run])
-            for d, _, run in ready:
-                if not run:
-                    self.ended(tr, w, d, None, SKIPPED, None)
-                    work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+            yield from self.free(tr, w, node, freed, work)
+
+    def free(self, tr: Any, w: bytes, source: int, freed: Sequence[int],
+             work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
+        """Push the ``freed`` nodes that run (freed by ``source``: see :meth:`push`);
+        end the others skipped, adding them to ``work`` (see :meth:`cascade`)."""
+        if not freed:
+            return
+        ready = yield from self.ready(tr, w, freed)
+        yield from self.push(tr, w, source, [(d, s) for d, s, run in ready if run])
+        for d, _, run in ready:
+            if not run:
+                self.ended(tr, w, d, None, SKIPPED, None)
+                work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+
+    def died(self, tr: Any, _attempt: Any, w: bytes, i: int, why: Optional[str]) -> Gen[None]:
+        """Node ``i``'s job became a dead letter (``why``): :meth:`advance` with
+        ``failed``, run after the burial in its transaction (see
+        :meth:`.ops.WorkflowOps.buried`)."""
+        return self.advance(tr, w, i, FAILED, None, why)
+
+    def expanded(self, tr: Any, _attempt: Any, w: bytes, source: int, c: int) -> Gen[None]:
+        """An expander became a dead letter: :meth:`expand`, run after the burial in
+        its transaction."""
+        return self.expand(tr, w, source, c)
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
         """Start reading node ``i``'s dependents (snapshot: they never change); a
@@ -374,11 +403,12 @@ class Store(Reads):
         tr.set(keys.header(w), header._replace(status=status, ended_at=time.time(),
                                                why=why).pack())
         r = keys.states.range((w,))
+        total_f = tr.get(keys.tally(w, TOTAL))  # a conflict with a batch's adds
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from Range(tr, r.start, r.stop).read())}
         queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
                   if state == QUEUED]
-        for i in range(header.nodes):
+        for i in range(read_le64((yield from read(total_f)))):
             if i not in states:
                 self.ended(tr, w, i, None, CANCELLED, why)
         for i, future in queued:
@@ -412,7 +442,8 @@ class Store(Reads):
             tr.clear(kv.key)
             header = yield from self.header(tr, w)
             done = read_le64((yield from read(tr.get(keys.tally(w, DONE)))))
-            if header is None or header.status != RUNNING or done >= header.nodes:
+            total = read_le64((yield from read(tr.get(keys.tally(w, TOTAL)))))
+            if header is None or header.status != RUNNING or done >= total:
                 for begin, end in keys.ranges(w):
                     tr.clear_range(begin, end)
             else:

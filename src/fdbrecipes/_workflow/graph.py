@@ -16,7 +16,7 @@ from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
 __all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS", "MAX_NODES",
-           "POLICIES", "SUCCESS", "WHEN", "Graph", "Node", "NodeRef", "Plan", "Spec",
+           "OPEN", "POLICIES", "SUCCESS", "WHEN", "Graph", "Node", "NodeRef", "Plan", "Spec",
            "expander_id", "node_id", "parse_node_id", "store_tag"]
 
 #: What a dependent does when a dependency fails (dies, or is cancelled or skipped):
@@ -122,15 +122,21 @@ class Spec(NamedTuple):
     deps: List[Tuple[int, str]]
 
 
+#: What an edge says of its dependent's leaves when the dependent is counted through
+#: its root whatever its leaves (an open batch's callback: see :attr:`Graph.joins`).
+OPEN = 0
+
+
 class Plan(NamedTuple):
     """A graph checked whole, ready to write: its id, its specs in order, each
-    node's dependents ``(dependent, leaf, policy, its leaves)`` and each node's
-    counters ``(leaf, count)``."""
+    node's dependents ``(dependent, leaf, policy, its leaves)``, each node's
+    counters ``(leaf, count)`` and, for an open batch, its callbacks (``joins``)."""
 
     id: bytes
     specs: List[Spec]
     dependents: List[List[Tuple[int, int, str, int]]]
     counters: List[List[Tuple[int, int]]]
+    joins: Tuple[int, ...] = ()
 
 
 def check_policy(policy: Any, name: str) -> str:
@@ -154,6 +160,9 @@ class Graph:
         self.nodes: List[Node] = []
         self.names: Dict[str, int] = {}
         self.size = 0
+        #: an open batch's callbacks: nodes that also wait for the members added later
+        #: and for the batch's close (see :mod:`.batches`)
+        self.joins: List[int] = []
 
     def target_of(self, structure: Any) -> Tuple[bytes, Workable[Any]]:
         """The key and operations of ``structure``, which the store must know.
@@ -256,16 +265,17 @@ class Graph:
             raise ValueError("the workflow has no node")
         dependents: List[List[Tuple[int, int, str, int]]] = [[] for _ in range(n)]
         counters: List[List[Tuple[int, int]]] = []
+        joins = set(self.joins)
         for d, spec in enumerate(self.specs):
             leaves = math.ceil(len(spec.deps) / LEAF)
             counts = [0] * leaves
             for position, (i, policy) in enumerate(spec.deps):
                 leaf = position // LEAF
                 counts[leaf] += 1
-                dependents[i].append((d, leaf, policy, leaves))
+                dependents[i].append((d, leaf, policy, OPEN if d in joins else leaves))
             counters.append(list(enumerate(counts)))
         check_acyclic(n, self.specs, dependents)
-        return Plan(self.id, list(self.specs), dependents, counters)
+        return Plan(self.id, list(self.specs), dependents, counters, tuple(self.joins))
 
 
 def check_acyclic(n: int, specs: Sequence[Spec],

@@ -16,7 +16,7 @@ from ..protocol import Workable
 from .graph import IGNORE, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
-           "SUCCEEDED", "WAITING", "Header", "Input", "NodeStatus", "Reads", "Stored",
+           "SUCCEEDED", "TOTAL", "WAITING", "Header", "Input", "NodeStatus", "Reads", "Stored",
            "WorkflowStatus", "pack", "pack_spec", "span"]
 
 
@@ -31,8 +31,10 @@ def pack(parts: Tuple[Any, ...]) -> bytes:
 QUEUED, SUCCEEDED, FAILED, SKIPPED = "queued", "succeeded", "failed", "skipped"
 WAITING = "waiting"
 ENDED = frozenset((SUCCEEDED, FAILED, CANCELLED, SKIPPED))
-#: The tally of nodes that ended, whatever way (``result`` watches it).
-DONE = "done"
+#: The tally of nodes that ended, whatever way (``result`` watches it), and that of
+#: all nodes (an open batch's grows as members are added; the header keeps the count at
+#: creation).
+DONE, TOTAL = "done", "total"
 #: A workflow's stored status; ``succeeded`` and ``completed`` (some nodes failed,
 #: and were ignored) are read from its tallies.
 RUNNING = "running"
@@ -181,12 +183,12 @@ class Reads:
             nodes.append(NodeStatus(name, states.get(i, WAITING), waits.get(i, ())))
         counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
                                                            CANCELLED, SKIPPED)}
-        done = tally.get(DONE, 0)
-        counts[WAITING] = header.nodes - done - counts[QUEUED]
+        done, total = tally.get(DONE, 0), tally.get(TOTAL, header.nodes)
+        counts[WAITING] = total - done - counts[QUEUED]
         state = header.status
-        if state == RUNNING and done >= header.nodes:
-            state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
-        return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+        if state == RUNNING and done >= total:
+            state = SUCCEEDED if counts[SUCCEEDED] == total else COMPLETED
+        return WorkflowStatus(w, state, total, counts, header.created_at,
                               header.ended_at, header.why, nodes)
 
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
@@ -263,8 +265,9 @@ class Reads:
             raise LookupError(f"no workflow {w!r}")
         if header.status != RUNNING:
             return True, None
-        done = read_le64((yield from read(tr.get(self.keys.tally(w, DONE)))))
-        return done >= header.nodes, None
+        done_f, total_f = tr.get(self.keys.tally(w, DONE)), tr.get(self.keys.tally(w, TOTAL))
+        done = read_le64((yield from read(done_f)))
+        return done >= read_le64((yield from read(total_f))), None
 
     # -- pruning -------------------------------------------------------------------------
 
