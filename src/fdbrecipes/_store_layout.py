@@ -160,12 +160,17 @@ class WorkflowLayout:
                                           each callback's leaves so far; present while
                                           members may be added, read with a conflict
                                           by an add and by the close, which clears it
+        S/"wk"/(w, i)        = sub        node i of w is the sub-workflow of that id
+        S/"wk"/(sub,)        = link       (w, i, nodes): sub's parent, its node there,
+                                          its number of nodes
+        S/"wk"/(sub, "r", c) = nodes      chunk c of sub's first nodes, packed: what
+                                          its start pushes (its header is written then)
         S/"wx"/(at, w)       = ''         when to look at w for pruning
         S/"c"/(...)          = receipt    receipt slots (see _receipts)
     """
 
     __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
-                 "nodes", "opens", "results", "states", "subspace", "tallies")
+                 "kin", "nodes", "opens", "results", "states", "subspace", "tallies")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -181,6 +186,7 @@ class WorkflowLayout:
         self.chunks = subspace["wp"]
         self.expiry = subspace["wx"]
         self.opens = subspace["wo"]
+        self.kin = subspace["wk"]
 
     def header(self, w: bytes) -> bytes:
         """The key of workflow ``w``'s header."""
@@ -226,6 +232,18 @@ class WorkflowLayout:
         """The key of open batch ``w``'s callbacks and leaves (present while open)."""
         return bytes(self.opens.pack((w,)))
 
+    def child(self, w: bytes, i: int) -> bytes:
+        """The key naming the sub-workflow that node ``i`` of ``w`` is."""
+        return bytes(self.kin.pack((w, i)))
+
+    def link(self, sub: bytes) -> bytes:
+        """The key of sub-workflow ``sub``'s parent and node there."""
+        return bytes(self.kin.pack((sub,)))
+
+    def firsts(self, sub: bytes, c: int) -> bytes:
+        """The key of chunk ``c`` of sub-workflow ``sub``'s first nodes."""
+        return bytes(self.kin.pack((sub, "r", c)))
+
     def due(self, at: float, w: bytes) -> bytes:
         """The key of ``w``'s entry in the pruning index."""
         return bytes(self.expiry.pack((at, w)))
@@ -235,7 +253,7 @@ class WorkflowLayout:
         out = []
         for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
                       self.failures, self.states, self.results, self.tallies, self.chunks,
-                      self.opens):
+                      self.opens, self.kin):
             r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
             out.append((bytes(space.pack((w,))), bytes(r.stop)))
         return out

@@ -4,7 +4,9 @@ A :class:`Workflows` store knows the structures its nodes go to (Queue,
 PriorityQueue, FairQueue, sync or async).  :meth:`Workflows.new` starts a
 :class:`Workflow`, built in memory: each node an ordinary job (``add``, ``add_many``:
 its value, priority or group, delay, time limit), its dependencies ``deps=[...]``
-(fan-out, fan-in, shared dependencies). :meth:`Workflows.create` checks it whole and
+(fan-out, fan-in, shared dependencies); or a workflow of its own
+(:meth:`Workflow.add_workflow`: a sub-workflow, whose end is the node's).
+:meth:`Workflows.create` checks it whole and
 writes it in the caller's transaction (``tr`` first), pushing the nodes without
 dependencies: the workflow commits with the application's writes, or not at all.
 
@@ -132,6 +134,32 @@ class Workflow:
             graph.size = before[1]
             raise
         return added
+
+    def add_workflow(self, workflow: Workflow, *, deps: Sequence[Any] = (),
+                     on_failure: str = FAIL, name: Optional[str] = None,
+                     when: str = ALWAYS) -> Node:
+        """Add a node that is a workflow of its own (a sub-workflow): ``workflow``, made
+        by the same store's :meth:`Workflows.new` and in no other workflow, starts once
+        every one of ``deps`` ended (its first nodes pushed in that transaction), and
+        its end is the node's, in the transaction that ends it: ``succeeded`` once
+        every node of it ended (the ``continue`` and ``ignore`` failures in it
+        included), ``failed`` or ``cancelled`` when it stopped (a ``fail`` in it, or a
+        cancel); the node's dependents then follow their policies.  Its result, which
+        its dependents read with :meth:`Workflows.inputs`, is the results of its last
+        nodes, by name, as :meth:`Workflows.result` gives them.  It is written with
+        this workflow by :meth:`Workflows.create` (more nodes may be added to it until
+        then), under its own id: :meth:`Workflows.status` and ``cancel`` take it once
+        it started; it is kept, and pruned, with this workflow.  Arguments as
+        :meth:`add` takes them.
+
+        Reads and writes nothing.  Cost: none (checks only).
+
+        Raises:
+            TypeError or ValueError: a workflow of another store, this one, one in a
+                workflow already, an open batch, an empty one, or a bad argument.
+        """
+        return self._graph.add_workflow(workflow.graph if isinstance(workflow, Workflow)
+                                        else workflow, deps, on_failure, name, when)
 
     def after(self, node: Node, deps: Sequence[Any], *, on_failure: str = FAIL) -> None:
         """Make ``node`` depend on ``deps`` as well (a cycle is refused by ``create``).
@@ -352,9 +380,10 @@ class Workflows(WorkflowsBase):
         id), by name: how each ended, its result, what it failed with.  Those that
         failed under ``ignore`` are left out.
 
-        Reads (no writes) the node's dependencies, then their states and results
-        side by side.  Cost: 2 round trips (3 when a dependency's structure has a
-        codec).
+        Reads (no writes) the node's dependencies, then their states, definitions
+        and results side by side (a sub-workflow's result: the results of its last
+        nodes, read from its keys).  Cost: 2 round trips (2 more for each dependency
+        that is a sub-workflow).
 
         Raises:
             ValueError: ``job`` is not a node of this store's workflows.

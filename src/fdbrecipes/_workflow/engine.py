@@ -30,12 +30,15 @@ from .._records.records import CANCELLED, RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
+from . import nesting
 from .graph import (
     ALWAYS,
     CONTINUE,
+    END,
     FAIL,
     FAILURE,
     LEAF,
+    SUB,
     SUCCESS,
     Plan,
     expander_id,
@@ -122,8 +125,17 @@ class Store(Reads):
         tr.set(keys.header(w), Header(now, len(plan.specs), RUNNING, None, None).pack())
         tr.set(keys.due(now + self.retention, w), b"")
         tr.set(keys.tally(w, TOTAL), le64(len(plan.specs)))
-        roots = []
         fresh = Fresh(tr)
+        roots = self.define(fresh, plan)
+        nesting.write(self, fresh, w, plan)
+        yield from self.push(tr, w, -1, roots)
+        return True
+
+    def define(self, fresh: Fresh, plan: Plan) -> List[Tuple[int, Stored]]:
+        """Write ``plan``'s nodes: their definitions, edges both ways and counters (an
+        open batch's: its open key); its first nodes (no dependencies, no join)."""
+        keys, w = self.keys, plan.id
+        roots = []
         joins = set(plan.joins)
         if joins:  # an open batch: each callback's leaves so far
             fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
@@ -144,8 +156,7 @@ class Store(Reads):
             if not spec.deps and i not in joins:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
                                         spec.time_limit, spec.name, spec.when, 0, 0)))
-        yield from self.push(tr, w, -1, roots)
-        return True
+        return roots
 
     def push(self, tr: Any, w: bytes, source: int,
              nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
@@ -156,6 +167,9 @@ class Store(Reads):
         chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
         for i, stored in nodes:
+            if stored.target == SUB:  # a sub-workflow: it starts
+                yield from nesting.start(self, tr, w, i, stored.value)
+                continue
             by_target.setdefault(stored.target, []).append((i, stored))
         c = 0
         for target, batch in by_target.items():
@@ -290,6 +304,9 @@ class Store(Reads):
              work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
         """Push the ``freed`` nodes that run (freed by ``source``: see :meth:`push`);
         end the others skipped, adding them to ``work`` (see :meth:`cascade`)."""
+        if END in freed:  # this sub-workflow's last node ended: its parent's node too
+            freed = [d for d in freed if d != END]
+            yield from nesting.ended(self, tr, w)
         if not freed:
             return
         ready = yield from self.ready(tr, w, freed)
@@ -415,6 +432,9 @@ class Store(Reads):
             raw_spec = yield from read(future)
             assert raw_spec is not None
             stored = Stored.unpack(raw_spec)
+            if stored.target == SUB:  # it stops, and ends the node
+                yield from self.stop(tr, stored.value, status, why)
+                continue
             ops = self.targets.get(stored.target)
             if ops is None:
                 continue
@@ -423,10 +443,19 @@ class Store(Reads):
             said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at)  # type: ignore
             if said == CANCELLED:
                 self.ended(tr, w, i, QUEUED, CANCELLED, why)
+        yield from nesting.stopped(self, tr, w, status, why)
         return True
 
     # -- reading -------------------------------------------------------------------------
 
+
+    def forget(self, tr: Any, w: bytes) -> Gen[None]:
+        """Clear every key of workflow ``w`` and of its sub-workflows (their
+        retention is its: they have no pruning entry of their own)."""
+        for _, sub in (yield from nesting.children(self, tr, w)):
+            yield from self.forget(tr, sub)
+        for begin, end in self.keys.ranges(w):
+            tr.clear_range(begin, end)
 
     def prune(self, tr: Any, attempt: Any, limit: int, before: float) -> Gen[int]:
         """Forget up to ``limit`` workflows whose retention passed ``before`` (a time)
@@ -444,8 +473,7 @@ class Store(Reads):
             done = read_le64((yield from read(tr.get(keys.tally(w, DONE)))))
             total = read_le64((yield from read(tr.get(keys.tally(w, TOTAL)))))
             if header is None or header.status != RUNNING or done >= total:
-                for begin, end in keys.ranges(w):
-                    tr.clear_range(begin, end)
+                yield from self.forget(tr, w)
             else:
                 tr.set(keys.due(now + self.retention, w), b"")
         attempt.idle = not entries

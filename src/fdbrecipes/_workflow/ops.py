@@ -95,6 +95,8 @@ class WorkflowOps(Ops):
         graph = getattr(graph, "graph", graph)
         if not isinstance(graph, Graph) or graph.store != self.store.key:
             raise TypeError("workflow must be a Workflow made by this store's new()")
+        if graph.parent is not None:
+            raise ValueError("workflow is a sub-workflow: it is created with its parent")
         plan = graph.plan()
         yield from self.loop(tr, self.store.create, plan)
         return plan.id
@@ -199,7 +201,10 @@ class WorkflowOps(Ops):
         status = yield from self.status(db, w, 0)
         if status.state not in (SUCCEEDED, "completed"):
             raise WorkflowFailedError(status)
-        return (yield from read(db, self.store.sinks, w))
+        found = yield from read(db, self.store.sinks, w)
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
 
     def over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
         """Whether workflow ``w`` is over (a readiness check).

@@ -13,7 +13,7 @@ from .._records.records import CANCELLED
 from .._store_layout import WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
-from .graph import IGNORE, Spec
+from .graph import END, IGNORE, SUB, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
            "SUCCEEDED", "TOTAL", "WAITING", "Header", "Input", "NodeStatus", "Reads", "Stored",
@@ -198,36 +198,42 @@ class Reads:
         keys = self.keys
         deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
                 for dep in fdb.tuple.unpack(kv.value)]
-        reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
+        reads = [(policy, name, tr.get(keys.state(w, dep)), snap(tr).get(keys.node(w, dep)),
                   Range(tr, *span(keys.results.range((w, dep)))))
                  for dep, policy, name in deps]
         out = {}
-        for dep, policy, name, state_f, chunks in reads:
+        for policy, name, state_f, spec_f, chunks in reads:
             raw = yield from read(state_f)
+            spec = yield from read(spec_f)
             parts = yield from chunks.read()
             state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
             if state != SUCCEEDED and policy == IGNORE:
                 continue
-            ops = None
-            result = None
-            if parts:
-                result = decode_value(b"".join(kv.value for kv in parts))
-                ops = yield from self.node_ops(tr, w, dep)
-                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-                if codec is not None:
-                    result = codec.decode(result)
+            assert spec is not None
+            result = yield from self.result_of(tr, Stored.unpack(spec), parts)
             out[name] = Input(state, result, error)
         return out
 
-    def node_ops(self, tr: Any, w: bytes, i: int) -> Gen[Optional[Workable[Any]]]:
-        """The structure of node ``i`` (its operations), or None."""
-        raw = yield from read(snap(tr).get(self.keys.node(w, i)))
-        return None if raw is None else self.targets.get(Stored.unpack(raw).target)
+    def result_of(self, tr: Any, stored: Stored, parts: List[Any]) -> Gen[Any]:
+        """A node's result, from the chunks ``parts`` of it (decoded by its structure's
+        codec); a sub-workflow's: the results of its last nodes, by name (None if it
+        did not start)."""
+        if stored.target == SUB:
+            return (yield from self.sinks(tr, stored.value))
+        if not parts:
+            return None
+        result = decode_value(b"".join(kv.value for kv in parts))
+        ops = self.targets.get(stored.target)
+        codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
+        return result if codec is None else codec.decode(result)
 
-    def sinks(self, tr: Any, w: bytes) -> Gen[Dict[str, Any]]:
+    def sinks(self, tr: Any, w: bytes) -> Gen[Optional[Dict[str, Any]]]:
         """The results of the nodes nothing depends on, by name (None for those that
-        returned none): range reads side by side."""
+        returned none; a sub-workflow's: its own, see :meth:`result_of`): range reads
+        side by side; None if there is no such workflow (a sub-workflow that did not
+        start)."""
         keys = self.keys
+        header_f = tr.get(keys.header(w))
         nodes_r, edges_r, results_r = (s.range((w,)) for s in
                                        (keys.nodes, keys.edges, keys.results))
         nodes = Range(tr, nodes_r.start, nodes_r.stop)
@@ -235,22 +241,17 @@ class Reads:
         results = Range(tr, results_r.start, results_r.stop)
         specs = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
                  for kv in (yield from nodes.read())}
-        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())}
-        chunks: Dict[int, List[bytes]] = {}
+        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())
+                 if any(d != END for d, *_ in fdb.tuple.unpack(kv.value))}
+        if (yield from read(header_f)) is None:
+            return None
+        chunks: Dict[int, List[Any]] = {}
         for kv in (yield from results.read()):
-            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv.value)
+            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv)
         out = {}
         for i, stored in sorted(specs.items()):
-            if i in inner:
-                continue
-            value = None
-            if i in chunks:
-                value = decode_value(b"".join(chunks[i]))
-                ops = self.targets.get(stored.target)
-                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-                if codec is not None:
-                    value = codec.decode(value)
-            out[stored.name] = value
+            if i not in inner:
+                out[stored.name] = yield from self.result_of(tr, stored, chunks.get(i, []))
         return out
 
     def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:

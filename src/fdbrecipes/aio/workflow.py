@@ -106,9 +106,10 @@ class AsyncWorkflows(WorkflowsBase):
         id), by name: how each ended, its result, what it failed with.  Those that
         failed under ``ignore`` are left out.
 
-        Reads (no writes) the node's dependencies, then their states and results
-        side by side.  Cost: 2 round trips (3 when a dependency's structure has a
-        codec).
+        Reads (no writes) the node's dependencies, then their states, definitions
+        and results side by side (a sub-workflow's result: the results of its last
+        nodes, read from its keys).  Cost: 2 round trips (2 more for each dependency
+        that is a sub-workflow).
 
         Raises:
             ValueError: ``job`` is not a node of this store's workflows.
