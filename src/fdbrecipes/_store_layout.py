@@ -132,9 +132,10 @@ class WorkflowLayout:
     workflow's id, ``i`` and ``d`` its nodes' numbers (in the order they were added)::
 
         S/"wh"/(w,)          = header     (created_at, nodes, status, ended_at, why),
-                                          packed; status "running", "failed",
-                                          "cancelled"; read with a conflict by every
-                                          step, written by a cancel or a failure only
+                                          packed (nodes: at creation); status
+                                          "running", "failed", "cancelled"; read with
+                                          a conflict by every step, written by a
+                                          cancel or a failure only
         S/"wn"/(w, i)        = node       (target, value, where, delay, time_limit,
                                           name, when, deps, leaves), packed
         S/"we"/(w, i, c)     = edges      i's dependents, 128 a key (c: 0, 1...):
@@ -143,8 +144,9 @@ class WorkflowLayout:
         S/"wi"/(w, d, leaf)  = deps       d's dependencies counted in that leaf:
                                           ((node, policy, name), ...), packed
         S/"wc"/(w, d, leaf)  = int64      what d still waits for in that leaf (ROOT:
-                                          its leaves still open); ADD, read with a
-                                          conflict by the step that decrements it
+                                          its leaves still open; d -1: a sub-workflow's
+                                          end); ADD, read with a conflict by the step
+                                          that decrements it
         S/"wf"/(w, d)        = int64      d's dependencies that did not succeed (ADD)
         S/"ws"/(w, i)        = state      (state, at, error), packed: "queued" once
                                           pushed, then "succeeded", "failed",
@@ -152,14 +154,16 @@ class WorkflowLayout:
         S/"wr"/(w, i, n)     = bytes      chunk n of i's result (its structure's codec,
                                           tuple-packed)
         S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
-                                          nodes), packed, until its expander's ack
-                                          pushes them
+                                          nodes; -1 - n: those of the batch's add that
+                                          began at node n), packed, until its
+                                          expander's ack pushes them
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
-                                          ended, what ``result`` watches)
-        S/"wo"/(w,)          = open       an open batch's: (leaves, callback, ...), packed:
-                                          each callback's leaves so far; present while
-                                          members may be added, read with a conflict
-                                          by an add and by the close, which clears it
+                                          ended, what ``result`` watches; "total":
+                                          every node, which an open batch's adds grow)
+        S/"wo"/(w,)          = open       an open batch's ((callback, its leaves so
+                                          far), ...), packed; present while members
+                                          may be added, read with a conflict by an
+                                          add and by the close, which clears it
         S/"wk"/(w, i)        = sub        node i of w is the sub-workflow of that id
         S/"wk"/(sub,)        = link       (w, i, nodes): sub's parent, its node there,
                                           its number of nodes

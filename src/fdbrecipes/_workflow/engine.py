@@ -446,8 +446,7 @@ class Store(Reads):
         yield from nesting.stopped(self, tr, w, status, why)
         return True
 
-    # -- reading -------------------------------------------------------------------------
-
+    # -- forgetting ----------------------------------------------------------------------
 
     def forget(self, tr: Any, w: bytes) -> Gen[None]:
         """Clear every key of workflow ``w`` and of its sub-workflows (their

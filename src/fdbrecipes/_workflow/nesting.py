@@ -24,7 +24,8 @@ import fdb.tuple
 
 from .._fdb import Gen, Range, le64, read
 from .._records.records import CANCELLED
-from .graph import Plan
+from .._store_layout import ROOT
+from .graph import END, Plan
 from .reading import FAILED, QUEUED, RUNNING, SUCCEEDED, TOTAL, Header, Stored, pack
 
 __all__ = ["ROOTS_CHUNK", "children", "ended", "start", "stopped", "write"]
@@ -42,9 +43,9 @@ def write(store: Any, fresh: Any, w: bytes, plan: Plan) -> None:
     for i, sub in plan.subs:
         roots = store.define(fresh, sub)
         for leaf, count in sub.end:
-            fresh.set(keys.counter(sub.id, -1, leaf), le64(count))
+            fresh.set(keys.counter(sub.id, END, leaf), le64(count))
         if len(sub.end) > 1:
-            fresh.set(keys.counter(sub.id, -1, -1), le64(len(sub.end)))
+            fresh.set(keys.counter(sub.id, END, ROOT), le64(len(sub.end)))
         fresh.set(keys.child(w, i), sub.id)
         fresh.set(keys.link(sub.id), pack((w, i, len(sub.specs))))
         firsts = [r for r, _ in roots]

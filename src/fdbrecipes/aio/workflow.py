@@ -56,8 +56,9 @@ class AsyncWorkflows(WorkflowsBase):
 
         Reads the header and every node's state with conflicts (it conflicts with any
         step of the workflow in flight), then the definitions of the queued nodes.
-        Cost: 3 round trips, one more per queued node (its structure's ``cancel``),
-        and the commit.
+        Cost: 4 round trips, one more per queued node (its structure's ``cancel``),
+        those of a running sub-workflow's cancel, and the commit.  A sub-workflow's
+        cancel ends its node in its parent (``cancelled``), with the parent's step.
 
         Raises:
             UnknownWorkflowError: no such workflow.
