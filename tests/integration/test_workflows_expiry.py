@@ -4,6 +4,12 @@ transaction buries it (docs/workflows.md, "Failures")."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
 from collections import Counter
 from typing import Any, Callable
 
@@ -12,7 +18,7 @@ import pytest
 from fdbrecipes import FairQueue, Queue, Worker
 from fdbrecipes.errors import WorkflowFailedError
 from fdbrecipes.workflow import Workflows
-from tests.helpers import TestClock
+from tests.helpers import TestClock, eventually
 from tests.integration.test_workflows import Runs
 
 pytestmark = pytest.mark.integration
@@ -136,3 +142,62 @@ def test_an_expander_whose_lease_expires_still_pushes_its_nodes(db: Any, fdb_sub
     drain(db, q, runs)
     assert runs.count == Counter(range(510))
     assert flows.status(db, w).state == "succeeded"
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys, threading
+    import fdb
+    fdb.api_version(int(sys.argv[3]))
+    from fdbrecipes import Queue, Worker
+    from fdbrecipes.workflow import Workflows
+
+    db = fdb.open(sys.argv[1])
+    space = fdb.Subspace(rawPrefix=bytes.fromhex(sys.argv[2]))
+    q = Queue(space["q"], max_deliveries=1)
+    other = Queue(space["other"])
+    Workflows(space["flows"], structures=[q, other])
+
+    def handler(job):
+        print("started", flush=True)
+        threading.Event().wait(60)  # until the test kills the process
+
+    Worker(db, q, handler, lease_seconds=1).run()
+    """
+)
+
+
+def test_a_node_whose_worker_is_sigkilled_on_its_last_delivery(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
+    """The end to end case: the node's worker process is SIGKILLed while it runs the
+    node's only delivery; once its lease has run out, the next claim buries it and
+    frees its dependents, each run once."""
+    import fdb
+
+    q = Queue(fdb_subspace["q"], max_deliveries=1)
+    other = Queue(fdb_subspace["other"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q, other])
+    flow = flows.new()
+    a = flow.add(q, "a", name="a")
+    flow.add(other, "continuing", deps=[(a, "continue")], name="continuing")
+    w = flows.create(db, flow)
+    child = subprocess.Popen([sys.executable, "-c", WORKER, fdb_cluster_file,
+                              fdb_subspace.key().hex(), str(fdb.get_api_version())],
+                             stdout=subprocess.PIPE, text=True)
+    deadline = threading.Timer(60, child.kill)  # a worker that never starts fails
+    deadline.start()
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "started", "the worker did not start"
+    finally:
+        deadline.cancel()
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    eventually(lambda: q.claim(db, 10) is None and  # the claim that meets it buries it
+               {n.name: n.state for n in flows.status(db, w).nodes}["a"] == "failed",
+               30, "the killed node's lease ran out and a claim buried it")
+    runs = Runs(flows, db)
+    drain(db, other, runs)
+    assert runs.count == Counter({"continuing": 1})
+    assert runs.inputs["continuing"]["a"].error.startswith(EXPIRED)
+    assert flows.status(db, w).state == "completed"
