@@ -202,3 +202,29 @@ def race(db: Any, fdb_subspace: Any, seed: int, sizes: Sequence[int], adds: rang
     expected = {"complete": 1, "some failed" if failing else "all good": 1}
     assert done.count == Counter(expected)
     assert len(done.inputs["complete"]) == count
+
+
+def test_the_async_twins(db: Any, fdb_subspace: Any) -> None:
+    import asyncio
+
+    from fdbrecipes.aio.workflow import AsyncWorkflows
+
+    q = Queue(fdb_subspace["q"])
+    callbacks = Queue(fdb_subspace["callbacks"])
+    flows = AsyncWorkflows(fdb_subspace["flows"], structures=[q, callbacks])
+
+    async def main() -> bytes:
+        w = await flows.create(db, flows.open_batch(on_complete=(callbacks, "complete")))
+        assert len(await flows.add_to_batch(db, w, q, ["a", "b"])) == 2
+        assert await flows.close_batch(db, w) is True
+        with pytest.raises(BatchClosedError):
+            await flows.add_to_batch(db, w, q, ["c"])
+        return w
+
+    w = asyncio.run(main())
+    sync = Workflows(fdb_subspace["flows"], structures=[q, callbacks])
+    runs = Runs(sync, db)
+    drain(db, q, runs)
+    drain(db, callbacks, runs)
+    assert runs.count == Counter({"a": 1, "b": 1, "complete": 1})
+    assert sync.status(db, w).state == "succeeded"
