@@ -82,18 +82,19 @@ def test_an_expired_last_delivery_fails_its_workflow(db: Any, fdb_subspace: Any,
             {"a": "succeeded", "sibling": "cancelled", "after": "cancelled"}
 
 
-@pytest.mark.parametrize("fair", [False, True], ids=["queue", "fair-queue"])
+@pytest.mark.parametrize("kind", ["queue", "sharded-queue", "fair-queue"])
 def test_an_expired_last_delivery_frees_continue_and_ignore(db: Any, fdb_subspace: Any,
                                                             clock: TestClock,
-                                                            fair: bool) -> None:
+                                                            kind: str) -> None:
     """Under "continue" and "ignore": the dependents run, once each, the first seeing
     the failure (the lease's expiry) in its inputs."""
-    if fair:
+    where: Any = {}
+    if kind == "fair-queue":
         source: Any = FairQueue(fdb_subspace["q"], max_deliveries=1, clock=clock)
         where = {"group": "g"}
     else:
-        source = Queue(fdb_subspace["q"], max_deliveries=1, clock=clock)
-        where = {}
+        source = Queue(fdb_subspace["q"], max_deliveries=1, clock=clock,
+                       shards=2 if kind == "sharded-queue" else 1)
     other = Queue(fdb_subspace["other"])
     flows = Workflows(fdb_subspace["flows"], structures=[source, other])
     flow = flows.new()
