@@ -100,6 +100,7 @@ def test_a_sub_workflow_that_fails_fails_its_node(db: Any, fdb_subspace: Any,
         assert runs.count == Counter(["fail-inner", "sibling", "after"])
         seen = runs.inputs["after"]["sub"]
         assert seen.state == "failed" and "sub-workflow failed" in seen.error
+        assert seen.result is None  # a failed sub-workflow's partial results are not its
         assert flows.status(db, w).state == "completed"
 
 

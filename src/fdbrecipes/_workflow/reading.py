@@ -210,16 +210,18 @@ class Reads:
             if state != SUCCEEDED and policy == IGNORE:
                 continue
             assert spec is not None
-            result = yield from self.result_of(tr, Stored.unpack(spec), parts)
+            result = yield from self.result_of(tr, Stored.unpack(spec), parts,
+                                               state == SUCCEEDED)
             out[name] = Input(state, result, error)
         return out
 
-    def result_of(self, tr: Any, stored: Stored, parts: List[Any]) -> Gen[Any]:
+    def result_of(self, tr: Any, stored: Stored, parts: List[Any],
+                  succeeded: bool) -> Gen[Any]:
         """A node's result, from the chunks ``parts`` of it (decoded by its structure's
-        codec); a sub-workflow's: the results of its last nodes, by name (None if it
-        did not start)."""
+        codec); a sub-workflow's: the results of its last nodes, by name, once it
+        ``succeeded`` (None before, or if it failed)."""
         if stored.target == SUB:
-            return (yield from self.sinks(tr, stored.value))
+            return (yield from self.sinks(tr, stored.value)) if succeeded else None
         if not parts:
             return None
         result = decode_value(b"".join(kv.value for kv in parts))
@@ -250,8 +252,14 @@ class Reads:
             chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv)
         out = {}
         for i, stored in sorted(specs.items()):
-            if i not in inner:
-                out[stored.name] = yield from self.result_of(tr, stored, chunks.get(i, []))
+            if i in inner:
+                continue
+            succeeded = True
+            if stored.target == SUB:  # its results, if it succeeded
+                raw = yield from read(tr.get(keys.state(w, i)))
+                succeeded = raw is not None and fdb.tuple.unpack(raw)[0] == SUCCEEDED
+            out[stored.name] = yield from self.result_of(tr, stored, chunks.get(i, []),
+                                                         succeeded)
         return out
 
     def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
