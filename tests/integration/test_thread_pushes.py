@@ -322,3 +322,39 @@ def test_a_push_refused_in_a_shared_transaction_fails_alone(
     assert sorted(q.items(db)) == sorted([b"held 0", b"held 1", b"holder"] + [
         b"v%d" % i for i in range(WAITING - 1)])
     assert turns.commits == IN_FLIGHT + 1  # the six in one transaction
+
+
+#: Seconds a push waits for a turn before it runs alone (docs/asyncio.md).
+TURN_DEADLINE = 5.0
+
+
+def test_a_push_kept_waiting_past_the_deadline_runs_alone(fdb_cluster_file: str, db: Any,
+                                                          fdb_subspace: Any) -> None:
+    """Both turns held by commits that do not end: a push waiting for a turn runs
+    alone once it has waited the deadline, and is stored before they end."""
+    turns = Turns(fdb_cluster_file, [])
+    q: Queue[bytes] = Queue(fdb_subspace)
+    held = turns.take(q)
+    done = threading.Event()
+    errors: List[BaseException] = []
+
+    def push() -> None:
+        try:
+            q.push(turns.db, b"late")
+            done.set()
+        except BaseException as e:
+            errors.append(e)
+
+    late = threading.Thread(target=push, daemon=True)
+    try:
+        late.start()
+        eventually(partial(waiting_for_its_turn, late), DEADLINE, "the push waiting")
+        assert not done.wait(timeout=TURN_DEADLINE / 2)  # it waits for a turn first...
+        # ...then runs alone, long before the held commits end (DEADLINE)
+        assert done.wait(timeout=TURN_DEADLINE * 4), errors
+        assert sorted(q.items(db)) == [b"held 0", b"held 1", b"late"]  # they still hold
+    finally:
+        turns.release()
+    for thread in held + [late]:
+        thread.join(timeout=DEADLINE)
+    assert not errors and sorted(q.items(db)) == [b"held 0", b"held 1", b"late"]

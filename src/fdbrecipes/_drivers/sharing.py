@@ -18,7 +18,9 @@ waits); a request the operation refuses in the transaction (a unique key held, w
 ``on_conflict="raise"``) fails its own call alone, as a result of its own.  A shared
 transaction that raises having written nothing, for a reason that may be one call's
 (see :func:`each_alone`), fails none of its calls: each runs again alone, in its own
-thread and transaction, and gets its own result or error.  A call given a
+thread and transaction, and gets its own result or error.  A call waits for a turn at
+most :data:`TURN_DEADLINE` seconds, then runs alone: transactions in flight that do not
+end hold no other call.  A call given a
 Transaction never waits here: it is part of its caller's transaction.
 
 Ctrl-C reaching a waiting call (in the main thread) takes it out of the next
@@ -49,6 +51,10 @@ MOST_REQUESTS = 256
 MOST_BYTES = 2_000_000
 #: Shared transactions of one structure and database in flight at once.
 IN_FLIGHT = 2
+#: Seconds a call waits for a turn: past them, still not on its way, it leaves the line
+#: and runs alone (transactions in flight that do not end, a cluster unreachable say,
+#: hold no other call past this).
+TURN_DEADLINE = 5.0
 #: FoundationDB's timeouts (timed_out, transaction_timed_out): the database's, never
 #: one call's doing, so a shared transaction ending in one is not run again call by call.
 TIMEOUTS = (1004, 1031)
@@ -147,10 +153,19 @@ class Sharing(Generic[R, X]):
 
     def wait(self, line: _Line[R, X], call: _Call[R, X]) -> None:
         """Wait until ``call`` is done, or its thread is to run the next transaction,
-        or to run it alone."""
+        or to run it alone (also once it waited :data:`TURN_DEADLINE` seconds for a
+        turn without being on its way)."""
         assert call.woken is not None  # made for every call that waits
         try:
-            call.woken.wait()
+            if not call.woken.wait(TURN_DEADLINE):
+                with self.lock:
+                    late = not call.sent
+                    if late:  # still waiting for a turn: it runs alone
+                        self.take_out(line, call)
+                if late:
+                    call.alone = True
+                    return
+                call.woken.wait()  # on its way: its outcome
         except KeyboardInterrupt:
             with self.lock:
                 if not call.sent:  # not on its way: leave (see :meth:`leave`)
@@ -179,10 +194,14 @@ class Sharing(Generic[R, X]):
         """Take ``call``, interrupted, out of ``line`` if it is not on its way, and
         hand on the turn it was given."""
         with self.lock:
-            if not call.sent and call in line.waiting:
-                line.waiting.remove(call)
-                if call.lead:
-                    self.hand_on(line)
+            self.take_out(line, call)
+
+    def take_out(self, line: _Line[R, X], call: _Call[R, X]) -> None:
+        """:meth:`leave`, the lock held."""
+        if not call.sent and call in line.waiting:
+            line.waiting.remove(call)
+            if call.lead:
+                self.hand_on(line)
 
     def send(self, db: Any, line: _Line[R, X]) -> None:
         """Run the calls waiting on ``line`` (this thread's first) in one transaction
