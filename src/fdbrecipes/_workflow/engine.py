@@ -316,15 +316,16 @@ class Store(Reads):
                 self.ended(tr, w, d, None, SKIPPED, None)
                 work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
 
-    def died(self, tr: Any, _attempt: Any, w: bytes, i: int, why: Optional[str]) -> Gen[None]:
-        """Node ``i``'s job became a dead letter (``why``): :meth:`advance` with
-        ``failed``, run after the burial in its transaction (see
-        :meth:`.ops.WorkflowOps.buried`)."""
-        return self.advance(tr, w, i, FAILED, None, why)
+    def died(self, tr: Any, _attempt: Any, w: bytes, i: int, outcome: str,
+             why: Optional[str]) -> Gen[None]:
+        """Node ``i``'s job ended without its worker's ack (``outcome``: failed, a dead
+        letter; cancelled, removed while it waited; ``why``): :meth:`advance`, run
+        later in that transaction (see :meth:`.ops.WorkflowOps.step`)."""
+        return self.advance(tr, w, i, outcome, None, why)
 
     def expanded(self, tr: Any, _attempt: Any, w: bytes, source: int, c: int) -> Gen[None]:
-        """An expander became a dead letter: :meth:`expand`, run after the burial in
-        its transaction."""
+        """An expander became a dead letter, or was cancelled: :meth:`expand`, run
+        later in that transaction."""
         return self.expand(tr, w, source, c)
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
@@ -440,7 +441,8 @@ class Store(Reads):
                 continue
             where = dict(stored.where)
             at = (where["group"],) if "group" in where else ()
-            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at)  # type: ignore
+            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at,  # type: ignore
+                                            False)
             if said == CANCELLED:
                 self.ended(tr, w, i, QUEUED, CANCELLED, why)
         yield from nesting.stopped(self, tr, w, status, why)

@@ -26,7 +26,7 @@ from ..protocol import Workable, workable
 from .batches import Batches
 from .engine import Store
 from .graph import ALWAYS, CONTINUE, Graph, parse_node_id
-from .reading import DONE, SUCCEEDED, Input, WorkflowStatus
+from .reading import DONE, FAILED, SUCCEEDED, Input, WorkflowStatus
 
 __all__ = ["DEFAULT_RETENTION", "PRUNE_BATCH", "WorkflowOps", "check_workflow_id"]
 
@@ -225,17 +225,31 @@ class WorkflowOps(Ops):
         on its last delivery, or any transaction that met its lease expired on its
         last delivery), ``reason`` and ``error`` (type, message, traceback) said why:
         if it is a node of this store, its step (:meth:`.engine.Store.advance` with
-        ``failed``) is asked for in ``tally``, to run later in the same transaction;
-        an expander of this store pushes its chunk of nodes all the same (see
-        :meth:`.engine.Store.expand`: a burial loses no node)."""
+        ``failed``) is asked for in ``tally``, to run later in the same transaction
+        (see :meth:`step`)."""
+        why = reason if error is None else JobError(*error).reason()
+        self.step(tally.later, id_, FAILED, why)
+
+    def removed(self, later: List[Any], id_: bytes) -> None:
+        """Job ``id_`` was cancelled while it waited in its structure (removed): if it
+        is a node of this store, its step with ``cancelled`` is asked for in
+        ``later`` (an attempt's, see :meth:`step`)."""
+        self.step(later, id_, CANCELLED, "cancelled")
+
+    def step(self, later: List[Any], id_: Optional[bytes], outcome: str,
+             why: Optional[str]) -> None:
+        """If job ``id_`` is a node of this store, that ended as ``outcome`` without
+        its worker's ack, ask for its step in ``later`` (run in the same transaction
+        after the operation that ended it: see ``Attempt.later``); an expander of this
+        store pushes its chunk of nodes all the same (see
+        :meth:`.engine.Store.expand`: no node is lost with it)."""
         parsed = parse_node_id(id_)
         if parsed is None or parsed.tag != self.store.tag:
             return
         if parsed.chunk is not None:
-            tally.later.append((self.store.expanded, (parsed.w, parsed.i, parsed.chunk)))
-            return
-        why = reason if error is None else JobError(*error).reason()
-        tally.later.append((self.store.died, (parsed.w, parsed.i, why)))
+            later.append((self.store.expanded, (parsed.w, parsed.i, parsed.chunk)))
+        else:
+            later.append((self.store.died, (parsed.w, parsed.i, outcome, why)))
 
 
 def stores_of(ops: Any) -> Dict[bytes, WorkflowOps]:
