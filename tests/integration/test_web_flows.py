@@ -108,6 +108,8 @@ def test_limits_page_lists_shows_a_key_sets_and_deletes(
 
     assert post(c, CROSS_SITE, action="delete-limit", store="0", name="exports",
                 yes="1").status_code == 403
+    assert post(c, {**SAME_ORIGIN, "host": "evil.example"}, action="delete-limit", store="0",
+                name="exports", yes="1").status_code == 421  # a rebound page
     read_only = TestClient(create_app(db, {"q": q}, limits=[limits]))
     page = read_only.get("/limits").text
     assert "exports" in page and 'value="set-limit"' not in page
@@ -179,6 +181,8 @@ def test_workflows_pages_draw_the_graph_and_cancel(
     with caplog.at_level(logging.INFO, logger="fdbrecipes.web.audit"):
         assert post(c, CROSS_SITE, action="cancel-workflow", store="0", id=waiting.hex(),
                     yes="1").status_code == 403
+        assert post(c, {**SAME_ORIGIN, "host": "evil.example"}, action="cancel-workflow",
+                    store="0", id=waiting.hex(), yes="1").status_code == 421
         assert post(c, action="cancel-workflow", store="0",
                     id=waiting.hex()).status_code == 400  # not confirmed
         assert post(c, action="cancel-workflow", store="0", id="nothex",

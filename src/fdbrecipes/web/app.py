@@ -391,11 +391,12 @@ class Dashboard:
             return done, "/schedules", {"s": None}
         if action in checks.ON_LIMITS:
             assert check.change is not None
+            if action == "set-limit":
+                return (actions.set_limit(db, structure, check.change), "/limits",
+                        {"s": None, "store": check.store})
             try:
-                done = (actions.set_limit(db, structure, check.change)
-                        if action == "set-limit" else
-                        actions.delete_limit(db, structure, check.change.name))
-            except ValueError as e:  # a delete of a name that is not there
+                done = actions.delete_limit(db, structure, check.change.name)
+            except ValueError as e:  # no limit has that name
                 raise BadRequest(str(e), 404) from None
             return done, "/limits", {"s": None, "store": check.store}
         if action in checks.ON_WORKFLOWS:

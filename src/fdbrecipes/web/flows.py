@@ -67,9 +67,10 @@ def _limits(tr: Any, store: Any, name: Optional[str], key: Any) -> LimitsView:
 
 def limits(reads: Reads, store: Any, name: Optional[str], key: Any) -> LimitsView:
     """Every limit of ``store`` with its jobs running and parked (``totals``: its
-    definitions, then one range read per limit of its occupied slots and of up to
-    10,000 parked jobs, side by side), and limit ``name``'s key ``key`` (``state``,
-    side by side with them); one transaction, 2 round trips."""
+    definitions, then one range read per limit of its slots, a key per running job
+    or ended lease not reused yet, and of up to 10,000 parked jobs, side by side),
+    and limit ``name``'s key ``key`` (``state``, side by side with them); one
+    transaction, 2 round trips."""
     found: LimitsView = reads(_limits, store, name, key)
     return found
 
