@@ -124,8 +124,8 @@ def test_limits_page_lists_shows_a_key_sets_and_deletes(
 def nodes_drawn(page: str) -> Dict[str, Tuple[str, str]]:
     """Each node box of a page's SVG: its name (escaped, as the page has it) to its
     state and fill colour."""
-    found = re.findall(r'<g class="node ([a-z]+)"><title>(.*?): [a-z]+</title><rect [^>]*'
-                       r'fill="(#[0-9a-f]+)"', page)
+    found = re.findall(r'<g class="node ([a-z]+)"><title>(.*?): [a-z]+(?: \(.*?\))?</title>'
+                       r'<rect [^>]*fill="(#[0-9a-f]+)"', page)
     return {name: (state, fill) for state, name, fill in found}
 
 
@@ -174,6 +174,8 @@ def test_workflows_pages_draw_the_graph_and_cancel(
         "&lt;script&gt;a&lt;/script&gt;": ("succeeded", COLOURS["succeeded"][0]),
         "b": ("failed", COLOURS["failed"][0]), "c": ("cancelled", COLOURS["cancelled"][0]),
         "d": ("cancelled", COLOURS["cancelled"][0])}
+    assert "<title>b: failed (Discard: b fails on purpose)</title>" in over
+    assert "<code>b</code>: Discard: b fails on purpose" in over
     assert 'value="cancel-workflow"' not in over  # over: nothing to cancel
     assert c.get("/workflow", params={"id": "00" * 16}).status_code == 404
     assert c.get("/workflow", params={"id": "zz"}).status_code == 400

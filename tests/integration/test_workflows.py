@@ -304,8 +304,9 @@ def test_list_pages_by_id_and_graph_gives_the_edges(db: Any, fdb_subspace: Any) 
     assert [s.id for s in first] == sorted(ids)[:2]
     assert [s.id for s in flows.list(db, 2, after=first[-1].id)] == sorted(ids)[2:]
     graph = flows.graph(db, ids[0])
-    assert graph == [GraphNode(0, "a", "queued", ()), GraphNode(1, "b", "queued", ()),
-                     GraphNode(2, "c", "waiting", ("a", "b"))]
+    assert graph == [GraphNode(0, "a", "queued", (), None),
+                     GraphNode(1, "b", "queued", (), None),
+                     GraphNode(2, "c", "waiting", ("a", "b"), None)]
     assert flows.graph(db, ids[0], 2) == graph[:2] and flows.graph(db, ids[0], 0) == []
     drain(db, q, Runs(flows, db))
     assert {s.state for s in flows.list(db)} == {"succeeded"}

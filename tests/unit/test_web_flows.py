@@ -20,7 +20,7 @@ from fdbrecipes.workflow import GraphNode
 
 
 def node(i: int, name: str, state: str = "waiting", *deps: str) -> GraphNode:
-    return GraphNode(i, name, state, tuple(deps))
+    return GraphNode(i, name, state, tuple(deps), "Boom: <b>x</b>" if state == "failed" else None)
 
 
 def names(columns: List[List[GraphNode]]) -> List[List[str]]:
@@ -48,6 +48,7 @@ def test_the_drawing_is_capped_escaped_and_coloured() -> None:
     svg = str(drawing.svg)
     assert (drawing.drawn, drawing.total, drawing.depth) == (22, 47, 3)
     assert "<script>" not in svg and "&lt;script&gt;alert(1)&lt;/script&gt;&#34;" in svg
+    assert "<b>" not in svg and ": failed (Boom: &lt;b&gt;x&lt;/b&gt;)</title>" in svg
     assert "+25 more" in svg and svg.count('class="edge"') == 40
     boxes: Dict[str, Any] = {state: fill for state, fill in re.findall(
         r'<g class="node ([a-z]+)">.*?fill="(#[0-9a-f]+)"', svg)}

@@ -62,12 +62,15 @@ class NodeStatus(NamedTuple):
 class GraphNode(NamedTuple):
     """One node of a workflow's graph (:meth:`fdbrecipes.workflow.Workflows.graph`):
     its number (the order it was added, from 0), name, state (as in
-    :class:`NodeStatus`) and the names of its dependencies (every one, ended or not)."""
+    :class:`NodeStatus`), the names of its dependencies (every one, ended or not),
+    and what it failed with (``Type: message``; None unless it failed, or was
+    cancelled or skipped for a reason)."""
 
     number: int
     name: str
     state: str
     deps: Tuple[str, ...]
+    error: Optional[str]
 
 
 class WorkflowStatus(NamedTuple):
@@ -223,14 +226,17 @@ class Reads:
             return None
         names = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value).name
                  for kv in (yield from specs.read())}
-        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
+        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)
                   for kv in (yield from states_read.read())}
         deps: Dict[int, List[str]] = {}
         for kv in (yield from deps_read.read()):
             deps.setdefault(keys.inputs.unpack(kv.key)[1], []).extend(
                 name for _, _, name in fdb.tuple.unpack(kv.value))
-        return [GraphNode(i, name, states.get(i, WAITING), tuple(deps.get(i, ())))
-                for i, name in sorted(names.items())]
+        out = []
+        for i, name in sorted(names.items()):
+            state, _, error = states.get(i, (WAITING, None, None))
+            out.append(GraphNode(i, name, state, tuple(deps.get(i, ())), error))
+        return out
 
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
         """Node ``i``'s dependencies, by name, as it sees them (those that failed

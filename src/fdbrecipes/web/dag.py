@@ -5,8 +5,9 @@ dependency among the nodes given; else one more than its deepest dependency), in
 Python, without recursion (Kahn's order), so a chain of 50,000 nodes is laid out as
 well as a fan-out.  :func:`draw` draws the first :data:`PER_LAYER` nodes of the first
 :data:`LAYERS` columns as boxes coloured by state (:data:`COLOURS`), the edges between
-drawn nodes as arrows, and a "+k more" box under a column that holds more; every name
-is escaped (``markupsafe.escape``), so the SVG is safe to put in a page as it is.
+drawn nodes as arrows, and a "+k more" box under a column that holds more (a box's
+tooltip: the node's name, state and what it failed with); every name and error is
+escaped (``markupsafe.escape``), so the SVG is safe to put in a page as it is.
 Its size grows with what is drawn, never with the graph: at most ``PER_LAYER x
 LAYERS`` boxes and :data:`EDGES` arrows.
 """
@@ -36,8 +37,8 @@ COLOURS = {"waiting": ("#f6f8fa", "#8c959f"), "queued": ("#ddf4ff", "#0969da"),
 OTHER = ("#ffffff", "#57606a")
 #: A box's size, and the gaps between boxes, in pixels.
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 150, 26, 60, 10, 10
-#: Characters of a name a box shows (its title, the tooltip, shows 200).
-LABEL = 19
+#: Characters of a name a box shows, and of a name or an error its tooltip shows.
+LABEL, TITLE = 19, 200
 
 
 class Drawing(NamedTuple):
@@ -79,6 +80,11 @@ def layers(nodes: Sequence[GraphNode]) -> List[List[GraphNode]]:
     return out
 
 
+def _cut(text: str) -> str:
+    """``text`` cut to :data:`TITLE` characters (a tooltip's)."""
+    return text if len(text) <= TITLE else text[:TITLE - 1] + "…"
+
+
 def _label(name: str) -> str:
     return name if len(name) <= LABEL else name[:LABEL - 1] + "…"
 
@@ -99,10 +105,11 @@ def draw(nodes: Sequence[GraphNode], per_layer: int = PER_LAYER,
             y = MARGIN + r * (BOX_H + GAP_Y)
             at[node.name] = (x, y)
             fill, stroke = COLOURS.get(node.state, OTHER)
+            why = "" if node.error is None else f" ({_cut(node.error)})"
             parts.append(
-                f'<g class="node {escape(node.state)}"><title>{escape(node.name[:200])}: '
-                f'{escape(node.state)}</title><rect x="{x}" y="{y}" width="{BOX_W}" '
-                f'height="{BOX_H}" rx="5" fill="{fill}" stroke="{stroke}"/>'
+                f'<g class="node {escape(node.state)}"><title>{escape(_cut(node.name))}: '
+                f'{escape(node.state)}{escape(why)}</title><rect x="{x}" y="{y}" '
+                f'width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" stroke="{stroke}"/>'
                 f'<text x="{x + 8}" y="{y + 17}" font-size="12" fill="#1f2328">'
                 f'{escape(_label(node.name))}</text></g>')
         rows = min(len(column), per_layer)

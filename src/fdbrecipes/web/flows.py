@@ -90,15 +90,15 @@ class WorkflowView(NamedTuple):
     status: WorkflowStatus
     nodes: List[GraphNode]
     drawing: Drawing
-    by_state: Dict[str, List[str]]
+    by_state: Dict[str, List[GraphNode]]
 
 
 def _workflow(tr: Any, store: Any, w: bytes) -> WorkflowView:
     status, nodes = drive(gather([store.ops.status(tr, w, 0),
                                   store.ops.read_graph(tr, w, GRAPH_NODES)]))
-    by_state: Dict[str, List[str]] = {}
+    by_state: Dict[str, List[GraphNode]] = {}
     for node in nodes:
-        by_state.setdefault(node.state, []).append(node.name)
+        by_state.setdefault(node.state, []).append(node)
     return WorkflowView(status, nodes, draw(nodes), by_state)
 
 
