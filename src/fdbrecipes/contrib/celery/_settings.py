@@ -6,10 +6,11 @@ Every option has a default; a wrong type or value raises ``TypeError`` or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Tuple
 
 from .._database import directory_path
+from .._flow import FlowSettings
 from .._options import check_cluster_file, check_count, check_seconds
 from .._queues import MAX_DELIVERIES
 
@@ -47,6 +48,12 @@ class TransportSettings:
             ``x-expires`` outlives its last consumer's heartbeat (600).
         expiry_grace: seconds past its expiry before an expiring queue nobody
             consumes is deleted by the next publish to it (30).
+        flow: the shared limits: options ``limits`` (the directory of the
+            :class:`fdbrecipes.Limits` store; default ``directory`` plus
+            ``"limits"``), ``queue_limits`` (``{queue: {"concurrency": n, "rate":
+            "10/s"}}``) and ``task_limits`` (``{task name: {...}}``, keyed by the
+            task's name), checked in each claim's transaction (see
+            docs/celery-dramatiq.md).
     """
 
     cluster_file: Optional[str] = None
@@ -57,6 +64,7 @@ class TransportSettings:
     max_deliveries: Optional[int] = MAX_DELIVERIES
     auto_delete_expires: float = 600.0
     expiry_grace: float = 30.0
+    flow: FlowSettings = field(default_factory=FlowSettings)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TransportSettings:
@@ -77,4 +85,6 @@ class TransportSettings:
             auto_delete_expires=_seconds(options, "auto_delete_expires",
                                          cls.auto_delete_expires),
             expiry_grace=_seconds(options, "expiry_grace", cls.expiry_grace),
+            flow=FlowSettings.from_options(options.get("limits"), options.get("queue_limits"),
+                                           options.get("task_limits"), "task", "task_limits"),
         )

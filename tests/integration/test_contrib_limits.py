@@ -1,0 +1,254 @@
+"""Shared limits through the Celery transport and the Dramatiq broker (issue 40): a
+task's (actor's) rate and a queue's concurrency, checked in the claims' transactions,
+with two real worker processes sharing them.
+
+Each task records, in its own transactions, the cluster's clock (a read version) when
+it starts and when it ends.  A start's reading is at or after its claim's (the claim
+committed before the worker got the message), an end's at or before its ack's commit:
+so each recorded run lies inside the time its claim held its slot, and no more runs
+overlap than slots do (the concurrency check is exact in the direction it asserts).
+For a rate of ``n`` per ``W`` whose tasks were all sent after the reading ``P``, the
+claims up to any reading ``T`` are at most ``n * ceil((T - P) / W)`` (the windows
+``(P, P + W]``, ``(P + W, P + 2W]``...), and the starts up to ``T`` at most as many:
+that is the rate check, exact in the same direction.  Without the limits, each check
+fails (every task starts within the first window, the slow ones all at once)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
+
+import fdb
+import pytest
+
+from fdbrecipes import Limits, concurrency, rate
+
+from .frameworks import Setup, wait_until
+
+pytestmark = pytest.mark.integration
+
+#: The task (actor) rate: starts per window of PER seconds.
+RATE, PER = 3, 1.0
+#: Tasks of the rate-limited task, and of the slow one under a queue's concurrency.
+PACED, SLOW, NARROW = 10, 8, 2
+
+#: What the worker modules record with: the cluster's clock at a task's start and end.
+CLOCKS = '''
+import os, uuid
+import fdb
+fdb.api_version(730)
+_db = fdb.open()
+_fx = fdb.Subspace(tuple(os.environ["FDBRECIPES_TEST_DIRECTORY"].split("/")) + ("clocks",))
+
+
+def clock(key, event, run=None):
+    """Write (key, run, event) -> the read version of the writing transaction."""
+    run = run or uuid.uuid4().hex
+    tr = _db.create_transaction()
+    while True:
+        try:
+            tr[_fx.pack((key, run, event))] = fdb.tuple.pack((tr.get_read_version().wait(),))
+            tr.commit().wait()
+            return run
+        except fdb.FDBError as e:
+            tr.on_error(e).wait()
+'''
+
+CELERY_APP = CLOCKS + '''
+import time
+from celery import Celery
+from kombu import Queue
+
+PATH = os.environ["FDBRECIPES_TEST_DIRECTORY"]
+app = Celery("celerylimits", broker="fdbrecipes://")
+app.conf.update(
+    broker_transport="fdbrecipes.contrib.celery:Transport",
+    broker_transport_options={
+        "cluster_file": os.environ["FDB_CLUSTER_FILE"],
+        "directory": PATH + "/broker",
+        "limits": PATH + "/limits",
+        "task_limits": {"celerylimits.paced": {"rate": "@RATE@/s"}},
+        "queue_limits": {"narrow": {"concurrency": @NARROW@}},
+    },
+    task_acks_late=True,
+    worker_disable_rate_limits=True,    # the cluster's limits, not each worker's bucket
+    worker_prefetch_multiplier=4,
+    broker_connection_retry_on_startup=True,
+    task_queues=[Queue("celery"), Queue("narrow")],
+    task_routes={"celerylimits.slow": {"queue": "narrow"}},
+)
+
+
+@app.task(name="celerylimits.paced")
+def paced(key):
+    clock(key, "start")
+
+
+@app.task(name="celerylimits.slow")
+def slow(key):
+    run = clock(key, "start")
+    time.sleep(0.3)   # the work itself
+    clock(key, "end", run)
+'''.replace("@RATE@", str(RATE)).replace("@NARROW@", str(NARROW))
+
+DRAMATIQ_APP = CLOCKS + '''
+import time
+import dramatiq
+from fdbrecipes.contrib.dramatiq import FdbBroker
+
+broker = FdbBroker(cluster_file=os.environ["FDB_CLUSTER_FILE"],
+                   directory=os.environ["FDBRECIPES_TEST_DIRECTORY"] + "/broker",
+                   limits=os.environ["FDBRECIPES_TEST_DIRECTORY"] + "/limits",
+                   actor_limits={"paced": {"rate": "@RATE@/s"}},
+                   queue_limits={"narrow": {"concurrency": @NARROW@}})
+dramatiq.set_broker(broker)
+
+
+@dramatiq.actor(max_retries=0)
+def paced(key):
+    clock(key, "start")
+
+
+@dramatiq.actor(max_retries=0, queue_name="narrow")
+def slow(key):
+    run = clock(key, "start")
+    time.sleep(0.3)   # the work itself
+    clock(key, "end", run)
+'''.replace("@RATE@", str(RATE)).replace("@NARROW@", str(NARROW))
+
+
+def clocks(setup: Setup) -> Dict[str, List[Tuple[int, int]]]:
+    """Each key's runs as (start, end) readings (end -1: none recorded)."""
+    space = fdb.Subspace((*setup.path, "clocks"))
+    r = space.range()
+    found: Dict[Tuple[str, str], Dict[str, int]] = {}
+    for kv in setup.db.get_range(r.start, r.stop):
+        key, run, event = space.unpack(kv.key)
+        found.setdefault((key, run), {})[event] = fdb.tuple.unpack(kv.value)[0]
+    out: Dict[str, List[Tuple[int, int]]] = {}
+    for (key, _), events in found.items():
+        out.setdefault(key, []).append((events["start"], events.get("end", -1)))
+    return out
+
+
+def reading(db: Any) -> int:
+    """The cluster's clock now (a read version)."""
+    tr = db.create_transaction()
+    return int(tr.get_read_version().wait())
+
+
+def check_rate(starts: List[int], since: int) -> None:
+    """At most RATE starts in every window of PER seconds after ``since`` (see the
+    module docstring)."""
+    window = int(PER * 1_000_000)
+    for k, at in enumerate(sorted(starts), 1):
+        allowed = RATE * math.ceil((at - since) / window)
+        assert k <= allowed, (f"start {k} came {(at - since) / 1e6:.3f} s after the sends: "
+                              f"more than {RATE} per {PER} s")
+
+
+def most_at_once(runs: List[Tuple[int, int]]) -> int:
+    """The most runs overlapping at one reading."""
+    events = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def check_runs(setup: Setup, since: int) -> None:
+    """Every task ran once; the rate and the concurrency held."""
+    done = clocks(setup)
+    paced = [f"p{i}" for i in range(PACED)]
+    slow = [f"s{i}" for i in range(SLOW)]
+    assert sorted(done) == sorted(paced + slow)
+    assert all(len(done[k]) == 1 for k in done), done
+    check_rate([done[k][0][0] for k in paced], since)
+    runs = [done[k][0] for k in slow]
+    assert all(end > start for start, end in runs)
+    assert most_at_once(runs) <= NARROW
+
+
+def everything_ran(setup: Setup) -> bool:
+    found = clocks(setup)
+    return len(found) == PACED + SLOW and all(e > 0 for k, v in found.items()
+                                              if k.startswith("s") for _, e in v)
+
+
+class Framework(Setup):
+    """A test's app module and its workers (see :class:`Setup`)."""
+
+    def __init__(self, db: Any, cluster_file: str, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
+        super().__init__(db, cluster_file, tmp_path, monkeypatch, name, text, {})
+
+    def limits(self) -> Limits:
+        return Limits(fdb.directory.open(self.db, (*self.path, "limits")))
+
+    def close(self) -> None:
+        app = getattr(self.module, "app", None)
+        if app is not None:
+            app.close()
+        broker = getattr(self.module, "broker", None)
+        if broker is not None:
+            broker.close()
+        super().close()
+        r = fdb.Subspace((*self.path, "clocks")).range()
+        self.db.clear_range(r.start, r.stop)
+
+
+@pytest.fixture
+def frameworks(db: Any, fdb_cluster_file: str, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    made: List[Framework] = []
+
+    def make(name: str, text: str) -> Framework:
+        made.append(Framework(db, fdb_cluster_file, tmp_path, monkeypatch, name, text))
+        return made[-1]
+
+    yield make
+    for f in made:
+        f.close()
+
+
+def test_celery_task_rate_and_queue_concurrency_hold_across_workers(frameworks: Any) -> None:
+    pytest.importorskip("celery", reason="the celery extra needs Python >= 3.10")
+    c = frameworks("celerylimits", CELERY_APP)
+    for name in ("w1", "w2"):
+        c.workers.start([sys.executable, "-m", "celery", "-A", c.name, "worker", "-P",
+                         "threads", "-c", "4", "-n", f"{name}@%h", "-Q", "celery,narrow",
+                         "-l", "INFO"], name)
+    for w in c.workers.started:
+        w.wait_for(" ready.", 120)
+    assert c.limits().list(c.db) == {"task.rate:celerylimits.paced": rate(RATE, PER),
+                                     "queue.concurrency:narrow": concurrency(NARROW)}
+    since = reading(c.db)
+    for i in range(SLOW):
+        c.module.slow.delay(f"s{i}")
+    for i in range(PACED):
+        c.module.paced.delay(f"p{i}")
+    wait_until(lambda: everything_ran(c), 60, "every task to run")
+    check_runs(c, since)
+
+
+def test_dramatiq_actor_rate_and_queue_concurrency_hold_across_workers(
+        frameworks: Any) -> None:
+    pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
+    d = frameworks("dramalimits", DRAMATIQ_APP)
+    for name in ("w1", "w2"):
+        d.workers.start([sys.executable, "-m", "dramatiq", d.name, "-p", "1", "-t", "4"],
+                        name)
+    for w in d.workers.started:
+        w.wait_for("is ready for action", 120)
+    assert d.limits().list(d.db) == {"actor.rate:paced": rate(RATE, PER),
+                                     "queue.concurrency:narrow": concurrency(NARROW)}
+    since = reading(d.db)
+    for i in range(SLOW):
+        d.module.slow.send(f"s{i}")
+    for i in range(PACED):
+        d.module.paced.send(f"p{i}")
+    wait_until(lambda: everything_ran(d), 60, "every message to run")
+    check_runs(d, since)
