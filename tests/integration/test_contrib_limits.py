@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -252,3 +253,49 @@ def test_dramatiq_actor_rate_and_queue_concurrency_hold_across_workers(
         d.module.paced.send(f"p{i}")
     wait_until(lambda: everything_ran(d), 60, "every message to run")
     check_runs(d, since)
+
+
+def test_kombu_claims_keep_a_tasks_and_a_queues_limits_chunked_messages_too(
+        db: Any, fdb_cluster_file: str) -> None:
+    """Through kombu, in process: a message too large for one value keeps its task's
+    name beside its chunks, so its task's limit holds it back like any other; a queue's
+    limit counts every message; an ack gives both slots back, and the message held back
+    comes back at its place."""
+    kombu = pytest.importorskip("kombu", reason="the celery extra needs Python >= 3.10")
+    path = ("fdbrecipes-test", uuid.uuid4().hex)
+    conn = kombu.Connection("fdbrecipes://", transport="fdbrecipes.contrib.celery:Transport",
+                            transport_options={
+                                "cluster_file": fdb_cluster_file, "spread": 1,
+                                "directory": "/".join((*path, "broker")),
+                                "limits": "/".join((*path, "limits")),
+                                "task_limits": {"big": {"concurrency": 1}},
+                                "queue_limits": {"jobs": {"concurrency": 2}}})
+    try:
+        q = kombu.Queue("jobs", kombu.Exchange("jobs", "direct"), routing_key="jobs")
+        big = "y" * 250_000
+        with conn.Producer() as producer:
+            for i, task in enumerate(("big", "big", "small", "small")):
+                producer.publish({"i": i, "big": big if task == "big" else ""},
+                                 exchange=q.exchange, routing_key="jobs", declare=[q],
+                                 headers={"task": task})
+        channel = conn.channel()
+        first = channel.basic_get("jobs")
+        second = channel.basic_get("jobs")  # the second big one waits for the first
+        assert (first.payload["i"], second.payload["i"]) == (0, 2)
+        assert first.payload["big"] == big
+        assert channel.basic_get("jobs") is None  # the queue runs 2 at once
+        limits = Limits(fdb.directory.open(db, (*path, "limits")))
+        state = limits.state(db, "task.concurrency:big", "big")
+        assert state is not None and (state.running, state.parked) == (1, 1)
+        channel.basic_ack(first.delivery_tag)  # committed by the acker's thread
+        third = wait_until(lambda: channel.basic_get("jobs"), 30, "a slot back")
+        assert third.payload["i"] == 1 and third.payload["big"] == big
+        assert channel.basic_get("jobs") is None
+        channel.basic_ack(second.delivery_tag)
+        fourth = wait_until(lambda: channel.basic_get("jobs"), 30, "a slot back")
+        assert fourth.payload["i"] == 3
+        for message in (third, fourth):
+            channel.basic_ack(message.delivery_tag)
+    finally:
+        conn.release()
+        fdb.directory.remove_if_exists(db, path)

@@ -286,3 +286,21 @@ def test_the_name_a_queued_message_carries() -> None:
     assert actor_of(("blob", b"id", "send")) == "send"
     for junk in (b"\xff", b"[]", b'{"actor_name": 3}', ("blob", b"id")):
         assert actor_of(junk) is None
+
+
+def test_a_celery_apps_rate_limits_become_the_task_limits_option() -> None:
+    from fdbrecipes import rate
+    from fdbrecipes.contrib.celery import rate_limits
+
+    app = celery.Celery("limited", set_as_current=False)
+
+    @app.task(name="t.paced", rate_limit="10/m")
+    def paced() -> None: ...
+
+    @app.task(name="t.free")
+    def free() -> None: ...
+
+    options = rate_limits(app)
+    assert options == {"t.paced": {"rate": "10/m"}}
+    settings = TransportSettings.from_options({"task_limits": options})
+    assert settings.flow.names == (("t.paced", (("task.rate:t.paced", rate(10, 60.0)),)),)

@@ -7,14 +7,14 @@ Every option has a default; a wrong type or value raises ``TypeError`` or
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .._database import directory_path
 from .._flow import FlowSettings
 from .._options import check_cluster_file, check_count, check_seconds
 from .._queues import MAX_DELIVERIES
 
-__all__ = ["TransportSettings"]
+__all__ = ["TransportSettings", "rate_limits"]
 
 
 def _seconds(options: Mapping[str, Any], name: str, default: float) -> float:
@@ -88,3 +88,18 @@ class TransportSettings:
             flow=FlowSettings.from_options(options.get("limits"), options.get("queue_limits"),
                                            options.get("task_limits"), "task", "task_limits"),
         )
+
+
+def rate_limits(app: Any) -> Dict[str, Dict[str, Any]]:
+    """The ``task_limits`` option that makes each task's ``rate_limit`` of Celery app
+    ``app`` a limit shared by every worker: ``{task name: {"rate": rate_limit}}`` for
+    each registered task that has one (reading ``app.tasks`` finalizes the app: call
+    it once every task is defined)::
+
+        app.conf.broker_transport_options["task_limits"] = rate_limits(app)
+
+    Set ``worker_disable_rate_limits=True`` too, or each worker applies its own bucket
+    on top of the shared limit.  Reads and writes nothing in the cluster.
+    """
+    return {name: {"rate": task.rate_limit} for name, task in sorted(app.tasks.items())
+            if getattr(task, "rate_limit", None)}
