@@ -215,44 +215,43 @@ def frameworks(db: Any, fdb_cluster_file: str, tmp_path: Path,
         f.close()
 
 
+def run_and_check(f: Framework, workers: List[List[str]], ready: str,
+                  defined: Dict[str, Any], send: str) -> None:
+    """Start ``workers`` (commands after the interpreter), wait for each to say
+    ``ready``; send the tasks (``send``: the method that sends one, ``delay`` or
+    ``send``); the store holds ``defined``; check what ran."""
+    for i, command in enumerate(workers):
+        f.workers.start([sys.executable, "-m", *command], f"w{i}")
+    for w in f.workers.started:
+        w.wait_for(ready, 120)
+    since = reading(f.db)
+    for i in range(SLOW):
+        getattr(f.module.slow, send)(f"s{i}")
+    for i in range(PACED):
+        getattr(f.module.paced, send)(f"p{i}")
+    assert f.limits().list(f.db) == defined  # written by the first to open the broker
+    wait_until(lambda: everything_ran(f), 60, "every task to run")
+    check_runs(f, since)
+
+
 def test_celery_task_rate_and_queue_concurrency_hold_across_workers(frameworks: Any) -> None:
     pytest.importorskip("celery", reason="the celery extra needs Python >= 3.10")
     c = frameworks("celerylimits", CELERY_APP)
-    for name in ("w1", "w2"):
-        c.workers.start([sys.executable, "-m", "celery", "-A", c.name, "worker", "-P",
-                         "threads", "-c", "4", "-n", f"{name}@%h", "-Q", "celery,narrow",
-                         "-l", "INFO"], name)
-    for w in c.workers.started:
-        w.wait_for(" ready.", 120)
-    assert c.limits().list(c.db) == {"task.rate:celerylimits.paced": rate(RATE, PER),
-                                     "queue.concurrency:narrow": concurrency(NARROW)}
-    since = reading(c.db)
-    for i in range(SLOW):
-        c.module.slow.delay(f"s{i}")
-    for i in range(PACED):
-        c.module.paced.delay(f"p{i}")
-    wait_until(lambda: everything_ran(c), 60, "every task to run")
-    check_runs(c, since)
+    workers = [["celery", "-A", c.name, "worker", "-P", "threads", "-c", "4", "-n",
+                f"{name}@%h", "-Q", "celery,narrow", "-l", "INFO"] for name in ("w1", "w2")]
+    run_and_check(c, workers, " ready.", {"task.rate:celerylimits.paced": rate(RATE, PER),
+                                          "queue.concurrency:narrow": concurrency(NARROW)},
+                  "delay")
 
 
 def test_dramatiq_actor_rate_and_queue_concurrency_hold_across_workers(
         frameworks: Any) -> None:
     pytest.importorskip("dramatiq", reason="the dramatiq extra needs Python >= 3.10")
     d = frameworks("dramalimits", DRAMATIQ_APP)
-    for name in ("w1", "w2"):
-        d.workers.start([sys.executable, "-m", "dramatiq", d.name, "-p", "1", "-t", "4"],
-                        name)
-    for w in d.workers.started:
-        w.wait_for("is ready for action", 120)
-    assert d.limits().list(d.db) == {"actor.rate:paced": rate(RATE, PER),
-                                     "queue.concurrency:narrow": concurrency(NARROW)}
-    since = reading(d.db)
-    for i in range(SLOW):
-        d.module.slow.send(f"s{i}")
-    for i in range(PACED):
-        d.module.paced.send(f"p{i}")
-    wait_until(lambda: everything_ran(d), 60, "every message to run")
-    check_runs(d, since)
+    workers = [["dramatiq", d.name, "-p", "1", "-t", "4"]] * 2
+    run_and_check(d, workers, "is ready for action",
+                  {"actor.rate:paced": rate(RATE, PER),
+                   "queue.concurrency:narrow": concurrency(NARROW)}, "send")
 
 
 def test_kombu_claims_keep_a_tasks_and_a_queues_limits_chunked_messages_too(
