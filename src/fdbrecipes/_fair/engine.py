@@ -70,9 +70,10 @@ from .._layout import (
     kept_by_clear,
     shard_space,
 )
+from .._limits.gate import Admission, Comeback, Gate
 from .._ordered.engine import PushRequest
-from .._ordered.front import MIN
-from .._ordered.leases import lease_id, with_terms
+from .._ordered.front import MIN, choose
+from .._ordered.leases import SCAN, Lease, lease_id, with_terms
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, make_shards
 from .._records.records import Records
@@ -108,8 +109,11 @@ class Fair:
 
     def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
                  max_deliveries: Optional[int], id_retention: float,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1,
+                 gate: Optional[Gate] = None) -> None:
         self.keys = layout
+        #: the shared limits its claims check (a FairQueue made with ``limits=``), or None
+        self.gate = gate
         #: Each shard's groups, index entries and wake counter (shard 0: ``keys``).
         self.shard_keys = [layout] + [FairLayout(shard_space(layout.subspace, k))
                                       for k in range(1, shards)]
@@ -136,7 +140,9 @@ class Fair:
             records = Records(RecordLayout(spaces[0], self.keys.expiry, (g,)), self.history)
             parts = make_shards(spaces, 0, self.clock,
                                 Ids(spaces[0], self.id_retention), self.max_deliveries,
-                                records)
+                                records, self.gate)
+            for part in parts:  # a parked job moved back: a look at its group, at once
+                part.engine.comeback = Comeback(self.keys.wake_key(0, g), self.keys.pushed)
             if len(parts) == 1:
                 found = Group(*parts[0], parts)
             else:
@@ -166,15 +172,15 @@ class Fair:
         share, limit, count, seconds = fdb.tuple.unpack(raw)
         return Policy(share, limit, None if count is None else (count, seconds))
 
-    def look(self, tr: Any, attempt: Attempt, g: Any) -> Gen[State]:
+    def look(self, tr: Any, attempt: Attempt, g: Any, n: int = 2) -> Gen[State]:
         """Group ``g``'s state, read with conflicts (see :class:`State`): every shard's
-        front and items in flight, side by side."""
+        front (its first ``n`` visible items) and items in flight, side by side."""
         group = self.group(g)
         policy = tr.get(self.keys.policies.pack((g,)))
         times = tr.get(self.keys.rates.pack((g,)))
         held = [(tr.get(p.engine.keys.held_in), tr.get(p.engine.keys.held_out))
                 for p in group.parts]
-        front = yield from group.engine.front(tr, MIN, 2, conflict=True, attempt=attempt)
+        front = yield from group.engine.front(tr, MIN, n, conflict=True, attempt=attempt)
         expired = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == LEASE)
         in_flight = -expired
         for held_in, held_out in held:
@@ -351,6 +357,7 @@ class Fair:
         of the tree); none while the structure is paused (its flag read with a read
         conflict: a pause committed meanwhile makes the claim retry and find it)."""
         paused = tr.get(self.keys.paused)
+        admission = None if self.gate is None else self.gate.admission(tr)
         now = yield from attempt.now(tr, self.clock)
         if (yield from read(paused)) is not None:
             return []
@@ -365,7 +372,7 @@ class Fair:
                 break
             key, _, encoded = picked
             g = decode_value(encoded)
-            state = yield from self.look(tr, attempt, g)
+            state = yield from self.look(tr, attempt, g, 2 if admission is None else SCAN)
             engine = self.group(g)
             tally = Tally()
             wrote = engine.engine.settle(tr, state.front, tally) or wrote
@@ -375,13 +382,26 @@ class Fair:
                 wrote = True
                 misses += 1
                 continue
-            lease = engine.leases.hold_entries(tr, attempt, now, state.front.entries[:1],
-                                               seconds, BATCH_BYTES, tally, holder)[0]
+            blocked = False
+            if admission is None:
+                lease: Optional[Lease] = engine.leases.hold_entries(
+                    tr, attempt, now, state.front.entries[:1], seconds, BATCH_BYTES, tally,
+                    holder)[0]
+            else:
+                lease, blocked = yield from self.admitted(tr, attempt, admission, engine,
+                                                          state, seconds, tally, holder)
+                wrote = wrote or blocked
             tally.write(tr, attempt)
+            if lease is None:  # its candidates all held back by the shared limits
+                yield from self.revise(tr, attempt, g, now, key)
+                misses += 1
+                continue
             after = state.after_claim(now)
             if state.policy.rate is not None:
                 self.note_claim(tr, g, after)
-            if not after.eligible(now):
+            if blocked:  # jobs parked or delayed: what is left is read again
+                yield from self.revise(tr, attempt, g, now, key)
+            elif not after.eligible(now):
                 yield from self.unlist(tr, attempt, g, key, after, now)
             out.append(FairLease(lease, g))
             taken.append((g, lease_id(lease)))
@@ -392,6 +412,28 @@ class Fair:
             yield from with_terms(tr, [(self.group(lease.group).records, lease)
                                        for lease in out])
         return out
+
+    def admitted(self, tr: Any, attempt: Attempt, admission: Admission, group: Group,
+                 state: State, seconds: float, tally: Tally,
+                 holder: Optional[str]) -> Gen[Tuple[Optional[Lease], bool]]:
+        """The claim of the first of group ``group``'s candidates (its front, as
+        ``state`` read it) that the shared limits let start, under a lease holding its
+        slots (see :class:`.._limits.gate.Admission`), or None; and whether any before
+        it was held back: parked (a full concurrency key: the transaction that frees
+        a slot of that key moves it back, and a look at the group with it) or delayed
+        (a rate).  The slots of the expired leases met are given back first (one
+        round trip more when there are any)."""
+        shard = group.parts[0]  # limits need an unsharded FairQueue
+        front = state.front
+        yield from shard.engine.expired_slots(tr, front, front.entries)
+        admitted, blocked = yield from admission.admit(tr, shard.engine, front.now,
+                                                       front.entries, tally, 1, 1, choose)
+        if not admitted:
+            return None, blocked
+        entry, tags = admitted[0]
+        lease = shard.leases.hold_entries(tr, attempt, front.now, [entry], seconds,
+                                          BATCH_BYTES, tally, holder, [tags])[0]
+        return lease, blocked
 
     def note_claim(self, tr: Any, g: Any, state: State) -> None:
         """Keep the latest claim times the group's rate needs."""

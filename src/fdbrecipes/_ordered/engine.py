@@ -32,7 +32,7 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
-from .._limits.gate import Gate
+from .._limits.gate import Comeback, Gate
 from .._records.records import (
     DEAD,
     DELAYED,
@@ -129,7 +129,7 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("gate", "ids", "records", "sequences", "shard", "unique")
+    __slots__ = ("comeback", "gate", "ids", "records", "sequences", "shard", "unique")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
@@ -138,6 +138,9 @@ class Ordered(FrontReader, Takes):
         self.ids = ids
         #: the limits its claims check (a structure made with ``limits=``), or None
         self.gate = gate
+        #: what moving one of its parked jobs back writes for its structure (a
+        #: FairQueue group's look and wake, see ``Comeback``); None: nothing more
+        self.comeback: Optional[Comeback] = None
         #: the job records (written only by a structure with ``history``)
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
