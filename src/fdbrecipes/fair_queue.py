@@ -245,7 +245,8 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         conflicts); when the group is not in the lottery, its state.  Cost: 1 to 3
         round trips.  With ``limits``, it also gives the lease's slots in the shared
         limits back (a compare-and-clear: no conflict) and moves back the first job
-        parked under each freed key (a read conflict on its hold), whatever
+        parked under each freed key (read conflicts on the key's parked jobs and the
+        job's hold: a claim parking a job of that key meanwhile conflicts), whatever
         structure or group it is in, with a look at its group: 1 round trip more,
         2 when a job is parked.  :meth:`release`, :meth:`bury` and an expired lease
         met by a claim do the same; :meth:`extend` moves the slots' deadline (no

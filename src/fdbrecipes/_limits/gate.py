@@ -304,9 +304,18 @@ class Gate:
         """For each (limit, key) of ``freed``, move that many parked jobs back to their
         places (the first parked first, whatever structure holds them): two round
         trips, the parked entries (snapshot) then their holds (read conflicts: two
-        transactions never move one job); how many were moved."""
-        starts = [Range(tr.snapshot, *self.parked_range(slot), freed[slot] + SPARE_READS)
-                  for slot in freed]
+        transactions never move one job); how many were moved.
+
+        Takes a read conflict on the key's whole range of parked jobs: a claim that
+        parks a job of the key and commits after this transaction's read version
+        makes it retry (and find the job), so no job is left parked beside the slot
+        freed.  (The claim, for its part, read the key's slots with a conflict: a
+        free committed first makes the claim retry instead of parking.)"""
+        starts = []
+        for slot in freed:
+            begin, end = self.parked_range(slot)
+            tr.add_read_conflict_range(begin, end)
+            starts.append(Range(tr.snapshot, begin, end, freed[slot] + SPARE_READS))
         found = []
         for reading in starts:
             found.extend((yield from reading.read()))
