@@ -13,11 +13,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 import fdb
 
-from fdbrecipes import FairLease, FairQueue, Limits
+from fdbrecipes import FairQueue, Limits
+from tests.limits_consumer import record_ack, record_claim
 
 #: Seconds of each lease (no consumer is killed while it works: none expires).
 LEASE = 30.0
@@ -42,31 +43,17 @@ def main() -> None:
     db = fdb.open(cluster_file)
     q, events = structures(fdb.Subspace(rawPrefix=bytes.fromhex(space_hex)))
 
-    @fdb.transactional
-    def claim(tr: Any) -> Optional[FairLease]:
-        lease = q.claim(tr, LEASE)
-        if lease is not None:
-            tr.set_versionstamped_value(
-                events.pack((lease.value, lease.token, "start")),
-                fdb.tuple.pack_with_versionstamp((fdb.tuple.Versionstamp(), lease.claimed_at,
-                                                  lease.deadline)))
-        return lease
-
-    @fdb.transactional
-    def ack(tr: Any, lease: FairLease) -> None:
-        q.ack(tr, lease)
-        tr.set_versionstamped_value(events.pack((lease.value, lease.token, "end")),
-                                    fdb.tuple.pack_with_versionstamp((fdb.tuple.Versionstamp(),)))
+    claim, ack = fdb.transactional(record_claim), fdb.transactional(record_ack)
 
     def consume() -> None:
         stop = time.monotonic() + 120
         while time.monotonic() < stop:
-            lease = claim(db)
+            lease = claim(db, q, events, LEASE)
             if lease is None:
                 q.wait(db, timeout=0.5)
                 continue
             time.sleep(0.01)  # the work, holding its slots
-            ack(db, lease)
+            ack(db, q, events, lease)
 
     threads = [threading.Thread(target=consume, daemon=True) for _ in range(2)]
     for t in threads:

@@ -101,8 +101,6 @@ GROUP_CACHE = 4_096
 _TIMES = struct.Struct("<q")
 
 
-
-
 class Fair:
     """A FairQueue's operations (see the module docstring); every method runs in one
     transaction."""

@@ -138,9 +138,7 @@ class Ordered(FrontReader, Takes):
         self.ids = ids
         #: the limits its claims check (a structure made with ``limits=``), or None
         self.gate = gate
-        #: what moving one of its parked jobs back writes for its structure (a
-        #: FairQueue group's look and wake, see ``Comeback``); None: nothing more
-        self.comeback: Optional[Comeback] = None
+        self.comeback: Optional[Comeback] = None  #: a FairQueue group's (see Comeback)
         #: the job records (written only by a structure with ``history``)
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
