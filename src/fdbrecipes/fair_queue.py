@@ -67,8 +67,7 @@ class FairQueue(FairBase, JobMethods[FairOps]):
             shared limit, checked in the claim's transaction; a job whose key is full
             is parked (out of its group's queue until the transaction that frees a
             slot of that key moves it back, with a look at its group), so it never
-            holds up its group nor any other.  Needs ``shards`` 1.  See
-            docs/flow-control.md.
+            holds up its group nor any other.  See docs/flow-control.md.
 
     Example::
 
@@ -183,14 +182,15 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         group turns out unservable (it is taken out, and the claim picks again).
 
         With ``limits``, it reads the picked group's first 64 visible items (read
-        conflicts), the limits' definitions (snapshot, beside the first reads) and
-        the state of each limit key they carry (by snapshot, side by side: 1 round
-        trip more; see docs/flow-control.md for the conflicts), takes the first
-        that every limit lets start (its slots written with its lease; a read
-        conflict on the slot drawn, or on the rate's window), and parks or delays
-        those before it that a limit holds back; the group is then looked at again
-        (1 to 2 round trips more).  A group whose candidates were all held back
-        counts as a miss: the claim picks again, up to 4 picks.
+        conflicts; sharded, 64 / shards of each shard's, at least 2), the limits'
+        definitions (snapshot, beside the first reads) and the state of each limit
+        key they carry (by snapshot, side by side: 1 round trip more; see
+        docs/flow-control.md for the conflicts), takes the first that every limit
+        lets start (its slots written with its lease; a read conflict on the slot
+        drawn, or on the rate's window), and parks or delays those before it that a
+        limit holds back; the group is then looked at again (1 to 2 round trips
+        more).  A group whose candidates were all held back counts as a miss: the
+        claim picks again, up to 4 picks.
 
         Raises:
             TypeError or ValueError: bad ``lease_seconds``.

@@ -132,9 +132,23 @@ def test_fair_rate_slots_release_bury_expiry_and_extend(db: Any, fdb_subspace: A
     assert fq.stats(db, "g").in_flight == 0
 
 
-def test_fair_queue_limits_refuse_shards(fdb_subspace: Any, limits: Limits) -> None:
-    with pytest.raises(ValueError, match="shards=1"):
-        FairQueue(fdb_subspace["s"], shards=2, limits=limits.use("all"))
+def test_a_sharded_fair_queue_parks_and_moves_back_in_its_shards(db: Any, fdb_subspace: Any,
+                                                                limits: Limits) -> None:
+    fq = FairQueue(fdb_subspace["s"], shards=3, limits=limits.use("per-user", key=user))
+    limits.set(db, "per-user", concurrency(1))
+    fq.push_many(db, [("hog", i) for i in range(15)] + [("b", 0)], group="g")
+    got = claim_all(db, fq)
+    assert sorted(lease.value[0] for lease in got) == ["b", "hog"]
+    state = limits.state(db, "per-user", "hog")
+    assert state is not None and state.running == 1 and state.parked == 14
+    seen = {got[0].value, got[1].value}
+    for _ in range(14):  # each ack moves the next hog job back, in whatever shard
+        hog = next(lease for lease in got if lease.value[0] == "hog")
+        fq.ack(db, hog)
+        got = claim_all(db, fq)
+        assert len(got) == 1 and got[0].value[0] == "hog"
+        seen.add(got[0].value)
+    assert len(seen) == 16
 
 
 def test_async_fair_queue_with_limits(db: Any, fdb_subspace: Any) -> None:

@@ -18,6 +18,10 @@ under ``w/(time, group)``, and claims look at a few due groups before they pick.
 claim that picks a group found ineligible (its state changed with time) removes it and
 picks again.
 
+With shared limits (``gate``), a claim also checks the picked group's candidates
+against them (:meth:`Fair.admitted`); a parked job's return asks for a look at its
+group (``Comeback``).
+
 No key is written by every claim of every group: claims of different groups touch
 different keys, but for the tree's sums (atomic, conflict-free) and, by chance, the
 same due look-ups.
@@ -71,7 +75,7 @@ from .._layout import (
     shard_space,
 )
 from .._limits.gate import Admission, Comeback, Gate
-from .._ordered.engine import PushRequest
+from .._ordered.engine import Ordered, PushRequest
 from .._ordered.front import MIN, choose
 from .._ordered.leases import SCAN, Lease, lease_id, with_terms
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
@@ -370,7 +374,8 @@ class Fair:
                 break
             key, _, encoded = picked
             g = decode_value(encoded)
-            state = yield from self.look(tr, attempt, g, 2 if admission is None else SCAN)
+            scan = 2 if admission is None else max(2, SCAN // len(self.shard_keys))
+            state = yield from self.look(tr, attempt, g, scan)  # limits: ~64 over the shards
             engine = self.group(g)
             tally = Tally()
             wrote = engine.engine.settle(tr, state.front, tally) or wrote
@@ -417,21 +422,26 @@ class Fair:
         """The claim of the first of group ``group``'s candidates (its front, as
         ``state`` read it) that the shared limits let start, under a lease holding its
         slots (see :class:`.._limits.gate.Admission`), or None; and whether any before
-        it was held back: parked (a full concurrency key: the transaction that frees
-        a slot of that key moves it back, and a look at the group with it) or delayed
-        (a rate).  The slots of the expired leases met are given back first (one
-        round trip more when there are any)."""
-        shard = group.parts[0]  # limits need an unsharded FairQueue
+        it was parked in its shard (a full concurrency key: moved back, with a look at
+        the group, by what frees a slot of that key) or delayed (a rate).  Gives back
+        the slots of the expired leases met, then reads every candidate's limits at
+        once: 1 round trip, 2 when leases had expired."""
         front = state.front
-        yield from shard.engine.expired_slots(tr, front, front.entries)
-        admitted, blocked = yield from admission.admit(tr, shard.engine, front.now,
-                                                       front.entries, tally, 1, 1, choose)
-        if not admitted:
-            return None, blocked
-        entry, tags = admitted[0]
-        lease = shard.leases.hold_entries(tr, attempt, front.now, [entry], seconds,
-                                          BATCH_BYTES, tally, holder, [tags])[0]
-        return lease, blocked
+        yield from group.parts[0].engine.expired_slots(tr, front, front.entries)
+        yield from admission.tagged(tr, front.entries, front.now)
+        blocked = False
+        for entry in front.entries:
+            shard = group.parts[0] if isinstance(group.engine, Ordered) \
+                else group.engine.shards.of_entry(entry)
+            admitted, held = yield from admission.admit(tr, shard.engine, front.now, [entry],
+                                                        tally, 1, 1, choose)
+            blocked = blocked or held
+            if admitted:
+                lease = shard.leases.hold_entries(tr, attempt, front.now, [entry], seconds,
+                                                  BATCH_BYTES, tally, holder,
+                                                  [admitted[0][1]])[0]
+                return lease, blocked
+        return None, blocked
 
     def note_claim(self, tr: Any, g: Any, state: State) -> None:
         """Keep the latest claim times the group's rate needs."""

@@ -396,17 +396,11 @@ class Admission:
             self.defined = defined
         return self.defined
 
-    def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
-              want: int, spread: int,
-              choose: Chooser) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
-        """Up to ``want`` of the candidates ``entries`` (of ``engine``, read at ``now``,
-        in order) that may start, each with its tags, chosen as a take with ``spread``
-        chooses (``choose``: the engine's ``front.choose``, handed in so that this
-        module imports no engine) among the first ``want + spread - 1`` runnable
-        ones; the blocked ones met before those parked or delayed (see the module
-        docstring).  And whether any was held back.  Only the limits' state read
-        decides what is held back, never this claim's own choices: a job is parked
-        only when its key is full without it."""
+    def tagged(self, tr: Any, entries: Sequence[Any],
+               now: int) -> Gen[List[Tuple[Any, List[Tag]]]]:
+        """Each of the candidates ``entries`` (read at ``now``) with the limits it
+        carries; the state of each (limit, key) they carry that this claim had not read
+        yet read now, side by side (one round trip; none when all were read)."""
         defined = yield from self.definitions()
         readings = {}
         tagged = []
@@ -419,6 +413,20 @@ class Admission:
                     readings[slot] = self.start(tr, slot, defined[t.name], now)
         for slot, (limit, reading) in readings.items():
             self.usage[slot] = self.learn(tr, slot, limit, (yield from reading.read()), now)
+        return tagged
+
+    def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
+              want: int, spread: int,
+              choose: Chooser) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
+        """Up to ``want`` of the candidates ``entries`` (of ``engine``, read at ``now``,
+        in order) that may start, each with its tags, chosen as a take with ``spread``
+        chooses (``choose``: the engine's ``front.choose``, handed in so that this
+        module imports no engine) among the first ``want + spread - 1`` runnable
+        ones; the blocked ones met before those parked or delayed (see the module
+        docstring).  And whether any was held back.  Only the limits' state read
+        decides what is held back, never this claim's own choices: a job is parked
+        only when its key is full without it."""
+        tagged = yield from self.tagged(tr, entries, now)
         runnable: List[Tuple[Any, List[Tag]]] = []
         blocked = False
         for entry, tags in tagged:

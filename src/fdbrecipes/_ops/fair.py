@@ -121,8 +121,6 @@ class FairOps(JobOps):
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
         self.shards = check_shards(shards, MAX_SHARDS)
-        if uses and self.shards > 1:
-            raise ValueError("limits needs an unsharded FairQueue (shards=1)")
         super().__init__(subspace, id_retention, max_deliveries, history, codec)
         #: the shared limits its jobs carry (see fdbrecipes.Limits.use)
         self.limits = uses
