@@ -127,7 +127,7 @@ class FairOps(JobOps):
         layout = FairLayout(subspace)
         self.engine = Fair(layout, check_clock(clock) or database_clock,
                            Policy(share, limit, None), max_deliveries, self.id_retention,
-                           self.history, self.shards,
+                           self.history, self.shards, self.workflows,
                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None)
         self.guard = LayoutGuard(subspace, "fair-queue", self.shards, layout.pushed)
 
