@@ -19,7 +19,7 @@ claim that picks a group found ineligible (its state changed with time) removes 
 picks again.
 
 With shared limits (``gate``), a claim also checks the picked group's candidates
-against them (:meth:`Fair.admitted`); a parked job's return asks for a look at its
+against them (``_ordered.shards.claim_admitted``); a parked job's return asks for a look at its
 group (``Comeback``).
 
 No key is written by every claim of every group: claims of different groups touch
@@ -74,12 +74,12 @@ from .._layout import (
     kept_by_clear,
     shard_space,
 )
-from .._limits.gate import Admission, Comeback, Gate
-from .._ordered.engine import Ordered, PushRequest
-from .._ordered.front import MIN, choose
+from .._limits.gate import Comeback, Gate
+from .._ordered.engine import PushRequest
+from .._ordered.front import MIN
 from .._ordered.leases import SCAN, Lease, lease_id, with_terms
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
-from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, make_shards
+from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, claim_admitted, make_shards
 from .._records.records import Records
 from .._records.tokens import TimedPlace
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
@@ -400,8 +400,9 @@ class Fair:
                     tr, attempt, now, state.front.entries[:1], seconds, BATCH_BYTES, tally,
                     holder)[0]
             else:
-                lease, blocked = yield from self.admitted(tr, attempt, admission, engine,
-                                                          state, seconds, tally, holder)
+                lease, blocked = yield from claim_admitted(
+                    tr, attempt, admission, engine.engine, engine.parts, state.front,
+                    seconds, tally, holder)
                 wrote = wrote or blocked
             tally.write(tr, attempt)
             if lease is None:  # its candidates all held back by the shared limits
@@ -424,33 +425,6 @@ class Fair:
             yield from with_terms(tr, [(self.group(lease.group).records, lease)
                                        for lease in out])
         return out
-
-    def admitted(self, tr: Any, attempt: Attempt, admission: Admission, group: Group,
-                 state: State, seconds: float, tally: Tally,
-                 holder: Optional[str]) -> Gen[Tuple[Optional[Lease], bool]]:
-        """The claim of the first of group ``group``'s candidates (its front, as
-        ``state`` read it) that the shared limits let start, under a lease holding its
-        slots (see :class:`.._limits.gate.Admission`), or None; and whether any before
-        it was parked in its shard (a full concurrency key: moved back, with a look at
-        the group, by what frees a slot of that key) or delayed (a rate).  Gives back
-        the slots of the expired leases met, then reads every candidate's limits at
-        once: 1 round trip, 2 when leases had expired."""
-        front = state.front
-        yield from group.parts[0].engine.expired_slots(tr, front, front.entries)
-        yield from admission.tagged(tr, front.entries, front.now)
-        blocked = False
-        for entry in front.entries:
-            shard = group.parts[0] if isinstance(group.engine, Ordered) \
-                else group.engine.shards.of_entry(entry)
-            admitted, held = yield from admission.admit(tr, shard.engine, front.now, [entry],
-                                                        tally, 1, 1, choose)
-            blocked = blocked or held
-            if admitted:
-                lease = shard.leases.hold_entries(tr, attempt, front.now, [entry], seconds,
-                                                  BATCH_BYTES, tally, holder,
-                                                  [admitted[0][1]])[0]
-                return lease, blocked
-        return None, blocked
 
     def note_claim(self, tr: Any, g: Any, state: State) -> None:
         """Keep the latest claim times the group's rate needs."""
