@@ -79,11 +79,14 @@ class LimitLayout:
                                                   (``start``: the claim's clock reading)
         L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
                                                   lease holds
-        L/"lw"/(name, key, parked_at, prefix, item, deadline) = ''  a job parked until
-                                                  a slot of (name, key) frees: its
-                                                  structure's (shard's) raw prefix, its
-                                                  item tuple and the deadline of the
-                                                  DELAY hold it waits under there
+        L/"lw"/(name, key, parked_at, prefix, item, deadline) = '' or (mark, counter)
+                                                  a job parked until a slot of (name,
+                                                  key) frees: its structure's (shard's)
+                                                  raw prefix, its item tuple and the
+                                                  deadline of the DELAY hold it waits
+                                                  under there; the value, what moving it
+                                                  back writes for its structure too
+                                                  (``gate.Comeback``: a FairQueue's)
 
     ``key`` is the limit's key for the job (any tuple-encodable value), None for a
     global limit.  Times are clock readings (read versions, about 1,000,000 per second).

@@ -50,10 +50,9 @@ from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
 from .._layout import DELAY, LEASE, OrderedLayout
 from .._store_layout import LimitLayout
-from .._values import decode_value
-from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit
+from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
-__all__ = ["PARK_SECONDS", "Admission", "Gate", "Tag", "move_back"]
+__all__ = ["PARK_SECONDS", "Admission", "Comeback", "Gate", "Tag", "move_back"]
 
 #: How long a parked job waits at most before a claim looks at it again.
 PARK_SECONDS = 60.0
@@ -69,6 +68,24 @@ _draw = random.Random()
 
 #: How a take picks ``n`` among candidates with a spread (``_ordered.front.choose``).
 Chooser = Callable[[List[Any], int, int], List[Any]]
+
+
+class Comeback(NamedTuple):
+    """What the transaction that moves a parked job back writes for the structure the
+    job is in, beside the job itself, when its engine has one (``Ordered.comeback``):
+    ``mark`` set (empty), ``counter`` added one (an atomic ADD).  A FairQueue's group
+    has one: a look at the group, due at once, and the FairQueue's wake counter, so
+    the group, which a claim took out of the lottery when its jobs were parked, is
+    looked at by the next claim and its waiters wake.  Stored as the parked entry's
+    value (a plain queue's is empty)."""
+
+    mark: bytes
+    counter: bytes
+
+    def pack(self) -> bytes:
+        """The parked entry's value."""
+        packed: bytes = fdb.tuple.pack(tuple(self))
+        return packed
 
 
 class Tag(NamedTuple):
@@ -181,16 +198,18 @@ class Gate:
                                 for use in self.uses})
 
     def tags(self, raw: bytes, defined: Dict[str, Limit]) -> List[Tag]:
-        """The limits a job of stored value ``raw`` carries (those defined now)."""
+        """The limits a job of stored value ``raw`` carries (those defined now): its key
+        under each, the one given at push (stored after the value, see
+        :func:`.specs.with_limit_keys`) or else the one its use computes."""
         uses = [use for use in self.uses if use.name in defined]
         if not uses:
             return []
-        value = decode_value(raw)
-        if self.values.codec is not None:
-            value = self.values.value(value)
+        parts = fdb.tuple.unpack(raw)  # the value, then the keys given at push, if any
+        given = given_keys(parts)
+        value = parts[0] if self.values.codec is None else self.values.value(parts[0])
         tags = []
         for use in uses:
-            key = use.key_of(value)
+            key = given[use.name] if use.name in given else use.key_of(value)
             if key is EXEMPT:
                 continue
             limit = defined[use.name]
@@ -265,7 +284,9 @@ class Gate:
         deadline = now + seconds_to_versions(PARK_SECONDS)
         item = self.hold_back(tr, engine, entry, now, deadline, tally)
         prefix = engine.keys.subspace.key()
-        tr.set(self.keys.parked_key(tag.name, tag.key, now, prefix, item, deadline), b"")
+        comeback = engine.comeback
+        tr.set(self.keys.parked_key(tag.name, tag.key, now, prefix, item, deadline),
+               b"" if comeback is None else comeback.pack())
 
     def hold_back(self, tr: Any, engine: Any, entry: Any, now: int, deadline: int,
                   tally: Tally) -> Any:
@@ -283,9 +304,18 @@ class Gate:
         """For each (limit, key) of ``freed``, move that many parked jobs back to their
         places (the first parked first, whatever structure holds them): two round
         trips, the parked entries (snapshot) then their holds (read conflicts: two
-        transactions never move one job); how many were moved."""
-        starts = [Range(tr.snapshot, *self.parked_range(slot), freed[slot] + SPARE_READS)
-                  for slot in freed]
+        transactions never move one job); how many were moved.
+
+        Takes a read conflict on the key's whole range of parked jobs: a claim that
+        parks a job of the key and commits after this transaction's read version
+        makes it retry (and find the job), so no job is left parked beside the slot
+        freed.  (The claim, for its part, read the key's slots with a conflict: a
+        free committed first makes the claim retry instead of parking.)"""
+        starts = []
+        for slot in freed:
+            begin, end = self.parked_range(slot)
+            tr.add_read_conflict_range(begin, end)
+            starts.append(Range(tr.snapshot, begin, end, freed[slot] + SPARE_READS))
         found = []
         for reading in starts:
             found.extend((yield from reading.read()))
@@ -312,11 +342,13 @@ def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
             continue
         layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
         hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
-        candidates.append(((name, key), bytes(kv.key), layout, item, hold, tr.get(hold[0])))
+        comeback = Comeback(*fdb.tuple.unpack(kv.value)) if kv.value else None
+        candidates.append(((name, key), bytes(kv.key), layout, item, hold, comeback,
+                           tr.get(hold[0])))
     left = None if counts is None else dict(counts)
     tally = Tally()
     moved = 0
-    for slot, key, layout, item, hold, future in candidates:
+    for slot, key, layout, item, hold, comeback, future in candidates:
         if left is not None and left.get(slot, 0) <= 0:
             continue
         value = yield from read(future)
@@ -330,6 +362,9 @@ def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
         tally.add(layout.delayed_out)
         tally.add(layout.pushed)  # the wake key: waiters look again
         tally.add(layout.taken)
+        if comeback is not None:  # its structure's own wake (see Comeback)
+            tr.set(comeback.mark, b"")
+            tally.add(comeback.counter)
         moved += 1
         if left is not None:
             left[slot] -= 1
@@ -361,17 +396,11 @@ class Admission:
             self.defined = defined
         return self.defined
 
-    def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
-              want: int, spread: int,
-              choose: Chooser) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
-        """Up to ``want`` of the candidates ``entries`` (of ``engine``, read at ``now``,
-        in order) that may start, each with its tags, chosen as a take with ``spread``
-        chooses (``choose``: the engine's ``front.choose``, handed in so that this
-        module imports no engine) among the first ``want + spread - 1`` runnable
-        ones; the blocked ones met before those parked or delayed (see the module
-        docstring).  And whether any was held back.  Only the limits' state read
-        decides what is held back, never this claim's own choices: a job is parked
-        only when its key is full without it."""
+    def tagged(self, tr: Any, entries: Sequence[Any],
+               now: int) -> Gen[List[Tuple[Any, List[Tag]]]]:
+        """Each of the candidates ``entries`` (read at ``now``) with the limits it
+        carries; the state of each (limit, key) they carry that this claim had not read
+        yet read now, side by side (one round trip; none when all were read)."""
         defined = yield from self.definitions()
         readings = {}
         tagged = []
@@ -384,6 +413,20 @@ class Admission:
                     readings[slot] = self.start(tr, slot, defined[t.name], now)
         for slot, (limit, reading) in readings.items():
             self.usage[slot] = self.learn(tr, slot, limit, (yield from reading.read()), now)
+        return tagged
+
+    def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
+              want: int, spread: int,
+              choose: Chooser) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
+        """Up to ``want`` of the candidates ``entries`` (of ``engine``, read at ``now``,
+        in order) that may start, each with its tags, chosen as a take with ``spread``
+        chooses (``choose``: the engine's ``front.choose``, handed in so that this
+        module imports no engine) among the first ``want + spread - 1`` runnable
+        ones; the blocked ones met before those parked or delayed (see the module
+        docstring).  And whether any was held back.  Only the limits' state read
+        decides what is held back, never this claim's own choices: a job is parked
+        only when its key is full without it."""
+        tagged = yield from self.tagged(tr, entries, now)
         runnable: List[Tuple[Any, List[Tag]]] = []
         blocked = False
         for entry, tags in tagged:

@@ -32,7 +32,7 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
-from .._limits.gate import Gate
+from .._limits.gate import Comeback, Gate
 from .._records.records import (
     DEAD,
     DELAYED,
@@ -129,7 +129,8 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("gate", "ids", "records", "sequences", "shard", "unique", "workflows")
+    __slots__ = ("comeback", "gate", "ids", "records", "sequences", "shard", "unique",
+                 "workflows")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
@@ -141,6 +142,7 @@ class Ordered(FrontReader, Takes):
         self.workflows: Dict[bytes, Any] = {} if workflows is None else workflows
         #: the limits its claims check (a structure made with ``limits=``), or None
         self.gate = gate
+        self.comeback: Optional[Comeback] = None  #: a FairQueue group's (see Comeback)
         #: the job records (written only by a structure with ``history``)
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)

@@ -151,8 +151,9 @@ class App:
                 :meth:`fdbrecipes.Limits.use`, or a list of them (all of one
                 store), whose ``key`` and ``cost`` are functions of the call's
                 arguments (called as the task's function is: ``key(*args,
-                **kwargs)``), computed when a call is deferred.  Not for a task of
-                a FairQueue (its groups have their own limits).
+                **kwargs)``), computed when a call is deferred.  A FairQueue's
+                task's calls are subject to them beside their group's own limit and
+                rate.
 
         Makes the queue's structure object if it is new, or again with the limits
         of its tasks (writes nothing).
@@ -198,9 +199,6 @@ class App:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a Backoff, not {type(backoff).__name__}")
         uses = check_task_limits(limits, name)
-        if uses and group is not None:
-            raise ValueError(f"task {name}: limits are not for a FairQueue's task (its "
-                             "groups have their own limits)")
         kind = FAIR_QUEUE if group is not None else \
             PRIORITY_QUEUE if priority is not None else None
         known = self.kinds.get(queue)
@@ -233,10 +231,10 @@ class App:
         options: Dict[str, Any] = dict(max_deliveries=self.max_deliveries,
                                        history=self.history)
         structure: Structure
+        uses = structure_uses(self.queue_tasks(queue)) or None
         if kind == FAIR_QUEUE:
-            structure = FairQueue(where, **options)
+            structure = FairQueue(where, limits=uses, **options)
         else:
-            uses = structure_uses(self.queue_tasks(queue)) or None
             if kind == PRIORITY_QUEUE:
                 structure = PriorityQueue(where, shards=self.shards, limits=uses, **options)
             else:
