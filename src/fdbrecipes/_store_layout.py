@@ -13,7 +13,8 @@ from fdb.subspace_impl import Subspace
 
 from ._layout import Item
 
-__all__ = ["LIMITS", "ROOT", "SCHEDULES", "LimitLayout", "ScheduleLayout", "WorkflowLayout"]
+__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout", "ScheduleLayout",
+           "WorkflowLayout"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -60,6 +61,11 @@ class ScheduleLayout:
 #: The first element of every key of a limit store's change counter, which no structure
 #: uses: the operator commands recognise a store by it.
 LIMITS = "lv"
+
+
+#: The first element of a workflow store's headers, which no structure uses: the
+#: operator commands recognise a store by its first header.
+WORKFLOWS = "wh"
 
 
 class LimitLayout:
@@ -157,15 +163,17 @@ class WorkflowLayout:
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
                                           ended, what ``result`` watches)
         S/"wx"/(at, w)       = ''         when to look at w for pruning
+        S/"wa"/(created_at, w) = ''       w by creation time (``list``: newest first);
+                                          cleared when w is pruned
         S/"c"/(...)          = receipt    receipt slots (see _receipts)
     """
 
-    __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
-                 "nodes", "results", "states", "subspace", "tallies")
+    __slots__ = ("chunks", "counters", "created", "edges", "expiry", "failures", "headers",
+                 "inputs", "nodes", "results", "states", "subspace", "tallies")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
-        self.headers = subspace["wh"]
+        self.headers = subspace[WORKFLOWS]
         self.nodes = subspace["wn"]
         self.edges = subspace["we"]
         self.inputs = subspace["wi"]
@@ -176,6 +184,7 @@ class WorkflowLayout:
         self.tallies = subspace["wt"]
         self.chunks = subspace["wp"]
         self.expiry = subspace["wx"]
+        self.created = subspace["wa"]
 
     def header(self, w: bytes) -> bytes:
         """The key of workflow ``w``'s header."""
@@ -220,6 +229,10 @@ class WorkflowLayout:
     def due(self, at: float, w: bytes) -> bytes:
         """The key of ``w``'s entry in the pruning index."""
         return bytes(self.expiry.pack((at, w)))
+
+    def made(self, at: float, w: bytes) -> bytes:
+        """The key of ``w``'s entry in the index by creation time."""
+        return bytes(self.created.pack((at, w)))
 
     def ranges(self, w: bytes) -> List[Tuple[bytes, bytes]]:
         """Every key range of workflow ``w`` (its pruning entry apart)."""

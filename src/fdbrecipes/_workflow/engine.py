@@ -28,7 +28,6 @@ from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._ordered.engine import PushRequest
 from .._records.records import CANCELLED, RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
-from .._values import decode_value
 from ..protocol import Workable
 from .graph import (
     ALWAYS,
@@ -54,6 +53,7 @@ from .reading import (
     Reads,
     Stored,
     pack_spec,
+    value_of,
 )
 from .reading import pack as _pack
 
@@ -123,6 +123,7 @@ class Store(Reads):
         tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
         roots = []
         fresh = Fresh(tr)
+        fresh.set(keys.made(now, w), b"")
         for i, spec in enumerate(plan.specs):
             counters = plan.counters[i]
             fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
@@ -172,7 +173,7 @@ class Store(Reads):
         for i, _ in batch:
             tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
         tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
-        values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
+        values = [(i, stored, value_of(ops, stored)) for i, stored in batch]
         requesting = getattr(ops, "job_request", None)
         if requesting is not None:  # a Queue or PriorityQueue: one push_many
             yield from ops.push_requests(tr, self.requests(requesting, w, values))
@@ -227,12 +228,6 @@ class Store(Reads):
         return [made[key]._replace(batch=batch, ids=tuple(ids[key]))
                 for key, batch in alike.items()]
 
-    @staticmethod
-    def value_of(ops: Any, stored: Stored) -> Any:
-        """A stored node's value, as its structure's push takes it."""
-        value = decode_value(stored.value)
-        codec = ops.values.codec
-        return value if codec is None else codec.decode(value)
 
     # -- advancing -----------------------------------------------------------------------
 
@@ -415,6 +410,8 @@ class Store(Reads):
             if header is None or header.status != RUNNING or done >= header.nodes:
                 for begin, end in keys.ranges(w):
                     tr.clear_range(begin, end)
+                if header is not None:
+                    tr.clear(keys.made(header.created_at, w))
             else:
                 tr.set(keys.due(now + self.retention, w), b"")
         attempt.idle = not entries

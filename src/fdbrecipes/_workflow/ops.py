@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .._fdb import Gen, Transactor
 from .._ops.base import Ops
@@ -59,8 +59,6 @@ class WorkflowOps(Ops):
         for i, structure in enumerate(structures):
             ops = workable(structure, f"structures[{i}]")
             self.targets[bytes(ops.subspace.key())] = ops
-        if not self.targets:
-            raise ValueError("structures: give the structures the workflows' nodes go to")
         self.store = Store(WorkflowLayout(subspace), self.targets,
                            check_seconds(retention, "retention"))
         for ops in self.targets.values():
@@ -121,6 +119,22 @@ class WorkflowOps(Ops):
         """
         found = yield from read(tr, self.store.status, check_workflow_id(w),
                                 check_int(limit, "limit", low=0, high=100_000))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
+
+    def list(self, tr: Transactor, limit: Any = 100) -> Gen[List[WorkflowStatus]]:
+        """The ``limit`` workflows created last, newest first (without their nodes)."""
+        return read(tr, self.store.listing, check_int(limit, "limit", low=1, high=10_000))
+
+    def targets_of(self, tr: Transactor, w: Any) -> Gen[List[bytes]]:
+        """The keys of the structures workflow ``w``'s nodes go to.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found: Optional[List[bytes]] = yield from read(tr, self.store.targets_of,
+                                                       check_workflow_id(w))
         if found is None:
             raise UnknownWorkflowError(w)
         return found

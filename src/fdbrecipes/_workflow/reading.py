@@ -17,7 +17,7 @@ from .graph import IGNORE, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
            "SUCCEEDED", "WAITING", "Header", "Input", "NodeStatus", "Reads", "Stored",
-           "WorkflowStatus", "pack", "pack_spec", "span"]
+           "WorkflowStatus", "pack", "pack_spec", "span", "summary", "value_of"]
 
 
 def pack(parts: Tuple[Any, ...]) -> bytes:
@@ -179,48 +179,78 @@ class Reads:
             waits[i] = tuple(open_deps)
         for i, name in sorted(names.items()):
             nodes.append(NodeStatus(name, states.get(i, WAITING), waits.get(i, ())))
-        counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
-                                                           CANCELLED, SKIPPED)}
-        done = tally.get(DONE, 0)
-        counts[WAITING] = header.nodes - done - counts[QUEUED]
-        state = header.status
-        if state == RUNNING and done >= header.nodes:
-            state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
-        return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
-                              header.ended_at, header.why, nodes)
+        return summary(w, header, tally, nodes)
+
+    def listing(self, tr: Any, limit: int) -> Gen[List[WorkflowStatus]]:
+        """The ``limit`` workflows created last, newest first, each without its nodes:
+        the index by creation time read backwards, then the headers and tallies of
+        those found side by side (two round trips)."""
+        r = self.keys.created.range()
+        found = yield from Range(tr, r.start, r.stop, limit, reverse=True).read()
+        ids = [self.keys.created.unpack(kv.key)[1] for kv in found]
+        reads = [(w, tr.get(self.keys.header(w)), self.tallies(tr, w)) for w in ids]
+        out = []
+        for w, header_f, tallies in reads:
+            raw = yield from read(header_f)
+            tally = yield from tallies
+            if raw is not None:
+                out.append(summary(w, Header.unpack(raw), tally, []))
+        return out
+
+    def targets_of(self, tr: Any, w: bytes) -> Gen[Optional[List[bytes]]]:
+        """The keys of the structures workflow ``w``'s nodes go to, in the order they
+        are first named (None: no such workflow): its nodes' definitions, one range
+        read."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        r = keys.nodes.range((w,))
+        specs = Range(tr, r.start, r.stop)
+        if (yield from read(header_f)) is None:
+            return None
+        out: Dict[bytes, None] = {}
+        for kv in (yield from specs.read()):
+            out.setdefault(Stored.unpack(kv.value).target, None)
+        return list(out)
 
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
         """Node ``i``'s dependencies, by name, as it sees them (those that failed
-        under ``ignore`` left out): their states and results, read side by side (two
-        round trips)."""
+        under ``ignore`` left out): their states, results and definitions, read side
+        by side (two round trips)."""
         keys = self.keys
         deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
                 for dep in fdb.tuple.unpack(kv.value)]
-        reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
-                  Range(tr, *span(keys.results.range((w, dep)))))
+        reads = [(policy, name, tr.get(keys.state(w, dep)),
+                  Range(tr, *span(keys.results.range((w, dep)))),
+                  snap(tr).get(keys.node(w, dep)))
                  for dep, policy, name in deps]
         out = {}
-        for dep, policy, name, state_f, chunks in reads:
+        for policy, name, state_f, chunks, spec_f in reads:
             raw = yield from read(state_f)
             parts = yield from chunks.read()
             state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
             if state != SUCCEEDED and policy == IGNORE:
                 continue
-            ops = None
             result = None
             if parts:
-                result = decode_value(b"".join(kv.value for kv in parts))
-                ops = yield from self.node_ops(tr, w, dep)
-                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-                if codec is not None:
-                    result = codec.decode(result)
+                raw_spec = yield from read(spec_f)
+                stored = None if raw_spec is None else Stored.unpack(raw_spec)
+                result = self.result_of(stored, b"".join(kv.value for kv in parts))
             out[name] = Input(state, result, error)
         return out
 
-    def node_ops(self, tr: Any, w: bytes, i: int) -> Gen[Optional[Workable[Any]]]:
-        """The structure of node ``i`` (its operations), or None."""
-        raw = yield from read(snap(tr).get(self.keys.node(w, i)))
-        return None if raw is None else self.targets.get(Stored.unpack(raw).target)
+    def result_of(self, stored: Optional[Stored], raw: bytes) -> Any:
+        """The result ``raw`` (as stored) of the node ``stored`` defines, as its
+        structure gives it back: its codec applied, then its ``node_results`` (a
+        task's return value)."""
+        value = decode_value(raw)
+        ops: Any = None if stored is None else self.targets.get(stored.target)
+        if ops is None:
+            return value
+        if ops.values.codec is not None:
+            value = ops.values.codec.decode(value)
+        hook = getattr(ops, "node_results", None)
+        assert stored is not None
+        return value if hook is None else hook(value, value_of(ops, stored))
 
     def sinks(self, tr: Any, w: bytes) -> Gen[Dict[str, Any]]:
         """The results of the nodes nothing depends on, by name (None for those that
@@ -241,14 +271,8 @@ class Reads:
         for i, stored in sorted(specs.items()):
             if i in inner:
                 continue
-            value = None
-            if i in chunks:
-                value = decode_value(b"".join(chunks[i]))
-                ops = self.targets.get(stored.target)
-                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-                if codec is not None:
-                    value = codec.decode(value)
-            out[stored.name] = value
+            out[stored.name] = self.result_of(stored, b"".join(chunks[i])) \
+                if i in chunks else None
         return out
 
     def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
@@ -267,6 +291,27 @@ class Reads:
         return done >= header.nodes, None
 
     # -- pruning -------------------------------------------------------------------------
+
+
+def summary(w: bytes, header: Header, tally: Dict[str, int],
+            nodes: List[NodeStatus]) -> WorkflowStatus:
+    """Workflow ``w``'s status from its header and its tallies (and ``nodes``)."""
+    counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
+                                                       CANCELLED, SKIPPED)}
+    done = tally.get(DONE, 0)
+    counts[WAITING] = header.nodes - done - counts[QUEUED]
+    state = header.status
+    if state == RUNNING and done >= header.nodes:
+        state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
+    return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+                          header.ended_at, header.why, nodes)
+
+
+def value_of(ops: Any, stored: Stored) -> Any:
+    """A stored node's value, as its structure's push takes it."""
+    value = decode_value(stored.value)
+    codec = ops.values.codec
+    return value if codec is None else codec.decode(value)
 
 
 def span(r: Any) -> Tuple[bytes, bytes]:

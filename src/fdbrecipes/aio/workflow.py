@@ -12,7 +12,7 @@ built the same way (``new()``, ``batch()``: nothing is read or written).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
@@ -105,9 +105,8 @@ class AsyncWorkflows(WorkflowsBase):
         id), by name: how each ended, its result, what it failed with.  Those that
         failed under ``ignore`` are left out.
 
-        Reads (no writes) the node's dependencies, then their states and results
-        side by side.  Cost: 2 round trips (3 when a dependency's structure has a
-        codec).
+        Reads (no writes) the node's dependencies, then their states, results and
+        definitions side by side.  Cost: 2 round trips (3 given a Database).
 
         Raises:
             ValueError: ``job`` is not a node of this store's workflows.
@@ -127,3 +126,36 @@ class AsyncWorkflows(WorkflowsBase):
         trips per workflow, in each transaction.
         """
         return await drive(self._ops.prune(tr, limit))
+
+    async def list(self, tr: Transactor, limit: int = 100) -> List[WorkflowStatus]:
+        """The async twin of :meth:`fdbrecipes.Workflows.list`, awaited without blocking the
+        event loop.
+
+        The ``limit`` workflows created last that are still kept, newest first:
+        each one's status as :meth:`status` gives it, without its nodes.
+
+        Reads (no writes) the index of workflows by creation time, backwards, up to
+        ``limit`` entries (a conflict with the creates of a transaction that writes
+        too), then the headers and tallies of those found side by side.  Cost: 2
+        round trips (3 given a Database), O(limit) keys.
+
+        Raises:
+            TypeError or ValueError: ``limit`` is not an int from 1 to 10,000.
+        """
+        return await drive(self._ops.list(tr, limit))
+
+    async def targets(self, tr: Transactor, workflow: bytes) -> List[bytes]:
+        """The async twin of :meth:`fdbrecipes.Workflows.targets`, awaited without blocking the
+        event loop.
+
+        The keys (subspace prefixes) of the structures a workflow's nodes go to,
+        in the order the nodes name them: what a tool opens to :meth:`cancel` a
+        workflow from a store made without its structures.
+
+        Reads (no writes) the header and every node's definition (one range read,
+        side by side).  Cost: 1 round trip (2 given a Database), O(nodes) keys.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return await drive(self._ops.targets_of(tr, workflow))

@@ -43,7 +43,9 @@ from ..admin.commands import connect, read_only, say
 from ..admin.logs import log_to_stderr
 from ..admin.places import (
     ANY_QUEUE,
+    LIMIT_STORE,
     SCHEDULE_STORE,
+    WORKFLOW_STORE,
     OperatorError,
     Place,
     UsageError,
@@ -260,6 +262,8 @@ def _found(tr: Any, place: Place) -> List[Found]:
     while todo and len(out) < MAX_STRUCTURES:
         path, subspace = todo.pop(0)
         kind, _wrong = stored(tr, subspace)
+        if kind in (LIMIT_STORE, WORKFLOW_STORE):  # no page shows them (yet)
+            continue
         if kind is not None:
             out.append((_named(place, path), subspace, "queue" if kind == ANY_QUEUE else kind,
                         shards_of(tr, subspace)))
