@@ -120,18 +120,18 @@ class FdbBackend(KeyValueStoreBackend):
         key-value backends keep it) and, for a header task of a chord ending
         (``SUCCESS``, ``FAILURE``, ``REVOKED``), count its part in the same
         transaction (see :meth:`on_chord_part_return`)."""
+        group_id = _chord_part(request, state)
+        if group_id is None:
+            return super()._store_result(task_id, result, state, traceback, request,
+                                         **kwargs)
         meta = self._get_result_meta(result=result, state=state, traceback=traceback,
                                      request=request)
         meta["task_id"] = bytes_to_str(task_id)
-        key = ensure_bytes(self.get_key_for_task(task_id))
-        value = ensure_bytes(self.encode(meta))
-        group_id = _chord_part(request, state)
-        if group_id is None:
-            self.store.set(key, value, self.expires)
-        else:
-            self.store.set_and_count(key, value, self.expires, self._succeeded,
-                                     ensure_bytes(self.get_key_for_chord(group_id)),
-                                     ensure_bytes(request.id))
+        self.store.set_and_count(ensure_bytes(self.get_key_for_task(task_id)),
+                                 ensure_bytes(self.encode(meta)), self.expires,
+                                 self._succeeded,
+                                 ensure_bytes(self.get_key_for_chord(group_id)),
+                                 ensure_bytes(request.id))
         return result
 
     def _succeeded(self, stored: bytes) -> bool:
