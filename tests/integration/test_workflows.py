@@ -269,7 +269,7 @@ def test_ignore_and_continue(db: Any, fdb_subspace: Any) -> None:
     assert flows.status(db, w).state == "completed"
 
 
-@pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.slow), 1_200])
+@pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.soak), 1_200])
 def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int) -> None:
     """More nodes freed at once than one transaction pushes: expanders push them."""
     q = Queue(fdb_subspace["q"])
