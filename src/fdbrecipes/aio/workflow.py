@@ -153,7 +153,9 @@ class AsyncWorkflows(WorkflowsBase):
         workflow from a store made without its structures.
 
         Reads (no writes) the header and every node's definition (one range read,
-        side by side).  Cost: 1 round trip (2 given a Database), O(nodes) keys.
+        side by side): in a transaction that writes, a conflict with a cancel or a
+        failure of the workflow (they write its header).  Cost: 1 round trip (2
+        given a Database), O(nodes) keys.
 
         Raises:
             UnknownWorkflowError: no such workflow.
