@@ -163,13 +163,11 @@ class WorkflowLayout:
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
                                           ended, what ``result`` watches)
         S/"wx"/(at, w)       = ''         when to look at w for pruning
-        S/"wa"/(created_at, w) = ''       w by creation time (``list``: newest first);
-                                          cleared when w is pruned
         S/"c"/(...)          = receipt    receipt slots (see _receipts)
     """
 
-    __slots__ = ("chunks", "counters", "created", "edges", "expiry", "failures", "headers",
-                 "inputs", "nodes", "results", "states", "subspace", "tallies")
+    __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
+                 "nodes", "results", "states", "subspace", "tallies")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -184,7 +182,6 @@ class WorkflowLayout:
         self.tallies = subspace["wt"]
         self.chunks = subspace["wp"]
         self.expiry = subspace["wx"]
-        self.created = subspace["wa"]
 
     def header(self, w: bytes) -> bytes:
         """The key of workflow ``w``'s header."""
@@ -229,10 +226,6 @@ class WorkflowLayout:
     def due(self, at: float, w: bytes) -> bytes:
         """The key of ``w``'s entry in the pruning index."""
         return bytes(self.expiry.pack((at, w)))
-
-    def made(self, at: float, w: bytes) -> bytes:
-        """The key of ``w``'s entry in the index by creation time."""
-        return bytes(self.created.pack((at, w)))
 
     def ranges(self, w: bytes) -> List[Tuple[bytes, bytes]]:
         """Every key range of workflow ``w`` (its pruning entry apart)."""

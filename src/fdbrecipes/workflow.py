@@ -44,12 +44,12 @@ from ._workflow.graph import (
     NodeSource,
     job_of,
 )
-from ._workflow.ops import DEFAULT_RETENTION, WorkflowOps
-from ._workflow.reading import Input, NodeStatus, WorkflowStatus
+from ._workflow.ops import DEFAULT_RETENTION, LIST_LIMIT, WorkflowOps
+from ._workflow.reading import GraphNode, Input, NodeStatus, WorkflowStatus
 
-__all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "SUCCESS", "Input", "Node",
-           "NodeJob", "NodeSource", "NodeStatus", "Workflow", "WorkflowStatus", "Workflows",
-           "WorkflowsBase"]
+__all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LIST_LIMIT", "SUCCESS",
+           "GraphNode", "Input", "Node", "NodeJob", "NodeSource", "NodeStatus", "Workflow",
+           "WorkflowStatus", "Workflows", "WorkflowsBase"]
 
 
 class Workflow:
@@ -271,6 +271,38 @@ class Workflows(WorkflowsBase):
         """
         return drive(self._ops.status(tr, workflow, limit))
 
+    def list(self, tr: Transactor, limit: int = 100,
+             after: Optional[bytes] = None) -> List[WorkflowStatus]:
+        """The workflows of the store, in the order of their ids (random: ids are
+        UUIDs), each with its state and counts but without its nodes
+        (``nodes`` is empty): the first ``limit`` (1 to :data:`LIST_LIMIT`) after
+        the id ``after`` (None: from the first).  Page through them by giving the
+        last id of a page as ``after``.
+
+        Reads (no writes) a range of ``limit`` headers, then each one's tallies,
+        side by side.  Cost: 2 round trips (3 given a Database), whatever the number
+        of workflows.
+
+        Raises:
+            TypeError or ValueError: a bad ``limit`` or ``after``.
+        """
+        return drive(self._ops.list(tr, limit, after))
+
+    def graph(self, tr: Transactor, workflow: bytes, limit: int = 1_000) -> List[GraphNode]:
+        """A workflow's graph: its first ``limit`` nodes (0 to 50,000, in the order
+        they were added), each with its state, the names of its dependencies (its
+        edges) and what it failed with, to draw it or walk it.
+
+        Reads (no writes) the header and range reads of those nodes' definitions
+        (their values too: at most the workflow's size), states and dependencies,
+        side by side.  Cost: 1 round trip (2 given a Database).
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+            TypeError or ValueError: a bad ``workflow`` or ``limit``.
+        """
+        return drive(self._ops.read_graph(tr, workflow, limit))
+
     def result(self, db: Any, workflow: bytes, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Wait until a workflow is over; the results of its last nodes (those
         nothing depends on), by name.
@@ -284,20 +316,6 @@ class Workflows(WorkflowsBase):
             TimeoutError: it was not over within ``timeout`` seconds.
         """
         return drive(self._ops.result(db, workflow, timeout))
-
-    def list(self, tr: Transactor, limit: int = 100) -> List[WorkflowStatus]:
-        """The ``limit`` workflows created last that are still kept, newest first:
-        each one's status as :meth:`status` gives it, without its nodes.
-
-        Reads (no writes) the index of workflows by creation time, backwards, up to
-        ``limit`` entries (a conflict with the creates of a transaction that writes
-        too), then the headers and tallies of those found side by side.  Cost: 2
-        round trips (3 given a Database), O(limit) keys.
-
-        Raises:
-            TypeError or ValueError: ``limit`` is not an int from 1 to 10,000.
-        """
-        return drive(self._ops.list(tr, limit))
 
     def targets(self, tr: Transactor, workflow: bytes) -> List[bytes]:
         """The keys (subspace prefixes) of the structures a workflow's nodes go to,

@@ -18,7 +18,7 @@ from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker, cli
 from fdbrecipes.errors import UnknownWorkflowError, WorkflowFailedError
 from fdbrecipes.jobs import Discard, Job
 from fdbrecipes.tasks import App, current_job
-from fdbrecipes.workflow import Workflows
+from fdbrecipes.workflow import GraphNode, Workflows
 from tests.helpers import dump
 
 pytestmark = pytest.mark.integration
@@ -291,6 +291,40 @@ def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int
     assert len(runs.inputs["sink"]) == n
 
 
+def test_list_pages_by_id_and_graph_gives_the_edges(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"], history=3600)
+    flows = store(fdb_subspace, q)
+    ids = []
+    for k in range(3):
+        flow = flows.new()
+        a = flow.add(q, f"a{k}", name="a")
+        b = flow.add(q, f"b{k}", name="b")
+        flow.add(q, f"c{k}", deps=[a, b], name="c")
+        ids.append(flows.create(db, flow))
+    listed = flows.list(db)
+    assert [s.id for s in listed] == sorted(ids)
+    assert all(s.state == "running" and s.total == 3 and s.nodes == [] and
+               s.counts == {"queued": 2, "waiting": 1, "succeeded": 0, "failed": 0,
+                            "cancelled": 0, "skipped": 0} for s in listed)
+    first = flows.list(db, 2)
+    assert [s.id for s in first] == sorted(ids)[:2]
+    assert [s.id for s in flows.list(db, 2, after=first[-1].id)] == sorted(ids)[2:]
+    graph = flows.graph(db, ids[0])
+    assert graph == [GraphNode(0, "a", "queued", (), None),
+                     GraphNode(1, "b", "queued", (), None),
+                     GraphNode(2, "c", "waiting", ("a", "b"), None)]
+    assert flows.graph(db, ids[0], 2) == graph[:2] and flows.graph(db, ids[0], 0) == []
+    drain(db, q, Runs(flows, db))
+    assert {s.state for s in flows.list(db)} == {"succeeded"}
+    assert [n.state for n in flows.graph(db, ids[0])] == ["succeeded"] * 3
+    with pytest.raises(UnknownWorkflowError):
+        flows.graph(db, b"no such workflow")
+    with pytest.raises(ValueError):
+        flows.list(db, 0)
+    with pytest.raises(TypeError):
+        flows.list(db, 10, after="not bytes")
+
+
 def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
     import asyncio
 
@@ -305,6 +339,8 @@ def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
         flow.add(q, "b", deps=[a], name="b")
         w = await flows.create(db, flow)
         assert (await flows.status(db, w)).counts["queued"] == 1
+        assert [s.id for s in await flows.list(db)] == [w]
+        assert [n.deps for n in await flows.graph(db, w)] == [(), ("a",)]
         assert await flows.cancel(db, w) is True
         status = await flows.status(db, w)
         assert status.state == "cancelled" and status.counts["cancelled"] == 2
@@ -328,10 +364,8 @@ def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
     later = flows.new()
     later.add(q, "w")
     ids.append(flows.create(db, later))  # over and past its retention, but still running
-    assert [status.id for status in flows.list(db)] == ids[::-1]  # newest first
-    assert [status.id for status in flows.list(db, limit=2)] == ids[:0:-1]
-    assert [status.state for status in flows.list(db)] == ["running", "succeeded",
-                                                           "succeeded"]
+    assert {status.id: status.state for status in flows.list(db)} == {
+        ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "running"}
     assert flows.prune(db) == 3
     assert [status.id for status in flows.list(db)] == ids[2:]
     for w in ids[:2]:
@@ -382,10 +416,14 @@ def test_the_command_line_lists_reads_waits_and_cancels(db: Any, fdb_subspace: A
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)["workflows"]
-    assert [row["id"] for row in rows] == [w.hex() for w in ids[::-1]]
-    assert rows[0]["state"] == "running"
-    assert (rows[0]["counts"]["queued"], rows[0]["counts"]["waiting"]) == (1, 1)
+    assert [row["id"] for row in rows] == sorted(w.hex() for w in ids)  # by id
+    assert {row["state"] for row in rows} == {"running"}
+    assert all((row["counts"]["queued"], row["counts"]["waiting"]) == (1, 1) for row in rows)
     run = Cli(fdb_cluster_file, capsys)
+    status, out, err = run("workflow", "list", *place, "--limit", "1", "--after", rows[0]["id"],
+                           "--json")
+    assert status == 0, err
+    assert [row["id"] for row in json.loads(out)["workflows"]] == [rows[1]["id"]]
     status, out, err = run("workflow", "status", *place, ids[0].hex())
     assert status == 0, err
     assert "b     waiting  a" in out and "a     queued" in out

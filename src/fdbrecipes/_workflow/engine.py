@@ -123,7 +123,6 @@ class Store(Reads):
         tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
         roots = []
         fresh = Fresh(tr)
-        fresh.set(keys.made(now, w), b"")
         for i, spec in enumerate(plan.specs):
             counters = plan.counters[i]
             fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
@@ -410,8 +409,6 @@ class Store(Reads):
             if header is None or header.status != RUNNING or done >= header.nodes:
                 for begin, end in keys.ranges(w):
                     tr.clear_range(begin, end)
-                if header is not None:
-                    tr.clear(keys.made(header.created_at, w))
             else:
                 tr.set(keys.due(now + self.retention, w), b"")
         attempt.idle = not entries

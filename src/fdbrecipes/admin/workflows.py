@@ -3,14 +3,15 @@
 
 Usage::
 
-    fdbrecipes workflow list   --directory app/flows --limit 20   # newest first
+    fdbrecipes workflow list   --directory app/flows --limit 20   # in the order of their ids
     fdbrecipes workflow status --directory app/flows 3f2a...e1    # counts, who waits on what
     fdbrecipes workflow result --directory app/flows 3f2a...e1 --wait 60
     fdbrecipes workflow cancel --directory app/flows 3f2a...e1 --yes
 
 The store is named as ``fdbrecipes limits`` names one (``--directory`` or ``--tuple``,
 ``--cluster-file``, ``--timeout``, ``--json``); the place must hold a workflow store or
-nothing.  A workflow is named by its id in hex (what ``list`` shows; ``create``
+nothing.  A workflow is named by its id in hex (what ``list`` shows, in the order
+of the ids, as :meth:`fdbrecipes.workflow.Workflows.list` gives them; ``create``
 returns the bytes: ``workflow_id.hex()``).  ``--timeout`` bounds every transaction, as
 for every command; ``result --wait SECONDS`` waits (on a watch) that long for the
 workflow to be over, as ``job --wait`` does for a job.
@@ -31,7 +32,7 @@ from typing import Any, Dict, List
 from fdb.subspace_impl import Subspace
 
 from ..errors import UnknownWorkflowError, WorkflowFailedError
-from ..workflow import Workflows, WorkflowStatus
+from ..workflow import LIST_LIMIT, Workflows, WorkflowStatus
 from .arguments import positive_int, seconds
 from .commands import Report, connect, read_only
 from .output import cut, iso_time, json_value, listing, table
@@ -50,14 +51,14 @@ from .schedules import StoreCommand, place_of, place_options, store_at
 __all__ = ["WORKFLOWS", "WorkflowCommand", "parse_workflow_id"]
 
 #: What each action does, for ``--help``.
-ACTIONS = {"list": "list the workflows created last, newest first, with their state and "
-                   "counts",
+ACTIONS = {"list": "list the workflows in the order of their ids, with their state and "
+                   "counts (--after ID: the next page)",
            "status": "a workflow's state, its nodes by state, and what each waiting node "
                      "waits on",
            "result": "a workflow's results (its last nodes'), once it is over",
            "cancel": "cancel a workflow: nothing not started runs (needs --yes)"}
 #: Workflows ``list`` shows, unless ``--limit`` says.
-LIST_LIMIT = 20
+LIST_SHOWN = 20
 #: Nodes ``status`` shows, unless ``--limit`` says.
 NODE_LIMIT = 100
 #: The states of a workflow's nodes, in the order the counts are shown.
@@ -89,8 +90,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         sub = actions.add_parser(action, help=what, description=what[0].upper() + what[1:])
         place_options(sub)
         if action == "list":
-            sub.add_argument("--limit", type=positive_int, default=LIST_LIMIT, metavar="N",
-                             help=f"at most N (default {LIST_LIMIT})")
+            sub.add_argument("--limit", type=positive_int, default=LIST_SHOWN, metavar="N",
+                             help=f"at most N (default {LIST_SHOWN}, at most {LIST_LIMIT:,})")
+            sub.add_argument("--after", metavar="ID",
+                             help="start after this workflow id (the last of a page)")
             continue
         sub.add_argument("id", metavar="ID", help="the workflow's id, in hex")
         if action == "status":
@@ -156,6 +159,11 @@ class WorkflowCommand(StoreCommand):
         """
         place = place_of(args.directory, args.tuple_literal)
         id_ = parse_workflow_id(args.id) if args.action != "list" else b""
+        if args.action == "list":
+            if args.limit > LIST_LIMIT:
+                raise UsageError(f"--limit: at most {LIST_LIMIT:,}")
+            if args.after is not None:
+                parse_workflow_id(args.after)
         if args.action == "cancel" and not args.yes:
             raise UsageError("refusing to cancel a workflow without --yes")
         db = connect(args)
@@ -178,7 +186,8 @@ class WorkflowCommand(StoreCommand):
         title = f"workflows at {place}"
         head: Dict[str, Any] = {"place": str(place)}
         if args.action == "list":
-            found = store.list(db, args.limit)
+            after = None if args.after is None else parse_workflow_id(args.after)
+            found = store.list(db, args.limit, after)
             text = listing(title, [status_row(s) for s in found],
                            ("id", "state", "nodes", *NODE_STATES, "created (UTC)"),
                            "(no workflows)", args.limit)
