@@ -13,11 +13,12 @@ from .._records.records import CANCELLED
 from .._store_layout import WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
-from .graph import IGNORE, Spec
+from .graph import END, IGNORE, SUB, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
-           "SUCCEEDED", "WAITING", "GraphNode", "Header", "Input", "NodeStatus", "Reads",
-           "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary", "value_of"]
+           "SUCCEEDED", "TOTAL", "WAITING", "GraphNode", "Header", "Input", "NodeStatus",
+           "Reads", "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary",
+           "value_of"]
 
 
 def pack(parts: Tuple[Any, ...]) -> bytes:
@@ -31,8 +32,10 @@ def pack(parts: Tuple[Any, ...]) -> bytes:
 QUEUED, SUCCEEDED, FAILED, SKIPPED = "queued", "succeeded", "failed", "skipped"
 WAITING = "waiting"
 ENDED = frozenset((SUCCEEDED, FAILED, CANCELLED, SKIPPED))
-#: The tally of nodes that ended, whatever way (``result`` watches it).
-DONE = "done"
+#: The tally of nodes that ended, whatever way (``result`` watches it), and that of
+#: all nodes (an open batch's grows as members are added; the header keeps the count at
+#: creation).
+DONE, TOTAL = "done", "total"
 #: A workflow's stored status; ``succeeded`` and ``completed`` (some nodes failed,
 #: and were ignored) are read from its tallies.
 RUNNING = "running"
@@ -260,43 +263,49 @@ class Reads:
         keys = self.keys
         deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
                 for dep in fdb.tuple.unpack(kv.value)]
-        reads = [(policy, name, tr.get(keys.state(w, dep)),
-                  Range(tr, *span(keys.results.range((w, dep)))),
-                  snap(tr).get(keys.node(w, dep)))
+        reads = [(policy, name, tr.get(keys.state(w, dep)), snap(tr).get(keys.node(w, dep)),
+                  Range(tr, *span(keys.results.range((w, dep)))))
                  for dep, policy, name in deps]
         out = {}
-        for policy, name, state_f, chunks, spec_f in reads:
+        for policy, name, state_f, spec_f, chunks in reads:
             raw = yield from read(state_f)
+            spec = yield from read(spec_f)
             parts = yield from chunks.read()
             state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
             if state != SUCCEEDED and policy == IGNORE:
                 continue
-            result = None
-            if parts:
-                raw_spec = yield from read(spec_f)
-                stored = None if raw_spec is None else Stored.unpack(raw_spec)
-                result = self.result_of(stored, b"".join(kv.value for kv in parts))
+            assert spec is not None
+            result = yield from self.result_of(tr, Stored.unpack(spec), parts,
+                                               state == SUCCEEDED)
             out[name] = Input(state, result, error)
         return out
 
-    def result_of(self, stored: Optional[Stored], raw: bytes) -> Any:
-        """The result ``raw`` (as stored) of the node ``stored`` defines, as its
-        structure gives it back: its codec applied, then its ``node_results`` (a
-        task's return value)."""
-        value = decode_value(raw)
-        ops: Any = None if stored is None else self.targets.get(stored.target)
+    def result_of(self, tr: Any, stored: Stored, parts: List[Any],
+                  succeeded: bool) -> Gen[Any]:
+        """A node's result, from the chunks ``parts`` of it (decoded by its structure's
+        codec, then its ``node_results``: a task's return value); a sub-workflow's:
+        the results of its last nodes, by name, once it ``succeeded`` (None before,
+        or if it failed)."""
+        if stored.target == SUB:
+            return (yield from self.sinks(tr, stored.value)) if succeeded else None
+        if not parts:
+            return None
+        result = decode_value(b"".join(kv.value for kv in parts))
+        ops: Any = self.targets.get(stored.target)
         if ops is None:
-            return value
+            return result
         if ops.values.codec is not None:
-            value = ops.values.codec.decode(value)
-        hook = getattr(ops, "node_results", None)
-        assert stored is not None
-        return value if hook is None else hook(value, value_of(ops, stored))
+            result = ops.values.codec.decode(result)
+        hook = getattr(ops, "node_results", None)  # a task's: its return value
+        return result if hook is None else hook(result, value_of(ops, stored))
 
-    def sinks(self, tr: Any, w: bytes) -> Gen[Dict[str, Any]]:
+    def sinks(self, tr: Any, w: bytes) -> Gen[Optional[Dict[str, Any]]]:
         """The results of the nodes nothing depends on, by name (None for those that
-        returned none): range reads side by side."""
+        returned none; a sub-workflow's: its own, see :meth:`result_of`): range reads
+        side by side; None if there is no such workflow (a sub-workflow that did not
+        start)."""
         keys = self.keys
+        header_f = tr.get(keys.header(w))
         nodes_r, edges_r, results_r = (s.range((w,)) for s in
                                        (keys.nodes, keys.edges, keys.results))
         nodes = Range(tr, nodes_r.start, nodes_r.stop)
@@ -304,16 +313,23 @@ class Reads:
         results = Range(tr, results_r.start, results_r.stop)
         specs = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
                  for kv in (yield from nodes.read())}
-        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())}
-        chunks: Dict[int, List[bytes]] = {}
+        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())
+                 if any(d != END for d, *_ in fdb.tuple.unpack(kv.value))}
+        if (yield from read(header_f)) is None:
+            return None
+        chunks: Dict[int, List[Any]] = {}
         for kv in (yield from results.read()):
-            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv.value)
+            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv)
         out = {}
         for i, stored in sorted(specs.items()):
             if i in inner:
                 continue
-            out[stored.name] = self.result_of(stored, b"".join(chunks[i])) \
-                if i in chunks else None
+            succeeded = True
+            if stored.target == SUB:  # its results, if it succeeded
+                raw = yield from read(tr.get(keys.state(w, i)))
+                succeeded = raw is not None and fdb.tuple.unpack(raw)[0] == SUCCEEDED
+            out[stored.name] = yield from self.result_of(tr, stored, chunks.get(i, []),
+                                                         succeeded)
         return out
 
     def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
@@ -328,8 +344,9 @@ class Reads:
             raise LookupError(f"no workflow {w!r}")
         if header.status != RUNNING:
             return True, None
-        done = read_le64((yield from read(tr.get(self.keys.tally(w, DONE)))))
-        return done >= header.nodes, None
+        done_f, total_f = tr.get(self.keys.tally(w, DONE)), tr.get(self.keys.tally(w, TOTAL))
+        done = read_le64((yield from read(done_f)))
+        return done >= read_le64((yield from read(total_f))), None
 
     # -- pruning -------------------------------------------------------------------------
 
@@ -337,15 +354,16 @@ class Reads:
 def summary(w: bytes, header: Header, tally: Dict[str, int],
             nodes: List[NodeStatus]) -> WorkflowStatus:
     """Workflow ``w``'s status from its header and tallies (``succeeded`` or
-    ``completed`` once every node ended), with ``nodes``."""
+    ``completed`` once every node ended; its nodes: the ``total`` tally, which an
+    open batch's adds grow), with ``nodes``."""
     counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
                                                        CANCELLED, SKIPPED)}
-    done = tally.get(DONE, 0)
-    counts[WAITING] = header.nodes - done - counts[QUEUED]
+    done, total = tally.get(DONE, 0), tally.get(TOTAL, header.nodes)
+    counts[WAITING] = total - done - counts[QUEUED]
     state = header.status
-    if state == RUNNING and done >= header.nodes:
-        state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
-    return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+    if state == RUNNING and done >= total:
+        state = SUCCEEDED if counts[SUCCEEDED] == total else COMPLETED
+    return WorkflowStatus(w, state, total, counts, header.created_at,
                           header.ended_at, header.why, nodes)
 
 
