@@ -13,7 +13,8 @@ from fdb.subspace_impl import Subspace
 
 from ._layout import Item
 
-__all__ = ["LIMITS", "ROOT", "SCHEDULES", "LimitLayout", "ScheduleLayout", "WorkflowLayout"]
+__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout", "ScheduleLayout",
+           "WorkflowLayout"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -60,6 +61,11 @@ class ScheduleLayout:
 #: The first element of every key of a limit store's change counter, which no structure
 #: uses: the operator commands recognise a store by it.
 LIMITS = "lv"
+
+
+#: The first element of a workflow store's headers, which no structure uses: the
+#: operator commands recognise a store by its first header.
+WORKFLOWS = "wh"
 
 
 class LimitLayout:
@@ -181,7 +187,7 @@ class WorkflowLayout:
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
-        self.headers = subspace["wh"]
+        self.headers = subspace[WORKFLOWS]
         self.nodes = subspace["wn"]
         self.edges = subspace["we"]
         self.inputs = subspace["wi"]

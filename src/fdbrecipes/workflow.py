@@ -40,16 +40,20 @@ from ._workflow.graph import (
     FAIL,
     FAILURE,
     IGNORE,
+    NO_VALUE,
     SUCCESS,
     Graph,
     Node,
+    NodeJob,
+    NodeSource,
+    job_of,
 )
 from ._workflow.ops import DEFAULT_RETENTION, LIST_LIMIT, WorkflowOps
 from ._workflow.reading import GraphNode, Input, NodeStatus, WorkflowStatus
 
 __all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LIST_LIMIT", "SUCCESS",
-           "GraphNode", "Input", "Node", "NodeStatus", "Workflow", "WorkflowStatus",
-           "Workflows", "WorkflowsBase"]
+           "GraphNode", "Input", "Node", "NodeJob", "NodeSource", "NodeStatus", "Workflow",
+           "WorkflowStatus", "Workflows", "WorkflowsBase"]
 
 
 class Workflow:
@@ -79,7 +83,7 @@ class Workflow:
         """Its nodes, in the order they were added."""
         return list(self._graph.nodes)
 
-    def add(self, structure: Any, value: Any, *, deps: Sequence[Any] = (),
+    def add(self, structure: Any, value: Any = NO_VALUE, *, deps: Sequence[Any] = (),
             on_failure: str = FAIL, name: Optional[str] = None, when: str = ALWAYS,
             delay: Optional[float] = None, time_limit: Optional[float] = None,
             **where: Any) -> Node:
@@ -87,7 +91,9 @@ class Workflow:
         ``deps`` ended (at once if none).
 
         Args:
-            structure: a Queue, PriorityQueue or FairQueue the store was made with.
+            structure: a Queue, PriorityQueue or FairQueue the store was made with;
+                or a call of a task (``my_task.s(*args)``: its job on the task's
+                queue, which the store must be made with), then without ``value``.
             value: the job's value (as the structure's ``push`` takes it).
             deps: nodes of this workflow, or ``(node, policy)`` pairs.
             on_failure: the policy of the dependencies given without one: ``"fail"``
@@ -104,10 +110,12 @@ class Workflow:
 
         Raises:
             TypeError or ValueError: a structure the store does not know, a node of
-                another workflow, a bad value, policy, name or push argument.
+                another workflow, a bad value, policy, name or push argument; a
+                task's call with a value.
         """
-        return self._graph.add(structure, value, deps, on_failure, name, when, delay,
-                               time_limit, where)
+        job = job_of(structure, value, delay, time_limit, where)
+        return self._graph.add(job.structure, job.value, deps, on_failure, name, when,
+                               job.delay, job.time_limit, job.where)
 
     def add_many(self, structure: Any, values: Iterable[Any], *, deps: Sequence[Any] = (),
                  on_failure: str = FAIL, delay: Optional[float] = None,
@@ -190,7 +198,8 @@ class WorkflowsBase(Face[WorkflowOps]):
               on_failure: Optional[Any] = None, **where: Any) -> Workflow:
         """A batch: a job for each of ``values`` in ``structure``, and callbacks, each a
         ``(structure, value)`` pair (or ``(structure, value, options)``, options
-        as :meth:`Workflow.add` takes them: ``{"group": ...}``) pushed once the last
+        as :meth:`Workflow.add` takes them: ``{"group": ...}``), or a task's call
+        (``notify.s(...)``), pushed once the last
         member ended, in that
         member's ack: ``on_complete`` always, ``on_success`` if every member
         succeeded, ``on_failure`` if one did not (its inputs say which).  A workflow
@@ -244,6 +253,10 @@ def add_callbacks(flow: Workflow, members: List[Node], on_success: Optional[Any]
                                  ("on_failure", on_failure, FAILURE)):
         if callback is None:
             continue
+        if isinstance(callback, NodeSource):  # a task's call
+            added.append(flow.add(callback, deps=members, on_failure=CONTINUE, name=name,
+                                  when=when))
+            continue
         if not (isinstance(callback, tuple) and len(callback) in (2, 3)
                 and (len(callback) == 2 or isinstance(callback[2], dict))):
             raise TypeError(f"{name} must be a (structure, value) pair, or a "
@@ -267,7 +280,11 @@ class Workflows(WorkflowsBase):
         structures: the structures its nodes may go to.  Each learns of the store:
             a worker serving one of them, in this process, advances the workflows of
             the jobs it acks (a node acked where no store was made with its
-            structure is not acked: its lease runs out and it runs again).
+            structure is not acked: its lease runs out and it runs again).  None
+            given (``[]``) makes a store that looks only (``list``, ``status``,
+            ``result``: results as stored, no codec applied); its ``cancel`` cannot
+            take queued nodes out of the structures it does not know (``fdbrecipes
+            workflow cancel`` gives it those :meth:`targets` names).
         retention: seconds a workflow is kept after its creation, and as long as it
             runs (default 7 days); :meth:`prune` forgets it then.
 
@@ -408,6 +425,21 @@ class Workflows(WorkflowsBase):
             TimeoutError: it was not over within ``timeout`` seconds.
         """
         return drive(self._ops.result(db, workflow, timeout))
+
+    def targets(self, tr: Transactor, workflow: bytes) -> List[bytes]:
+        """The keys (subspace prefixes) of the structures a workflow's nodes go to,
+        in the order the nodes name them: what a tool opens to :meth:`cancel` a
+        workflow from a store made without its structures.
+
+        Reads (no writes) the header and every node's definition (one range read,
+        side by side): in a transaction that writes, a conflict with a cancel or a
+        failure of the workflow (they write its header).  Cost: 1 round trip (2
+        given a Database), O(nodes) keys.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return drive(self._ops.targets_of(tr, workflow))
 
     def inputs(self, tr: Transactor, job: Any) -> Dict[str, Input]:
         """The dependencies of the node a handler runs (``job``: its Job, or job

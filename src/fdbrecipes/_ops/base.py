@@ -156,6 +156,12 @@ class JobOps(Ops):
         #: The workflow stores made with this structure, by their key (see
         #: fdbrecipes.workflow): a worker serving it advances their workflows.
         self.workflows: Dict[bytes, Any] = {}
+        #: How a workflow store gives back the result of a node of this structure
+        #: (``inputs``, ``result``): ``node_results(result, value)``, given the
+        #: result as stored (the codec applied) and the node's value; None: as
+        #: stored.  An App sets it on its structures: a task node's result is then
+        #: its task's return value (see fdbrecipes.tasks).
+        self.node_results: Optional[Callable[[Any, Any], Any]] = None
 
     def guarded(self, tr: Transactor, op: Gen[T], writes: bool = False) -> Gen[T]:
         """``op``, after the layout check if this object has not made it yet (a call

@@ -28,7 +28,6 @@ from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._ordered.engine import PushRequest
 from .._records.records import CANCELLED, RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
-from .._values import decode_value
 from ..protocol import Workable
 from . import nesting
 from .graph import (
@@ -58,6 +57,7 @@ from .reading import (
     Reads,
     Stored,
     pack_spec,
+    value_of,
 )
 from .reading import pack as _pack
 
@@ -191,7 +191,7 @@ class Store(Reads):
         for i, _ in batch:
             tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
         tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
-        values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
+        values = [(i, stored, value_of(ops, stored)) for i, stored in batch]
         requesting = getattr(ops, "job_request", None)
         if requesting is not None:  # a Queue or PriorityQueue: one push_many
             yield from ops.push_requests(tr, self.requests(requesting, w, values))
@@ -246,12 +246,6 @@ class Store(Reads):
         return [made[key]._replace(batch=batch, ids=tuple(ids[key]))
                 for key, batch in alike.items()]
 
-    @staticmethod
-    def value_of(ops: Any, stored: Stored) -> Any:
-        """A stored node's value, as its structure's push takes it."""
-        value = decode_value(stored.value)
-        codec = ops.values.codec
-        return value if codec is None else codec.decode(value)
 
     # -- advancing -----------------------------------------------------------------------
 

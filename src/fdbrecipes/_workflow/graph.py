@@ -8,7 +8,18 @@ import hashlib
 import math
 import uuid
 from collections import deque
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    runtime_checkable,
+)
 
 import fdb.tuple
 
@@ -16,8 +27,9 @@ from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
 __all__ = ["ALWAYS", "CONTINUE", "END", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS",
-           "MAX_NODES", "OPEN", "POLICIES", "SUB", "SUCCESS", "WHEN", "Graph", "Node", "NodeRef",
-           "Plan", "Spec", "expander_id", "node_id", "parse_node_id", "store_tag"]
+           "MAX_NODES", "NO_VALUE", "OPEN", "POLICIES", "SUB", "SUCCESS", "WHEN", "Graph", "Node",
+           "NodeJob", "NodeRef", "NodeSource", "Plan", "Spec", "expander_id", "job_of", "node_id",
+           "parse_node_id", "store_tag"]
 
 #: What a dependent does when a dependency fails (dies, or is cancelled or skipped):
 #: ``fail`` the workflow (what has not started is cancelled), ``ignore`` it (the
@@ -105,6 +117,60 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.name!r})"
+
+
+class NodeJob(NamedTuple):
+    """A node's job as a task's call gives it to ``Workflow.add``: its structure,
+    its value, its delay and time limit, and where it goes (a PriorityQueue's
+    ``priority``, a FairQueue's ``group``)."""
+
+    structure: Any
+    value: Any
+    delay: Optional[float]
+    time_limit: Optional[float]
+    where: Dict[str, Any]
+
+
+@runtime_checkable
+class NodeSource(Protocol):
+    """What ``Workflow.add`` takes instead of a structure and a value: a call of a
+    task (``my_task.s(...)``, :class:`fdbrecipes.tasks.TaskCall`), which says its job."""
+
+    def node_job(self) -> NodeJob:
+        """The job of the node (checked and encoded; nothing is written)."""
+
+
+def job_of(source: Any, value: Any, delay: Any, time_limit: Any,
+           where: Dict[str, Any]) -> NodeJob:
+    """A node's job: a :class:`NodeSource`'s (``value`` not given; ``delay``,
+    ``time_limit`` and ``where`` given override its own), or ``source`` (a structure)
+    with ``value``.
+
+    Raises:
+        TypeError: a task's call with a value, or a structure without one.
+    """
+    if isinstance(source, NodeSource):
+        if value is not NO_VALUE:
+            raise TypeError("a task's call is the node's job: give it no value")
+        job = source.node_job()
+        return NodeJob(job.structure, job.value, job.delay if delay is None else delay,
+                       job.time_limit if time_limit is None else time_limit,
+                       {**job.where, **where})
+    if value is NO_VALUE:
+        raise TypeError("value: give the job's value (or a task's call, my_task.s(...), "
+                        "instead of a structure)")
+    return NodeJob(source, value, delay, time_limit, where)
+
+
+class _NoValue:
+    """The default of ``Workflow.add``'s value: none given (a task's call has its own)."""
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+#: No value given (see :func:`job_of`).
+NO_VALUE: Any = _NoValue()
 
 
 class Spec(NamedTuple):

@@ -71,8 +71,6 @@ class WorkflowOps(Ops):
         for i, structure in enumerate(structures):
             ops = workable(structure, f"structures[{i}]")
             self.targets[bytes(ops.subspace.key())] = ops
-        if not self.targets:
-            raise ValueError("structures: give the structures the workflows' nodes go to")
         self.store = Store(WorkflowLayout(subspace), self.targets,
                            check_seconds(retention, "retention"))
         self.batches = Batches(self.store)
@@ -185,6 +183,18 @@ class WorkflowOps(Ops):
         """
         found = yield from read(tr, self.store.graph, check_workflow_id(w),
                                 check_int(limit, "limit", low=0, high=MAX_NODES))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
+
+    def targets_of(self, tr: Transactor, w: Any) -> Gen[List[bytes]]:
+        """The keys of the structures workflow ``w``'s nodes go to.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found: Optional[List[bytes]] = yield from read(tr, self.store.targets_of,
+                                                       check_workflow_id(w))
         if found is None:
             raise UnknownWorkflowError(w)
         return found

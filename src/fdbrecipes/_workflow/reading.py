@@ -17,7 +17,8 @@ from .graph import END, IGNORE, SUB, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
            "SUCCEEDED", "TOTAL", "WAITING", "GraphNode", "Header", "Input", "NodeStatus",
-           "Reads", "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary"]
+           "Reads", "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary",
+           "value_of"]
 
 
 def pack(parts: Tuple[Any, ...]) -> bytes:
@@ -240,10 +241,25 @@ class Reads:
             out.append(GraphNode(i, name, state, tuple(deps.get(i, ())), error))
         return out
 
+    def targets_of(self, tr: Any, w: bytes) -> Gen[Optional[List[bytes]]]:
+        """The keys of the structures workflow ``w``'s nodes go to, in the order they
+        are first named (None: no such workflow): its nodes' definitions, one range
+        read."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        r = keys.nodes.range((w,))
+        specs = Range(tr, r.start, r.stop)
+        if (yield from read(header_f)) is None:
+            return None
+        out: Dict[bytes, None] = {}
+        for kv in (yield from specs.read()):
+            out.setdefault(Stored.unpack(kv.value).target, None)
+        return list(out)
+
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
         """Node ``i``'s dependencies, by name, as it sees them (those that failed
-        under ``ignore`` left out): their states and results, read side by side (two
-        round trips)."""
+        under ``ignore`` left out): their states, results and definitions, read side
+        by side (two round trips)."""
         keys = self.keys
         deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
                 for dep in fdb.tuple.unpack(kv.value)]
@@ -267,16 +283,21 @@ class Reads:
     def result_of(self, tr: Any, stored: Stored, parts: List[Any],
                   succeeded: bool) -> Gen[Any]:
         """A node's result, from the chunks ``parts`` of it (decoded by its structure's
-        codec); a sub-workflow's: the results of its last nodes, by name, once it
-        ``succeeded`` (None before, or if it failed)."""
+        codec, then its ``node_results``: a task's return value); a sub-workflow's:
+        the results of its last nodes, by name, once it ``succeeded`` (None before,
+        or if it failed)."""
         if stored.target == SUB:
             return (yield from self.sinks(tr, stored.value)) if succeeded else None
         if not parts:
             return None
         result = decode_value(b"".join(kv.value for kv in parts))
-        ops = self.targets.get(stored.target)
-        codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-        return result if codec is None else codec.decode(result)
+        ops: Any = self.targets.get(stored.target)
+        if ops is None:
+            return result
+        if ops.values.codec is not None:
+            result = ops.values.codec.decode(result)
+        hook = getattr(ops, "node_results", None)  # a task's: its return value
+        return result if hook is None else hook(result, value_of(ops, stored))
 
     def sinks(self, tr: Any, w: bytes) -> Gen[Optional[Dict[str, Any]]]:
         """The results of the nodes nothing depends on, by name (None for those that
@@ -344,6 +365,13 @@ def summary(w: bytes, header: Header, tally: Dict[str, int],
         state = SUCCEEDED if counts[SUCCEEDED] == total else COMPLETED
     return WorkflowStatus(w, state, total, counts, header.created_at,
                           header.ended_at, header.why, nodes)
+
+
+def value_of(ops: Any, stored: Stored) -> Any:
+    """A stored node's value, as its structure's push takes it."""
+    value = decode_value(stored.value)
+    codec = ops.values.codec
+    return value if codec is None else codec.decode(value)
 
 
 def span(r: Any) -> Tuple[bytes, bytes]:

@@ -215,3 +215,21 @@ class AsyncWorkflows(WorkflowsBase):
             UnknownWorkflowError: no such workflow.
         """
         return await drive(self._ops.close_batch(tr, batch))
+
+    async def targets(self, tr: Transactor, workflow: bytes) -> List[bytes]:
+        """The async twin of :meth:`fdbrecipes.Workflows.targets`, awaited without blocking the
+        event loop.
+
+        The keys (subspace prefixes) of the structures a workflow's nodes go to,
+        in the order the nodes name them: what a tool opens to :meth:`cancel` a
+        workflow from a store made without its structures.
+
+        Reads (no writes) the header and every node's definition (one range read,
+        side by side): in a transaction that writes, a conflict with a cancel or a
+        failure of the workflow (they write its header).  Cost: 1 round trip (2
+        given a Database), O(nodes) keys.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return await drive(self._ops.targets_of(tr, workflow))

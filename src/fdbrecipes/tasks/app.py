@@ -41,6 +41,7 @@ from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..types import JobRecord
 from .codecs import JSON, Codec
+from .envelope import open_envelope
 from .limiting import check_task_limits, structure_uses
 from .running import Runner
 from .task import P, R, Task
@@ -239,6 +240,7 @@ class App:
                 structure = PriorityQueue(where, shards=self.shards, limits=uses, **options)
             else:
                 structure = Queue(where, shards=self.shards, limits=uses, **options)
+        structure.ops.node_results = self.node_result
         self.kinds[queue] = kind
         self.structures[queue] = structure
         return structure
@@ -314,6 +316,19 @@ class App:
         if group is not None:
             return ops.result(db, group, id_, timeout)  # type: ignore[no-any-return]
         return ops.result(db, id_, timeout)  # type: ignore[no-any-return]
+
+    def node_result(self, result: Any, value: Any) -> Any:
+        """A workflow node's ``result`` as a workflow store gives it back (see
+        ``Workflows.inputs``): for the call of a task of the app (its item's
+        ``value``), what the function returned, decoded as :meth:`decode_result`
+        does; anything else as it is."""
+        if type(result) is not bytes:
+            return result
+        try:
+            task = self.tasks.get(open_envelope(value).name)
+        except ValueError:
+            return result
+        return result if task is None else self.decode_result(task, result)
 
     def decode_result(self, task: Task[Any, Any], raw: Any) -> Any:
         """A result as the function returned it, from its stored bytes."""
