@@ -20,7 +20,7 @@ step that would push a node races a cancel, and one of the two retries.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 
@@ -57,7 +57,8 @@ from .reading import (
 )
 from .reading import pack as _pack
 
-__all__ = ["CHUNK", "FAIR_CHUNK", "Fresh", "Store", "chunk_of", "expander_where"]
+__all__ = ["CHUNK", "FAIR_CHUNK", "Begun", "Ended", "Fresh", "Store", "chunk_of",
+           "expander_where"]
 
 
 #: Nodes a transaction pushes into one Queue or PriorityQueue at most (a push of a
@@ -92,6 +93,32 @@ class Fresh:
     def set(self, key: bytes, value: bytes) -> None:
         self.no_conflict()
         self.set_key(key, value)
+
+
+#: A node's dependents' counters decremented, their reads started: (dependent, its
+#: leaves, the read of the leaf's counter), see :meth:`Store.start_count_down`.
+Counting = List[Tuple[int, int, Any]]
+
+
+class Ended(NamedTuple):
+    """Node ``i`` of workflow ``w`` ended as ``outcome`` (with its encoded ``result``,
+    what it failed with): what :meth:`Store.advance_many` takes, one a node."""
+
+    w: bytes
+    i: int
+    outcome: str
+    result: Optional[bytes]
+    error: Optional[str]
+
+
+class Begun(NamedTuple):
+    """The first reads of a node's step, started (see :meth:`Store.begin`)."""
+
+    w: bytes
+    i: int
+    header: Any
+    prior: Any
+    edges: Gen[List[Tuple[int, int, str, int]]]
 
 
 class Store(Reads):
@@ -247,39 +274,97 @@ class Store(Reads):
         dependents (snapshot) side by side; then its counters; then the freed
         dependents' definitions: three round trips at most (more when a skip frees
         more)."""
-        keys = self.keys
-        header_f = tr.get(keys.header(w))
-        prior_f = snap(tr).get(keys.state(w, i))
-        edges_r = self.start_edges(tr, w, i)
-        raw = yield from read(header_f)
-        prior = yield from read(prior_f)
+        yield from self.advanced(tr, self.begin(tr, w, i), outcome, result, error, set())
+
+    def advance_many(self, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
+        """:meth:`advance` of several nodes that ended in one transaction (a worker's
+        acks), side by side: the first reads of all of them (one round trip for all,
+        not one each), then their counters (likewise), then what each freed, one
+        after the other.  Once one of them stopped its workflow, the others of that
+        workflow push nothing more (as :meth:`advance` would, reading the header
+        after that stop): the stop cancelled every node not pushed yet."""
+        begun = [self.begin(tr, e.w, e.i) for e in ended]
+        stopped: Set[bytes] = set()
+        counting = []
+        for started, e in zip(begun, ended):
+            leaves = yield from self.counting(tr, started, e.outcome, e.result, e.error,
+                                              stopped)
+            if leaves is not None:
+                counting.append((started, leaves))
+        for started, leaves in counting:
+            if started.w not in stopped:
+                yield from self.freeing(tr, started.w, started.i, leaves, stopped)
+
+    def begin(self, tr: Any, w: bytes, i: int) -> Begun:
+        """Start the first reads of :meth:`advance` of node ``i``: the header (a
+        conflict), the node's state and its dependents (snapshot)."""
+        return Begun(w, i, tr.get(self.keys.header(w)), snap(tr).get(self.keys.state(w, i)),
+                     self.start_edges(tr, w, i))
+
+    def advanced(self, tr: Any, begun: Begun, outcome: str, result: Optional[bytes],
+                 error: Optional[str], stopped: Set[bytes]) -> Gen[None]:
+        """The rest of :meth:`advance`, its first reads ``begun``; ``stopped``: the
+        workflows stopped earlier in this transaction (one stopped here is added)."""
+        leaves = yield from self.counting(tr, begun, outcome, result, error, stopped)
+        if leaves is not None:
+            yield from self.freeing(tr, begun.w, begun.i, leaves, stopped)
+
+    def counting(self, tr: Any, begun: Begun, outcome: str, result: Optional[bytes],
+                 error: Optional[str], stopped: Set[bytes]) -> Gen[Optional[Counting]]:
+        """The node's end written; then, unless it ended before or its workflow is
+        not running (or in ``stopped``), the workflow stopped if it failed where a
+        dependent's policy is ``fail`` (None then), else its dependents' counters
+        decremented and their reads started (see :meth:`start_count_down`)."""
+        keys, w, i = self.keys, begun.w, begun.i
+        raw = yield from read(begun.header)
+        prior = yield from read(begun.prior)
         if raw is None:  # pruned: nothing to write
-            return
+            return None
         was = None if prior is None else fdb.tuple.unpack(prior)[0]
         self.ended(tr, w, i, was, outcome, error)
         if result is not None:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(keys.chunk(w, i, n), result[at:at + RESULT_CHUNK])
-        edges = yield from edges_r
+        edges = yield from begun.edges
         if was in ENDED:  # it ended before (a dead job requeued): its dependents knew
-            return
-        if Header.unpack(raw).status != RUNNING:
-            return
-        work = [(i, outcome, edges)]
+            return None
+        if Header.unpack(raw).status != RUNNING or w in stopped:
+            return None
+        return (yield from self.count_or_stop(tr, w, i, outcome, edges, stopped))
+
+    def count_or_stop(self, tr: Any, w: bytes, node: int, how: str,
+                      edges: Sequence[Tuple[int, int, str, int]],
+                      stopped: Set[bytes]) -> Gen[Optional[Counting]]:
+        """Node ``node`` ended as ``how``: the workflow stopped (None) if that fails a
+        dependent whose policy is ``fail``; else its dependents' counters counting
+        down (see :meth:`start_count_down`)."""
+        if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in edges):
+            stopped.add(w)
+            yield from self.stop(tr, w, FAILED, f"node {node} {how}")
+            return None
+        return self.start_count_down(tr, w, how, edges)
+
+    def freeing(self, tr: Any, w: bytes, node: int, leaves: Counting,
+                stopped: Set[bytes]) -> Gen[None]:
+        """The dependents node ``node``'s counters (``leaves``) freed pushed, or skipped
+        (their ``when`` unmet), which ends them in turn: their own dependents counted
+        down the same way."""
+        work: List[Tuple[int, Counting]] = [(node, leaves)]
         while work:
-            node, how, out = work.pop()
-            if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
-                yield from self.stop(tr, w, FAILED, f"node {node} {how}", raw)
-                return
-            freed = yield from self.count_down(tr, w, how, out)
+            source, counting = work.pop()
+            freed = yield from self.counted(tr, w, counting)
             if not freed:
                 continue
             ready = yield from self.ready(tr, w, freed)
-            yield from self.push(tr, w, node, [(d, s) for d, s, run in ready if run])
+            yield from self.push(tr, w, source, [(d, s) for d, s, run in ready if run])
             for d, _, run in ready:
                 if not run:
                     self.ended(tr, w, d, None, SKIPPED, None)
-                    work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+                    edges = yield from self.start_edges(tr, w, d)
+                    more = yield from self.count_or_stop(tr, w, d, SKIPPED, edges, stopped)
+                    if more is None:
+                        return
+                    work.append((d, more))
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
         """Start reading node ``i``'s dependents (snapshot: they never change); a
@@ -308,10 +393,12 @@ class Store(Reads):
         if was == QUEUED:
             tr.add(keys.tally(w, QUEUED), le64(-1))
 
-    def count_down(self, tr: Any, w: bytes, outcome: str,
-                   edges: Sequence[Tuple[int, int, str, int]]) -> Gen[List[int]]:
+    def start_count_down(self, tr: Any, w: bytes, outcome: str,
+                         edges: Sequence[Tuple[int, int, str, int]]) -> Counting:
         """Decrement the counter of each dependent of ``edges`` (counting a failure
-        for those whose policy is ``continue``); the dependents freed."""
+        for those whose policy is ``continue``) and start reading each (a read
+        conflict on it): what :meth:`counted` collects.  Reads started after the
+        decrements see them (and those this transaction made before)."""
         keys = self.keys
         leaves = []
         for d, leaf, policy, count in edges:
@@ -320,6 +407,13 @@ class Store(Reads):
             key = keys.counter(w, d, leaf)
             tr.add(key, le64(-1))
             leaves.append((d, count, tr.get(key)))
+        return leaves
+
+    def counted(self, tr: Any, w: bytes, leaves: Counting) -> Gen[List[int]]:
+        """The dependents freed by the decrements ``leaves`` (see
+        :meth:`start_count_down`): those whose counter (or, with more than one leaf,
+        whose root, decremented when a leaf reaches 0) reads 0."""
+        keys = self.keys
         freed, roots = [], []
         for d, count, future in leaves:
             if read_le64((yield from read(future))) != 0:
