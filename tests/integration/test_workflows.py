@@ -369,3 +369,31 @@ def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
         flows.status(db, ids[2])
     assert not [k for k in dump(db, fdb_subspace["flows"]) if not
                 k.startswith(fdb_subspace["flows"]["c"].key())], "keys left behind"
+
+
+@pytest.mark.parametrize("policy", ["fail", "continue"])
+def test_a_node_cancelled_while_it_waits_advances_its_workflow(db: Any, fdb_subspace: Any,
+                                                               policy: str) -> None:
+    """A node's job cancelled through its structure (``Queue.cancel``) while it waits
+    ends ``cancelled`` in the workflow, in the cancel's transaction: its dependents
+    follow their policy."""
+    q = Queue(fdb_subspace["q"], history=3600)
+    other = Queue(fdb_subspace["other"], history=3600)
+    flows = store(fdb_subspace, q, other)
+    flow = flows.new()
+    a = flow.add(q, "a", name="a", delay=3600)  # waits, delayed
+    flow.add(other, "sibling", name="sibling")
+    flow.add(other, "after", deps=[(a, policy)], name="after")
+    w = flows.create(db, flow)
+    assert q.cancel(db, a.id) == "cancelled"
+    runs = Runs(flows, db)
+    drain(db, other, runs)
+    states = {n.name: n.state for n in flows.status(db, w).nodes}
+    if policy == "fail":
+        assert not runs.count
+        assert states == {"a": "cancelled", "sibling": "cancelled", "after": "cancelled"}
+        assert flows.status(db, w).state == "failed"
+    else:
+        assert runs.count == Counter({"sibling": 1, "after": 1})
+        assert runs.inputs["after"]["a"].state == "cancelled"
+        assert states == {"a": "cancelled", "sibling": "succeeded", "after": "succeeded"}

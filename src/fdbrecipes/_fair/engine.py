@@ -108,8 +108,11 @@ class Fair:
 
     def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
                  max_deliveries: Optional[int], id_retention: float,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1,
+                 workflows: Optional[Dict[bytes, Any]] = None) -> None:
         self.keys = layout
+        #: the workflow stores made with the FairQueue (see ``Ordered.workflows``)
+        self.workflows: Dict[bytes, Any] = {} if workflows is None else workflows
         #: Each shard's groups, index entries and wake counter (shard 0: ``keys``).
         self.shard_keys = [layout] + [FairLayout(shard_space(layout.subspace, k))
                                       for k in range(1, shards)]
@@ -136,7 +139,7 @@ class Fair:
             records = Records(RecordLayout(spaces[0], self.keys.expiry, (g,)), self.history)
             parts = make_shards(spaces, 0, self.clock,
                                 Ids(spaces[0], self.id_retention), self.max_deliveries,
-                                records)
+                                records, None, self.workflows)
             if len(parts) == 1:
                 found = Group(*parts[0], parts)
             else:
@@ -222,8 +225,14 @@ class Fair:
     def revise(self, tr: Any, attempt: Attempt, g: Any, now: int,
                key: Optional[Key]) -> Gen[None]:
         """Make group ``g``'s membership match its state (``key``: its key in the
-        tree, as read with a conflict, or None)."""
+        tree, as read with a conflict, or None).  The leases it finds expired on their
+        last delivery are buried now: a group out of the tree is claimed from no more."""
         state = yield from self.look(tr, attempt, g)
+        if state.front.dead:
+            tally = Tally()
+            self.group(g).engine.settle(tr, state.front._replace(entries=[], expired=[]),
+                                        tally)
+            tally.write(tr, attempt)
         eligible = state.eligible(now)
         if eligible and key is None:
             yield from self.enlist(tr, attempt, g, state.policy.share)

@@ -38,16 +38,14 @@ from .._records.finished import FinishedJob, finished
 from .._records.history import (
     PRUNE_BATCH,
     Finished,
-    Then,
     cancelled,
     finished_or,
     outcome,
     prune,
-    push_all,
-    recorded,
     report,
+    settled,
 )
-from .._records.records import JobRecord, Progress, Records
+from .._records.records import DELAYED, PENDING, RETRYING, JobRecord, Progress, Records
 from .._records.registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from .._records.series import MAX_MINUTES, Minute, Series
 from .._records.tokens import optional, parse_finished
@@ -308,15 +306,23 @@ class JobOps(Ops):
         """Whether job ``id_`` is finished (a readiness check, see :class:`Wake`)."""
         return finished_or((yield from self.listing_at(where).state_of(tr, id_)), id_)
 
-    def cancel_at(self, tr: Transactor, id_: bytes, where: Where) -> Gen[Optional[str]]:
-        """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
-        return self.loop(tr, self.cancelling, id_, where)
+    def cancel_at(self, tr: Transactor, id_: bytes, where: Where,
+                  tell: bool = True) -> Gen[Optional[str]]:
+        """Cancel job ``id_``; what became of it (see ``Queue.cancel``).  ``tell``: a
+        workflow's node removed while it waited runs its workflow's step (False: the
+        workflow's own stop, which ends its nodes itself)."""
+        return self.loop(tr, self.cancelling, id_, where, tell)
 
-    def cancelling(self, tr: Any, attempt: Attempt, id_: bytes,
-                   where: Where) -> Gen[Optional[str]]:
-        """The operation of :meth:`cancel_at`: a running job's holder is told."""
+    def cancelling(self, tr: Any, attempt: Attempt, id_: bytes, where: Where,
+                   tell: bool = True) -> Gen[Optional[str]]:
+        """The operation of :meth:`cancel_at`: a running job's holder is told; a
+        waiting one removed, if it is a workflow's node, asks for its workflow's step
+        later in the transaction (see ``WorkflowOps.removed``)."""
         state, holder = yield from self.removing(tr, attempt, where,
                                                  self.listing_at(where).cancel, id_)
+        if tell and state in (PENDING, DELAYED, RETRYING):
+            for store in self.workflows.values():
+                store.removed(attempt.later, id_)
         return cancelled(tr, self.registry, state, holder, where[0] if where else None, id_)
 
     def finished(self, tr: Transactor, limit: Any = None,
@@ -395,12 +401,9 @@ class JobOps(Ops):
         done = yield from self.ack_results(tr, attempt, [f.lease for f in finished],
                                            [f.result for f in finished],
                                            [f.state for f in finished])
-        followups: List[Then] = []
         for f, acked in zip(finished, done):
             if acked:
-                recorded(tr, self.records_at(self.lease_where(f.lease)), f)
-                followups.extend(f.followups)
-        yield from push_all(tr, followups)  # the jobs' workflow steps side by side
+                yield from settled(tr, self.records_at(self.lease_where(f.lease)), f)
         return done
 
     def report(self, tr: Transactor, reports: Sequence[Tuple[Any, Progress]]) -> Gen[None]:

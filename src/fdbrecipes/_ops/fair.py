@@ -120,7 +120,7 @@ class FairOps(JobOps):
         layout = FairLayout(subspace)
         self.engine = Fair(layout, check_clock(clock) or database_clock,
                            Policy(share, limit, None), max_deliveries, self.id_retention,
-                           self.history, self.shards)
+                           self.history, self.shards, self.workflows)
         self.guard = LayoutGuard(subspace, "fair-queue", self.shards, layout.pushed)
 
     @property

@@ -150,7 +150,8 @@ class OrderedOps(JobOps, Generic[V]):
         parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
                             check_clock(clock) or database_clock,
                             Ids(subspace, self.id_retention), max_deliveries, self.records,
-                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None)
+                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None,
+                            self.workflows)
         #: the limits its jobs carry (see fdbrecipes.Limits.use)
         self.limits = uses
         self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]

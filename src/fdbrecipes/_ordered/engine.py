@@ -129,13 +129,16 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("gate", "ids", "records", "sequences", "shard", "unique")
+    __slots__ = ("gate", "ids", "records", "sequences", "shard", "unique", "workflows")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
-                 shard: Optional[int] = None, gate: Optional[Gate] = None) -> None:
+                 shard: Optional[int] = None, gate: Optional[Gate] = None,
+                 workflows: Optional[Dict[bytes, Any]] = None) -> None:
         super().__init__(layout, clock, max_deliveries)
         self.ids = ids
+        #: the workflow stores made with the structure, by tag (see :meth:`bury`)
+        self.workflows: Dict[bytes, Any] = {} if workflows is None else workflows
         #: the limits its claims check (a structure made with ``limits=``), or None
         self.gate = gate
         #: the job records (written only by a structure with ``history``)
@@ -219,7 +222,8 @@ class Ordered(FrontReader, Takes):
         """Move an item under an ended lease to the dead letters, in the order the
         leases ended (at their deadlines, or now if released or buried), with the
         ``reason`` it was buried for, if any; its job record is dead (with ``error``,
-        if given; ``kept``: as for :meth:`record`)."""
+        if given; ``kept``: as for :meth:`record`); each of :attr:`workflows` is told
+        (``buried``), and asks for its node's step later in the transaction."""
         assert entry.value is not None and entry.hold is not None
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
@@ -227,6 +231,8 @@ class Ordered(FrontReader, Takes):
         self.unique_left(tr, item, now)
         if self.sequences is not None:  # its sequence is blocked
             self.sequences.ended(tally, self, self.keys.item_id(item), True)
+        for store in self.workflows.values():
+            store.buried(tally, self.keys.item_id(item), reason, error)
         id_ = self.record(item, kept)
         if id_ is not None:
             self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)

@@ -80,14 +80,16 @@ def shard_spaces(subspace: Subspace, count: int) -> List[Subspace]:
 
 def make_shards(spaces: Sequence[Subspace], group_len: int, clock: Clock, ids: Ids,
                 max_deliveries: Optional[int], records: Records,
-                gate: Optional[Gate] = None) -> List[Shard]:
+                gate: Optional[Gate] = None,
+                workflows: Optional[Dict[bytes, Any]] = None) -> List[Shard]:
     """The shards of a structure, one per subspace of ``spaces``, sharing ``ids``,
-    ``records`` and the limits' ``gate``; one shard (numbered None: unsharded) when
-    ``spaces`` has one."""
+    ``records``, the limits' ``gate`` and the structure's ``workflows`` (see
+    ``Ordered.workflows``); one shard (numbered None: unsharded) when ``spaces`` has
+    one."""
     parts = []
     for k, space in enumerate(spaces):
         engine = Ordered(OrderedLayout(space, group_len), clock, ids, max_deliveries,
-                         records, None if len(spaces) == 1 else k, gate)
+                         records, None if len(spaces) == 1 else k, gate, workflows)
         parts.append(Shard(engine, Leases(engine), DeadLetters(engine), Listing(engine)))
     return parts
 

@@ -46,8 +46,7 @@ from .registry import Registry
 
 __all__ = ["CANCELLING", "MAX_RESULT_BYTES", "PRUNE_BATCH", "Finished", "Followup", "cancelled",
            "check_error", "check_job_id", "check_time_limit", "encode_result", "finished_or",
-           "made_ids", "new_id", "Then", "outcome", "prune", "push_all", "recorded", "report",
-           "terms", "Terms"]
+           "made_ids", "new_id", "Then", "outcome", "prune", "report", "settled", "terms", "Terms"]
 
 #: The largest result a job record keeps, encoded (in chunks of 90,000 bytes): a larger
 #: one is not kept, and its job's record says so.
@@ -169,39 +168,17 @@ def cancelled(tr: Any, registry: Registry, state: Optional[str], holder: Optiona
     return CANCELLED
 
 
-def recorded(tr: Any, records: Records, finished: Finished) -> None:
-    """What goes with the ack of a job in its records: its last progress, and the
-    error recorded beside a success (a result too large).  Its follow-up work is
-    pushed by :func:`push_all`."""
+def settled(tr: Any, records: Records, finished: Finished) -> Gen[None]:
+    """What goes with the ack of a job: its last progress, the error recorded beside a
+    success (a result too large) and its follow-up work, pushed in ``tr``."""
     id_ = finished.lease.id
     if id_ is not None and records.keeps:
         if finished.progress is not None:
             records.progress(tr, id_, finished.progress)
         if finished.error is not None:
             records.failed(tr, id_, finished.error)
-
-
-def push_all(tr: Any, followups: Sequence[Then]) -> Gen[None]:
-    """Push ``followups`` (of one job, or of the jobs of one ack, in order) in ``tr``:
-    each in turn, but for runs of those that can be pushed together (a ``together``
-    method naming what they share, and ``push_many``: a workflow store's steps,
-    whose first reads then go out side by side), pushed in one call each."""
-    at = 0
-    while at < len(followups):
-        first = followups[at]
-        together = getattr(first, "together", None)
-        if together is None:
-            yield from first.push(tr)
-            at += 1
-            continue
-        key = together()
-        run = [first]
-        at += 1
-        while at < len(followups) and getattr(followups[at], "together", None) is not None \
-                and followups[at].together() == key:  # type: ignore[attr-defined]
-            run.append(followups[at])
-            at += 1
-        yield from first.push_many(tr, run)  # type: ignore[attr-defined]
+    for followup in finished.followups:
+        yield from followup.push(tr)
 
 
 def encode_result(value: Any, codec: Any = None

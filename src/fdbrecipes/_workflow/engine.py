@@ -20,7 +20,7 @@ step that would push a node races a cancel, and one of the two retries.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import fdb.tuple
 
@@ -30,12 +30,15 @@ from .._records.records import CANCELLED, RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
+from . import nesting
 from .graph import (
     ALWAYS,
     CONTINUE,
+    END,
     FAIL,
     FAILURE,
     LEAF,
+    SUB,
     SUCCESS,
     Plan,
     expander_id,
@@ -50,6 +53,7 @@ from .reading import (
     RUNNING,
     SKIPPED,
     SUCCEEDED,
+    TOTAL,
     Header,
     Reads,
     Stored,
@@ -57,8 +61,7 @@ from .reading import (
 )
 from .reading import pack as _pack
 
-__all__ = ["CHUNK", "FAIR_CHUNK", "Begun", "Ended", "Fresh", "Store", "chunk_of",
-           "expander_where"]
+__all__ = ["CHUNK", "FAIR_CHUNK", "Fresh", "Store", "chunk_of", "expander_where"]
 
 
 #: Nodes a transaction pushes into one Queue or PriorityQueue at most (a push of a
@@ -95,32 +98,6 @@ class Fresh:
         self.set_key(key, value)
 
 
-#: A node's dependents' counters decremented, their reads started: (dependent, its
-#: leaves, the read of the leaf's counter), see :meth:`Store.start_count_down`.
-Counting = List[Tuple[int, int, Any]]
-
-
-class Ended(NamedTuple):
-    """Node ``i`` of workflow ``w`` ended as ``outcome`` (with its encoded ``result``,
-    what it failed with): what :meth:`Store.advance_many` takes, one a node."""
-
-    w: bytes
-    i: int
-    outcome: str
-    result: Optional[bytes]
-    error: Optional[str]
-
-
-class Begun(NamedTuple):
-    """The first reads of a node's step, started (see :meth:`Store.begin`)."""
-
-    w: bytes
-    i: int
-    header: Any
-    prior: Any
-    edges: Gen[List[Tuple[int, int, str, int]]]
-
-
 class Store(Reads):
     """The transactions of one workflow store: its keys, its key (``key``; its
     ``tag`` names it in its nodes' job ids), the structures its nodes go to (``targets``, by their
@@ -147,9 +124,22 @@ class Store(Reads):
         now = time.time()
         tr.set(keys.header(w), Header(now, len(plan.specs), RUNNING, None, None).pack())
         tr.set(keys.due(now + self.retention, w), b"")
-        tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
-        roots = []
+        tr.set(keys.tally(w, TOTAL), le64(len(plan.specs)))
         fresh = Fresh(tr)
+        roots = self.define(fresh, plan)
+        nesting.write(self, fresh, w, plan)
+        yield from self.push(tr, w, -1, roots)
+        return True
+
+    def define(self, fresh: Fresh, plan: Plan) -> List[Tuple[int, Stored]]:
+        """Write ``plan``'s nodes: their definitions, edges both ways and counters (an
+        open batch's: its open key); its first nodes (no dependencies, no join)."""
+        keys, w = self.keys, plan.id
+        roots = []
+        joins = set(plan.joins)
+        if joins:  # an open batch: each callback's leaves so far
+            fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
+                                                  for d in plan.joins)))
         for i, spec in enumerate(plan.specs):
             counters = plan.counters[i]
             fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
@@ -161,13 +151,12 @@ class Store(Reads):
                 fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
             for leaf, count in counters:
                 fresh.set(keys.counter(w, i, leaf), le64(count))
-            if len(counters) > 1:
-                fresh.set(keys.counter(w, i, ROOT), le64(len(counters)))
-            if not spec.deps:
+            if len(counters) > 1 or i in joins:  # a join's root counts the close too
+                fresh.set(keys.counter(w, i, ROOT), le64(len(counters) + (i in joins)))
+            if not spec.deps and i not in joins:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
                                         spec.time_limit, spec.name, spec.when, 0, 0)))
-        yield from self.push(tr, w, -1, roots)
-        return True
+        return roots
 
     def push(self, tr: Any, w: bytes, source: int,
              nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
@@ -178,6 +167,9 @@ class Store(Reads):
         chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
         for i, stored in nodes:
+            if stored.target == SUB:  # a sub-workflow: it starts
+                yield from nesting.start(self, tr, w, i, stored.value)
+                continue
             by_target.setdefault(stored.target, []).append((i, stored))
         c = 0
         for target, batch in by_target.items():
@@ -274,97 +266,67 @@ class Store(Reads):
         dependents (snapshot) side by side; then its counters; then the freed
         dependents' definitions: three round trips at most (more when a skip frees
         more)."""
-        yield from self.advanced(tr, self.begin(tr, w, i), outcome, result, error, set())
-
-    def advance_many(self, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
-        """:meth:`advance` of several nodes that ended in one transaction (a worker's
-        acks), side by side: the first reads of all of them (one round trip for all,
-        not one each), then their counters (likewise), then what each freed, one
-        after the other.  Once one of them stopped its workflow, the others of that
-        workflow push nothing more (as :meth:`advance` would, reading the header
-        after that stop): the stop cancelled every node not pushed yet."""
-        begun = [self.begin(tr, e.w, e.i) for e in ended]
-        stopped: Set[bytes] = set()
-        counting = []
-        for started, e in zip(begun, ended):
-            leaves = yield from self.counting(tr, started, e.outcome, e.result, e.error,
-                                              stopped)
-            if leaves is not None:
-                counting.append((started, leaves))
-        for started, leaves in counting:
-            if started.w not in stopped:
-                yield from self.freeing(tr, started.w, started.i, leaves, stopped)
-
-    def begin(self, tr: Any, w: bytes, i: int) -> Begun:
-        """Start the first reads of :meth:`advance` of node ``i``: the header (a
-        conflict), the node's state and its dependents (snapshot)."""
-        return Begun(w, i, tr.get(self.keys.header(w)), snap(tr).get(self.keys.state(w, i)),
-                     self.start_edges(tr, w, i))
-
-    def advanced(self, tr: Any, begun: Begun, outcome: str, result: Optional[bytes],
-                 error: Optional[str], stopped: Set[bytes]) -> Gen[None]:
-        """The rest of :meth:`advance`, its first reads ``begun``; ``stopped``: the
-        workflows stopped earlier in this transaction (one stopped here is added)."""
-        leaves = yield from self.counting(tr, begun, outcome, result, error, stopped)
-        if leaves is not None:
-            yield from self.freeing(tr, begun.w, begun.i, leaves, stopped)
-
-    def counting(self, tr: Any, begun: Begun, outcome: str, result: Optional[bytes],
-                 error: Optional[str], stopped: Set[bytes]) -> Gen[Optional[Counting]]:
-        """The node's end written; then, unless it ended before or its workflow is
-        not running (or in ``stopped``), the workflow stopped if it failed where a
-        dependent's policy is ``fail`` (None then), else its dependents' counters
-        decremented and their reads started (see :meth:`start_count_down`)."""
-        keys, w, i = self.keys, begun.w, begun.i
-        raw = yield from read(begun.header)
-        prior = yield from read(begun.prior)
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        prior_f = snap(tr).get(keys.state(w, i))
+        edges_r = self.start_edges(tr, w, i)
+        raw = yield from read(header_f)
+        prior = yield from read(prior_f)
         if raw is None:  # pruned: nothing to write
-            return None
+            return
         was = None if prior is None else fdb.tuple.unpack(prior)[0]
         self.ended(tr, w, i, was, outcome, error)
         if result is not None:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(keys.chunk(w, i, n), result[at:at + RESULT_CHUNK])
-        edges = yield from begun.edges
+        edges = yield from edges_r
         if was in ENDED:  # it ended before (a dead job requeued): its dependents knew
-            return None
-        if Header.unpack(raw).status != RUNNING or w in stopped:
-            return None
-        return (yield from self.count_or_stop(tr, w, i, outcome, edges, stopped))
+            return
+        if Header.unpack(raw).status != RUNNING:
+            return
+        yield from self.cascade(tr, w, raw, [(i, outcome, edges)])
 
-    def count_or_stop(self, tr: Any, w: bytes, node: int, how: str,
-                      edges: Sequence[Tuple[int, int, str, int]],
-                      stopped: Set[bytes]) -> Gen[Optional[Counting]]:
-        """Node ``node`` ended as ``how``: the workflow stopped (None) if that fails a
-        dependent whose policy is ``fail``; else its dependents' counters counting
-        down (see :meth:`start_count_down`)."""
-        if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in edges):
-            stopped.add(w)
-            yield from self.stop(tr, w, FAILED, f"node {node} {how}")
-            return None
-        return self.start_count_down(tr, w, how, edges)
-
-    def freeing(self, tr: Any, w: bytes, node: int, leaves: Counting,
-                stopped: Set[bytes]) -> Gen[None]:
-        """The dependents node ``node``'s counters (``leaves``) freed pushed, or skipped
-        (their ``when`` unmet), which ends them in turn: their own dependents counted
-        down the same way."""
-        work: List[Tuple[int, Counting]] = [(node, leaves)]
+    def cascade(self, tr: Any, w: bytes, raw: bytes,
+                work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
+        """Count down the dependents of each node of ``work`` (``(node, how it ended,
+        its dependents)``), pushing those freed, skipping those whose ``when`` is unmet
+        (their own dependents counted down in turn), or stopping the workflow (its
+        header ``raw``) when a ``fail`` dependency did not succeed."""
         while work:
-            source, counting = work.pop()
-            freed = yield from self.counted(tr, w, counting)
-            if not freed:
-                continue
-            ready = yield from self.ready(tr, w, freed)
-            yield from self.push(tr, w, source, [(d, s) for d, s, run in ready if run])
-            for d, _, run in ready:
-                if not run:
-                    self.ended(tr, w, d, None, SKIPPED, None)
-                    edges = yield from self.start_edges(tr, w, d)
-                    more = yield from self.count_or_stop(tr, w, d, SKIPPED, edges, stopped)
-                    if more is None:
-                        return
-                    work.append((d, more))
+            node, how, out = work.pop()
+            if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
+                yield from self.stop(tr, w, FAILED, f"node {node} {how}", raw)
+                return
+            freed = yield from self.count_down(tr, w, how, out)
+            yield from self.free(tr, w, node, freed, work)
+
+    def free(self, tr: Any, w: bytes, source: int, freed: Sequence[int],
+             work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
+        """Push the ``freed`` nodes that run (freed by ``source``: see :meth:`push`);
+        end the others skipped, adding them to ``work`` (see :meth:`cascade`)."""
+        if END in freed:  # this sub-workflow's last node ended: its parent's node too
+            freed = [d for d in freed if d != END]
+            yield from nesting.ended(self, tr, w)
+        if not freed:
+            return
+        ready = yield from self.ready(tr, w, freed)
+        yield from self.push(tr, w, source, [(d, s) for d, s, run in ready if run])
+        for d, _, run in ready:
+            if not run:
+                self.ended(tr, w, d, None, SKIPPED, None)
+                work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+
+    def died(self, tr: Any, _attempt: Any, w: bytes, i: int, outcome: str,
+             why: Optional[str]) -> Gen[None]:
+        """Node ``i``'s job ended without its worker's ack (``outcome``: failed, a dead
+        letter; cancelled, removed while it waited; ``why``): :meth:`advance`, run
+        later in that transaction (see :meth:`.ops.WorkflowOps.step`)."""
+        return self.advance(tr, w, i, outcome, None, why)
+
+    def expanded(self, tr: Any, _attempt: Any, w: bytes, source: int, c: int) -> Gen[None]:
+        """An expander became a dead letter, or was cancelled: :meth:`expand`, run
+        later in that transaction."""
+        return self.expand(tr, w, source, c)
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
         """Start reading node ``i``'s dependents (snapshot: they never change); a
@@ -393,12 +355,10 @@ class Store(Reads):
         if was == QUEUED:
             tr.add(keys.tally(w, QUEUED), le64(-1))
 
-    def start_count_down(self, tr: Any, w: bytes, outcome: str,
-                         edges: Sequence[Tuple[int, int, str, int]]) -> Counting:
+    def count_down(self, tr: Any, w: bytes, outcome: str,
+                   edges: Sequence[Tuple[int, int, str, int]]) -> Gen[List[int]]:
         """Decrement the counter of each dependent of ``edges`` (counting a failure
-        for those whose policy is ``continue``) and start reading each (a read
-        conflict on it): what :meth:`counted` collects.  Reads started after the
-        decrements see them (and those this transaction made before)."""
+        for those whose policy is ``continue``); the dependents freed."""
         keys = self.keys
         leaves = []
         for d, leaf, policy, count in edges:
@@ -407,13 +367,6 @@ class Store(Reads):
             key = keys.counter(w, d, leaf)
             tr.add(key, le64(-1))
             leaves.append((d, count, tr.get(key)))
-        return leaves
-
-    def counted(self, tr: Any, w: bytes, leaves: Counting) -> Gen[List[int]]:
-        """The dependents freed by the decrements ``leaves`` (see
-        :meth:`start_count_down`): those whose counter (or, with more than one leaf,
-        whose root, decremented when a leaf reaches 0) reads 0."""
-        keys = self.keys
         freed, roots = [], []
         for d, count, future in leaves:
             if read_le64((yield from read(future))) != 0:
@@ -468,29 +421,42 @@ class Store(Reads):
         tr.set(keys.header(w), header._replace(status=status, ended_at=time.time(),
                                                why=why).pack())
         r = keys.states.range((w,))
+        total_f = tr.get(keys.tally(w, TOTAL))  # a conflict with a batch's adds
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from Range(tr, r.start, r.stop).read())}
         queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
                   if state == QUEUED]
-        for i in range(header.nodes):
+        for i in range(read_le64((yield from read(total_f)))):
             if i not in states:
                 self.ended(tr, w, i, None, CANCELLED, why)
         for i, future in queued:
             raw_spec = yield from read(future)
             assert raw_spec is not None
             stored = Stored.unpack(raw_spec)
+            if stored.target == SUB:  # it stops, and ends the node
+                yield from self.stop(tr, stored.value, status, why)
+                continue
             ops = self.targets.get(stored.target)
             if ops is None:
                 continue
             where = dict(stored.where)
             at = (where["group"],) if "group" in where else ()
-            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at)  # type: ignore
+            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at,  # type: ignore
+                                            False)
             if said == CANCELLED:
                 self.ended(tr, w, i, QUEUED, CANCELLED, why)
+        yield from nesting.stopped(self, tr, w, status, why)
         return True
 
-    # -- reading -------------------------------------------------------------------------
+    # -- forgetting ----------------------------------------------------------------------
 
+    def forget(self, tr: Any, w: bytes) -> Gen[None]:
+        """Clear every key of workflow ``w`` and of its sub-workflows (their
+        retention is its: they have no pruning entry of their own)."""
+        for _, sub in (yield from nesting.children(self, tr, w)):
+            yield from self.forget(tr, sub)
+        for begin, end in self.keys.ranges(w):
+            tr.clear_range(begin, end)
 
     def prune(self, tr: Any, attempt: Any, limit: int, before: float) -> Gen[int]:
         """Forget up to ``limit`` workflows whose retention passed ``before`` (a time)
@@ -506,9 +472,9 @@ class Store(Reads):
             tr.clear(kv.key)
             header = yield from self.header(tr, w)
             done = read_le64((yield from read(tr.get(keys.tally(w, DONE)))))
-            if header is None or header.status != RUNNING or done >= header.nodes:
-                for begin, end in keys.ranges(w):
-                    tr.clear_range(begin, end)
+            total = read_le64((yield from read(tr.get(keys.tally(w, TOTAL)))))
+            if header is None or header.status != RUNNING or done >= total:
+                yield from self.forget(tr, w)
             else:
                 tr.set(keys.due(now + self.retention, w), b"")
         attempt.idle = not entries

@@ -1,15 +1,16 @@
 """What a worker adds for a job that is a workflow's node: the workflow's step, in
-the transaction that acks the job (:class:`Step`, one of the ack's follow-ups), or the
-one that makes it a dead letter (:meth:`.ops.WorkflowOps.fail_node`)."""
+the transaction that acks the job (:class:`Step`, one of the ack's follow-ups).  The
+transaction that makes it a dead letter, whatever its path, runs the step itself (see
+:meth:`.ops.WorkflowOps.buried`)."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple, Optional
 
 from .._fdb import Gen
 from .._records.history import Then
 from .._records.records import CANCELLED, SUCCEEDED
-from .engine import Ended, Store
+from .engine import Store
 from .graph import parse_node_id
 from .ops import WorkflowOps, stores_of
 from .reading import FAILED
@@ -31,18 +32,6 @@ class Step(NamedTuple):
     def push(self, tr: Any) -> Gen[None]:
         """The step, in the ack's transaction ``tr`` (see :meth:`.engine.Store.advance`)."""
         return self.store.advance(tr, self.w, self.i, self.outcome, self.result, self.error)
-
-    def together(self) -> Store:
-        """What steps pushed together share (see ``_records.history.push_all``): their
-        store."""
-        return self.store
-
-    def push_many(self, tr: Any, steps: Sequence[Step]) -> Gen[None]:
-        """``steps`` (of this step's store, this one among them), in the acks'
-        transaction ``tr``, their first reads side by side (see
-        :meth:`.engine.Store.advance_many`)."""
-        return self.store.advance_many(tr, [Ended(s.w, s.i, s.outcome, s.result, s.error)
-                                            for s in steps])
 
 
 class Expand(NamedTuple):
