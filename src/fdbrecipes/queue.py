@@ -317,13 +317,15 @@ class Queue(OrderedFace[V]):
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
 
-        With ``limits``, it reads the first ``max(spread, 64)`` visible items by
-        snapshot and the state of each limit key they carry (by snapshot), takes the
-        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
-        at random (a read conflict on that slot) and a rate's window (a read conflict
-        on it), parks or delays those held back by their limits, and reads again, up
-        to 4 times, while it has none: 2 round trips, at most 5 (see
-        docs/flow-control.md for what conflicts).
+        With ``limits``, it reads the first ``spread`` visible items by snapshot and
+        the state of each limit key they carry (by snapshot), takes the oldest
+        runnable one in a concurrency slot drawn at random (a read conflict on that
+        slot) and a rate's window (a read conflict on it), parks or delays those held
+        back by their limits, and, while it has none, reads the keys of the next
+        ones, then the front again (``max(spread, 64)`` items), up to 5 reads of the
+        front: 2 round trips when the first can run, a bounded number more when
+        some are held back (see docs/flow-control.md for the reads and what
+        conflicts).
         """
         return drive(self._ops.claim(tr, MIN, lease_seconds, spread))
 

@@ -363,6 +363,30 @@ def test_claims_under_a_roomy_limit_do_not_conflict(db: Any, fdb_subspace: Any,
     assert state is not None and state.running == 2
 
 
+def test_a_roomy_limit_read_by_blocks_stays_exact(db: Any, fdb_subspace: Any,
+                                                 limits: Limits) -> None:
+    """Claims of 10 under concurrency(100) read blocks of 16 slots drawn at random,
+    not all 100: they still start exactly 100 jobs (a block short of free slots makes
+    the claim read the key whole, the only read that can tell it is full), and after
+    ``n`` is lowered below what runs, the jobs running above it are all counted."""
+    q: Queue[Any] = Queue(fdb_subspace["blocks"], limits=limits.use("roomy"))
+    limits.set(db, "roomy", concurrency(100))
+    q.push_many(db, list(range(150)))
+    running: List[Any] = []
+    for _ in range(20):
+        running += q.claim_many(db, 10, 30)
+    assert len(running) == 100
+    state = limits.state(db, "roomy")
+    assert state is not None and state.running == 100 and state.parked == 50
+    limits.set(db, "roomy", concurrency(64))
+    q.ack_many(db, running[:30])
+    assert q.claim_many(db, 10, 30) == []  # 70 run, above the new 64
+    q.ack_many(db, running[30:40])
+    assert len(q.claim_many(db, 10, 30)) == 4  # 60 run: room for 4
+    state = limits.state(db, "roomy")
+    assert state is not None and state.running == 64
+
+
 def test_metrics_count_running_and_parked_jobs(db: Any, q: Queue, limits: Limits) -> None:
     limits.set(db, "all", concurrency(2))
     q.push_many(db, [("a", i) for i in range(5)])

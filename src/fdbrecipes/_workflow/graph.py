@@ -4,6 +4,7 @@ is written (:meth:`Graph.plan`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import uuid
@@ -17,6 +18,7 @@ from typing import (
     Optional,
     Protocol,
     Sequence,
+    Set,
     Tuple,
     runtime_checkable,
 )
@@ -61,8 +63,17 @@ def store_tag(store: bytes) -> bytes:
 
 
 def node_id(tag: bytes, workflow: bytes, i: int) -> bytes:
-    """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``."""
-    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, i))
+    """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``: ``(mark,
+    tag, workflow, i)`` packed (a tuple packs as its elements' encodings one after
+    the other: the head, the same for every node of the workflow, is packed once)."""
+    packed: bytes = node_head(tag, workflow) + fdb.tuple.pack((i,))
+    return packed
+
+
+@functools.lru_cache(maxsize=64)
+def node_head(tag: bytes, workflow: bytes) -> bytes:
+    """``(mark, tag, workflow)`` packed: how the job ids of ``workflow``'s nodes begin."""
+    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow))
     return packed
 
 
@@ -244,6 +255,12 @@ class Graph:
         #: this one is a sub-workflow of (a graph is one workflow's sub-workflow at most)
         self.subs: Dict[int, Graph] = {}
         self.parent: Optional[Graph] = None
+        #: the structures met, by id (each kept, so that its id names it): its key and
+        #: operations (see :meth:`target_of`)
+        self.known: Dict[int, Tuple[Any, bytes, Workable[Any]]] = {}
+        #: the pushes checked whole (see :meth:`add`): by structure, delay, time limit,
+        #: the length of the node's id and where
+        self.checked: Set[Tuple[Any, ...]] = set()
 
     def target_of(self, structure: Any) -> Tuple[bytes, Workable[Any]]:
         """The key and operations of ``structure``, which the store must know.
@@ -252,6 +269,9 @@ class Graph:
             TypeError: it is not a job structure.
             ValueError: the store was not made with it.
         """
+        met = self.known.get(id(structure))
+        if met is not None and met[0] is structure:
+            return met[1], met[2]
         ops = workable(structure, "structure")
         key = bytes(ops.subspace.key())
         if self.targets.get(key) is not ops:
@@ -262,6 +282,7 @@ class Graph:
             if type(known) is not type(ops):
                 raise ValueError(f"structure {structure!r} is not the kind the store knows "
                                  "at its subspace")
+        self.known[id(structure)] = (structure, key, ops)
         return key, ops
 
     def deps_of(self, deps: Any, on_failure: str) -> List[Tuple[int, str]]:
@@ -292,8 +313,21 @@ class Graph:
         key, ops = self.target_of(structure)
         delay_s = None if delay is None else check_seconds(delay, "delay")
         limit = None if time_limit is None else check_seconds(time_limit, "time_limit")
-        ops.push_job(None, value, id=node_id(self.tag, self.id, len(self.specs)),
-                     delay=delay_s, time_limit=limit, **where).close()  # checks, runs nothing
+        id_ = node_id(self.tag, self.id, len(self.specs))
+        try:
+            options: Optional[Tuple[Any, ...]] = (
+                key, delay_s, limit, len(id_),
+                tuple((k, type(v), v) for k, v in sorted(where.items())))
+            hash(options)
+        except TypeError:  # a where that cannot be a key: checked every time
+            options = None
+        if options is None or options not in self.checked:
+            ops.push_job(None, value, id=id_, delay=delay_s, time_limit=limit,
+                         **where).close()  # checks the push, runs nothing
+            if options is not None:
+                self.checked.add(options)
+        # a push checked with the same options passes but for the value: its encoding
+        # checks it, and the workflow's size bounds it
         encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
         return self.add_spec(key, encoded, deps, on_failure, name, when, len(encoded),
                              tuple(sorted(where.items())), delay_s, limit)
