@@ -92,7 +92,7 @@ class LimitLayout:
                                                   deadline of the DELAY hold it waits
                                                   under there; the value, what moving it
                                                   back writes for its structure too
-                                                  (``gate.Comeback``: a FairQueue's)
+                                                  (``slots.Comeback``: a FairQueue's)
 
     ``key`` is the limit's key for the job (any tuple-encodable value), None for a
     global limit.  Times are clock readings (read versions, about 1,000,000 per second).

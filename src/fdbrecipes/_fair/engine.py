@@ -74,7 +74,8 @@ from .._layout import (
     kept_by_clear,
     shard_space,
 )
-from .._limits.gate import Comeback, Gate
+from .._limits.gate import Gate
+from .._limits.slots import Comeback
 from .._ordered.engine import PushRequest
 from .._ordered.front import MIN
 from .._ordered.leases import SCAN, Lease, lease_id, with_terms

@@ -43,9 +43,7 @@ expiry no claim of its structure met, is looked at again by then at the latest.
 
 from __future__ import annotations
 
-import bisect
-import random
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -54,10 +52,23 @@ from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
 from .._layout import DELAY, LEASE, OrderedLayout
 from .._store_layout import LimitLayout
-from .._values import id_spans
+from .slots import (
+    BLOCKS_FROM,
+    BLOCKS_READ,
+    Comeback,
+    StateRead,
+    Tag,
+    TagReads,
+    Usage,
+    block_size,
+    draw,
+    pack_tags,
+    slot_value,
+    unpack_tags,
+)
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
-__all__ = ["PARK_SECONDS", "Admission", "Comeback", "Gate", "Tag", "TagReads", "move_back"]
+__all__ = ["PARK_SECONDS", "Admission", "Gate", "move_back"]
 
 #: How long a parked job waits at most before a claim looks at it again.
 PARK_SECONDS = 60.0
@@ -67,168 +78,10 @@ SPARE_READS = 2
 
 #: (name, key) of a limit.
 Slot = Tuple[str, Any]
-#: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
-#: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
-#: blocks of its slots drawn at random, not all of them.
-BLOCKS_FROM = 4
-BLOCKS_READ = 3
-
-_draw = random.Random()
 
 
 #: How a take picks ``n`` among candidates with a spread (``_ordered.front.choose``).
 Chooser = Callable[[List[Any], int, int], List[Any]]
-
-
-class Comeback(NamedTuple):
-    """What the transaction that moves a parked job back writes for the structure the
-    job is in, beside the job itself, when its engine has one (``Ordered.comeback``):
-    ``mark`` set (empty), ``counter`` added one (an atomic ADD).  A FairQueue's group
-    has one: a look at the group, due at once, and the FairQueue's wake counter, so
-    the group, which a claim took out of the lottery when its jobs were parked, is
-    looked at by the next claim and its waiters wake.  Stored as the parked entry's
-    value (a plain queue's is empty)."""
-
-    mark: bytes
-    counter: bytes
-
-    def pack(self) -> bytes:
-        """The parked entry's value."""
-        packed: bytes = fdb.tuple.pack(tuple(self))
-        return packed
-
-
-class Tag(NamedTuple):
-    """A limit a job carries: the limit's name and kind, the job's key under it (None:
-    global), its cost, and the slot its lease holds (a concurrency limit; -1 for a
-    rate)."""
-
-    name: str
-    key: Any
-    cost: int
-    kind: str
-    slot: int = -1
-
-
-def pack_tags(tags: Sequence[Tag]) -> bytes:
-    """What ``L/"lt"/(hold id,)`` holds."""
-    packed: bytes = fdb.tuple.pack(tuple(tuple(t) for t in tags))
-    return packed
-
-
-def slot_value(deadline: int, hold_id: bytes) -> bytes:
-    """What a slot of a concurrency limit holds while lease ``hold_id`` runs."""
-    packed: bytes = fdb.tuple.pack((deadline, hold_id))
-    return packed
-
-
-def unpack_tags(raw: bytes) -> List[Tag]:
-    """The tags stored as ``raw``."""
-    return [Tag(*parts) for parts in fdb.tuple.unpack(raw)]
-
-
-def block_size(count: int) -> int:
-    """The slots of a block from which a claim draws ``count`` slots: the smallest power
-    of two at least ``count`` and 16."""
-    return 1 << (max(count, 16) - 1).bit_length()
-
-
-class TagReads:
-    """What some leases hold (``L/"lt"``), being read by snapshot: one range read for
-    the leases of one claim (see ``_values.id_spans``), one read for each other."""
-
-    __slots__ = ("keys", "reads", "wanted")
-
-    def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes]) -> None:
-        self.keys = keys
-        self.wanted = set(hold_ids)
-        self.reads = [Range(tr.snapshot, keys.tags_key(low), keys.tags_key(high) + b"\0")
-                      for low, high in id_spans(hold_ids)]
-
-    def read(self) -> Gen[Dict[bytes, bytes]]:
-        """The tags stored for each lease asked for that holds any, by lease id."""
-        found: Dict[bytes, bytes] = {}
-        for reading in self.reads:
-            for kv in (yield from reading.read()):
-                hold_id = self.keys.tags.unpack(kv.key)[0]
-                if hold_id in self.wanted:
-                    found[hold_id] = kv.value
-        return found
-
-
-class Usage:
-    """One (limit, key)'s state as a claim read it, with what the claim added: the
-    slots of a concurrency limit (live ones by index, and the free ones below ``n``),
-    or the starts of a rate in the window, and the starts a rate's delayed candidates
-    were planned at."""
-
-    __slots__ = ("high", "limit", "live", "low", "planned", "starts", "taken")
-
-    def __init__(self, limit: Limit, low: int = 0, high: Optional[int] = None) -> None:
-        self.limit = limit
-        #: the slots read, and drawn from: ``low`` to ``high`` - 1 (all ``n``, or a
-        #: block of them, read with the slots above ``n``, of which none was live)
-        self.low, self.high = low, limit.n if high is None else high
-        self.live = 0  # running jobs, in any slot read
-        self.taken: Set[int] = set()  # the slots drawn from held by running jobs
-        self.starts: List[Tuple[int, int]] = []  # (start, cost), in order
-        self.planned: List[Tuple[int, int]] = []
-
-    def fits(self, cost: int, now: int) -> bool:
-        """Whether a job of ``cost`` may start at ``now``."""
-        if self.limit.kind == CONCURRENCY:
-            return self.live < self.limit.n and len(self.taken) < self.high - self.low
-        return self.weight() + min(cost, self.limit.n) <= self.limit.n
-
-    def short(self, count: int) -> bool:
-        """Whether a concurrency key read by blocks has fewer free slots left in its
-        block than ``count`` (then it is read whole: only that read can tell it is
-        full)."""
-        return (self.limit.kind == CONCURRENCY and self.high - self.low < self.limit.n
-                and self.high - self.low - len(self.taken) < count)
-
-    def add(self, cost: int, now: int) -> int:
-        """Count a job of ``cost`` started at ``now``; the slot drawn for it (a
-        concurrency limit: a free one below ``n``, at random; -1 for a rate)."""
-        if self.limit.kind != CONCURRENCY:
-            self.starts.append((now, min(cost, self.limit.n)))
-            return -1
-        self.live += 1
-        for _ in range(16):  # a few draws find a free slot unless nearly all are taken
-            slot = _draw.randrange(self.low, self.high)
-            if slot not in self.taken:
-                break
-        else:
-            slot = _draw.choice([i for i in range(self.low, self.high) if i not in self.taken])
-        self.taken.add(slot)
-        return slot
-
-    def weight(self) -> int:
-        """The cost started in the window (every start read was in it)."""
-        return sum(cost for _, cost in self.starts)
-
-    def opens(self, cost: int, now: int) -> int:
-        """The first time at or after ``now`` when a start of ``cost`` fits in the
-        window, counting the starts read and those planned for delayed candidates
-        (then planned there too)."""
-        cost = min(cost, self.limit.n)
-        window = seconds_to_versions(self.limit.per_seconds or 0.0)
-        events = sorted(self.starts + self.planned)
-        times = [t for t, _ in events]
-        sums = [0]
-        for _, c in events:
-            sums.append(sums[-1] + c)
-        for when in [now] + [t + window for t in times]:
-            if when < now:
-                continue
-            inside = sums[bisect.bisect_right(times, when)] - sums[
-                bisect.bisect_right(times, when - window)]
-            if inside + cost <= self.limit.n:
-                self.planned.append((when, cost))
-                return when
-        last = max(times[-1] + window, now)  # past every start (not reached: cost <= n)
-        self.planned.append((last, cost))
-        return last
 
 
 class Gate:
@@ -419,17 +272,6 @@ def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
     return moved
 
 
-class StateRead(NamedTuple):
-    """A read of one (limit, key)'s state, started (see :meth:`Admission.start`): the
-    limit, the range reads (the slots above ``n`` first, when read by blocks), the
-    first slot of each block read (none: the whole key) and the blocks' size."""
-
-    limit: Limit
-    reads: List[Range]
-    blocks: Tuple[int, ...] = ()
-    size: int = 0
-
-
 class Admission:
     """What one claim (one transaction) learnt of the limits, and added: the
     definitions, and each (limit, key) it read (see the module docstring)."""
@@ -547,7 +389,7 @@ class Admission:
             if whole or limit.n < BLOCKS_FROM * size:
                 return StateRead(limit, [Range(tr.snapshot, bytes(r.start), bytes(r.stop))])
             name, key = slot
-            firsts = tuple(j * size for j in _draw.sample(range(limit.n // size), BLOCKS_READ))
+            firsts = tuple(j * size for j in draw.sample(range(limit.n // size), BLOCKS_READ))
             reads = [Range(tr.snapshot, keys.running_key(name, key, limit.n), bytes(r.stop))]
             reads += [Range(tr.snapshot, keys.running_key(name, key, first),
                             keys.running_key(name, key, first + size)) for first in firsts]

@@ -32,7 +32,8 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
-from .._limits.gate import Comeback, Gate
+from .._limits.gate import Gate
+from .._limits.slots import Comeback
 from .._records.records import (
     DEAD,
     DELAYED,

@@ -19,7 +19,8 @@ import fdb.tuple
 from .._attempt import Attempt
 from .._fdb import Gen, Range, Tally, seconds_to_versions
 from .._layout import DELAY, LEASE
-from .._limits.gate import Admission, Tag, TagReads
+from .._limits.gate import Admission
+from .._limits.slots import Tag, TagReads
 from .._records.history import terms, terms_known
 from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
 from .._values import BATCH_BYTES, V, batch_ids, decode_value, id_spans, unpack_token
