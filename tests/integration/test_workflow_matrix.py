@@ -26,7 +26,7 @@ Seeds: each run's seed is printed and names its shape (``seed % 5``) and fault;
 random).  The default run is small (three runs on the plugin's single server, 150
 nodes, consumer kills and unknown results: a few seconds each); the matrix is the
 soak (``FDBRECIPES_SOAK=1``: 200 runs, N = 10,000 for fan-out and fan-in, on the
-double cluster, each run with its deadline).
+double cluster, each run with its deadline; ``FDBRECIPES_WORKFLOW_N`` sets another N).
 """
 
 from __future__ import annotations
@@ -60,8 +60,10 @@ SEED = int(os.environ.get("FDBRECIPES_FAULT_SEED", random.randrange(2**32)))
 #: The shapes, by ``seed % 5``; the cluster faults, by ``seed // 5 % 3``.
 SHAPES = ("fan-out", "fan-in", "dag", "diamond", "batch")
 FAULTS = ("storage", "log", "master")
-#: Runs of the soak.
+#: Runs of the soak, and its N (``FDBRECIPES_WORKFLOW_N``: a smaller one for more runs
+#: in an hour).
 SOAK_RUNS = 200
+SOAK_N = int(os.environ.get("FDBRECIPES_WORKFLOW_N", 10_000))
 #: Share of the consumers' commits that report commit_unknown_result.
 FAULT_RATE = 0.1
 #: Seconds a killed storage process stays down at least (re-replication starts after
@@ -369,7 +371,7 @@ def test_matrix_small(db: Any, fdb_cluster_file: str, space: Any, seed: int) -> 
 def test_matrix_soak(double_cluster: LocalCluster, double_db: Any, double_space: Any,
                      seed: int) -> None:
     rng = random.Random(seed)
-    one_run(Run(seed, n=10_000, processes=3, lease=10.0, cluster=double_cluster,
+    one_run(Run(seed, n=SOAK_N, processes=3, lease=10.0, cluster=double_cluster,
                 kills=rng.randint(1, 4)), double_db, double_cluster.cluster_file,
             double_space, deadline=900)
 
