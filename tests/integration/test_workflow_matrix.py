@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -51,6 +50,7 @@ from fdbrecipes.testing import LocalCluster
 from fdbrecipes.workflow import Workflow, Workflows
 from tests.helpers import eventually
 from tests.integration.test_cluster_faults import LOG_ALONE, STORAGE_ALONE, pick
+from tests.integration.test_limits_faults import Consumers as KilledConsumers
 from tests.workflow_consumer import structures
 
 pytestmark = pytest.mark.integration
@@ -153,56 +153,41 @@ def build(flows: Workflows, q: Any, shape: str, n: int,
     return flow, expected
 
 
-class Consumers:
-    """The consumer processes of one run: started, SIGKILLed (their pids kept), their
-    lines collected."""
+class Consumers(KilledConsumers):
+    """The consumer processes of one run (``tests/workflow_consumer.py``): started,
+    SIGKILLed (their pids kept), their lines collected."""
 
     def __init__(self, cluster_file: str, space: Any, rng: random.Random, lease: float,
                  max_deliveries: int = 0) -> None:
-        self.cluster_file, self.space, self.rng = cluster_file, space, rng
+        super().__init__(cluster_file, space, rng)
         self.lease, self.max_deliveries = lease, max_deliveries
-        self.running: List[subprocess.Popen[str]] = []
         self.readers: List[threading.Thread] = []
         self.lines: List[str] = []
         self.lock = threading.Lock()
-        self.died: Set[int] = set()  # SIGKILLed while the run went on
 
-    def start(self) -> subprocess.Popen[str]:
+    def start(self) -> None:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.workflow_consumer", self.cluster_file,
              self.space.key().hex(), str(fdb.get_api_version()),
              str(self.rng.randrange(2**32)), str(FAULT_RATE), str(self.lease),
              str(self.max_deliveries)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         reader = threading.Thread(target=self.collect, args=(process,), daemon=True)
         reader.start()
         self.readers.append(reader)
         self.running.append(process)
-        return process
 
-    def collect(self, process: subprocess.Popen[str]) -> None:
+    def collect(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             with self.lock:
-                self.lines.append(line.strip())
-
-    def kill_one(self) -> None:
-        """SIGKILL a consumer at a random point of its work, and start another."""
-        victim = self.running.pop(self.rng.randrange(len(self.running)))
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=10)
-        self.died.add(victim.pid)
-        self.start()
+                self.lines.append(line.decode().strip())
 
     def stop(self) -> None:
         """Kill every consumer (the run is over) and read their lines to the end."""
-        for process in self.running:
-            process.send_signal(signal.SIGKILL)
-        for process in self.running:
-            process.wait(timeout=10)
+        super().stop()
         for reader in self.readers:
             reader.join(30)
-        self.running.clear()
 
 
 @dataclass
@@ -343,8 +328,8 @@ def one_run(run: Run, db: Any, cluster_file: str, space: Any, deadline: float) -
           f"{len(consumers.died)} consumers killed, {dict(tally)}", flush=True)
 
 
-@pytest.fixture
-def space(db: Any) -> Iterator[Any]:
+def fresh(db: Any) -> Iterator[Any]:
+    """A subspace of its own for a test, cleared after it."""
     subspace = fdb.Subspace(("fdbrecipes-test", "workflow-matrix", uuid.uuid4().hex))
     yield subspace
     r = subspace.range()
@@ -352,11 +337,13 @@ def space(db: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
+def space(db: Any) -> Iterator[Any]:
+    yield from fresh(db)
+
+
+@pytest.fixture
 def double_space(double_db: Any) -> Iterator[Any]:
-    subspace = fdb.Subspace(("fdbrecipes-test", "workflow-matrix", uuid.uuid4().hex))
-    yield subspace
-    r = subspace.range()
-    double_db.clear_range(r.start, r.stop)
+    yield from fresh(double_db)
 
 
 @pytest.mark.parametrize("seed", [5, 6, 8, 9])  # fan-out, fan-in, diamond, batch
