@@ -18,7 +18,8 @@ job's delivery and the consumer's pid):
   twice, at most one run of it was acked, and every run but its last ended because
   its consumer died running it (SIGKILLed, no end reported) or its lease was lost
   while it ran (``lease_lost``: a recovery's version jump ends leases early, see
-  :func:`fdbrecipes._clock.database_clock`); the job record counts every delivery.
+  :func:`fdbrecipes._clock.database_clock`; the run's end is waited for, with a
+  deadline, before the consumers are stopped); the job record counts every delivery.
 
 Seeds: each run's seed is printed and names its shape (``seed % 5``) and fault;
 ``FDBRECIPES_WORKFLOW_SEEDS=s1,s2`` replays those runs (in the soak), and
@@ -183,6 +184,15 @@ class Consumers(KilledConsumers):
             with self.lock:
                 self.lines.append(line.decode().strip())
 
+    def settled(self) -> bool:
+        """Whether every run a consumer still alive started has ended (a handler may
+        still run when the workflow ends: one whose lease was lost, its node run again
+        elsewhere; it reports its end when it returns)."""
+        with self.lock:
+            ran = {tuple(line.split()[1:4]) for line in self.lines if line.startswith("ran ")}
+            ended = {tuple(line.split()[1:4]) for line in self.lines if line.startswith("end ")}
+        return all(int(pid) in self.died for _, _, pid in ran - ended)
+
     def stop(self) -> None:
         """Kill every consumer (the run is over) and read their lines to the end."""
         super().stop()
@@ -312,6 +322,8 @@ def one_run(run: Run, db: Any, cluster_file: str, space: Any, deadline: float) -
         for _ in range(run.processes):
             consumers.start()
         struck = drive(run, db, flows, w, consumers, rng, deadline)
+        eventually(consumers.settled, 60, f"every run of a live consumer ended (seed {run.seed})",
+                   every=0.2)
     finally:
         consumers.stop()
         if run.cluster is not None:
