@@ -19,7 +19,10 @@ Systems: Celery and Dramatiq on this transport/broker, on Redis with ``appendfsy
 always`` (as durable as a FoundationDB commit) and on Redis with its default settings;
 the native ``fdbrecipes worker``; the simplest code on the library (``bare``: the same
 pushes; ``--processes`` processes each looping ``claim_many`` of 16, the jobs, one
-``ack_many``); and FoundationDB's 1-key commit from one client, the floor of a
+``ack_many``); ``unshared``, as ``bare`` but each push as ``Queue.push(db)`` ran before
+the threads of a process shared transactions (a transaction of its own with its
+receipt, through ``jobs.ops.push_job``, which never shares: the threads enqueue's
+baseline); and FoundationDB's 1-key commit from one client, the floor of a
 one-call-per-job enqueue.  Redis (Debian's ``redis-server``: ``apt-get
 install -y redis-server``) is started on free loopback ports and stopped afterwards;
 FoundationDB is ``FDB_CLUSTER_FILE``'s cluster or a throwaway local server.  Needs the
@@ -55,7 +58,7 @@ _fd = os.open(os.path.join(os.environ["PEERS_COUNT_DIR"], str(os.getpid())),
 def tick():
     os.write(_fd, b"x")
 
-if SYSTEM in ("celery-fdb", "dramatiq-fdb", "native", "bare", "commit"):
+if SYSTEM in ("celery-fdb", "dramatiq-fdb", "native", "bare", "unshared", "commit"):
     import fdb
     fdb.api_version(730)
 
@@ -98,8 +101,9 @@ elif SYSTEM.startswith("dramatiq"):
         for _ in range(n):
             noop.send()
 
-else:  # native, bare, and the 1-key commit
+else:  # native, bare, unshared, and the 1-key commit
     from fdbrecipes import Queue
+    from fdbrecipes._drivers.blocking import drive
     db = fdb.open(FDB["cluster_file"])
     jobs = Queue(fdb.directory.create_or_open(db, (FDB["directory"], "jobs")))
 
@@ -110,6 +114,9 @@ else:  # native, bare, and the 1-key commit
         if SYSTEM in ("native", "bare"):
             for _ in range(n):
                 jobs.push(db, b"noop")
+        elif SYSTEM == "unshared":  # Queue.push(db) before the threads shared
+            for _ in range(n):
+                drive(jobs.ops.push_job(db, b"noop"))
         else:
             space = fdb.Subspace(("peers-commit", os.getpid()))
             for i in range(n):
@@ -143,7 +150,8 @@ if __name__ == "__main__":
 '''
 
 SYSTEMS = ["celery-fdb", "celery-redis-always", "celery-redis-default", "dramatiq-fdb",
-           "dramatiq-redis-always", "dramatiq-redis-default", "native", "bare", "commit"]
+           "dramatiq-redis-always", "dramatiq-redis-default", "native", "bare", "unshared",
+           "commit"]
 
 
 class Row(NamedTuple):
@@ -303,7 +311,7 @@ class Run:
                      "--without-gossip", "-l", "WARNING"] for i in range(p)]
         if self.system.startswith("dramatiq"):
             return [[sys.executable, "-m", "dramatiq", "peers_app", "-p", str(p), "-t", str(t)]]
-        if self.system == "bare":
+        if self.system in ("bare", "unshared"):
             return [[sys.executable, "peers_app.py", "drain"] for _ in range(p)]
         return [[sys.executable, "-m", "fdbrecipes", "worker", "peers_app:handle",
                  "--directory", f"{self.env['PEERS_DIRECTORY']}/jobs", "--kind", "queue",

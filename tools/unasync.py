@@ -107,11 +107,13 @@ _SHARED_PUSHES = Replace(
     "Given a Database, pushes that threads of this process make while one is in\n"
     "flight share the next transaction (one commit, one receipt: each stored\n"
     "exactly once; a thread alone runs its own at once; see\n"
-    "``docs/guarantees.md``).",
+    "``docs/guarantees.md``).  Each push keeps its own id, options and error: one\n"
+    "refused in it (a unique key held) raises in its own thread, and a shared",
     "Given a Database, pushes that tasks of this event loop make within about a\n"
     "millisecond share one transaction (one commit, one receipt: each stored\n"
     "exactly once; at most 256 calls or 2 MB; acks share theirs likewise; see\n"
-    "``docs/asyncio.md``).")
+    "``docs/asyncio.md``).  Each push keeps its own id, options and error: one\n"
+    "refused in it (a unique key held) raises in its own task, and a shared")
 _TREE_PUSHES = Note(
     "Given a Database, pushes that tasks of this event loop make within about a "
     "millisecond share one transaction (one commit, one receipt: each stored exactly "

@@ -24,10 +24,14 @@ app.conf.update(
     broker_transport_options={
         "directory": "fdbrecipes-example/celery",   # where the queues live
         "lease_seconds": 30,        # a dead worker's tasks come back after this
+        "limits": "fdbrecipes-example/limits",   # shared limits, checked in each claim
+        "task_limits": {"celery_app.add": {"rate": "100/s"}},   # in all, not per worker
+        "queue_limits": {"urgent": {"concurrency": 4}},         # 4 running at once, in all
     },
     result_backend_transport_options={"directory": "fdbrecipes-example/celery-results"},
     result_expires=24 * 3600,       # results expire after a day
     task_acks_late=True,            # ack after the task ran: a crash re-runs it
+    worker_disable_rate_limits=True,   # the shared limits only, no bucket per worker
     worker_pool_start_method="spawn",  # prefork: FoundationDB's client does not survive fork
     task_queues=[Queue("celery"), Queue("urgent", max_priority=9)],  # urgent: priorities
 )

@@ -16,7 +16,10 @@ import dramatiq  # noqa: E402
 
 from fdbrecipes.contrib.dramatiq import FdbBroker  # noqa: E402
 
-broker = FdbBroker(directory="fdbrecipes-example/dramatiq", lease_seconds=30)
+broker = FdbBroker(directory="fdbrecipes-example/dramatiq", lease_seconds=30,
+                   limits="fdbrecipes-example/limits",       # shared limits, checked in each claim
+                   actor_limits={"remind": {"rate": "10/s"}},       # in all, not per worker
+                   queue_limits={"default": {"concurrency": 16}})   # 16 running at once, in all
 dramatiq.set_broker(broker)
 
 

@@ -82,11 +82,15 @@ class Kind:
         return loaded is not None and isinstance(structure, getattr(loaded, name))
 
     def make(self, subspace: Subspace, max_deliveries: Optional[int] = None,
-             history: Optional[float] = None, shards: int = 1) -> Any:
+             history: Optional[float] = None, shards: int = 1, limits: Any = None) -> Any:
         """The sync object of this kind at ``subspace`` (``max_deliveries``,
-        ``history``, ``shards``: as a structure with jobs takes them)."""
+        ``history``, ``shards``: as a structure with jobs takes them; ``limits``: as a
+        structure with jobs and without groups takes them)."""
         if not self.jobs:
             return self.sync(subspace)
+        if limits:
+            return self.sync(subspace, max_deliveries=max_deliveries, history=history,
+                             shards=shards, limits=limits)
         return self.sync(subspace, max_deliveries=max_deliveries, history=history,
                          shards=shards)
 

@@ -76,7 +76,10 @@ class PriorityQueue(OrderedFace[V]):
         Given a Database, pushes that threads of this process make while one is in
         flight share the next transaction (one commit, one receipt: each stored
         exactly once; a thread alone runs its own at once; see
-        ``docs/guarantees.md``).
+        ``docs/guarantees.md``).  Each push keeps its own id, options and error: one
+        refused in it (a unique key held) raises in its own thread, and a shared
+        transaction that fails having written nothing runs each push again alone,
+        so only a push whose own transaction fails raises.
 
         Raises:
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int

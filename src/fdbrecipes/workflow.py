@@ -40,11 +40,12 @@ from ._workflow.graph import (
     Graph,
     Node,
 )
-from ._workflow.ops import DEFAULT_RETENTION, WorkflowOps
-from ._workflow.reading import Input, NodeStatus, WorkflowStatus
+from ._workflow.ops import DEFAULT_RETENTION, LIST_LIMIT, WorkflowOps
+from ._workflow.reading import GraphNode, Input, NodeStatus, WorkflowStatus
 
-__all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "SUCCESS", "Input", "Node",
-           "NodeStatus", "Workflow", "WorkflowStatus", "Workflows", "WorkflowsBase"]
+__all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LIST_LIMIT", "SUCCESS",
+           "GraphNode", "Input", "Node", "NodeStatus", "Workflow", "WorkflowStatus",
+           "Workflows", "WorkflowsBase"]
 
 
 class Workflow:
@@ -253,6 +254,38 @@ class Workflows(WorkflowsBase):
             UnknownWorkflowError: no such workflow.
         """
         return drive(self._ops.status(tr, workflow, limit))
+
+    def list(self, tr: Transactor, limit: int = 100,
+             after: Optional[bytes] = None) -> List[WorkflowStatus]:
+        """The workflows of the store, in the order of their ids (random: ids are
+        UUIDs), each with its state and counts but without its nodes
+        (``nodes`` is empty): the first ``limit`` (1 to :data:`LIST_LIMIT`) after
+        the id ``after`` (None: from the first).  Page through them by giving the
+        last id of a page as ``after``.
+
+        Reads (no writes) a range of ``limit`` headers, then each one's tallies,
+        side by side.  Cost: 2 round trips (3 given a Database), whatever the number
+        of workflows.
+
+        Raises:
+            TypeError or ValueError: a bad ``limit`` or ``after``.
+        """
+        return drive(self._ops.list(tr, limit, after))
+
+    def graph(self, tr: Transactor, workflow: bytes, limit: int = 1_000) -> List[GraphNode]:
+        """A workflow's graph: its first ``limit`` nodes (0 to 50,000, in the order
+        they were added), each with its state, the names of its dependencies (its
+        edges) and what it failed with, to draw it or walk it.
+
+        Reads (no writes) the header and range reads of those nodes' definitions
+        (their values too: at most the workflow's size), states and dependencies,
+        side by side.  Cost: 1 round trip (2 given a Database).
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+            TypeError or ValueError: a bad ``workflow`` or ``limit``.
+        """
+        return drive(self._ops.read_graph(tr, workflow, limit))
 
     def result(self, db: Any, workflow: bytes, timeout: Optional[float] = None) -> Dict[str, Any]:
         """Wait until a workflow is over; the results of its last nodes (those

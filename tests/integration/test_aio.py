@@ -10,6 +10,7 @@ import asyncio
 import gc
 import threading
 import warnings
+from functools import partial
 from typing import Any, Awaitable, Callable, Iterator, List, TypeVar
 
 import fdb
@@ -405,6 +406,31 @@ def test_a_bad_push_fails_alone(db: Any, fdb_subspace: Any) -> None:
 
     run(main)
     assert sorted(Queue(fdb_subspace).items(db)) == [b"also good", b"good"]  # type: ignore[type-var]
+
+
+def test_a_shared_transaction_failing_for_good_runs_each_push_alone(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """Six tasks' pushes share a transaction that fails for good, writing nothing
+    (``transaction_too_large`` at its commit): each runs again in a transaction of its
+    own; the first of those fails too, and only its push raises; the five others are
+    stored, once each."""
+    from tests.helpers import unknown_results
+
+    # the shared commit, its settling, the first push alone (its settling: normal)
+    plan = iter(["dropped:2101", None, "dropped:2101"])
+    faulty_db = unknown_results(fdb_cluster_file, partial(next, plan, None))
+
+    async def main() -> List[Any]:
+        q = aio.AsyncQueue(fdb_subspace)
+        return await asyncio.gather(*(q.push(faulty_db, b"v%d" % i) for i in range(6)),
+                                    return_exceptions=True)
+
+    outcomes = run(main)
+    failed = [i for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+    assert len(failed) == 1, outcomes
+    assert isinstance(outcomes[failed[0]], fdb.FDBError) and outcomes[failed[0]].code == 2101
+    assert sorted(Queue(fdb_subspace).items(db)) == sorted(  # type: ignore[type-var]
+        b"v%d" % i for i in range(6) if i not in failed)
 
 
 def test_concurrent_acks_share_transactions(db: Any, fdb_subspace: Any) -> None:

@@ -331,3 +331,42 @@ def serve_app(app: Any) -> Iterator[Served]:
     served = Served(app)
     yield served
     served.stop()
+
+
+def test_a_workflows_graph_drawn_then_cancelled(db: Any, fdb_subspace: Any, browser: Browser,
+                                                tmp_path: Path) -> None:
+    """A workflow's page in the browser: its SVG graph laid out (every box and arrow
+    drawn, nothing blocked by the page's policy), then the cancel button (a screenshot
+    kept as an artefact: docs/web-workflow.png is this)."""
+    from fdbrecipes import Worker
+    from fdbrecipes.workflow import Workflows
+
+    fetch = Queue(fdb_subspace["fetch"], history=3600)
+    quick = Queue(fdb_subspace["quick"], history=3600)
+    flows = Workflows(fdb_subspace["flows"], structures=[fetch, quick])
+    flow = flows.new()
+    source = flow.add(quick, "source", name="download <raw>")
+    parts = [flow.add(quick if i < 2 else fetch, i, deps=[source], name=f"parse part {i}")
+             for i in range(4)]
+    merged = flow.add(fetch, "merge", deps=parts, name="merge")
+    flow.add(fetch, "index", deps=[merged], name="index")
+    flow.add(fetch, "notify", deps=[merged], name="notify")
+    w = flows.create(db, flow)
+    Worker(db, quick, str, lease_seconds=10).run(burst=True)  # the source, parts 0 and 1
+    assert flows.status(db, w).counts["succeeded"] == 3
+    for served in serve_app(create_app(db, {"fetch": fetch}, workflows=[flows],
+                                       access=FULL)):
+        page = browser.go(served.url + "workflows")
+        assert w.hex() in page
+        page = browser.click(f"a[href$='{w.hex()}']")
+        assert "running" in page and "download <raw>" in page
+        assert browser.js("document.querySelectorAll('svg.dag g.node').length") == 8
+        assert browser.js("document.querySelectorAll('svg.dag path.edge').length") == 10
+        assert browser.js("document.querySelector('svg.dag rect').getBBox().width") > 0
+        shot = tmp_path / "web-workflow.png"
+        browser.screenshot(shot, 1200, 560)
+        assert shot.stat().st_size > 1000
+        artefact(shot, "web-workflow.png")
+        page = browser.confirm("form:has(input[value=cancel-workflow])", "button")
+        assert "cancelled: nothing not started will run" in page
+    assert flows.status(db, w).state == "cancelled"

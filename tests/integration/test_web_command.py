@@ -21,7 +21,7 @@ import fdb
 import fdb.tuple
 import pytest
 
-from fdbrecipes import FairQueue, PriorityQueue, Queue, Schedules
+from fdbrecipes import FairQueue, Limits, PriorityQueue, Queue, Schedules, rate
 from fdbrecipes.admin.places import Place
 from fdbrecipes.web.command import discover
 from tests.integration.test_operator_cli import ROOT
@@ -33,12 +33,13 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def tree(db: Any) -> Iterator[Any]:
     """A directory with a queue, a priority queue in a subdirectory, a fair queue, a
-    schedule store and an empty directory; removed afterwards."""
+    schedule store, a limit store and an empty directory; removed afterwards."""
     name = f"fdbrecipes-web-{uuid.uuid4().hex[:8]}"
     top = fdb.directory.create_or_open(db, (name,))
     jobs = Queue(top.create_or_open(db, "jobs"))
     jobs.push(db, "<script>x</script>")
     Schedules(top.create_or_open(db, "schedules")).add(db, "hourly", target=jobs, every=3600)
+    Limits(top.create_or_open(db, "limits")).set(db, "billing-api", rate(100, 60))
     PriorityQueue(top.create_or_open(db, ("mail", "outbox"))).push(db, "m", priority=3)
     FairQueue(top.create_or_open(db, "tenants")).push(db, "r", group="acme")
     top.create_or_open(db, "empty")
@@ -50,7 +51,7 @@ def test_discover_finds_every_structure(db: Any, tree: str) -> None:
     found = discover(db, Place(directory=(tree,)))
     assert {n: type(s).__name__ for n, s in found.items()} == {
         "jobs": "Queue", "mail/outbox": "PriorityQueue", "tenants": "FairQueue",
-        "schedules": "Schedules"}
+        "schedules": "Schedules", "limits": "Limits"}
 
 
 def test_discover_finds_every_structure_under_a_subspace(db: Any, fdb_subspace: Any) -> None:
@@ -162,6 +163,8 @@ def test_the_command_serves_on_loopback(served: str) -> None:
 
     stored = fetch(served + "schedules", time.monotonic() + 10)
     assert "hourly" in stored and 'href="/structure?s=jobs"' in stored
+    limits = fetch(served + "limits", time.monotonic() + 10)
+    assert "billing-api" in limits and "60 s" in limits
 
 
 def test_without_a_token_the_command_is_read_only(db: Any, fdb_cluster_file: str,

@@ -13,7 +13,7 @@ import pytest
 from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker
 from fdbrecipes.errors import UnknownWorkflowError, WorkflowFailedError
 from fdbrecipes.jobs import Discard, Job
-from fdbrecipes.workflow import Workflows
+from fdbrecipes.workflow import GraphNode, Workflows
 from tests.helpers import dump, eventually
 
 pytestmark = pytest.mark.integration
@@ -264,7 +264,7 @@ def test_ignore_and_continue(db: Any, fdb_subspace: Any) -> None:
     assert flows.status(db, w).state == "completed"
 
 
-@pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.slow), 1_200])
+@pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.soak), 1_200])
 def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int) -> None:
     """More nodes freed at once than one transaction pushes: expanders push them."""
     q = Queue(fdb_subspace["q"])
@@ -286,6 +286,40 @@ def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int
     assert len(runs.inputs["sink"]) == n
 
 
+def test_list_pages_by_id_and_graph_gives_the_edges(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"], history=3600)
+    flows = store(fdb_subspace, q)
+    ids = []
+    for k in range(3):
+        flow = flows.new()
+        a = flow.add(q, f"a{k}", name="a")
+        b = flow.add(q, f"b{k}", name="b")
+        flow.add(q, f"c{k}", deps=[a, b], name="c")
+        ids.append(flows.create(db, flow))
+    listed = flows.list(db)
+    assert [s.id for s in listed] == sorted(ids)
+    assert all(s.state == "running" and s.total == 3 and s.nodes == [] and
+               s.counts == {"queued": 2, "waiting": 1, "succeeded": 0, "failed": 0,
+                            "cancelled": 0, "skipped": 0} for s in listed)
+    first = flows.list(db, 2)
+    assert [s.id for s in first] == sorted(ids)[:2]
+    assert [s.id for s in flows.list(db, 2, after=first[-1].id)] == sorted(ids)[2:]
+    graph = flows.graph(db, ids[0])
+    assert graph == [GraphNode(0, "a", "queued", (), None),
+                     GraphNode(1, "b", "queued", (), None),
+                     GraphNode(2, "c", "waiting", ("a", "b"), None)]
+    assert flows.graph(db, ids[0], 2) == graph[:2] and flows.graph(db, ids[0], 0) == []
+    drain(db, q, Runs(flows, db))
+    assert {s.state for s in flows.list(db)} == {"succeeded"}
+    assert [n.state for n in flows.graph(db, ids[0])] == ["succeeded"] * 3
+    with pytest.raises(UnknownWorkflowError):
+        flows.graph(db, b"no such workflow")
+    with pytest.raises(ValueError):
+        flows.list(db, 0)
+    with pytest.raises(TypeError):
+        flows.list(db, 10, after="not bytes")
+
+
 def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
     import asyncio
 
@@ -300,6 +334,8 @@ def test_the_async_twin(db: Any, fdb_subspace: Any) -> None:
         flow.add(q, "b", deps=[a], name="b")
         w = await flows.create(db, flow)
         assert (await flows.status(db, w)).counts["queued"] == 1
+        assert [s.id for s in await flows.list(db)] == [w]
+        assert [n.deps for n in await flows.graph(db, w)] == [(), ("a",)]
         assert await flows.cancel(db, w) is True
         status = await flows.status(db, w)
         assert status.state == "cancelled" and status.counts["cancelled"] == 2

@@ -45,7 +45,7 @@ SUBSPACE = Subspace(("bench-test",))
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 39 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
+    assert len(kinds) == 40 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
         settings.CODEC_KINDS) == set(KINDS)
     assert len(SHARD_KINDS) == 6 and {k.op for k in SHARD_KINDS[1::2]} == {
         "sharded-" + k.op for k in SHARD_KINDS[::2]}

@@ -96,7 +96,7 @@ LIMITS: List[Measured] = [("write", 1, c, 2.0) for c in (1, 2, 4, 8, 16)] + [
 
 
 #: The threads rows, in their first round's order.
-THREADED = ("thread-push-alone", "thread-push", "thread-write")
+THREADED = ("thread-push-unshared", "thread-push-alone", "thread-push", "thread-write")
 
 def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     results = run(recorder)
@@ -115,7 +115,7 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
         (op, tasks, 1, duration) for tasks in (16, 64)
         for op, duration in (("aio-push", 2.0), ("aio-spread-pop", None),
                              ("aio-claim-ack", None))
-    ] + [(op, 16, 1, 2.0 / 3) for turn in range(3)
+    ] + [(op, 16, 1, 2.0 / 4) for turn in range(4)
          for op in THREADED[turn:] + THREADED[:turn]] + [
         ("blocking-read", 1, 1, 2.0), ("awaited-read", 1, 1, 2.0)] + [
         (op, 8, c, None) for c in (1, 16)
@@ -154,7 +154,7 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
     # of each: one row each; the threads rows' rounds and the tasks group's push
     # rounds and drains, one row each; the flow group's drains and push rounds likewise
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 3 * 2 - 4 - 4
+    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 4 * 3 - 4 - 4
     limited = next(r for r in results.rows if r.name.startswith("flow: claim_many(100)+ack, c"))
     assert (limited.count, limited.seconds) == (2 * 16_000, 2.0)
     assert limited.ratio_recipe == pytest.approx(1.0)  # against the same run's drains

@@ -228,3 +228,79 @@ def test_a_kombu_payload_is_an_object_with_object_properties() -> None:
         with pytest.raises(Undecodable) as caught:
             kombu_payload(raw)
         assert reason in str(caught.value), (raw[:40], str(caught.value))
+
+
+def test_limit_options_are_checked_and_named_before_connecting() -> None:
+    """The limits options of both integrations: rates in Celery's forms, concurrency
+    counts, names that can name a limit; anything else refused naming the option."""
+    from fdbrecipes import concurrency, rate
+    from fdbrecipes.contrib._flow import parse_rate
+
+    assert parse_rate("10/s", "r") == rate(10, 1.0)
+    assert parse_rate("100/m", "r") == rate(100, 60.0)
+    assert parse_rate("1000/h", "r") == rate(1000, 3600.0)
+    assert parse_rate(5, "r") == parse_rate("5", "r") == rate(5, 1.0)
+    s = TransportSettings.from_options({"limits": "app/limits",
+                                        "task_limits": {"t.add": {"rate": "10/m"}},
+                                        "queue_limits": {"celery": {"concurrency": 4}}})
+    assert s.flow.store == ("app", "limits")
+    assert s.flow.names == (("t.add", (("task.rate:t.add", rate(10, 60.0)),)),)
+    assert s.flow.queues == (("celery", (("queue.concurrency:celery", concurrency(4)),)),)
+    hash(s)  # settings key the process's shared state
+    bad = [({"task_limits": {"t": {"rate": "0.5/s"}}}, ValueError, r"task_limits\['t'\]\['rate'\]"),
+           ({"task_limits": {"t": {"rate": "10/d"}}}, ValueError, "task_limits"),
+           ({"task_limits": {"t": {"rate": 1.5}}}, TypeError, "task_limits"),
+           ({"queue_limits": {"q": {"concurrency": 0}}}, ValueError,
+            r"queue_limits\['q'\]\['concurrency'\]"),
+           ({"queue_limits": {"q": {"concurrency": "4"}}}, TypeError, "queue_limits"),
+           ({"queue_limits": {"q": {"slots": 4}}}, ValueError, "unknown limit 'slots'"),
+           ({"queue_limits": {"q": {}}}, TypeError, r"queue_limits\['q'\]"),
+           ({"queue_limits": ["q"]}, TypeError, "queue_limits must be a dict"),
+           ({"queue_limits": {"a queue": {"concurrency": 1}}}, ValueError,
+            "cannot name a limit"),
+           ({"limits": ""}, ValueError, "limits")]
+    for options, error, text in bad:
+        with pytest.raises(error, match=text):
+            TransportSettings.from_options(options)
+    with pytest.raises(ValueError, match=r"actor_limits\['send'\]\['rate'\]"):
+        FdbBroker(actor_limits={"send": {"rate": "-1/s"}})
+    with pytest.raises(ValueError, match=r"queue_limits\['q'\]\['concurrency'\]"):
+        FdbBroker(queue_limits={"q": {"concurrency": -1}})
+
+
+def test_the_name_a_queued_message_carries() -> None:
+    """The task (actor) name the limits are keyed by: from the message's bytes, or a
+    chunked message's reference; None, never an error, from anything else."""
+    from fdbrecipes.contrib.celery._shared import task_of
+    from fdbrecipes.contrib.dramatiq import actor_of
+
+    message = {"body": "", "headers": {"task": "t.add", "id": "1"}, "properties": {}}
+    assert task_of(json.dumps(message).encode()) == "t.add"
+    assert task_of(("blob", b"id", "t.add")) == "t.add"
+    for junk in (b"\xff", b"[]", b'{"headers": 1}', b'{"headers": {"task": 2}}',
+                 ("blob", b"id")):
+        assert task_of(junk) is None
+    sent = dramatiq.Message(queue_name="q", actor_name="send", args=(), kwargs={},
+                            options={})
+    assert actor_of(sent.encode()) == "send"
+    assert actor_of(("blob", b"id", "send")) == "send"
+    for junk in (b"\xff", b"[]", b'{"actor_name": 3}', ("blob", b"id")):
+        assert actor_of(junk) is None
+
+
+def test_a_celery_apps_rate_limits_become_the_task_limits_option() -> None:
+    from fdbrecipes import rate
+    from fdbrecipes.contrib.celery import rate_limits
+
+    app = celery.Celery("limited", set_as_current=False)
+
+    @app.task(name="t.paced", rate_limit="10/m")
+    def paced() -> None: ...
+
+    @app.task(name="t.free")
+    def free() -> None: ...
+
+    options = rate_limits(app)
+    assert options == {"t.paced": {"rate": "10/m"}}
+    settings = TransportSettings.from_options({"task_limits": options})
+    assert settings.flow.names == (("t.paced", (("task.rate:t.paced", rate(10, 60.0)),)),)

@@ -294,3 +294,44 @@ def test_pydantic_models_are_arguments_and_results() -> None:
         handle = task.defer(None, order, times=3)
         app.drain()
         assert handle.result(None) == [order, order, order]
+
+
+def test_what_a_call_of_a_task_with_limits_carries() -> None:
+    """A call carries each limit's key and cost, computed from its arguments; the
+    structure's uses read them back (GLOBAL for a use without key, None for a call the
+    key function leaves out, or a task that carries none)."""
+    from fdb.subspace_impl import Subspace
+
+    from fdbrecipes import Limits
+    from fdbrecipes._limits.specs import EXEMPT
+    from fdbrecipes.tasks.envelope import open_envelope
+    from fdbrecipes.tasks.limiting import carried_cost, carried_key, structure_uses
+
+    limits = Limits(Subspace(("limits",)))
+    app = App(("carry",))
+
+    @app.task(limits=[limits.use("per", key=_first), limits.use("all", cost=_double)])
+    def job(who: str, n: int) -> None: ...
+
+    @app.task
+    def plain(n: int) -> None: ...
+
+    value = job.item("ada", 3)
+    assert value[4] == (("per", 1, "ada", 1), ("all", 0, None, 6))
+    assert open_envelope(value).name == job.name
+    assert carried_key("per", value) == "ada" and carried_cost("all", value) == 6
+    uses = {use.name: use for use in structure_uses([job, plain])}
+    assert uses["per"].key_of(value) == "ada"
+    assert uses["all"].key_of(value) is None  # the global key
+    assert uses["all"].cost_of(value) == 6
+    assert uses["per"].key_of(job.item("", 1)) is EXEMPT  # its key function said None
+    assert uses["per"].key_of(plain.item(1)) is EXEMPT   # a task without the limit
+    assert len(plain.item(1)) == 4                        # as before limits existed
+
+
+def _first(who: str, n: int) -> Any:
+    return who or None
+
+
+def _double(who: str, n: int) -> int:
+    return 2 * n

@@ -14,8 +14,14 @@ transaction commits (or not) for all of them, and a conflict or an unknown resul
 settled for all of them together.
 Each call returns when that transaction's outcome is settled.  A call's bad input
 fails that call alone, before anything is written (it is checked before the call
-waits).  A call given a Transaction never waits here: it is part of its caller's
-transaction.
+waits); a request the operation refuses in the transaction (a unique key held, with
+``on_conflict="raise"``) fails its own call alone, as a result of its own.  A shared
+transaction that raises having written nothing, for a reason that may be one call's
+(see :func:`each_alone`), fails none of its calls: each runs again alone, in its own
+thread and transaction, and gets its own result or error.  A call waits for a turn at
+most :data:`TURN_DEADLINE` seconds, then runs alone: transactions in flight that do not
+end hold no other call.  A call given a
+Transaction never waits here: it is part of its caller's transaction.
 
 Ctrl-C reaching a waiting call (in the main thread) takes it out of the next
 transaction if that has not started (nothing of it is written; ``KeyboardInterrupt``);
@@ -31,10 +37,10 @@ from collections import deque
 from typing import Any, Callable, Deque, Generic, List, Optional, Sequence, TypeVar
 
 from .._fdb import Gen
-from .._receipts import InterruptedCall, Outcome
+from .._receipts import InterruptedCall, Outcome, UnknownResultError
 from .blocking import drive
 
-__all__ = ["MOST_BYTES", "MOST_REQUESTS", "Sharing"]
+__all__ = ["MOST_BYTES", "MOST_REQUESTS", "Sharing", "each_alone"]
 
 R = TypeVar("R")  # a request
 X = TypeVar("X")  # its result
@@ -45,19 +51,44 @@ MOST_REQUESTS = 256
 MOST_BYTES = 2_000_000
 #: Shared transactions of one structure and database in flight at once.
 IN_FLIGHT = 2
+#: Seconds a call waits for a turn: past them, still not on its way, it leaves the line
+#: and runs alone (transactions in flight that do not end, a cluster unreachable say,
+#: hold no other call past this).
+TURN_DEADLINE = 5.0
+#: FoundationDB's timeouts (timed_out, transaction_timed_out): the database's, never
+#: one call's doing, so a shared transaction ending in one is not run again call by call.
+TIMEOUTS = (1004, 1031)
+
+
+def each_alone(error: BaseException) -> bool:
+    """Whether the calls of a shared transaction that raised ``error`` are each to
+    run again alone, in a transaction of its own.
+
+    Yes when the transaction wrote nothing and one call may be the cause: the retry
+    loop raises only once any doubt is settled, so every ``Exception`` it raises means
+    no attempt committed, except :class:`fdbrecipes.UnknownResultError` (it may have:
+    running its calls again could store them twice).  Not for Ctrl-C, a cancellation
+    or a timeout (:data:`TIMEOUTS`), which are no call's doing.
+    """
+    if not isinstance(error, Exception) or isinstance(error, UnknownResultError):
+        return False
+    return getattr(error, "code", None) not in TIMEOUTS
 
 
 class _Call(Generic[R, X]):
     """One call: its request and size, then its result or error, whether its thread
-    is to run the next transaction (``lead``), and, for a call that waits, the event
-    that wakes it (a call running its own transaction at once needs none)."""
+    is to run the next transaction (``lead``) or to run it alone after its shared
+    transaction failed (``alone``: see :func:`each_alone`), and, for a call that
+    waits, the event that wakes it (a call running its own transaction at once needs
+    none)."""
 
-    __slots__ = ("done", "error", "lead", "request", "result", "sent", "size", "woken")
+    __slots__ = ("alone", "done", "error", "lead", "request", "result", "sent", "size",
+                 "woken")
 
     def __init__(self, request: R, size: int) -> None:
         self.request, self.size = request, size
         self.woken: Optional[threading.Event] = None
-        self.lead = self.sent = self.done = False
+        self.lead = self.sent = self.done = self.alone = False
         self.result: Optional[X] = None
         self.error: Optional[BaseException] = None
 
@@ -90,8 +121,10 @@ class Sharing(Generic[R, X]):
         once that transaction's outcome is settled.
 
         Raises:
-            Whatever the shared transaction raised (each of its calls raises it), or
-            the exception the operation returned for this request.
+            Whatever the shared transaction raised when its calls do not run again
+            alone (each of its calls raises it: see :func:`each_alone`), what this
+            request's own transaction raised when they do, or the exception the
+            operation returned for this request.
         """
         call: _Call[R, X] = _Call(request, size)
         with self.lock:
@@ -107,37 +140,68 @@ class Sharing(Generic[R, X]):
         try:
             if not call.lead:
                 self.wait(line, call)
-            if not call.done:  # this thread runs the next transaction
+            if not call.done and not call.alone:  # this thread runs the next transaction
                 self.send(db, line)
         except BaseException:
             self.leave(line, call)
             raise
+        if call.alone:
+            return self.run_alone(db, call)
         if call.error is not None:
             raise call.error
         return call.result  # type: ignore[return-value]  # an X, set by send
 
     def wait(self, line: _Line[R, X], call: _Call[R, X]) -> None:
-        """Wait until ``call`` is done or its thread is to run the next transaction."""
+        """Wait until ``call`` is done, or its thread is to run the next transaction,
+        or to run it alone (also once it waited :data:`TURN_DEADLINE` seconds for a
+        turn without being on its way)."""
         assert call.woken is not None  # made for every call that waits
         try:
-            call.woken.wait()
+            if not call.woken.wait(TURN_DEADLINE):
+                with self.lock:
+                    late = not call.sent
+                    if late:  # still waiting for a turn: it runs alone
+                        self.take_out(line, call)
+                if late:
+                    call.alone = True
+                    return
+                call.woken.wait()  # on its way: its outcome
         except KeyboardInterrupt:
             with self.lock:
                 if not call.sent:  # not on its way: leave (see :meth:`leave`)
                     raise
             call.woken.wait()  # on its way: its outcome, then say it
+            if call.alone:  # its shared transaction wrote nothing: it stops here
+                raise
             if call.error is not None:
                 raise call.error from None
             raise InterruptedCall(Outcome(True, call.result)) from None
+
+    def run_alone(self, db: Any, call: _Call[R, X]) -> X:
+        """Run ``call`` in a transaction of its own (its shared one wrote nothing:
+        see :func:`each_alone`); its result.
+
+        Raises:
+            What its transaction raised, or the exception the operation returned for
+            its request.
+        """
+        [result] = drive(self.run(db, [call.request]))
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[no-any-return]  # an X, as send's
 
     def leave(self, line: _Line[R, X], call: _Call[R, X]) -> None:
         """Take ``call``, interrupted, out of ``line`` if it is not on its way, and
         hand on the turn it was given."""
         with self.lock:
-            if not call.sent and call in line.waiting:
-                line.waiting.remove(call)
-                if call.lead:
-                    self.hand_on(line)
+            self.take_out(line, call)
+
+    def take_out(self, line: _Line[R, X], call: _Call[R, X]) -> None:
+        """:meth:`leave`, the lock held."""
+        if not call.sent and call in line.waiting:
+            line.waiting.remove(call)
+            if call.lead:
+                self.hand_on(line)
 
     def send(self, db: Any, line: _Line[R, X]) -> None:
         """Run the calls waiting on ``line`` (this thread's first) in one transaction
@@ -155,8 +219,12 @@ class Sharing(Generic[R, X]):
                     size += call.size
             results = drive(self.run(db, [call.request for call in batch]))
         except BaseException as e:
+            alone = len(batch) > 1 and each_alone(e)
             for call in batch:
-                call.error, call.done = e, True
+                if alone:
+                    call.alone = True
+                else:
+                    call.error, call.done = e, True
         else:
             for call, result in zip(batch, results):
                 if isinstance(result, BaseException):

@@ -17,7 +17,7 @@ from fdb.subspace_impl import Subspace
 
 from .._values import check_int, check_matching
 
-__all__ = ["CONCURRENCY", "EXEMPT", "RATE", "Limit", "LimitUse", "check_limit_spec",
+__all__ = ["CONCURRENCY", "EXEMPT", "GLOBAL", "RATE", "Limit", "LimitUse", "check_limit_spec",
            "check_name", "check_use", "check_uses", "concurrency", "decode_limit",
            "encode_limit", "rate"]
 
@@ -137,12 +137,16 @@ class LimitUse(NamedTuple):
     space: Any = None
 
     def key_of(self, value: Any) -> Any:
-        """The job's key under this limit (None: global, or :data:`EXEMPT`)."""
+        """The job's key under this limit (None: global, or :data:`EXEMPT`).  A key
+        function may return :data:`GLOBAL` for the global key (a job of a structure
+        whose jobs carry the limit, some keyed and some not)."""
         if self.key is None:
             return None
         found = self.key(value)
         if found is None:
             return EXEMPT
+        if found is GLOBAL:
+            return None
         try:
             fdb.tuple.pack((found,))
         except Exception:
@@ -171,6 +175,20 @@ class _Exempt:
 
 #: A job whose key function returned None: the limit does not apply to it.
 EXEMPT: Any = _Exempt()
+
+
+class _Global:
+    """What a key function returns for the global key of its limit."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "GLOBAL"
+
+
+#: Returned by a key function: the job counts under the limit's global key (the one a
+#: use without a key function gives every job).
+GLOBAL: Any = _Global()
 
 
 def check_use(use: Any, arg: str) -> LimitUse:

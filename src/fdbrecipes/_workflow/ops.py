@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .._fdb import Gen, Transactor
 from .._ops.base import Ops
@@ -17,16 +17,19 @@ from .._waiting import Wake, wait_until_ready
 from ..errors import UnknownWorkflowError, WorkflowFailedError
 from ..protocol import Workable, workable
 from .engine import Store
-from .graph import Graph, parse_node_id
-from .reading import DONE, FAILED, SUCCEEDED, Input, WorkflowStatus
+from .graph import MAX_NODES, Graph, parse_node_id
+from .reading import DONE, FAILED, SUCCEEDED, GraphNode, Input, WorkflowStatus
 
-__all__ = ["DEFAULT_RETENTION", "PRUNE_BATCH", "WorkflowOps", "check_workflow_id"]
+__all__ = ["DEFAULT_RETENTION", "LIST_LIMIT", "PRUNE_BATCH", "WorkflowOps",
+           "check_workflow_id"]
 
 #: Seconds a workflow is kept after it was created, unless the store says (then as
 #: long as it runs).
 DEFAULT_RETENTION = 7 * 24 * 3600.0
 #: Workflows one pruning transaction looks at, at most.
 PRUNE_BATCH = 100
+#: Workflows one ``list`` returns at most.
+LIST_LIMIT = 1_000
 
 
 def check_workflow_id(w: Any) -> bytes:
@@ -121,6 +124,25 @@ class WorkflowOps(Ops):
         """
         found = yield from read(tr, self.store.status, check_workflow_id(w),
                                 check_int(limit, "limit", low=0, high=100_000))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
+
+    def list(self, tr: Transactor, limit: Any = 100,
+             after: Any = None) -> Gen[List[WorkflowStatus]]:
+        """The first ``limit`` workflows by id after ``after``, without their nodes."""
+        return read(tr, self.store.listing, check_int(limit, "limit", low=1, high=LIST_LIMIT),
+                    None if after is None else check_workflow_id(after))
+
+    def read_graph(self, tr: Transactor, w: Any,
+                   limit: Any = 1_000) -> Gen[List[GraphNode]]:
+        """Workflow ``w``'s first ``limit`` nodes with their dependencies.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found = yield from read(tr, self.store.graph, check_workflow_id(w),
+                                check_int(limit, "limit", low=0, high=MAX_NODES))
         if found is None:
             raise UnknownWorkflowError(w)
         return found

@@ -16,8 +16,8 @@ from ..protocol import Workable
 from .graph import IGNORE, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
-           "SUCCEEDED", "WAITING", "Header", "Input", "NodeStatus", "Reads", "Stored",
-           "WorkflowStatus", "pack", "pack_spec", "span"]
+           "SUCCEEDED", "WAITING", "GraphNode", "Header", "Input", "NodeStatus", "Reads",
+           "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary"]
 
 
 def pack(parts: Tuple[Any, ...]) -> bytes:
@@ -59,6 +59,20 @@ class NodeStatus(NamedTuple):
     waiting_on: Tuple[str, ...]
 
 
+class GraphNode(NamedTuple):
+    """One node of a workflow's graph (:meth:`fdbrecipes.workflow.Workflows.graph`):
+    its number (the order it was added, from 0), name, state (as in
+    :class:`NodeStatus`), the names of its dependencies (every one, ended or not),
+    and what it failed with (``Type: message``; None unless it failed, or was
+    cancelled or skipped for a reason)."""
+
+    number: int
+    name: str
+    state: str
+    deps: Tuple[str, ...]
+    error: Optional[str]
+
+
 class WorkflowStatus(NamedTuple):
     """What became of a workflow, as of one read version.
 
@@ -73,7 +87,8 @@ class WorkflowStatus(NamedTuple):
         created_at, ended_at: wall-clock seconds; ``ended_at`` is set by a cancel or
             a failure only.
         why: what failed it, or None.
-        nodes: the first ``limit`` nodes, in the order they were added.
+        nodes: the first ``limit`` nodes, in the order they were added (none in
+            what ``list`` returns).
     """
 
     id: bytes
@@ -179,15 +194,49 @@ class Reads:
             waits[i] = tuple(open_deps)
         for i, name in sorted(names.items()):
             nodes.append(NodeStatus(name, states.get(i, WAITING), waits.get(i, ())))
-        counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
-                                                           CANCELLED, SKIPPED)}
-        done = tally.get(DONE, 0)
-        counts[WAITING] = header.nodes - done - counts[QUEUED]
-        state = header.status
-        if state == RUNNING and done >= header.nodes:
-            state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
-        return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
-                              header.ended_at, header.why, nodes)
+        return summary(w, header, tally, nodes)
+
+    def listing(self, tr: Any, limit: int, after: Optional[bytes]) -> Gen[List[WorkflowStatus]]:
+        """The first ``limit`` workflows by id after ``after`` (None: from the first),
+        each without its nodes: one range read of their headers, then each one's
+        tallies, side by side (two round trips)."""
+        keys = self.keys
+        r = keys.headers.range()
+        begin = r.start if after is None else keys.header(after) + b"\x00"
+        headers = [(keys.headers.unpack(kv.key)[0], Header.unpack(kv.value))
+                   for kv in (yield from Range(tr, begin, r.stop, limit).read())]
+        tallies = [self.tallies(tr, w) for w, _ in headers]
+        out = []
+        for (w, header), tally in zip(headers, tallies):
+            out.append(summary(w, header, (yield from tally), []))
+        return out
+
+    def graph(self, tr: Any, w: bytes, limit: int) -> Gen[Optional[List[GraphNode]]]:
+        """Workflow ``w``'s first ``limit`` nodes with their states and dependencies
+        (None: no such workflow): its header, and range reads of those nodes'
+        definitions, states and dependencies, side by side (one round trip)."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        nodes_r, states_r, inputs_r = (space.range((w,)) for space in
+                                       (keys.nodes, keys.states, keys.inputs))
+        specs = Range(tr, nodes_r.start, keys.node(w, limit))
+        states_read = Range(tr, states_r.start, keys.state(w, limit))
+        deps_read = Range(tr, inputs_r.start, bytes(keys.inputs.pack((w, limit))))
+        if (yield from read(header_f)) is None:
+            return None
+        names = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value).name
+                 for kv in (yield from specs.read())}
+        states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)
+                  for kv in (yield from states_read.read())}
+        deps: Dict[int, List[str]] = {}
+        for kv in (yield from deps_read.read()):
+            deps.setdefault(keys.inputs.unpack(kv.key)[1], []).extend(
+                name for _, _, name in fdb.tuple.unpack(kv.value))
+        out = []
+        for i, name in sorted(names.items()):
+            state, _, error = states.get(i, (WAITING, None, None))
+            out.append(GraphNode(i, name, state, tuple(deps.get(i, ())), error))
+        return out
 
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
         """Node ``i``'s dependencies, by name, as it sees them (those that failed
@@ -267,6 +316,21 @@ class Reads:
         return done >= header.nodes, None
 
     # -- pruning -------------------------------------------------------------------------
+
+
+def summary(w: bytes, header: Header, tally: Dict[str, int],
+            nodes: List[NodeStatus]) -> WorkflowStatus:
+    """Workflow ``w``'s status from its header and tallies (``succeeded`` or
+    ``completed`` once every node ended), with ``nodes``."""
+    counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
+                                                       CANCELLED, SKIPPED)}
+    done = tally.get(DONE, 0)
+    counts[WAITING] = header.nodes - done - counts[QUEUED]
+    state = header.status
+    if state == RUNNING and done >= header.nodes:
+        state = SUCCEEDED if counts[SUCCEEDED] == header.nodes else COMPLETED
+    return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+                          header.ended_at, header.why, nodes)
 
 
 def span(r: Any) -> Tuple[bytes, bytes]:

@@ -7,8 +7,12 @@ transaction of the structure's retry loop, with one receipt: exactly-once per ca
 kept, as the transaction commits (or not) for all of them, and a conflict or an
 unknown result is settled for all of them together.  Each call returns when that
 transaction's outcome is settled.  A call's bad input fails that call alone, before
-anything is written (it is checked before the call joins a batch).  A call given a
-Transaction never joins one: it is part of its caller's transaction.
+anything is written (it is checked before the call joins a batch); a request the
+operation refuses in the transaction fails its own call alone.  A shared transaction
+that raises having written nothing, for a reason that may be one call's, fails none of
+its calls: each runs again in a transaction of its own, side by side, and gets its own
+result or error (the threads' rule, :func:`fdbrecipes._drivers.sharing.each_alone`).
+A call given a Transaction never joins one: it is part of its caller's transaction.
 
 A task cancelled while its call waits for the window leaves the batch (nothing of it
 is written); cancelled once the batch is on its way, its push (or ack) lands with the
@@ -22,7 +26,7 @@ import weakref
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, TypeVar
 
 from .._drivers.awaiting import drive
-from .._drivers.sharing import MOST_BYTES, MOST_REQUESTS
+from .._drivers.sharing import MOST_BYTES, MOST_REQUESTS, each_alone
 from .._fdb import Gen
 
 __all__ = ["MOST_BYTES", "MOST_REQUESTS", "WINDOW", "Combiner"]
@@ -64,8 +68,11 @@ class Combiner(Generic[R, X]):
         bytes of writes); its result once that transaction's outcome is settled.
 
         Raises:
-            Whatever the shared transaction raised (each of its calls raises it), or
-            the exception the operation returned for this request.
+            Whatever the shared transaction raised when its calls do not run again
+            alone (each of its calls raises it: see
+            :func:`fdbrecipes._drivers.sharing.each_alone`), what this request's own
+            transaction raised when they do, or the exception the operation returned
+            for this request.
         """
         event_loop = asyncio.get_running_loop()
         pending = self.pending.setdefault(event_loop, {}).setdefault(db, _Pending())
@@ -99,6 +106,10 @@ class Combiner(Generic[R, X]):
         try:
             results = await drive(self.run(db, requests))
         except BaseException as e:
+            if len(requests) > 1 and each_alone(e):  # it wrote nothing: each alone
+                await asyncio.gather(*(self.send(db, [request], [waiter])
+                                       for request, waiter in zip(requests, waiters)))
+                return
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_exception(e)

@@ -109,7 +109,10 @@ class AsyncQueue(AsyncOrderedFace[V]):
         Given a Database, pushes that tasks of this event loop make within about a
         millisecond share one transaction (one commit, one receipt: each stored
         exactly once; at most 256 calls or 2 MB; acks share theirs likewise; see
-        ``docs/asyncio.md``).
+        ``docs/asyncio.md``).  Each push keeps its own id, options and error: one
+        refused in it (a unique key held) raises in its own task, and a shared
+        transaction that fails having written nothing runs each push again alone,
+        so only a push whose own transaction fails raises.
 
         Raises:
             TypeError or ValueError: ``value`` is None, not tuple-encodable or over

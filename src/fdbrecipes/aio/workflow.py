@@ -12,11 +12,11 @@ built the same way (``new()``, ``batch()``: nothing is read or written).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
-from ..workflow import Input, Workflow, WorkflowsBase, WorkflowStatus
+from ..workflow import GraphNode, Input, Workflow, WorkflowsBase, WorkflowStatus
 
 __all__ = ["AsyncWorkflows"]
 
@@ -127,3 +127,41 @@ class AsyncWorkflows(WorkflowsBase):
         trips per workflow, in each transaction.
         """
         return await drive(self._ops.prune(tr, limit))
+
+    async def list(self, tr: Transactor, limit: int = 100,
+                   after: Optional[bytes] = None) -> List[WorkflowStatus]:
+        """The async twin of :meth:`fdbrecipes.Workflows.list`, awaited without blocking the
+        event loop.
+
+        The workflows of the store, in the order of their ids (random: ids are
+        UUIDs), each with its state and counts but without its nodes
+        (``nodes`` is empty): the first ``limit`` (1 to :data:`LIST_LIMIT`) after
+        the id ``after`` (None: from the first).  Page through them by giving the
+        last id of a page as ``after``.
+
+        Reads (no writes) a range of ``limit`` headers, then each one's tallies,
+        side by side.  Cost: 2 round trips (3 given a Database), whatever the number
+        of workflows.
+
+        Raises:
+            TypeError or ValueError: a bad ``limit`` or ``after``.
+        """
+        return await drive(self._ops.list(tr, limit, after))
+
+    async def graph(self, tr: Transactor, workflow: bytes, limit: int = 1_000) -> List[GraphNode]:
+        """The async twin of :meth:`fdbrecipes.Workflows.graph`, awaited without blocking the
+        event loop.
+
+        A workflow's graph: its first ``limit`` nodes (0 to 50,000, in the order
+        they were added), each with its state, the names of its dependencies (its
+        edges) and what it failed with, to draw it or walk it.
+
+        Reads (no writes) the header and range reads of those nodes' definitions
+        (their values too: at most the workflow's size), states and dependencies,
+        side by side.  Cost: 1 round trip (2 given a Database).
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+            TypeError or ValueError: a bad ``workflow`` or ``limit``.
+        """
+        return await drive(self._ops.read_graph(tr, workflow, limit))

@@ -130,8 +130,11 @@ def aio_kinds(tasks: int) -> Tuple[Kind, ...]:
 
 
 #: Threads of the one process of the threads rows: pushes given a Database (sharing
-#: transactions) beside the same threads' pushes each in a transaction of its own.
+#: transactions) beside the same threads' pushes as they ran before they shared (the
+#: baseline) and each in an application's transaction of its own.
 THREADS = 16
+THREAD_PUSH_UNSHARED = Kind(f"Queue.push(db) unshared (before), {THREADS} threads",
+                            "thread-push-unshared", THREADS, "items/s", None)
 THREAD_PUSH_ALONE = Kind(f"Queue.push(tr), a transaction each, {THREADS} threads",
                          "thread-push-alone", THREADS, "items/s", None)
 THREAD_PUSH = Kind(f"Queue.push(db), {THREADS} threads", "thread-push", THREADS, "items/s",
@@ -239,7 +242,8 @@ POP_KINDS = (RECIPE_POP, POP, SPREAD_POP, HC_POP)
 PQ_KINDS = (PQ_POP_MIN, PQ_POP_MAX)
 #: Every kind, in table order.
 KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_KINDS,
-         *HOT_KINDS, *AIO_KINDS, THREAD_PUSH_ALONE, THREAD_PUSH, THREAD_WRITE,
+         *HOT_KINDS, *AIO_KINDS, THREAD_PUSH_UNSHARED, THREAD_PUSH_ALONE, THREAD_PUSH,
+         THREAD_WRITE,
          BLOCKING_READ, AWAITED_READ,
          *WORKER_KINDS, IDLE_WORKER, *IDLE_PAIR, *FAIR_KINDS, *SHARD_KINDS, *TASK_KINDS,
          *FLOW_KINDS)

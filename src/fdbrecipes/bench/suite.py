@@ -75,6 +75,7 @@ from .settings import (
     TASK_WORKER,
     THREAD_PUSH,
     THREAD_PUSH_ALONE,
+    THREAD_PUSH_UNSHARED,
     THREAD_WRITE,
     TREE_POP,
     WORKER_KINDS,
@@ -297,9 +298,10 @@ class Suite:
     def aio(self) -> List[Row]:
         """One async process with 16 and with 64 tasks: pushes (timed, sharing
         transactions), spread pops of ``--items`` and claim+ack of as many items as
-        the sync claims at K clients (draining); one process's 16 threads pushing,
-        each in a transaction of its own and given a Database (sharing), and writing
-        one key a transaction (the floor of a commit per call), in rotated rounds;
+        the sync claims at K clients (draining); one process's 16 threads pushing
+        given a Database as before they shared (the baseline), each in a transaction
+        of its own without a receipt, given a Database (sharing), and writing one key
+        a transaction (the floor of a commit per call), in rotated rounds;
         then the client CPU of a read blocked on and of one awaited, one after the
         other."""
         rows = []
@@ -310,7 +312,8 @@ class Suite:
                 rows.append(self.drained(kind, 1))
             else:
                 rows.append(self.timed(kind, 1))
-        rows += self.rotated((THREAD_PUSH_ALONE, THREAD_PUSH, THREAD_WRITE), 1)
+        rows += self.rotated((THREAD_PUSH_UNSHARED, THREAD_PUSH_ALONE, THREAD_PUSH,
+                              THREAD_WRITE), 1)
         return rows + [self.timed(BLOCKING_READ, 1), self.timed(AWAITED_READ, 1)]
 
     def workers(self) -> List[Row]:

@@ -3,9 +3,12 @@ request threads make them.
 
 * ``Queue.push(db)`` from :data:`.settings.THREADS` threads: given a Database, the
   pushes of the threads share transactions (:mod:`fdbrecipes._drivers.sharing`);
-* beside it, the same threads each pushing in a transaction of its own
-  (``Queue.push(tr)`` in the benchmark's retry loop, committed per push: what a push
-  given a Database cost before it shared, less its commit receipt);
+* beside it, the baseline: the same threads each pushing given a Database as before
+  they shared (:class:`UnsharedPusher`: a transaction of its own, in the library's
+  retry loop, with its receipt);
+* the same threads each pushing in a transaction of its own without a receipt
+  (``Queue.push(tr)`` in the benchmark's retry loop, committed per push: what an
+  application's own transaction holding one push costs);
 * and the floor of one commit per call from those threads: a 1-key write
   transaction each (the limit's, from threads).
 
@@ -19,9 +22,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import Queue, RetryStats
+from .._drivers.blocking import drive
 from .operations import Client, Factory, Looping, Pusher, TxPusher, Writer
+from .recipe import VALUE
 
-__all__ = ["THREAD_FACTORIES", "Threads"]
+__all__ = ["THREAD_FACTORIES", "Threads", "UnsharedPusher"]
 
 #: Seconds the threads may overrun their measurement before the run fails.
 OVERRUN = 60.0
@@ -70,10 +75,33 @@ class Threads(Looping):
             errors.append(e)
 
 
+class UnsharedPusher(Client):
+    """``Queue.push(db, value)`` as it ran before the threads of a process shared
+    transactions: each push in a transaction of its own, in the library's retry loop
+    with its receipt.  It runs the push through the structure's operations object
+    (``queue.ops.push_job``, the protocol's push, which never shares), the call
+    ``Queue.push`` made given a Database before."""
+
+    def __init__(self, db: Any, queue: Queue[Any]) -> None:
+        super().__init__(queue.retry_stats)
+        self.db, self.queue = db, queue
+
+    def step(self) -> int:
+        """One push, alone, given the Database."""
+        drive(self.queue.ops.push_job(self.db, VALUE))
+        return 1
+
+
 def thread_pushes(db: Any, subspace: Any, _index: int, threads: int) -> Client:
     """``Queue.push(db)`` from ``threads`` threads (shared transactions)."""
     queue: Queue[Any] = Queue(subspace)
     return Threads(queue.retry_stats, threads, Pusher(db, queue, 1).step)
+
+
+def thread_pushes_unshared(db: Any, subspace: Any, _index: int, threads: int) -> Client:
+    """``Queue.push(db)`` as before sharing from ``threads`` threads (the baseline)."""
+    pusher = UnsharedPusher(db, Queue(subspace))
+    return Threads(pusher.stats, threads, pusher.step)
 
 
 def thread_pushes_alone(db: Any, subspace: Any, _index: int, threads: int) -> Client:
@@ -92,5 +120,6 @@ def thread_writes(db: Any, subspace: Any, index: int, threads: int) -> Client:
 THREAD_FACTORIES: Dict[str, Factory] = {
     "thread-write": thread_writes,
     "thread-push": thread_pushes,
+    "thread-push-unshared": thread_pushes_unshared,
     "thread-push-alone": thread_pushes_alone,
 }

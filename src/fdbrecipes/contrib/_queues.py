@@ -10,7 +10,8 @@ Layout under the transport's directory ``D``:
 * ``D/"a"/name``: for an expiring queue (``x-expires``, ``auto_delete``), the clock
   reading until which it counts as consumed; its consumers' heartbeats move it on;
 * ``D/"b"/(name, id, i)``: the chunks of a message too large for one value (the
-  queue's item is then ``("blob", id)``).
+  queue's item is then ``("blob", id)``, or ``("blob", id, name)`` where limits
+  are configured: the task's or actor's name its limits are keyed by).
 
 A message is the bytes the integration gives (kombu's message as JSON, Dramatiq's
 encoded message).  Nothing here imports a framework: the kombu transport and the
@@ -31,6 +32,7 @@ from .._worker.ahead import claim_spread
 from ..protocol import Finished
 from ._blobs import Blobs
 from ._database import transact
+from ._flow import Flow
 from ._keeper import Held
 
 __all__ = ["FIFO", "INLINE", "MAX_DELIVERIES", "PRIORITY", "STRUCTURES", "Delivery", "QueueMeta",
@@ -143,11 +145,15 @@ class Queues:
         db: the database.
         root: the integration's directory (a subspace).
         settings: leases, spread, dead letters, expiry.
+        flow: the limits its queues' structures carry (see :mod:`._flow`); None:
+            none.
     """
 
-    def __init__(self, db: Any, root: Any, settings: QueueSettings) -> None:
+    def __init__(self, db: Any, root: Any, settings: QueueSettings,
+                 flow: Optional[Flow] = None) -> None:
         self.db = db
         self.settings = settings
+        self.flow = flow
         self._items = root.subspace(("q",))
         self._meta = root.subspace(("m",))
         self._alive = root.subspace(("a",))
@@ -216,7 +222,9 @@ class Queues:
         if made is not None:
             return made
         kind = _kinds.kind_named(STRUCTURES[self.meta(name).kind])
-        made = kind.make(self._items.subspace((name,)), self.settings.max_deliveries)
+        uses = () if self.flow is None else self.flow.uses(name)
+        made = kind.make(self._items.subspace((name,)), self.settings.max_deliveries,
+                         limits=uses)
         with self._lock:
             return self._structures.setdefault(name, made)
 
@@ -322,7 +330,9 @@ class Queues:
     def _put_blob(self, tr: Any, s: Any, ref: Tuple[Any, ...], payload: bytes,
                   where: Dict[str, Any], delay: Optional[float]) -> None:
         self.blobs.write(tr, ref, payload)
-        s.push(tr, ("blob", ref[1]), delay=delay, **where)
+        label = None if self.flow is None else self.flow.label(payload)
+        item = ("blob", ref[1]) if label is None else ("blob", ref[1], label)
+        s.push(tr, item, delay=delay, **where)
 
     def take(self, name: str, n: int, leased: bool,
              acks: Sequence[Held] = ()) -> List[Delivery]:

@@ -41,11 +41,12 @@ except ImportError as e:  # pragma: no cover (the extra is installed for the tes
 from .._values import check_int
 from .._worker.ahead import Ahead
 from ._database import database, directory, directory_path, transact
+from ._flow import Flow, FlowSettings
 from ._keeper import Held, LeaseKeeper
 from ._options import check_cluster_file, check_count, check_seconds
 from ._queues import MAX_DELIVERIES, Queues, QueueSettings, Undecodable, error_reason
 
-__all__ = ["FdbBroker"]
+__all__ = ["FdbBroker", "actor_of"]
 
 #: The fields of a Dramatiq message other than its queue, and their types.
 _FIELDS = (("actor_name", str), ("kwargs", dict), ("options", dict), ("message_id", str),
@@ -98,6 +99,20 @@ def _decode(payload: bytes, queue_name: str) -> Any:
     return message
 
 
+def actor_of(value: Any) -> Optional[str]:
+    """The actor a queued message names (its limits' key): read from its bytes with
+    Dramatiq's encoder, or from a chunked message's reference; None when it names
+    none (a message that does not decode: it is a dead letter when claimed)."""
+    if isinstance(value, tuple):
+        return value[2] if len(value) == 3 and isinstance(value[2], str) else None
+    try:
+        fields = dramatiq.get_encoder().decode(value)
+    except Exception:
+        return None
+    name = fields.get("actor_name") if isinstance(fields, dict) else None
+    return name if isinstance(name, str) else None
+
+
 class FdbBroker(dramatiq.Broker):
     """A Dramatiq broker whose queues are :class:`fdbrecipes.Queue` structures.
 
@@ -121,6 +136,18 @@ class FdbBroker(dramatiq.Broker):
             about 0.1 s, judged by how long the recent ones took from delivery to
             ack; given back at once when the worker stops.
         middleware: as for :class:`dramatiq.Broker`.
+        limits: the directory of the :class:`fdbrecipes.Limits` store the limits
+            below are kept in, shared by every process (and any structure) using it
+            (None: ``directory`` plus ``"limits"``).
+        queue_limits: limits of a queue's messages, ``{queue: {"concurrency": n,
+            "rate": "10/s"}}`` (either or both; a rate as Celery writes it:
+            ``"10/s"``, ``"100/m"``, ``"1000/h"``): limits ``queue.concurrency:QUEUE``
+            and ``queue.rate:QUEUE`` of the store.
+        actor_limits: limits of an actor's messages, in whatever queue, ``{actor:
+            {...}}`` as above: limits ``actor.concurrency:ACTOR`` and
+            ``actor.rate:ACTOR``, keyed by the actor's name.  Each is checked in the
+            claim's own transaction (docs/flow-control.md); the definitions are
+            written to the store when the broker first opens its directory.
 
     Raises:
         TypeError or ValueError: an option is wrong (named).
@@ -130,8 +157,12 @@ class FdbBroker(dramatiq.Broker):
                  lease_seconds: float = 30.0, spread: int = 8,
                  max_deliveries: Optional[int] = MAX_DELIVERIES,
                  claim_ahead: Optional[int] = None,
-                 middleware: Any = None) -> None:
+                 middleware: Any = None, limits: Any = None,
+                 queue_limits: Optional[Dict[str, Dict[str, Any]]] = None,
+                 actor_limits: Optional[Dict[str, Dict[str, Any]]] = None) -> None:
         self._cluster_file = check_cluster_file(cluster_file)
+        self._flow = FlowSettings.from_options(limits, queue_limits, actor_limits, "actor",
+                                               "actor_limits")
         self._claim_ahead = None if claim_ahead is None else check_int(
             claim_ahead, "claim_ahead", low=0, high=10_000)
         self._path = directory_path(directory, "directory")
@@ -153,7 +184,8 @@ class FdbBroker(dramatiq.Broker):
             if self._opened is None:
                 db = database(self._cluster_file)
                 root = directory(db, self._path, self._cluster_file)
-                self._opened = Queues(db, root, self._settings)
+                flow = Flow(db, self._path, self._flow, actor_of) if self._flow else None
+                self._opened = Queues(db, root, self._settings, flow)
                 self._keeper = LeaseKeeper(db, self._settings.lease_seconds,
                                            clock_key=root.pack(("clock",)))
             return self._opened

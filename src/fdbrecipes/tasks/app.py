@@ -36,10 +36,12 @@ from .._fdb import Gen
 from .._values import check_int, check_seconds, check_subspace
 from ..fair_queue import FairQueue
 from ..jobs import Backoff, Job
+from ..limits import LimitUse
 from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..types import JobRecord
 from .codecs import JSON, Codec
+from .limiting import check_task_limits, structure_uses
 from .running import Runner
 from .task import P, R, Task
 from .testing import Harness, Testing
@@ -118,13 +120,15 @@ class App:
     def task(self, *, name: Optional[str] = None, queue: str = "default",
              priority: Optional[int] = None, group: Optional[str] = None,
              time_limit: Optional[float] = None, retries: Optional[int] = None,
-             backoff: Optional[Backoff] = None) -> TaskDecorator: ...
+             backoff: Optional[Backoff] = None,
+             limits: Union[LimitUse, List[LimitUse], None] = None) -> TaskDecorator: ...
 
     def task(self, function: Optional[Callable[..., Any]] = None, *,
              name: Optional[str] = None, queue: str = "default",
              priority: Optional[int] = None, group: Optional[str] = None,
              time_limit: Optional[float] = None, retries: Optional[int] = None,
-             backoff: Optional[Backoff] = None) -> Any:
+             backoff: Optional[Backoff] = None,
+             limits: Union[LimitUse, List[LimitUse], None] = None) -> Any:
         """Make ``function`` (sync or ``async def``) a task: ``@app.task`` or
         ``@app.task(queue="emails", retries=3)``.
 
@@ -142,8 +146,16 @@ class App:
             retries: failed runs are retried at most this many times (then it is a
                 dead letter; the app's ``max_deliveries`` still bounds them).
             backoff: the delays between its retries (default: the worker's).
+            limits: limits its calls carry, shared by name with every structure
+                using them (see docs/flow-control.md): a
+                :meth:`fdbrecipes.Limits.use`, or a list of them (all of one
+                store), whose ``key`` and ``cost`` are functions of the call's
+                arguments (called as the task's function is: ``key(*args,
+                **kwargs)``), computed when a call is deferred.  Not for a task of
+                a FairQueue (its groups have their own limits).
 
-        Makes the queue's structure object if it is new (writes nothing).
+        Makes the queue's structure object if it is new, or again with the limits
+        of its tasks (writes nothing).
 
         Raises:
             TypeError or ValueError: a bad option, a name already taken, a queue
@@ -152,12 +164,14 @@ class App:
         """
         def decorate(f: Callable[..., Any]) -> Task[Any, Any]:
             return self.register(f, name=name, queue=queue, priority=priority, group=group,
-                                 time_limit=time_limit, retries=retries, backoff=backoff)
+                                 time_limit=time_limit, retries=retries, backoff=backoff,
+                                 limits=limits)
         return decorate if function is None else decorate(function)
 
     def register(self, function: Callable[..., Any], *, name: Optional[str], queue: str,
                  priority: Optional[int], group: Optional[str], time_limit: Optional[float],
-                 retries: Optional[int], backoff: Optional[Backoff]) -> Task[Any, Any]:
+                 retries: Optional[int], backoff: Optional[Backoff],
+                 limits: Any = None) -> Task[Any, Any]:
         """:meth:`task`'s work: check the options, make the task, list it."""
         if not callable(function):
             raise TypeError(f"a task must be a function, not {type(function).__name__}")
@@ -183,6 +197,10 @@ class App:
             check_int(retries, "retries", low=0)
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a Backoff, not {type(backoff).__name__}")
+        uses = check_task_limits(limits, name)
+        if uses and group is not None:
+            raise ValueError(f"task {name}: limits are not for a FairQueue's task (its "
+                             "groups have their own limits)")
         kind = FAIR_QUEUE if group is not None else \
             PRIORITY_QUEUE if priority is not None else None
         known = self.kinds.get(queue)
@@ -194,29 +212,42 @@ class App:
         made: Task[Any, Any] = Task(
             self, function, name=name, queue=queue, priority=priority, group=group,
             time_limit=time_limit, retries=retries, backoff=backoff,
-            asynchronous=inspect.iscoroutinefunction(function))
-        if known is None:
-            self.open(queue, kind or QUEUE)
+            asynchronous=inspect.iscoroutinefunction(function), limits=uses)
+        if uses:
+            try:
+                structure_uses([*self.queue_tasks(queue), made])
+            except ValueError as e:
+                raise ValueError(f"task {name}: {e} (the limits of queue {queue!r}'s "
+                                 "tasks)") from None
         self.tasks[name] = made
+        if known is None or uses:
+            self.open(queue, kind or known or QUEUE)
         return made
 
     # -- the structures ------------------------------------------------------------------
 
     def open(self, queue: str, kind: str) -> Structure:
-        """Make the structure object of ``queue`` (writes nothing)."""
+        """Make the structure object of ``queue``, with the limits its tasks carry
+        (writes nothing)."""
         where = self.subspace[queue]
         options: Dict[str, Any] = dict(max_deliveries=self.max_deliveries,
                                        history=self.history)
         structure: Structure
         if kind == FAIR_QUEUE:
             structure = FairQueue(where, **options)
-        elif kind == PRIORITY_QUEUE:
-            structure = PriorityQueue(where, shards=self.shards, **options)
         else:
-            structure = Queue(where, shards=self.shards, **options)
+            uses = structure_uses(self.queue_tasks(queue)) or None
+            if kind == PRIORITY_QUEUE:
+                structure = PriorityQueue(where, shards=self.shards, limits=uses, **options)
+            else:
+                structure = Queue(where, shards=self.shards, limits=uses, **options)
         self.kinds[queue] = kind
         self.structures[queue] = structure
         return structure
+
+    def queue_tasks(self, queue: str) -> List[Task[Any, Any]]:
+        """The tasks whose calls go to ``queue``, in the order they were made."""
+        return [task for task in self.tasks.values() if task.queue == queue]
 
     def structure(self, queue: str) -> Structure:
         """The structure of ``queue`` (a Queue, PriorityQueue or FairQueue object).

@@ -6,7 +6,9 @@ says it is a task's; ``payload`` is the codec's bytes (encrypted ones, with
 :class:`.codecs.Encrypted`); ``trace`` the W3C trace context headers (``traceparent``,
 ``tracestate``) as a tuple of pairs, or None.  The name and the trace context are in
 the clear: a worker names a job it cannot decode, and a dashboard shows what task an
-item is for without its key.  Pure computation: no FoundationDB.
+item is for without its key.  A call of a task with limits has a fifth element, the
+limits it carries (:mod:`.limiting`), also in the clear: a claim reads them without
+the codec.  Pure computation: no FoundationDB.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ class Envelope(NamedTuple):
     trace: Optional[Trace]
 
 
-def seal(name: str, payload: bytes, trace: Optional[Trace]) -> Tuple[Any, ...]:
-    """The value of the item of a call of task ``name``."""
-    return (TAG, name, payload, trace)
+def seal(name: str, payload: bytes, trace: Optional[Trace],
+         carried: Tuple[Any, ...] = ()) -> Tuple[Any, ...]:
+    """The value of the item of a call of task ``name`` (``carried``: the limits it
+    carries, if any)."""
+    return (TAG, name, payload, trace, carried) if carried else (TAG, name, payload, trace)
 
 
 def open_envelope(value: Any) -> Envelope:
@@ -41,7 +45,7 @@ def open_envelope(value: Any) -> Envelope:
     Raises:
         ValueError: it is not a task's item (saying what it is instead).
     """
-    if (type(value) is not tuple or len(value) != 4 or value[0] != TAG
+    if (type(value) is not tuple or len(value) not in (4, 5) or value[0] != TAG
             or type(value[1]) is not str or type(value[2]) is not bytes):
         raise ValueError(f"not a task's item: {value!r:.80}")
     trace = value[3]

@@ -32,8 +32,10 @@ from typing import (
 from .._drivers import awaiting, blocking
 from .._values import check_delay, check_id
 from ..jobs import Backoff, Job
+from ..limits import LimitUse
 from .arguments import Arguments
 from .envelope import seal
+from .limiting import carry
 from .tracing import sending
 
 if TYPE_CHECKING or sys.version_info >= (3, 10):
@@ -99,13 +101,15 @@ class Task(Generic[P, R]):
         retries: failed runs retried at most this many times (None: as the
             structure's ``max_deliveries`` says).
         backoff: the delays between retries (None: the worker's).
+        limits: the limits its calls carry (see ``App.task``).
     """
 
     def __init__(self, app: App, function: Callable[P, Any], *, name: str, queue: str,
                  priority: Optional[int], group: Optional[str], time_limit: Optional[float],
                  retries: Optional[int], backoff: Optional[Backoff],
-                 asynchronous: bool) -> None:
+                 asynchronous: bool, limits: Tuple[LimitUse, ...] = ()) -> None:
         self.app = app
+        self.limits = limits
         self.function = function
         self.name = name
         self.queue = queue
@@ -215,7 +219,8 @@ class Task(Generic[P, R]):
                                 "(the group= option of the task, or of configure)")
         if self.time_limit is not None:
             where["time_limit"] = self.time_limit
-        return Push(seal(self.name, payload, trace), options.id, options.delay, where, plain)
+        return Push(seal(self.name, payload, trace, carry(self, args, kwargs)), options.id,
+                    options.delay, where, plain)
 
     def push(self, tr: Any, options: Options, args: Tuple[Any, ...],
              kwargs: Dict[str, Any]) -> TaskHandle[R]:

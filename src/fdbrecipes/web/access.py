@@ -20,9 +20,10 @@ __all__ = ["ACTIONS", "FULL", "READ_ONLY", "Access", "AccessRule", "access_of"]
 #: pending job by id, cancel a job, quiet a worker, stop a worker, pause a structure,
 #: resume it, set a FairQueue group's policy, give items in flight back (release: they
 #: are delivered again) or delete them (ack), pause a stored schedule, resume it, ask
-#: for one of its jobs now.
+#: for one of its jobs now, set a stored limit or delete it, cancel a workflow.
 ACTIONS = ("requeue", "purge", "remove", "cancel", "quiet", "stop", "pause", "resume",
-           "policy", "release", "ack", "pause-schedule", "resume-schedule", "run-now")
+           "policy", "release", "ack", "pause-schedule", "resume-schedule", "run-now",
+           "set-limit", "delete-limit", "cancel-workflow")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,9 @@ is done, the rest is still there, and nothing is done twice.
   most :data:`REQUEST_CAP` a request, in transactions of at most 1,000.
 * A stored schedule: ``pause``, ``resume`` or ``run_now`` of its store (one
   transaction, :func:`schedule`).
+* A limit: ``set`` or ``delete`` of its store (one transaction, :func:`set_limit`,
+  :func:`delete_limit`); a workflow: ``cancel`` of its store (one transaction,
+  :func:`cancel_workflow`).
 
 The caller writes each action's audit line (:func:`.audit.audit`).
 """
@@ -27,14 +30,15 @@ from __future__ import annotations
 
 from typing import Any, List, NamedTuple, Optional, Tuple
 
-from .. import FairQueue, drive
+from .. import FairQueue, Limit, drive
 from ..admin.jobs import cancel_job, jobs_of
 from .listings import PAGE_BYTES, Scanned, queue_of, scan
 from .reads import Reads
 
-__all__ = ["CHUNK", "REQUEST_CAP", "SCAN_BYTES", "SCAN_CAP", "Done", "Policy", "cancel",
-           "chosen", "command", "matching", "pause", "remove", "requeue_dead", "schedule",
-           "set_policy", "settle"]
+__all__ = ["CHUNK", "REQUEST_CAP", "SCAN_BYTES", "SCAN_CAP", "Done", "LimitChange", "Policy",
+           "cancel", "cancel_workflow", "chosen", "command", "delete_limit", "matching",
+           "pause", "remove", "requeue_dead", "schedule", "set_limit", "set_policy",
+           "settle"]
 
 #: Items one request changes at most.
 REQUEST_CAP = 10_000
@@ -195,3 +199,46 @@ def schedule(db: Any, store: Any, name: str, action: str) -> Done:
         return Done(f"{name}: paused" if store.pause(db, name) else
                     f"{name}: already paused", 1)
     return Done(f"{name}: resumed" if store.resume(db, name) else f"{name}: was not paused", 1)
+
+
+class LimitChange(NamedTuple):
+    """A limit as a form gives it: its ``name`` and, to set it, its definition
+    (``limit``, made by ``concurrency`` or ``rate``; None for a delete)."""
+
+    name: str
+    limit: Optional[Limit]
+
+
+def set_limit(db: Any, store: Any, change: LimitChange) -> Done:
+    """Define or change a limit of ``store``: ``set``, one transaction, 1 round trip (2
+    more when parked jobs move back).
+
+    Raises:
+        TypeError or ValueError: a bad name or limit (nothing written).
+    """
+    old = store.set(db, change.name, change.limit)
+    was = "new" if old is None else f"was {old}"
+    return Done(f"{change.name}: {change.limit} ({was}), from the next claim on", 1)
+
+
+def delete_limit(db: Any, store: Any, name: str) -> Done:
+    """Forget limit ``name`` of ``store``: ``delete``, one transaction, 1 round trip (2
+    more when parked jobs move back).
+
+    Raises:
+        ValueError: no limit has that name (nothing written).
+    """
+    old = store.delete(db, name)
+    return Done(f"{name}: deleted (was {old})", 1)
+
+
+def cancel_workflow(db: Any, store: Any, w: bytes) -> Done:
+    """Cancel workflow ``w`` of ``store``: ``cancel``, one transaction, 3 round trips
+    and one per queued node.
+
+    Raises:
+        UnknownWorkflowError: no such workflow (nothing written).
+    """
+    if store.cancel(db, w):
+        return Done("cancelled: nothing not started will run", 1)
+    return Done("already over: nothing changed", 0)

@@ -15,7 +15,12 @@ Pages (GET only; each reads in one transaction, see :mod:`.views` and
 * ``/workers?s=NAME``: the live workers, with quiet and stop;
 * ``/schedules``: the schedules given, their next and last slots and their jobs, and
   the schedules of the stores given (next slot, lag, latest fires), with pause,
-  resume and run now.
+  resume and run now;
+* ``/limits?store=N``: the limits of a limit store given (definition, jobs running
+  and parked), one key's state (``&name=NAME&key=LITERAL``), with set and delete;
+* ``/workflows?store=N``: the workflows of a workflow store given (state, counts;
+  ``&after=HEX`` the page after that id); ``/workflow?store=N&id=HEX``: one
+  workflow's counts, nodes by state and graph (SVG, :mod:`.dag`), with cancel.
 
 A structure's page also pauses and resumes it.
 
@@ -58,9 +63,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import Schedule, Schedules, UnknownScheduleError, _kinds
+from .. import Limits, Schedule, Schedules, UnknownScheduleError, UnknownWorkflowError, _kinds
 from ..admin.places import UsageError
-from . import actions, checks, forms, listings, views
+from ..workflow import Workflows
+from . import actions, checks, dag, flows, forms, listings, views
 from .access import READ_ONLY, Access, AccessRule, access_of
 from .audit import audit, refused
 from .checks import Checked
@@ -99,11 +105,14 @@ class Dashboard:
     """The pages and actions of one app (see the module docstring)."""
 
     def __init__(self, db: Any, structures: Mapping[str, Any], access: AccessRule,
-                 schedules: Sequence[Any] = (), timeout: Optional[float] = DEADLINE) -> None:
+                 schedules: Sequence[Any] = (), timeout: Optional[float] = DEADLINE,
+                 limits: Sequence[Any] = (), workflows: Sequence[Any] = ()) -> None:
         self.db = db
         self.structures = dict(structures)
         self.schedules = [s for s in schedules if isinstance(s, Schedule)]
         self.stores = [s for s in schedules if isinstance(s, Schedules)]
+        self.limits = list(limits)
+        self.workflows = list(workflows)
         self.key = secrets.token_bytes(16)  # signs what a redirect says (see said())
         self.access = access
         self.timeout = timeout
@@ -115,6 +124,7 @@ class Dashboard:
                                 SCAN_CAP=actions.SCAN_CAP, PAGE_BYTES=listings.PAGE_BYTES,
                                 SCAN_BYTES=actions.SCAN_BYTES,
                                 OVERVIEW_GROUPS=views.OVERVIEW_GROUPS,
+                                COLOURS=dag.COLOURS, GRAPH_NODES=flows.GRAPH_NODES,
                                 offers=_kinds.kind_named)  # what a kind offers, by name
 
     # -- helpers ---------------------------------------------------------------------
@@ -132,7 +142,7 @@ class Dashboard:
             url=url, nonce=request.state.csp_nonce, access=_access(request),
             said=self.said(request), names=list(self.structures),
             has_schedules=bool(self.schedules or self.stores),
-            **context)
+            limit_stores=len(self.limits), workflow_stores=len(self.workflows), **context)
         return HTMLResponse(page, status_code=status, headers=headers)
 
     def sign(self, *parts: str) -> str:
@@ -281,6 +291,37 @@ class Dashboard:
                            stored=views.stored(reads, self.stores, self.structures),
                            has_stores=bool(self.stores), STORED_ROWS=views.STORED_ROWS)
 
+    def limits_page(self, request: Request) -> Response:
+        """``/limits``: a limit store's limits, and one key's state."""
+        q = request.query_params
+        index = forms.store_index(q.get("store") or "0", self.limits, "limit")
+        name = forms.limit_name(q["name"]) if q.get("name") else None
+        key = flows.key_of(q["key"]) if q.get("key") else None
+        view = flows.limits(_reads(request), self.limits[index], name, key)
+        return self.render(request, "limits.html", title="Limits", store=index, view=view,
+                           name=name, key=key, key_text=q.get("key") or "")
+
+    def workflows_page(self, request: Request) -> Response:
+        """``/workflows``: a page of a workflow store's workflows."""
+        q = request.query_params
+        index = forms.store_index(q.get("store") or "0", self.workflows, "workflow")
+        after = forms.workflow_id(q["after"]) if q.get("after") else None
+        rows = flows.workflows(_reads(request), self.workflows[index], after)
+        return self.render(request, "workflows.html", title="Workflows", store=index,
+                           rows=rows, after=after, WORKFLOW_ROWS=flows.WORKFLOW_ROWS)
+
+    def workflow_page(self, request: Request) -> Response:
+        """``/workflow``: one workflow's counts, nodes by state and graph."""
+        q = request.query_params
+        index = forms.store_index(q.get("store") or "0", self.workflows, "workflow")
+        w = forms.workflow_id(q.get("id"))
+        try:
+            view = flows.workflow(_reads(request), self.workflows[index], w)
+        except UnknownWorkflowError as e:
+            raise BadRequest(str(e), 404) from None
+        return self.render(request, "workflow.html", title="Workflow", store=index,
+                           view=view, w=w.hex())
+
     def workers_page(self, request: Request) -> Response:
         """``/workers``."""
         name = request.query_params.get("s")
@@ -304,7 +345,8 @@ class Dashboard:
         """Check the whole form (:func:`.checks.check`: a refusal changes nothing), run
         the action, audit it whatever became of it, redirect."""
         access = _access(request)
-        check = checks.check(form, access, self.structures, self.stores)
+        check = checks.check(form, access, self.structures, self.stores, self.limits,
+                             self.workflows)
         done: Optional[actions.Done] = None
         outcome = "failed"
         try:
@@ -347,6 +389,24 @@ class Dashboard:
             except UnknownScheduleError as e:
                 raise BadRequest(str(e), 404) from None
             return done, "/schedules", {"s": None}
+        if action in checks.ON_LIMITS:
+            assert check.change is not None
+            if action == "set-limit":
+                return (actions.set_limit(db, structure, check.change), "/limits",
+                        {"s": None, "store": check.store})
+            try:
+                done = actions.delete_limit(db, structure, check.change.name)
+            except ValueError as e:  # no limit has that name
+                raise BadRequest(str(e), 404) from None
+            return done, "/limits", {"s": None, "store": check.store}
+        if action in checks.ON_WORKFLOWS:
+            assert check.workflow is not None
+            try:
+                done = actions.cancel_workflow(db, structure, check.workflow)
+            except UnknownWorkflowError as e:
+                raise BadRequest(str(e), 404) from None
+            return done, "/workflow", {"s": None, "store": check.store,
+                                       "id": check.workflow.hex()}
         if action in checks.SCOPES:
             assert check.tab is not None
             if check.tokens is not None:
@@ -385,6 +445,10 @@ class Dashboard:
                 Route("/workers", Page(self, self.workers_page).endpoint, methods=["GET"]),
                 Route("/schedules", Page(self, self.schedules_page).endpoint,
                       methods=["GET"]),
+                Route("/limits", Page(self, self.limits_page).endpoint, methods=["GET"]),
+                Route("/workflows", Page(self, self.workflows_page).endpoint,
+                      methods=["GET"]),
+                Route("/workflow", Page(self, self.workflow_page).endpoint, methods=["GET"]),
                 Route("/act", self.act, methods=["POST"])]
 
 
@@ -435,7 +499,8 @@ def _spark(values: Any) -> Markup:
 def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = READ_ONLY,
                schedules: Sequence[Any] = (), trusted_origins: Iterable[str] = (),
                token: Optional[str] = None, allowed_hosts: Iterable[str] = (),
-               timeout: Optional[float] = DEADLINE, debug: bool = False) -> Any:
+               timeout: Optional[float] = DEADLINE, debug: bool = False,
+               limits: Sequence[Any] = (), workflows: Sequence[Any] = ()) -> Any:
     """The dashboard of ``structures`` (names to Queue, PriorityQueue, FairQueue or
     WeightTree objects, the sync ones) on ``db``, as an ASGI app to mount anywhere::
 
@@ -468,11 +533,20 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
             changed); a page that cannot finish answers 503.  None: no deadline of the
             dashboard's (the Database's transaction timeout, if any, bounds each read).
         debug: Starlette's debug pages (never in production).
+        limits: the application's limit stores (:class:`fdbrecipes.Limits`), shown
+            on ``/limits`` with each limit's jobs running and parked and one key's
+            state, with set and delete (the actions ``set-limit`` and
+            ``delete-limit``).
+        workflows: the application's workflow stores
+            (:class:`fdbrecipes.workflow.Workflows`), listed on ``/workflows``, each
+            workflow's page drawing its graph, with cancel (the action
+            ``cancel-workflow``).
 
     Reads nothing when made.  Costs per page: see :mod:`fdbrecipes.web.views`.
 
     Raises:
-        TypeError or ValueError: a structure is not one of those kinds, a name is not a
+        TypeError or ValueError: a structure is not one of those kinds, a store is
+            not a (sync) Schedule, Schedules, Limits or Workflows, a name is not a
             non-empty str, ``access`` is neither an Access nor callable, a token is
             shorter than 16 characters (an empty one included), ``allowed_hosts`` is
             a str rather than names, or ``timeout`` is not a positive number.
@@ -487,6 +561,10 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
         if not isinstance(schedule, (Schedule, Schedules)):
             raise TypeError(f"schedules: a Schedule or a Schedules store, not "
                             f"{type(schedule).__name__}")
+    for given, kind, what in ((limits, Limits, "limits"), (workflows, Workflows, "workflows")):
+        for store in given:
+            if not isinstance(store, kind):
+                raise TypeError(f"{what}: a {kind.__name__} store, not {type(store).__name__}")
     if isinstance(allowed_hosts, str):
         raise TypeError("allowed_hosts: a list of names, not one str")
     hosts = list(allowed_hosts)
@@ -497,7 +575,7 @@ def create_app(db: Any, structures: Mapping[str, Any], *, access: AccessRule = R
             raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
         if not 0 < timeout < float("inf"):
             raise ValueError(f"timeout: a positive number of seconds, not {timeout!r}")
-    dashboard = Dashboard(db, structures, access, schedules, timeout)
+    dashboard = Dashboard(db, structures, access, schedules, timeout, limits, workflows)
     app = Starlette(debug=debug, routes=dashboard.routes())
     app.state.dashboard = dashboard
     return Guard(app, trusted_origins, token, hosts)

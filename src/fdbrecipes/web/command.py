@@ -28,7 +28,9 @@ and every refusal is logged to stderr (the audit log).  Exit status 0 when stopp
 (SIGINT or SIGTERM), 1 a failure, 2 a usage error, as the operator commands.
 
 The schedule stores (:class:`fdbrecipes.Schedules`) found there the same way are shown
-on ``/schedules``.
+on ``/schedules``, the limit stores (:class:`fdbrecipes.Limits`) on ``/limits``.  A
+workflow store cannot be found so (it is made with its structures): an application
+gives it to :func:`fdbrecipes.web.create_app`.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ..admin.commands import connect, read_only, say
 from ..admin.logs import log_to_stderr
 from ..admin.places import (
     ANY_QUEUE,
+    LIMIT_STORE,
     SCHEDULE_STORE,
     OperatorError,
     Place,
@@ -271,19 +274,22 @@ def _found(tr: Any, place: Place) -> List[Found]:
 
 
 def discover(db: Any, place: Place, max_deliveries: Optional[int] = None) -> Dict[str, Any]:
-    """The structures and schedule stores at and under ``place`` by name, as the
-    library objects the operator commands make (see the module docstring; a store as a
-    :class:`fdbrecipes.Schedules`).  Reads (never writes) the directory layer, or the
-    keys under a subspace (one read per place below it, at most :data:`MAX_PROBES`),
-    and the first keys of each place: one transaction, a few round trips per place.
+    """The structures, schedule stores and limit stores at and under ``place`` by
+    name, as the library objects the operator commands make (see the module
+    docstring; a store as a :class:`fdbrecipes.Schedules` or a
+    :class:`fdbrecipes.Limits`).  Reads (never writes) the directory layer, or the keys
+    under a subspace (one read per place below it, at most :data:`MAX_PROBES`), and the
+    first keys of each place: one transaction, a few round trips per place.
 
     Raises:
         OperatorError: no such directory.
     """
+    from ..limits import Limits
     from ..schedules import Schedules
 
     found = read_only(db, _found, place)
     return {name: Schedules(subspace) if kind == SCHEDULE_STORE else
+            Limits(subspace) if kind == LIMIT_STORE else
             make_structure(kind, subspace, max_deliveries, shards=shards)
             for name, subspace, kind, shards in found}
 
@@ -300,19 +306,21 @@ def serve(args: argparse.Namespace) -> int:
         from .app import create_app
     except ImportError as e:
         raise OperatorError(f"{INSTALL_HINT} ({e})") from None
+    from ..limits import Limits
     from ..schedules import Schedules
 
     db = connect(args)
     found = discover(db, place, args.max_deliveries)
     if not found:
         raise OperatorError(f"no structure found at or under {place}")
-    structures = {n: s for n, s in found.items() if not isinstance(s, Schedules)}
+    structures = {n: s for n, s in found.items() if not isinstance(s, (Schedules, Limits))}
     stores = [s for s in found.values() if isinstance(s, Schedules)]
+    limits = [s for s in found.values() if isinstance(s, Limits)]
     log_to_stderr("INFO", "text")
     read_only_ = args.read_only or token is None
     app = create_app(db, structures, access=READ_ONLY if read_only_ else FULL,
                      schedules=stores, trusted_origins=args.trusted_origin, token=token,
-                     allowed_hosts=args.allowed_host, timeout=args.timeout)
+                     allowed_hosts=args.allowed_host, timeout=args.timeout, limits=limits)
     how = (" (read only: a token gives the actions)" if token is None else
            " (read only)" if args.read_only else "")
     say("fdbrecipes web:", f"{len(structures)} structure(s) of {place} on "

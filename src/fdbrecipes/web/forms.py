@@ -4,16 +4,18 @@ a :class:`BadRequest`: 400, or 413/415 for the form itself)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from urllib.parse import parse_qs
 
-from .. import _kinds
-from .actions import Policy
+from .. import _kinds, concurrency, rate
+from .._limits.specs import check_name as check_limit_name
+from .actions import LimitChange, Policy
 from .listings import ROW_LIMIT
 from .show import cursor_from_hex, group_from_hex, id_from_hex
 
-__all__ = ["FORM_CAP", "BadRequest", "cursor", "group", "job_id", "limit", "policy",
-           "read_form", "structure_named", "tokens"]
+__all__ = ["FORM_CAP", "BadRequest", "cursor", "group", "job_id", "limit", "limit_change",
+           "limit_name", "policy", "read_form", "store_index", "structure_named", "tokens",
+           "workflow_id"]
 
 #: Bytes of a posted form read at most.
 FORM_CAP = 262_144
@@ -102,6 +104,62 @@ def policy(form: Dict[str, str]) -> Policy:
         raise BadRequest("rate: give both the count and the seconds, or neither")
     rate = None if count is None else (count, seconds)
     return Policy(_number(form, "share", int), _number(form, "limit", int), rate)
+
+
+def store_index(text: Optional[str], stores: Sequence[Any], what: str) -> int:
+    """The index of the store ``store`` names among ``stores``.
+
+    Raises:
+        BadRequest: no such store (404).
+    """
+    text = text or ""
+    if not (text.isascii() and text.isdigit() and int(text) < len(stores)):
+        raise BadRequest(f"store: no such {what} store", 404)
+    return int(text)
+
+
+def limit_name(text: Optional[str]) -> str:
+    """A limit's name (``name``): 1 to 100 letters, digits or ``._:-``."""
+    try:
+        return check_limit_name(text or "")
+    except (TypeError, ValueError) as e:
+        raise BadRequest(str(e)) from None
+
+
+def limit_change(form: Dict[str, str], delete: bool) -> LimitChange:
+    """A limit to set (``name``, ``kind``: concurrency or rate, ``n``, and a rate's
+    window ``per`` in seconds), or to delete (``name`` only), checked as the library
+    checks it: a bad one is refused before anything is written."""
+    name = limit_name(form.get("name"))
+    if delete:
+        return LimitChange(name, None)
+    kind = form.get("kind", "")
+    n, per = _number(form, "n", int), _number(form, "per", float)
+    if n is None:
+        raise BadRequest("n: give the limit's number")
+    try:
+        if kind == "concurrency":
+            if per is not None:
+                raise BadRequest("per: a concurrency limit has no window")
+            return LimitChange(name, concurrency(n))
+        if kind == "rate":
+            if per is None:
+                raise BadRequest("per: a rate needs its window, in seconds")
+            return LimitChange(name, rate(n, per))
+    except (TypeError, ValueError) as e:
+        raise BadRequest(str(e)) from None
+    raise BadRequest("kind: concurrency or rate")
+
+
+def workflow_id(text: Optional[str]) -> bytes:
+    """A workflow's id given as hex (``id``): 1 to 100 bytes."""
+    try:
+        w = bytes.fromhex(text or "")
+    except ValueError:
+        raise BadRequest("id: not hex") from None
+    if not 1 <= len(w) <= 100:
+        raise BadRequest("id: a workflow's id, 1 to 100 bytes")
+    return w
 
 
 def job_id(hexed: Optional[str], text: Optional[str]) -> bytes:

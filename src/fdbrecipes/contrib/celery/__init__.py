@@ -23,7 +23,8 @@ except ImportError as e:  # pragma: no cover (the extra is installed for the tes
     raise ImportError("fdbrecipes.contrib.celery needs Celery: pip install "
                       "'fdbrecipes[celery]'") from e
 
+from ._settings import rate_limits
 from .backend import FdbBackend
 from .transport import Transport, TransportSettings, eta_delay
 
-__all__ = ["FdbBackend", "Transport", "TransportSettings", "eta_delay"]
+__all__ = ["FdbBackend", "Transport", "TransportSettings", "eta_delay", "rate_limits"]

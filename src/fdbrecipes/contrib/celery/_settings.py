@@ -6,14 +6,15 @@ Every option has a default; a wrong type or value raises ``TypeError`` or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .._database import directory_path
+from .._flow import FlowSettings
 from .._options import check_cluster_file, check_count, check_seconds
 from .._queues import MAX_DELIVERIES
 
-__all__ = ["TransportSettings"]
+__all__ = ["TransportSettings", "rate_limits"]
 
 
 def _seconds(options: Mapping[str, Any], name: str, default: float) -> float:
@@ -47,6 +48,12 @@ class TransportSettings:
             ``x-expires`` outlives its last consumer's heartbeat (600).
         expiry_grace: seconds past its expiry before an expiring queue nobody
             consumes is deleted by the next publish to it (30).
+        flow: the shared limits: options ``limits`` (the directory of the
+            :class:`fdbrecipes.Limits` store; default ``directory`` plus
+            ``"limits"``), ``queue_limits`` (``{queue: {"concurrency": n, "rate":
+            "10/s"}}``) and ``task_limits`` (``{task name: {...}}``, keyed by the
+            task's name), checked in each claim's transaction (see
+            docs/celery-dramatiq.md).
     """
 
     cluster_file: Optional[str] = None
@@ -57,6 +64,7 @@ class TransportSettings:
     max_deliveries: Optional[int] = MAX_DELIVERIES
     auto_delete_expires: float = 600.0
     expiry_grace: float = 30.0
+    flow: FlowSettings = field(default_factory=FlowSettings)
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> TransportSettings:
@@ -77,4 +85,21 @@ class TransportSettings:
             auto_delete_expires=_seconds(options, "auto_delete_expires",
                                          cls.auto_delete_expires),
             expiry_grace=_seconds(options, "expiry_grace", cls.expiry_grace),
+            flow=FlowSettings.from_options(options.get("limits"), options.get("queue_limits"),
+                                           options.get("task_limits"), "task", "task_limits"),
         )
+
+
+def rate_limits(app: Any) -> Dict[str, Dict[str, Any]]:
+    """The ``task_limits`` option that makes each task's ``rate_limit`` of Celery app
+    ``app`` a limit shared by every worker: ``{task name: {"rate": rate_limit}}`` for
+    each registered task that has one (reading ``app.tasks`` finalizes the app: call
+    it once every task is defined)::
+
+        app.conf.broker_transport_options["task_limits"] = rate_limits(app)
+
+    Set ``worker_disable_rate_limits=True`` too, or each worker applies its own bucket
+    on top of the shared limit.  Reads and writes nothing in the cluster.
+    """
+    return {name: {"rate": task.rate_limit} for name, task in sorted(app.tasks.items())
+            if getattr(task, "rate_limit", None)}

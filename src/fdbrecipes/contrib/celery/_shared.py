@@ -8,6 +8,7 @@ bindings.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from functools import partial
@@ -15,12 +16,13 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
 
 from .._acker import Acker
 from .._database import database, directory, transact
+from .._flow import Flow
 from .._keeper import LeaseKeeper
 from .._queues import Queues, QueueSettings
 from ._routing import Routing, Rows
 from ._settings import TransportSettings
 
-__all__ = ["Outgoing", "Shared", "shared"]
+__all__ = ["Outgoing", "Shared", "shared", "task_of"]
 
 #: The keeper beats at least this often: it also keeps expiring queues alive, and
 #: Celery's remote-control queues expire after 10 seconds without a consumer.
@@ -37,6 +39,22 @@ class Outgoing(NamedTuple):
     payload: bytes
     priority: int
     delay: Optional[float]
+
+
+def task_of(value: Any) -> Optional[str]:
+    """The task a queued kombu message names (its limits' key): the ``task`` header
+    Celery's task protocol 2 writes, read from the message's JSON, or from a chunked
+    message's reference; None when it names none (a message that does not decode: it
+    is a dead letter when claimed; protocol 1 messages name their task in the body)."""
+    if isinstance(value, tuple):
+        return value[2] if len(value) == 3 and isinstance(value[2], str) else None
+    try:
+        message = json.loads(value)
+    except Exception:
+        return None
+    headers = message.get("headers") if isinstance(message, dict) else None
+    name = headers.get("task") if isinstance(headers, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def shared(settings: TransportSettings) -> Shared:
@@ -56,9 +74,11 @@ class Shared:
         self.settings = settings
         self.db = database(settings.cluster_file)
         root = directory(self.db, settings.directory, settings.cluster_file)
+        flow = Flow(self.db, settings.directory, settings.flow, task_of) \
+            if settings.flow else None
         self.queues = Queues(self.db, root, QueueSettings(
             settings.lease_seconds, settings.spread, settings.max_deliveries,
-            settings.expiry_grace))
+            settings.expiry_grace), flow)
         self.routing = Routing(self.db, root)
         self.acker = Acker(self.queues)
         self.keeper = LeaseKeeper(self.db, settings.lease_seconds,

@@ -1,0 +1,116 @@
+"""What the limits and workflows pages show, read from the cluster: plain data, no
+HTML (the graph's SVG is :mod:`.dag`'s).
+
+A store is named in URLs and forms by ``store``, its index among the limit stores
+(``limits=``) or the workflow stores (``workflows=``) given to ``create_app``.  Every
+function takes the request's :class:`.reads.Reads` and reads in one transaction that
+is never committed, through the stores' public methods (and a limit store's
+operations object, as the metrics read it); every read is bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, NamedTuple, Optional
+
+from .. import drive
+from .._attempt import gather
+from ..admin.limits import parse_key
+from ..admin.places import UsageError
+from ..workflow import GraphNode, WorkflowStatus
+from .dag import Drawing, draw
+from .forms import BadRequest
+from .reads import Reads
+
+__all__ = ["GRAPH_NODES", "KEY_CAP", "WORKFLOW_ROWS", "LimitsView", "WorkflowView",
+           "key_of", "limits", "workflow", "workflows"]
+
+#: Workflows one page of the list shows.
+WORKFLOW_ROWS = 50
+#: Nodes of a workflow its page reads (the first ones, in the order they were added).
+GRAPH_NODES = 2_000
+#: Characters of a key's literal read at most.
+KEY_CAP = 1_000
+
+
+def key_of(text: str) -> Any:
+    """A limit's key from a form: a Python literal (``'acme'`` in quotes, ``42``,
+    ``('a', 1)``), as ``fdbrecipes limits state --key`` takes it.
+
+    Raises:
+        BadRequest: too long, or not a literal.
+    """
+    if len(text) > KEY_CAP:
+        raise BadRequest(f"key: at most {KEY_CAP:,} characters")
+    try:
+        return parse_key(text)
+    except (UsageError, RecursionError, MemoryError):
+        raise BadRequest("key: a Python literal, such as 'acme' in quotes, 42 or "
+                         "('a', 1)") from None
+
+
+class LimitsView(NamedTuple):
+    """A limit store's page: each limit with its jobs running and parked over all its
+    keys (:class:`fdbrecipes._limits.store.LimitTotals`), and, when a limit and a key
+    were asked for, that key's :class:`fdbrecipes.LimitState` (None: no such limit)."""
+
+    totals: List[Any]
+    state: Any
+
+
+def _limits(tr: Any, store: Any, name: Optional[str], key: Any) -> LimitsView:
+    ops = [store.ops.totals(tr)]
+    if name is not None:
+        ops.append(store.ops.state(tr, name, key))
+    found = drive(gather(ops))
+    return LimitsView(found[0], found[1] if name is not None else None)
+
+
+def limits(reads: Reads, store: Any, name: Optional[str], key: Any) -> LimitsView:
+    """Every limit of ``store`` with its jobs running and parked (``totals``: its
+    definitions, then one range read per limit of its slots, a key per running job
+    or ended lease not reused yet, and of up to 10,000 parked jobs, side by side),
+    and limit ``name``'s key ``key`` (``state``, side by side with them); one
+    transaction, 2 round trips."""
+    found: LimitsView = reads(_limits, store, name, key)
+    return found
+
+
+def workflows(reads: Reads, store: Any, after: Optional[bytes]) -> List[WorkflowStatus]:
+    """The store's first :data:`WORKFLOW_ROWS` workflows after ``after`` (``list``:
+    their headers, then their tallies side by side, 2 round trips)."""
+    found: List[WorkflowStatus] = reads(store.list, WORKFLOW_ROWS, after)
+    return found
+
+
+class WorkflowView(NamedTuple):
+    """One workflow's page: its status (without nodes), its first
+    :data:`GRAPH_NODES` nodes with their dependencies, the drawing of them, and those
+    nodes by state."""
+
+    status: WorkflowStatus
+    nodes: List[GraphNode]
+    drawing: Drawing
+    by_state: Dict[str, List[GraphNode]]
+
+
+def _workflow(tr: Any, store: Any, w: bytes) -> WorkflowView:
+    status, nodes = drive(gather([store.ops.status(tr, w, 0),
+                                  store.ops.read_graph(tr, w, GRAPH_NODES)]))
+    by_state: Dict[str, List[GraphNode]] = {}
+    for node in nodes:
+        by_state.setdefault(node.state, []).append(node)
+    return WorkflowView(status, nodes, draw(nodes), by_state)
+
+
+def workflow(reads: Reads, store: Any, w: bytes) -> WorkflowView:
+    """Workflow ``w``'s status (``status`` without nodes: its header and tallies) and
+    its first :data:`GRAPH_NODES` nodes with their dependencies (``graph``: range
+    reads side by side), all side by side in one transaction: 1 round trip; then the
+    layout (:mod:`.dag`), in Python.
+
+    Raises:
+        UnknownWorkflowError: no such workflow.
+    """
+    found: WorkflowView = reads(_workflow, store, w)
+    return found
+
