@@ -392,7 +392,7 @@ def test_node_killed_on_its_last_delivery(db: Any, fdb_cluster_file: str, space:
         eventually(lambda: any(line.startswith(f"ran {a.id.hex()}") for line in consumers.lines),
                    30, "node a running")
         consumers.kill_one()  # and another consumer, whose claims meet the expired lease
-        eventually(lambda: flows.status(db, w, 0).state != "running", 15,
+        eventually(lambda: flows.status(db, w, 0).state != "running", 10,
                    "the workflow over once a's lease ran out")
     finally:
         consumers.stop()
