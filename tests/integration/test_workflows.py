@@ -397,3 +397,18 @@ def test_a_large_fan_out_advances_in_short_transactions(db: Any, fdb_cluster_fil
     assert flows.status(db, w, 0).counts == {"queued": 12_000, "succeeded": 1, "failed": 0,
                                              "cancelled": 0, "skipped": 0, "waiting": 0}
     assert later.size(db) == 12_000
+
+
+def test_a_batch_whose_members_all_succeed_succeeds(db: Any, fdb_subspace: Any) -> None:
+    """Its on_failure callback skipped (``when`` unmet) is no failure: the batch ends
+    ``succeeded``, not ``completed`` (which says some failures were ignored)."""
+    q = Queue(fdb_subspace["q"])
+    flows = store(fdb_subspace, q)
+    batch = flows.batch(q, ["a", "b"], on_success=(q, "all"), on_failure=(q, "some failed"))
+    w = flows.create(db, batch)
+    runs = Runs(flows, db)
+    Worker(db, q, runs).run(burst=True)
+    status = flows.status(db, w, 0)
+    assert status.counts["skipped"] == 1 and status.counts["succeeded"] == 3
+    assert status.state == "succeeded"
+    assert flows.result(db, w, timeout=5) == {"on_success": "did all", "on_failure": None}
