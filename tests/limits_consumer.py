@@ -37,39 +37,45 @@ def structures(space: Any) -> Any:
     return q, space["events"]
 
 
+def record_claim(tr: Any, q: Any, events: Any, lease_seconds: float,
+                 **claim_args: Any) -> Optional[Lease[Any]]:
+    """``q.claim(tr, lease_seconds, **claim_args)``, writing its event ``(value, token,
+    "start")`` = (commit version, claimed_at, deadline) in the same transaction."""
+    lease: Optional[Lease[Any]] = q.claim(tr, lease_seconds, **claim_args)
+    if lease is not None:
+        tr.set_versionstamped_value(
+            events.pack((lease.value, lease.token, "start")),
+            fdb.tuple.pack_with_versionstamp((fdb.tuple.Versionstamp(), lease.claimed_at,
+                                              lease.deadline)))
+    return lease
+
+
+def record_ack(tr: Any, q: Any, events: Any, lease: Any) -> None:
+    """``q.ack(tr, lease)``, writing its event ``(value, token, "end")`` = (commit
+    version,) in the same transaction."""
+    q.ack(tr, lease)
+    tr.set_versionstamped_value(events.pack((lease.value, lease.token, "end")),
+                                fdb.tuple.pack_with_versionstamp((fdb.tuple.Versionstamp(),)))
+
+
 def main() -> None:
     cluster_file, space_hex, api, seed = sys.argv[1:5]
     fdb.api_version(int(api))
     db = fdb.open(cluster_file)
     q, events = structures(fdb.Subspace(rawPrefix=bytes.fromhex(space_hex)))
     rng = random.Random(int(seed))
-
-    @fdb.transactional
-    def claim(tr: Any) -> Optional[Lease[Any]]:
-        lease = q.claim(tr, LEASE, spread=8)
-        if lease is not None:
-            tr.set_versionstamped_value(
-                events.pack((lease.value, lease.token, "start")),
-                fdb.tuple.pack_with_versionstamp((fdb.tuple.Versionstamp(), lease.claimed_at,
-                                                  lease.deadline)))
-        return lease
-
-    @fdb.transactional
-    def ack(tr: Any, lease: Lease[Any]) -> None:
-        q.ack(tr, lease)
-        tr.set_versionstamped_value(events.pack((lease.value, lease.token, "end")),
-                                    fdb.tuple.pack_with_versionstamp((fdb.tuple.Versionstamp(),)))
+    claim, ack = fdb.transactional(record_claim), fdb.transactional(record_ack)
 
     idle_since = time.monotonic()
     while time.monotonic() - idle_since < 30:
-        lease = claim(db)
+        lease = claim(db, q, events, LEASE, spread=8)
         if lease is None:
             q.wait(db, timeout=0.5)
             continue
         idle_since = time.monotonic()
         time.sleep(rng.random() * 0.02)  # the work, holding its slots
         with contextlib.suppress(LeaseExpiredError):  # delivered again: recorded too
-            ack(db, lease)
+            ack(db, q, events, lease)
 
 
 if __name__ == "__main__":

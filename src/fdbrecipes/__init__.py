@@ -17,6 +17,7 @@ from ._codec import Codec, Undecodable
 from ._drivers.blocking import drive
 from ._receipts import InterruptedCall, UnknownResultError
 from .errors import (
+    BatchClosedError,
     FdbRecipesError,
     IncompleteBatchError,
     JobCancelledError,
@@ -87,6 +88,7 @@ logging.getLogger("fdbrecipes").addHandler(logging.NullHandler())
 
 __all__ = [
     "Backoff",
+    "BatchClosedError",
     "CatchUp",
     "Clock",
     "Codec",

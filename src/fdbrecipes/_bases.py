@@ -81,11 +81,12 @@ class FairBase(JobFace[FairOps]):
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
                  history: Optional[float] = None, shards: int = 1,
-                 codec: Optional[Codec] = None) -> None:
+                 codec: Optional[Codec] = None,
+                 limits: Union[LimitUse, Sequence[LimitUse], None] = None) -> None:
         super().__init__(FairOps(subspace, default_share=default_share,
                                  default_limit=default_limit, max_deliveries=max_deliveries,
                                  id_retention=id_retention, clock=clock, history=history,
-                                 shards=shards, codec=codec))
+                                 shards=shards, codec=codec, limits=limits))
 
 
 class LimitsBase(Face[LimitsOps]):

@@ -13,7 +13,8 @@ from fdb.subspace_impl import Subspace
 
 from ._layout import Item
 
-__all__ = ["LIMITS", "ROOT", "SCHEDULES", "LimitLayout", "ScheduleLayout", "WorkflowLayout"]
+__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout", "ScheduleLayout",
+           "WorkflowLayout"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -62,6 +63,11 @@ class ScheduleLayout:
 LIMITS = "lv"
 
 
+#: The first element of a workflow store's headers, which no structure uses: the
+#: operator commands recognise a store by its first header.
+WORKFLOWS = "wh"
+
+
 class LimitLayout:
     """Keys of a limit store (:class:`fdbrecipes.Limits`), shared by every structure
     made with ``limits=`` uses of it::
@@ -79,11 +85,14 @@ class LimitLayout:
                                                   (``start``: the claim's clock reading)
         L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
                                                   lease holds
-        L/"lw"/(name, key, parked_at, prefix, item, deadline) = ''  a job parked until
-                                                  a slot of (name, key) frees: its
-                                                  structure's (shard's) raw prefix, its
-                                                  item tuple and the deadline of the
-                                                  DELAY hold it waits under there
+        L/"lw"/(name, key, parked_at, prefix, item, deadline) = '' or (mark, counter)
+                                                  a job parked until a slot of (name,
+                                                  key) frees: its structure's (shard's)
+                                                  raw prefix, its item tuple and the
+                                                  deadline of the DELAY hold it waits
+                                                  under there; the value, what moving it
+                                                  back writes for its structure too
+                                                  (``gate.Comeback``: a FairQueue's)
 
     ``key`` is the limit's key for the job (any tuple-encodable value), None for a
     global limit.  Times are clock readings (read versions, about 1,000,000 per second).
@@ -132,9 +141,10 @@ class WorkflowLayout:
     workflow's id, ``i`` and ``d`` its nodes' numbers (in the order they were added)::
 
         S/"wh"/(w,)          = header     (created_at, nodes, status, ended_at, why),
-                                          packed; status "running", "failed",
-                                          "cancelled"; read with a conflict by every
-                                          step, written by a cancel or a failure only
+                                          packed (nodes: at creation); status
+                                          "running", "failed", "cancelled"; read with
+                                          a conflict by every step, written by a
+                                          cancel or a failure only
         S/"wn"/(w, i)        = node       (target, value, where, delay, time_limit,
                                           name, when, deps, leaves), packed
         S/"we"/(w, i, c)     = edges      i's dependents, 128 a key (c: 0, 1...):
@@ -143,8 +153,9 @@ class WorkflowLayout:
         S/"wi"/(w, d, leaf)  = deps       d's dependencies counted in that leaf:
                                           ((node, policy, name), ...), packed
         S/"wc"/(w, d, leaf)  = int64      what d still waits for in that leaf (ROOT:
-                                          its leaves still open); ADD, read with a
-                                          conflict by the step that decrements it
+                                          its leaves still open; d -1: a sub-workflow's
+                                          end); ADD, read with a conflict by the step
+                                          that decrements it
         S/"wf"/(w, d)        = int64      d's dependencies that did not succeed (ADD)
         S/"ws"/(w, i)        = state      (state, at, error), packed: "queued" once
                                           pushed, then "succeeded", "failed",
@@ -152,20 +163,31 @@ class WorkflowLayout:
         S/"wr"/(w, i, n)     = bytes      chunk n of i's result (its structure's codec,
                                           tuple-packed)
         S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
-                                          nodes), packed, until its expander's ack
-                                          pushes them
+                                          nodes; -1 - n: those of the batch's add that
+                                          began at node n), packed, until its
+                                          expander's ack pushes them
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
-                                          ended, what ``result`` watches)
+                                          ended, what ``result`` watches; "total":
+                                          every node, which an open batch's adds grow)
+        S/"wo"/(w,)          = open       an open batch's ((callback, its leaves so
+                                          far), ...), packed; present while members
+                                          may be added, read with a conflict by an
+                                          add and by the close, which clears it
+        S/"wk"/(w, i)        = sub        node i of w is the sub-workflow of that id
+        S/"wk"/(sub,)        = link       (w, i, nodes): sub's parent, its node there,
+                                          its number of nodes
+        S/"wk"/(sub, "r", c) = nodes      chunk c of sub's first nodes, packed: what
+                                          its start pushes (its header is written then)
         S/"wx"/(at, w)       = ''         when to look at w for pruning
         S/"c"/(...)          = receipt    receipt slots (see _receipts)
     """
 
     __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
-                 "nodes", "results", "states", "subspace", "tallies")
+                 "kin", "nodes", "opens", "results", "states", "subspace", "tallies")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
-        self.headers = subspace["wh"]
+        self.headers = subspace[WORKFLOWS]
         self.nodes = subspace["wn"]
         self.edges = subspace["we"]
         self.inputs = subspace["wi"]
@@ -176,6 +198,8 @@ class WorkflowLayout:
         self.tallies = subspace["wt"]
         self.chunks = subspace["wp"]
         self.expiry = subspace["wx"]
+        self.opens = subspace["wo"]
+        self.kin = subspace["wk"]
 
     def header(self, w: bytes) -> bytes:
         """The key of workflow ``w``'s header."""
@@ -217,6 +241,22 @@ class WorkflowLayout:
         """The key counting ``w``'s nodes in ``state``."""
         return bytes(self.tallies.pack((w, state)))
 
+    def opened(self, w: bytes) -> bytes:
+        """The key of open batch ``w``'s callbacks and leaves (present while open)."""
+        return bytes(self.opens.pack((w,)))
+
+    def child(self, w: bytes, i: int) -> bytes:
+        """The key naming the sub-workflow that node ``i`` of ``w`` is."""
+        return bytes(self.kin.pack((w, i)))
+
+    def link(self, sub: bytes) -> bytes:
+        """The key of sub-workflow ``sub``'s parent and node there."""
+        return bytes(self.kin.pack((sub,)))
+
+    def firsts(self, sub: bytes, c: int) -> bytes:
+        """The key of chunk ``c`` of sub-workflow ``sub``'s first nodes."""
+        return bytes(self.kin.pack((sub, "r", c)))
+
     def due(self, at: float, w: bytes) -> bytes:
         """The key of ``w``'s entry in the pruning index."""
         return bytes(self.expiry.pack((at, w)))
@@ -225,7 +265,8 @@ class WorkflowLayout:
         """Every key range of workflow ``w`` (its pruning entry apart)."""
         out = []
         for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
-                      self.failures, self.states, self.results, self.tallies, self.chunks):
+                      self.failures, self.states, self.results, self.tallies, self.chunks,
+                      self.opens, self.kin):
             r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
             out.append((bytes(space.pack((w,))), bytes(r.stop)))
         return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, cast
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -351,6 +351,27 @@ def batch_ids(n: int, claimed_at: int, shard: Optional[int] = None) -> List[byte
     mark = b"" if shard is None else bytes((shard,))
     prefix = max(0, claimed_at).to_bytes(8, "big") + mark + os.urandom(8 - len(mark))
     return [prefix + i.to_bytes(4, "big") for i in range(n)]
+
+
+def id_spans(ids: Iterable[bytes]) -> List[Tuple[bytes, bytes]]:
+    """The lease ids ``ids`` (distinct) as spans to read keys named by them: for the ids
+    of one claim (:func:`batch_ids`: one prefix, then numbered), (lowest, highest)
+    when at most half the ids in that span are left out; every other id alone, as
+    (id, id).  A read of a span's keys is one range read instead of one read a lease."""
+    claims: Dict[bytes, List[bytes]] = {}
+    for hold_id in ids:
+        prefix = hold_id[:16] if len(hold_id) == BATCH_ID_LEN else hold_id
+        claims.setdefault(prefix, []).append(hold_id)
+    spans: List[Tuple[bytes, bytes]] = []
+    for members in claims.values():
+        distinct = sorted(set(members))
+        low, high = distinct[0], distinct[-1]
+        gap = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big")
+        if len(distinct) > 1 and gap < 2 * len(distinct):
+            spans.append((low, high))
+        else:
+            spans.extend((hold_id, hold_id) for hold_id in distinct)
+    return spans
 
 
 def lease_shard(hold_id: bytes) -> int:

@@ -121,6 +121,8 @@ COMMANDS = (
     Command(admin.SCHEDULES.name, admin.SCHEDULES.help, admin.SCHEDULES.main,
             admin.SCHEDULES.arguments),
     Command(admin.LIMITS.name, admin.LIMITS.help, admin.LIMITS.main, admin.LIMITS.arguments),
+    Command(admin.WORKFLOWS.name, admin.WORKFLOWS.help, admin.WORKFLOWS.main,
+            admin.WORKFLOWS.arguments),
     Command("web", "serve the web dashboard of the structures under a directory", web,
             web_options),
     Command("server", "install FoundationDB for this user (no root), say which server and "
@@ -138,7 +140,8 @@ EPILOG = (
     "--directory PATH or --tuple LITERAL (and --kind queue|priority-queue|fair-queue|"
     "weight-tree, recognised when not given; --group GROUP for a fair-queue's groups), "
     "e.g. 'fdbrecipes stats --directory app/jobs'; 'fdbrecipes schedules' on a schedule "
-    "store, 'fdbrecipes limits' on a limit store.  "
+    "store, 'fdbrecipes limits' on a limit store, 'fdbrecipes workflow' on a workflow "
+    "store.  "
     "'fdbrecipes <command> --help' tells more."
 )
 

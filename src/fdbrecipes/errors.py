@@ -153,6 +153,19 @@ class UnknownWorkflowError(FdbRecipesError, LookupError):
         self.id = id_
 
 
+class BatchClosedError(FdbRecipesError):
+    """``add_to_batch`` of a batch that is closed, over (cancelled), or was not made
+    open (see :meth:`fdbrecipes.workflow.Workflows.open_batch`): nothing was added.
+
+    Attributes:
+        id: the batch's id.
+    """
+
+    def __init__(self, id_: bytes) -> None:
+        super().__init__(f"batch {id_!r} takes no more members: it is closed or over")
+        self.id = id_
+
+
 class WorkflowFailedError(FdbRecipesError):
     """``result()`` of a workflow that failed (a node failed under the ``fail``
     policy) or was cancelled.

@@ -61,6 +61,13 @@ class FairQueue(FairBase, JobMethods[FairOps]):
             key ranges of their own already; shards spread one busy group.  A
             group's limit, rate and share hold across its shards.
         codec: how values are stored, as for :class:`fdbrecipes.Queue`.
+        limits: shared limits its jobs carry, as for :class:`fdbrecipes.Queue` (a
+            :meth:`fdbrecipes.Limits.use`, or a list of them, of one store): a claim
+            starts a job only within its group's own limit and rate *and* every
+            shared limit, checked in the claim's transaction; a job whose key is full
+            is parked (out of its group's queue until the transaction that frees a
+            slot of that key moves it back, with a look at its group), so it never
+            holds up its group nor any other.  See docs/flow-control.md.
 
     Example::
 
@@ -124,9 +131,11 @@ class FairQueue(FairBase, JobMethods[FairOps]):
 
     def push(self, tr: Transactor, value: Value, *, group: Group,
              id: Optional[bytes] = None, delay: Optional[float] = None,
-             time_limit: Optional[float] = None) -> Optional[bytes]:
-        """Append ``value`` to ``group``'s queue (``id``, ``delay`` and ``time_limit``
-        as for :meth:`fdbrecipes.Queue.push`; ids are per group); the item's id, as
+             time_limit: Optional[float] = None,
+             limit_keys: Optional[Dict[str, Any]] = None) -> Optional[bytes]:
+        """Append ``value`` to ``group``'s queue (``id``, ``delay``, ``time_limit`` and
+        ``limit_keys``, its keys under the shared limits, stored in its value, as for
+        :meth:`fdbrecipes.Queue.push`; ids are per group); the item's id, as
         Queue.push returns it.
 
         Reads, as Queue.push, the group's last item (snapshot); then the group's
@@ -138,19 +147,21 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         not.  Cost: 1 to 3 round trips.
 
         Raises:
-            TypeError or ValueError: bad value, group, id, delay or time_limit.
+            TypeError or ValueError: bad value, group, id, delay, time_limit or
+                limit_keys (as for Queue.push).
         """
-        request = self._ops.request(group, value, id, delay, time_limit)
+        request = self._ops.request(group, value, id, delay, time_limit, limit_keys)
         drive(self._ops.push(tr, request))
         return request.request.item_id(0)
 
     def push_many(self, tr: Transactor, values: Iterable[Value], *, group: Group,
                   delay: Optional[float] = None,
-                  time_limit: Optional[float] = None) -> List[bytes]:
+                  time_limit: Optional[float] = None,
+                  limit_keys: Optional[Dict[str, Any]] = None) -> List[bytes]:
         """Append every value to ``group``'s queue, in order, in one transaction (as
         :meth:`push`; the batch is checked whole first); with ``history``, the ids
         made for them (otherwise ``[]``)."""
-        request = self._ops.requests(group, values, delay, time_limit)
+        request = self._ops.requests(group, values, delay, time_limit, limit_keys)
         drive(self._ops.push(tr, request))
         return list(request.request.ids)
 
@@ -169,6 +180,17 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         chance, a claim looking at the same due group).  Cost: a small constant
         number of round trips, 1 + log64(groups) for the lottery; more when a picked
         group turns out unservable (it is taken out, and the claim picks again).
+
+        With ``limits``, it reads the picked group's first 64 visible items (read
+        conflicts; sharded, 64 / shards of each shard's, at least 2), the limits'
+        definitions (snapshot, beside the first reads) and the state of each limit
+        key they carry (by snapshot, side by side: 1 round trip more; see
+        docs/flow-control.md for the conflicts), takes the first that every limit
+        lets start (its slots written with its lease; a read conflict on the slot
+        drawn, or on the rate's window), and parks or delays those before it that a
+        limit holds back; the group is then looked at again (1 to 2 round trips
+        more).  A group whose candidates were all held back counts as a miss: the
+        claim picks again, up to 4 picks.
 
         Raises:
             TypeError or ValueError: bad ``lease_seconds``.
@@ -221,7 +243,14 @@ class FairQueue(FairBase, JobMethods[FairOps]):
         back into the lottery if that was all it lacked, or leaves the index of groups
         if that was its last item).  Reads the lease and the group's membership (read
         conflicts); when the group is not in the lottery, its state.  Cost: 1 to 3
-        round trips.
+        round trips.  With ``limits``, it also gives the lease's slots in the shared
+        limits back (a compare-and-clear: no conflict) and moves back the first job
+        parked under each freed key (read conflicts on the key's parked jobs and the
+        job's hold: a claim parking a job of that key meanwhile conflicts), whatever
+        structure or group it is in, with a look at its group: 1 round trip more,
+        2 when a job is parked.  :meth:`release`, :meth:`bury` and an expired lease
+        met by a claim do the same; :meth:`extend` moves the slots' deadline (no
+        round trip more).
 
         Raises:
             LeaseExpiredError: the lease had expired (as for Queue.ack).

@@ -4,7 +4,9 @@ A :class:`Workflows` store knows the structures its nodes go to (Queue,
 PriorityQueue, FairQueue, sync or async).  :meth:`Workflows.new` starts a
 :class:`Workflow`, built in memory: each node an ordinary job (``add``, ``add_many``:
 its value, priority or group, delay, time limit), its dependencies ``deps=[...]``
-(fan-out, fan-in, shared dependencies). :meth:`Workflows.create` checks it whole and
+(fan-out, fan-in, shared dependencies); or a workflow of its own
+(:meth:`Workflow.add_workflow`: a sub-workflow, whose end is the node's).
+:meth:`Workflows.create` checks it whole and
 writes it in the caller's transaction (``tr`` first), pushing the nodes without
 dependencies: the workflow commits with the application's writes, or not at all.
 
@@ -17,8 +19,10 @@ that makes a node a dead letter applies its dependents' failure policy: ``fail``
 ``job.cancelled``), ``ignore`` or ``continue`` (the dependent runs, seeing the
 failure in :meth:`Workflows.inputs`).  A node reads its dependencies' results with
 :meth:`Workflows.inputs` (the store keeps every node's result itself).
-:func:`batch` builds a batch of jobs with ``on_success``, ``on_complete`` and
-``on_failure`` callbacks on the same mechanism.  docs/workflows.md tells the keys,
+:meth:`Workflows.batch` builds a batch of jobs with ``on_success``, ``on_complete``
+and ``on_failure`` callbacks on the same mechanism; :meth:`Workflows.open_batch` one
+whose members are added over time (:meth:`Workflows.add_to_batch`) until it is closed
+(:meth:`Workflows.close_batch`).  docs/workflows.md tells the keys,
 the conflicts and the limits.
 """
 
@@ -36,16 +40,20 @@ from ._workflow.graph import (
     FAIL,
     FAILURE,
     IGNORE,
+    NO_VALUE,
     SUCCESS,
     Graph,
     Node,
+    NodeJob,
+    NodeSource,
+    job_of,
 )
 from ._workflow.ops import DEFAULT_RETENTION, LIST_LIMIT, WorkflowOps
 from ._workflow.reading import GraphNode, Input, NodeStatus, WorkflowStatus
 
 __all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LIST_LIMIT", "SUCCESS",
-           "GraphNode", "Input", "Node", "NodeStatus", "Workflow", "WorkflowStatus",
-           "Workflows", "WorkflowsBase"]
+           "GraphNode", "Input", "Node", "NodeJob", "NodeSource", "NodeStatus", "Workflow",
+           "WorkflowStatus", "Workflows", "WorkflowsBase"]
 
 
 class Workflow:
@@ -75,7 +83,7 @@ class Workflow:
         """Its nodes, in the order they were added."""
         return list(self._graph.nodes)
 
-    def add(self, structure: Any, value: Any, *, deps: Sequence[Any] = (),
+    def add(self, structure: Any, value: Any = NO_VALUE, *, deps: Sequence[Any] = (),
             on_failure: str = FAIL, name: Optional[str] = None, when: str = ALWAYS,
             delay: Optional[float] = None, time_limit: Optional[float] = None,
             **where: Any) -> Node:
@@ -83,7 +91,9 @@ class Workflow:
         ``deps`` ended (at once if none).
 
         Args:
-            structure: a Queue, PriorityQueue or FairQueue the store was made with.
+            structure: a Queue, PriorityQueue or FairQueue the store was made with;
+                or a call of a task (``my_task.s(*args)``: its job on the task's
+                queue, which the store must be made with), then without ``value``.
             value: the job's value (as the structure's ``push`` takes it).
             deps: nodes of this workflow, or ``(node, policy)`` pairs.
             on_failure: the policy of the dependencies given without one: ``"fail"``
@@ -100,10 +110,12 @@ class Workflow:
 
         Raises:
             TypeError or ValueError: a structure the store does not know, a node of
-                another workflow, a bad value, policy, name or push argument.
+                another workflow, a bad value, policy, name or push argument; a
+                task's call with a value.
         """
-        return self._graph.add(structure, value, deps, on_failure, name, when, delay,
-                               time_limit, where)
+        job = job_of(structure, value, delay, time_limit, where)
+        return self._graph.add(job.structure, job.value, deps, on_failure, name, when,
+                               job.delay, job.time_limit, job.where)
 
     def add_many(self, structure: Any, values: Iterable[Any], *, deps: Sequence[Any] = (),
                  on_failure: str = FAIL, delay: Optional[float] = None,
@@ -131,6 +143,32 @@ class Workflow:
             graph.size = before[1]
             raise
         return added
+
+    def add_workflow(self, workflow: Workflow, *, deps: Sequence[Any] = (),
+                     on_failure: str = FAIL, name: Optional[str] = None,
+                     when: str = ALWAYS) -> Node:
+        """Add a node that is a workflow of its own (a sub-workflow): ``workflow``, made
+        by the same store's :meth:`Workflows.new` and in no other workflow, starts once
+        every one of ``deps`` ended (its first nodes pushed in that transaction), and
+        its end is the node's, in the transaction that ends it: ``succeeded`` once
+        every node of it ended (the ``continue`` and ``ignore`` failures in it
+        included), ``failed`` or ``cancelled`` when it stopped (a ``fail`` in it, or a
+        cancel); the node's dependents then follow their policies.  Its result, which
+        its dependents read with :meth:`Workflows.inputs`, is the results of its last
+        nodes, by name, as :meth:`Workflows.result` gives them.  It is written with
+        this workflow by :meth:`Workflows.create` (more nodes may be added to it until
+        then), under its own id: :meth:`Workflows.status` and ``cancel`` take it once
+        it started; it is kept, and pruned, with this workflow.  Arguments as
+        :meth:`add` takes them.
+
+        Reads and writes nothing.  Cost: none (checks only).
+
+        Raises:
+            TypeError or ValueError: a workflow of another store, this one, one in a
+                workflow already, an open batch, an empty one, or a bad argument.
+        """
+        return self._graph.add_workflow(workflow.graph if isinstance(workflow, Workflow)
+                                        else workflow, deps, on_failure, name, when)
 
     def after(self, node: Node, deps: Sequence[Any], *, on_failure: str = FAIL) -> None:
         """Make ``node`` depend on ``deps`` as well (a cycle is refused by ``create``).
@@ -160,7 +198,8 @@ class WorkflowsBase(Face[WorkflowOps]):
               on_failure: Optional[Any] = None, **where: Any) -> Workflow:
         """A batch: a job for each of ``values`` in ``structure``, and callbacks, each a
         ``(structure, value)`` pair (or ``(structure, value, options)``, options
-        as :meth:`Workflow.add` takes them: ``{"group": ...}``) pushed once the last
+        as :meth:`Workflow.add` takes them: ``{"group": ...}``), or a task's call
+        (``notify.s(...)``), pushed once the last
         member ended, in that
         member's ack: ``on_complete`` always, ``on_success`` if every member
         succeeded, ``on_failure`` if one did not (its inputs say which).  A workflow
@@ -173,19 +212,59 @@ class WorkflowsBase(Face[WorkflowOps]):
         """
         flow = self.new()
         members = flow.add_many(structure, values, on_failure=CONTINUE, **where)
-        for name, callback, when in (("on_success", on_success, SUCCESS),
-                                     ("on_complete", on_complete, ALWAYS),
-                                     ("on_failure", on_failure, FAILURE)):
-            if callback is None:
-                continue
-            if not (isinstance(callback, tuple) and len(callback) in (2, 3)
-                    and (len(callback) == 2 or isinstance(callback[2], dict))):
-                raise TypeError(f"{name} must be a (structure, value) pair, or a "
-                                "(structure, value, options) triple")
-            options = callback[2] if len(callback) == 3 else {}
-            flow.add(callback[0], callback[1], deps=members, on_failure=CONTINUE,
-                     name=name, when=when, **options)
+        add_callbacks(flow, members, on_success, on_complete, on_failure)
         return flow
+
+    def open_batch(self, *, on_success: Optional[Any] = None,
+                   on_complete: Optional[Any] = None,
+                   on_failure: Optional[Any] = None) -> Workflow:
+        """An open batch: its callbacks (as :meth:`batch` takes them; one at least),
+        and members added over time, once it is created (:meth:`Workflows.add_to_batch`),
+        until it is closed (:meth:`Workflows.close_batch`).  Each callback is pushed
+        (or skipped) exactly once, after the close, in the transaction of the member
+        whose end brings the batch's count to zero, or in the close if every member
+        ended already.  A workflow to :meth:`create` (more nodes may be added to it
+        first: nodes that depend on the callbacks).
+
+        Reads and writes nothing.
+
+        Raises:
+            TypeError or ValueError: a bad callback, or none.
+        """
+        flow = self.new()
+        joins = add_callbacks(flow, [], on_success, on_complete, on_failure)
+        if not joins:
+            raise ValueError("open_batch: give on_success, on_complete or on_failure")
+        flow.graph.joins.extend(node.index for node in joins)
+        return flow
+
+
+def add_callbacks(flow: Workflow, members: List[Node], on_success: Optional[Any],
+                  on_complete: Optional[Any], on_failure: Optional[Any]) -> List[Node]:
+    """Add a batch's callbacks to ``flow``, each depending on ``members`` (see
+    :meth:`WorkflowsBase.batch`); their nodes.
+
+    Raises:
+        TypeError or ValueError: a bad callback.
+    """
+    added = []
+    for name, callback, when in (("on_success", on_success, SUCCESS),
+                                 ("on_complete", on_complete, ALWAYS),
+                                 ("on_failure", on_failure, FAILURE)):
+        if callback is None:
+            continue
+        if isinstance(callback, NodeSource):  # a task's call
+            added.append(flow.add(callback, deps=members, on_failure=CONTINUE, name=name,
+                                  when=when))
+            continue
+        if not (isinstance(callback, tuple) and len(callback) in (2, 3)
+                and (len(callback) == 2 or isinstance(callback[2], dict))):
+            raise TypeError(f"{name} must be a (structure, value) pair, or a "
+                            "(structure, value, options) triple")
+        options = callback[2] if len(callback) == 3 else {}
+        added.append(flow.add(callback[0], callback[1], deps=members, on_failure=CONTINUE,
+                              name=name, when=when, **options))
+    return added
 
 
 class Workflows(WorkflowsBase):
@@ -201,7 +280,11 @@ class Workflows(WorkflowsBase):
         structures: the structures its nodes may go to.  Each learns of the store:
             a worker serving one of them, in this process, advances the workflows of
             the jobs it acks (a node acked where no store was made with its
-            structure is not acked: its lease runs out and it runs again).
+            structure is not acked: its lease runs out and it runs again).  None
+            given (``[]``) makes a store that looks only (``list``, ``status``,
+            ``result``: results as stored, no codec applied); its ``cancel`` cannot
+            take queued nodes out of the structures it does not know (``fdbrecipes
+            workflow cancel`` gives it those :meth:`targets` names).
         retention: seconds a workflow is kept after its creation, and as long as it
             runs (default 7 days); :meth:`prune` forgets it then.
 
@@ -226,6 +309,47 @@ class Workflows(WorkflowsBase):
         """
         return drive(self._ops.create(tr, workflow))
 
+    def add_to_batch(self, tr: Transactor, batch: bytes, structure: Any,
+                     values: Iterable[Any], *, delay: Optional[float] = None,
+                     time_limit: Optional[float] = None, **where: Any) -> List[bytes]:
+        """Add a member to open batch ``batch`` for each of ``values``: a job in
+        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``
+        and ``where`` as :meth:`Workflow.add` takes them), pushed now; their job ids.
+        A member that ends before the batch is closed counts down the batch all the
+        same.
+
+        Reads the batch's header and open key with conflicts (adds to one batch are
+        serialized; an add conflicts with its close, and a cancel) and its count of
+        nodes; writes each member's definition and edges, a new counter for each
+        128 members in each callback, and the pushes (see ``create``).  Cost: 1 round
+        trip, then one for each structure pushed into (a FairQueue: one per member),
+        and the commit.
+
+        Raises:
+            TypeError or ValueError: a bad value or option (nothing is written).
+            UnknownWorkflowError: no such workflow.
+            BatchClosedError: the batch is closed or over, or was not made open
+                (nothing is written).
+        """
+        return drive(self._ops.add_to_batch(tr, batch, structure, values, delay, time_limit,
+                                            where))
+
+    def close_batch(self, tr: Transactor, batch: bytes) -> bool:
+        """Close open batch ``batch``: no member is added after; its callbacks are
+        pushed (or skipped) now if every member ended already, else in the transaction
+        of the last member's end.  False if it was closed or over already.
+
+        Reads the batch's header and open key with conflicts, then the callbacks'
+        root counters with conflicts (as the member end that closes a counter does:
+        exactly one of them reads 0), then, when the callbacks are pushed, their
+        definitions.  Cost: 2 round trips, 2 more and the pushes when it pushes them,
+        and the commit.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return drive(self._ops.close_batch(tr, batch))
+
     def cancel(self, tr: Transactor, workflow: bytes) -> bool:
         """Cancel a workflow: every node not started ends ``cancelled`` (those waiting
         in their structures are removed), every running node's worker is told
@@ -234,8 +358,9 @@ class Workflows(WorkflowsBase):
 
         Reads the header and every node's state with conflicts (it conflicts with any
         step of the workflow in flight), then the definitions of the queued nodes.
-        Cost: 3 round trips, one more per queued node (its structure's ``cancel``),
-        and the commit.
+        Cost: 4 round trips, one more per queued node (its structure's ``cancel``),
+        those of a running sub-workflow's cancel, and the commit.  A sub-workflow's
+        cancel ends its node in its parent (``cancelled``), with the parent's step.
 
         Raises:
             UnknownWorkflowError: no such workflow.
@@ -301,14 +426,30 @@ class Workflows(WorkflowsBase):
         """
         return drive(self._ops.result(db, workflow, timeout))
 
+    def targets(self, tr: Transactor, workflow: bytes) -> List[bytes]:
+        """The keys (subspace prefixes) of the structures a workflow's nodes go to,
+        in the order the nodes name them: what a tool opens to :meth:`cancel` a
+        workflow from a store made without its structures.
+
+        Reads (no writes) the header and every node's definition (one range read,
+        side by side): in a transaction that writes, a conflict with a cancel or a
+        failure of the workflow (they write its header).  Cost: 1 round trip (2
+        given a Database), O(nodes) keys.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return drive(self._ops.targets_of(tr, workflow))
+
     def inputs(self, tr: Transactor, job: Any) -> Dict[str, Input]:
         """The dependencies of the node a handler runs (``job``: its Job, or job
         id), by name: how each ended, its result, what it failed with.  Those that
         failed under ``ignore`` are left out.
 
-        Reads (no writes) the node's dependencies, then their states and results
-        side by side.  Cost: 2 round trips (3 when a dependency's structure has a
-        codec).
+        Reads (no writes) the node's dependencies, then their states, definitions
+        and results side by side (a sub-workflow's result: the results of its last
+        nodes, read from its keys).  Cost: 2 round trips (2 more for each dependency
+        that is a sub-workflow).
 
         Raises:
             ValueError: ``job`` is not a node of this store's workflows.

@@ -77,6 +77,24 @@ def total(values):
 
 
 @app.task
+def tally(values, key):
+    """A chord's callback: record the run."""
+    _record(key, "start", "callback")
+    return sum(values)
+
+
+@app.task
+def boom(x):
+    raise ValueError(f"boom {x}")
+
+
+@app.task
+def chord_failed(request, exc, traceback):
+    """A callback's errback (Celery calls it with the failed request)."""
+    _record("errback", "start", "errback", note=type(exc).__name__)
+
+
+@app.task
 def big(n):
     return "x" * n
 
@@ -348,3 +366,54 @@ def test_the_documented_app_runs(db: Any, fdb_cluster_file: str,
     run_example(db, fdb_cluster_file, monkeypatch, "celery_app",
                 ["celery", "-A", "celery_app", "worker", "-P", "threads", "-c", "2", "-n",
                  "example@%h", "-l", "INFO"], " ready.", use)
+
+
+def test_a_chord_fires_its_callback_exactly_once(make_celery: Any) -> None:
+    """A chord of 50 header tasks, 8 at a time racing on its counter: the callback is
+    sent once, by the part whose result's transaction counted the 50th; with a header
+    task that fails, the callback is failed (ChordError) and its errback called once,
+    as Celery does it."""
+    c = make_celery()
+    m = c.module
+    c.worker("w1", "threads", 8)
+    done = celery.chord(m.add.s(i, i) for i in range(50))(m.tally.s("chord"))
+    assert done.get(timeout=120) == sum(2 * i for i in range(50))
+    failing = celery.chord([*(m.add.s(i, i) for i in range(49)), m.boom.s(49)])(
+        m.tally.s("failed-chord").on_error(m.chord_failed.s()))
+    with pytest.raises(ValueError, match="boom 49"):  # get() raises the header's error
+        failing.get(timeout=120)
+    wait_until(lambda: failing.state == "FAILURE", 60, "the callback failed")
+    assert isinstance(failing.result, celery.exceptions.ChordError)
+    assert "boom 49" in str(failing.result)
+    wait_until(c.settled, 60, "every message acked")
+    runs = c.runs()
+    assert len(runs["chord"]) == 1, "the callback ran once"
+    assert "failed-chord" not in runs, "a chord with a failed part runs no callback"
+    assert [run.note for run in runs["errback"]] == ["ChordError"], "one errback"
+
+
+def test_a_part_delivered_again_is_not_counted_twice(make_celery: Any) -> None:
+    """A header task run twice (delivered again after its worker died between storing
+    its result and its ack) counts once: the chord fires when its other part ends,
+    not before (Celery's incr counted it twice and fired early)."""
+    from celery.app.task import Context
+
+    c = make_celery()
+    m = c.module
+    backend = c.app.backend
+    body = m.tally.s("again")
+    body["chord_size"] = 2
+    header = c.app.GroupResult("group-again", [c.app.AsyncResult("part-1"),
+                                               c.app.AsyncResult("part-2")])
+    backend.apply_chord(("group-again", header.results), body)
+    first = Context(id="part-1", group="group-again", chord=body)
+    second = Context(id="part-2", group="group-again", chord=body)
+    with c.app.connection_for_write() as conn:
+        conn.default_channel.queue_declare("celery")  # the broker's directory and queue
+    backend.mark_as_done("part-1", 2, request=first)
+    backend.mark_as_done("part-1", 2, request=first)  # delivered again
+    assert c.queue().stats(c.db).visible == 0, "no callback sent before part-2 ended"
+    backend.mark_as_done("part-2", 4, request=second)
+    assert c.queue().stats(c.db).visible == 1, "the callback is sent when part-2 ends"
+    backend.mark_as_done("part-2", 4, request=second)  # delivered again
+    assert c.queue().stats(c.db).visible == 1, "and only then"

@@ -11,20 +11,20 @@ import json
 import threading
 import time
 import uuid
-from typing import Any, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import fdb
 import pytest
 
 from fdbrecipes import Queue
-from tests.helpers import eventually
+from tests.helpers import RandomFaults, eventually, run_threads, unknown_results
 
 kombu = pytest.importorskip("kombu", reason="the celery extra needs Python >= 3.10")
 
 from kombu import Connection, Exchange  # noqa: E402
 from kombu import Queue as KQueue  # noqa: E402
 
-from fdbrecipes.contrib._results import SWEEP_BATCH, ExpiringStore  # noqa: E402
+from fdbrecipes.contrib._results import SWEEP_BATCH, Counted, ExpiringStore  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -375,3 +375,45 @@ def test_counters_count_exactly_under_concurrency(db: Any, path: tuple) -> None:
     for t in threads:
         t.join(timeout=60)
     assert sorted(seen) == list(range(1, 401))   # every value once: none skipped
+
+
+def never(_stored: bytes) -> bool:
+    """A ``keep`` that keeps no stored value."""
+    return False
+
+
+def always(_stored: bytes) -> bool:
+    """A ``keep`` that keeps every stored value."""
+    return True
+
+
+def test_a_chord_part_is_counted_once_with_its_result_under_unknown_results(
+        db: Any, path: tuple, fdb_cluster_file: str) -> None:
+    """50 parts stored and counted at once through commits that report
+    commit_unknown_result (applied or not): each part counted once, in the
+    transaction of its result, and exactly one count reaches 50."""
+    faulty = unknown_results(fdb_cluster_file, RandomFaults(41, 0.3))
+    store = ExpiringStore(faulty, fdb.directory.create_or_open(db, path), sweep_every=None)
+    n = 50
+    counted: Dict[int, Counted] = {}
+    errors: List[BaseException] = []
+
+    def part(i: int) -> None:
+        try:
+            counted[i] = store.set_and_count(f"r{i}".encode(), b"done", 3600, never,
+                                             b"chord", f"t{i}".encode())
+        except BaseException as e:  # reported by run_threads
+            errors.append(e)
+
+    run_threads([threading.Thread(target=part, args=(i,)) for i in range(n)], errors, 120)
+    assert sorted(c.value for c in counted.values()) == list(range(1, n + 1))
+    assert not any(c.done for c in counted.values())
+    assert all(store.get(f"r{i}".encode()) == b"done" for i in range(n))
+    again = {i: store.count_once(b"chord", f"t{i}".encode()) for i in range(n)}
+    assert again == counted, "a part delivered again reads its receipt"
+    kept = store.set_and_count(b"r0", b"other", 3600, always, b"chord", b"t0")
+    assert kept == counted[0] and store.get(b"r0") == b"done"
+    store.mark_done(b"chord")
+    assert store.count_once(b"chord", b"t0") == Counted(counted[0].value, True)
+    store.delete(b"chord")
+    assert store.count_once(b"chord", b"t0") == Counted(1, False), "the receipts went too"

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Tuple
 import fdb
 import pytest
 
-from fdbrecipes import Job, Limits, PriorityQueue, Queue, Worker, concurrency, rate
+from fdbrecipes import FairQueue, Job, Limits, PriorityQueue, Queue, Worker, concurrency, rate
 from fdbrecipes.aio import AsyncLimits, AsyncQueue
 from fdbrecipes.metrics import LIMIT_N, LIMIT_PARKED, LIMIT_RUNNING, collect
 from tests.helpers import TestClock, dump, run_threads
@@ -261,16 +261,21 @@ def test_the_command_line_lists_sets_reads_and_deletes(db: Any, fdb_subspace: An
 
 
 def test_workers_share_the_limits(db: Any, fdb_subspace: Any, limits: Limits) -> None:
-    """Two Workers of 8 threads each on two structures sharing a keyed limit and a
-    global one: the handlers never see more jobs at once than the limits allow, and
-    every job runs once (the workers' acks and claims share transactions)."""
+    """Three Workers (8, 8 and 4 threads) on three structures (a Queue, a PriorityQueue,
+    a FairQueue of three groups) sharing a keyed limit and a global one: the handlers
+    never see more jobs at once than the limits allow, and every job runs once (the
+    workers' acks and claims share transactions; a slot freed in one structure moves
+    back a job parked in another)."""
     uses = [limits.use("per-user", key=user), limits.use("all")]
     a: Queue[Any] = Queue(fdb_subspace["wa"], limits=uses, history=600)
     b: PriorityQueue[Any] = PriorityQueue(fdb_subspace["wb"], limits=uses)
+    c = FairQueue(fdb_subspace["wc"], limits=uses, history=600)
     limits.set(db, "all", concurrency(5))
     limits.set(db, "per-user", concurrency(2))
     a.push_many(db, [(f"u{i % 4}", i) for i in range(80)])
     b.push_many(db, [((f"u{i % 4}", i), 0) for i in range(80, 160)])
+    for i in range(160, 190):
+        c.push(db, (f"u{i % 4}", i), group=f"g{i % 3}")
     lock = threading.Lock()
     running: Dict[str, int] = {}
     peaks = {"all": 0, "user": 0}
@@ -287,15 +292,16 @@ def test_workers_share_the_limits(db: Any, fdb_subspace: Any, limits: Limits) ->
         with lock:
             running[u] -= 1
             done.append(job.value[1])
-            if len(done) == 160:
+            if len(done) == 190:
                 finished.set()
 
     with Worker(db, a, handler, concurrency=8, lease_seconds=30), \
-            Worker(db, b, handler, concurrency=8, lease_seconds=30):
-        assert finished.wait(120), f"only {len(done)} of 160 jobs ran"
-    assert sorted(done) == list(range(160))
+            Worker(db, b, handler, concurrency=8, lease_seconds=30), \
+            Worker(db, c, handler, concurrency=4, lease_seconds=30):
+        assert finished.wait(120), f"only {len(done)} of 190 jobs ran"
+    assert sorted(done) == list(range(190))
     assert peaks["all"] <= 5 and peaks["user"] <= 2, peaks
-    assert a.size(db) == 0 and b.size(db) == 0
+    assert a.size(db) == 0 and b.size(db) == 0 and c.groups(db) == []
 
 
 def test_a_sharded_queue_parks_and_moves_back_in_its_shards(db: Any, fdb_subspace: Any,
@@ -355,6 +361,30 @@ def test_claims_under_a_roomy_limit_do_not_conflict(db: Any, fdb_subspace: Any,
     second.commit().wait()
     state = limits.state(db, "roomy")
     assert state is not None and state.running == 2
+
+
+def test_a_roomy_limit_read_by_blocks_stays_exact(db: Any, fdb_subspace: Any,
+                                                 limits: Limits) -> None:
+    """Claims of 10 under concurrency(100) read blocks of 16 slots drawn at random,
+    not all 100: they still start exactly 100 jobs (a block short of free slots makes
+    the claim read the key whole, the only read that can tell it is full), and after
+    ``n`` is lowered below what runs, the jobs running above it are all counted."""
+    q: Queue[Any] = Queue(fdb_subspace["blocks"], limits=limits.use("roomy"))
+    limits.set(db, "roomy", concurrency(100))
+    q.push_many(db, list(range(150)))
+    running: List[Any] = []
+    for _ in range(20):
+        running += q.claim_many(db, 10, 30)
+    assert len(running) == 100
+    state = limits.state(db, "roomy")
+    assert state is not None and state.running == 100 and state.parked == 50
+    limits.set(db, "roomy", concurrency(64))
+    q.ack_many(db, running[:30])
+    assert q.claim_many(db, 10, 30) == []  # 70 run, above the new 64
+    q.ack_many(db, running[30:40])
+    assert len(q.claim_many(db, 10, 30)) == 4  # 60 run: room for 4
+    state = limits.state(db, "roomy")
+    assert state is not None and state.running == 64
 
 
 def test_metrics_count_running_and_parked_jobs(db: Any, q: Queue, limits: Limits) -> None:

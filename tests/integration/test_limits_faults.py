@@ -144,6 +144,17 @@ def read_events(db: Any, events: Any) -> List[Tuple[Any, ...]]:
         begin = fdb.KeySelector.first_greater_than(batch[-1].key)
 
 
+def most_in_a_window(times: List[int], window: int) -> int:
+    """The most of ``times`` (clock readings) in any window ``(t - window, t]``."""
+    times = sorted(times)
+    worst, low = 0, 0
+    for high, at in enumerate(times):
+        while times[low] <= at - window:
+            low += 1
+        worst = max(worst, high - low + 1)
+    return worst
+
+
 def check(events: List[Tuple[Any, ...]], jobs: int) -> Dict[str, Any]:
     """The checks of the module docstring; what was found."""
     starts: Dict[Tuple[Any, bytes], Tuple[int, int, int]] = {}
@@ -173,14 +184,7 @@ def check(events: List[Tuple[Any, ...]], jobs: int) -> Dict[str, Any]:
     by_key: Dict[Any, List[int]] = defaultdict(list)
     for (value, _), (_, claimed_at, _) in starts.items():
         by_key[value[0]].append(claimed_at)
-    worst = 0
-    for times in by_key.values():
-        times.sort()
-        low = 0
-        for high, at in enumerate(times):
-            while times[low] <= at - window:
-                low += 1
-            worst = max(worst, high - low + 1)
+    worst = max((most_in_a_window(times, window) for times in by_key.values()), default=0)
     assert worst <= RATE, f"{worst} claims of one key in {PER} s (limit {RATE})"
     return {"starts": len(starts), "acks": len(ends), "peak": peak, "peak per key": peak_key,
             "most claims of a key in a window": worst}

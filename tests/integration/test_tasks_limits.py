@@ -109,6 +109,40 @@ def test_a_tasks_limit_is_shared_with_a_plain_queue(fdb_database: Any,
     assert lease.value[1] == report.name
 
 
+def test_a_fair_queues_task_carries_its_limits(fdb_database: Any,
+                                               fdb_subspace: Any) -> None:
+    """A FairQueue's task: its calls wait for their customer's slot, whatever group
+    (tenant) they are in, beside the groups' own limits."""
+    db = fdb_database
+    limits = Limits(fdb_subspace["limits"])
+    limits.set(db, "per-customer", concurrency(1))
+    app = App(fdb_subspace["app"])
+
+    @app.task(queue="fair", group="tenant",
+              limits=limits.use("per-customer", key=customer_in_tenant))
+    def export(tenant: str, customer: str) -> None: ...
+
+    export.defer(db, "t1", "a")
+    export.defer(db, "t2", "a")
+    export.defer(db, "t1", "b")
+    fair = app.structure("fair")
+    leases = [fair.claim(db, 30) for _ in range(4)]
+    got = [lease for lease in leases if lease is not None]
+    assert len(got) == 2  # a's second call parked: a has one running
+    state = limits.state(db, "per-customer", "a")
+    assert state is not None and state.running == 1 and state.parked == 1
+    for lease in got:
+        fair.ack(db, lease)  # a's slot back: its parked call moves back, its group looked at
+    again = fair.claim(db, 30)
+    assert again is not None and fair.claim(db, 30) is None
+    assert limits.state(db, "per-customer", "a").running == 1
+
+
+def customer_in_tenant(tenant: str, customer: str) -> Any:
+    """An export's key: its customer."""
+    return customer
+
+
 def test_bad_task_limits_are_refused_naming_them(fdb_subspace: Any) -> None:
     limits = Limits(fdb_subspace["limits"])
     other = Limits(fdb_subspace["other"])
@@ -118,8 +152,6 @@ def test_bad_task_limits_are_refused_naming_them(fdb_subspace: Any) -> None:
 
     with pytest.raises(TypeError, match="task bad: limits must be a LimitUse"):
         app.task(name="bad", limits="api")(f)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="not for a FairQueue"):
-        app.task(name="fair", group="n", limits=limits.use("api"))(f)
     app.task(name="one", limits=limits.use("a"))(f)
     with pytest.raises(ValueError, match="one store"):
         app.task(name="two", limits=other.use("b"))(f)

@@ -3,16 +3,22 @@ once (docs/workflows.md)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections import Counter
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
+import fdb
 import fdb.impl
 import pytest
 
-from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker
+from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker, cli
 from fdbrecipes.errors import UnknownWorkflowError, WorkflowFailedError
 from fdbrecipes.jobs import Discard, Job
+from fdbrecipes.tasks import App, current_job
 from fdbrecipes.workflow import GraphNode, Workflows
 from tests.helpers import dump, eventually
 
@@ -359,7 +365,10 @@ def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
     later = flows.new()
     later.add(q, "w")
     ids.append(flows.create(db, later))  # over and past its retention, but still running
+    assert {status.id: status.state for status in flows.list(db)} == {
+        ids[0]: "succeeded", ids[1]: "succeeded", ids[2]: "running"}
     assert flows.prune(db) == 3
+    assert [status.id for status in flows.list(db)] == ids[2:]
     for w in ids[:2]:
         with pytest.raises(UnknownWorkflowError):
             flows.status(db, w)
@@ -368,6 +377,7 @@ def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
     assert flows.prune(db) == 1
     with pytest.raises(UnknownWorkflowError):
         flows.status(db, ids[2])
+    assert flows.list(db) == []
     assert not [k for k in dump(db, fdb_subspace["flows"]) if not
                 k.startswith(fdb_subspace["flows"]["c"].key())], "keys left behind"
 
@@ -412,3 +422,145 @@ def test_a_batch_whose_members_all_succeed_succeeds(db: Any, fdb_subspace: Any) 
     assert status.counts["skipped"] == 1 and status.counts["succeeded"] == 3
     assert status.state == "succeeded"
     assert flows.result(db, w, timeout=5) == {"on_success": "did all", "on_failure": None}
+
+
+class Cli:
+    """``fdbrecipes`` run in this process (the entry point itself is run once, in a
+    process of its own): its exit status, stdout and stderr."""
+
+    def __init__(self, cluster_file: str, capsys: Any) -> None:
+        # The same file named otherwise: fdb.open caches a Database per name, and the
+        # command sets its transaction timeout on the one it opens, not on the tests'.
+        self.cluster_file = os.path.join(os.path.dirname(cluster_file), ".",
+                                         os.path.basename(cluster_file))
+        self.capsys = capsys
+
+    def __call__(self, *args: str) -> Tuple[int, str, str]:
+        self.capsys.readouterr()
+        status = cli.main([*args, "--cluster-file", self.cluster_file])
+        out, err = self.capsys.readouterr()
+        return status, out, err
+
+
+def test_the_command_line_lists_reads_waits_and_cancels(db: Any, fdb_subspace: Any,
+                                                        fdb_cluster_file: str,
+                                                        capsys: Any) -> None:
+    q, idle = Queue(fdb_subspace["q"], history=3600), Queue(fdb_subspace["idle"], history=60)
+    flows = store(fdb_subspace, q, idle)
+    place = ["--tuple", repr(fdb.tuple.unpack(fdb_subspace["flows"].key()))]
+    first, second = flows.new(), flows.new()
+    a = first.add(q, "a", name="a")
+    first.add(q, "b", deps=[a], name="b")
+    c = second.add(idle, "c", name="c")  # no worker serves it
+    second.add(idle, "d", deps=[c], name="d")
+    ids = [flows.create(db, first), flows.create(db, second)]
+    listed = subprocess.run([sys.executable, "-m", "fdbrecipes", "workflow", "list", *place,
+                             "--json", "--cluster-file", fdb_cluster_file],
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["workflows"]
+    assert [row["id"] for row in rows] == sorted(w.hex() for w in ids)  # by id
+    assert {row["state"] for row in rows} == {"running"}
+    assert all((row["counts"]["queued"], row["counts"]["waiting"]) == (1, 1) for row in rows)
+    run = Cli(fdb_cluster_file, capsys)
+    status, out, err = run("workflow", "list", *place, "--limit", "1", "--after", rows[0]["id"],
+                           "--json")
+    assert status == 0, err
+    assert [row["id"] for row in json.loads(out)["workflows"]] == [rows[1]["id"]]
+    status, out, err = run("workflow", "status", *place, ids[0].hex())
+    assert status == 0, err
+    assert "b     waiting  a" in out and "a     queued" in out
+    status, out, err = run("workflow", "result", *place, ids[0].hex())
+    assert status == 1 and "still running" in err
+    drain(db, q, Runs(flows, db))
+    assert flows.status(db, ids[0]).state == "succeeded", "the first workflow ran"
+    status, out, err = run("workflow", "result", *place, ids[0].hex(), "--wait", "10", "--json")
+    got = json.loads(out)
+    assert got["state"] == "succeeded" and got["results"] == {"b": "did b"}
+    status, out, err = run("workflow", "cancel", *place, ids[1].hex())
+    assert status == 2 and "--yes" in err
+    status, out, err = run("workflow", "cancel", *place, ids[1].hex(), "--yes")
+    assert status == 0, err
+    after = flows.status(db, ids[1])
+    assert after.state == "cancelled" and after.counts["cancelled"] == 2
+    assert idle.size(db) == 0, "the queued node was taken out of its queue"
+    status, out, err = run("workflow", "result", *place, ids[1].hex(), "--json")
+    assert status == 1 and json.loads(out)["state"] == "cancelled"
+    status, out, err = run("workflow", "status", *place, "00" * 16)
+    assert status == 1 and "no workflow" in err
+    status, out, err = run("workflow", "status", *place, "not-hex")
+    assert status == 2 and "hex" in err
+    status, out, err = run("stats", *place)
+    assert status == 1 and "fdbrecipes workflow" in err
+
+
+def test_tasks_as_nodes(db: Any, fdb_subspace: Any) -> None:
+    """A node can be a task's call: its job on the task's queue, its return value
+    (decoded into the function's return type) its dependents' input."""
+    app = App(fdb_subspace["app"], history=3600)
+    seen: Dict[str, Any] = {}
+
+    @app.task
+    def square(n: int) -> Tuple[int, int]:
+        return n, n * n
+
+    @app.task(queue="sums", priority=1)
+    def total(label: str) -> str:
+        job = current_job()
+        assert job is not None
+        got = flows.inputs(db, job)
+        seen[label] = {name: dep.result for name, dep in got.items()}
+        return f"{label}: {sum(dep.result[1] for dep in got.values())}"
+
+    flows = Workflows(fdb_subspace["flows"], structures=app.served())
+    flow = flows.new()
+    parts = [flow.add(square.s(n), name=f"sq{n}") for n in (1, 2, 3)]
+    flow.add(total.s("sum"), deps=parts, name="total")
+    w = flows.create(db, flow)
+    batch = flows.batch(app.structure("default"), [square.item(n) for n in (4, 5)],
+                        on_complete=total.s("batch"))
+    b = flows.create(db, batch)
+    with Worker(db, app, lease_seconds=10):
+        assert flows.result(db, w, timeout=60) == {"total": "sum: 14"}
+        assert flows.result(db, b, timeout=60) == {"on_complete": "batch: 41"}
+    assert seen["sum"] == {"sq1": (1, 1), "sq2": (2, 4), "sq3": (3, 9)}, "typed results"
+    assert seen["batch"] == {"0": (4, 16), "1": (5, 25)}
+    with pytest.raises(TypeError, match="give it no value"):
+        flows.new().add(square.s(1), "a value")
+    with pytest.raises(TypeError, match="value"):
+        flows.new().add(app.structure("default"))
+    with pytest.raises(TypeError, match="its own id"):
+        square.configure(id=b"x").s(1)
+    with pytest.raises(ValueError, match="unknown to this workflow store"):
+        Workflows(fdb_subspace["other"], structures=[Queue(fdb_subspace["q"])]).new().add(
+            square.s(1))
+    with pytest.raises(TypeError, match="n"):
+        square.s("not an int")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("policy", ["fail", "continue"])
+def test_a_node_cancelled_while_it_waits_advances_its_workflow(db: Any, fdb_subspace: Any,
+                                                               policy: str) -> None:
+    """A node's job cancelled through its structure (``Queue.cancel``) while it waits
+    ends ``cancelled`` in the workflow, in the cancel's transaction: its dependents
+    follow their policy."""
+    q = Queue(fdb_subspace["q"], history=3600)
+    other = Queue(fdb_subspace["other"], history=3600)
+    flows = store(fdb_subspace, q, other)
+    flow = flows.new()
+    a = flow.add(q, "a", name="a", delay=3600)  # waits, delayed
+    flow.add(other, "sibling", name="sibling")
+    flow.add(other, "after", deps=[(a, policy)], name="after")
+    w = flows.create(db, flow)
+    assert q.cancel(db, a.id) == "cancelled"
+    runs = Runs(flows, db)
+    drain(db, other, runs)
+    states = {n.name: n.state for n in flows.status(db, w).nodes}
+    if policy == "fail":
+        assert not runs.count
+        assert states == {"a": "cancelled", "sibling": "cancelled", "after": "cancelled"}
+        assert flows.status(db, w).state == "failed"
+    else:
+        assert runs.count == Counter({"sibling": 1, "after": 1})
+        assert runs.inputs["after"]["a"].state == "cancelled"
+        assert states == {"a": "cancelled", "sibling": "succeeded", "after": "succeeded"}

@@ -39,21 +39,23 @@ from fdbrecipes.bench.settings import (
 )
 from fdbrecipes.bench.tasks import TASK_FACTORIES, TASK_FILLS
 from fdbrecipes.bench.threads import THREAD_FACTORIES, Threads
+from fdbrecipes.bench.workflows import WORKFLOW_FACTORIES, WORKFLOW_FILLS
 
 SUBSPACE = Subspace(("bench-test",))
 
 
 def test_every_kind_has_an_operation_and_every_drain_a_fill() -> None:
     kinds = [k for k in vars(settings).values() if isinstance(k, Kind)]
-    assert len(kinds) == 40 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
+    assert len(kinds) == 44 and set(kinds) | set(AIO_KINDS) | set(SHARD_KINDS) | set(
         settings.CODEC_KINDS) == set(KINDS)
     assert len(SHARD_KINDS) == 6 and {k.op for k in SHARD_KINDS[1::2]} == {
         "sharded-" + k.op for k in SHARD_KINDS[::2]}
     assert len(AIO_KINDS) == 6 and {k.tasks for k in AIO_KINDS} == {16, 64}
     assert len({k.label for k in KINDS}) == len(KINDS)
     assert {k.op for k in KINDS} == set(FACTORIES) | set(TASK_FACTORIES) | set(
-        THREAD_FACTORIES) | set(FLOW_FACTORIES)
-    assert {k.op for k in KINDS if k.drains} == set(FILLS) | set(TASK_FILLS) | set(FLOW_FILLS)
+        THREAD_FACTORIES) | set(FLOW_FACTORIES) | set(WORKFLOW_FACTORIES)
+    assert {k.op for k in KINDS if k.drains} == set(FILLS) | set(TASK_FILLS) | set(
+        FLOW_FILLS) | set(WORKFLOW_FILLS)
     for kind in (SPREAD_POP, CLAIM_ACK, TREE_POP, PQ_POP_MIN, PQ_POP_MAX):
         assert kind.drains
     assert not PUSH_TR.drains and PUSH_TR.recipe == "recipe push"

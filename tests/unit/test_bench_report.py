@@ -251,7 +251,7 @@ def test_results_json(tmp_path: Path) -> None:
     assert {s for n, s in statuses.items() if "aio" not in n and "orker" not in n
             and "awaited" not in n and "Fair" not in n and "noisy" not in n
             and "shard" not in n and "threads" not in n
-            and not n.startswith(("hot:", "tasks:", "flow:"))} == {"PASS"}
+            and not n.startswith(("hot:", "tasks:", "flow:", "workflow:"))} == {"PASS"}
     assert written["fair_queue"] == [] and written["noisy_neighbour"] is None
     assert written["flow_claim_latency"] == []
 

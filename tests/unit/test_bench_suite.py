@@ -134,15 +134,20 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
     ] + [(op, 1, 1, 2.0) for op in ("codec-json", "codec-msgpack", "codec-encrypted")] + [
         (op, 100, 16, None) for op in ("claim-ack", "limited-claim-ack", "limited-claim-ack",
                                        "claim-ack")
-    ] + [(op, 1, 4, 1.0) for op in ("id-push", "unique-push", "unique-push", "id-push")]
+    ] + [(op, 1, 4, 1.0) for op in ("id-push", "unique-push", "unique-push", "id-push")] + [
+        (op, 8, 4, None) for op in ("worker", "workflow-fan-in", "workflow-fan-in", "worker")
+    ] + [(op, 10_000, 1, 1.0) for op in ("push", "workflow-create", "workflow-create",
+                                         "push")]
     claims = [items for op, items in recorder.fills if op == "claim-ack"]
     assert claims == [2000, 16_000, 16_000, 16_000, 16_000, 16_000]  # claim, shards, flow
     assert [items for op, items in recorder.fills if op == "limited-claim-ack"] == [16_000] * 2
     assert [items for op, items in recorder.fills if op == "sharded-claim-ack"] == [16_000] * 2
     big = ("claim-ack", "aio-claim-ack", "worker", "history-worker", "spread-claim-ack",
-           "sharded-claim-ack", "task-worker", "limited-claim-ack")
+           "sharded-claim-ack", "task-worker", "limited-claim-ack", "workflow-fan-in")
     assert [items for op, items in recorder.fills if op == "aio-claim-ack"] == [16_000] * 2
-    assert [items for op, items in recorder.fills if op == "worker"] == [2000, 16_000]
+    assert [items for op, items in recorder.fills if op == "worker"] == [
+        2000, 16_000, 1000, 1000]  # the worker group's, then the workflow group's jobs
+    assert [items for op, items in recorder.fills if op == "workflow-fan-in"] == [1001] * 2
     assert [items for op, items in recorder.fills if op == "history-worker"] == [
         2000, 16_000, 4000, 4000]  # the worker group's, then the tasks group's
     assert [items for op, items in recorder.fills if op == "task-worker"] == [4000, 4000]
@@ -153,8 +158,15 @@ def test_a_full_run_measures_every_group_in_order(recorder: Recorder) -> None:
             if op not in big + ("probe-pop", "spread-pop", "tree-pop")} == {2000}
     # push rounds: one row; the hot group's rounds likewise; a shard pair's two rounds
     # of each: one row each; the threads rows' rounds and the tasks group's push
-    # rounds and drains, one row each; the flow group's drains and push rounds likewise
-    assert len(results.rows) == len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 4 * 3 - 4 - 4
+    # rounds and drains, one row each; the flow group's drains and push rounds likewise,
+    # and the workflow group's
+    assert len(results.rows) == (len(recorder.jobs) - 3 * 2 * 4 - 2 * 4 - 6 - 4 * 3 - 4 - 4
+                                 - 2 - 2)
+    fan_in = next(r for r in results.rows if r.name.startswith("workflow: fan-in"))
+    assert fan_in.clients == 4 and fan_in.count == 2 * 1001
+    assert fan_in.ratio_recipe is not None  # against the same run's independent jobs
+    create = next(r for r in results.rows if r.name.startswith("workflow: Workflows.create"))
+    assert create.clients == 1 and create.ratio_recipe == pytest.approx(1.0)
     limited = next(r for r in results.rows if r.name.startswith("flow: claim_many(100)+ack, c"))
     assert (limited.count, limited.seconds) == (2 * 16_000, 2.0)
     assert limited.ratio_recipe == pytest.approx(1.0)  # against the same run's drains

@@ -45,6 +45,10 @@ from fdbrecipes.bench.settings import (
     TREE_POP,
     UNIQUE_PUSH,
     WORKER,
+    WORKFLOW_CREATE,
+    WORKFLOW_FANIN,
+    WORKFLOW_JOBS,
+    WORKFLOW_PUSH_MANY,
     Kind,
     aio_kinds,
 )
@@ -88,6 +92,8 @@ def sample_rows() -> List[Row]:
         row(RAW_WORKER, 4, 1600), row(TASK_WORKER, 4, 1440),
         row(PLAIN_CLAIMS, 16, 5000), row(LIMITED_CLAIMS, 16, 4500),
         row(ID_PUSH, 4, 1000), row(UNIQUE_PUSH, 4, 900),
+        row(WORKFLOW_JOBS, 4, 3000), row(WORKFLOW_FANIN, 4, 2000),
+        row(WORKFLOW_PUSH_MANY, 1, 30_000), row(WORKFLOW_CREATE, 1, 20_000),
     ])
 
 
@@ -142,6 +148,9 @@ NAMES = [
      "claim_many(100)+ack, no limit", 0.9),
     ("flow: Queue.claim p99, 10,000 keys under a keyed limit: x a plain Queue's", 2.0),
     ("flow: Queue.push(db, unique=), 4 clients: x flow: Queue.push(db, id=)", 0.9),
+    ("workflow: fan-in of 1,000 and a callback, Worker(concurrency=8), 4 clients: time x "
+     "workflow: 1,000 jobs, Worker(concurrency=8)", 1.5),
+    ("workflow: Workflows.create, 10,000 nodes: time x workflow: Queue.push_many(10,000)", 1.5),
 ]
 
 
@@ -197,6 +206,7 @@ def test_targets_fail() -> None:
         *["SKIP"] * 3,  # no sharded rows
         *["SKIP"] * 2,  # no task rows
         "FAIL", "FAIL", "FAIL",  # flow: claims 0.899x, p99 2.02x, unique pushes 0.899x
+        "SKIP", "SKIP",  # no workflow rows
     ]
 
 
@@ -307,6 +317,23 @@ def test_one_client_checks_push_once() -> None:
                for n in names) == 2
     assert sum(n.startswith("FairQueue.claim+ack") for n in names) == 1
     assert len(names) == len(NAMES) - 3
+
+
+def test_workflow_targets_at_their_thresholds() -> None:
+    def flow(fan_in: int, create: int, clients: int = 4) -> List[Target]:
+        rows = results.with_ratios([
+            row(WORKFLOW_JOBS, clients, 1500), row(WORKFLOW_FANIN, clients, fan_in),
+            row(WORKFLOW_PUSH_MANY, 1, 30_000), row(WORKFLOW_CREATE, 1, create)])
+        return targets.workflow_targets(rows, 16 if clients == 4 else clients)
+
+    assert [(t.value, t.status) for t in flow(1000, 20_000)] == [
+        (pytest.approx(1.5), "PASS"), (pytest.approx(1.5), "PASS")]
+    assert [t.status for t in flow(999, 19_999)] == ["FAIL"] * 2
+    assert [t.status for t in targets.workflow_targets([], 16)] == ["SKIP"] * 2
+    two = flow(1000, 20_000, clients=2)
+    assert two[0].name.startswith("workflow: fan-in of 1,000 and a callback, "
+                                  "Worker(concurrency=8), 2 clients: time x")
+    assert (two[0].status, two[0].note) == ("PASS", "measured at 2 clients")
 
 
 def test_flow_targets_at_their_thresholds() -> None:

@@ -56,7 +56,8 @@ def test_each_command_runs_its_function() -> None:
     assert [c.name for c in cli.COMMANDS] == [
         "demo", "bench", "cluster", "stats", "peek", "dead", "requeue-dead", "purge-dead",
         "push", "leases", "delayed", "remove", "unblock", "job", "cancel", "finished", "workers",
-        "pause", "resume", "worker", "metrics", "schedules", "limits", "web", "server"]
+        "pause", "resume", "worker", "metrics", "schedules", "limits", "workflow", "web",
+        "server"]
     for command in cli.COMMANDS:
         needs = REQUIRED["stats"] if command.name not in ("demo", "bench", "cluster",
                                                           "server") else []
@@ -72,6 +73,8 @@ def test_each_command_runs_its_function() -> None:
             needs = ["list", "--tuple", "('schedules',)"]
         if command.name == "limits":
             needs = ["list", "--tuple", "('limits',)"]
+        if command.name == "workflow":
+            needs = ["list", "--tuple", "('flows',)"]
         assert parser.parse_args([command.name, *needs]).run is command.run
 
 

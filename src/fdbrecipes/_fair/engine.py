@@ -18,6 +18,10 @@ under ``w/(time, group)``, and claims look at a few due groups before they pick.
 claim that picks a group found ineligible (its state changed with time) removes it and
 picks again.
 
+With shared limits (``gate``), a claim also checks the picked group's candidates
+against them (``_ordered.shards.claim_admitted``); a parked job's return asks for a look at its
+group (``Comeback``).
+
 No key is written by every claim of every group: claims of different groups touch
 different keys, but for the tree's sums (atomic, conflict-free) and, by chance, the
 same due look-ups.
@@ -70,11 +74,12 @@ from .._layout import (
     kept_by_clear,
     shard_space,
 )
+from .._limits.gate import Comeback, Gate
 from .._ordered.engine import PushRequest
 from .._ordered.front import MIN
-from .._ordered.leases import lease_id, with_terms
+from .._ordered.leases import SCAN, Lease, lease_id, with_terms
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
-from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, make_shards
+from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, claim_admitted, make_shards
 from .._records.records import Records
 from .._records.tokens import TimedPlace
 from .._tree.engine import Key, Tree, TreeRequest, View, parse_handle
@@ -100,16 +105,20 @@ GROUP_CACHE = 4_096
 _TIMES = struct.Struct("<q")
 
 
-
-
 class Fair:
     """A FairQueue's operations (see the module docstring); every method runs in one
     transaction."""
 
     def __init__(self, layout: FairLayout, clock: Clock, default: Policy,
                  max_deliveries: Optional[int], id_retention: float,
-                 history: Optional[float] = None, shards: int = 1) -> None:
+                 history: Optional[float] = None, shards: int = 1,
+                 workflows: Optional[Dict[bytes, Any]] = None,
+                 gate: Optional[Gate] = None) -> None:
         self.keys = layout
+        #: the workflow stores made with the FairQueue (see ``Ordered.workflows``)
+        self.workflows: Dict[bytes, Any] = {} if workflows is None else workflows
+        #: the shared limits its claims check (a FairQueue made with ``limits=``), or None
+        self.gate = gate
         #: Each shard's groups, index entries and wake counter (shard 0: ``keys``).
         self.shard_keys = [layout] + [FairLayout(shard_space(layout.subspace, k))
                                       for k in range(1, shards)]
@@ -136,7 +145,9 @@ class Fair:
             records = Records(RecordLayout(spaces[0], self.keys.expiry, (g,)), self.history)
             parts = make_shards(spaces, 0, self.clock,
                                 Ids(spaces[0], self.id_retention), self.max_deliveries,
-                                records)
+                                records, self.gate, self.workflows)
+            for part in parts:  # a parked job moved back: a look at its group, at once
+                part.engine.comeback = Comeback(self.keys.wake_key(0, g), self.keys.pushed)
             if len(parts) == 1:
                 found = Group(*parts[0], parts)
             else:
@@ -166,15 +177,15 @@ class Fair:
         share, limit, count, seconds = fdb.tuple.unpack(raw)
         return Policy(share, limit, None if count is None else (count, seconds))
 
-    def look(self, tr: Any, attempt: Attempt, g: Any) -> Gen[State]:
+    def look(self, tr: Any, attempt: Attempt, g: Any, n: int = 2) -> Gen[State]:
         """Group ``g``'s state, read with conflicts (see :class:`State`): every shard's
-        front and items in flight, side by side."""
+        front (its first ``n`` visible items) and items in flight, side by side."""
         group = self.group(g)
         policy = tr.get(self.keys.policies.pack((g,)))
         times = tr.get(self.keys.rates.pack((g,)))
         held = [(tr.get(p.engine.keys.held_in), tr.get(p.engine.keys.held_out))
                 for p in group.parts]
-        front = yield from group.engine.front(tr, MIN, 2, conflict=True, attempt=attempt)
+        front = yield from group.engine.front(tr, MIN, n, conflict=True, attempt=attempt)
         expired = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == LEASE)
         in_flight = -expired
         for held_in, held_out in held:
@@ -222,8 +233,14 @@ class Fair:
     def revise(self, tr: Any, attempt: Attempt, g: Any, now: int,
                key: Optional[Key]) -> Gen[None]:
         """Make group ``g``'s membership match its state (``key``: its key in the
-        tree, as read with a conflict, or None)."""
+        tree, as read with a conflict, or None).  The leases it finds expired on their
+        last delivery are buried now: a group out of the tree is claimed from no more."""
         state = yield from self.look(tr, attempt, g)
+        if state.front.dead:
+            tally = Tally()
+            self.group(g).engine.settle(tr, state.front._replace(entries=[], expired=[]),
+                                        tally)
+            tally.write(tr, attempt)
         eligible = state.eligible(now)
         if eligible and key is None:
             yield from self.enlist(tr, attempt, g, state.policy.share)
@@ -351,6 +368,7 @@ class Fair:
         of the tree); none while the structure is paused (its flag read with a read
         conflict: a pause committed meanwhile makes the claim retry and find it)."""
         paused = tr.get(self.keys.paused)
+        admission = None if self.gate is None else self.gate.admission(tr)
         now = yield from attempt.now(tr, self.clock)
         if (yield from read(paused)) is not None:
             return []
@@ -365,7 +383,8 @@ class Fair:
                 break
             key, _, encoded = picked
             g = decode_value(encoded)
-            state = yield from self.look(tr, attempt, g)
+            scan = 2 if admission is None else max(2, SCAN // len(self.shard_keys))
+            state = yield from self.look(tr, attempt, g, scan)  # limits: ~64 over the shards
             engine = self.group(g)
             tally = Tally()
             wrote = engine.engine.settle(tr, state.front, tally) or wrote
@@ -375,13 +394,27 @@ class Fair:
                 wrote = True
                 misses += 1
                 continue
-            lease = engine.leases.hold_entries(tr, attempt, now, state.front.entries[:1],
-                                               seconds, BATCH_BYTES, tally, holder)[0]
+            blocked = False
+            if admission is None:
+                lease: Optional[Lease] = engine.leases.hold_entries(
+                    tr, attempt, now, state.front.entries[:1], seconds, BATCH_BYTES, tally,
+                    holder)[0]
+            else:
+                lease, blocked = yield from claim_admitted(
+                    tr, attempt, admission, engine.engine, engine.parts, state.front,
+                    seconds, tally, holder)
+                wrote = wrote or blocked
             tally.write(tr, attempt)
+            if lease is None:  # its candidates all held back by the shared limits
+                yield from self.revise(tr, attempt, g, now, key)
+                misses += 1
+                continue
             after = state.after_claim(now)
             if state.policy.rate is not None:
                 self.note_claim(tr, g, after)
-            if not after.eligible(now):
+            if blocked:  # jobs parked or delayed: what is left is read again
+                yield from self.revise(tr, attempt, g, now, key)
+            elif not after.eligible(now):
                 yield from self.unlist(tr, attempt, g, key, after, now)
             out.append(FairLease(lease, g))
             taken.append((g, lease_id(lease)))

@@ -12,8 +12,12 @@ round trip for all, side by side):
   deadline is free (the lease expired).  A job starts in a free slot drawn at random
   below ``n``, with a read conflict on that slot alone: two claims of one key conflict
   only when they draw the same slot, and a job holds its slot until its lease ends, so
-  at most ``n`` run at once, exactly.  An ack clears its slot with an atomic
-  compare-and-clear (only if the slot still holds its lease: no read, no conflict).
+  at most ``n`` run at once, exactly.  A roomy limit (``n`` at least
+  :data:`BLOCKS_FROM` times the block a claim needs, :func:`block_size`) is read
+  by blocks: :data:`BLOCKS_READ` blocks drawn at random and the slots above ``n``,
+  the slots drawn in the block holding the fewest (see :meth:`Admission.start`).
+  An ack clears its slot with an atomic compare-and-clear (only if the slot still
+  holds its lease: no read, no conflict).
   When the key is full (no free slot, or, after ``n`` was lowered, as many jobs running
   as ``n`` in any slots), the claim takes a read conflict on the key's whole range:
   a slot freed meanwhile makes it retry instead of parking a job that could run.
@@ -50,10 +54,10 @@ from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
 from .._layout import DELAY, LEASE, OrderedLayout
 from .._store_layout import LimitLayout
-from .._values import decode_value
-from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit
+from .._values import id_spans
+from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
-__all__ = ["PARK_SECONDS", "Admission", "Gate", "Tag", "move_back"]
+__all__ = ["PARK_SECONDS", "Admission", "Comeback", "Gate", "Tag", "TagReads", "move_back"]
 
 #: How long a parked job waits at most before a claim looks at it again.
 PARK_SECONDS = 60.0
@@ -63,12 +67,35 @@ SPARE_READS = 2
 
 #: (name, key) of a limit.
 Slot = Tuple[str, Any]
+#: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
+#: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
+#: blocks of its slots drawn at random, not all of them.
+BLOCKS_FROM = 4
+BLOCKS_READ = 3
 
 _draw = random.Random()
 
 
 #: How a take picks ``n`` among candidates with a spread (``_ordered.front.choose``).
 Chooser = Callable[[List[Any], int, int], List[Any]]
+
+
+class Comeback(NamedTuple):
+    """What the transaction that moves a parked job back writes for the structure the
+    job is in, beside the job itself, when its engine has one (``Ordered.comeback``):
+    ``mark`` set (empty), ``counter`` added one (an atomic ADD).  A FairQueue's group
+    has one: a look at the group, due at once, and the FairQueue's wake counter, so
+    the group, which a claim took out of the lottery when its jobs were parked, is
+    looked at by the next claim and its waiters wake.  Stored as the parked entry's
+    value (a plain queue's is empty)."""
+
+    mark: bytes
+    counter: bytes
+
+    def pack(self) -> bytes:
+        """The parked entry's value."""
+        packed: bytes = fdb.tuple.pack(tuple(self))
+        return packed
 
 
 class Tag(NamedTuple):
@@ -100,26 +127,65 @@ def unpack_tags(raw: bytes) -> List[Tag]:
     return [Tag(*parts) for parts in fdb.tuple.unpack(raw)]
 
 
+def block_size(count: int) -> int:
+    """The slots of a block from which a claim draws ``count`` slots: the smallest power
+    of two at least ``count`` and 16."""
+    return 1 << (max(count, 16) - 1).bit_length()
+
+
+class TagReads:
+    """What some leases hold (``L/"lt"``), being read by snapshot: one range read for
+    the leases of one claim (see ``_values.id_spans``), one read for each other."""
+
+    __slots__ = ("keys", "reads", "wanted")
+
+    def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes]) -> None:
+        self.keys = keys
+        self.wanted = set(hold_ids)
+        self.reads = [Range(tr.snapshot, keys.tags_key(low), keys.tags_key(high) + b"\0")
+                      for low, high in id_spans(hold_ids)]
+
+    def read(self) -> Gen[Dict[bytes, bytes]]:
+        """The tags stored for each lease asked for that holds any, by lease id."""
+        found: Dict[bytes, bytes] = {}
+        for reading in self.reads:
+            for kv in (yield from reading.read()):
+                hold_id = self.keys.tags.unpack(kv.key)[0]
+                if hold_id in self.wanted:
+                    found[hold_id] = kv.value
+        return found
+
+
 class Usage:
     """One (limit, key)'s state as a claim read it, with what the claim added: the
     slots of a concurrency limit (live ones by index, and the free ones below ``n``),
     or the starts of a rate in the window, and the starts a rate's delayed candidates
     were planned at."""
 
-    __slots__ = ("limit", "live", "planned", "starts", "taken")
+    __slots__ = ("high", "limit", "live", "low", "planned", "starts", "taken")
 
-    def __init__(self, limit: Limit) -> None:
+    def __init__(self, limit: Limit, low: int = 0, high: Optional[int] = None) -> None:
         self.limit = limit
-        self.live = 0  # running jobs, in any slot
-        self.taken: Set[int] = set()  # the slots below n held by running jobs
+        #: the slots read, and drawn from: ``low`` to ``high`` - 1 (all ``n``, or a
+        #: block of them, read with the slots above ``n``, of which none was live)
+        self.low, self.high = low, limit.n if high is None else high
+        self.live = 0  # running jobs, in any slot read
+        self.taken: Set[int] = set()  # the slots drawn from held by running jobs
         self.starts: List[Tuple[int, int]] = []  # (start, cost), in order
         self.planned: List[Tuple[int, int]] = []
 
     def fits(self, cost: int, now: int) -> bool:
         """Whether a job of ``cost`` may start at ``now``."""
         if self.limit.kind == CONCURRENCY:
-            return self.live < self.limit.n and len(self.taken) < self.limit.n
+            return self.live < self.limit.n and len(self.taken) < self.high - self.low
         return self.weight() + min(cost, self.limit.n) <= self.limit.n
+
+    def short(self, count: int) -> bool:
+        """Whether a concurrency key read by blocks has fewer free slots left in its
+        block than ``count`` (then it is read whole: only that read can tell it is
+        full)."""
+        return (self.limit.kind == CONCURRENCY and self.high - self.low < self.limit.n
+                and self.high - self.low - len(self.taken) < count)
 
     def add(self, cost: int, now: int) -> int:
         """Count a job of ``cost`` started at ``now``; the slot drawn for it (a
@@ -129,11 +195,11 @@ class Usage:
             return -1
         self.live += 1
         for _ in range(16):  # a few draws find a free slot unless nearly all are taken
-            slot = _draw.randrange(self.limit.n)
+            slot = _draw.randrange(self.low, self.high)
             if slot not in self.taken:
                 break
         else:
-            slot = _draw.choice([i for i in range(self.limit.n) if i not in self.taken])
+            slot = _draw.choice([i for i in range(self.low, self.high) if i not in self.taken])
         self.taken.add(slot)
         return slot
 
@@ -181,16 +247,18 @@ class Gate:
                                 for use in self.uses})
 
     def tags(self, raw: bytes, defined: Dict[str, Limit]) -> List[Tag]:
-        """The limits a job of stored value ``raw`` carries (those defined now)."""
+        """The limits a job of stored value ``raw`` carries (those defined now): its key
+        under each, the one given at push (stored after the value, see
+        :func:`.specs.with_limit_keys`) or else the one its use computes."""
         uses = [use for use in self.uses if use.name in defined]
         if not uses:
             return []
-        value = decode_value(raw)
-        if self.values.codec is not None:
-            value = self.values.value(value)
+        parts = fdb.tuple.unpack(raw)  # the value, then the keys given at push, if any
+        given = given_keys(parts)
+        value = parts[0] if self.values.codec is None else self.values.value(parts[0])
         tags = []
         for use in uses:
-            key = use.key_of(value)
+            key = given[use.name] if use.name in given else use.key_of(value)
             if key is EXEMPT:
                 continue
             limit = defined[use.name]
@@ -216,24 +284,22 @@ class Gate:
                 tr.set(self.keys.start_key(t.name, t.key, now, hold_id),
                        fdb.tuple.pack((t.cost,)))
 
-    def read_tags(self, tr: Any, hold_ids: Sequence[bytes]) -> Dict[bytes, Any]:
+    def read_tags(self, tr: Any, hold_ids: Sequence[bytes]) -> TagReads:
         """Start reading what each lease of ``hold_ids`` holds (snapshot reads: the
-        lease's own key, read with a conflict by the caller, orders them)."""
-        return {hold_id: tr.snapshot.get(self.keys.tags_key(hold_id)) for hold_id in hold_ids}
+        lease's own key, read with a conflict by the caller, orders them; the leases
+        of one claim in one range read)."""
+        return TagReads(tr, self.keys, hold_ids)
 
-    def free(self, tr: Any, started: Dict[bytes, Any], deadlines: Dict[bytes, int],
+    def free(self, tr: Any, held: Dict[bytes, bytes], deadlines: Dict[bytes, int],
              now: int) -> Gen[int]:
-        """Give back the slots of the leases whose tags ``started`` reads (they ended:
-        acked, released, buried, expired; ``deadlines``: each lease's deadline): each
-        slot cleared if it still holds the lease (an atomic compare-and-clear: no
-        read, no conflict), and for each slot freed the first job parked under its key
-        moved back (see :meth:`unpark`); the slots freed.  A rate's starts stay: time
-        frees them."""
+        """Give back the slots of the leases whose tags are ``held`` (by lease id, read
+        by :meth:`read_tags`; they ended: acked, released, buried, expired;
+        ``deadlines``: each lease's deadline): each slot cleared if it still holds
+        the lease (an atomic compare-and-clear: no read, no conflict), and for each
+        slot freed the first job parked under its key moved back (see
+        :meth:`unpark`); the slots freed.  A rate's starts stay: time frees them."""
         freed: Dict[Slot, int] = {}
-        for hold_id, future in started.items():
-            raw = yield from read(future)
-            if raw is None:
-                continue
+        for hold_id, raw in held.items():
             tr.clear(self.keys.tags_key(hold_id))
             for t in unpack_tags(raw):
                 if t.kind == CONCURRENCY:
@@ -265,7 +331,9 @@ class Gate:
         deadline = now + seconds_to_versions(PARK_SECONDS)
         item = self.hold_back(tr, engine, entry, now, deadline, tally)
         prefix = engine.keys.subspace.key()
-        tr.set(self.keys.parked_key(tag.name, tag.key, now, prefix, item, deadline), b"")
+        comeback = engine.comeback
+        tr.set(self.keys.parked_key(tag.name, tag.key, now, prefix, item, deadline),
+               b"" if comeback is None else comeback.pack())
 
     def hold_back(self, tr: Any, engine: Any, entry: Any, now: int, deadline: int,
                   tally: Tally) -> Any:
@@ -283,9 +351,18 @@ class Gate:
         """For each (limit, key) of ``freed``, move that many parked jobs back to their
         places (the first parked first, whatever structure holds them): two round
         trips, the parked entries (snapshot) then their holds (read conflicts: two
-        transactions never move one job); how many were moved."""
-        starts = [Range(tr.snapshot, *self.parked_range(slot), freed[slot] + SPARE_READS)
-                  for slot in freed]
+        transactions never move one job); how many were moved.
+
+        Takes a read conflict on the key's whole range of parked jobs: a claim that
+        parks a job of the key and commits after this transaction's read version
+        makes it retry (and find the job), so no job is left parked beside the slot
+        freed.  (The claim, for its part, read the key's slots with a conflict: a
+        free committed first makes the claim retry instead of parking.)"""
+        starts = []
+        for slot in freed:
+            begin, end = self.parked_range(slot)
+            tr.add_read_conflict_range(begin, end)
+            starts.append(Range(tr.snapshot, begin, end, freed[slot] + SPARE_READS))
         found = []
         for reading in starts:
             found.extend((yield from reading.read()))
@@ -312,11 +389,13 @@ def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
             continue
         layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
         hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
-        candidates.append(((name, key), bytes(kv.key), layout, item, hold, tr.get(hold[0])))
+        comeback = Comeback(*fdb.tuple.unpack(kv.value)) if kv.value else None
+        candidates.append(((name, key), bytes(kv.key), layout, item, hold, comeback,
+                           tr.get(hold[0])))
     left = None if counts is None else dict(counts)
     tally = Tally()
     moved = 0
-    for slot, key, layout, item, hold, future in candidates:
+    for slot, key, layout, item, hold, comeback, future in candidates:
         if left is not None and left.get(slot, 0) <= 0:
             continue
         value = yield from read(future)
@@ -330,11 +409,25 @@ def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
         tally.add(layout.delayed_out)
         tally.add(layout.pushed)  # the wake key: waiters look again
         tally.add(layout.taken)
+        if comeback is not None:  # its structure's own wake (see Comeback)
+            tr.set(comeback.mark, b"")
+            tally.add(comeback.counter)
         moved += 1
         if left is not None:
             left[slot] -= 1
     tally.write(tr)
     return moved
+
+
+class StateRead(NamedTuple):
+    """A read of one (limit, key)'s state, started (see :meth:`Admission.start`): the
+    limit, the range reads (the slots above ``n`` first, when read by blocks), the
+    first slot of each block read (none: the whole key) and the blocks' size."""
+
+    limit: Limit
+    reads: List[Range]
+    blocks: Tuple[int, ...] = ()
+    size: int = 0
 
 
 class Admission:
@@ -361,6 +454,17 @@ class Admission:
             self.defined = defined
         return self.defined
 
+    def tagged(self, tr: Any, entries: Sequence[Any],
+               now: int) -> Gen[List[Tuple[Any, List[Tag]]]]:
+        """Each of the candidates ``entries`` (read at ``now``) with the limits it
+        carries; the state of each (limit, key) they carry that this claim had not read
+        yet read now, side by side (:meth:`read_usage`: one round trip, two when a key
+        read by blocks must be read whole; none when all were read)."""
+        defined = yield from self.definitions()
+        tagged = [(entry, self.gate.tags(entry.value, defined)) for entry in entries]
+        yield from self.read_usage(tr, tagged, defined, now)
+        return tagged
+
     def admit(self, tr: Any, engine: Any, now: int, entries: Sequence[Any], tally: Tally,
               want: int, spread: int,
               choose: Chooser) -> Gen[Tuple[List[Tuple[Any, List[Tag]]], bool]]:
@@ -371,28 +475,28 @@ class Admission:
         ones; the blocked ones met before those parked or delayed (see the module
         docstring).  And whether any was held back.  Only the limits' state read
         decides what is held back, never this claim's own choices: a job is parked
-        only when its key is full without it."""
+        only when its key is full without it.
+
+        The limits' state is read for the keys of the first ``want + spread - 1``
+        candidates, then, only if some of those were held back, for the keys of the
+        others (:meth:`read_usage`): a claim whose first candidates can run reads no
+        other key."""
         defined = yield from self.definitions()
-        readings = {}
-        tagged = []
-        for entry in entries:
-            tags = self.gate.tags(entry.value, defined)
-            tagged.append((entry, tags))
-            for t in tags:
-                slot = (t.name, t.key)
-                if slot not in self.usage and slot not in readings:
-                    readings[slot] = self.start(tr, slot, defined[t.name], now)
-        for slot, (limit, reading) in readings.items():
-            self.usage[slot] = self.learn(tr, slot, limit, (yield from reading.read()), now)
+        needed = want + spread - 1
         runnable: List[Tuple[Any, List[Tag]]] = []
         blocked = False
-        for entry, tags in tagged:
-            if len(runnable) >= want + spread - 1:
+        for wave in (entries[:needed], entries[needed:]):
+            if not wave or len(runnable) >= needed:
                 break
-            if self.hold(tr, engine, entry, tags, now, tally):
-                blocked = True
-            else:
-                runnable.append((entry, tags))
+            tagged = [(entry, self.gate.tags(entry.value, defined)) for entry in wave]
+            yield from self.read_usage(tr, tagged, defined, now)
+            for entry, tags in tagged:
+                if len(runnable) >= needed:
+                    break
+                if self.hold(tr, engine, entry, tags, now, tally):
+                    blocked = True
+                else:
+                    runnable.append((entry, tags))
         picked = {id(e) for e in choose([e for e, _ in runnable], want, spread)}
         admitted = []
         for entry, tags in runnable:
@@ -401,6 +505,57 @@ class Admission:
                 admitted.append((entry, [t._replace(slot=self.usage[(t.name, t.key)].add(
                     t.cost, now)) for t in tags]))
         return admitted, blocked
+
+    def read_usage(self, tr: Any, tagged: Sequence[Tuple[Any, List[Tag]]],
+                   defined: Dict[str, Limit], now: int) -> Gen[None]:
+        """Learn the state of each (limit, key) the candidates ``tagged`` carry that
+        this claim has not read yet, side by side (one round trip; see :meth:`start`).
+        A concurrency key read by blocks whose block has fewer free slots than the
+        candidates carrying it, or with jobs running above ``n``, is read whole (one
+        round trip more)."""
+        counts: Dict[Slot, int] = {}
+        for _, tags in tagged:
+            for t in tags:
+                counts[(t.name, t.key)] = counts.get((t.name, t.key), 0) + 1
+        for whole in (False, True):
+            readings = {slot: self.start(tr, slot, defined[slot[0]], now, count, whole)
+                        for slot, count in counts.items()
+                        if slot not in self.usage or self.usage[slot].short(count)}
+            if not readings:
+                return
+            for slot, state in readings.items():
+                usage = yield from self.learn(tr, slot, state, now)
+                if usage is not None:
+                    self.usage[slot] = usage
+                else:
+                    self.usage.pop(slot, None)
+            counts = {slot: count for slot, count in counts.items() if slot in readings}
+
+    def start(self, tr: Any, slot: Slot, limit: Limit, now: int, count: int,
+              whole: bool = False) -> StateRead:
+        """Start reading (name, key)'s state for ``count`` candidates, by snapshot: a
+        concurrency limit's slots (the conflicts come with the slots taken): all of
+        them, or, when ``n`` is at least :data:`BLOCKS_FROM` times the block of
+        ``count`` (:func:`block_size`) and not ``whole``, :data:`BLOCKS_READ` blocks
+        drawn at random and the slots above ``n`` (claims of one key then conflict
+        only when they draw the same block, and read only what it holds); a rate's
+        starts with a read conflict on the window and after."""
+        keys = self.gate.keys
+        if limit.kind == CONCURRENCY:
+            r = keys.running.range(slot)
+            size = block_size(count)
+            if whole or limit.n < BLOCKS_FROM * size:
+                return StateRead(limit, [Range(tr.snapshot, bytes(r.start), bytes(r.stop))])
+            name, key = slot
+            firsts = tuple(j * size for j in _draw.sample(range(limit.n // size), BLOCKS_READ))
+            reads = [Range(tr.snapshot, keys.running_key(name, key, limit.n), bytes(r.stop))]
+            reads += [Range(tr.snapshot, keys.running_key(name, key, first),
+                            keys.running_key(name, key, first + size)) for first in firsts]
+            return StateRead(limit, reads, firsts, size)
+        r = keys.starts.range(slot)
+        since = bytes(keys.starts.pack(slot + (self.window_start(limit, now),)))
+        tr.add_read_conflict_range(since, bytes(r.stop))
+        return StateRead(limit, [Range(tr.snapshot, bytes(r.start), bytes(r.stop))])
 
     def hold(self, tr: Any, engine: Any, entry: Any, tags: List[Tag], now: int,
              tally: Tally) -> bool:
@@ -420,29 +575,36 @@ class Admission:
         self.gate.hold_back(tr, engine, entry, now, until, tally)
         return True
 
-    def start(self, tr: Any, slot: Slot, limit: Limit, now: int) -> Tuple[Limit, Range]:
-        """Start reading (name, key)'s state: its slots by snapshot (the conflicts come
-        with the slots taken), or its starts by snapshot with a read conflict on the
-        window and after."""
-        keys = self.gate.keys
-        if limit.kind == CONCURRENCY:
-            r = keys.running.range(slot)
-            return limit, Range(tr.snapshot, bytes(r.start), bytes(r.stop))
-        r = keys.starts.range(slot)
-        since = bytes(keys.starts.pack(slot + (self.window_start(limit, now),)))
-        tr.add_read_conflict_range(since, bytes(r.stop))
-        return limit, Range(tr.snapshot, bytes(r.start), bytes(r.stop))
-
     @staticmethod
     def window_start(limit: Limit, now: int) -> int:
         """The first clock reading inside a rate's window ending at ``now``."""
         return now - seconds_to_versions(limit.per_seconds or 0.0) + 1
 
-    def learn(self, tr: Any, slot: Slot, limit: Limit, found: List[Any], now: int) -> Usage:
+    def learn(self, tr: Any, slot: Slot, state: StateRead, now: int) -> Gen[Optional[Usage]]:
         """(name, key)'s usage from what :meth:`start` read: the live slots (an
         expired lease's slot is free; one above ``n`` is cleared if it still holds that
-        lease) or the starts in the window (those before it cleared)."""
+        lease), of the block that holds the fewest of those read by blocks, or None
+        when a job runs above ``n`` (they must all be counted: read it whole); or the
+        starts in the window (those before it cleared)."""
         keys = self.gate.keys
+        limit = state.limit
+        if limit.kind == CONCURRENCY and state.blocks:
+            for kv in (yield from state.reads[0].read()):  # above n
+                if fdb.tuple.unpack(kv.value)[0] >= now:
+                    return None
+                tr.compare_and_clear(kv.key, kv.value)
+            held: List[List[Any]] = []
+            for reading in state.reads[1:]:
+                held.append((yield from reading.read()))
+            best = min(range(len(held)), key=lambda b: len(held[b]))
+            first = state.blocks[best]
+            usage = Usage(limit, first, first + state.size)
+            for kv in held[best]:
+                if fdb.tuple.unpack(kv.value)[0] >= now:
+                    usage.live += 1
+                    usage.taken.add(keys.running.unpack(kv.key)[2])
+            return usage
+        found = yield from state.reads[0].read()
         usage = Usage(limit)
         if limit.kind == CONCURRENCY:
             for kv in found:

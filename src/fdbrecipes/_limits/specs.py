@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from .._values import check_int, check_matching
+from .._values import MAX_VALUE_BYTES, check_int, check_matching, encode_value
 
-__all__ = ["CONCURRENCY", "EXEMPT", "GLOBAL", "RATE", "Limit", "LimitUse", "check_limit_spec",
-           "check_name", "check_use", "check_uses", "concurrency", "decode_limit",
-           "encode_limit", "rate"]
+__all__ = ["CONCURRENCY", "EXEMPT", "GLOBAL", "RATE", "Limit", "LimitUse",
+           "check_limit_keys", "check_limit_spec", "check_name", "check_use", "check_uses",
+           "concurrency", "decode_limit", "encode_limit", "given_keys", "rate",
+           "with_limit_keys"]
 
 CONCURRENCY, RATE = "concurrency", "rate"
 
@@ -223,3 +224,70 @@ def check_uses(limits: Any) -> Tuple[LimitUse, ...]:
         raise ValueError("limits names a limit twice")
     return checked
 
+
+
+#: The most bytes a key given at push encodes to (it is part of the limit's keys).
+MAX_GIVEN_KEY = 1_000
+
+#: The (limit name, key) pairs a job was given at push, as stored after its value.
+GivenKeys = Tuple[Tuple[str, Any], ...]
+
+
+def check_limit_keys(limit_keys: Any, uses: Sequence[LimitUse]) -> GivenKeys:
+    """A push's ``limit_keys``: None (or empty), or a dict from the names of limits the
+    structure uses (``uses``) to the job's key under each (a str, bytes, int or a
+    tuple of them: a value the tuple layer gives back exactly, encoded in at most
+    :data:`MAX_GIVEN_KEY` bytes, not None); as stored, in name order.
+
+    Raises:
+        TypeError or ValueError: not a dict, a name that is not a str or that no use
+            of the structure names, a key that is None, not tuple-encodable (a list
+            among them) or too long.
+    """
+    if limit_keys is None:
+        return ()
+    if not isinstance(limit_keys, dict):
+        raise TypeError(f"limit_keys must be None or a dict from limit names to keys, "
+                        f"not {type(limit_keys).__name__}")
+    used = {use.name for use in uses}
+    out = []
+    for name, key in limit_keys.items():
+        if not isinstance(name, str):
+            raise TypeError(f"limit_keys names must be str (a limit's name), not "
+                            f"{type(name).__name__}")
+        if name not in used:
+            raise ValueError(f"limit_keys names {name!r}, a limit this structure does not "
+                             f"use (its limits: {sorted(used) or 'none'})")
+        if key is None:
+            raise TypeError(f"limit_keys[{name!r}] must be a key (str, bytes, int or a "
+                            "tuple of them), not None")
+        encode_value(key, f"limit_keys[{name!r}]", MAX_GIVEN_KEY)  # given back exactly
+        out.append((name, key))
+    return tuple(sorted(out, key=lambda pair: pair[0]))
+
+
+def with_limit_keys(raw: bytes, keys: GivenKeys, name: str = "value") -> bytes:
+    """A stored value ``raw`` (one tuple-packed element) with the keys given at push
+    after it, as a second element: every reader of values takes the first element
+    only (``decode_value``), so only the limits' gate sees them.
+
+    Raises:
+        ValueError: value and keys together pass what FoundationDB stores under one
+            key (naming ``name``).
+    """
+    if not keys:
+        return raw
+    stored: bytes = raw + fdb.tuple.pack((keys,))
+    if len(stored) > MAX_VALUE_BYTES:
+        raise ValueError(f"{name} with its limit_keys encodes to {len(stored):,} bytes; "
+                         f"FoundationDB stores at most {MAX_VALUE_BYTES:,} bytes per value")
+    return stored
+
+
+def given_keys(parts: Tuple[Any, ...]) -> Dict[str, Any]:
+    """The keys given at push of a stored value unpacked as ``parts`` (its value, then,
+    if any were given, the (name, key) pairs)."""
+    if len(parts) < 2 or type(parts[1]) is not tuple:
+        return {}
+    return {pair[0]: pair[1] for pair in parts[1]
+            if type(pair) is tuple and len(pair) == 2 and type(pair[0]) is str}

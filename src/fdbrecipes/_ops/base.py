@@ -45,7 +45,7 @@ from .._records.history import (
     report,
     settled,
 )
-from .._records.records import JobRecord, Progress, Records
+from .._records.records import DELAYED, PENDING, RETRYING, JobRecord, Progress, Records
 from .._records.registry import QUIET, STOP, Orders, Registry, WorkerInfo
 from .._records.series import MAX_MINUTES, Minute, Series
 from .._records.tokens import optional, parse_finished
@@ -156,6 +156,12 @@ class JobOps(Ops):
         #: The workflow stores made with this structure, by their key (see
         #: fdbrecipes.workflow): a worker serving it advances their workflows.
         self.workflows: Dict[bytes, Any] = {}
+        #: How a workflow store gives back the result of a node of this structure
+        #: (``inputs``, ``result``): ``node_results(result, value)``, given the
+        #: result as stored (the codec applied) and the node's value; None: as
+        #: stored.  An App sets it on its structures: a task node's result is then
+        #: its task's return value (see fdbrecipes.tasks).
+        self.node_results: Optional[Callable[[Any, Any], Any]] = None
 
     def guarded(self, tr: Transactor, op: Gen[T], writes: bool = False) -> Gen[T]:
         """``op``, after the layout check if this object has not made it yet (a call
@@ -306,15 +312,23 @@ class JobOps(Ops):
         """Whether job ``id_`` is finished (a readiness check, see :class:`Wake`)."""
         return finished_or((yield from self.listing_at(where).state_of(tr, id_)), id_)
 
-    def cancel_at(self, tr: Transactor, id_: bytes, where: Where) -> Gen[Optional[str]]:
-        """Cancel job ``id_``; what became of it (see ``Queue.cancel``)."""
-        return self.loop(tr, self.cancelling, id_, where)
+    def cancel_at(self, tr: Transactor, id_: bytes, where: Where,
+                  tell: bool = True) -> Gen[Optional[str]]:
+        """Cancel job ``id_``; what became of it (see ``Queue.cancel``).  ``tell``: a
+        workflow's node removed while it waited runs its workflow's step (False: the
+        workflow's own stop, which ends its nodes itself)."""
+        return self.loop(tr, self.cancelling, id_, where, tell)
 
-    def cancelling(self, tr: Any, attempt: Attempt, id_: bytes,
-                   where: Where) -> Gen[Optional[str]]:
-        """The operation of :meth:`cancel_at`: a running job's holder is told."""
+    def cancelling(self, tr: Any, attempt: Attempt, id_: bytes, where: Where,
+                   tell: bool = True) -> Gen[Optional[str]]:
+        """The operation of :meth:`cancel_at`: a running job's holder is told; a
+        waiting one removed, if it is a workflow's node, asks for its workflow's step
+        later in the transaction (see ``WorkflowOps.removed``)."""
         state, holder = yield from self.removing(tr, attempt, where,
                                                  self.listing_at(where).cancel, id_)
+        if tell and state in (PENDING, DELAYED, RETRYING):
+            for store in self.workflows.values():
+                store.removed(attempt.later, id_)
         return cancelled(tr, self.registry, state, holder, where[0] if where else None, id_)
 
     def finished(self, tr: Transactor, limit: Any = None,

@@ -33,6 +33,8 @@ from .._fair.parts import (
 from .._fair.stats import GATHERED, read_all_stats, read_group_stats, read_totals, read_views
 from .._fdb import Gen, Transactor, check_database, check_transactor
 from .._layout import MAX_SHARDS, FairLayout
+from .._limits.gate import Gate
+from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
 from .._ordered.dead import DeadLetter
 from .._ordered.engine import PushRequest, QueueStats
 from .._ordered.front import MIN, value_of
@@ -54,6 +56,7 @@ from .._records.tokens import (
     parse_tokens,
 )
 from .._retry import read, read_pages
+from .._store_layout import LimitLayout
 from .._values import (
     Value,
     check_batch_bytes,
@@ -110,17 +113,22 @@ class FairOps(JobOps):
     def __init__(self, subspace: Any, *, default_share: int = 1,
                  default_limit: Optional[int] = None, max_deliveries: Optional[int] = None,
                  id_retention: float = 3600.0, clock: Optional[Clock] = None,
-                 history: Optional[float] = None, shards: int = 1, codec: Any = None) -> None:
+                 history: Optional[float] = None, shards: int = 1, codec: Any = None,
+                 limits: Any = None) -> None:
         subspace = check_subspace(subspace)
+        uses = check_uses(limits)
         share = check_share(default_share, "default_share")
         limit = None if default_limit is None else check_int(default_limit, "default_limit",
                                                              low=0)
         self.shards = check_shards(shards, MAX_SHARDS)
         super().__init__(subspace, id_retention, max_deliveries, history, codec)
+        #: the shared limits its jobs carry (see fdbrecipes.Limits.use)
+        self.limits = uses
         layout = FairLayout(subspace)
         self.engine = Fair(layout, check_clock(clock) or database_clock,
                            Policy(share, limit, None), max_deliveries, self.id_retention,
-                           self.history, self.shards)
+                           self.history, self.shards, self.workflows,
+                           Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None)
         self.guard = LayoutGuard(subspace, "fair-queue", self.shards, layout.pushed)
 
     @property
@@ -172,24 +180,29 @@ class FairOps(JobOps):
     # -- pushing -----------------------------------------------------------------------
 
     def request(self, group: Any, value: Value, id_: Any, delay: Any,
-                time_limit: Any = None) -> GroupPush:
+                time_limit: Any = None, limit_keys: Any = None) -> GroupPush:
         """The checked push of one value into ``group``."""
         g = check_group(group)
         return self.make_push(g, [((), self.values.encoded(value))], check_id(id_), delay, "value",
-                              time_limit)
+                              time_limit, limit_keys)
 
     def requests(self, group: Any, values: Iterable[Value], delay: Any,
-                 time_limit: Any = None) -> GroupPush:
+                 time_limit: Any = None, limit_keys: Any = None) -> GroupPush:
         """The checked push of every value of ``values`` into ``group``, in order."""
         g = check_group(group)
         batch = [((), self.values.encoded(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
-        return self.make_push(g, batch, None, delay, "values", time_limit)
+        return self.make_push(g, batch, None, delay, "values", time_limit, limit_keys)
 
     def make_push(self, g: Any, batch: List[Tuple[Any, bytes]], id_: Optional[bytes],
-                  delay: Any, name: str, time_limit: Any) -> GroupPush:
+                  delay: Any, name: str, time_limit: Any,
+                  limit_keys: Any = None) -> GroupPush:
         """``batch`` for group ``g``, refused if it cannot fit in a transaction (a
-        structure with job records makes an id for every item pushed without one)."""
+        structure with job records makes an id for every item pushed without one;
+        ``limit_keys``: the jobs' keys under the shared limits, stored after each
+        value, see :func:`.._limits.specs.with_limit_keys`)."""
+        keyed = check_limit_keys(limit_keys, self.limits)
+        batch = [(group, with_limit_keys(value, keyed, name)) for group, value in batch]
         versions = check_delay(delay)
         limit = check_time_limit(time_limit, self.history)
         made = made_ids(len(batch), id_, self.history)

@@ -37,7 +37,7 @@ from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_
 from .._ids import Ids
 from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
 from .._limits.gate import Gate
-from .._limits.specs import check_uses
+from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
 from .._ordered.contention import Contention
 from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
 from .._ordered.engine import Ordered, PushRequest, QueueStats
@@ -150,7 +150,8 @@ class OrderedOps(JobOps, Generic[V]):
         parts = make_shards(shard_spaces(subspace, self.shards), self.group_len,
                             check_clock(clock) or database_clock,
                             Ids(subspace, self.id_retention), max_deliveries, self.records,
-                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None)
+                            Gate(LimitLayout(uses[0].space), uses, self.values) if uses else None,
+                            self.workflows)
         #: the limits its jobs carry (see fdbrecipes.Limits.use)
         self.limits = uses
         self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]
@@ -188,12 +189,16 @@ class OrderedOps(JobOps, Generic[V]):
 
     def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
                      name: str, time_limit: Any = None, unique: Any = None,
-                     sequence: Any = None) -> PushRequest:
+                     sequence: Any = None, limit_keys: Any = None) -> PushRequest:
         """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
         argument it came from), refused if it cannot fit in a transaction.  A
         structure with job records makes an id for every item pushed without one; a
         push with a ``unique`` key or a ``sequence`` (one item) makes its job's id (see
-        :mod:`.._ordered.unique`, :mod:`.._ordered.sequences`)."""
+        :mod:`.._ordered.unique`, :mod:`.._ordered.sequences`).  ``limit_keys``: the
+        jobs' keys under the structure's limits, stored after each value (see
+        :func:`.._limits.specs.with_limit_keys`)."""
+        keyed = check_limit_keys(limit_keys, self.limits)
+        batch = [(group, with_limit_keys(value, keyed, name)) for group, value in batch]
         versions = check_delay(delay)
         limit = check_time_limit(time_limit, self.history)
         spec, token = check_unique(unique), check_sequence(sequence)

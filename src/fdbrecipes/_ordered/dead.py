@@ -215,7 +215,7 @@ class DeadLetters:
         for kv, item in zip(letters, items):
             tr.clear(kv.key)
             id_ = keys.item_id(item)
-            self.engine.ids.retire(tr, id_, now)
+            self.engine.forget(tr, id_, now)
             if id_ in kept:
                 records.state(tr, id_, DEAD, keys.deliveries(item))
         tally.add(self.engine.keys.dead_out, len(letters))

@@ -32,7 +32,7 @@ from .._fdb import (
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
-from .._limits.gate import Gate
+from .._limits.gate import Comeback, Gate
 from .._records.records import (
     DEAD,
     DELAYED,
@@ -48,7 +48,7 @@ from .._values import Value, decode_value
 from .._waiting import Readiness
 from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
 from .sequences import SequencePush, Sequences
-from .unique import UniqueKeys, UniquePush
+from .unique import UniqueKeys, UniquePush, mark_of
 
 
 class QueueStats(NamedTuple):
@@ -129,15 +129,20 @@ class Ordered(FrontReader, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("gate", "ids", "records", "sequences", "shard", "unique")
+    __slots__ = ("comeback", "gate", "ids", "records", "sequences", "shard", "unique",
+                 "workflows")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
-                 shard: Optional[int] = None, gate: Optional[Gate] = None) -> None:
+                 shard: Optional[int] = None, gate: Optional[Gate] = None,
+                 workflows: Optional[Dict[bytes, Any]] = None) -> None:
         super().__init__(layout, clock, max_deliveries)
         self.ids = ids
+        #: the workflow stores made with the structure, by tag (see :meth:`bury`)
+        self.workflows: Dict[bytes, Any] = {} if workflows is None else workflows
         #: the limits its claims check (a structure made with ``limits=``), or None
         self.gate = gate
+        self.comeback: Optional[Comeback] = None  #: a FairQueue group's (see Comeback)
         #: the job records (written only by a structure with ``history``)
         self.records = records or Records(
             RecordLayout(layout.subspace, layout.subspace["o"]), None)
@@ -219,7 +224,8 @@ class Ordered(FrontReader, Takes):
         """Move an item under an ended lease to the dead letters, in the order the
         leases ended (at their deadlines, or now if released or buried), with the
         ``reason`` it was buried for, if any; its job record is dead (with ``error``,
-        if given; ``kept``: as for :meth:`record`)."""
+        if given; ``kept``: as for :meth:`record`); each of :attr:`workflows` is told
+        (``buried``), and asks for its node's step later in the transaction."""
         assert entry.value is not None and entry.hold is not None
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
@@ -227,6 +233,8 @@ class Ordered(FrontReader, Takes):
         self.unique_left(tr, item, now)
         if self.sequences is not None:  # its sequence is blocked
             self.sequences.ended(tally, self, self.keys.item_id(item), True)
+        for store in self.workflows.values():
+            store.buried(tally, self.keys.item_id(item), reason, error)
         id_ = self.record(item, kept)
         if id_ is not None:
             self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
@@ -261,7 +269,7 @@ class Ordered(FrontReader, Takes):
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
-        self.ids.retire(tr, self.keys.item_id(item), now)
+        self.forget(tr, self.keys.item_id(item), now)
         self.unique_left(tr, item, now)
         if self.sequences is not None:  # the next job of its sequence goes in
             self.sequences.ended(tally, self, self.keys.item_id(item), False)
@@ -269,6 +277,17 @@ class Ordered(FrontReader, Takes):
         if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result)
+
+    def forget(self, tr: Any, id_: Optional[bytes], now: int) -> None:
+        """The item with id ``id_`` (if any) left for good: its id is retired (a push of
+        it stores nothing for ``id_retention`` more), or, a unique job's id (made by
+        its push, never given to one: nothing to keep it for), forgotten at once, so
+        that unique pushes have no retired ids to collect."""
+        if mark_of(id_) is None:
+            self.ids.retire(tr, id_, now)
+        else:
+            assert id_ is not None
+            tr.clear(self.ids.key(id_))
 
     def unique_claimed(self, tr: Any, item: Item) -> None:
         """A consumer claimed ``item``: the unique key it holds while queued is free
@@ -302,8 +321,8 @@ class Ordered(FrontReader, Takes):
                  if e.hold is not None and e.hold.kind == LEASE}
         if not ended:
             return 0
-        return (yield from self.gate.free(tr, self.gate.read_tags(tr, list(ended)), ended,
-                                          front.now))
+        held = yield from self.gate.read_tags(tr, list(ended)).read()
+        return (yield from self.gate.free(tr, held, ended, front.now))
 
     def bury_dying(self, tr: Any, now: int, tally: Tally) -> Gen[int]:
         """Move up to :data:`RESTORE_BATCH` expired leases whose items died to the dead
@@ -375,7 +394,8 @@ class Ordered(FrontReader, Takes):
         default this one); the ids are checked once for all.  A request with a unique
         key (unsharded only) reads its entry too, and pushes only when the key is free
         (see :meth:`.unique.UniqueKeys.meet`)."""
-        checks = self.ids.check(tr, (r.id for r in requests), any(r.ids for r in requests))
+        checks = self.ids.check(tr, (r.id for r in requests),
+                                any(r.ids for r in requests if r.unique is None))
         uniques = [r.unique for r in requests if r.unique is not None]
         held = None if self.unique is None or not uniques else self.unique.check(tr, uniques)
         sequenced = [r.sequence for r in requests if r.sequence is not None]

@@ -17,12 +17,12 @@ from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tup
 import fdb.tuple
 
 from .._attempt import Attempt
-from .._fdb import Gen, Range, Tally, read, seconds_to_versions
+from .._fdb import Gen, Range, Tally, seconds_to_versions
 from .._layout import DELAY, LEASE
-from .._limits.gate import Admission, Tag
+from .._limits.gate import Admission, Tag, TagReads
 from .._records.history import terms, terms_known
 from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
-from .._values import BATCH_BYTES, BATCH_ID_LEN, V, batch_ids, decode_value, unpack_token
+from .._values import BATCH_BYTES, V, batch_ids, decode_value, id_spans, unpack_token
 from ..errors import LeaseExpiredError
 from .engine import Ordered
 from .front import Entry, Hold, choose, value_of
@@ -35,9 +35,9 @@ log = logging.getLogger("fdbrecipes")
 #: The most reads of the front a claim of a structure with limits makes: after a
 #: read whose candidates were held back by their limits (parked or delayed, so the
 #: next read no longer meets them), it reads again for what it still lacks.
-ROUNDS = 4
-#: The fewest candidates each of those reads takes in: a key at its limit holding the
-#: front is parked in blocks of this many.
+ROUNDS = 5
+#: The fewest candidates each of those reads after the first takes in: a key at its
+#: limit holding the front is parked in blocks of this many.
 SCAN = 64
 
 
@@ -245,20 +245,21 @@ class Leases(Claims):
     def limited(self, tr: Any, attempt: Attempt, admission: Admission, n: int, end: str,
                 seconds: float, spread: int, budget: int,
                 holder: Optional[str]) -> Gen[List[Lease]]:
-        """:meth:`claim` in a structure with limits: reads the first
-        ``max(n + spread - 1, SCAN)`` candidates by snapshot (a read conflict on each
-        item it takes or moves), checks them against their limits
-        (:class:`.._limits.gate.Admission`: the blocked ones met are parked or
-        delayed, so no later read meets them again) and takes ``n`` of the runnable
-        ones as a take with ``spread`` would; while it lacks some and held some back,
-        it reads again, up to :data:`ROUNDS` reads in all.  The expired leases met give
-        their slots back."""
+        """:meth:`claim` in a structure with limits: reads the first ``n + spread -
+        1`` candidates by snapshot (a read conflict on each item it takes or moves),
+        checks them against their limits (:class:`.._limits.gate.Admission`: the
+        blocked ones met are parked or delayed, so no later read meets them again)
+        and takes ``n`` of the runnable ones as a take with ``spread`` would; while it
+        lacks some and held some back, it reads again, the first ``max(n + spread -
+        1, SCAN)`` still lacking, up to :data:`ROUNDS` reads in all.  The expired
+        leases met give their slots back."""
         tally = Tally()
         leases: List[Lease] = []
-        for _ in range(ROUNDS):
+        for round_ in range(ROUNDS):
             want = n - len(leases)
-            front = yield from self.engine.front(tr, end, max(want + spread - 1, SCAN),
-                                                 conflict=False, attempt=attempt)
+            scan = want + spread - 1 if round_ == 0 else max(want + spread - 1, SCAN)
+            front = yield from self.engine.front(tr, end, scan, conflict=False,
+                                                 attempt=attempt)
             entries = [] if self.engine.paused_front(tr, front) else front.entries
             self.engine.settle(tr, front, tally)
             freed = yield from self.engine.expired_slots(tr, front, entries)
@@ -326,13 +327,13 @@ class Leases(Claims):
         tally.write(tr, attempt)
         attempt.idle = not found
 
-    def start_tags(self, tr: Any, ids: List[bytes]) -> Dict[bytes, Any]:
+    def start_tags(self, tr: Any, ids: List[bytes]) -> Optional[TagReads]:
         """Start reading the limits each lease of ``ids`` holds, if this structure has
         limits (beside the leases' own reads: no round trip of their own)."""
         gate = self.engine.gate
-        return {} if gate is None else gate.read_tags(tr, ids)
+        return None if gate is None else gate.read_tags(tr, ids)
 
-    def give_back(self, tr: Any, started: Dict[bytes, Any], ended: Sequence[Entry],
+    def give_back(self, tr: Any, started: Optional[TagReads], ended: Sequence[Entry],
                   now: int) -> Gen[None]:
         """The slots of the leases of ``ended`` (entries under live leases, their tags
         read by :meth:`start_tags`) given back, and the jobs parked under their keys
@@ -340,8 +341,10 @@ class Leases(Claims):
         none without limits."""
         gate = self.engine.gate
         holds = [e.hold for e in ended if e.hold is not None]
-        if gate is not None and holds:
-            yield from gate.free(tr, {h.hold_id: started[h.hold_id] for h in holds},
+        if gate is not None and started is not None and holds:
+            found = yield from started.read()
+            yield from gate.free(tr, {h.hold_id: found[h.hold_id] for h in holds
+                                      if h.hold_id in found},
                                  {h.hold_id: h.deadline for h in holds}, now)
 
     def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
@@ -446,20 +449,12 @@ class Leases(Claims):
         it conflicts with any change to a lease of the claim in the span.  Other
         leases are read one by one (a read conflict on each).
         """
-        claims: Dict[bytes, List[bytes]] = {}
-        for hold_id in ids:
-            prefix = hold_id[:16] if len(hold_id) == BATCH_ID_LEN else hold_id
-            claims.setdefault(prefix, []).append(hold_id)
         started: List[Range] = []
-        for members in claims.values():
-            distinct = sorted(set(members))
-            low, high = distinct[0], distinct[-1]
-            gap = int.from_bytes(high[16:], "big") - int.from_bytes(low[16:], "big")
-            if len(distinct) > 1 and gap < 2 * len(distinct):
-                begin, end = self.engine.keys.held_span(low, high)
-                started.append(Range(tr, begin, end))
+        for low, high in id_spans(ids):
+            if low == high:
+                started.append(self.start_read(tr, low))
             else:
-                started.extend(self.start_read(tr, hold_id) for hold_id in distinct)
+                started.append(Range(tr, *self.engine.keys.held_span(low, high)))
         wanted = set(ids)
         found: Dict[bytes, Tuple[Any, Any]] = {}
         for reading in started:
@@ -480,18 +475,18 @@ class Leases(Claims):
         tally.write(tr, attempt)
         return renewed
 
-    def extended(self, tr: Any, started: Dict[bytes, Any],
+    def extended(self, tr: Any, started: Optional[TagReads],
                  renewed: Sequence[Optional[Lease]]) -> Gen[None]:
         """The running entries of the ``renewed`` leases (their tags read by
         :meth:`start_tags`) moved to their new deadlines."""
         gate = self.engine.gate
-        if gate is None:
+        if gate is None or started is None:
             return
+        found = yield from started.read()
         for lease in renewed:
             if lease is not None:
                 hold_id = lease_id(lease)
-                raw = yield from read(started[hold_id])
-                gate.extended(tr, raw, hold_id, lease.deadline)
+                gate.extended(tr, found.get(hold_id), hold_id, lease.deadline)
 
     def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                     seconds: float) -> Gen[List[Optional[Lease]]]:

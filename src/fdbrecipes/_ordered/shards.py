@@ -30,7 +30,7 @@ every shard's front with a read conflict, so it takes the best priority at its c
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from fdb.subspace_impl import Subspace
 
@@ -39,11 +39,11 @@ from .._clock import Clock
 from .._fdb import Gen, Tally, clear_structure
 from .._ids import Ids
 from .._layout import Marker, OrderedLayout, kept_by_clear, shard_space
-from .._limits.gate import Gate
+from .._limits.gate import Admission, Gate
 from .._records.history import terms_known
 from .._records.records import Records
 from .._retry import RetryLoop
-from .._values import Value, lease_shard
+from .._values import BATCH_BYTES, Value, lease_shard
 from .._waiting import Readiness
 from .contention import Contention
 from .dead import DeadLetters
@@ -53,7 +53,7 @@ from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing
 
 __all__ = ["REST_SPREAD", "Shard", "ShardedContention", "ShardedEngine", "ShardedLeases", "Shards",
-           "in_turn", "make_shards", "shard_spaces"]
+           "claim_admitted", "in_turn", "make_shards", "shard_spaces"]
 
 #: The largest spread a take reads the other shards with once the first ran short
 #: (see :meth:`Shards.rest`).
@@ -80,14 +80,16 @@ def shard_spaces(subspace: Subspace, count: int) -> List[Subspace]:
 
 def make_shards(spaces: Sequence[Subspace], group_len: int, clock: Clock, ids: Ids,
                 max_deliveries: Optional[int], records: Records,
-                gate: Optional[Gate] = None) -> List[Shard]:
+                gate: Optional[Gate] = None,
+                workflows: Optional[Dict[bytes, Any]] = None) -> List[Shard]:
     """The shards of a structure, one per subspace of ``spaces``, sharing ``ids``,
-    ``records`` and the limits' ``gate``; one shard (numbered None: unsharded) when
-    ``spaces`` has one."""
+    ``records``, the limits' ``gate`` and the structure's ``workflows`` (see
+    ``Ordered.workflows``); one shard (numbered None: unsharded) when ``spaces`` has
+    one."""
     parts = []
     for k, space in enumerate(spaces):
         engine = Ordered(OrderedLayout(space, group_len), clock, ids, max_deliveries,
-                         records, None if len(spaces) == 1 else k, gate)
+                         records, None if len(spaces) == 1 else k, gate, workflows)
         parts.append(Shard(engine, Leases(engine), DeadLetters(engine), Listing(engine)))
     return parts
 
@@ -458,6 +460,32 @@ class ShardedLeases(Claims):
                  for k, at in where.items()]
         found = yield from side_by_side(tr, attempt, calls)
         return placed(len(leases), where, found, None)
+
+
+def claim_admitted(tr: Any, attempt: Attempt, admission: Admission,
+                   engine: Union[Ordered, ShardedEngine], parts: List[Shard], front: Front,
+                   seconds: float, tally: Tally,
+                   holder: Optional[str]) -> Gen[Tuple[Optional[Lease], bool]]:
+    """The claim of the first of ``front``'s candidates (read from ``engine``, over
+    its shards ``parts``: a FairQueue group's) that the shared limits let start, under
+    a lease of its shard holding its slots (see :class:`.._limits.gate.Admission`), or
+    None; and whether any before it was parked in its shard (a full concurrency key:
+    moved back, with its structure's ``Comeback``, by what frees a slot of that key) or
+    delayed (a rate).  Gives back the slots of the expired leases met, then reads
+    every candidate's limits at once: 1 round trip, 2 when leases had expired."""
+    yield from parts[0].engine.expired_slots(tr, front, front.entries)
+    yield from admission.tagged(tr, front.entries, front.now)
+    blocked = False
+    for entry in front.entries:
+        shard = parts[0] if isinstance(engine, Ordered) else engine.shards.of_entry(entry)
+        admitted, held = yield from admission.admit(tr, shard.engine, front.now, [entry],
+                                                    tally, 1, 1, choose)
+        blocked = blocked or held
+        if admitted:
+            return shard.leases.hold_entries(tr, attempt, front.now, [entry], seconds,
+                                             BATCH_BYTES, tally, holder,
+                                             [admitted[0][1]])[0], blocked
+    return None, blocked
 
 
 def in_turn(tr: Any, attempt: Attempt, ops: Sequence[Callable[..., Gen[int]]], limit: int,

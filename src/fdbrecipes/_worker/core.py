@@ -317,12 +317,8 @@ class WorkerCore(Holding):
                 await drive(self.ops.report(self.db, [(running.lease, progress)]))
             reason = decision.reason if decision.outcome == DISCARD or recorded is None \
                 else recorded.reason()
-            node = node_store(self.ops, job.id)
-            if node is not None and decision.outcome in (DEAD, DISCARD):  # with its step
-                done = await drive(node.fail_node(self.db, self.ops, running.lease,
-                                                  decision.action == "bury", reason,
-                                                  decision.delay, recorded))
-            elif decision.action == "bury":
+            node_store(self.ops, job.id)  # a node's burial runs its step: its store known?
+            if decision.action == "bury":
                 done = await drive(self.ops.bury(self.db, running.lease, reason, recorded))
             else:
                 done = await drive(self.ops.release(self.db, running.lease, decision.delay,

@@ -28,14 +28,16 @@ from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._ordered.engine import PushRequest
 from .._records.records import CANCELLED, RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
-from .._values import decode_value
 from ..protocol import Workable
+from . import nesting
 from .graph import (
     ALWAYS,
     CONTINUE,
+    END,
     FAIL,
     FAILURE,
     LEAF,
+    SUB,
     SUCCESS,
     Plan,
     expander_id,
@@ -50,10 +52,12 @@ from .reading import (
     RUNNING,
     SKIPPED,
     SUCCEEDED,
+    TOTAL,
     Header,
     Reads,
     Stored,
     pack_spec,
+    value_of,
 )
 from .reading import pack as _pack
 
@@ -125,9 +129,22 @@ class Store(Reads):
         now = time.time()
         tr.set(keys.header(w), Header(now, len(plan.specs), RUNNING, None, None).pack())
         tr.set(keys.due(now + self.retention, w), b"")
-        tr.set(keys.tally(w, "total"), le64(len(plan.specs)))
-        roots = []
+        tr.set(keys.tally(w, TOTAL), le64(len(plan.specs)))
         fresh = Fresh(tr)
+        roots = self.define(fresh, plan)
+        nesting.write(self, fresh, w, plan)
+        yield from self.push(tr, w, -1, roots)
+        return True
+
+    def define(self, fresh: Fresh, plan: Plan) -> List[Tuple[int, Stored]]:
+        """Write ``plan``'s nodes: their definitions, edges both ways and counters (an
+        open batch's: its open key); its first nodes (no dependencies, no join)."""
+        keys, w = self.keys, plan.id
+        roots = []
+        joins = set(plan.joins)
+        if joins:  # an open batch: each callback's leaves so far
+            fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
+                                                  for d in plan.joins)))
         for i, spec in enumerate(plan.specs):
             counters = plan.counters[i]
             fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
@@ -139,13 +156,12 @@ class Store(Reads):
                 fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
             for leaf, count in counters:
                 fresh.set(keys.counter(w, i, leaf), le64(count))
-            if len(counters) > 1:
-                fresh.set(keys.counter(w, i, ROOT), le64(len(counters)))
-            if not spec.deps:
+            if len(counters) > 1 or i in joins:  # a join's root counts the close too
+                fresh.set(keys.counter(w, i, ROOT), le64(len(counters) + (i in joins)))
+            if not spec.deps and i not in joins:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
                                         spec.time_limit, spec.name, spec.when, 0, 0)))
-        yield from self.push(tr, w, -1, roots)
-        return True
+        return roots
 
     def push(self, tr: Any, w: bytes, source: int,
              nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
@@ -156,6 +172,9 @@ class Store(Reads):
         chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
         for i, stored in nodes:
+            if stored.target == SUB:  # a sub-workflow: it starts
+                yield from nesting.start(self, tr, w, i, stored.value)
+                continue
             by_target.setdefault(stored.target, []).append((i, stored))
         c = 0
         for target, batch in by_target.items():
@@ -177,7 +196,7 @@ class Store(Reads):
         for i, _ in batch:
             tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
         tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
-        values = [(i, stored, self.value_of(ops, stored)) for i, stored in batch]
+        values = [(i, stored, value_of(ops, stored)) for i, stored in batch]
         requesting = getattr(ops, "job_request", None)
         if requesting is not None:  # a Queue or PriorityQueue: one push_many
             yield from ops.push_requests(tr, self.requests(requesting, w, values))
@@ -207,7 +226,7 @@ class Store(Reads):
         parts = fdb.tuple.unpack(listed)
         if parts[:1] == (EDGES,):  # dependents of source to count down (see defer)
             _, how, out = parts
-            yield from self.count_all(tr, w, raw, [(source, how, list(out))])
+            yield from self.cascade(tr, w, raw, [(source, how, list(out))])
             return
         reads = [(i, tr.get(keys.node(w, i))) for i in parts]
         nodes = []
@@ -239,12 +258,6 @@ class Store(Reads):
         return [made[key]._replace(batch=batch, ids=tuple(ids[key]))
                 for key, batch in alike.items()]
 
-    @staticmethod
-    def value_of(ops: Any, stored: Stored) -> Any:
-        """A stored node's value, as its structure's push takes it."""
-        value = decode_value(stored.value)
-        codec = ops.values.codec
-        return value if codec is None else codec.decode(value)
 
     # -- advancing -----------------------------------------------------------------------
 
@@ -278,15 +291,16 @@ class Store(Reads):
             return
         if Header.unpack(raw).status != RUNNING:
             return
-        yield from self.count_all(tr, w, raw, [(i, outcome, edges)])
+        yield from self.cascade(tr, w, raw, [(i, outcome, edges)])
 
-    def count_all(self, tr: Any, w: bytes, raw: bytes,
-                  work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
-        """Count down the dependents of each ``(node, how it ended, its edges)`` of
-        ``work`` (the workflow's header ``raw``, read with a conflict): fail the
-        workflow, or push the dependents freed, or skip them (their own dependents
-        counted down in turn); a node with more dependents than an expander takes
-        has them counted down by expanders (see :meth:`defer`)."""
+    def cascade(self, tr: Any, w: bytes, raw: bytes,
+                work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
+        """Count down the dependents of each node of ``work`` (``(node, how it ended,
+        its dependents)``), pushing those freed, skipping those whose ``when`` is unmet
+        (their own dependents counted down in turn), or stopping the workflow (its
+        header ``raw``) when a ``fail`` dependency did not succeed; a node with more
+        dependents than an expander takes has them counted down by expanders (see
+        :meth:`defer`)."""
         while work:
             node, how, out = work.pop()
             if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
@@ -296,14 +310,35 @@ class Store(Reads):
                 yield from self.defer(tr, w, node, how, out)
                 continue
             freed = yield from self.count_down(tr, w, how, out)
-            if not freed:
-                continue
-            ready = yield from self.ready(tr, w, freed)
-            yield from self.push(tr, w, node, [(d, s) for d, s, run in ready if run])
-            for d, _, run in ready:
-                if not run:
-                    self.ended(tr, w, d, None, SKIPPED, None)
-                    work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+            yield from self.free(tr, w, node, freed, work)
+
+    def free(self, tr: Any, w: bytes, source: int, freed: Sequence[int],
+             work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
+        """Push the ``freed`` nodes that run (freed by ``source``: see :meth:`push`);
+        end the others skipped, adding them to ``work`` (see :meth:`cascade`)."""
+        if END in freed:  # this sub-workflow's last node ended: its parent's node too
+            freed = [d for d in freed if d != END]
+            yield from nesting.ended(self, tr, w)
+        if not freed:
+            return
+        ready = yield from self.ready(tr, w, freed)
+        yield from self.push(tr, w, source, [(d, s) for d, s, run in ready if run])
+        for d, _, run in ready:
+            if not run:
+                self.ended(tr, w, d, None, SKIPPED, None)
+                work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
+
+    def died(self, tr: Any, _attempt: Any, w: bytes, i: int, outcome: str,
+             why: Optional[str]) -> Gen[None]:
+        """Node ``i``'s job ended without its worker's ack (``outcome``: failed, a dead
+        letter; cancelled, removed while it waited; ``why``): :meth:`advance`, run
+        later in that transaction (see :meth:`.ops.WorkflowOps.step`)."""
+        return self.advance(tr, w, i, outcome, None, why)
+
+    def expanded(self, tr: Any, _attempt: Any, w: bytes, source: int, c: int) -> Gen[None]:
+        """An expander became a dead letter, or was cancelled: :meth:`expand`, run
+        later in that transaction."""
+        return self.expand(tr, w, source, c)
 
     def defer(self, tr: Any, w: bytes, node: int, how: str,
               out: Sequence[Tuple[int, int, str, int]]) -> Gen[None]:
@@ -417,29 +452,42 @@ class Store(Reads):
         tr.set(keys.header(w), header._replace(status=status, ended_at=time.time(),
                                                why=why).pack())
         r = keys.states.range((w,))
+        total_f = tr.get(keys.tally(w, TOTAL))  # a conflict with a batch's adds
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from Range(tr, r.start, r.stop).read())}
         queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
                   if state == QUEUED]
-        for i in range(header.nodes):
+        for i in range(read_le64((yield from read(total_f)))):
             if i not in states:
                 self.ended(tr, w, i, None, CANCELLED, why)
         for i, future in queued:
             raw_spec = yield from read(future)
             assert raw_spec is not None
             stored = Stored.unpack(raw_spec)
+            if stored.target == SUB:  # it stops, and ends the node
+                yield from self.stop(tr, stored.value, status, why)
+                continue
             ops = self.targets.get(stored.target)
             if ops is None:
                 continue
             where = dict(stored.where)
             at = (where["group"],) if "group" in where else ()
-            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at)  # type: ignore
+            said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at,  # type: ignore
+                                            False)
             if said == CANCELLED:
                 self.ended(tr, w, i, QUEUED, CANCELLED, why)
+        yield from nesting.stopped(self, tr, w, status, why)
         return True
 
-    # -- reading -------------------------------------------------------------------------
+    # -- forgetting ----------------------------------------------------------------------
 
+    def forget(self, tr: Any, w: bytes) -> Gen[None]:
+        """Clear every key of workflow ``w`` and of its sub-workflows (their
+        retention is its: they have no pruning entry of their own)."""
+        for _, sub in (yield from nesting.children(self, tr, w)):
+            yield from self.forget(tr, sub)
+        for begin, end in self.keys.ranges(w):
+            tr.clear_range(begin, end)
 
     def prune(self, tr: Any, attempt: Any, limit: int, before: float) -> Gen[int]:
         """Forget up to ``limit`` workflows whose retention passed ``before`` (a time)
@@ -455,9 +503,9 @@ class Store(Reads):
             tr.clear(kv.key)
             header = yield from self.header(tr, w)
             done = read_le64((yield from read(tr.get(keys.tally(w, DONE)))))
-            if header is None or header.status != RUNNING or done >= header.nodes:
-                for begin, end in keys.ranges(w):
-                    tr.clear_range(begin, end)
+            total = read_le64((yield from read(tr.get(keys.tally(w, TOTAL)))))
+            if header is None or header.status != RUNNING or done >= total:
+                yield from self.forget(tr, w)
             else:
                 tr.set(keys.due(now + self.retention, w), b"")
         attempt.idle = not entries

@@ -4,20 +4,34 @@ is written (:meth:`Graph.plan`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import uuid
 from collections import deque
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    runtime_checkable,
+)
 
 import fdb.tuple
 
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
-__all__ = ["ALWAYS", "CONTINUE", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS", "MAX_NODES",
-           "POLICIES", "SUCCESS", "WHEN", "Graph", "Node", "NodeRef", "Plan", "Spec",
-           "expander_id", "node_id", "parse_node_id", "store_tag"]
+__all__ = ["ALWAYS", "CONTINUE", "END", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS",
+           "MAX_NODES", "NO_VALUE", "OPEN", "POLICIES", "SUB", "SUCCESS", "WHEN", "Graph", "Node",
+           "NodeJob", "NodeRef", "NodeSource", "Plan", "Spec", "expander_id", "job_of", "node_id",
+           "parse_node_id", "store_tag"]
 
 #: What a dependent does when a dependency fails (dies, or is cancelled or skipped):
 #: ``fail`` the workflow (what has not started is cancelled), ``ignore`` it (the
@@ -49,8 +63,17 @@ def store_tag(store: bytes) -> bytes:
 
 
 def node_id(tag: bytes, workflow: bytes, i: int) -> bytes:
-    """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``."""
-    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, i))
+    """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``: ``(mark,
+    tag, workflow, i)`` packed (a tuple packs as its elements' encodings one after
+    the other: the head, the same for every node of the workflow, is packed once)."""
+    packed: bytes = node_head(tag, workflow) + fdb.tuple.pack((i,))
+    return packed
+
+
+@functools.lru_cache(maxsize=64)
+def node_head(tag: bytes, workflow: bytes) -> bytes:
+    """``(mark, tag, workflow)`` packed: how the job ids of ``workflow``'s nodes begin."""
+    packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow))
     return packed
 
 
@@ -107,6 +130,60 @@ class Node:
         return f"Node({self.name!r})"
 
 
+class NodeJob(NamedTuple):
+    """A node's job as a task's call gives it to ``Workflow.add``: its structure,
+    its value, its delay and time limit, and where it goes (a PriorityQueue's
+    ``priority``, a FairQueue's ``group``)."""
+
+    structure: Any
+    value: Any
+    delay: Optional[float]
+    time_limit: Optional[float]
+    where: Dict[str, Any]
+
+
+@runtime_checkable
+class NodeSource(Protocol):
+    """What ``Workflow.add`` takes instead of a structure and a value: a call of a
+    task (``my_task.s(...)``, :class:`fdbrecipes.tasks.TaskCall`), which says its job."""
+
+    def node_job(self) -> NodeJob:
+        """The job of the node (checked and encoded; nothing is written)."""
+
+
+def job_of(source: Any, value: Any, delay: Any, time_limit: Any,
+           where: Dict[str, Any]) -> NodeJob:
+    """A node's job: a :class:`NodeSource`'s (``value`` not given; ``delay``,
+    ``time_limit`` and ``where`` given override its own), or ``source`` (a structure)
+    with ``value``.
+
+    Raises:
+        TypeError: a task's call with a value, or a structure without one.
+    """
+    if isinstance(source, NodeSource):
+        if value is not NO_VALUE:
+            raise TypeError("a task's call is the node's job: give it no value")
+        job = source.node_job()
+        return NodeJob(job.structure, job.value, job.delay if delay is None else delay,
+                       job.time_limit if time_limit is None else time_limit,
+                       {**job.where, **where})
+    if value is NO_VALUE:
+        raise TypeError("value: give the job's value (or a task's call, my_task.s(...), "
+                        "instead of a structure)")
+    return NodeJob(source, value, delay, time_limit, where)
+
+
+class _NoValue:
+    """The default of ``Workflow.add``'s value: none given (a task's call has its own)."""
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+
+#: No value given (see :func:`job_of`).
+NO_VALUE: Any = _NoValue()
+
+
 class Spec(NamedTuple):
     """A node as it is stored: its structure's key, its value (encoded by the
     structure's codec, tuple-packed), ``where`` it goes, its delay and time limit,
@@ -122,15 +199,32 @@ class Spec(NamedTuple):
     deps: List[Tuple[int, str]]
 
 
+#: The target of a node that is a sub-workflow (its value: the sub-workflow's id): no
+#: structure's key (those of the system keys, ``\xff``, name none).
+SUB = b"\xff/fdbrecipes/sub-workflow"
+#: The pseudo-node of a sub-workflow that its last nodes (those nothing depends on)
+#: count down: the one that frees it ends the sub-workflow, and its node in the parent.
+END = -1
+
+#: What an edge says of its dependent's leaves when the dependent is counted through
+#: its root whatever its leaves (an open batch's callback: see :attr:`Graph.joins`).
+OPEN = 0
+
+
 class Plan(NamedTuple):
     """A graph checked whole, ready to write: its id, its specs in order, each
-    node's dependents ``(dependent, leaf, policy, its leaves)`` and each node's
-    counters ``(leaf, count)``."""
+    node's dependents ``(dependent, leaf, policy, its leaves)``, each node's
+    counters ``(leaf, count)`` and, for an open batch, its callbacks (``joins``)."""
 
     id: bytes
     specs: List[Spec]
     dependents: List[List[Tuple[int, int, str, int]]]
     counters: List[List[Tuple[int, int]]]
+    joins: Tuple[int, ...] = ()
+    #: its sub-workflows, by the node that stands for each in it
+    subs: Tuple[Tuple[int, Plan], ...] = ()
+    #: a sub-workflow's: the counters of its end (:data:`END`), which its last nodes count
+    end: Tuple[Tuple[int, int], ...] = ()
 
 
 def check_policy(policy: Any, name: str) -> str:
@@ -154,6 +248,19 @@ class Graph:
         self.nodes: List[Node] = []
         self.names: Dict[str, int] = {}
         self.size = 0
+        #: an open batch's callbacks: nodes that also wait for the members added later
+        #: and for the batch's close (see :mod:`.batches`)
+        self.joins: List[int] = []
+        #: its sub-workflows, by the node that stands for each; ``parent``: the graph
+        #: this one is a sub-workflow of (a graph is one workflow's sub-workflow at most)
+        self.subs: Dict[int, Graph] = {}
+        self.parent: Optional[Graph] = None
+        #: the structures met, by id (each kept, so that its id names it): its key and
+        #: operations (see :meth:`target_of`)
+        self.known: Dict[int, Tuple[Any, bytes, Workable[Any]]] = {}
+        #: the pushes checked whole (see :meth:`add`): by structure, delay, time limit,
+        #: the length of the node's id and where
+        self.checked: Set[Tuple[Any, ...]] = set()
 
     def target_of(self, structure: Any) -> Tuple[bytes, Workable[Any]]:
         """The key and operations of ``structure``, which the store must know.
@@ -162,6 +269,9 @@ class Graph:
             TypeError: it is not a job structure.
             ValueError: the store was not made with it.
         """
+        met = self.known.get(id(structure))
+        if met is not None and met[0] is structure:
+            return met[1], met[2]
         ops = workable(structure, "structure")
         key = bytes(ops.subspace.key())
         if self.targets.get(key) is not ops:
@@ -172,6 +282,7 @@ class Graph:
             if type(known) is not type(ops):
                 raise ValueError(f"structure {structure!r} is not the kind the store knows "
                                  "at its subspace")
+        self.known[id(structure)] = (structure, key, ops)
         return key, ops
 
     def deps_of(self, deps: Any, on_failure: str) -> List[Tuple[int, str]]:
@@ -200,6 +311,32 @@ class Graph:
             when: Any, delay: Any, time_limit: Any, where: Dict[str, Any]) -> Node:
         """Add one node (see ``Workflow.add``); nothing is written."""
         key, ops = self.target_of(structure)
+        delay_s = None if delay is None else check_seconds(delay, "delay")
+        limit = None if time_limit is None else check_seconds(time_limit, "time_limit")
+        id_ = node_id(self.tag, self.id, len(self.specs))
+        try:
+            options: Optional[Tuple[Any, ...]] = (
+                key, delay_s, limit, len(id_),
+                tuple((k, type(v), v) for k, v in sorted(where.items())))
+            hash(options)
+        except TypeError:  # a where that cannot be a key: checked every time
+            options = None
+        if options is None or options not in self.checked:
+            ops.push_job(None, value, id=id_, delay=delay_s, time_limit=limit,
+                         **where).close()  # checks the push, runs nothing
+            if options is not None:
+                self.checked.add(options)
+        # a push checked with the same options passes but for the value: its encoding
+        # checks it, and the workflow's size bounds it
+        encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
+        return self.add_spec(key, encoded, deps, on_failure, name, when, len(encoded),
+                             tuple(sorted(where.items())), delay_s, limit)
+
+    def add_spec(self, target: bytes, value: bytes, deps: Any, on_failure: Any, name: Any,
+                 when: Any, size: int, where: Tuple[Tuple[str, Any], ...] = (),
+                 delay: Optional[float] = None, time_limit: Optional[float] = None) -> Node:
+        """Add a node of ``target`` and ``value`` (checked already: encoded, ``size``
+        bytes), checking the rest (see :meth:`add`)."""
         policy = check_policy(on_failure, "on_failure")
         if type(when) is not str or when not in WHEN:
             raise ValueError(f"when must be one of {', '.join(WHEN)}, got {when!r}")
@@ -212,23 +349,51 @@ class Graph:
             raise TypeError(f"name must be a str of 1 to 200 characters, not {name!r}")
         if name in self.names:
             raise ValueError(f"name {name!r} is taken by another node of this workflow")
-        delay_s = None if delay is None else check_seconds(delay, "delay")
-        limit = None if time_limit is None else check_seconds(time_limit, "time_limit")
         checked = self.deps_of(deps, policy)
-        id_ = node_id(self.tag, self.id, index)
-        ops.push_job(None, value, id=id_, delay=delay_s, time_limit=limit,
-                     **where).close()  # checks the push, runs nothing
-        encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
-        spec = Spec(key, encoded, tuple(sorted(where.items())), delay_s, limit, name, when,
-                    checked)
-        self.size += len(encoded) + 200 + 60 * len(checked)
+        spec = Spec(target, value, where, delay, time_limit, name, when, checked)
+        self.size += size + 200 + 60 * len(checked)
         if self.size > MAX_BATCH_BYTES // 2:
             raise ValueError("the workflow is too large to write in one transaction")
-        node = Node(self, index, name, id_)
+        node = Node(self, index, name, node_id(self.tag, self.id, index))
         self.specs.append(spec)
         self.nodes.append(node)
         self.names[name] = index
         return node
+
+    def add_workflow(self, sub: Any, deps: Any, on_failure: Any, name: Any,
+                     when: Any) -> Node:
+        """Add a node that is the sub-workflow ``sub`` (a graph of the same store, in
+        no other workflow): it starts once ``deps`` ended, and its end is the node's;
+        nothing is written."""
+        if not isinstance(sub, Graph) or sub.store != self.store:
+            raise TypeError("workflow must be a Workflow made by this store's new()")
+        if sub is self or sub.parent is not None or self.within(sub):
+            raise ValueError("workflow is this workflow, or in a workflow already")
+        if sub.joins:
+            raise ValueError("workflow: an open batch cannot be a sub-workflow")
+        if not sub.specs:
+            raise ValueError("workflow: the sub-workflow has no node")
+        node = self.add_spec(SUB, sub.id, deps, on_failure, name, when, 0)
+        sub.parent = self
+        self.subs[node.index] = sub
+        return node
+
+    def whole(self) -> Tuple[int, int]:
+        """The size and nodes of this graph with its sub-workflows (see :meth:`add`)."""
+        size, nodes = self.size, len(self.specs)
+        for sub in self.subs.values():
+            more = sub.whole()
+            size, nodes = size + more[0], nodes + more[1]
+        return size, nodes
+
+    def within(self, graph: Graph) -> bool:
+        """Whether this graph is ``graph``'s sub-workflow, at any depth."""
+        parent = self.parent
+        while parent is not None:
+            if parent is graph:
+                return True
+            parent = parent.parent
+        return False
 
     def after(self, node: Any, deps: Any, on_failure: Any) -> None:
         """Make ``node`` depend on ``deps`` too (a cycle is refused by :meth:`plan`)."""
@@ -246,26 +411,42 @@ class Graph:
         self.size += 60 * len(added)
 
     def plan(self) -> Plan:
-        """The graph checked whole: every node's dependents and counters.
+        """The graph checked whole: every node's dependents and counters (and those
+        of its sub-workflows, and, for a sub-workflow, of its end).
 
         Raises:
-            ValueError: it is empty, or has a cycle (naming a node on it).
+            ValueError: it is empty, or has a cycle (naming a node on it), or one of
+                its sub-workflows has.
         """
         n = len(self.specs)
         if n == 0:
             raise ValueError("the workflow has no node")
+        size, nodes = self.whole()
+        if self.parent is None and (size > MAX_BATCH_BYTES // 2 or nodes > MAX_NODES):
+            raise ValueError("the workflow and its sub-workflows are too large to write "
+                             "in one transaction")
         dependents: List[List[Tuple[int, int, str, int]]] = [[] for _ in range(n)]
         counters: List[List[Tuple[int, int]]] = []
+        joins = set(self.joins)
         for d, spec in enumerate(self.specs):
             leaves = math.ceil(len(spec.deps) / LEAF)
             counts = [0] * leaves
             for position, (i, policy) in enumerate(spec.deps):
                 leaf = position // LEAF
                 counts[leaf] += 1
-                dependents[i].append((d, leaf, policy, leaves))
+                dependents[i].append((d, leaf, policy, OPEN if d in joins else leaves))
             counters.append(list(enumerate(counts)))
         check_acyclic(n, self.specs, dependents)
-        return Plan(self.id, list(self.specs), dependents, counters)
+        end: List[Tuple[int, int]] = []
+        if self.parent is not None:  # its last nodes count down its end
+            last = [i for i in range(n) if not dependents[i]]
+            leaves = math.ceil(len(last) / LEAF)
+            end = [(leaf, len(last[leaf * LEAF:(leaf + 1) * LEAF])) for leaf in range(leaves)]
+            for position, i in enumerate(last):
+                dependents[i].append((END, position // LEAF, CONTINUE, leaves))
+        subs = tuple((i, sub.plan()) for i, sub in sorted(self.subs.items()))
+        return Plan(self.id, list(self.specs), dependents, counters, tuple(self.joins),
+                    subs, tuple(end))
 
 
 def check_acyclic(n: int, specs: Sequence[Spec],

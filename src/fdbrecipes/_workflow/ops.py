@@ -7,17 +7,25 @@ import time
 from functools import partial
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from .._fdb import Gen, Transactor
+from .._fdb import Gen, Tally, Transactor
 from .._ops.base import Ops
-from .._records.records import CANCELLED
+from .._records.records import CANCELLED, JobError
 from .._retry import read
 from .._store_layout import WorkflowLayout
-from .._values import check_int, check_limit, check_seconds, check_subspace, check_timeout
+from .._values import (
+    check_int,
+    check_limit,
+    check_seconds,
+    check_subspace,
+    check_timeout,
+    materialize,
+)
 from .._waiting import Wake, wait_until_ready
-from ..errors import UnknownWorkflowError, WorkflowFailedError
+from ..errors import BatchClosedError, UnknownWorkflowError, WorkflowFailedError
 from ..protocol import Workable, workable
+from .batches import Batches
 from .engine import Store
-from .graph import MAX_NODES, Graph, parse_node_id
+from .graph import ALWAYS, CONTINUE, MAX_NODES, Graph, parse_node_id
 from .reading import DONE, FAILED, SUCCEEDED, GraphNode, Input, WorkflowStatus
 
 __all__ = ["DEFAULT_RETENTION", "LIST_LIMIT", "PRUNE_BATCH", "WorkflowOps",
@@ -50,6 +58,7 @@ class WorkflowOps(Ops):
 
     Attributes:
         store: its transactions (:class:`.engine.Store`).
+        batches: those of its open batches (:class:`.batches.Batches`).
         targets: the structures its nodes may go to, by their subspace's key; each
             one's operations object knows the store (``ops.workflows``), so that a
             worker serving it advances the workflows of its jobs.
@@ -62,10 +71,9 @@ class WorkflowOps(Ops):
         for i, structure in enumerate(structures):
             ops = workable(structure, f"structures[{i}]")
             self.targets[bytes(ops.subspace.key())] = ops
-        if not self.targets:
-            raise ValueError("structures: give the structures the workflows' nodes go to")
         self.store = Store(WorkflowLayout(subspace), self.targets,
                            check_seconds(retention, "retention"))
+        self.batches = Batches(self.store)
         for ops in self.targets.values():
             known = getattr(ops, "workflows", None)
             if not isinstance(known, dict):
@@ -88,9 +96,41 @@ class WorkflowOps(Ops):
         graph = getattr(graph, "graph", graph)
         if not isinstance(graph, Graph) or graph.store != self.store.key:
             raise TypeError("workflow must be a Workflow made by this store's new()")
+        if graph.parent is not None:
+            raise ValueError("workflow is a sub-workflow: it is created with its parent")
         plan = graph.plan()
         yield from self.loop(tr, self.store.create, plan)
         return plan.id
+
+    def add_to_batch(self, tr: Transactor, w: Any, structure: Any, values: Any,
+                     delay: Any, time_limit: Any, where: Dict[str, Any]) -> Gen[List[bytes]]:
+        """Add a member for each of ``values`` to open batch ``w``; their job ids.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+            BatchClosedError: it is closed, over, or was not made open.
+        """
+        w = check_workflow_id(w)
+        graph = self.graph()
+        for value in materialize(values, "values"):
+            graph.add(structure, value, (), CONTINUE, None, ALWAYS, delay, time_limit, where)
+        added = yield from self.loop(tr, self.batches.add, w, graph.specs)
+        if added.missing:
+            raise UnknownWorkflowError(w)
+        if added.closed:
+            raise BatchClosedError(w)
+        return added.ids
+
+    def close_batch(self, tr: Transactor, w: Any) -> Gen[bool]:
+        """Close open batch ``w``; False if it was closed or over already.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found = yield from self.loop(tr, self.batches.close, check_workflow_id(w))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
 
     def cancel(self, tr: Transactor, w: Any) -> Gen[bool]:
         """Cancel workflow ``w``; False if it was over already.
@@ -147,6 +187,18 @@ class WorkflowOps(Ops):
             raise UnknownWorkflowError(w)
         return found
 
+    def targets_of(self, tr: Transactor, w: Any) -> Gen[List[bytes]]:
+        """The keys of the structures workflow ``w``'s nodes go to.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        found: Optional[List[bytes]] = yield from read(tr, self.store.targets_of,
+                                                       check_workflow_id(w))
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
+
     def inputs(self, tr: Transactor, job: Any) -> Gen[Dict[str, Input]]:
         """The dependencies of the node ``job`` (a Job, or its id) runs."""
         w, i = self.node_of(job)
@@ -181,7 +233,10 @@ class WorkflowOps(Ops):
         status = yield from self.status(db, w, 0)
         if status.state not in (SUCCEEDED, "completed"):
             raise WorkflowFailedError(status)
-        return (yield from read(db, self.store.sinks, w))
+        found = yield from read(db, self.store.sinks, w)
+        if found is None:
+            raise UnknownWorkflowError(w)
+        return found
 
     def over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
         """Whether workflow ``w`` is over (a readiness check).
@@ -194,30 +249,39 @@ class WorkflowOps(Ops):
         except LookupError:
             raise UnknownWorkflowError(w) from None
 
-    # -- what a worker does for a node --------------------------------------------------
+    # -- what a burial adds -------------------------------------------------------------
 
-    def fail_node(self, db: Any, ops: Any, lease: Any, bury: bool, reason: Optional[str],
-                  delay: Optional[float], error: Any) -> Gen[bool]:
-        """End the node job of ``lease`` as failed, in one transaction with the
-        workflow's step: its burial (``bury``, with ``reason``), or its release
-        (after ``delay``) that makes it a dead letter, and :meth:`.engine.Store.advance`
-        with ``failed``; False (nothing written) if the lease had expired."""
-        w, i = self.node_of(lease)
-        return self.loop(db, self.failing, ops, lease, bury, reason, delay, error, w, i)
+    def buried(self, tally: Tally, id_: Optional[bytes], reason: Optional[str],
+               error: Optional[Tuple[str, str, str]]) -> None:
+        """Job ``id_`` became a dead letter (whatever buried it: its worker, a release
+        on its last delivery, or any transaction that met its lease expired on its
+        last delivery), ``reason`` and ``error`` (type, message, traceback) said why:
+        if it is a node of this store, its step (:meth:`.engine.Store.advance` with
+        ``failed``) is asked for in ``tally``, to run later in the same transaction
+        (see :meth:`step`)."""
+        why = reason if error is None else JobError(*error).reason()
+        self.step(tally.later, id_, FAILED, why)
 
-    def failing(self, tr: Any, attempt: Any, ops: Any, lease: Any, bury: bool,
-                reason: Optional[str], delay: Optional[float], error: Any, w: bytes,
-                i: int) -> Gen[bool]:
-        """The operation of :meth:`fail_node`."""
-        if bury:
-            done = yield from ops.bury(tr, lease, reason, error)
+    def removed(self, later: List[Any], id_: bytes) -> None:
+        """Job ``id_`` was cancelled while it waited in its structure (removed): if it
+        is a node of this store, its step with ``cancelled`` is asked for in
+        ``later`` (an attempt's, see :meth:`step`)."""
+        self.step(later, id_, CANCELLED, "cancelled")
+
+    def step(self, later: List[Any], id_: Optional[bytes], outcome: str,
+             why: Optional[str]) -> None:
+        """If job ``id_`` is a node of this store, that ended as ``outcome`` without
+        its worker's ack, ask for its step in ``later`` (run in the same transaction
+        after the operation that ended it: see ``Attempt.later``); an expander of this
+        store pushes its chunk of nodes all the same (see
+        :meth:`.engine.Store.expand`: no node is lost with it)."""
+        parsed = parse_node_id(id_)
+        if parsed is None or parsed.tag != self.store.tag:
+            return
+        if parsed.chunk is not None:
+            later.append((self.store.expanded, (parsed.w, parsed.i, parsed.chunk)))
         else:
-            done = yield from ops.release(tr, lease, delay, True, error)
-        if done:
-            why = None if error is None else error.reason()
-            yield from self.store.advance(tr, w, i, FAILED, None, why)
-        attempt.idle = not done
-        return bool(done)
+            later.append((self.store.died, (parsed.w, parsed.i, outcome, why)))
 
 
 def stores_of(ops: Any) -> Dict[bytes, WorkflowOps]:

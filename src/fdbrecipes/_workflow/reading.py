@@ -13,11 +13,12 @@ from .._records.records import CANCELLED
 from .._store_layout import WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
-from .graph import IGNORE, Spec
+from .graph import END, IGNORE, SUB, Spec
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
-           "SUCCEEDED", "WAITING", "GraphNode", "Header", "Input", "NodeStatus", "Reads",
-           "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary"]
+           "SUCCEEDED", "TOTAL", "WAITING", "GraphNode", "Header", "Input", "NodeStatus",
+           "Reads", "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary",
+           "value_of"]
 
 
 def pack(parts: Tuple[Any, ...]) -> bytes:
@@ -31,8 +32,10 @@ def pack(parts: Tuple[Any, ...]) -> bytes:
 QUEUED, SUCCEEDED, FAILED, SKIPPED = "queued", "succeeded", "failed", "skipped"
 WAITING = "waiting"
 ENDED = frozenset((SUCCEEDED, FAILED, CANCELLED, SKIPPED))
-#: The tally of nodes that ended, whatever way (``result`` watches it).
-DONE = "done"
+#: The tally of nodes that ended, whatever way (``result`` watches it), and that of
+#: all nodes (an open batch's grows as members are added; the header keeps the count at
+#: creation).
+DONE, TOTAL = "done", "total"
 #: A workflow's stored status; ``succeeded`` and ``completed`` (some nodes failed,
 #: and were ignored) are read from its tallies.
 RUNNING = "running"
@@ -238,43 +241,71 @@ class Reads:
             out.append(GraphNode(i, name, state, tuple(deps.get(i, ())), error))
         return out
 
+    def targets_of(self, tr: Any, w: bytes) -> Gen[Optional[List[bytes]]]:
+        """The keys of the structures workflow ``w``'s nodes go to, in the order they
+        are first named (None: no such workflow): its nodes' definitions, one range
+        read."""
+        keys = self.keys
+        header_f = tr.get(keys.header(w))
+        r = keys.nodes.range((w,))
+        specs = Range(tr, r.start, r.stop)
+        if (yield from read(header_f)) is None:
+            return None
+        out: Dict[bytes, None] = {}
+        for kv in (yield from specs.read()):
+            out.setdefault(Stored.unpack(kv.value).target, None)
+        return list(out)
+
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
         """Node ``i``'s dependencies, by name, as it sees them (those that failed
-        under ``ignore`` left out): their states and results, read side by side (two
-        round trips)."""
+        under ``ignore`` left out): their states, results and definitions, read side
+        by side (two round trips)."""
         keys = self.keys
         deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
                 for dep in fdb.tuple.unpack(kv.value)]
-        reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
+        reads = [(policy, name, tr.get(keys.state(w, dep)), snap(tr).get(keys.node(w, dep)),
                   Range(tr, *span(keys.results.range((w, dep)))))
                  for dep, policy, name in deps]
         out = {}
-        for dep, policy, name, state_f, chunks in reads:
+        for policy, name, state_f, spec_f, chunks in reads:
             raw = yield from read(state_f)
+            spec = yield from read(spec_f)
             parts = yield from chunks.read()
             state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
             if state != SUCCEEDED and policy == IGNORE:
                 continue
-            ops = None
-            result = None
-            if parts:
-                result = decode_value(b"".join(kv.value for kv in parts))
-                ops = yield from self.node_ops(tr, w, dep)
-                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-                if codec is not None:
-                    result = codec.decode(result)
+            assert spec is not None
+            result = yield from self.result_of(tr, Stored.unpack(spec), parts,
+                                               state == SUCCEEDED)
             out[name] = Input(state, result, error)
         return out
 
-    def node_ops(self, tr: Any, w: bytes, i: int) -> Gen[Optional[Workable[Any]]]:
-        """The structure of node ``i`` (its operations), or None."""
-        raw = yield from read(snap(tr).get(self.keys.node(w, i)))
-        return None if raw is None else self.targets.get(Stored.unpack(raw).target)
+    def result_of(self, tr: Any, stored: Stored, parts: List[Any],
+                  succeeded: bool) -> Gen[Any]:
+        """A node's result, from the chunks ``parts`` of it (decoded by its structure's
+        codec, then its ``node_results``: a task's return value); a sub-workflow's:
+        the results of its last nodes, by name, once it ``succeeded`` (None before,
+        or if it failed)."""
+        if stored.target == SUB:
+            return (yield from self.sinks(tr, stored.value)) if succeeded else None
+        if not parts:
+            return None
+        result = decode_value(b"".join(kv.value for kv in parts))
+        ops: Any = self.targets.get(stored.target)
+        if ops is None:
+            return result
+        if ops.values.codec is not None:
+            result = ops.values.codec.decode(result)
+        hook = getattr(ops, "node_results", None)  # a task's: its return value
+        return result if hook is None else hook(result, value_of(ops, stored))
 
-    def sinks(self, tr: Any, w: bytes) -> Gen[Dict[str, Any]]:
+    def sinks(self, tr: Any, w: bytes) -> Gen[Optional[Dict[str, Any]]]:
         """The results of the nodes nothing depends on, by name (None for those that
-        returned none): range reads side by side."""
+        returned none; a sub-workflow's: its own, see :meth:`result_of`): range reads
+        side by side; None if there is no such workflow (a sub-workflow that did not
+        start)."""
         keys = self.keys
+        header_f = tr.get(keys.header(w))
         nodes_r, edges_r, results_r = (s.range((w,)) for s in
                                        (keys.nodes, keys.edges, keys.results))
         nodes = Range(tr, nodes_r.start, nodes_r.stop)
@@ -282,22 +313,23 @@ class Reads:
         results = Range(tr, results_r.start, results_r.stop)
         specs = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
                  for kv in (yield from nodes.read())}
-        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())}
-        chunks: Dict[int, List[bytes]] = {}
+        inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())
+                 if any(d != END for d, *_ in fdb.tuple.unpack(kv.value))}
+        if (yield from read(header_f)) is None:
+            return None
+        chunks: Dict[int, List[Any]] = {}
         for kv in (yield from results.read()):
-            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv.value)
+            chunks.setdefault(keys.results.unpack(kv.key)[1], []).append(kv)
         out = {}
         for i, stored in sorted(specs.items()):
             if i in inner:
                 continue
-            value = None
-            if i in chunks:
-                value = decode_value(b"".join(chunks[i]))
-                ops = self.targets.get(stored.target)
-                codec = None if ops is None else ops.values.codec  # type: ignore[attr-defined]
-                if codec is not None:
-                    value = codec.decode(value)
-            out[stored.name] = value
+            succeeded = True
+            if stored.target == SUB:  # its results, if it succeeded
+                raw = yield from read(tr.get(keys.state(w, i)))
+                succeeded = raw is not None and fdb.tuple.unpack(raw)[0] == SUCCEEDED
+            out[stored.name] = yield from self.result_of(tr, stored, chunks.get(i, []),
+                                                         succeeded)
         return out
 
     def is_over(self, tr: Any, w: bytes) -> Gen[Tuple[bool, Optional[float]]]:
@@ -312,8 +344,9 @@ class Reads:
             raise LookupError(f"no workflow {w!r}")
         if header.status != RUNNING:
             return True, None
-        done = read_le64((yield from read(tr.get(self.keys.tally(w, DONE)))))
-        return done >= header.nodes, None
+        done_f, total_f = tr.get(self.keys.tally(w, DONE)), tr.get(self.keys.tally(w, TOTAL))
+        done = read_le64((yield from read(done_f)))
+        return done >= read_le64((yield from read(total_f))), None
 
     # -- pruning -------------------------------------------------------------------------
 
@@ -321,18 +354,26 @@ class Reads:
 def summary(w: bytes, header: Header, tally: Dict[str, int],
             nodes: List[NodeStatus]) -> WorkflowStatus:
     """Workflow ``w``'s status from its header and tallies (``succeeded`` or
-    ``completed`` once every node ended), with ``nodes``."""
+    ``completed`` once every node ended; its nodes: the ``total`` tally, which an
+    open batch's adds grow), with ``nodes``."""
     counts = {state: tally.get(state, 0) for state in (QUEUED, SUCCEEDED, FAILED,
                                                        CANCELLED, SKIPPED)}
-    done = tally.get(DONE, 0)
-    counts[WAITING] = header.nodes - done - counts[QUEUED]
+    done, total = tally.get(DONE, 0), tally.get(TOTAL, header.nodes)
+    counts[WAITING] = total - done - counts[QUEUED]
     state = header.status
-    if state == RUNNING and done >= header.nodes:
+    if state == RUNNING and done >= total:
         # skipped by its ``when`` is no failure: a batch whose members all succeeded
         # (its on_failure skipped) succeeded
         state = COMPLETED if counts[FAILED] or counts[CANCELLED] else SUCCEEDED
-    return WorkflowStatus(w, state, header.nodes, counts, header.created_at,
+    return WorkflowStatus(w, state, total, counts, header.created_at,
                           header.ended_at, header.why, nodes)
+
+
+def value_of(ops: Any, stored: Stored) -> Any:
+    """A stored node's value, as its structure's push takes it."""
+    value = decode_value(stored.value)
+    codec = ops.values.codec
+    return value if codec is None else codec.decode(value)
 
 
 def span(r: Any) -> Tuple[bytes, bytes]:

@@ -1,6 +1,7 @@
 """What a worker adds for a job that is a workflow's node: the workflow's step, in
-the transaction that acks the job (:class:`Step`, one of the ack's follow-ups), or the
-one that makes it a dead letter (:meth:`.ops.WorkflowOps.fail_node`)."""
+the transaction that acks the job (:class:`Step`, one of the ack's follow-ups).  The
+transaction that makes it a dead letter, whatever its path, runs the step itself (see
+:meth:`.ops.WorkflowOps.buried`)."""
 
 from __future__ import annotations
 

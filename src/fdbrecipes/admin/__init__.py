@@ -73,7 +73,8 @@ succeed.
 The parts: :mod:`.arguments` (options), :mod:`.places` (where a structure is, and what
 is stored there), :mod:`.output` (tables and JSON), :mod:`.commands` (running them),
 :mod:`.jobs` (``job``, ``cancel``, ``workers``), :mod:`.schedules` (``schedules``:
-the stored schedules), :mod:`.service` (the long-running
+the stored schedules), :mod:`.limits` (``limits``), :mod:`.workflows` (``workflow``:
+a workflow store's workflows), :mod:`.service` (the long-running
 ``worker`` and ``metrics``) and :mod:`.supervisor` (``worker --processes N``).
 Importing this package needs no ``libfdb_c``.
 """
@@ -97,6 +98,7 @@ from .jobs import CANCEL, FINISHED, JOB, PAUSE, RESUME, WORKERS
 from .limits import LIMITS
 from .schedules import SCHEDULES
 from .service import METRICS, WORKER
+from .workflows import WORKFLOWS
 
 #: The commands about jobs and workers (:mod:`.jobs`).
 JOBS = (JOB, CANCEL, FINISHED, WORKERS, PAUSE, RESUME)
@@ -105,5 +107,5 @@ SERVICES = (WORKER, METRICS)
 
 __all__ = ["CANCEL", "DEAD", "DELAYED", "FINISHED", "JOB", "JOBS", "LEASES", "LIMITS", "METRICS",
            "OPERATIONS", "PAUSE", "PEEK", "PURGE_DEAD", "PUSH", "REMOVE", "REQUEUE_DEAD",
-           "RESUME", "SCHEDULES", "SERVICES", "STATS", "UNBLOCK", "WORKER", "WORKERS", "Operation",
-           "run"]
+           "RESUME", "SCHEDULES", "SERVICES", "STATS", "UNBLOCK", "WORKER", "WORKERS", "WORKFLOWS",
+           "Operation", "run"]

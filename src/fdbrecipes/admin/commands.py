@@ -41,7 +41,9 @@ from .arguments import (
 from .output import cut, id_json, id_text, iso_time, json_value, listing, printable, table
 from .places import (
     ANY_QUEUE,
+    LIMIT_STORE,
     SCHEDULE_STORE,
+    WORKFLOW_STORE,
     OperatorError,
     Place,
     UsageError,
@@ -63,6 +65,8 @@ T = TypeVar("T")
 TIMED_OUT = 1031
 #: What a command that works on any structure needs: nothing.
 ANYTHING = Needs()
+#: The stores a structure's command refuses, and the command that acts on each.
+OTHER_STORES = {LIMIT_STORE: "limits", WORKFLOW_STORE: "workflow"}
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,9 @@ def open_target(db: Any, place: Place, args: argparse.Namespace,
                 raise OperatorError(f"a schedule store is at {place}: see 'fdbrecipes "
                                     "schedules'")
             return Target(db, place, SCHEDULE_STORE, Schedules(subspace))
+        if seen in OTHER_STORES:
+            raise OperatorError(f"a {seen} is at {place}: see 'fdbrecipes "
+                                f"{OTHER_STORES[seen]}'")
         if seen is None and needs.default_kind is not None:
             seen = needs.default_kind
         elif seen in (None, ANY_QUEUE) and needs.any_queue:

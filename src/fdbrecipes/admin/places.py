@@ -15,12 +15,12 @@ from fdb.subspace_impl import Subspace
 from .. import _kinds
 from .._kinds import Kind
 from .._layout import LEFT_BEHIND, SHARDED, Marker
-from .._store_layout import LIMITS, SCHEDULES
+from .._store_layout import LIMITS, SCHEDULES, WORKFLOWS
 from .output import cut
 
-__all__ = ["ANY_QUEUE", "LIMIT_STORE", "SCHEDULE_STORE", "OperatorError", "Place", "Structure",
-           "UsageError", "make_place", "make_structure", "open_place", "shards_of", "stored",
-           "survey"]
+__all__ = ["ANY_QUEUE", "LIMIT_STORE", "SCHEDULE_STORE", "WORKFLOW_STORE", "OperatorError",
+           "Place", "Structure", "UsageError", "make_place", "make_structure", "open_place",
+           "shards_of", "stored", "survey"]
 
 #: A structure the commands act on: a Queue, PriorityQueue, FairQueue or WeightTree
 #: (the sync class of a kind, see :mod:`fdbrecipes._kinds`).
@@ -33,6 +33,9 @@ SCHEDULE_STORE = "schedule store"
 #: What :func:`stored` says of a limit store (:class:`fdbrecipes.Limits`), which it
 #: recognises by its change counter.
 LIMIT_STORE = "limit store"
+#: What :func:`stored` says of a workflow store (:class:`fdbrecipes.workflow.Workflows`),
+#: which it recognises by its first workflow's header.
+WORKFLOW_STORE = "workflow store"
 #: The stores :func:`stored` recognises, by the first element of their change counter's
 #: key, which no structure uses.
 STORES = ((SCHEDULES, SCHEDULE_STORE), (LIMITS, LIMIT_STORE))
@@ -126,7 +129,8 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     queue whose kind its keys do not tell; what is wrong there, or None).
 
     Snapshot reads, all issued at once: a sharded structure's marker, the change
-    counters of a schedule store and of a limit store, the first key of each range and
+    counters of a schedule store and of a limit store, a workflow store's first
+    header, the first key of each range and
     the single keys whose presence tells a kind (each kind's footprint, see
     :func:`fdbrecipes._kinds.recognise`), and the first key of the place.  A sharded
     structure's marker names its kind.  A queue's item tuple is one element shorter than
@@ -136,6 +140,7 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     ranges, keys = _kinds.reads()
     marker = tr.snapshot.get(Marker.key(subspace))
     stores = {name: tr.snapshot.get(subspace.pack((key,))) for key, name in STORES}
+    workflows = _first(tr, subspace[WORKFLOWS])
     started = {m: _first(tr, subspace[m]) for m in ranges}
     singles = {m: tr.snapshot.get(subspace.pack((m,))) for m in keys}
     anything = _first(tr, subspace)
@@ -145,6 +150,8 @@ def stored(tr: Any, subspace: Subspace) -> Tuple[Optional[str], Optional[str]]:
     store = next((name for name, f in stores.items() if f.wait().value is not None), None)
     if store is not None:
         return store, None
+    if list(workflows):
+        return WORKFLOW_STORE, None
     firsts = {m: list(kvs) for m, kvs in started.items()}
     found = tuple(m for m, f in singles.items() if f.wait().value is not None)
     seen = _kinds.recognise(subspace, firsts, found)

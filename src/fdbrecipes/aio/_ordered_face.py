@@ -156,8 +156,10 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         Cost: 1 read, 1 round trip, O(1) in n.  With ``limits`` (so also
         :meth:`ack_many`, :meth:`release` and :meth:`bury`), it reads what the lease
         holds beside it, clears its slots (atomic compare-and-clear: no conflict) and
-        moves back the first job parked under each freed key (a read conflict on its
-        hold): 1 round trip more, 2 when a job is parked (see docs/flow-control.md).
+        moves back the first job parked under each freed key (read conflicts on the
+        key's parked jobs and on the job's hold: a claim parking a job of that key
+        meanwhile conflicts): 1 round trip more, 2 when a job is parked (see
+        docs/flow-control.md).
         A unique job's key is cleared (or marked finished) blind; a sequence's job
         lets its next one in, in the same transaction (its sequence's head and first
         waiting job read with read conflicts: 1 round trip more, conflicting with

@@ -98,12 +98,14 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
 
     async def push(self, tr: Transactor, value: Value, *, group: Group,
                    id: Optional[bytes] = None, delay: Optional[float] = None,
-                   time_limit: Optional[float] = None) -> Optional[bytes]:
+                   time_limit: Optional[float] = None,
+                   limit_keys: Optional[Dict[str, Any]] = None) -> Optional[bytes]:
         """The async twin of :meth:`fdbrecipes.FairQueue.push`, awaited without blocking the
         event loop.
 
-        Append ``value`` to ``group``'s queue (``id``, ``delay`` and ``time_limit``
-        as for :meth:`fdbrecipes.Queue.push`; ids are per group); the item's id, as
+        Append ``value`` to ``group``'s queue (``id``, ``delay``, ``time_limit`` and
+        ``limit_keys``, its keys under the shared limits, stored in its value, as for
+        :meth:`fdbrecipes.Queue.push`; ids are per group); the item's id, as
         Queue.push returns it.
 
         Reads, as Queue.push, the group's last item (snapshot); then the group's
@@ -115,15 +117,17 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         not.  Cost: 1 to 3 round trips.
 
         Raises:
-            TypeError or ValueError: bad value, group, id, delay or time_limit.
+            TypeError or ValueError: bad value, group, id, delay, time_limit or
+                limit_keys (as for Queue.push).
         """
-        request = self._ops.request(group, value, id, delay, time_limit)
+        request = self._ops.request(group, value, id, delay, time_limit, limit_keys)
         await drive(self._ops.push(tr, request))
         return request.request.item_id(0)
 
     async def push_many(self, tr: Transactor, values: Iterable[Value], *, group: Group,
                         delay: Optional[float] = None,
-                        time_limit: Optional[float] = None) -> List[bytes]:
+                        time_limit: Optional[float] = None,
+                        limit_keys: Optional[Dict[str, Any]] = None) -> List[bytes]:
         """The async twin of :meth:`fdbrecipes.FairQueue.push_many`, awaited without blocking
         the event loop.
 
@@ -131,7 +135,7 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         :meth:`push`; the batch is checked whole first); with ``history``, the ids
         made for them (otherwise ``[]``).
         """
-        request = self._ops.requests(group, values, delay, time_limit)
+        request = self._ops.requests(group, values, delay, time_limit, limit_keys)
         await drive(self._ops.push(tr, request))
         return list(request.request.ids)
 
@@ -151,6 +155,17 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         chance, a claim looking at the same due group).  Cost: a small constant
         number of round trips, 1 + log64(groups) for the lottery; more when a picked
         group turns out unservable (it is taken out, and the claim picks again).
+
+        With ``limits``, it reads the picked group's first 64 visible items (read
+        conflicts; sharded, 64 / shards of each shard's, at least 2), the limits'
+        definitions (snapshot, beside the first reads) and the state of each limit
+        key they carry (by snapshot, side by side: 1 round trip more; see
+        docs/flow-control.md for the conflicts), takes the first that every limit
+        lets start (its slots written with its lease; a read conflict on the slot
+        drawn, or on the rate's window), and parks or delays those before it that a
+        limit holds back; the group is then looked at again (1 to 2 round trips
+        more).  A group whose candidates were all held back counts as a miss: the
+        claim picks again, up to 4 picks.
 
         Raises:
             TypeError or ValueError: bad ``lease_seconds``.
@@ -219,7 +234,14 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
         back into the lottery if that was all it lacked, or leaves the index of groups
         if that was its last item).  Reads the lease and the group's membership (read
         conflicts); when the group is not in the lottery, its state.  Cost: 1 to 3
-        round trips.
+        round trips.  With ``limits``, it also gives the lease's slots in the shared
+        limits back (a compare-and-clear: no conflict) and moves back the first job
+        parked under each freed key (read conflicts on the key's parked jobs and the
+        job's hold: a claim parking a job of that key meanwhile conflicts), whatever
+        structure or group it is in, with a look at its group: 1 round trip more,
+        2 when a job is parked.  :meth:`release`, :meth:`bury` and an expired lease
+        met by a claim do the same; :meth:`extend` moves the slots' deadline (no
+        round trip more).
 
         Raises:
             LeaseExpiredError: the lease had expired (as for Queue.ack).

@@ -12,7 +12,7 @@ docstring, awaiting the same operation
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, Iterable, List, Optional, Tuple, Union
+from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Tuple, Union
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
@@ -41,7 +41,8 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
                    id: Optional[bytes] = None, delay: Optional[float] = None,
                    time_limit: Optional[float] = None,
                    unique: Union[Unique, str, bytes, None] = None,
-                   sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
+                   sequence: Union[str, bytes, None] = None,
+                   limit_keys: Optional[Dict[str, Any]] = None) -> Optional[bytes]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.push`, awaited without blocking
         the event loop.
 
@@ -50,10 +51,11 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
 
         ``id`` makes the push idempotent, ``delay`` hides the item for that many
         seconds, ``time_limit`` limits the job, ``unique`` pushes it only if no
-        other job holds its key and ``sequence`` runs it after the earlier jobs of
-        its sequence, as for :meth:`fdbrecipes.Queue.push` (a replaced job keeps its
-        priority; a job of a sequence goes in at its own priority when its turn
-        comes).  Reads the last key of that priority and the
+        other job holds its key, ``sequence`` runs it after the earlier jobs of
+        its sequence and ``limit_keys`` gives its keys under the structure's
+        limits (stored in its value, after it), as for :meth:`fdbrecipes.Queue.push`
+        (a replaced job keeps its priority; a job of a sequence goes in at its own
+        priority when its turn comes).  Reads the last key of that priority and the
         floor with snapshot reads (no read conflict); writes the item (and, with
         ``history``, its job record) and the counters.  Conflicts with: nothing,
         except a concurrent push of the same ``id``.  Cost: 1 round trip, O(1) in n.
@@ -70,31 +72,35 @@ class AsyncPriorityQueue(AsyncOrderedFace[V]):
             TypeError or ValueError: bad ``value`` (as for Queue), ``priority`` not an int
                 (bools and floats are refused), bad ``id``, ``delay`` or
                 ``time_limit``, bad ``unique`` (see :class:`fdbrecipes.Unique`), or
-                ``unique`` with ``id`` or ``shards`` > 1, bad ``sequence`` (as for
-                Queue).
+                ``unique`` with ``id`` or ``shards`` > 1, bad ``sequence`` or
+                ``limit_keys`` (as for Queue).
             UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
         request = self._ops.request(value, priority, id, delay, time_limit, unique,
-                                    sequence)
+                                    sequence, limit_keys)
         return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, items: Iterable[Tuple[V, int]], *,
                         delay: Optional[float] = None,
-                        time_limit: Optional[float] = None) -> List[bytes]:
+                        time_limit: Optional[float] = None,
+                        limit_keys: Optional[Dict[str, Any]] = None) -> List[bytes]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.push_many`, awaited without
         blocking the event loop.
 
         Add every ``(value, priority)`` pair in one transaction; the ids made for
-        them with ``history`` (see :meth:`fdbrecipes.Queue.push_many`).
+        them with ``history`` (see :meth:`fdbrecipes.Queue.push_many`; ``delay``,
+        ``time_limit`` and ``limit_keys`` apply to each).
 
         The batch is checked whole before anything is written.  One snapshot read per
         distinct priority, issued in parallel.  Cost: 1 round trip.
 
         Raises:
-            TypeError or ValueError: any pair is invalid (the message names its index), or
-                the batch would exceed FoundationDB's 10 MB transaction limit.
+            TypeError or ValueError: any pair is invalid (the message names its index),
+                bad ``limit_keys`` (as for :meth:`push`), or the batch would exceed
+                FoundationDB's 10 MB transaction limit.
         """
-        return list((await self._push(tr, self._ops.requests(items, delay, time_limit))).ids)
+        return list((await self._push(tr, self._ops.requests(items, delay, time_limit,
+                                                             limit_keys))).ids)
 
     async def pop_min(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """The async twin of :meth:`fdbrecipes.PriorityQueue.pop_min`, awaited without blocking

@@ -12,7 +12,7 @@ structure's operations object (:class:`fdbrecipes._ops.kinds.QueueOps`).
 
 from __future__ import annotations
 
-from typing import Any, AsyncContextManager, Iterable, List, Optional, Union
+from typing import Any, AsyncContextManager, Dict, Iterable, List, Optional, Union
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
@@ -51,7 +51,8 @@ class AsyncQueue(AsyncOrderedFace[V]):
                    delay: Optional[float] = None,
                    time_limit: Optional[float] = None,
                    unique: Union[Unique, str, bytes, None] = None,
-                   sequence: Union[str, bytes, None] = None) -> Optional[bytes]:
+                   sequence: Union[str, bytes, None] = None,
+                   limit_keys: Optional[Dict[str, Any]] = None) -> Optional[bytes]:
         """The async twin of :meth:`fdbrecipes.Queue.push`, awaited without blocking the event
         loop.
 
@@ -99,6 +100,13 @@ class AsyncQueue(AsyncOrderedFace[V]):
         conflict) and, by snapshot, its last waiting job, beside the push's other
         reads (still 1 round trip).  See docs/flow-control.md.
 
+        With ``limit_keys`` (a structure made with ``limits=``), a dict from the names
+        of limits it uses to the job's key under each (str, bytes, int or a tuple of
+        them): every claim, by any consumer, counts the job under that key, in place
+        of the key its use computes from the value.  The keys are stored in the item's
+        value, after it (a few bytes more per job: no read, no key and no round trip
+        more; moved with the job, to its leases, its dead letter and back).
+
         Reads the last item key and the floor with snapshot reads (no read conflict);
         with ``id``, also the id's key (a read conflict on that key only).  Writes the
         item (delayed: under a hold and its deadline entry; with ``history``, its job
@@ -122,21 +130,26 @@ class AsyncQueue(AsyncOrderedFace[V]):
                 :class:`fdbrecipes.Unique` says, or is given with ``id`` or to a
                 structure with ``shards`` > 1; ``sequence`` is not str or bytes of 1
                 to 200 bytes; two of ``unique``, ``sequence`` and ``id`` are given;
-                ``id`` begins with ``b"unique:"`` or ``b"seq:"``.
+                ``id`` begins with ``b"unique:"`` or ``b"seq:"``; ``limit_keys`` is not
+                a dict, names a limit the structure has no use of, or gives a key that
+                is None or not tuple-encodable.
             UniqueConflictError: the key is held and ``on_conflict`` is "raise".
         """
-        request = self._ops.request(value, id, delay, time_limit, unique, sequence)
+        request = self._ops.request(value, id, delay, time_limit, unique, sequence,
+                                    limit_keys)
         return (await self._push(tr, request)).answer()
 
     async def push_many(self, tr: Transactor, values: Iterable[V], *,
                         delay: Optional[float] = None,
-                        time_limit: Optional[float] = None) -> List[bytes]:
+                        time_limit: Optional[float] = None,
+                        limit_keys: Optional[Dict[str, Any]] = None) -> List[bytes]:
         """The async twin of :meth:`fdbrecipes.Queue.push_many`, awaited without blocking the
         event loop.
 
         Append every value, in order, in one transaction (each delayed by ``delay``
-        seconds, and limited to ``time_limit``, if given); in a structure made with
-        ``history``, the ids made for them, in order (otherwise ``[]``).
+        seconds, limited to ``time_limit`` and counted under ``limit_keys``, as for
+        :meth:`push`, if given); in a structure made with ``history``, the ids made
+        for them, in order (otherwise ``[]``).
 
         The whole batch is checked before anything is written.  Reads and conflicts
         as :meth:`push`; writes one key per value (two when delayed) and each counter
@@ -144,9 +157,11 @@ class AsyncQueue(AsyncOrderedFace[V]):
 
         Raises:
             TypeError or ValueError: any value is invalid (the message names its index),
-                or the batch would exceed FoundationDB's 10 MB transaction limit.
+                ``limit_keys`` is (as for :meth:`push`), or the batch would exceed
+                FoundationDB's 10 MB transaction limit.
         """
-        return list((await self._push(tr, self._ops.requests(values, delay, time_limit))).ids)
+        return list((await self._push(tr, self._ops.requests(values, delay, time_limit,
+                                                             limit_keys))).ids)
 
     async def pop(self, tr: Transactor, *, spread: int = 1) -> Optional[V]:
         """The async twin of :meth:`fdbrecipes.Queue.pop`, awaited without blocking the event
@@ -271,13 +286,15 @@ class AsyncQueue(AsyncOrderedFace[V]):
         and conflicts as :meth:`pop` (``spread`` likewise); moves the item under the
         lease (2 writes).  Cost: 1 round trip, O(1) in n.
 
-        With ``limits``, it reads the first ``max(spread, 64)`` visible items by
-        snapshot and the state of each limit key they carry (by snapshot), takes the
-        oldest runnable one (among the first ``spread``) in a concurrency slot drawn
-        at random (a read conflict on that slot) and a rate's window (a read conflict
-        on it), parks or delays those held back by their limits, and reads again, up
-        to 4 times, while it has none: 2 round trips, at most 5 (see
-        docs/flow-control.md for what conflicts).
+        With ``limits``, it reads the first ``spread`` visible items by snapshot and
+        the state of each limit key they carry (by snapshot), takes the oldest
+        runnable one in a concurrency slot drawn at random (a read conflict on that
+        slot) and a rate's window (a read conflict on it), parks or delays those held
+        back by their limits, and, while it has none, reads the keys of the next
+        ones, then the front again (``max(spread, 64)`` items), up to 5 reads of the
+        front: 2 round trips when the first can run, a bounded number more when
+        some are held back (see docs/flow-control.md for the reads and what
+        conflicts).
 
         Given a Database, one event loop runs at most ``spread`` takes (pops and claims)
         with that ``spread`` of this structure at once, times its shards (one at a time for

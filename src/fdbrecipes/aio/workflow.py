@@ -7,12 +7,13 @@
 The same constructor arguments and the same keys as Workflows; every method is an
 ``async def`` twin of the sync method of the same name, with its docstring, awaiting
 the same operation (:class:`fdbrecipes._workflow.ops.WorkflowOps`).  Workflows are
-built the same way (``new()``, ``batch()``: nothing is read or written).
+built the same way (``new()``, ``batch()``, ``open_batch()``: nothing is read or
+written).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
@@ -55,8 +56,9 @@ class AsyncWorkflows(WorkflowsBase):
 
         Reads the header and every node's state with conflicts (it conflicts with any
         step of the workflow in flight), then the definitions of the queued nodes.
-        Cost: 3 round trips, one more per queued node (its structure's ``cancel``),
-        and the commit.
+        Cost: 4 round trips, one more per queued node (its structure's ``cancel``),
+        those of a running sub-workflow's cancel, and the commit.  A sub-workflow's
+        cancel ends its node in its parent (``cancelled``), with the parent's step.
 
         Raises:
             UnknownWorkflowError: no such workflow.
@@ -105,9 +107,10 @@ class AsyncWorkflows(WorkflowsBase):
         id), by name: how each ended, its result, what it failed with.  Those that
         failed under ``ignore`` are left out.
 
-        Reads (no writes) the node's dependencies, then their states and results
-        side by side.  Cost: 2 round trips (3 when a dependency's structure has a
-        codec).
+        Reads (no writes) the node's dependencies, then their states, definitions
+        and results side by side (a sub-workflow's result: the results of its last
+        nodes, read from its keys).  Cost: 2 round trips (2 more for each dependency
+        that is a sub-workflow).
 
         Raises:
             ValueError: ``job`` is not a node of this store's workflows.
@@ -165,3 +168,68 @@ class AsyncWorkflows(WorkflowsBase):
             TypeError or ValueError: a bad ``workflow`` or ``limit``.
         """
         return await drive(self._ops.read_graph(tr, workflow, limit))
+
+    async def add_to_batch(self, tr: Transactor, batch: bytes, structure: Any,
+                           values: Iterable[Any], *, delay: Optional[float] = None,
+                           time_limit: Optional[float] = None, **where: Any) -> List[bytes]:
+        """The async twin of :meth:`fdbrecipes.Workflows.add_to_batch`, awaited without
+        blocking the event loop.
+
+        Add a member to open batch ``batch`` for each of ``values``: a job in
+        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``
+        and ``where`` as :meth:`Workflow.add` takes them), pushed now; their job ids.
+        A member that ends before the batch is closed counts down the batch all the
+        same.
+
+        Reads the batch's header and open key with conflicts (adds to one batch are
+        serialized; an add conflicts with its close, and a cancel) and its count of
+        nodes; writes each member's definition and edges, a new counter for each
+        128 members in each callback, and the pushes (see ``create``).  Cost: 1 round
+        trip, then one for each structure pushed into (a FairQueue: one per member),
+        and the commit.
+
+        Raises:
+            TypeError or ValueError: a bad value or option (nothing is written).
+            UnknownWorkflowError: no such workflow.
+            BatchClosedError: the batch is closed or over, or was not made open
+                (nothing is written).
+        """
+        return await drive(self._ops.add_to_batch(tr, batch, structure, values, delay, time_limit,
+                                                  where))
+
+    async def close_batch(self, tr: Transactor, batch: bytes) -> bool:
+        """The async twin of :meth:`fdbrecipes.Workflows.close_batch`, awaited without blocking
+        the event loop.
+
+        Close open batch ``batch``: no member is added after; its callbacks are
+        pushed (or skipped) now if every member ended already, else in the transaction
+        of the last member's end.  False if it was closed or over already.
+
+        Reads the batch's header and open key with conflicts, then the callbacks'
+        root counters with conflicts (as the member end that closes a counter does:
+        exactly one of them reads 0), then, when the callbacks are pushed, their
+        definitions.  Cost: 2 round trips, 2 more and the pushes when it pushes them,
+        and the commit.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return await drive(self._ops.close_batch(tr, batch))
+
+    async def targets(self, tr: Transactor, workflow: bytes) -> List[bytes]:
+        """The async twin of :meth:`fdbrecipes.Workflows.targets`, awaited without blocking the
+        event loop.
+
+        The keys (subspace prefixes) of the structures a workflow's nodes go to,
+        in the order the nodes name them: what a tool opens to :meth:`cancel` a
+        workflow from a store made without its structures.
+
+        Reads (no writes) the header and every node's definition (one range read,
+        side by side): in a transaction that writes, a conflict with a cancel or a
+        failure of the workflow (they write its header).  Cost: 1 round trip (2
+        given a Database), O(nodes) keys.
+
+        Raises:
+            UnknownWorkflowError: no such workflow.
+        """
+        return await drive(self._ops.targets_of(tr, workflow))

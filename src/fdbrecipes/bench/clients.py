@@ -35,6 +35,7 @@ from .operations import FACTORIES, Client, Factory, Looping
 from .results import Report
 from .tasks import TASK_FACTORIES
 from .threads import THREAD_FACTORIES
+from .workflows import WORKFLOW_FACTORIES
 
 if TYPE_CHECKING:
     from multiprocessing.context import SpawnContext, SpawnProcess
@@ -120,7 +121,7 @@ def client_main(
         db = connect(job.cluster_file)
         subspace = Subspace(job.prefix)
         client = (factories or {**FACTORIES, **TASK_FACTORIES, **THREAD_FACTORIES,
-                                  **FLOW_FACTORIES})[job.op](
+                                  **FLOW_FACTORIES, **WORKFLOW_FACTORIES})[job.op](
             db, subspace, index, job.batch)
         db.get(subspace.pack(("warm-up",)))  # connect before the clock starts
         client.prepare()

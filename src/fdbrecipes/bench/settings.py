@@ -234,6 +234,25 @@ UNIQUE_PUSH = Kind("flow: Queue.push(db, unique=)", "unique-push", 1, "items/s",
                    ID_PUSH.label)
 FLOW_PUSHES = (ID_PUSH, UNIQUE_PUSH)
 FLOW_KINDS = (PLAIN_CLAIMS, LIMITED_CLAIMS, *FLOW_PUSHES)
+#: The "workflow" group (:mod:`fdbrecipes.bench.workflows`, issue 41): a fan-in of
+#: :data:`FANIN_CHILDREN` no-op children and a callback drained by
+#: :data:`WORKFLOW_PROCESSES` workers (each of :data:`WORKER_CONCURRENCY`) beside as
+#: many independent no-op jobs on the same workers; creating a workflow of
+#: :data:`CREATE_NODES` nodes beside ``push_many`` of as many items, in one process.
+FANIN_CHILDREN = 1_000
+WORKFLOW_PROCESSES = 4
+CREATE_NODES = 10_000
+WORKFLOW_JOBS = Kind(f"workflow: {FANIN_CHILDREN:,} jobs, Worker(concurrency="
+                     f"{WORKER_CONCURRENCY})", "worker", WORKER_CONCURRENCY, "items/s",
+                     None, drains=True)
+WORKFLOW_FANIN = Kind(f"workflow: fan-in of {FANIN_CHILDREN:,} and a callback, "
+                      f"Worker(concurrency={WORKER_CONCURRENCY})", "workflow-fan-in",
+                      WORKER_CONCURRENCY, "items/s", WORKFLOW_JOBS.label, drains=True)
+WORKFLOW_PUSH_MANY = Kind(f"workflow: Queue.push_many({CREATE_NODES:,})", "push",
+                          CREATE_NODES, "items/s", None)
+WORKFLOW_CREATE = Kind(f"workflow: Workflows.create, {CREATE_NODES:,} nodes",
+                       "workflow-create", CREATE_NODES, "items/s", WORKFLOW_PUSH_MANY.label)
+WORKFLOW_KINDS = (WORKFLOW_JOBS, WORKFLOW_FANIN, WORKFLOW_PUSH_MANY, WORKFLOW_CREATE)
 AIO_KINDS = tuple(kind for tasks in AIO_TASKS for kind in aio_kinds(tasks))
 WORKER_KINDS = (WORKER, HISTORY_WORKER, BARE_CLAIMS)
 
@@ -246,7 +265,7 @@ KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_K
          THREAD_WRITE,
          BLOCKING_READ, AWAITED_READ,
          *WORKER_KINDS, IDLE_WORKER, *IDLE_PAIR, *FAIR_KINDS, *SHARD_KINDS, *TASK_KINDS,
-         *FLOW_KINDS)
+         *FLOW_KINDS, *WORKFLOW_KINDS)
 
 #: The groups ``--only`` selects from, in the order a run measures them: the limit
 #: (always measured: every ratio needs it), pushes, the four Queue pops, claim_many+ack,
@@ -254,9 +273,10 @@ KINDS = (LIMIT, LIMIT_BATCH, *PUSH_KINDS, *POP_KINDS, CLAIM_ACK, TREE_POP, *PQ_K
 #: beside the bare probe, WeightTree.pop beside the limit, in rounds), the async rows,
 #: the worker rows, the fair queue (claims, latency by groups, the noisy neighbour),
 #: the sharded queue beside the unsharded one, tasks beside the raw calls (and the
-#: codecs' cost), flow control beside the same work without it, WeightTree.pop latency.
+#: codecs' cost), flow control beside the same work without it, workflows beside the
+#: same jobs without them, WeightTree.pop latency.
 GROUPS = ("limit", "push", "pops", "claim", "tree", "pq", "hot", "aio", "worker", "fair",
-          "shards", "tasks", "flow", "latency")
+          "shards", "tasks", "flow", "workflow", "latency")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from .settings import (
     CLAIM_ACK,
     CODEC_KINDS,
     FAIR_KINDS,
+    FANIN_CHILDREN,
     FLOW_KEYS,
     FLOW_PUSH_PROCESSES,
     FLOW_PUSHES,
@@ -79,16 +80,22 @@ from .settings import (
     THREAD_WRITE,
     TREE_POP,
     WORKER_KINDS,
+    WORKFLOW_CREATE,
+    WORKFLOW_FANIN,
+    WORKFLOW_JOBS,
+    WORKFLOW_PROCESSES,
+    WORKFLOW_PUSH_MANY,
     Kind,
     Settings,
     add_arguments,
     settings_from_args,
 )
 from .tasks import TASK_FILLS
+from .workflows import WORKFLOW_FILLS
 
-#: How each draining op's structure is pre-filled: the structures' fills, the tasks'
-#: and the flow group's.
-FILLS: Dict[str, Filler] = {**STRUCTURE_FILLS, **TASK_FILLS, **FLOW_FILLS}
+#: How each draining op's structure is pre-filled: the structures' fills, the tasks',
+#: the flow group's and the workflow group's.
+FILLS: Dict[str, Filler] = {**STRUCTURE_FILLS, **TASK_FILLS, **FLOW_FILLS, **WORKFLOW_FILLS}
 #: First element of every measurement's subspace prefix.
 ROOT = "fdbrecipes-bench"
 
@@ -145,7 +152,7 @@ class Suite:
         """Every measurement of the groups ``--only`` selects, in order: limit, pushes,
         Queue pops, claims, WeightTree pops, PriorityQueue pops, the hot paths, the
         async rows, the worker rows, the fair queue, the shards, the tasks, flow
-        control, WeightTree latency."""
+        control, workflows, WeightTree latency."""
         machine = self.io.machine_info(self.db, cluster)
         machine["server_processes_sampled"] = len(self.server_pids)
         print(self.io.format_machine(machine), flush=True)
@@ -183,6 +190,8 @@ class Suite:
             rows += self.flow()
             if self.io.latency:
                 flow = self.flow_latencies()
+        if self.settings.runs("workflow"):
+            rows += self.workflows()
         latencies = (self.weight_tree()
                      if self.settings.runs("latency") and self.io.latency else [])
         return Results(machine, self.settings, with_ratios(rows), latencies, fair, noisy, jobs,
@@ -397,6 +406,20 @@ class Suite:
         rows = self.side_by_side(PLAIN_CLAIMS, LIMITED_CLAIMS, most,
                                  self.settings.claim_items(most))
         return rows + self.rotated(FLOW_PUSHES, min(FLOW_PUSH_PROCESSES, most))
+
+    def workflows(self) -> List[Row]:
+        """Workflows beside the same jobs without them (:mod:`.workflows`), at 4
+        processes (K if fewer): workers draining :data:`FANIN_CHILDREN` independent
+        jobs and a fan-in of as many children and its callback, in the order jobs,
+        fan-in, fan-in, jobs, each kind's two drains summed; then ``push_many`` of
+        :data:`~.settings.CREATE_NODES` items and ``Workflows.create`` of as many nodes, in one
+        process, rotated (:meth:`rotated`)."""
+        clients = min(WORKFLOW_PROCESSES, self.settings.most)
+        items = {WORKFLOW_JOBS: FANIN_CHILDREN, WORKFLOW_FANIN: FANIN_CHILDREN + 1}
+        runs = [self.drained(kind, clients, items[kind])
+                for kind in (WORKFLOW_JOBS, WORKFLOW_FANIN, WORKFLOW_FANIN, WORKFLOW_JOBS)]
+        rows = [combined([runs[0], runs[3]]), combined([runs[1], runs[2]])]
+        return rows + self.rotated((WORKFLOW_PUSH_MANY, WORKFLOW_CREATE), 1)
 
     def flow_latencies(self) -> List[Tail]:
         """``Queue.claim`` latency with 10,000 keys each holding a job under a keyed

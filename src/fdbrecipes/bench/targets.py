@@ -48,6 +48,11 @@ from .settings import (
     TREE_POP,
     UNIQUE_PUSH,
     WORKER,
+    WORKFLOW_CREATE,
+    WORKFLOW_FANIN,
+    WORKFLOW_JOBS,
+    WORKFLOW_PROCESSES,
+    WORKFLOW_PUSH_MANY,
     Kind,
     aio_kinds,
 )
@@ -123,7 +128,8 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
     1 and K clients, WeightTree.pop throughput, WeightTree pop latency growth, the
     hot paths (:func:`hot_targets`), the async rows (:func:`aio_targets`), the
     workers (:func:`worker_targets`), the fair queue (:func:`fair_targets`), the
-    shards, the tasks (:func:`task_targets`), flow control (:func:`flow_targets`).
+    shards, the tasks (:func:`task_targets`), flow control (:func:`flow_targets`),
+    workflows (:func:`workflow_targets`).
     """
     check = _Checker(rows, most)
     poppers = plural(most, "popper")
@@ -157,7 +163,7 @@ def check_targets(rows: Sequence[Row], latencies: Sequence[Latency], most: int,
     return (targets + hot_targets(rows, most) + aio_targets(rows, most)
             + worker_targets(rows, most) + fair_targets(rows, most, fair, noisy)
             + shard_targets(rows, most) + task_targets(rows, most)
-            + flow_targets(rows, most, flow))
+            + flow_targets(rows, most, flow) + workflow_targets(rows, most))
 
 
 def flow_targets(rows: Sequence[Row], most: int, flow: Sequence[Tail]) -> List[Target]:
@@ -179,6 +185,25 @@ def flow_targets(rows: Sequence[Row], most: int, flow: Sequence[Tail]) -> List[T
                rate_ratio(find(rows, UNIQUE_PUSH, pushers), find(rows, ID_PUSH, pushers)),
                0.9, note="" if pushers == FLOW_PUSH_PROCESSES
                else f"measured at {plural(pushers, 'client')}"),
+    ]
+
+
+def workflow_targets(rows: Sequence[Row], most: int) -> List[Target]:
+    """Workflows against the same jobs without them, in the same run (times: the
+    reference's rate over the workflow's): the fan-in of 1,000 children and a
+    callback over 1,000 independent jobs on the same workers, at 4 processes or K
+    (at most 1.5x); ``Workflows.create`` of 10,000 nodes over ``push_many`` of 10,000
+    items (at most 1.5x)."""
+    workers = min(WORKFLOW_PROCESSES, most)
+    return [
+        Target(f"{WORKFLOW_FANIN.label}, {plural(workers, 'client')}: time x "
+               f"{WORKFLOW_JOBS.label}",
+               rate_ratio(find(rows, WORKFLOW_JOBS, workers), find(rows, WORKFLOW_FANIN, workers)),
+               1.5, at_most=True, note="" if workers == WORKFLOW_PROCESSES
+               else f"measured at {plural(workers, 'client')}"),
+        Target(f"{WORKFLOW_CREATE.label}: time x {WORKFLOW_PUSH_MANY.label}",
+               rate_ratio(find(rows, WORKFLOW_PUSH_MANY, 1), find(rows, WORKFLOW_CREATE, 1)),
+               1.5, at_most=True),
     ]
 
 

@@ -9,7 +9,10 @@ Layout under a directory ``D`` (keys are bytes):
 * ``D/"x"/(deadline, key)``: the expiry index, in deadline order, so a sweep reads only
   what has expired, in transactions of at most :data:`SWEEP_BATCH` keys;
 * ``D/"n"/key``: a counter (8-byte little-endian, atomic adds), and
-  ``D/"r"/(key, token)``: the counter's value after each increment, its receipt.
+  ``D/"r"/(key, token)``: the counter's value after each increment, its receipt (a
+  member counted once, :meth:`ExpiringStore.count_once`: its token is the member's
+  id), and ``D/"r"/(key, "done")``: the counter's completion acted on
+  (:meth:`ExpiringStore.mark_done`).
 
 An expired key reads as absent at once; the sweep reclaims its space later.
 """
@@ -21,12 +24,12 @@ import os
 import struct
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._blobs import Blobs
 from ._database import transact
 
-__all__ = ["SWEEP_BATCH", "ExpiringStore", "Watched"]
+__all__ = ["SWEEP_BATCH", "Counted", "ExpiringStore", "Watched"]
 
 log = logging.getLogger("fdbrecipes.contrib")
 
@@ -35,6 +38,8 @@ SWEEP_BATCH = 500
 
 _PER_SECOND = 1_000_000
 _ONE = struct.pack("<q", 1)
+#: The receipt token of a counter's completion mark (member tokens are bytes).
+_DONE = "done"
 
 
 def _pack_int(n: int) -> bytes:
@@ -47,6 +52,14 @@ def _unpack_int(raw: Any) -> int:
     import fdb.tuple
 
     return int(fdb.tuple.unpack(bytes(raw))[0])
+
+
+class Counted(NamedTuple):
+    """A member's count (:meth:`ExpiringStore.count_once`): the counter's value after
+    it, and whether the counter's completion was marked acted on."""
+
+    value: int
+    done: bool
 
 
 class Watched:
@@ -193,6 +206,55 @@ class ExpiringStore:
         value = struct.unpack("<q", bytes(tr[self._counters.pack((key,))]))[0]
         tr[receipt] = _pack_int(value)
         return int(value)
+
+    def count_once(self, key: bytes, member: bytes) -> Counted:
+        """Count ``member`` in the counter ``key`` once: the counter's value after its
+        count (its receipt, the same at every call for that member), and whether
+        :meth:`mark_done` was called for ``key``.  Two members counted at once conflict
+        on the counter: exactly one reads each value.  Writes an atomic add and the
+        member's receipt, once; reads the receipt, the counter and the mark.  Cost: 1
+        round trip (2 for the first count of a member)."""
+        return transact(self.db, self._count_once, key, member)
+
+    def _count_once(self, tr: Any, key: bytes, member: bytes) -> Counted:
+        done = tr[self._receipts.pack((key, _DONE))]
+        return Counted(self._incr(tr, key, member), done.present())
+
+    def set_and_count(self, key: bytes, value: bytes, expires: Optional[float],
+                      keep: Callable[[bytes], bool], counter: bytes,
+                      member: bytes) -> Counted:
+        """:meth:`set` (unless the value stored is one ``keep`` says to keep) and
+        :meth:`count_once` of ``member`` in ``counter``, in one transaction: the count
+        is made if and only if the value is stored (a chord's part and its result).
+        A commit in doubt, run again, finds the receipt and counts nothing twice.
+        Cost: 4 round trips at most (the stored value, its expiry, the receipt, the
+        counter), O(size of the value) bytes.
+
+        Raises:
+            ValueError: ``value`` is over 8,000,000 bytes.
+        """
+        Blobs.check(value, "a result")
+        counted = transact(self.db, self._set_and_count, key, value, expires, keep, counter,
+                           member)
+        if expires:
+            self._start_sweeper()
+        return counted
+
+    def _set_and_count(self, tr: Any, key: bytes, value: bytes, expires: Optional[float],
+                       keep: Callable[[bytes], bool], counter: bytes,
+                       member: bytes) -> Counted:
+        old = self._values.read(tr, (key,))
+        if old is None or not keep(old):
+            self._set(tr, key, value, expires)
+        return self._count_once(tr, counter, member)
+
+    def mark_done(self, key: bytes) -> None:
+        """Mark the counter ``key``'s completion as acted on (read by
+        :meth:`count_once`; removed with the counter).  Cost: 1 round trip."""
+        transact(self.db, self._mark_done, key)
+
+    def _mark_done(self, tr: Any, key: bytes) -> None:
+        tr[self._receipts.pack((key, _DONE))] = b""
 
     # -- expiry --------------------------------------------------------------------------
 

@@ -23,8 +23,9 @@ neither ``libfdb_c`` nor any optional package.
 
 from .app import App
 from .codecs import JSON, Codec, CodecError, Encrypted, MsgPack, encrypted_key_id
-from .task import Configured, Options, Task, TaskHandle, current_job
+from .task import Configured, Options, Task, TaskCall, TaskHandle, current_job
 from .testing import Ran
 
 __all__ = ["JSON", "App", "Codec", "CodecError", "Configured", "Encrypted", "MsgPack",
-           "Options", "Ran", "Task", "TaskHandle", "current_job", "encrypted_key_id"]
+           "Options", "Ran", "Task", "TaskCall", "TaskHandle", "current_job",
+           "encrypted_key_id"]

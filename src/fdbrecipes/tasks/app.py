@@ -41,6 +41,7 @@ from ..priority_queue import PriorityQueue
 from ..queue import Queue
 from ..types import JobRecord
 from .codecs import JSON, Codec
+from .envelope import open_envelope
 from .limiting import check_task_limits, structure_uses
 from .running import Runner
 from .task import P, R, Task
@@ -151,8 +152,9 @@ class App:
                 :meth:`fdbrecipes.Limits.use`, or a list of them (all of one
                 store), whose ``key`` and ``cost`` are functions of the call's
                 arguments (called as the task's function is: ``key(*args,
-                **kwargs)``), computed when a call is deferred.  Not for a task of
-                a FairQueue (its groups have their own limits).
+                **kwargs)``), computed when a call is deferred.  A FairQueue's
+                task's calls are subject to them beside their group's own limit and
+                rate.
 
         Makes the queue's structure object if it is new, or again with the limits
         of its tasks (writes nothing).
@@ -198,9 +200,6 @@ class App:
         if backoff is not None and not isinstance(backoff, Backoff):
             raise TypeError(f"backoff must be a Backoff, not {type(backoff).__name__}")
         uses = check_task_limits(limits, name)
-        if uses and group is not None:
-            raise ValueError(f"task {name}: limits are not for a FairQueue's task (its "
-                             "groups have their own limits)")
         kind = FAIR_QUEUE if group is not None else \
             PRIORITY_QUEUE if priority is not None else None
         known = self.kinds.get(queue)
@@ -233,14 +232,15 @@ class App:
         options: Dict[str, Any] = dict(max_deliveries=self.max_deliveries,
                                        history=self.history)
         structure: Structure
+        uses = structure_uses(self.queue_tasks(queue)) or None
         if kind == FAIR_QUEUE:
-            structure = FairQueue(where, **options)
+            structure = FairQueue(where, limits=uses, **options)
         else:
-            uses = structure_uses(self.queue_tasks(queue)) or None
             if kind == PRIORITY_QUEUE:
                 structure = PriorityQueue(where, shards=self.shards, limits=uses, **options)
             else:
                 structure = Queue(where, shards=self.shards, limits=uses, **options)
+        structure.ops.node_results = self.node_result
         self.kinds[queue] = kind
         self.structures[queue] = structure
         return structure
@@ -316,6 +316,19 @@ class App:
         if group is not None:
             return ops.result(db, group, id_, timeout)  # type: ignore[no-any-return]
         return ops.result(db, id_, timeout)  # type: ignore[no-any-return]
+
+    def node_result(self, result: Any, value: Any) -> Any:
+        """A workflow node's ``result`` as a workflow store gives it back (see
+        ``Workflows.inputs``): for the call of a task of the app (its item's
+        ``value``), what the function returned, decoded as :meth:`decode_result`
+        does; anything else as it is."""
+        if type(result) is not bytes:
+            return result
+        try:
+            task = self.tasks.get(open_envelope(value).name)
+        except ValueError:
+            return result
+        return result if task is None else self.decode_result(task, result)
 
     def decode_result(self, task: Task[Any, Any], raw: Any) -> Any:
         """A result as the function returned it, from its stored bytes."""

@@ -33,6 +33,7 @@ from .._drivers import awaiting, blocking
 from .._values import check_delay, check_id
 from ..jobs import Backoff, Job
 from ..limits import LimitUse
+from ..workflow import NodeJob
 from .arguments import Arguments
 from .envelope import seal
 from .limiting import carry
@@ -46,7 +47,7 @@ else:  # Python 3.9: annotations are strings; a TypeVar stands in at run time
 if TYPE_CHECKING:
     from .app import App
 
-__all__ = ["Options", "Task", "TaskHandle", "Configured", "current_job"]
+__all__ = ["Options", "Task", "TaskCall", "TaskHandle", "Configured", "current_job"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -178,6 +179,18 @@ class Task(Generic[P, R]):
         """
         return self.follow(Options(), args, kwargs)
 
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> TaskCall[R]:
+        """A call of the task with these arguments, to be a node of a workflow
+        (``flow.add(my_task.s(1, 2), deps=[...])``; a batch's callback): checked and
+        encoded as :meth:`defer` does, pushed by the workflow into the task's
+        structure (which the workflow store must be made with: ``app.served()``).
+        Writes nothing; no round trip.
+
+        Raises:
+            TypeError or ValueError: as :meth:`defer`.
+        """
+        return call_of(self, self.prepare(Options(), args, kwargs))
+
     def item(self, *args: P.args, **kwargs: P.kwargs) -> Tuple[Any, ...]:
         """The value of an item of a call of the task with these arguments, checked
         and encoded as :meth:`defer` does, for a stored schedule to push
@@ -262,6 +275,37 @@ class Task(Generic[P, R]):
         return TaskHandle(self, id_, push.where.get("group"))
 
 
+class TaskCall(Generic[R_co]):
+    """A call of a task as a workflow's node (made by :meth:`Task.s`): its job is
+    an item of the task's structure, and what the function returns is the node's
+    result (its dependents' ``inputs`` and the workflow's ``result`` give it back
+    decoded, as :meth:`TaskHandle.result` does, in a process whose app has the task).
+
+    Attributes:
+        task: the task.
+    """
+
+    def __init__(self, task: Task[Any, Any], job: NodeJob) -> None:
+        self.task = task
+        self._job = job
+
+    def __repr__(self) -> str:
+        return f"TaskCall({self.task.name!r})"
+
+    def node_job(self) -> NodeJob:
+        """The node's job: the task's structure, the item's value, its delay, time
+        limit and where it goes (writes nothing)."""
+        return self._job
+
+
+def call_of(task: Task[Any, Any], push: Push) -> TaskCall[Any]:
+    """The call of ``task`` whose checked push is ``push``, as a workflow's node."""
+    where = dict(push.where)
+    time_limit = where.pop("time_limit", None)
+    return TaskCall(task, NodeJob(task.app.structure(task.queue), push.value, push.delay,
+                                  time_limit, where))
+
+
 class Configured(Generic[P, R]):
     """A task with one push's options (made by :meth:`Task.configure`)."""
 
@@ -284,6 +328,18 @@ class Configured(Generic[P, R]):
     def then(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """:meth:`Task.then` with these options."""
         return self.task.follow(self.options, args, kwargs)
+
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> TaskCall[R]:
+        """:meth:`Task.s` with these options (but ``id``: a node's job id is the
+        workflow's).
+
+        Raises:
+            TypeError or ValueError: as :meth:`Task.defer`; an ``id``.
+        """
+        if self.options.id is not None:
+            raise TypeError(f"task {self.task.name}: a workflow's node has its own id "
+                            "(configure it without id=)")
+        return call_of(self.task, self.task.prepare(self.options, args, kwargs))
 
 
 class TaskHandle(Generic[R_co]):

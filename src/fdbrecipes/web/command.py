@@ -47,6 +47,7 @@ from ..admin.places import (
     ANY_QUEUE,
     LIMIT_STORE,
     SCHEDULE_STORE,
+    WORKFLOW_STORE,
     OperatorError,
     Place,
     UsageError,
@@ -263,6 +264,8 @@ def _found(tr: Any, place: Place) -> List[Found]:
     while todo and len(out) < MAX_STRUCTURES:
         path, subspace = todo.pop(0)
         kind, _wrong = stored(tr, subspace)
+        if kind == WORKFLOW_STORE:  # made with its structures: given to create_app
+            kind = None
         if kind is not None:
             out.append((_named(place, path), subspace, "queue" if kind == ANY_QUEUE else kind,
                         shards_of(tr, subspace)))
