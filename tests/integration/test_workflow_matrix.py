@@ -375,7 +375,6 @@ def test_matrix_soak(double_cluster: LocalCluster, double_db: Any, double_space:
             double_space, deadline=900)
 
 
-@pytest.mark.xfail(strict=False, reason="fixed on i41-graph")
 def test_node_killed_on_its_last_delivery(db: Any, fdb_cluster_file: str, space: Any) -> None:
     """A node whose consumer is killed while it runs its last delivery
     (``max_deliveries=1``) dies when its lease runs out, and its workflow takes the

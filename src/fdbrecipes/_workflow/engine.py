@@ -114,7 +114,7 @@ class Store(Reads):
         self.targets = targets
         self.retention = retention
         #: Dependents one expander counts down (and pushes) at most.
-        self.edge_chunk = min(chunk_of(ops) for ops in targets.values())
+        self.edge_chunk = min((chunk_of(ops) for ops in targets.values()), default=CHUNK)
 
     # -- creating ------------------------------------------------------------------------
 
