@@ -29,7 +29,7 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import fdb
 import pytest
@@ -67,6 +67,7 @@ class Consumers:
         self.cluster_file, self.space, self.rng = cluster_file, space, rng
         self.running: List[subprocess.Popen[bytes]] = []
         self.killed = 0
+        self.died: Set[int] = set()  # the pids SIGKILLed while the run went on
 
     def start(self) -> None:
         self.running.append(subprocess.Popen(
@@ -80,6 +81,7 @@ class Consumers:
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         self.killed += 1
+        self.died.add(victim.pid)
         self.start()
 
     def stop(self) -> None:

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any, Dict, Tuple
 
 import fdb
+import fdb.impl
 import pytest
 
 from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker, cli
@@ -19,7 +20,7 @@ from fdbrecipes.errors import UnknownWorkflowError, WorkflowFailedError
 from fdbrecipes.jobs import Discard, Job
 from fdbrecipes.tasks import App, current_job
 from fdbrecipes.workflow import GraphNode, Workflows
-from tests.helpers import dump
+from tests.helpers import dump, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -379,6 +380,48 @@ def test_prune_forgets_workflows_over_and_past_their_retention(db: Any,
     assert flows.list(db) == []
     assert not [k for k in dump(db, fdb_subspace["flows"]) if not
                 k.startswith(fdb_subspace["flows"]["c"].key())], "keys left behind"
+
+
+def test_a_large_fan_out_advances_in_short_transactions(db: Any, fdb_cluster_file: str,
+                                                        fdb_subspace: Any) -> None:
+    """The ack of a node with 12,000 dependents does not count them all down itself
+    (36,000 reads in one transaction: seconds, past FoundationDB's five on a loaded
+    machine, and the node ran again and again, its dependents never pushed): its
+    expanders do, 500 a transaction, each acked alone.  The worker's transactions
+    here time out after 1.2 s (a real client option), so one that reads all 36,000
+    keys fails on any machine.  The dependents go to a queue no worker serves: only
+    their pushes are waited for."""
+    q, later = Queue(fdb_subspace["q"]), Queue(fdb_subspace["later"])
+    flows = store(fdb_subspace, q, later)
+    flow = flows.new()
+    root = flow.add(q, "root", name="root")
+    flow.add_many(later, range(12_000), deps=[root])
+    w = flows.create(db, flow)
+    quick = fdb.impl.create_database(fdb_cluster_file)  # its own options
+    quick.options.set_transaction_timeout(1200)
+    runs = Runs(flows, db)
+    with Worker(quick, q, runs, lease_seconds=10, concurrency=8):
+        eventually(lambda: flows.status(db, w, 0).counts["waiting"] == 0, 60,
+                   "every dependent pushed")
+    assert runs.count == {"root": 1}
+    assert flows.status(db, w, 0).counts == {"queued": 12_000, "succeeded": 1, "failed": 0,
+                                             "cancelled": 0, "skipped": 0, "waiting": 0}
+    assert later.size(db) == 12_000
+
+
+def test_a_batch_whose_members_all_succeed_succeeds(db: Any, fdb_subspace: Any) -> None:
+    """Its on_failure callback skipped (``when`` unmet) is no failure: the batch ends
+    ``succeeded``, not ``completed`` (which says some failures were ignored)."""
+    q = Queue(fdb_subspace["q"])
+    flows = store(fdb_subspace, q)
+    batch = flows.batch(q, ["a", "b"], on_success=(q, "all"), on_failure=(q, "some failed"))
+    w = flows.create(db, batch)
+    runs = Runs(flows, db)
+    Worker(db, q, runs).run(burst=True)
+    status = flows.status(db, w, 0)
+    assert status.counts["skipped"] == 1 and status.counts["succeeded"] == 3
+    assert status.state == "succeeded"
+    assert flows.result(db, w, timeout=5) == {"on_success": "did all", "on_failure": None}
 
 
 class Cli:

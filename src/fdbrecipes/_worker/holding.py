@@ -26,6 +26,7 @@ from .._drivers.awaiting import drive
 from .._ordered.leases import Lease
 from .._records.history import Finished
 from .._records.records import SUCCEEDED
+from .._workflow.steps import is_expander
 from ..jobs import (
     CANCELLED,
     DEAD,
@@ -187,13 +188,18 @@ class Holding:
 
     def next_acks(self) -> List[Running]:
         """The acks one transaction carries next (at most :data:`SETTLE_BYTES` of
-        results), taken from those waiting."""
+        results), taken from those waiting; a workflow's expander alone (its ack
+        counts down and pushes hundreds of nodes: several in one transaction would
+        outlast its five seconds)."""
         size, n = 0, 0
         for running in self.acks:
             size += running.size()
-            if n and size > SETTLE_BYTES:
+            alone = is_expander(running.job.id)
+            if n and (size > SETTLE_BYTES or alone):
                 break
             n += 1
+            if alone:
+                break
         batch, self.acks = self.acks[:n], self.acks[n:]
         return batch
 

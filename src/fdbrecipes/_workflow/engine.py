@@ -68,6 +68,9 @@ __all__ = ["CHUNK", "FAIR_CHUNK", "Fresh", "Store", "chunk_of", "expander_where"
 #: job with an id writes about 1 KB; a FairQueue's push, a round trip each, 50):
 #: more go through expanders (see :meth:`Store.push`).
 CHUNK, FAIR_CHUNK = 500, 50
+#: What a chunk of dependents to count down starts with (a chunk of nodes to push is
+#: their numbers).
+EDGES = "edges"
 
 
 def chunk_of(ops: Any) -> int:
@@ -110,6 +113,8 @@ class Store(Reads):
         self.tag = store_tag(self.key)
         self.targets = targets
         self.retention = retention
+        #: Dependents one expander counts down (and pushes) at most.
+        self.edge_chunk = min((chunk_of(ops) for ops in targets.values()), default=CHUNK)
 
     # -- creating ------------------------------------------------------------------------
 
@@ -202,10 +207,12 @@ class Store(Reads):
                                     **dict(stored.where))
 
     def expand(self, tr: Any, w: bytes, source: int, c: int) -> Gen[None]:
-        """The ack of an expander: push chunk ``c`` of the nodes ``source`` freed
-        (nothing if the workflow stopped meanwhile: its stop cancelled them).  Reads
-        the header (a conflict) and the chunk side by side, then the nodes'
-        definitions: two round trips, and the pushes."""
+        """The ack of an expander: push chunk ``c`` of the nodes ``source`` freed,
+        or count down chunk ``c`` of its dependents (:meth:`defer`), as
+        :meth:`advance` does (nothing if the workflow stopped meanwhile: its stop
+        cancelled them).  Reads the header (a conflict) and the chunk side by side,
+        then the nodes' definitions (or the dependents' counters, then theirs): two
+        or three round trips, and the pushes."""
         keys = self.keys
         header_f = tr.get(keys.header(w))
         chunk_f = tr.get(keys.pending(w, source, c))
@@ -216,7 +223,12 @@ class Store(Reads):
         tr.clear(keys.pending(w, source, c))
         if Header.unpack(raw).status != RUNNING:
             return
-        reads = [(i, tr.get(keys.node(w, i))) for i in fdb.tuple.unpack(listed)]
+        parts = fdb.tuple.unpack(listed)
+        if parts[:1] == (EDGES,):  # dependents of source to count down (see defer)
+            _, how, out = parts
+            yield from self.cascade(tr, w, raw, [(source, how, list(out))])
+            return
+        reads = [(i, tr.get(keys.node(w, i))) for i in parts]
         nodes = []
         for i, future in reads:
             spec = yield from read(future)
@@ -259,7 +271,8 @@ class Store(Reads):
         :meth:`stop`).  Reads the header (a conflict), the node's state and its
         dependents (snapshot) side by side; then its counters; then the freed
         dependents' definitions: three round trips at most (more when a skip frees
-        more)."""
+        more).  A node with more dependents than :attr:`edge_chunk` leaves them
+        to expanders (:meth:`defer`): its definition read, one push per chunk."""
         keys = self.keys
         header_f = tr.get(keys.header(w))
         prior_f = snap(tr).get(keys.state(w, i))
@@ -285,12 +298,17 @@ class Store(Reads):
         """Count down the dependents of each node of ``work`` (``(node, how it ended,
         its dependents)``), pushing those freed, skipping those whose ``when`` is unmet
         (their own dependents counted down in turn), or stopping the workflow (its
-        header ``raw``) when a ``fail`` dependency did not succeed."""
+        header ``raw``) when a ``fail`` dependency did not succeed; a node with more
+        dependents than an expander takes has them counted down by expanders (see
+        :meth:`defer`)."""
         while work:
             node, how, out = work.pop()
             if how != SUCCEEDED and any(policy == FAIL for _, _, policy, _ in out):
                 yield from self.stop(tr, w, FAILED, f"node {node} {how}", raw)
                 return
+            if len(out) > self.edge_chunk:
+                yield from self.defer(tr, w, node, how, out)
+                continue
             freed = yield from self.count_down(tr, w, how, out)
             yield from self.free(tr, w, node, freed, work)
 
@@ -321,6 +339,25 @@ class Store(Reads):
         """An expander became a dead letter, or was cancelled: :meth:`expand`, run
         later in that transaction."""
         return self.expand(tr, w, source, c)
+
+    def defer(self, tr: Any, w: bytes, node: int, how: str,
+              out: Sequence[Tuple[int, int, str, int]]) -> Gen[None]:
+        """Leave the counting down of ``node``'s dependents (``out``; it ended
+        ``how``) to expanders, one per :attr:`edge_chunk` of them, pushed where
+        ``node`` went: counting down and pushing thousands of dependents in one
+        transaction would read three keys for each and outlast a transaction's five
+        seconds.  Each expander's ack counts its chunk down (see :meth:`expand`).
+        Reads ``node``'s definition: one round trip, and the pushes."""
+        raw = yield from read(tr.get(self.keys.node(w, node)))
+        assert raw is not None
+        stored = Stored.unpack(raw)
+        ops = self.targets[stored.target]
+        fresh = Fresh(tr)
+        for c, at in enumerate(range(0, len(out), self.edge_chunk)):
+            fresh.set(self.keys.pending(w, node, c),
+                      _pack((EDGES, how, tuple(out[at:at + self.edge_chunk]))))
+            yield from ops.push_job(tr, c, id=expander_id(self.tag, w, node, c),
+                                    **expander_where(stored))
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
         """Start reading node ``i``'s dependents (snapshot: they never change); a

@@ -362,7 +362,9 @@ def summary(w: bytes, header: Header, tally: Dict[str, int],
     counts[WAITING] = total - done - counts[QUEUED]
     state = header.status
     if state == RUNNING and done >= total:
-        state = SUCCEEDED if counts[SUCCEEDED] == total else COMPLETED
+        # skipped by its ``when`` is no failure: a batch whose members all succeeded
+        # (its on_failure skipped) succeeded
+        state = COMPLETED if counts[FAILED] or counts[CANCELLED] else SUCCEEDED
     return WorkflowStatus(w, state, total, counts, header.created_at,
                           header.ended_at, header.why, nodes)
 
