@@ -62,7 +62,7 @@ def test_members_that_ended_before_the_close_push_the_callbacks_at_the_close(
                                               "on_complete": "did complete",
                                               "on_failure": None}
     status = flows.status(db, w)
-    assert status.state == "completed" and status.total == 8  # on_failure skipped
+    assert status.state == "succeeded" and status.total == 8  # on_failure skipped
 
 
 def test_the_last_member_to_end_after_the_close_pushes_the_callbacks(

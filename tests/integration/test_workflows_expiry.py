@@ -124,17 +124,14 @@ def test_an_expired_last_delivery_frees_continue_and_ignore(db: Any, fdb_subspac
 
 def test_an_expander_whose_lease_expires_still_pushes_its_nodes(db: Any, fdb_subspace: Any,
                                                                 clock: TestClock) -> None:
-    """A fan-out too large for one transaction goes through expanders (jobs whose ack
-    pushes a chunk of nodes): one buried on its last delivery pushes its chunk all the
-    same, and every node runs once."""
-    first = Queue(fdb_subspace["first"])
+    """More first nodes than one transaction pushes into a structure go through
+    expanders (jobs whose ack pushes a chunk of nodes): one buried on its last delivery
+    pushes its chunk all the same, and every node runs once."""
     q = Queue(fdb_subspace["q"], max_deliveries=1, clock=clock)
-    flows = Workflows(fdb_subspace["flows"], structures=[first, q])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
-    root = flow.add(first, "root", name="root")
-    flow.add_many(q, range(510), deps=[root])
+    flow.add_many(q, range(510))
     w = flows.create(db, flow)
-    drain(db, first, Runs(flows, db))
     leases = q.claim_many(db, 10, 10)
     assert len(leases) == 2  # the expanders of 500 and 10 nodes
     clock.advance(11)
