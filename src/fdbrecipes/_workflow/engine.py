@@ -228,12 +228,7 @@ class Store(Reads):
             _, how, out = parts
             yield from self.cascade(tr, w, raw, [(source, how, list(out))])
             return
-        reads = [(i, tr.get(keys.node(w, i))) for i in parts]
-        nodes = []
-        for i, future in reads:
-            spec = yield from read(future)
-            assert spec is not None
-            nodes.append((i, Stored.unpack(spec)))
+        nodes = yield from self.definitions(tr, w, list(parts))
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
         for i, stored in nodes:
             by_target.setdefault(stored.target, []).append((i, stored))

@@ -26,7 +26,7 @@ from .._fdb import Gen, Range, le64, read
 from .._records.records import CANCELLED
 from .._store_layout import ROOT
 from .graph import END, Plan
-from .reading import FAILED, QUEUED, RUNNING, SUCCEEDED, TOTAL, Header, Stored, pack
+from .reading import FAILED, QUEUED, RUNNING, SUCCEEDED, TOTAL, Header, pack
 
 __all__ = ["ROOTS_CHUNK", "children", "ended", "start", "stopped", "write"]
 
@@ -73,13 +73,7 @@ def start(store: Any, tr: Any, w: bytes, i: int, sub: bytes) -> Gen[None]:
     tr.set(keys.tally(sub, TOTAL), le64(nodes))
     firsts = [n for kv in (yield from listed.read()) for n in fdb.tuple.unpack(kv.value)]
     tr.clear_range(r.start, r.stop)
-    reads = [(n, tr.get(keys.node(sub, n))) for n in firsts]
-    out = []
-    for n, future in reads:
-        spec = yield from read(future)
-        assert spec is not None
-        out.append((n, Stored.unpack(spec)))
-    yield from store.push(tr, sub, -1, out)
+    yield from store.push(tr, sub, -1, (yield from store.definitions(tr, sub, firsts)))
 
 
 def parent_of(store: Any, tr: Any, sub: bytes) -> Gen[Optional[Tuple[bytes, int]]]:

@@ -157,6 +157,18 @@ class Reads:
         raw = yield from read(tr.get(self.keys.header(w)))
         return None if raw is None else Header.unpack(raw)
 
+    def definitions(self, tr: Any, w: bytes,
+                    numbers: List[int]) -> Gen[List[Tuple[int, Stored]]]:
+        """The definitions of nodes ``numbers`` of workflow ``w`` (each written with
+        it), read side by side with read conflicts: one round trip."""
+        reads = [(i, tr.get(self.keys.node(w, i))) for i in numbers]
+        out = []
+        for i, future in reads:
+            spec = yield from read(future)
+            assert spec is not None, "a node's definition is written with its workflow"
+            out.append((i, Stored.unpack(spec)))
+        return out
+
     def tallies(self, tr: Any, w: bytes) -> Gen[Dict[str, int]]:
         """Workflow ``w``'s nodes by state (one range read)."""
         r = self.keys.tallies.range((w,))
