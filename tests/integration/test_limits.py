@@ -29,11 +29,6 @@ def user(value: Any) -> Any:
 
 
 @pytest.fixture
-def limits(fdb_subspace: Any) -> Limits:
-    return Limits(fdb_subspace["limits"])
-
-
-@pytest.fixture
 def q(fdb_subspace: Any, clock: TestClock, limits: Limits) -> Queue:
     return Queue(fdb_subspace["q"], clock=clock,
                  limits=[limits.use("per-user", key=user), limits.use("all")])
