@@ -91,9 +91,17 @@ class Store:
         return old
 
     def release_parked(self, tr: Any, attempt: Attempt, name: str) -> Gen[int]:
-        """Move back up to :data:`MOVE_BACK` jobs parked under limit ``name``; how many."""
+        """Move back up to :data:`MOVE_BACK` jobs parked under limit ``name``; how many.
+
+        Takes a read conflict on the limit's whole range of parked jobs, as the end of
+        a lease does on its key's (``gate.Gate.unpark``): a claim that parks a job
+        under the limit and commits after this transaction's read version makes it
+        retry (and find the job).  (The claim, for its part, reads the definition with
+        a conflict when it parks: a change committed first makes it retry instead.)"""
         r = self.keys.parked.range((name,))
-        found = yield from Range(snap(tr), bytes(r.start), bytes(r.stop), MOVE_BACK).read()
+        begin, end = bytes(r.start), bytes(r.stop)
+        tr.add_read_conflict_range(begin, end)
+        found = yield from Range(snap(tr), begin, end, MOVE_BACK).read()
         now = yield from attempt.now(tr, self.clock)
         return (yield from move_back(tr, self.keys, found, None, now))
 
