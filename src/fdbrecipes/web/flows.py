@@ -21,7 +21,7 @@ from .dag import Drawing, draw
 from .forms import BadRequest
 from .reads import Reads
 
-__all__ = ["GRAPH_NODES", "KEY_CAP", "WORKFLOW_ROWS", "LimitsView", "WorkflowView",
+__all__ = ["GRAPH_NODES", "KEY_CAP", "TOTALS_CAP", "WORKFLOW_ROWS", "LimitsView", "WorkflowView",
            "key_of", "limits", "workflow", "workflows"]
 
 #: Workflows one page of the list shows.
@@ -30,6 +30,9 @@ WORKFLOW_ROWS = 50
 GRAPH_NODES = 2_000
 #: Characters of a key's literal read at most.
 KEY_CAP = 1_000
+#: Keys the limits page reads at most per limit and count: its slots (running jobs,
+#: and ended leases whose slot no job took yet), its parked jobs.
+TOTALS_CAP = 1_000
 
 
 def key_of(text: str) -> Any:
@@ -50,15 +53,17 @@ def key_of(text: str) -> Any:
 
 class LimitsView(NamedTuple):
     """A limit store's page: each limit with its jobs running and parked over all its
-    keys (:class:`fdbrecipes._limits.store.LimitTotals`), and, when a limit and a key
-    were asked for, that key's :class:`fdbrecipes.LimitState` (None: no such limit)."""
+    keys, each count read up to :data:`TOTALS_CAP` keys
+    (:class:`fdbrecipes._limits.store.LimitTotals`, saying which count stopped
+    there), and, when a limit and a key were asked for, that key's
+    :class:`fdbrecipes.LimitState` (None: no such limit)."""
 
     totals: List[Any]
     state: Any
 
 
 def _limits(tr: Any, store: Any, name: Optional[str], key: Any) -> LimitsView:
-    ops = [store.ops.totals(tr)]
+    ops = [store.ops.totals(tr, TOTALS_CAP)]
     if name is not None:
         ops.append(store.ops.state(tr, name, key))
     found = drive(gather(ops))
@@ -67,8 +72,9 @@ def _limits(tr: Any, store: Any, name: Optional[str], key: Any) -> LimitsView:
 
 def limits(reads: Reads, store: Any, name: Optional[str], key: Any) -> LimitsView:
     """Every limit of ``store`` with its jobs running and parked (``totals``: its
-    definitions, then one range read per limit of its slots, a key per running job
-    or ended lease not reused yet, and of up to 10,000 parked jobs, side by side),
+    definitions, then two range reads per limit, side by side, of at most
+    :data:`TOTALS_CAP` keys each: its slots, a key per running job or ended lease not
+    reused yet, and its parked jobs),
     and limit ``name``'s key ``key`` (``state``, side by side with them); one
     transaction, 2 round trips."""
     found: LimitsView = reads(_limits, store, name, key)
