@@ -202,6 +202,12 @@ def test_workflows_pages_draw_the_graph_and_cancel(
         "b": ("queued", COLOURS["queued"][0]), "c": ("waiting", COLOURS["waiting"][0]),
         "d": ("waiting", COLOURS["waiting"][0])}
     assert page.count('class="edge"') == 3  # a -> c, b -> c, c -> d
+    links = dict(re.findall(r'<a class="job" href="([^"]*)"><g class="node [a-z]+"><title>'
+                            r'(.*?): ', page))
+    assert sorted(links.values()) == ["&lt;script&gt;a&lt;/script&gt;", "b"]  # queued ones
+    for href in links:  # each leads to its job's page
+        job = c.get(href.replace("&amp;", "&"))
+        assert job.status_code == 200 and "pending" in job.text
     assert 'value="cancel-workflow"' in page
     over = c.get("/workflow", params={"id": failed.hex()}).text
     assert nodes_drawn(over) == {

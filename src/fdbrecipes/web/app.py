@@ -317,7 +317,8 @@ class Dashboard:
         index = forms.store_index(q.get("store") or "0", self.workflows, "workflow")
         w = forms.workflow_id(q.get("id"))
         try:
-            view = flows.workflow(_reads(request), self.workflows[index], w)
+            view = flows.workflow(_reads(request), self.workflows[index], w, self.structures,
+                                  request.scope.get("root_path", ""))
         except UnknownWorkflowError as e:
             raise BadRequest(str(e), 404) from None
         return self.render(request, "workflow.html", title="Workflow", store=index,
