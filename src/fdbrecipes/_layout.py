@@ -15,7 +15,7 @@ from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tu
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._values import random_suffix
+from ._values import made_random, random_suffix
 
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
@@ -228,9 +228,21 @@ class OrderedLayout:
 
     # -- item tuples -----------------------------------------------------------------
 
-    def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int) -> Item:
-        """A new item tuple at ``seq`` within ``group``, never delivered."""
-        return group + (seq, random_suffix(), 0, id_, since)
+    def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int,
+                 made: bool = False) -> Item:
+        """A new item tuple at ``seq`` within ``group``, never delivered (``made``: its
+        id was made for it, and its place's random bytes say so: see :meth:`made`)."""
+        random = made_random(id_) if made and id_ is not None else random_suffix()
+        return group + (seq, random, 0, id_, since)
+
+    def made(self, item: Item) -> bool:
+        """Whether the item's id was made for it by its push (a structure with job
+        records): its place's random bytes begin with the id's 16 (see
+        :func:`.._values.made_random`); a push that gives an id never writes such
+        an item."""
+        id_ = item[self.group_len + 3]
+        random: bytes = item[self.group_len + 1]
+        return id_ is not None and len(id_) == 32 and random[:16].hex().encode() == id_
 
     def group(self, item: Item) -> Item:
         """The item's group: ``()`` in a Queue, ``(priority,)`` in a PriorityQueue."""
@@ -449,12 +461,18 @@ class RecordLayout:
 
         Q/"j"/(id, "a")    = (pushed_at, time_limit)        the push (time_limit: seconds
                                                            or None)
-        Q/"j"/(id, "s")    = (state, attempts, due)         the state; due: when a delayed
-                                                           or retrying job is visible
-                                                           again, or when a dead one died
-                                                           (clock readings), or None
-        Q/"j"/(id, "b")    = (started_at, worker, lease id) the attempt that began last
-        Q/"j"/(id, "f")    = (finished_at, expires_at)      when it finished, and is pruned
+        Q/"j"/(id, "s")    = (state, attempts, due)         the state a push, a return
+                                                           from a lease, a requeue wrote;
+                                                           due: when a delayed or retrying
+                                                           job is visible again (a clock
+                                                           reading), or None
+        Q/"j"/(id, "b")    = (started_at, worker, lease id, attempts)  the attempt that
+                                                           began last: running while its
+                                                           lease's hold is there
+        Q/"j"/(id, "f")    = (finished_at, expires_at, state, attempts, due)  the end:
+                                                           the finished state (overrides
+                                                           "s"; due: when a dead one died),
+                                                           and when it is pruned
         Q/"j"/(id, "e")    = (type, message, traceback)     the last error
         Q/"j"/(id, "p")    = (fraction, message)            progress, as the handler set it
         Q/"j"/(id, "r", n) = bytes                          the result, tuple-encoded, in
@@ -469,6 +487,10 @@ class RecordLayout:
     ``Q`` is the queue's subspace (a FairQueue's group's, ``S/"q"/(group,)``), ``S``
     the structure's, and ``where`` locates the queue in it: ``()``, or ``(group,)``.
     Times are wall-clock seconds (``time.time()`` of the client that wrote them).
+    Each step writes one key of the three that say the state: a claim "b", a finish
+    "f", the others "s" (see ``_records.records.facts_of``).  Records of the earlier
+    layout (every step wrote "s"; "b" and "f" without their last elements) read as
+    they did.
     """
 
     __slots__ = ("expiry", "jobs", "prefix", "terms", "where")

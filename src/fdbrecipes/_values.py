@@ -331,6 +331,14 @@ def random_suffix() -> bytes:
     return os.urandom(20)
 
 
+def made_random(id_: bytes) -> bytes:
+    """The 20 random bytes of the place of an item pushed with an id made for it (32
+    hex characters, see ``_records.history.new_id``): the id's 16 bytes, then 4 more,
+    so that the item tells, when it leaves, that its id was made for it (see
+    ``OrderedLayout.made``)."""
+    return bytes.fromhex(id_.decode("ascii")) + os.urandom(4)
+
+
 def random_id() -> bytes:
     """16 random bytes naming a lease, a hold or a pop request."""
     return os.urandom(16)

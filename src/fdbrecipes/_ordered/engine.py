@@ -90,6 +90,11 @@ class PushRequest(NamedTuple):
         """The id of item ``i`` of the batch, or None."""
         return self.id if self.id is not None else (self.ids[i] if self.ids else None)
 
+    def made(self) -> bool:
+        """Whether its ids were made for its items (no id given, no unique key, no
+        sequence: see ``OrderedLayout.made``)."""
+        return self.id is None and self.unique is None and self.sequence is None
+
     def job_ids(self) -> List[bytes]:
         """The ids of its items (given or made)."""
         return [self.id] if self.id is not None else list(self.ids)
@@ -270,7 +275,7 @@ class Ordered(FrontReader, Takes):
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
-        self.forget(tr, self.keys.item_id(item), now)
+        self.forget(tr, item, now)
         self.unique_left(tr, item, now)
         if self.sequences is not None:  # the next job of its sequence goes in
             self.sequences.ended(tally, self, self.keys.item_id(item), False)
@@ -279,16 +284,17 @@ class Ordered(FrontReader, Takes):
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result)
 
-    def forget(self, tr: Any, id_: Optional[bytes], now: int) -> None:
-        """The item with id ``id_`` (if any) left for good: its id is retired (a push of
-        it stores nothing for ``id_retention`` more), or, a unique job's id (made by
-        its push, never given to one: nothing to keep it for), forgotten at once, so
-        that unique pushes have no retired ids to collect."""
-        if mark_of(id_) is None:
-            self.ids.retire(tr, id_, now)
-        else:
-            assert id_ is not None
+    def forget(self, tr: Any, item: Item, now: int) -> None:
+        """``item`` left for good: its id, if any, is retired (a push of it stores
+        nothing for ``id_retention`` more), or, an id made by its push (a unique job's,
+        a job's in a structure with records: never given to one, nothing to keep it
+        for), forgotten at once (one clear), so that there are no retired ids to
+        collect."""
+        id_ = self.keys.item_id(item)
+        if id_ is not None and (mark_of(id_) is not None or self.keys.made(item)):
             tr.clear(self.ids.key(id_))
+        else:
+            self.ids.retire(tr, id_, now)
 
     def unique_claimed(self, tr: Any, item: Item) -> None:
         """A consumer claimed ``item``: the unique key it holds while queued is free
@@ -380,6 +386,7 @@ class Ordered(FrontReader, Takes):
                 self.unique.back(tr, self.keys.item_id(item), self.keys.place(item), popped_at)
             id_ = self.record(item)
             if id_ is not None:
+                self.records.revived(tr, id_)
                 self.records.state(tr, id_, PENDING, self.keys.deliveries(item))
         tally.write(tr, attempt)
 
@@ -429,6 +436,8 @@ class Ordered(FrontReader, Takes):
                     wrote = wrote or replaced
                     stored.append(False)
                     continue
+            if r.id is not None and self.records.keeps:  # a new job: an old record goes
+                self.records.renewed(tr, r.id)
             if heads is not None and r.sequence is not None and self.sequences is not None:
                 if (yield from self.sequences.waits(heads, r.sequence)):
                     group, value = r.batch[0]
@@ -438,7 +447,7 @@ class Ordered(FrontReader, Takes):
                     continue
                 self.sequences.started(tr, heads, r.sequence)
             items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
-                                   r.delay, tally)
+                                   r.delay, tally, made=r.made())
                      for i, (group, value) in enumerate(r.batch)]
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
@@ -497,14 +506,14 @@ class Ordered(FrontReader, Takes):
 
     def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
                meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally,
-               kept: Optional[Kept] = None) -> Item:
+               kept: Optional[Kept] = None, made: bool = False) -> Item:
         """Write one item at its group's next sequence number (advancing it);
-        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  Its job
-        record says pending (or delayed): if this object keeps records, or, given
-        ``kept`` (the records found: see ``Records.look``), if the id is one of them.
-        The item."""
+        ``meta`` = (deliveries, id) (``made``: the id was made for it); with ``delay``
+        > 0 under a DELAY hold.  Its job record says pending (or delayed): if this
+        object keeps records, or, given ``kept`` (the records found: see
+        ``Records.look``), if the id is one of them.  The item."""
         deliveries, id_ = meta
-        item = self.keys.new_item(group, seqs[group], id_, now + delay)
+        item = self.keys.new_item(group, seqs[group], id_, now + delay, made)
         if deliveries:
             item = self.keys.renewed(item, deliveries, now + delay)
         seqs[group] += 1
