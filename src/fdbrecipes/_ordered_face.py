@@ -18,8 +18,9 @@ from ._drivers.sharing import Sharing
 from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
 from ._ops.ordered import LeaseLike, OrderedOps
+from ._ordered.counts import QueueStats
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import PushRequest, QueueStats
+from ._ordered.engine import PushRequest
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import Row

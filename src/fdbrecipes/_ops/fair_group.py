@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from .._fdb import Gen, Transactor
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import QueueStats
 from .._ordered.front import MIN
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row

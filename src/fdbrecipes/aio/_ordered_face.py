@@ -24,8 +24,9 @@ from .._drivers.awaiting import drive
 from .._fdb import Gen, Transactor, is_transaction
 from .._ops.checks import lease_batch
 from .._ops.ordered import LeaseLike, OrderedOps
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest, QueueStats
+from .._ordered.engine import PushRequest
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import Row
