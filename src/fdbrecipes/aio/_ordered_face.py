@@ -429,8 +429,9 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         Wait until job ``id`` is finished (or ``timeout`` seconds pass); its result:
         what its handler returned (None if nothing).
 
-        Waits on a watch of the record's state (woken by the transaction that
-        finishes the job, or when its lease or delay ends), then reads the record.
+        Waits on watches of the record's state and end keys (woken by the
+        transaction that finishes the job, or when its lease or delay ends), then
+        reads the record.
         Needs a Database.  Cost per wake-up: 1 to 2 round trips.
 
         Raises:
