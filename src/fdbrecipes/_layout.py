@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple, cast
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -29,8 +29,9 @@ __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS",
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
 #: PriorityQueue; ``seq`` is its push order within the group and ``random`` 20 random
 #: bytes, so ``group + (seq, random)`` fixes its place; ``deliveries`` counts earlier
-#: deliveries, ``id`` is its idempotency id or None, ``since`` the clock reading
-#: when it last became visible.
+#: deliveries, ``id`` is its idempotency id or None (True: an id made for it, the
+#: hex of its first 16 random bytes, see ``OrderedLayout.new_item``), ``since`` the
+#: clock reading when it last became visible.
 Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
@@ -230,19 +231,20 @@ class OrderedLayout:
 
     def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int,
                  made: bool = False) -> Item:
-        """A new item tuple at ``seq`` within ``group``, never delivered (``made``: its
-        id was made for it, and its place's random bytes say so: see :meth:`made`)."""
-        random = made_random(id_) if made and id_ is not None else random_suffix()
-        return group + (seq, random, 0, id_, since)
+        """A new item tuple at ``seq`` within ``group``, never delivered.  ``made``: its
+        id was made for it by its push; when it is of 32 hex characters, the place's
+        random bytes begin with its 16 bytes and the item holds True in its stead (34
+        bytes less in each key that holds the item: see :meth:`item_id`,
+        :meth:`made`)."""
+        random = made_random(id_) if made and id_ is not None else None
+        if random is not None:
+            return group + (seq, random, 0, True, since)
+        return group + (seq, random_suffix(), 0, id_, since)
 
     def made(self, item: Item) -> bool:
-        """Whether the item's id was made for it by its push (a structure with job
-        records): its place's random bytes begin with the id's 16 (see
-        :func:`.._values.made_random`); a push that gives an id never writes such
-        an item."""
-        id_ = item[self.group_len + 3]
-        random: bytes = item[self.group_len + 1]
-        return id_ is not None and len(id_) == 32 and random[:16].hex().encode() == id_
+        """Whether the item's id was made for it by its push (see :meth:`new_item`):
+        nothing keeps it once the item leaves (no push gave it)."""
+        return item[self.group_len + 3] is True
 
     def group(self, item: Item) -> Item:
         """The item's group: ``()`` in a Queue, ``(priority,)`` in a PriorityQueue."""
@@ -259,9 +261,13 @@ class OrderedLayout:
         return n
 
     def item_id(self, item: Item) -> Optional[bytes]:
-        """The item's idempotency id, or None."""
-        id_: Optional[bytes] = item[self.group_len + 3]
-        return id_
+        """The item's idempotency id, or None (an id made for it: the hex of the
+        first 16 of its place's random bytes, see :meth:`new_item`)."""
+        id_: Any = item[self.group_len + 3]
+        if id_ is True:
+            made: bytes = item[self.group_len + 1][:16].hex().encode()
+            return made
+        return cast(Optional[bytes], id_)
 
     def since(self, item: Item) -> int:
         """When the item last became visible (a clock reading)."""
@@ -270,7 +276,7 @@ class OrderedLayout:
 
     def renewed(self, item: Item, deliveries: int, since: int) -> Item:
         """The item at the same place with another delivery count and visibility time."""
-        return item[: self.group_len + 2] + (deliveries, self.item_id(item), since)
+        return item[: self.group_len + 2] + (deliveries, item[self.group_len + 3], since)
 
     def place(self, item: Item) -> Item:
         """What fixes an item's place in the order: ``group + (seq, random)``."""
