@@ -465,10 +465,11 @@ FAIR_FOOTPRINT = Footprint(("a",), traces=("w", "o"), traced=FairLayout.traced)
 class RecordLayout:
     """Keys of the job records of one queue (a structure made with ``history``)::
 
-        Q/"j"/(id, "a")    = (pushed_at, time_limit)        the push (time_limit: seconds
-                                                           or None)
-        Q/"j"/(id, "s")    = (state, attempts, due)         the state a push, a return
-                                                           from a lease, a requeue wrote;
+        Q/"j"/(id, "a")    = (pushed_at, time_limit, state, 0, due)  the push (time_limit:
+                                                           seconds or None) and the state
+                                                           it left the job in
+        Q/"j"/(id, "s")    = (state, attempts, due)         the state a return from a
+                                                           lease, a requeue, a delay wrote;
                                                            due: when a delayed or retrying
                                                            job is visible again (a clock
                                                            reading), or None
@@ -493,10 +494,10 @@ class RecordLayout:
     ``Q`` is the queue's subspace (a FairQueue's group's, ``S/"q"/(group,)``), ``S``
     the structure's, and ``where`` locates the queue in it: ``()``, or ``(group,)``.
     Times are wall-clock seconds (``time.time()`` of the client that wrote them).
-    Each step writes one key of the three that say the state: a claim "b", a finish
-    "f", the others "s" (see ``_records.records.facts_of``).  Records of the earlier
-    layout (every step wrote "s"; "b" and "f" without their last elements) read as
-    they did.
+    Each step writes one key of the four that say the state: a push "a", a claim
+    "b", a finish "f", the others "s" (see ``_records.records.facts_of``).  Records of
+    the earlier layout (every step wrote "s"; "a", "b" and "f" without their last
+    elements) read as they did.
     """
 
     __slots__ = ("expiry", "jobs", "prefix", "terms", "where")

@@ -421,12 +421,12 @@ class Ordered(Counts, Takes):
                 if (yield from self.sequences.waits(heads, r.sequence)):
                     group, value = r.batch[0]
                     self.sequences.wait(tr, heads, r.sequence, group, value, now + r.delay)
-                    self.pushed_record(tr, r, DELAYED if r.delay > 0 else PENDING)
+                    self.pushed_record(tr, r, DELAYED if r.delay > 0 else PENDING, None)
                     stored.append(True)
                     continue
                 self.sequences.started(tr, heads, r.sequence)
             items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
-                                   r.delay, tally, made=r.made())
+                                   r.delay, tally, kept=(), made=r.made())  # record: below
                      for i, (group, value) in enumerate(r.batch)]
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
@@ -434,7 +434,9 @@ class Ordered(Counts, Takes):
                 self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
             if held is not None and r.unique is not None and self.unique is not None:
                 yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))
-            self.pushed_record(tr, r)
+            delayed = r.delay > 0
+            self.pushed_record(tr, r, DELAYED if delayed else PENDING,
+                               now + r.delay if delayed else None)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -444,14 +446,13 @@ class Ordered(Counts, Takes):
         attempt.idle = not (any(stored) or wrote)
         return stored
 
-    def pushed_record(self, tr: Any, r: PushRequest, state: Optional[str] = None) -> None:
-        """With job records, those of ``r``'s jobs: pushed now (and ``state``, for a
-        job that is not in the queue yet: its items' writes say theirs)."""
+    def pushed_record(self, tr: Any, r: PushRequest, state: str, due: Optional[int]) -> None:
+        """With job records, those of ``r``'s jobs: pushed now, ``state`` (``due``
+        then; a job waiting in its sequence says so, though its item is not in the
+        queue yet)."""
         if self.records.keeps:
             for id_ in r.job_ids():
-                self.records.pushed(tr, id_, r.time_limit)
-                if state is not None:
-                    self.records.state(tr, id_, state, 0)
+                self.records.pushed(tr, id_, r.time_limit, state, due)
 
     def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel

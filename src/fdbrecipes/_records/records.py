@@ -147,31 +147,44 @@ class Facts(NamedTuple):
 
 
 def facts_of(state: Optional[bytes], end: Optional[bytes],
-             begun: Optional[Tuple[Any, ...]] = None) -> Optional[Facts]:
+             begun: Optional[Tuple[Any, ...]] = None,
+             pushed: Optional[Tuple[Any, ...]] = None) -> Optional[Facts]:
     """The :class:`Facts` of a record whose ``s`` and ``f`` keys hold ``state`` and
-    ``end`` (None: absent); None when it has no state.  An end written by a finish
-    (``(finished_at, expires_at, state, attempts, due)``) holds the finished state,
-    which the state key, left as the job's last step wrote it, does not say; but a
-    purged dead letter's record, whose state key says ``dead`` too, names no dead
-    letter (its due is None).  Else a claim's facts (``begun``, unpacked:
-    ``(started_at, worker, lease, attempts)``) say it runs: the state key is not
-    written by a claim, and says what the job was before (:meth:`Stored.returned`),
-    which is what it is once its lease's hold is gone (a writer that ends a lease
-    writes the state key or the end).  An end and a claim of the earlier layout
-    (``(finished_at, expires_at)``, ``(started_at, worker, lease)``) are read with
-    the state key, which every step wrote."""
-    if state is None:
-        return None
-    parts = fdb.tuple.unpack(state)
+    ``end`` (None: absent), and whose ``b`` and ``a`` keys hold ``begun`` and
+    ``pushed`` (unpacked; None: absent or not read); None when nothing says its state.
+
+    Each step writes one key that says the state (docs/data-model.md), and the later
+    step's key wins: an end written by a finish (``(finished_at, expires_at, state,
+    attempts, due)``) says the job finished (but a purged dead letter's record, whose
+    state key says ``dead`` too, names no dead letter: its due is None); else a
+    claim's facts (``(started_at, worker, lease, attempts)``) say it runs, which it
+    does while its lease's hold is there (else :meth:`Stored.returned`: a writer that
+    ends a lease writes the state key or the end); else the state key, written by a
+    return from a lease, a requeue, a release with a delay; else the push's facts
+    (``(pushed_at, time_limit, state, 0, due)``).  What revives a finished job clears
+    its end, and a push that gives an id again clears the earlier record.  Records of
+    the earlier layout, whose every step wrote the state key (``f`` and ``b`` without
+    their last elements, ``a`` without the state), read as they did."""
+    parts = None if state is None else fdb.tuple.unpack(state)
     ended = None if end is None else fdb.tuple.unpack(end)
     if ended is not None and len(ended) >= 5:
-        due = None if parts[0] == DEAD else ended[4]
+        due = None if parts is not None and parts[0] == DEAD else ended[4]
         return Facts(ended[2], ended[3], due, ended[0], ended[1])
-    if ended is not None and parts[0] in FINISHED:
+    if ended is not None and parts is not None and parts[0] in FINISHED:
         return Facts(parts[0], parts[1], parts[2], ended[0], ended[1])
     if begun is not None and len(begun) >= 4:
         return Facts(RUNNING, begun[3], None)
-    return Facts(parts[0], parts[1], parts[2])
+    return _before(parts, pushed)
+
+
+def _before(state: Optional[Tuple[Any, ...]],
+            pushed: Optional[Tuple[Any, ...]]) -> Optional[Facts]:
+    """What the state key (``state``, unpacked) or else the push (``pushed``) says."""
+    if state is not None:
+        return Facts(state[0], state[1], state[2])
+    if pushed is not None and len(pushed) >= 5:
+        return Facts(pushed[2], pushed[3], pushed[4])
+    return None
 
 
 class Stored(NamedTuple):
@@ -191,15 +204,16 @@ class Stored(NamedTuple):
         """The record of a job whose lease's hold is gone: what its state key says (a
         return from a lease writes it), or pending, if that says running (a hold gone
         without a word: a clear)."""
-        state, attempts, due = self.parts["s"][:3]
-        facts = Facts(PENDING if state == RUNNING else state, attempts, due)
-        return self._replace(facts=facts)
+        facts = _before(self.parts.get("s"), self.parts.get("a"))
+        assert facts is not None  # a record has its push's facts, or a state key
+        return self._replace(facts=facts._replace(state=PENDING) if facts.state == RUNNING
+                             else facts)
 
     def record(self, id_: bytes, state: str) -> JobRecord:
         """The public record, its state as read."""
         parts = self.parts
         facts = self.facts
-        pushed_at, time_limit = parts.get("a", (None, None))
+        pushed_at, time_limit = parts.get("a", (None, None))[:2]
         started_at, worker = parts.get("b", (None, None))[:2]
         error = parts.get("e")
         progress = parts.get("p")
@@ -236,10 +250,12 @@ class Records:
 
     # -- written as the item moves ------------------------------------------------------
 
-    def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float]) -> None:
-        """Job ``id_`` was pushed now (its state is written by :meth:`state`); one more
-        job with terms to read at its claims, if it has a time limit."""
-        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit)))
+    def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float], state: str,
+               due: Optional[int] = None) -> None:
+        """Job ``id_`` was pushed now, and is ``state`` (pending, delayed, ``due``
+        then): one key, the state key is not written; one more job with terms to read
+        at its claims, if it has a time limit."""
+        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit, state, 0, due)))
         if time_limit is not None:
             tr.add(self.keys.terms, le64(1))
 
@@ -296,14 +312,14 @@ class Records:
     def look(self, tr: Any, ids: Iterable[Optional[bytes]],
              every: bool = False) -> Dict[bytes, Any]:
         """Start reading which of ``ids`` have a record (for :meth:`found`): each one's
-        state key, with a read conflict (a prune or a change of it meanwhile
+        push key (every record has one), with a read conflict (a prune or a change of it meanwhile
         conflicts), in parallel.  Nothing is read when this object keeps records and
         not ``every``: it writes them as it moves items that are pending, delayed or
         running, whose records are never pruned; ``every`` reads them all the same,
         for items whose records may be pruned already (dead letters)."""
         if self.keeps and not every:
             return {}
-        return {id_: tr.get(self.keys.key(id_, "s")) for id_ in ids if id_ is not None}
+        return {id_: tr.get(self.keys.key(id_, "a")) for id_ in ids if id_ is not None}
 
     def found(self, looked: Dict[bytes, Any]) -> Gen[FrozenSet[bytes]]:
         """The ids :meth:`look` found a record of."""
@@ -348,7 +364,7 @@ class Records:
             else:
                 raw[part] = kv.value
                 parts[part] = fdb.tuple.unpack(kv.value)
-        facts = facts_of(raw.get("s"), raw.get("f"), parts.get("b"))
+        facts = facts_of(raw.get("s"), raw.get("f"), parts.get("b"), parts.get("a"))
         if facts is None:
             return None
         return Stored(parts, b"".join(chunks) if chunks else None, facts)
