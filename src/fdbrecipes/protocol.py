@@ -50,8 +50,8 @@ from typing import (
 from fdb.subspace_impl import Subspace
 
 from ._ops.base import Claimed
+from ._ordered.counts import QueueStats
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row

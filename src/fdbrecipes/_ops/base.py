@@ -299,8 +299,10 @@ class JobOps(Ops):
     def result_at(self, db: Any, id_: bytes, where: Where, timeout: Any) -> Gen[Any]:
         """Wait until job ``id_`` is finished; its result (or raise its failure)."""
         check_timeout(timeout)
-        key = self.records_at(where).keys.key(id_, "s")
-        wake = Wake((key,), self.is_finished, (id_, where), self.hooks)
+        keys = self.records_at(where).keys
+        # a finish writes the end key (the earlier layout: the state key)
+        wake = Wake((keys.key(id_, "f"), keys.key(id_, "s")), self.is_finished, (id_, where),
+                    self.hooks)
         if not (yield from wait_until_ready(db, timeout, wake)):
             raise TimeoutError(f"job {id_!r} did not finish within {timeout} s")
         record = yield from read(db, self.listing_at(where).job, id_)

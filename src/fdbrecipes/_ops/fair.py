@@ -34,8 +34,9 @@ from .._fdb import Gen, Transactor, check_database, check_transactor
 from .._layout import MAX_SHARDS, FairLayout
 from .._limits.gate import Gate
 from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest, QueueStats
+from .._ordered.engine import PushRequest
 from .._ordered.front import MIN, value_of
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo

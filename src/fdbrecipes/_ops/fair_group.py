@@ -9,8 +9,8 @@ from typing import Any, List, Optional
 
 from .._fair.parts import check_group
 from .._fdb import Gen, Transactor
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import QueueStats
 from .._ordered.front import MIN
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row

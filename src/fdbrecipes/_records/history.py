@@ -41,6 +41,7 @@ from .records import (
     JobRecord,
     Progress,
     Records,
+    facts_of,
 )
 from .registry import Registry
 
@@ -248,12 +249,10 @@ def prune(tr: Any, attempt: Attempt, expiry: Subspace,
         looked.append((kv.key, expires, records, id_, tr.get(records.keys.key(id_, "s")),
                        tr.get(records.keys.key(id_, "f"))))
     for key, expires, records, id_, state_read, end_read in looked:
-        state = yield from read(state_read)
-        ended = yield from read(end_read)
+        facts = facts_of((yield from read(state_read)), (yield from read(end_read)))
         tr.add_read_conflict_key(key)
         tr.clear(key)
-        if (state is not None and fdb.tuple.unpack(state)[0] in FINISHED
-                and ended is not None and fdb.tuple.unpack(ended)[1] == expires):
+        if facts is not None and facts.state in FINISHED and facts.expires_at == expires:
             whole = records.keys.jobs.range((id_,))
             tr.clear_range(whole.start, whole.stop)
     attempt.idle = not entries
