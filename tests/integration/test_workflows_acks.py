@@ -6,6 +6,7 @@ keeps its siblings acked with it from pushing anything."""
 
 from __future__ import annotations
 
+import random
 from typing import Any, List
 
 import pytest
@@ -27,12 +28,28 @@ def ack_together(db: Any, q: Queue[Any], leases: List[Any], states: List[str]) -
     assert drive(q.ops.finish_many(db, finished)) == [True] * len(leases)
 
 
+def first_leaf(leaves: List[Any]) -> Any:
+    """The leaf an ack counts down in, of those that have enough: the first."""
+    return leaves[0]
+
+
+def in_order(_leaves: List[Any]) -> None:
+    """The leaves an ack takes from, when none has enough: in order."""
+
+
 @pytest.mark.parametrize("per_ack", [300, 100, 7])
-def test_children_acked_together_push_the_callback_once(db: Any, fdb_subspace: Any,
-                                                        per_ack: int) -> None:
+@pytest.mark.parametrize("pick", ["random", "first"])
+def test_children_acked_together_push_the_callback_once(
+        db: Any, fdb_subspace: Any, monkeypatch: pytest.MonkeyPatch, per_ack: int,
+        pick: str) -> None:
     """A fan-in of 300 children (three leaves of counters and a root), acked
     ``per_ack`` at a time: the callback is pushed once, by the ack of the last, and
-    the tallies count every child once."""
+    the tallies count every child once.  Each ack counts its children down in a leaf
+    that has enough, picked at random, or (``first``) in the first that has: the
+    leaves run dry in order, and an ack takes from two when none has enough."""
+    if pick == "first":
+        monkeypatch.setattr(random, "choice", first_leaf)
+        monkeypatch.setattr(random, "shuffle", in_order)
     q: Queue[Any] = Queue(fdb_subspace["q"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()

@@ -8,25 +8,29 @@ workflow; three tallies; a counter added to and read per dependent).  Here
 (:func:`advance_many`) the first reads of every node go out together (one round trip
 for all: each workflow's header once, each node's state and dependents), the
 workflows' tallies are added once each, and the counters of the dependents they count
-down once each (a counter ``k`` of these nodes count is added ``-k`` and read once,
-with a conflict): one more round trip for all.  Then what each workflow's nodes freed
+down once each (a dependent ``k`` of these nodes count down is added ``-k`` in one
+leaf and read once, with a conflict, see :class:`Countdown`): one more round trip
+for all.  Then what each workflow's nodes freed
 is pushed, workflow by workflow.
 
 Why a counter still reaches 0 in exactly one transaction: a transaction adds its
 nodes' decrements to a counter at once and reads it after, with a read conflict;
 of two transactions that both decrement it, the later conflicts and retries, reading
-what the first left.  The one that reads 0 made the last decrement.  The same holds
-for a node's root (its leaves closed in this transaction, added at once).
+what the first left.  The one that reads 0 made the last decrement (a leaf that had
+less than it took is given the difference back, in the same transaction, and the
+reader that took its last one closes it).  The same holds for a node's root (its
+leaves closed in this transaction, added at once).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, le64, read, read_le64, snap
+from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._records.records import RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
 from .graph import CONTINUE, FAIL
@@ -77,15 +81,32 @@ def end_node(tr: Any, keys: WorkflowLayout, w: bytes, i: int, was: Optional[str]
 
 class Countdown:
     """The decrements of dependents' counters of one transaction, gathered (by
-    :meth:`count`), then added and read (:meth:`freed`): one add and one read (a
-    conflict) a counter, however many of the nodes ended count it down."""
+    :meth:`count`), then added and read (:meth:`freed`).
 
-    __slots__ = ("failures", "keys", "leaves")
+    A dependent's leaves are quotas: what each counts is how many of its dependencies
+    are still to end there, and it does not matter which leaf an end is taken from,
+    as long as each end takes one from a leaf that has some (their sum is then the
+    dependencies still to end, and each leaf reaches 0 once).  A dependent with one
+    leaf (or a batch's callback, whose leaves members are added to) is counted down
+    where its edges say: an add and a read (a conflict).  One with several is counted
+    down, for all of this transaction's ends together, where it has enough left: its
+    leaves read side by side without conflicts, one that has enough picked at random
+    (else as many as it takes), and a conflict taken on each leaf taken from (a leaf
+    at 0 stays at 0: a leaf of a node's dependencies is never added to, so passing it
+    by needs none).  Acks of its dependencies running at once then conflict only
+    when they took from the same leaf, not every time (its dependencies' jobs are
+    claimed in order, and acks of neighbours went to the same leaf)."""
+
+    __slots__ = ("failures", "keys", "leaves", "spread")
 
     def __init__(self, keys: WorkflowLayout) -> None:
         self.keys = keys
-        #: ``(workflow, dependent, leaf)``: [decrements, the dependent's leaves]
+        #: ``(workflow, dependent, leaf)``: [decrements, its leaves] (a dependent
+        #: counted where its edges say)
         self.leaves: Dict[Tuple[bytes, int, int], List[int]] = {}
+        #: ``(workflow, dependent)``: [decrements, its leaves] (a dependent of several
+        #: leaves, counted down in any)
+        self.spread: Dict[Tuple[bytes, int], List[int]] = {}
         #: ``(workflow, dependent)``: failures counted (a ``continue`` dependency)
         self.failures: Dict[Tuple[bytes, int], int] = {}
 
@@ -95,17 +116,24 @@ class Countdown:
         for d, leaf, policy, count in edges:
             if outcome != SUCCEEDED and policy == CONTINUE:
                 self.failures[w, d] = self.failures.get((w, d), 0) + 1
-            found = self.leaves.get((w, d, leaf))
-            if found is None:
-                self.leaves[w, d, leaf] = [1, count]
+            if count > 1:
+                found = self.spread.get((w, d))
+                if found is None:
+                    self.spread[w, d] = [1, count]
+                else:
+                    found[0] += 1
             else:
-                found[0] += 1
+                at = self.leaves.get((w, d, leaf))
+                if at is None:
+                    self.leaves[w, d, leaf] = [1, count]
+                else:
+                    at[0] += 1
 
     def freed(self, tr: Any) -> Gen[Dict[bytes, List[int]]]:
-        """Add the decrements counted and read each counter (a conflict); the
-        dependents freed, by workflow: those whose counter (or, with more than one
-        leaf, whose root, decremented by the leaves that read 0) reads 0.  One round
-        trip, and one more when a leaf closes."""
+        """Add the decrements counted (and read each counter added to, or take the
+        conflicts above); the dependents freed, by workflow: those whose only leaf
+        reads 0, or whose root, decremented by each leaf this transaction brought to
+        0, does.  One round trip, and one more when a leaf closed."""
         keys = self.keys
         for (w, d), n in self.failures.items():
             tr.add(keys.failed(w, d), le64(n))
@@ -114,6 +142,9 @@ class Countdown:
             key = keys.counter(w, d, leaf)
             tr.add(key, le64(-n))
             reads.append((w, d, count, tr.get(key)))
+        reader = snap(tr)
+        spread = [(w, d, n, Range(reader, keys.counter(w, d, 0), keys.counter(w, d, count)))
+                  for (w, d), (n, count) in self.spread.items()]
         freed: Dict[bytes, List[int]] = {}
         closed: Dict[Tuple[bytes, int], int] = {}
         for w, d, count, future in reads:
@@ -123,6 +154,10 @@ class Countdown:
                 freed.setdefault(w, []).append(d)
             else:
                 closed[w, d] = closed.get((w, d), 0) + 1
+        for w, d, n, leaves in spread:
+            closes = self.take(tr, w, d, n, (yield from leaves.read()))
+            if closes:
+                closed[w, d] = closed.get((w, d), 0) + closes
         roots = []
         for (w, d), n in closed.items():
             key = keys.counter(w, d, ROOT)
@@ -132,6 +167,30 @@ class Countdown:
             if read_le64((yield from read(future))) == 0:
                 freed.setdefault(w, []).append(d)
         return freed
+
+    @staticmethod
+    def take(tr: Any, w: bytes, d: int, n: int, leaves: Sequence[Any]) -> int:
+        """Take ``n`` from ``leaves`` (the leaves of ``d``, read: key-values) that have
+        some, a conflict on each taken from: from one that has ``n`` (picked at
+        random), else from as many as it takes; how many this brought to 0."""
+        left = [(kv.key, read_le64(kv.value)) for kv in leaves]
+        enough = [kv for kv in left if kv[1] >= n]
+        if enough:
+            order = [random.choice(enough)]
+        else:
+            order = [kv for kv in left if kv[1] > 0]
+            random.shuffle(order)
+        closes = 0
+        for key, has in order:
+            taken = min(has, n)
+            tr.add_read_conflict_key(key)
+            tr.add(key, le64(-taken))
+            n -= taken
+            closes += taken == has
+            if n == 0:
+                break
+        assert n == 0, f"node {d} of workflow {w!r} was counted down more than it waits for"
+        return closes
 
 
 def advance_many(store: Any, tr: Any, ended: Sequence[Ended]) -> Gen[None]:

@@ -6,13 +6,15 @@ How a node becomes runnable exactly once (docs/workflows.md tells the why): a no
 set to the number of its dependencies counted there, and, with more than one leaf, a
 counter of its open leaves (:data:`.._layout.ROOT`).  The transaction that ends
 dependencies (an ack of one job or of several, or a burial) adds -1 for each of them
-to their leaf (-k for k, in one add) and reads it, with a read conflict; the one that
-reads 0 closes the leaf (adds -1 to the root and reads it the same way), and the one
-that reads the root (or the only leaf) at 0 pushes ``d`` (see :mod:`.advancing`).
+to a leaf (-k for k, in one add; with several leaves, one picked at random, the rest
+from the others when it has less: leaves are quotas, see
+:class:`.advancing.Countdown`) and reads it, with a read conflict; the one
+that reads 0 closes the leaf (adds -1 to the root and reads it the same way), and the
+one that reads the root (or the only leaf) at 0 pushes ``d``.
 Reads with conflicts make these counts serializable: of two acks that decrement the
 same counter, the later conflicts and retries, and reads the value the first left, so
-exactly one reads 0.  Acks of dependencies counted in different leaves do not
-conflict; acks that close leaves conflict on the root only.
+exactly one reads 0.  Acks that count down different leaves do not conflict; acks
+that close leaves conflict on the root only.
 
 Every step reads the workflow's header with a read conflict, and a stop writes it: a
 step that would push a node races a cancel, and one of the two retries.
