@@ -38,12 +38,14 @@ from .._records.finished import FinishedJob, finished
 from .._records.history import (
     PRUNE_BATCH,
     Finished,
+    Then,
     cancelled,
     finished_or,
     outcome,
     prune,
+    push_all,
+    recorded,
     report,
-    settled,
 )
 from .._records.records import DELAYED, PENDING, RETRYING, JobRecord, Progress, Records
 from .._records.registry import QUIET, STOP, Orders, Registry, WorkerInfo
@@ -409,9 +411,12 @@ class JobOps(Ops):
         done = yield from self.ack_results(tr, attempt, [f.lease for f in finished],
                                            [f.result for f in finished],
                                            [f.state for f in finished])
+        followups: List[Then] = []
         for f, acked in zip(finished, done):
             if acked:
-                yield from settled(tr, self.records_at(self.lease_where(f.lease)), f)
+                recorded(tr, self.records_at(self.lease_where(f.lease)), f)
+                followups.extend(f.followups)
+        yield from push_all(tr, followups)  # a workflow's steps side by side
         return done
 
     def report(self, tr: Transactor, reports: Sequence[Tuple[Any, Progress]]) -> Gen[None]:
