@@ -19,10 +19,11 @@ from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
 from ._ops.ordered import LeaseLike, OrderedOps
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import PushRequest, QueueStats
+from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import Row
+from ._ordered.requests import PushRequest
 from ._ordered.sequences import SequenceState
 from ._records.records import JobError, JobRecord
 from ._values import V

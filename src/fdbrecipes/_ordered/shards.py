@@ -47,10 +47,11 @@ from .._values import BATCH_BYTES, Value, lease_shard
 from .._waiting import Readiness
 from .contention import Contention
 from .dead import DeadLetters
-from .engine import Ordered, PushRequest, QueueStats, Takes
+from .engine import Ordered, QueueStats, Takes
 from .front import MIN, OTHER_END, Entry, Front, choose, value_of
 from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing
+from .requests import PushRequest
 
 __all__ = ["REST_SPREAD", "Shard", "ShardedContention", "ShardedEngine", "ShardedLeases", "Shards",
            "claim_admitted", "in_turn", "make_shards", "shard_spaces"]

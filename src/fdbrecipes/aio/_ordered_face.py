@@ -25,10 +25,11 @@ from .._fdb import Gen, Transactor, is_transaction
 from .._ops.checks import lease_batch
 from .._ops.ordered import LeaseLike, OrderedOps
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest, QueueStats
+from .._ordered.engine import QueueStats
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import Row
+from .._ordered.requests import PushRequest
 from .._ordered.sequences import SequenceState
 from .._records.records import JobError, JobRecord
 from .._values import V, check_spread
