@@ -126,17 +126,23 @@ class Sharing(Generic[R, X]):
             request's own transaction raised when they do, or the exception the
             operation returned for this request.
         """
-        call: _Call[R, X] = _Call(request, size)
         with self.lock:
             line = self.lines.get(db)
             if line is None:
                 line = self.lines[db] = _Line()
-            line.waiting.append(call)
-            if line.running >= IN_FLIGHT:
-                call.woken = threading.Event()
-            else:
+            alone = line.running < IN_FLIGHT and not line.waiting  # a turn, nobody waits
+            if alone:
                 line.running += 1
-                call.lead = True
+            else:
+                call: _Call[R, X] = _Call(request, size)
+                line.waiting.append(call)
+                if line.running >= IN_FLIGHT:
+                    call.woken = threading.Event()
+                else:
+                    line.running += 1
+                    call.lead = True
+        if alone:
+            return self.run_first(db, line, request)
         try:
             if not call.lead:
                 self.wait(line, call)
@@ -150,6 +156,24 @@ class Sharing(Generic[R, X]):
         if call.error is not None:
             raise call.error
         return call.result  # type: ignore[return-value]  # an X, set by send
+
+    def run_first(self, db: Any, line: _Line[R, X], request: R) -> X:
+        """Run ``request`` alone, in a transaction of its own, with the turn this
+        thread took (nobody was waiting: a thread alone pays a lock, nothing more);
+        its result, the turn handed on after it.
+
+        Raises:
+            What its transaction raised, or the exception the operation returned for
+            its request.
+        """
+        try:
+            [result] = drive(self.run(db, [request]))
+        finally:
+            with self.lock:
+                self.hand_on(line)
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[no-any-return]  # an X, as send's
 
     def wait(self, line: _Line[R, X], call: _Call[R, X]) -> None:
         """Wait until ``call`` is done, or its thread is to run the next transaction,

@@ -76,9 +76,9 @@ from .._layout import (
 )
 from .._limits.gate import Gate
 from .._limits.slots import Comeback
-from .._ordered.engine import PushRequest
 from .._ordered.front import MIN
 from .._ordered.leases import SCAN, Lease, lease_id, with_terms
+from .._ordered.requests import PushRequest
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import ShardedEngine, ShardedLeases, Shards, claim_admitted, make_shards
 from .._records.records import Records

@@ -36,11 +36,11 @@ from .._limits.gate import Gate
 from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
 from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest
 from .._ordered.front import MIN, value_of
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.requests import PushRequest
 from .._ordered.shard_listing import ShardedListing
 from .._records.history import check_error, check_job_id, check_time_limit, made_ids
 from .._records.records import RUNNING, JobRecord, Records

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
-from .._ordered.engine import PushRequest
+from .._ordered.requests import PushRequest
 from .._values import V, check_id, check_pairs, materialize
 from .checks import check_priority
 from .ordered import OrderedOps

@@ -41,11 +41,12 @@ from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
 from .._ordered.contention import Contention
 from .._ordered.counts import QueueStats
 from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
-from .._ordered.engine import Ordered, PushRequest
+from .._ordered.engine import Ordered
 from .._ordered.front import MIN, value_of
 from .._ordered.leases import Lease, Leases, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo, Listing
 from .._ordered.paging import PendingItem, Row, lookup, pending
+from .._ordered.requests import PushRequest
 from .._ordered.sequences import ID_HEAD as SEQUENCE_ID_HEAD
 from .._ordered.sequences import (
     SequencePush,

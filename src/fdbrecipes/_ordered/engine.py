@@ -14,7 +14,7 @@ Every method here runs inside one transaction; :mod:`.._retry` decides which.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from fdb.tuple import pack
 
@@ -46,46 +46,9 @@ from .._records.records import (
 from .._values import Value, decode_value
 from .counts import Counts
 from .front import RESTORE_BATCH, Entry, Front, Hold, value_of
-from .sequences import SequencePush, Sequences
-from .unique import UniqueKeys, UniquePush, mark_of
-
-
-class PushRequest(NamedTuple):
-    """One push call's items: ``(group, encoded value)`` pairs, its idempotency id
-    (None: none), its delay in clock units (0: none), the ids made for its items (a
-    structure with job records: one per item, when no id was given; a unique job's
-    id; a sequence's job's), its jobs' time limit (seconds, or None), its unique key
-    and its sequence (one item each)."""
-
-    batch: Sequence[Tuple[Item, bytes]]
-    id: Optional[bytes]
-    delay: int
-    ids: Tuple[bytes, ...] = ()
-    time_limit: Optional[float] = None
-    unique: Optional[UniquePush] = None
-    sequence: Optional[SequencePush] = None
-
-    def item_id(self, i: int) -> Optional[bytes]:
-        """The id of item ``i`` of the batch, or None."""
-        return self.id if self.id is not None else (self.ids[i] if self.ids else None)
-
-    def made(self) -> bool:
-        """Whether its ids were made for its items (no id given, no unique key, no
-        sequence: see ``OrderedLayout.made``)."""
-        return self.id is None and self.unique is None and self.sequence is None
-
-    def job_ids(self) -> List[bytes]:
-        """The ids of its items (given or made)."""
-        return [self.id] if self.id is not None else list(self.ids)
-
-    def answer(self) -> Optional[bytes]:
-        """What a push of one item returns: its id (with a unique key, the id of the
-        job holding the key: see :meth:`.unique.UniquePush.answer`, which may raise)."""
-        return self.item_id(0) if self.unique is None else self.unique.answer()
-
-    def size(self) -> int:
-        """About how many bytes of writes it makes (for shared transactions)."""
-        return sum(len(value) + 100 for _, value in self.batch)
+from .requests import PushRequest
+from .sequences import Sequences
+from .unique import UniqueKeys, mark_of
 
 
 class Takes:
@@ -254,6 +217,8 @@ class Ordered(Counts, Takes):
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
+        if self.keys.item_id(item) is None:  # no id: no unique key, sequence nor record
+            return
         self.forget(tr, item, now)
         self.unique_left(tr, item, now)
         if self.sequences is not None:  # the next job of its sequence goes in

@@ -48,10 +48,11 @@ from .._waiting import Readiness
 from .contention import Contention
 from .counts import QueueStats
 from .dead import DeadLetters
-from .engine import Ordered, PushRequest, Takes
+from .engine import Ordered, Takes
 from .front import MIN, OTHER_END, Entry, Front, choose, value_of
 from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing
+from .requests import PushRequest
 
 __all__ = ["REST_SPREAD", "Shard", "ShardedContention", "ShardedEngine", "ShardedLeases", "Shards",
            "claim_admitted", "in_turn", "make_shards", "shard_spaces"]

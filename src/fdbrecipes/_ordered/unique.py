@@ -43,7 +43,8 @@ from ..errors import UniqueConflictError
 from .front import Entry, Hold
 
 if TYPE_CHECKING:
-    from .engine import Ordered, PushRequest
+    from .engine import Ordered
+    from .requests import PushRequest
 
 __all__ = ["FINISHED", "QUEUED", "RAISE", "REPLACE", "RUNNING", "SKIP", "Unique",
            "UniqueKeys", "UniquePush", "check_unique"]

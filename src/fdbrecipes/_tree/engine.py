@@ -213,7 +213,7 @@ class View:
         if (view.top, None) not in view.cache:  # the top level: never counted
             yield from view._size(view.top)
         kvs = view.cache[(view.top, None)]
-        view.total = sum(read_le64(kv.value[:8]) for kv in kvs)
+        view.total = sum(read_le64(kv.value) for kv in kvs)  # a leaf's first 8 bytes
         # One node (or none) at this level: the next operation can start lower.
         tree.level_hint = view.top - 1 if len(kvs) <= 1 and view.top else view.top
         return view
@@ -250,7 +250,7 @@ class View:
         it, this operation's removals applied."""
         adjust = self.adjust
         for kv in kvs:
-            yield kv, read_le64(kv.value[:8]) + adjust.get(kv.key, 0)
+            yield kv, read_le64(kv.value) + adjust.get(kv.key, 0)
 
     def index(self, level: int, kv: Any) -> int:
         """The node index a chosen child stands for."""

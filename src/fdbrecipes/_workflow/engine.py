@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import fdb.tuple
 
 from .._fdb import Gen, Range, le64, read, read_le64, snap
-from .._ordered.engine import PushRequest
+from .._ordered.requests import PushRequest
 from .._records.records import CANCELLED
 from .._store_layout import ROOT, WorkflowLayout
 from ..protocol import Workable

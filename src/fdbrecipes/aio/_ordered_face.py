@@ -26,10 +26,10 @@ from .._ops.checks import lease_batch
 from .._ops.ordered import LeaseLike, OrderedOps
 from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import Row
+from .._ordered.requests import PushRequest
 from .._ordered.sequences import SequenceState
 from .._records.records import JobError, JobRecord
 from .._values import V, check_spread
