@@ -30,6 +30,7 @@ from .._records.records import CANCELLED, RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
 from ..protocol import Workable
 from . import nesting
+from .defs import Edge, pack_deps, read_edges, write_nodes
 from .graph import (
     ALWAYS,
     CONTINUE,
@@ -56,7 +57,6 @@ from .reading import (
     Header,
     Reads,
     Stored,
-    pack_spec,
     value_of,
 )
 from .reading import pack as _pack
@@ -137,30 +137,29 @@ class Store(Reads):
         return True
 
     def define(self, fresh: Fresh, plan: Plan) -> List[Tuple[int, Stored]]:
-        """Write ``plan``'s nodes: their definitions, edges both ways and counters (an
-        open batch's: its open key); its first nodes (no dependencies, no join)."""
-        keys, w = self.keys, plan.id
+        """Write ``plan``'s nodes: their definitions and out-edges, a block of nodes
+        a key (see :mod:`.defs`), the in-edges and counters of those with
+        dependencies (an open batch's: its open key); its first nodes (no
+        dependencies, no join)."""
+        keys, w, specs = self.keys, plan.id, plan.specs
         roots = []
         joins = set(plan.joins)
         if joins:  # an open batch: each callback's leaves so far
             fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
                                                   for d in plan.joins)))
-        for i, spec in enumerate(plan.specs):
-            counters = plan.counters[i]
-            fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
-            out = plan.dependents[i]
-            for c, at in enumerate(range(0, len(out), LEAF)):
-                fresh.set(keys.edge(w, i, c), _pack(tuple(out[at:at + LEAF])))
-            deps = [(dep, policy, plan.specs[dep].name) for dep, policy in spec.deps]
-            for leaf, at in enumerate(range(0, len(deps), LEAF)):
-                fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
-            for leaf, count in counters:
-                fresh.set(keys.counter(w, i, leaf), le64(count))
-            if len(counters) > 1 or i in joins:  # a join's root counts the close too
-                fresh.set(keys.counter(w, i, ROOT), le64(len(counters) + (i in joins)))
-            if not spec.deps and i not in joins:
-                roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
-                                        spec.time_limit, spec.name, spec.when, 0, 0)))
+        write_nodes(fresh.set, keys, w, 0, specs, plan.dependents)
+        for i, spec in enumerate(specs):
+            if spec.deps:
+                deps = [(dep, policy, specs[dep].name) for dep, policy in spec.deps]
+                for leaf, at in enumerate(range(0, len(deps), LEAF)):
+                    fresh.set(keys.dep(w, i, leaf), pack_deps(deps[at:at + LEAF]))
+                for leaf, count in plan.counters[i]:
+                    fresh.set(keys.counter(w, i, leaf), le64(count))
+            leaves = len(plan.counters[i])
+            if leaves > 1 or i in joins:  # a join's root counts the close too
+                fresh.set(keys.counter(w, i, ROOT), le64(leaves + (i in joins)))
+            elif not spec.deps:
+                roots.append((i, Stored(*spec[:7])))
         return roots
 
     def push(self, tr: Any, w: bytes, source: int,
@@ -342,10 +341,8 @@ class Store(Reads):
         ``node`` went: counting down and pushing thousands of dependents in one
         transaction would read three keys for each and outlast a transaction's five
         seconds.  Each expander's ack counts its chunk down (see :meth:`expand`).
-        Reads ``node``'s definition: one round trip, and the pushes."""
-        raw = yield from read(tr.get(self.keys.node(w, node)))
-        assert raw is not None
-        stored = Stored.unpack(raw)
+        Reads ``node``'s definition (its block): one round trip, and the pushes."""
+        stored = (yield from self.definitions(tr, w, [node]))[0][1]
         ops = self.targets[stored.target]
         fresh = Fresh(tr)
         for c, at in enumerate(range(0, len(out), self.edge_chunk)):
@@ -354,19 +351,11 @@ class Store(Reads):
             yield from ops.push_job(tr, c, id=expander_id(self.tag, w, node, c),
                                     **expander_where(stored))
 
-    def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
-        """Start reading node ``i``'s dependents (snapshot: they never change); a
-        generator to collect ``(dependent, leaf, policy, its leaves)``."""
-        r = self.keys.edges.range((w, i))
-        reading = Range(snap(tr), r.start, r.stop)
-        return self.edges_of(reading)
-
-    def edges_of(self, reading: Range) -> Gen[List[Tuple[int, int, str, int]]]:
-        """What :meth:`start_edges` started, collected."""
-        out: List[Tuple[int, int, str, int]] = []
-        for kv in (yield from reading.read()):
-            out.extend(fdb.tuple.unpack(kv.value))
-        return out
+    def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Edge]]:
+        """Start reading node ``i``'s dependents (snapshot: they never change): its
+        block, and its ``we`` keys when it has many (:func:`.defs.read_edges`, side
+        by side); a generator to collect ``(dependent, leaf, policy, its leaves)``."""
+        return read_edges(tr, self.keys, w, i)
 
     def ended(self, tr: Any, w: bytes, i: int, was: Optional[str], outcome: str,
               error: Optional[str]) -> None:
@@ -412,13 +401,11 @@ class Store(Reads):
         """The definitions of ``freed`` nodes, and whether each runs (its ``when``,
         against its failures); read side by side."""
         keys = self.keys
-        reads = [(d, tr.get(keys.node(w, d)), snap(tr).get(keys.failed(w, d))) for d in freed]
+        failed = [snap(tr).get(keys.failed(w, d)) for d in freed]
+        defined = yield from self.definitions(tr, w, freed)
         out = []
-        for d, spec_f, failed_f in reads:
-            raw = yield from read(spec_f)
+        for (d, stored), failed_f in zip(defined, failed):
             failures = read_le64((yield from read(failed_f)))
-            assert raw is not None
-            stored = Stored.unpack(raw)
             run = stored.when == ALWAYS or (stored.when == SUCCESS and failures == 0) or \
                 (stored.when == FAILURE and failures > 0)
             out.append((d, stored, run))
@@ -450,15 +437,12 @@ class Store(Reads):
         total_f = tr.get(keys.tally(w, TOTAL))  # a conflict with a batch's adds
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from Range(tr, r.start, r.stop).read())}
-        queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
-                  if state == QUEUED]
+        queued = self.start_definitions(tr, w, [i for i, state in states.items()
+                                                 if state == QUEUED])
         for i in range(read_le64((yield from read(total_f)))):
             if i not in states:
                 self.ended(tr, w, i, None, CANCELLED, why)
-        for i, future in queued:
-            raw_spec = yield from read(future)
-            assert raw_spec is not None
-            stored = Stored.unpack(raw_spec)
+        for i, stored in (yield from queued):
             if stored.target == SUB:  # it stops, and ends the node
                 yield from self.stop(tr, stored.value, status, why)
                 continue

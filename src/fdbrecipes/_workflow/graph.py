@@ -288,6 +288,8 @@ class Graph:
     def deps_of(self, deps: Any, on_failure: str) -> List[Tuple[int, str]]:
         """``deps`` (nodes of this graph, or ``(node, policy)`` pairs) checked."""
         out: List[Tuple[int, str]] = []
+        if type(deps) in (tuple, list) and not deps:
+            return out
         seen = set()
         for k, dep in enumerate(materialize(deps, "deps")):
             policy = on_failure
@@ -330,13 +332,16 @@ class Graph:
         # checks it, and the workflow's size bounds it
         encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
         return self.add_spec(key, encoded, deps, on_failure, name, when, len(encoded),
-                             tuple(sorted(where.items())), delay_s, limit)
+                             tuple(sorted(where.items())) if where else (), delay_s, limit,
+                             id_)
 
     def add_spec(self, target: bytes, value: bytes, deps: Any, on_failure: Any, name: Any,
                  when: Any, size: int, where: Tuple[Tuple[str, Any], ...] = (),
-                 delay: Optional[float] = None, time_limit: Optional[float] = None) -> Node:
+                 delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 id_: Optional[bytes] = None) -> Node:
         """Add a node of ``target`` and ``value`` (checked already: encoded, ``size``
-        bytes), checking the rest (see :meth:`add`)."""
+        bytes), checking the rest (see :meth:`add`); ``id_``: its job id, if made
+        already."""
         policy = check_policy(on_failure, "on_failure")
         if type(when) is not str or when not in WHEN:
             raise ValueError(f"when must be one of {', '.join(WHEN)}, got {when!r}")
@@ -354,7 +359,8 @@ class Graph:
         self.size += size + 200 + 60 * len(checked)
         if self.size > MAX_BATCH_BYTES // 2:
             raise ValueError("the workflow is too large to write in one transaction")
-        node = Node(self, index, name, node_id(self.tag, self.id, index))
+        node = Node(self, index, name, node_id(self.tag, self.id, index) if id_ is None
+                    else id_)
         self.specs.append(spec)
         self.nodes.append(node)
         self.names[name] = index
