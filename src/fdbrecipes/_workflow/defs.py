@@ -7,12 +7,16 @@ Node ``i`` is in block ``i // BLOCK``.  A block is one key or more, its *segment
 ``(w, block, offset)``, each holding consecutive nodes from ``offset`` on (a new
 segment begins where the one before would pass :data:`SEGMENT_BYTES`, and where an
 open batch's add begins: it writes the nodes after the last, in new segments).  A
-segment's value is one packed tuple: the *kinds* of its nodes (``(target, where,
-delay, time_limit, when)``, each once), their out-edge lists (each once), then four
-elements a node: its kind, its out-edges (an index into the lists; :data:`NO_EDGES`;
-:data:`APART`, more than :data:`INLINE` dependents, in ``we`` keys of
-:data:`.graph.LEAF` each), its value (None: more than :data:`SMALL` bytes, in its own
-``wv`` key) and its name (None: its number).
+segment's value is two packed tuples, the first preceded by its length (4 bytes,
+little-endian), so that a step reads a node's out-edges without decoding the
+definitions (:func:`decode_edges`):
+
+* its out-edges: the lists of its nodes' out-edges (each once), then an element a
+  node: an index into them (:data:`NO_EDGES`; :data:`APART`, more than :data:`INLINE`
+  dependents, in ``we`` keys of :data:`.graph.LEAF` each);
+* its definitions: the *kinds* of its nodes (``(target, where, delay, time_limit,
+  when)``, each once), then three elements a node: its kind, its value (None: more
+  than :data:`SMALL` bytes, in its own ``wv`` key) and its name (None: its number).
 
 A node's dependencies (``wi`` keys, :data:`.graph.LEAF` a key, what ``status``,
 ``graph`` and ``inputs`` read) are flat too: three elements a dependency, its number,
@@ -22,6 +26,7 @@ its policy (its place in :data:`.graph.POLICIES`) and its name (None: its number
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import fdb.tuple
@@ -44,6 +49,8 @@ SMALL = 1_000
 SEGMENT_BYTES = 50_000
 #: A node's out-edges: none; in ``we`` keys.
 NO_EDGES, APART = -1, -2
+#: How a segment's value begins: the length of its out-edges part.
+HEAD = struct.Struct("<I")
 
 #: An out-edge: (dependent, the leaf of its counters the node counts in, policy, the
 #: dependent's leaves).
@@ -75,19 +82,21 @@ class Record(NamedTuple):
 class Segment:
     """A segment being written: its tables and nodes."""
 
-    __slots__ = ("block", "flat", "kinds", "lists", "offset", "size")
+    __slots__ = ("block", "edges", "flat", "kinds", "lists", "offset", "size")
 
     def __init__(self, block: int, offset: int) -> None:
         self.block, self.offset = block, offset
         self.kinds: Dict[Tuple[Any, ...], int] = {}
         self.lists: Dict[Tuple[Edge, ...], int] = {}
         self.flat: List[Any] = []
+        self.edges: List[int] = []
         self.size = 0
 
     def packed(self) -> bytes:
         """Its value."""
-        packed: bytes = fdb.tuple.pack((tuple(self.kinds), tuple(self.lists), *self.flat))
-        return packed
+        edges: bytes = fdb.tuple.pack((tuple(self.lists), *self.edges))
+        defined: bytes = fdb.tuple.pack((tuple(self.kinds), *self.flat))
+        return HEAD.pack(len(edges)) + edges + defined
 
 
 def write_nodes(put: Callable[[bytes, bytes], None], keys: WorkflowLayout, w: bytes,
@@ -130,14 +139,30 @@ def write_nodes(put: Callable[[bytes, bytes], None], keys: WorkflowLayout, w: by
         else:
             segment.size += len(spec.value)
         name = spec.name
+        segment.edges.append(edges)
         if name == str(i):
-            segment.flat += (known, edges, value, None)
+            segment.flat += (known, value, None)
         else:
-            segment.flat += (known, edges, value, name)
+            segment.flat += (known, value, name)
             segment.size += len(name)
         segment.size += 8
     if segment is not None:
         put(keys.segment(w, segment.block, segment.offset), segment.packed())
+
+
+def edges_in(raw: bytes) -> List[Optional[Tuple[Edge, ...]]]:
+    """The out-edges of the nodes of a segment's value ``raw``, in order (None:
+    apart)."""
+    (length,) = HEAD.unpack_from(raw)
+    lists, *indexes = fdb.tuple.unpack(raw[HEAD.size:HEAD.size + length])
+    return [() if e == NO_EDGES else (None if e == APART else lists[e]) for e in indexes]
+
+
+def first_of(keys: WorkflowLayout, key: bytes) -> int:
+    """The first node of the segment at ``key``."""
+    _, block, offset = keys.nodes.unpack(key)
+    first: int = block * BLOCK + offset
+    return first
 
 
 def decode(keys: WorkflowLayout, kvs: Iterable[Any], values: Dict[int, bytes],
@@ -145,18 +170,24 @@ def decode(keys: WorkflowLayout, kvs: Iterable[Any], values: Dict[int, bytes],
     """Add the nodes of the segments ``kvs`` to ``out`` (their large values from
     ``values``, by node)."""
     for kv in kvs:
-        _, block, offset = keys.nodes.unpack(kv.key)
-        parts = fdb.tuple.unpack(kv.value)
-        kinds, lists = parts[0], parts[1]
-        i = block * BLOCK + offset
-        for at in range(2, len(parts), 4):
-            kind, edges, value, name = parts[at:at + 4]
+        i = first_of(keys, kv.key)
+        (length,) = HEAD.unpack_from(kv.value)
+        kinds, *parts = fdb.tuple.unpack(kv.value[HEAD.size + length:])
+        for at, edges in zip(range(0, len(parts), 3), edges_in(kv.value)):
+            kind, value, name = parts[at:at + 3]
             target, where, delay, time_limit, when = kinds[kind]
             stored = Stored(target, values[i] if value is None else value, where, delay,
                             time_limit, str(i) if name is None else name, when)
-            out[i] = Record(stored, () if edges == NO_EDGES else
-                            (None if edges == APART else lists[edges]))
+            out[i] = Record(stored, edges)
             i += 1
+
+
+def decode_edges(keys: WorkflowLayout, kvs: Iterable[Any],
+                 out: Dict[int, Optional[Tuple[Edge, ...]]]) -> None:
+    """Add the out-edges of the nodes of the segments ``kvs`` to ``out`` (None:
+    apart), without decoding their definitions."""
+    for kv in kvs:
+        out.update(enumerate(edges_in(kv.value), first_of(keys, kv.key)))
 
 
 def runs(numbers: Iterable[int]) -> List[Tuple[int, int]]:
@@ -225,19 +256,21 @@ def read_edges(tr: Any, keys: WorkflowLayout, w: bytes, i: int) -> Gen[List[Edge
     """Start reading node ``i``'s out-edges (snapshot: they never change, but for an
     open batch's members, written with them): its block and its ``we`` keys, side by
     side; a generator collecting them."""
-    blocks = read_blocks(tr, keys, w, (i,), values=False)
+    block = keys.nodes.range((w, i // BLOCK))
+    segments = Range(snap(tr), block.start, block.stop)
     r = keys.edges.range((w, i))
     apart = Range(snap(tr), r.start, r.stop)
-    return edges_of(blocks, apart, i)
+    return edges_of(keys, segments, apart, i)
 
 
-def edges_of(blocks: Gen[Dict[int, Record]], apart: Range, i: int) -> Gen[List[Edge]]:
+def edges_of(keys: WorkflowLayout, segments: Range, apart: Range, i: int) -> Gen[List[Edge]]:
     """What :func:`read_edges` started, collected."""
-    records = yield from blocks
+    inline: Dict[int, Optional[Tuple[Edge, ...]]] = {}
+    decode_edges(keys, (yield from segments.read()), inline)
     kvs = yield from apart.read()
-    record = records.get(i)
-    if record is not None and record.edges is not None:
-        return list(record.edges)
+    edges = inline.get(i)
+    if edges is not None:
+        return list(edges)
     out: List[Edge] = []
     for kv in kvs:
         out.extend(fdb.tuple.unpack(kv.value))
