@@ -182,12 +182,28 @@ class Store(Reads):
             if len(batch) <= size:
                 yield from self.push_now(tr, w, ops, batch)
                 continue
+            first = c
             for at in range(0, len(batch), size):
                 Fresh(tr).set(self.keys.pending(w, source, c),
                               _pack(tuple(i for i, _ in batch[at:at + size])))
-                yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c),
-                                        **expander_where(batch[0][1]))
                 c += 1
+            yield from self.expanders(tr, ops, w, source, range(first, c), batch[0][1])
+
+    def expanders(self, tr: Any, ops: Any, w: bytes, source: int, chunks: range,
+                  stored: Stored) -> Gen[None]:
+        """Push the expanders of chunks ``chunks`` of node ``source`` into the
+        structure whose operations are ``ops``, where ``stored`` (a node of theirs)
+        goes (:func:`expander_where`), each under its id: one push into a Queue or
+        PriorityQueue (one round trip), one per expander into a FairQueue."""
+        where = expander_where(stored)
+        requesting = getattr(ops, "job_request", None)
+        if requesting is not None:
+            yield from ops.push_requests(tr, [
+                requesting(c, expander_id(self.tag, w, source, c), None, where, None)
+                for c in chunks])
+            return
+        for c in chunks:
+            yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c), **where)
 
     def push_now(self, tr: Any, w: bytes, ops: Any,
                  batch: Sequence[Tuple[int, Stored]]) -> Gen[None]:
@@ -341,15 +357,16 @@ class Store(Reads):
         ``node`` went: counting down and pushing thousands of dependents in one
         transaction would read three keys for each and outlast a transaction's five
         seconds.  Each expander's ack counts its chunk down (see :meth:`expand`).
-        Reads ``node``'s definition (its block): one round trip, and the pushes."""
+        Reads ``node``'s definition (its block): one round trip, and the pushes (one
+        for a Queue or PriorityQueue, see :meth:`expanders`)."""
         stored = (yield from self.definitions(tr, w, [node]))[0][1]
         ops = self.targets[stored.target]
         fresh = Fresh(tr)
-        for c, at in enumerate(range(0, len(out), self.edge_chunk)):
+        chunks = range(0, len(out), self.edge_chunk)
+        for c, at in enumerate(chunks):
             fresh.set(self.keys.pending(w, node, c),
                       _pack((EDGES, how, tuple(out[at:at + self.edge_chunk]))))
-            yield from ops.push_job(tr, c, id=expander_id(self.tag, w, node, c),
-                                    **expander_where(stored))
+        yield from self.expanders(tr, ops, w, node, range(len(chunks)), stored)
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Edge]]:
         """Start reading node ``i``'s dependents (snapshot: they never change): its
