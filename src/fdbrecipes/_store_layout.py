@@ -145,7 +145,7 @@ class WorkflowLayout:
                                           "running", "failed", "cancelled"; read with
                                           a conflict by every step, written by a
                                           cancel or a failure only
-        S/"wn"/(w, b, s)     = segment    nodes b * 32 + s... (block b, from offset
+        S/"wn"/(w, b, s)     = segment    nodes b * 16 + s... (block b, from offset
                                           s): (kinds, edge lists, then kind, edges,
                                           value, name a node), packed: each node's
                                           definition (target, value, where, delay,

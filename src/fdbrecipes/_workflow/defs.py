@@ -39,7 +39,7 @@ __all__ = ["APART", "BLOCK", "INLINE", "NO_EDGES", "SEGMENT_BYTES", "SMALL", "Ed
            "Stored", "pack_deps", "read_blocks", "read_edges", "unpack_deps", "write_nodes"]
 
 #: Nodes a block holds.
-BLOCK = 32
+BLOCK = 16
 #: Out-edges kept with a node at most (more: ``we`` keys).
 INLINE = 8
 #: Value bytes kept with a node at most (more: its own ``wv`` key).
