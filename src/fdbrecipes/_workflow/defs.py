@@ -220,7 +220,7 @@ def read_blocks(tr: Any, keys: WorkflowLayout, w: bytes, numbers: Optional[Itera
         elif limit > 0:
             last = (limit - 1) // BLOCK
             spans.append((whole.start, bytes(keys.nodes.range((w, last)).stop),
-                          big.start, keys.value(w, limit)))
+                          big.start, keys.value(w, (last + 1) * BLOCK)))
     else:
         for first, last in runs(numbers):
             spans.append((bytes(keys.nodes.pack((w, first))),
