@@ -159,7 +159,8 @@ class Store(Reads):
             if leaves > 1 or i in joins:  # a join's root counts the close too
                 fresh.set(keys.counter(w, i, ROOT), le64(leaves + (i in joins)))
             elif not spec.deps:
-                roots.append((i, Stored(*spec[:7])))
+                roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
+                                        spec.time_limit, spec.name, spec.when)))
         return roots
 
     def push(self, tr: Any, w: bytes, source: int,
@@ -170,11 +171,12 @@ class Store(Reads):
         one structure (:func:`chunk_of`) go through expanders instead: one job per
         chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
-        for i, stored in nodes:
+        for node in nodes:
+            i, stored = node
             if stored.target == SUB:  # a sub-workflow: it starts
                 yield from nesting.start(self, tr, w, i, stored.value)
                 continue
-            by_target.setdefault(stored.target, []).append((i, stored))
+            by_target.setdefault(stored.target, []).append(node)
         c = 0
         for target, batch in by_target.items():
             ops = self.targets[target]
