@@ -12,7 +12,7 @@ nothing of a structure but its operations object, through these protocols:
 * :class:`Inspectable`: what is in one queue, and acting on it (counts, items,
   leases, delayed items, dead letters, pushing, removing): the operator commands.
   Queue and PriorityQueue operations are inspectable; so is one group of a FairQueue
-  (``fair.ops.group_queue(group)``).
+  (its kind's ``group_queue(fair, group)``, see ``fdbrecipes._kinds``).
 * :class:`Workable`: what a worker and a schedule need: claim a batch under leases,
   settle leases in batches (with each job's result and follow-up work), wait for
   work, push a job, keep the job records (progress, pruning) and the worker's own
