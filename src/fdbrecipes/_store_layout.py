@@ -145,11 +145,17 @@ class WorkflowLayout:
                                           "running", "failed", "cancelled"; read with
                                           a conflict by every step, written by a
                                           cancel or a failure only
-        S/"wn"/(w, i)        = node       (target, value, where, delay, time_limit,
-                                          name, when, deps, leaves), packed
-        S/"we"/(w, i, c)     = edges      i's dependents, 128 a key (c: 0, 1...):
-                                          ((dependent, leaf i counts in, policy,
-                                          the dependent's leaves), ...), packed
+        S/"wn"/(w, b, s)     = segment    nodes b * 16 + s... (block b, from offset
+                                          s): (kinds, edge lists, then kind, edges,
+                                          value, name a node), packed: each node's
+                                          definition (target, value, where, delay,
+                                          time_limit, name, when) and its out-edges
+                                          when it has 8 at most (see _workflow.defs)
+        S/"wv"/(w, i)        = bytes      i's value, when over 1,000 bytes
+        S/"we"/(w, i, c)     = edges      i's dependents when it has more than 8,
+                                          128 a key (c: 0, 1...): ((dependent, leaf i
+                                          counts in, policy, the dependent's
+                                          leaves), ...), packed
         S/"wi"/(w, d, leaf)  = deps       d's dependencies counted in that leaf:
                                           ((node, policy, name), ...), packed
         S/"wc"/(w, d, leaf)  = int64      what d still waits for in that leaf (ROOT:
@@ -183,12 +189,14 @@ class WorkflowLayout:
     """
 
     __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
-                 "kin", "nodes", "opens", "results", "states", "subspace", "tallies")
+                 "kin", "nodes", "opens", "results", "states", "subspace", "tallies",
+                 "values")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
         self.headers = subspace[WORKFLOWS]
         self.nodes = subspace["wn"]
+        self.values = subspace["wv"]
         self.edges = subspace["we"]
         self.inputs = subspace["wi"]
         self.counters = subspace["wc"]
@@ -205,9 +213,13 @@ class WorkflowLayout:
         """The key of workflow ``w``'s header."""
         return bytes(self.headers.pack((w,)))
 
-    def node(self, w: bytes, i: int) -> bytes:
-        """The key of node ``i``'s definition."""
-        return bytes(self.nodes.pack((w, i)))
+    def segment(self, w: bytes, block: int, offset: int) -> bytes:
+        """The key of the segment of block ``block`` of nodes from ``offset`` on."""
+        return bytes(self.nodes.pack((w, block, offset)))
+
+    def value(self, w: bytes, i: int) -> bytes:
+        """The key of node ``i``'s value, when too large for its segment."""
+        return bytes(self.values.pack((w, i)))
 
     def edge(self, w: bytes, i: int, c: int) -> bytes:
         """The key of chunk ``c`` of ``i``'s dependents."""
@@ -264,9 +276,9 @@ class WorkflowLayout:
     def ranges(self, w: bytes) -> List[Tuple[bytes, bytes]]:
         """Every key range of workflow ``w`` (its pruning entry apart)."""
         out = []
-        for space in (self.headers, self.nodes, self.edges, self.inputs, self.counters,
-                      self.failures, self.states, self.results, self.tallies, self.chunks,
-                      self.opens, self.kin):
+        for space in (self.headers, self.nodes, self.values, self.edges, self.inputs,
+                      self.counters, self.failures, self.states, self.results,
+                      self.tallies, self.chunks, self.opens, self.kin):
             r = space.range((w,))  # the keys under (w,): the header's own key is (w,)
             out.append((bytes(space.pack((w,))), bytes(r.stop)))
         return out

@@ -23,8 +23,9 @@ import fdb.tuple
 
 from .._fdb import Gen, le64, read, read_le64
 from .._store_layout import ROOT
+from .defs import Edge, Stored, pack_deps, write_nodes
 from .graph import CONTINUE, LEAF, OPEN, Spec, node_id
-from .reading import RUNNING, TOTAL, Header, Stored, pack, pack_spec
+from .reading import RUNNING, TOTAL, Header, pack
 
 __all__ = ["Added", "Batches"]
 
@@ -65,35 +66,28 @@ class Batches:
         joins: Tuple[Tuple[int, int], ...] = fdb.tuple.unpack(listed)
         leaves = -(-len(specs) // LEAF)
         numbers = range(first, first + len(specs))
-        nodes = []
-        for i, spec in zip(numbers, specs):
-            spec = spec._replace(name=str(i))
-            tr.set(keys.node(w, i), pack_spec(spec, 0))
-            nodes.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
-                                    spec.time_limit, spec.name, spec.when, 0, 0)))
+        specs = [spec._replace(name=str(i)) for i, spec in zip(numbers, specs)]
+        write_nodes(tr.set, keys, w, first, specs, self.edges(joins, len(specs)))
+        nodes = [(i, Stored(*spec[:7])) for i, spec in zip(numbers, specs)]
         for d, at in joins:
             for k in range(leaves):
                 members = numbers[k * LEAF:(k + 1) * LEAF]
-                tr.set(keys.dep(w, d, at + k), pack(tuple((i, CONTINUE, str(i))
-                                                          for i in members)))
+                tr.set(keys.dep(w, d, at + k), pack_deps((i, CONTINUE, str(i))
+                                                         for i in members))
                 tr.set(keys.counter(w, d, at + k), le64(len(members)))
             tr.add(keys.counter(w, d, ROOT), le64(leaves))
-        self.edges(tr, w, joins, numbers)
         tr.set(keys.opened(w), pack(tuple((d, at + leaves) for d, at in joins)))
         tr.add(keys.tally(w, TOTAL), le64(len(specs)))
         yield from store.push(tr, w, -1 - first, nodes)
         return Added([node_id(store.tag, w, i) for i in numbers])
 
-    def edges(self, tr: Any, w: bytes, joins: Sequence[Tuple[int, int]],
-              numbers: range) -> None:
-        """Each new member's dependents: every join, in the leaf the member is counted
-        in (its place among ``numbers``, :data:`.graph.LEAF` a leaf, after the join's
-        leaves so far)."""
-        keys = self.store.keys
-        for k, i in enumerate(numbers):
-            leaf = k // LEAF
-            tr.set(keys.edge(w, i, 0), pack(tuple((d, at + leaf, CONTINUE, OPEN)
-                                                  for d, at in joins)))
+    @staticmethod
+    def edges(joins: Sequence[Tuple[int, int]], members: int) -> List[List[Edge]]:
+        """Each of ``members`` new members' dependents: every join, in the leaf the
+        member is counted in (its place among them, :data:`.graph.LEAF` a leaf, after
+        the join's leaves so far)."""
+        return [[(d, at + k // LEAF, CONTINUE, OPEN) for d, at in joins]
+                for k in range(members)]
 
     def close(self, tr: Any, attempt: Any, w: bytes) -> Gen[Optional[bool]]:
         """Close open batch ``w``: no member is added after; each join's root loses

@@ -34,6 +34,7 @@ from .._store_layout import ROOT, WorkflowLayout
 from ..protocol import Workable
 from . import advancing, nesting
 from .advancing import Countdown, Ended, end_node
+from .defs import Edge, pack_deps, read_edges, write_nodes
 from .graph import (
     ALWAYS,
     END,
@@ -58,7 +59,6 @@ from .reading import (
     Header,
     Reads,
     Stored,
-    pack_spec,
     value_of,
 )
 from .reading import pack as _pack
@@ -139,30 +139,30 @@ class Store(Reads):
         return True
 
     def define(self, fresh: Fresh, plan: Plan) -> List[Tuple[int, Stored]]:
-        """Write ``plan``'s nodes: their definitions, edges both ways and counters (an
-        open batch's: its open key); its first nodes (no dependencies, no join)."""
-        keys, w = self.keys, plan.id
+        """Write ``plan``'s nodes: their definitions and out-edges, a block of nodes
+        a key (see :mod:`.defs`), the in-edges and counters of those with
+        dependencies (an open batch's: its open key); its first nodes (no
+        dependencies, no join)."""
+        keys, w, specs = self.keys, plan.id, plan.specs
         roots = []
         joins = set(plan.joins)
         if joins:  # an open batch: each callback's leaves so far
             fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
                                                   for d in plan.joins)))
-        for i, spec in enumerate(plan.specs):
-            counters = plan.counters[i]
-            fresh.set(keys.node(w, i), pack_spec(spec, len(counters)))
-            out = plan.dependents[i]
-            for c, at in enumerate(range(0, len(out), LEAF)):
-                fresh.set(keys.edge(w, i, c), _pack(tuple(out[at:at + LEAF])))
-            deps = [(dep, policy, plan.specs[dep].name) for dep, policy in spec.deps]
-            for leaf, at in enumerate(range(0, len(deps), LEAF)):
-                fresh.set(keys.dep(w, i, leaf), _pack(tuple(deps[at:at + LEAF])))
-            for leaf, count in counters:
-                fresh.set(keys.counter(w, i, leaf), le64(count))
-            if len(counters) > 1 or i in joins:  # a join's root counts the close too
-                fresh.set(keys.counter(w, i, ROOT), le64(len(counters) + (i in joins)))
-            if not spec.deps and i not in joins:
+        write_nodes(fresh.set, keys, w, 0, specs, plan.dependents)
+        for i, spec in enumerate(specs):
+            if spec.deps:
+                deps = [(dep, policy, specs[dep].name) for dep, policy in spec.deps]
+                for leaf, at in enumerate(range(0, len(deps), LEAF)):
+                    fresh.set(keys.dep(w, i, leaf), pack_deps(deps[at:at + LEAF]))
+                for leaf, count in plan.counters[i]:
+                    fresh.set(keys.counter(w, i, leaf), le64(count))
+            leaves = len(plan.counters[i])
+            if leaves > 1 or i in joins:  # a join's root counts the close too
+                fresh.set(keys.counter(w, i, ROOT), le64(leaves + (i in joins)))
+            elif not spec.deps:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
-                                        spec.time_limit, spec.name, spec.when, 0, 0)))
+                                        spec.time_limit, spec.name, spec.when)))
         return roots
 
     def push(self, tr: Any, w: bytes, source: int,
@@ -173,11 +173,12 @@ class Store(Reads):
         one structure (:func:`chunk_of`) go through expanders instead: one job per
         chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
-        for i, stored in nodes:
+        for node in nodes:
+            i, stored = node
             if stored.target == SUB:  # a sub-workflow: it starts
                 yield from nesting.start(self, tr, w, i, stored.value)
                 continue
-            by_target.setdefault(stored.target, []).append((i, stored))
+            by_target.setdefault(stored.target, []).append(node)
         c = 0
         for target, batch in by_target.items():
             ops = self.targets[target]
@@ -185,12 +186,28 @@ class Store(Reads):
             if len(batch) <= size:
                 yield from self.push_now(tr, w, ops, batch)
                 continue
+            first = c
             for at in range(0, len(batch), size):
                 Fresh(tr).set(self.keys.pending(w, source, c),
                               _pack(tuple(i for i, _ in batch[at:at + size])))
-                yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c),
-                                        **expander_where(batch[0][1]))
                 c += 1
+            yield from self.expanders(tr, ops, w, source, range(first, c), batch[0][1])
+
+    def expanders(self, tr: Any, ops: Any, w: bytes, source: int, chunks: range,
+                  stored: Stored) -> Gen[None]:
+        """Push the expanders of chunks ``chunks`` of node ``source`` into the
+        structure whose operations are ``ops``, where ``stored`` (a node of theirs)
+        goes (:func:`expander_where`), each under its id: one push into a Queue or
+        PriorityQueue (one round trip), one per expander into a FairQueue."""
+        where = expander_where(stored)
+        requesting = getattr(ops, "job_request", None)
+        if requesting is not None:
+            yield from ops.push_requests(tr, [
+                requesting(c, expander_id(self.tag, w, source, c), None, where, None)
+                for c in chunks])
+            return
+        for c in chunks:
+            yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c), **where)
 
     def push_now(self, tr: Any, w: bytes, ops: Any,
                  batch: Sequence[Tuple[int, Stored]]) -> Gen[None]:
@@ -334,31 +351,22 @@ class Store(Reads):
         ``node`` went: counting down and pushing thousands of dependents in one
         transaction would read three keys for each and outlast a transaction's five
         seconds.  Each expander's ack counts its chunk down (see :meth:`expand`).
-        Reads ``node``'s definition: one round trip, and the pushes."""
-        raw = yield from read(tr.get(self.keys.node(w, node)))
-        assert raw is not None
-        stored = Stored.unpack(raw)
+        Reads ``node``'s definition (its block): one round trip, and the pushes (one
+        for a Queue or PriorityQueue, see :meth:`expanders`)."""
+        stored = (yield from self.definitions(tr, w, [node]))[0][1]
         ops = self.targets[stored.target]
         fresh = Fresh(tr)
-        for c, at in enumerate(range(0, len(out), self.edge_chunk)):
+        chunks = range(0, len(out), self.edge_chunk)
+        for c, at in enumerate(chunks):
             fresh.set(self.keys.pending(w, node, c),
                       _pack((EDGES, how, tuple(out[at:at + self.edge_chunk]))))
-            yield from ops.push_job(tr, c, id=expander_id(self.tag, w, node, c),
-                                    **expander_where(stored))
+        yield from self.expanders(tr, ops, w, node, range(len(chunks)), stored)
 
-    def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Tuple[int, int, str, int]]]:
-        """Start reading node ``i``'s dependents (snapshot: they never change); a
-        generator to collect ``(dependent, leaf, policy, its leaves)``."""
-        r = self.keys.edges.range((w, i))
-        reading = Range(snap(tr), r.start, r.stop)
-        return self.edges_of(reading)
-
-    def edges_of(self, reading: Range) -> Gen[List[Tuple[int, int, str, int]]]:
-        """What :meth:`start_edges` started, collected."""
-        out: List[Tuple[int, int, str, int]] = []
-        for kv in (yield from reading.read()):
-            out.extend(fdb.tuple.unpack(kv.value))
-        return out
+    def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Edge]]:
+        """Start reading node ``i``'s dependents (snapshot: they never change): its
+        block, and its ``we`` keys when it has many (:func:`.defs.read_edges`, side
+        by side); a generator to collect ``(dependent, leaf, policy, its leaves)``."""
+        return read_edges(tr, self.keys, w, i)
 
     def count_down(self, tr: Any, w: bytes, outcome: str,
                    edges: Sequence[Tuple[int, int, str, int]]) -> Gen[List[int]]:
@@ -373,13 +381,11 @@ class Store(Reads):
         """The definitions of ``freed`` nodes, and whether each runs (its ``when``,
         against its failures); read side by side."""
         keys = self.keys
-        reads = [(d, tr.get(keys.node(w, d)), snap(tr).get(keys.failed(w, d))) for d in freed]
+        failed = [snap(tr).get(keys.failed(w, d)) for d in freed]
+        defined = yield from self.definitions(tr, w, freed)
         out = []
-        for d, spec_f, failed_f in reads:
-            raw = yield from read(spec_f)
+        for (d, stored), failed_f in zip(defined, failed):
             failures = read_le64((yield from read(failed_f)))
-            assert raw is not None
-            stored = Stored.unpack(raw)
             run = stored.when == ALWAYS or (stored.when == SUCCESS and failures == 0) or \
                 (stored.when == FAILURE and failures > 0)
             out.append((d, stored, run))
@@ -411,15 +417,12 @@ class Store(Reads):
         total_f = tr.get(keys.tally(w, TOTAL))  # a conflict with a batch's adds
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from Range(tr, r.start, r.stop).read())}
-        queued = [(i, tr.get(keys.node(w, i))) for i, state in states.items()
-                  if state == QUEUED]
+        queued = self.start_definitions(tr, w, [i for i, state in states.items()
+                                                 if state == QUEUED])
         for i in range(read_le64((yield from read(total_f)))):
             if i not in states:
                 end_node(tr, self.keys, w, i, None, CANCELLED, why)
-        for i, future in queued:
-            raw_spec = yield from read(future)
-            assert raw_spec is not None
-            stored = Stored.unpack(raw_spec)
+        for i, stored in (yield from queued):
             if stored.target == SUB:  # it stops, and ends the node
                 yield from self.stop(tr, stored.value, status, why)
                 continue

@@ -115,16 +115,19 @@ class Node:
     Attributes:
         name: its name (given, or its number as a str): the key of its result and
             its inputs.
-        id: its job's id (``Queue.job(db, node.id)`` reads its record).
     """
 
-    __slots__ = ("graph", "id", "index", "name")
+    __slots__ = ("graph", "index", "name")
 
-    def __init__(self, graph: Graph, index: int, name: str, id_: bytes) -> None:
+    def __init__(self, graph: Graph, index: int, name: str) -> None:
         self.graph = graph
         self.index = index
         self.name = name
-        self.id = id_
+
+    @property
+    def id(self) -> bytes:
+        """Its job's id (``Queue.job(db, node.id)`` reads its record)."""
+        return node_id(self.graph.tag, self.graph.id, self.index)
 
     def __repr__(self) -> str:
         return f"Node({self.name!r})"
@@ -259,7 +262,7 @@ class Graph:
         #: operations (see :meth:`target_of`)
         self.known: Dict[int, Tuple[Any, bytes, Workable[Any]]] = {}
         #: the pushes checked whole (see :meth:`add`): by structure, delay, time limit,
-        #: the length of the node's id and where
+        #: the bytes of the node's number (its id's length) and where
         self.checked: Set[Tuple[Any, ...]] = set()
 
     def target_of(self, structure: Any) -> Tuple[bytes, Workable[Any]]:
@@ -288,6 +291,8 @@ class Graph:
     def deps_of(self, deps: Any, on_failure: str) -> List[Tuple[int, str]]:
         """``deps`` (nodes of this graph, or ``(node, policy)`` pairs) checked."""
         out: List[Tuple[int, str]] = []
+        if type(deps) in (tuple, list) and not deps:
+            return out
         seen = set()
         for k, dep in enumerate(materialize(deps, "deps")):
             policy = on_failure
@@ -313,24 +318,24 @@ class Graph:
         key, ops = self.target_of(structure)
         delay_s = None if delay is None else check_seconds(delay, "delay")
         limit = None if time_limit is None else check_seconds(time_limit, "time_limit")
-        id_ = node_id(self.tag, self.id, len(self.specs))
-        try:
+        index = len(self.specs)
+        try:  # the length of its id grows with its number's
             options: Optional[Tuple[Any, ...]] = (
-                key, delay_s, limit, len(id_),
+                key, delay_s, limit, (index.bit_length() + 7) // 8,
                 tuple((k, type(v), v) for k, v in sorted(where.items())))
             hash(options)
         except TypeError:  # a where that cannot be a key: checked every time
             options = None
         if options is None or options not in self.checked:
-            ops.push_job(None, value, id=id_, delay=delay_s, time_limit=limit,
-                         **where).close()  # checks the push, runs nothing
+            ops.push_job(None, value, id=node_id(self.tag, self.id, index), delay=delay_s,
+                         time_limit=limit, **where).close()  # checks the push, runs nothing
             if options is not None:
                 self.checked.add(options)
         # a push checked with the same options passes but for the value: its encoding
         # checks it, and the workflow's size bounds it
         encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
         return self.add_spec(key, encoded, deps, on_failure, name, when, len(encoded),
-                             tuple(sorted(where.items())), delay_s, limit)
+                             tuple(sorted(where.items())) if where else (), delay_s, limit)
 
     def add_spec(self, target: bytes, value: bytes, deps: Any, on_failure: Any, name: Any,
                  when: Any, size: int, where: Tuple[Tuple[str, Any], ...] = (),
@@ -354,7 +359,7 @@ class Graph:
         self.size += size + 200 + 60 * len(checked)
         if self.size > MAX_BATCH_BYTES // 2:
             raise ValueError("the workflow is too large to write in one transaction")
-        node = Node(self, index, name, node_id(self.tag, self.id, index))
+        node = Node(self, index, name)
         self.specs.append(spec)
         self.nodes.append(node)
         self.names[name] = index
@@ -429,6 +434,9 @@ class Graph:
         counters: List[List[Tuple[int, int]]] = []
         joins = set(self.joins)
         for d, spec in enumerate(self.specs):
+            if not spec.deps:  # no counter (most nodes of a large workflow)
+                counters.append([])
+                continue
             leaves = math.ceil(len(spec.deps) / LEAF)
             counts = [0] * leaves
             for position, (i, policy) in enumerate(spec.deps):

@@ -4,20 +4,21 @@ definition, the public types of its status and inputs), and the reads of
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, read, read_le64, snap
+from .._fdb import Gen, Range, read, read_le64
 from .._records.records import CANCELLED
 from .._store_layout import WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
-from .graph import END, IGNORE, SUB, Spec, node_id
+from .defs import Record, Stored, read_blocks, unpack_deps
+from .graph import END, IGNORE, SUB, node_id
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
            "SUCCEEDED", "TOTAL", "WAITING", "GraphNode", "Header", "Input", "NodeStatus",
-           "Reads", "Stored", "WorkflowStatus", "pack", "pack_spec", "span", "summary",
+           "Reads", "Stored", "WorkflowStatus", "pack", "span", "summary",
            "value_of"]
 
 
@@ -126,30 +127,6 @@ class Header(NamedTuple):
         return cls(*fdb.tuple.unpack(raw))
 
 
-def pack_spec(spec: Spec, leaves: int) -> bytes:
-    """A node's stored definition (its dependencies are keys of their own)."""
-    return pack((spec.target, spec.value, spec.where, spec.delay, spec.time_limit,
-                  spec.name, spec.when, len(spec.deps), leaves))
-
-
-class Stored(NamedTuple):
-    """A node's stored definition, unpacked."""
-
-    target: bytes
-    value: bytes
-    where: Tuple[Tuple[str, Any], ...]
-    delay: Optional[float]
-    time_limit: Optional[float]
-    name: str
-    when: str
-    deps: int
-    leaves: int
-
-    @classmethod
-    def unpack(cls, raw: bytes) -> Stored:
-        return cls(*fdb.tuple.unpack(raw))
-
-
 class Reads:
     """The reads of a workflow store (its keys, ``keys``; the tag its nodes' job ids
     carry, ``tag``; the structures its nodes go to, ``targets``, by their subspace's
@@ -165,16 +142,16 @@ class Reads:
         return None if raw is None else Header.unpack(raw)
 
     def definitions(self, tr: Any, w: bytes,
-                    numbers: List[int]) -> Gen[List[Tuple[int, Stored]]]:
+                    numbers: Sequence[int]) -> Gen[List[Tuple[int, Stored]]]:
         """The definitions of nodes ``numbers`` of workflow ``w`` (each written with
-        it), read side by side with read conflicts: one round trip."""
-        reads = [(i, tr.get(self.keys.node(w, i))) for i in numbers]
-        out = []
-        for i, future in reads:
-            spec = yield from read(future)
-            assert spec is not None, "a node's definition is written with its workflow"
-            out.append((i, Stored.unpack(spec)))
-        return out
+        it): their blocks, read side by side (snapshot: they never change), one round
+        trip."""
+        return (yield from self.start_definitions(tr, w, numbers))
+
+    def start_definitions(self, tr: Any, w: bytes,
+                          numbers: Sequence[int]) -> Gen[List[Tuple[int, Stored]]]:
+        """Start :meth:`definitions`; a generator collecting them."""
+        return picked(read_blocks(tr, self.keys, w, numbers), numbers)
 
     def tallies(self, tr: Any, w: bytes) -> Gen[Dict[str, int]]:
         """Workflow ``w``'s nodes by state (one range read)."""
@@ -190,17 +167,16 @@ class Reads:
         keys = self.keys
         header_f = tr.get(keys.header(w))
         tallies = self.tallies(tr, w)
-        nodes_r = keys.nodes.range((w,))
         states_r = keys.states.range((w,))
-        specs = Range(tr, nodes_r.start, nodes_r.stop if limit else nodes_r.start, limit)
+        specs = read_blocks(tr, keys, w, None, values=False, limit=limit)
         states_read = Range(tr, states_r.start, keys.state(w, limit))
         raw = yield from read(header_f)
         if raw is None:
             return None
         header = Header.unpack(raw)
         tally = yield from tallies
-        names = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value).name
-                 for kv in (yield from specs.read())}
+        names = {i: record.stored.name for i, record in (yield from specs).items()
+                 if i < limit}
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from states_read.read())}
         waiting = [i for i in names if i not in states]
@@ -210,7 +186,7 @@ class Reads:
         for i, reading in deps_reads:
             open_deps = []
             for kv in (yield from reading.read()):
-                for dep, _, dep_name in fdb.tuple.unpack(kv.value):
+                for dep, _, dep_name in unpack_deps(kv.value):
                     if dep not in states or states[dep] == QUEUED:
                         open_deps.append(dep_name)
             waits[i] = tuple(open_deps)
@@ -239,21 +215,20 @@ class Reads:
         definitions, states and dependencies, side by side (one round trip)."""
         keys = self.keys
         header_f = tr.get(keys.header(w))
-        nodes_r, states_r, inputs_r = (space.range((w,)) for space in
-                                       (keys.nodes, keys.states, keys.inputs))
-        specs = Range(tr, nodes_r.start, keys.node(w, limit))
+        states_r, inputs_r = (space.range((w,)) for space in (keys.states, keys.inputs))
+        specs = read_blocks(tr, keys, w, None, values=False, limit=limit)
         states_read = Range(tr, states_r.start, keys.state(w, limit))
         deps_read = Range(tr, inputs_r.start, bytes(keys.inputs.pack((w, limit))))
         if (yield from read(header_f)) is None:
             return None
-        stored = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
-                  for kv in (yield from specs.read())}
+        stored = {i: record.stored for i, record in (yield from specs).items()
+                  if i < limit}
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)
                   for kv in (yield from states_read.read())}
         deps: Dict[int, List[str]] = {}
         for kv in (yield from deps_read.read()):
             deps.setdefault(keys.inputs.unpack(kv.key)[1], []).extend(
-                name for _, _, name in fdb.tuple.unpack(kv.value))
+                name for _, _, name in unpack_deps(kv.value))
         out = []
         for i, spec in sorted(stored.items()):
             state, _, error = states.get(i, (WAITING, None, None))
@@ -270,13 +245,12 @@ class Reads:
         read."""
         keys = self.keys
         header_f = tr.get(keys.header(w))
-        r = keys.nodes.range((w,))
-        specs = Range(tr, r.start, r.stop)
+        specs = read_blocks(tr, keys, w, None, values=False)
         if (yield from read(header_f)) is None:
             return None
         out: Dict[bytes, None] = {}
-        for kv in (yield from specs.read()):
-            out.setdefault(Stored.unpack(kv.value).target, None)
+        for _, record in sorted((yield from specs).items()):
+            out.setdefault(record.stored.target, None)
         return list(out)
 
     def inputs(self, tr: Any, w: bytes, i: int) -> Gen[Dict[str, Input]]:
@@ -285,20 +259,20 @@ class Reads:
         by side (two round trips)."""
         keys = self.keys
         deps = [dep for kv in (yield from Range(tr, *span(keys.inputs.range((w, i)))).read())
-                for dep in fdb.tuple.unpack(kv.value)]
-        reads = [(policy, name, tr.get(keys.state(w, dep)), snap(tr).get(keys.node(w, dep)),
+                for dep in unpack_deps(kv.value)]
+        reads = [(dep, policy, name, tr.get(keys.state(w, dep)),
                   Range(tr, *span(keys.results.range((w, dep)))))
                  for dep, policy, name in deps]
+        specs = read_blocks(tr, keys, w, [dep for dep, _, _ in deps])
+        records = yield from specs
         out = {}
-        for policy, name, state_f, spec_f, chunks in reads:
+        for dep, policy, name, state_f, chunks in reads:
             raw = yield from read(state_f)
-            spec = yield from read(spec_f)
             parts = yield from chunks.read()
             state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
             if state != SUCCEEDED and policy == IGNORE:
                 continue
-            assert spec is not None
-            result = yield from self.result_of(tr, Stored.unpack(spec), parts,
+            result = yield from self.result_of(tr, records[dep].stored, parts,
                                                state == SUCCEEDED)
             out[name] = Input(state, result, error)
         return out
@@ -329,15 +303,16 @@ class Reads:
         start)."""
         keys = self.keys
         header_f = tr.get(keys.header(w))
-        nodes_r, edges_r, results_r = (s.range((w,)) for s in
-                                       (keys.nodes, keys.edges, keys.results))
-        nodes = Range(tr, nodes_r.start, nodes_r.stop)
+        edges_r, results_r = (s.range((w,)) for s in (keys.edges, keys.results))
+        nodes = read_blocks(tr, keys, w, None)
         edges = Range(tr, edges_r.start, edges_r.stop)
         results = Range(tr, results_r.start, results_r.stop)
-        specs = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
-                 for kv in (yield from nodes.read())}
+        records = yield from nodes
+        specs = {i: record.stored for i, record in records.items()}
         inner = {keys.edges.unpack(kv.key)[1] for kv in (yield from edges.read())
                  if any(d != END for d, *_ in fdb.tuple.unpack(kv.value))}
+        inner.update(i for i, record in records.items()
+                     if record.edges and any(d != END for d, *_ in record.edges))
         if (yield from read(header_f)) is None:
             return None
         chunks: Dict[int, List[Any]] = {}
@@ -402,3 +377,15 @@ def value_of(ops: Any, stored: Stored) -> Any:
 def span(r: Any) -> Tuple[bytes, bytes]:
     """The begin and end of a subspace's range ``r``."""
     return r.start, r.stop
+
+
+def picked(blocks: Gen[Dict[int, Record]],
+           numbers: Sequence[int]) -> Gen[List[Tuple[int, Stored]]]:
+    """The definitions of nodes ``numbers``, from their blocks (being read)."""
+    records = yield from blocks
+    out = []
+    for i in numbers:
+        record = records.get(i)
+        assert record is not None, "a node's definition is written with its workflow"
+        out.append((i, record.stored))
+    return out

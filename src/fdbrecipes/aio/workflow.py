@@ -34,9 +34,11 @@ class AsyncWorkflows(WorkflowsBase):
         nothing is written.
 
         Reads the workflow's header (a conflict with a create of the same id);
-        writes each node's definition, edges and counters, and the pushes of the
-        first nodes (see ``push``).  Cost: 1 round trip, then one for each structure
-        pushed into (a FairQueue: one per node), and the commit.
+        writes the nodes' definitions and out-edges, 16 nodes a key (a node's value
+        over 1,000 bytes, or its dependents past 8, in keys of their own), the
+        dependencies and counters of the nodes that have dependencies, and the
+        pushes of the first nodes (see ``push``).  Cost: 1 round trip, then one for
+        each structure pushed into (a FairQueue: one per node), and the commit.
 
         Raises:
             TypeError: ``workflow`` is not one this store made.
@@ -161,8 +163,8 @@ class AsyncWorkflows(WorkflowsBase):
         to draw it or walk it.
 
         Reads (no writes) the header and range reads of those nodes' definitions
-        (their values too: at most the workflow's size), states and dependencies,
-        side by side.  Cost: 1 round trip (2 given a Database).
+        (their blocks, 16 nodes a key, with their values up to 1,000 bytes), states
+        and dependencies, side by side.  Cost: 1 round trip (2 given a Database).
 
         Raises:
             UnknownWorkflowError: no such workflow.
@@ -184,8 +186,9 @@ class AsyncWorkflows(WorkflowsBase):
 
         Reads the batch's header and open key with conflicts (adds to one batch are
         serialized; an add conflicts with its close, and a cancel) and its count of
-        nodes; writes each member's definition and edges, a new counter for each
-        128 members in each callback, and the pushes (see ``create``).  Cost: 1 round
+        nodes; writes the members' definitions and edges (16 a key, as ``create``),
+        the callbacks' dependencies and a new counter for each 128 members in each
+        callback, and the pushes (see ``create``).  Cost: 1 round
         trip, then one for each structure pushed into (a FairQueue: one per member),
         and the commit.
 

@@ -1,0 +1,73 @@
+"""Workflows whose nodes are stored many to a key (see fdbrecipes._workflow.defs)
+read back whole against a real server: nodes across blocks, a value too large for
+its block, a node with more dependents than its block keeps, custom names, and the
+keys one create writes."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from fdbrecipes import Queue, Worker
+from fdbrecipes.jobs import Job
+from fdbrecipes.workflow import Workflows
+from tests.helpers import dump
+
+pytestmark = pytest.mark.integration
+
+BIG = "x" * 5_000
+
+
+def test_nodes_of_every_shape_read_back(db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace["q"], history=3600)
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    hub = flow.add(q, "hub", name="the hub")
+    big = flow.add(q, BIG, name="big")
+    spokes = flow.add_many(q, [f"s{k}" for k in range(20)], deps=[hub])  # apart: > 8
+    filler = flow.add_many(q, [f"f{k}" for k in range(50)])  # three blocks and more
+    sink = flow.add(q, "sink", deps=[big, *spokes, filler[-1]], name="sink")
+    w = flows.create(db, flow)
+    assert flows.targets(db, w) == [bytes(q.subspace.key())]
+    graph = flows.graph(db, w)
+    assert [n.name for n in graph] == ["the hub", "big", *(str(k) for k in range(2, 72)),
+                                       "sink"]
+    assert graph[-1].deps == ("big", *(s.name for s in spokes), filler[-1].name)
+    assert graph[2].deps == ("the hub",)
+    status = flows.status(db, w, limit=3)
+    assert [n.name for n in status.nodes] == ["the hub", "big", "2"]
+    assert status.nodes[2].waiting_on == ("the hub",) and status.counts["queued"] == 52
+    ran: Counter[Any] = Counter()
+    seen = {}
+    lock = threading.Lock()
+
+    def handler(job: Job) -> str:
+        with lock:
+            ran[job.value] += 1
+        if job.value == "sink":
+            seen.update(flows.inputs(db, job))
+        return "did " + str(job.value)
+
+    Worker(db, q, handler, lease_seconds=10).run(burst=True)
+    assert sum(ran.values()) == 73 and set(ran.values()) == {1}
+    assert seen["big"].result == f"did {BIG}" and seen["big"].state == "succeeded"
+    assert sorted(seen) == sorted(["big", *(s.name for s in spokes), filler[-1].name])
+    assert flows.result(db, w, timeout=30) == {
+        sink.name: "did sink", **{f.name: f"did f{k}" for k, f in enumerate(filler[:-1])}}
+
+
+def test_a_create_writes_a_key_per_block_of_nodes(db: Any, fdb_subspace: Any) -> None:
+    """600 nodes without dependencies and one depending on them all: their definitions
+    in 38 keys (16 nodes a key), the last one's 600 dependencies in 5 (128 a key) and
+    its 6 counters, the header, tally, pruning entry and receipt, and 2 expanders
+    (their nodes listed in 2 keys) pushed in place of 600 jobs: under 60 keys."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    flow.add(q, "last", deps=flow.add_many(q, range(600)), name="last")
+    flows.create(db, flow)
+    assert len(dump(db, fdb_subspace["flows"])) < 60
+    assert len(dump(db, fdb_subspace["q"])) < 10
