@@ -6,6 +6,7 @@ reads it (:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import random
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -13,11 +14,11 @@ import fdb.tuple
 
 from .._fdb import Gen, Range, seconds_to_versions
 from .._store_layout import LimitLayout
-from .._values import id_spans
+from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
 __all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "StateRead", "Tag", "TagReads", "Usage",
-           "block_size", "draw", "pack_tags", "slot_value", "unpack_tags"]
+           "block_size", "draw", "id_runs", "pack_tags", "runs", "slot_value", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
 #: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
@@ -76,6 +77,35 @@ def unpack_tags(raw: bytes) -> List[Tag]:
     return [Tag(*parts) for parts in fdb.tuple.unpack(raw)]
 
 
+def runs(numbers: Sequence[int]) -> List[Tuple[int, int]]:
+    """The distinct ``numbers`` as runs of consecutive ones: (first, last) each."""
+    out: List[Tuple[int, int]] = []
+    for number in sorted(set(numbers)):
+        if out and out[-1][1] == number - 1:
+            out[-1] = (out[-1][0], number)
+        else:
+            out.append((number, number))
+    return out
+
+
+def id_runs(ids: Sequence[bytes]) -> List[Tuple[bytes, bytes]]:
+    """The lease ids ``ids`` as runs (lowest, highest) of ids of one claim
+    (``_values.batch_ids``: one prefix, then numbered) numbered one after the other;
+    every other id alone, as (id, id).  Every lease id from a run's lowest to its
+    highest is in ``ids``."""
+    claims: Dict[bytes, List[int]] = {}
+    out: List[Tuple[bytes, bytes]] = []
+    for hold_id in ids:
+        if len(hold_id) == BATCH_ID_LEN:
+            claims.setdefault(hold_id[:16], []).append(int.from_bytes(hold_id[16:], "big"))
+        else:
+            out.append((hold_id, hold_id))
+    for prefix, numbers in claims.items():
+        out += [(prefix + low.to_bytes(4, "big"), prefix + high.to_bytes(4, "big"))
+                for low, high in runs(numbers)]
+    return out
+
+
 def block_size(count: int) -> int:
     """The slots of a block from which a claim draws ``count`` slots: the smallest power
     of two at least ``count`` and 16."""
@@ -111,7 +141,7 @@ class Usage:
     or the starts of a rate in the window, and the starts a rate's delayed candidates
     were planned at."""
 
-    __slots__ = ("high", "limit", "live", "low", "planned", "starts", "taken")
+    __slots__ = ("high", "last", "limit", "live", "low", "planned", "starts", "taken")
 
     def __init__(self, limit: Limit, low: int = 0, high: Optional[int] = None) -> None:
         self.limit = limit
@@ -122,6 +152,7 @@ class Usage:
         self.taken: Set[int] = set()  # the slots drawn from held by running jobs
         self.starts: List[Tuple[int, int]] = []  # (start, cost), in order
         self.planned: List[Tuple[int, int]] = []
+        self.last = -1  # the slot drawn last by this claim (-1: none yet)
 
     def fits(self, cost: int, now: int) -> bool:
         """Whether a job of ``cost`` may start at ``now``."""
@@ -138,18 +169,34 @@ class Usage:
 
     def add(self, cost: int, now: int) -> int:
         """Count a job of ``cost`` started at ``now``; the slot drawn for it (a
-        concurrency limit: a free one below ``n``, at random; -1 for a rate)."""
+        concurrency limit: a free one below ``n``; -1 for a rate).  A claim's first
+        slot of the key is drawn at random, each next one is the first free slot
+        after the one before (from the first slot drawn from again past the last): the
+        slots a claim takes are runs, written with one read conflict range a run
+        (see ``Gate.held``) and cleared with one range clear a run (``Gate.free``),
+        and two claims of the key still conflict only where their runs overlap."""
         if self.limit.kind != CONCURRENCY:
             self.starts.append((now, min(cost, self.limit.n)))
             return -1
         self.live += 1
-        for _ in range(16):  # a few draws find a free slot unless nearly all are taken
-            slot = draw.randrange(self.low, self.high)
-            if slot not in self.taken:
-                break
-        else:
-            slot = draw.choice([i for i in range(self.low, self.high) if i not in self.taken])
+        slot = -1
+        if self.last >= 0:  # the next free slot after this claim's last: one run
+            for slot in itertools.chain(range(self.last + 1, self.high),
+                                        range(self.low, self.last)):
+                if slot not in self.taken:
+                    break
+            else:
+                slot = -1
+        if slot < 0:
+            for _ in range(16):  # a few draws find a free slot unless nearly all are taken
+                slot = draw.randrange(self.low, self.high)
+                if slot not in self.taken:
+                    break
+            else:
+                slot = draw.choice([i for i in range(self.low, self.high)
+                                    if i not in self.taken])
         self.taken.add(slot)
+        self.last = slot
         return slot
 
     def weight(self) -> int:

@@ -290,13 +290,11 @@ class Leases(Claims):
         leases: List[Lease] = []
         size = 0
         ids = batch_ids(len(entries), now, self.engine.shard)  # one key range (see read_many)
-        for i, (entry, hold_id) in enumerate(zip(entries, ids)):
+        for entry, hold_id in zip(entries, ids):
             assert entry.value is not None
             size += len(entry.value)
             if leases and size > budget:
                 break
-            if tags and self.engine.gate is not None:
-                self.engine.gate.held(tr, hold_id, tags[i], now, deadline)
             item = self.engine.take(tr, entry, now, tally)
             hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             self.engine.unique_claimed(tr, item)
@@ -307,6 +305,8 @@ class Leases(Claims):
                 if entry.hold is not None and entry.hold.kind == LEASE:  # taken back
                     records.failed(tr, id_, LEASE_EXPIRED)
                 records.began(tr, id_, self.engine.keys.deliveries(item) + 1, holder, hold_id)
+        if tags and self.engine.gate is not None:
+            self.engine.gate.held(tr, ids[:len(leases)], tags, now, deadline)
         if leases:
             attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases
