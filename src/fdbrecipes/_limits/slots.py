@@ -1,7 +1,8 @@
-"""What the limits' gate stores and counts (see :mod:`.gate`): the tags a lease holds
-(``L/"lt"/(hold id,)``), what a concurrency slot holds, what moving a parked job back
-writes for its structure (:class:`Comeback`), and one (limit, key)'s state as a claim
-reads it (:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
+"""What the limits' gate stores and counts (see :mod:`.gate`): the tags the leases of a
+claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what a
+concurrency slot holds, what moving a parked job back writes for its structure
+(:class:`Comeback`), and one (limit, key)'s state as a claim reads it
+(:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, seconds_to_versions
+from .._fdb import Gen, Range, read, seconds_to_versions
 from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
-__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "StateRead", "Tag", "TagReads", "Usage",
-           "block_size", "draw", "id_runs", "pack_tags", "runs", "slot_value", "unpack_tags"]
+__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "HeldTags", "StateRead", "Tag", "TagReads",
+           "Usage", "block_size", "draw", "id_runs", "pack_batch", "pack_tags", "runs",
+           "slot_value", "unpack_batch", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
 #: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
@@ -112,26 +114,76 @@ def block_size(count: int) -> int:
     return 1 << (max(count, 16) - 1).bit_length()
 
 
-class TagReads:
-    """What some leases hold (``L/"lt"``), being read by snapshot: one range read for
-    the leases of one claim (see ``_values.id_spans``), one read for each other."""
+def pack_batch(carried: Sequence[Tuple[int, Sequence[Tag]]]) -> bytes:
+    """What ``L/"lt"/(claim prefix,)`` holds for the leases of one claim, each its
+    number and its tags (see :class:`TagReads`): for each set of limits (name, key,
+    cost, kind) some of them carry, the numbers of those leases, each followed by its
+    slots."""
+    groups: Dict[Tuple[Any, ...], List[int]] = {}
+    for number, tags in carried:
+        flat = groups.setdefault(tuple((t.name, t.key, t.cost, t.kind) for t in tags), [])
+        flat.append(number)
+        flat.extend(t.slot for t in tags)
+    packed: bytes = fdb.tuple.pack(tuple((carries, tuple(flat))
+                                         for carries, flat in groups.items()))
+    return packed
 
-    __slots__ = ("keys", "reads", "wanted")
+
+def unpack_batch(prefix: bytes, raw: bytes) -> Dict[bytes, List[Tag]]:
+    """The tags of each lease of the claim of lease ids ``prefix`` + number, as
+    :func:`pack_batch` stored them (``raw``), by lease id."""
+    out: Dict[bytes, List[Tag]] = {}
+    for carries, flat in fdb.tuple.unpack(raw):
+        step = len(carries) + 1
+        for i in range(0, len(flat), step):
+            out[prefix + flat[i].to_bytes(4, "big")] = [
+                Tag(name, key, cost, kind, flat[i + 1 + j])
+                for j, (name, key, cost, kind) in enumerate(carries)]
+    return out
+
+
+class HeldTags(NamedTuple):
+    """What some leases hold, as :class:`TagReads` read it: the tags of each lease
+    asked for that holds any, by lease id; the leases whose tags are a key of their
+    own (``L/"lt"/(lease id,)``); and for each claim whose record was read
+    (``L/"lt"/(claim prefix,)``) every lease it lists, with its tags, by prefix."""
+
+    tags: Dict[bytes, List[Tag]]
+    own: Set[bytes]
+    listed: Dict[bytes, Dict[bytes, List[Tag]]]
+
+
+class TagReads:
+    """What some leases hold (``L/"lt"``), being read by snapshot: the record of the
+    claim of each (one key for the leases of one claim, written by the claim: see
+    ``Gate.held``) and the leases' own keys (written for the leases left when some
+    of a claim's leases ended, see ``Gate.free``): one range read for the leases of
+    one claim (see ``_values.id_spans``), one read for each other."""
+
+    __slots__ = ("claims", "keys", "reads", "wanted")
 
     def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes]) -> None:
         self.keys = keys
         self.wanted = set(hold_ids)
+        self.claims = {prefix: tr.snapshot.get(keys.tags_key(prefix))
+                       for prefix in {h[:16] for h in hold_ids if len(h) == BATCH_ID_LEN}}
         self.reads = [Range(tr.snapshot, keys.tags_key(low), keys.tags_key(high) + b"\0")
                       for low, high in id_spans(hold_ids)]
 
-    def read(self) -> Gen[Dict[bytes, bytes]]:
-        """The tags stored for each lease asked for that holds any, by lease id."""
-        found: Dict[bytes, bytes] = {}
+    def read(self) -> Gen[HeldTags]:
+        """The tags stored for each lease asked for that holds any."""
+        found = HeldTags({}, set(), {})
+        for prefix, future in self.claims.items():
+            raw = yield from read(future)
+            if raw is not None:
+                listed = found.listed[prefix] = unpack_batch(prefix, raw)
+                found.tags.update((h, tags) for h, tags in listed.items() if h in self.wanted)
         for reading in self.reads:
             for kv in (yield from reading.read()):
                 hold_id = self.keys.tags.unpack(kv.key)[0]
                 if hold_id in self.wanted:
-                    found[hold_id] = kv.value
+                    found.tags[hold_id] = unpack_tags(kv.value)
+                    found.own.add(hold_id)
         return found
 
 

@@ -344,9 +344,7 @@ class Leases(Claims):
         holds = [e.hold for e in ended if e.hold is not None]
         if gate is not None and started is not None and holds:
             found = yield from started.read()
-            yield from gate.free(tr, {h.hold_id: found[h.hold_id] for h in holds
-                                      if h.hold_id in found},
-                                 {h.hold_id: h.deadline for h in holds}, now)
+            yield from gate.free(tr, found, {h.hold_id: h.deadline for h in holds}, now)
 
     def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
         """The live lease ``lease`` names, read with a conflict on it.
@@ -487,7 +485,7 @@ class Leases(Claims):
         for lease in renewed:
             if lease is not None:
                 hold_id = lease_id(lease)
-                gate.extended(tr, found.get(hold_id), hold_id, lease.deadline)
+                gate.extended(tr, found.tags.get(hold_id), hold_id, lease.deadline)
 
     def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                     seconds: float) -> Gen[List[Optional[Lease]]]:
