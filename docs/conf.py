@@ -56,7 +56,10 @@ nitpick_ignore = [("py:class", "fdbrecipes.aio._transactional.F"),
                   ("py:class", "R"), ("py:class", "fdbrecipes.tasks.task.R"),
                   ("py:class", "fdbrecipes.tasks.app.R"),
                   ("py:class", "fdbrecipes.tasks.task.R_co"),
-                  ("py:class", "fdbrecipes.tasks.app.TaskDecorator")]
+                  ("py:class", "fdbrecipes.tasks.app.TaskDecorator"),
+                  # what a task asks of its app (an App is one), the harness of
+                  # app.testing(...): internal, named by Task's and Testing's constructors
+                  ("py:class", "Host"), ("py:class", "Harness")]
 
 
 def public_name(app, env, node, contnode):

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from fdbrecipes import Limits
 from fdbrecipes.testing import TEST_KNOBS, open_database
 from tests.helpers import TestClock
 
@@ -47,6 +48,13 @@ def clock() -> TestClock:
 def db(fdb_database: Any) -> Any:
     """The test database (an ``fdb.Database``), from the plugin's fixture."""
     return fdb_database
+
+
+@pytest.fixture
+def limits(fdb_subspace: Any) -> Limits:
+    """A limit store in the test's subspace, at ``fdb_subspace["limits"]`` (the limits
+    tests' structures use it)."""
+    return Limits(fdb_subspace["limits"])
 
 
 #: The classes of :func:`double_cluster`'s processes: three storage processes (two of

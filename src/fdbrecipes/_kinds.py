@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from fdb.subspace_impl import Subspace
 
@@ -45,6 +45,9 @@ class Kind:
             throughput; a worker or a schedule may serve it; it may be sharded and takes
             ``max_deliveries`` and ``history``.
         groups: it keeps a queue per group; a call about one item names its ``group``.
+        group_ops: of a kind with groups: what makes one group of a structure's
+            operations a queue, called with the operations and the group (a
+            FairQueue's ``GroupOps``): see :meth:`group_queue`.
         priorities: its items have priorities; a push names one, it is read from
             either end (``end="max"``).
         weights: its items have weights (a WeightTree: no jobs).
@@ -62,6 +65,7 @@ class Kind:
     covers: Tuple[str, ...] = ()
     jobs: bool = False
     groups: bool = False
+    group_ops: Optional[Callable[[Any, Any], Any]] = None
     priorities: bool = False
     weights: bool = False
     sequences: bool = False
@@ -104,6 +108,19 @@ class Kind:
         if self.priorities:
             return {"priority": priority}
         return {}
+
+    def group_queue(self, structure: Any, group: Any) -> Any:
+        """One group of ``structure`` (of this kind) seen as a queue: an
+        :class:`fdbrecipes.protocol.Inspectable` whose calls are those of the
+        structure's operations with ``group`` (what the operator commands and the
+        dashboard look into).  Reads and writes nothing.
+
+        Raises:
+            TypeError: this kind has no groups; ``group`` is not a group.
+        """
+        if self.group_ops is None:
+            raise TypeError(f"a {self.name} has no groups")
+        return self.group_ops(structure.ops, group)
 
     def one_queue(self, group: Any = None) -> bool:
         """Whether a structure of this kind, with ``group``, names one queue: it keeps

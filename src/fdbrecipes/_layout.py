@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple, cast
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._values import random_suffix
+from ._values import made_random, random_suffix
 
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
@@ -29,8 +29,9 @@ __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS",
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
 #: PriorityQueue; ``seq`` is its push order within the group and ``random`` 20 random
 #: bytes, so ``group + (seq, random)`` fixes its place; ``deliveries`` counts earlier
-#: deliveries, ``id`` is its idempotency id or None, ``since`` the clock reading
-#: when it last became visible.
+#: deliveries, ``id`` is its idempotency id or None (True: an id made for it, the
+#: hex of its first 16 random bytes, see ``OrderedLayout.new_item``), ``since`` the
+#: clock reading when it last became visible.
 Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
@@ -228,9 +229,22 @@ class OrderedLayout:
 
     # -- item tuples -----------------------------------------------------------------
 
-    def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int) -> Item:
-        """A new item tuple at ``seq`` within ``group``, never delivered."""
+    def new_item(self, group: Item, seq: int, id_: Optional[bytes], since: int,
+                 made: bool = False) -> Item:
+        """A new item tuple at ``seq`` within ``group``, never delivered.  ``made``: its
+        id was made for it by its push; when it is of 32 hex characters, the place's
+        random bytes begin with its 16 bytes and the item holds True in its stead (34
+        bytes less in each key that holds the item: see :meth:`item_id`,
+        :meth:`made`)."""
+        random = made_random(id_) if made and id_ is not None else None
+        if random is not None:
+            return group + (seq, random, 0, True, since)
         return group + (seq, random_suffix(), 0, id_, since)
+
+    def made(self, item: Item) -> bool:
+        """Whether the item's id was made for it by its push (see :meth:`new_item`):
+        nothing keeps it once the item leaves (no push gave it)."""
+        return item[self.group_len + 3] is True
 
     def group(self, item: Item) -> Item:
         """The item's group: ``()`` in a Queue, ``(priority,)`` in a PriorityQueue."""
@@ -247,9 +261,13 @@ class OrderedLayout:
         return n
 
     def item_id(self, item: Item) -> Optional[bytes]:
-        """The item's idempotency id, or None."""
-        id_: Optional[bytes] = item[self.group_len + 3]
-        return id_
+        """The item's idempotency id, or None (an id made for it: the hex of the
+        first 16 of its place's random bytes, see :meth:`new_item`)."""
+        id_: Any = item[self.group_len + 3]
+        if id_ is True:
+            made: bytes = item[self.group_len + 1][:16].hex().encode()
+            return made
+        return cast(Optional[bytes], id_)
 
     def since(self, item: Item) -> int:
         """When the item last became visible (a clock reading)."""
@@ -258,7 +276,7 @@ class OrderedLayout:
 
     def renewed(self, item: Item, deliveries: int, since: int) -> Item:
         """The item at the same place with another delivery count and visibility time."""
-        return item[: self.group_len + 2] + (deliveries, self.item_id(item), since)
+        return item[: self.group_len + 2] + (deliveries, item[self.group_len + 3], since)
 
     def place(self, item: Item) -> Item:
         """What fixes an item's place in the order: ``group + (seq, random)``."""
@@ -447,14 +465,21 @@ FAIR_FOOTPRINT = Footprint(("a",), traces=("w", "o"), traced=FairLayout.traced)
 class RecordLayout:
     """Keys of the job records of one queue (a structure made with ``history``)::
 
-        Q/"j"/(id, "a")    = (pushed_at, time_limit)        the push (time_limit: seconds
-                                                           or None)
-        Q/"j"/(id, "s")    = (state, attempts, due)         the state; due: when a delayed
-                                                           or retrying job is visible
-                                                           again, or when a dead one died
-                                                           (clock readings), or None
-        Q/"j"/(id, "b")    = (started_at, worker, lease id) the attempt that began last
-        Q/"j"/(id, "f")    = (finished_at, expires_at)      when it finished, and is pruned
+        Q/"j"/(id, "a")    = (pushed_at, time_limit, state, 0, due)  the push (time_limit:
+                                                           seconds or None) and the state
+                                                           it left the job in
+        Q/"j"/(id, "s")    = (state, attempts, due)         the state a return from a
+                                                           lease, a requeue, a delay wrote;
+                                                           due: when a delayed or retrying
+                                                           job is visible again (a clock
+                                                           reading), or None
+        Q/"j"/(id, "b")    = (started_at, worker, lease id, attempts)  the attempt that
+                                                           began last: running while its
+                                                           lease's hold is there
+        Q/"j"/(id, "f")    = (finished_at, expires_at, state, attempts, due)  the end:
+                                                           the finished state (overrides
+                                                           "s"; due: when a dead one died),
+                                                           and when it is pruned
         Q/"j"/(id, "e")    = (type, message, traceback)     the last error
         Q/"j"/(id, "p")    = (fraction, message)            progress, as the handler set it
         Q/"j"/(id, "r", n) = bytes                          the result, tuple-encoded, in
@@ -469,6 +494,10 @@ class RecordLayout:
     ``Q`` is the queue's subspace (a FairQueue's group's, ``S/"q"/(group,)``), ``S``
     the structure's, and ``where`` locates the queue in it: ``()``, or ``(group,)``.
     Times are wall-clock seconds (``time.time()`` of the client that wrote them).
+    Each step writes one key of the four that say the state: a push "a", a claim
+    "b", a finish "f", the others "s" (see ``_records.records.facts_of``).  Records of
+    the earlier layout (every step wrote "s"; "a", "b" and "f" without their last
+    elements) read as they did.
     """
 
     __slots__ = ("expiry", "jobs", "prefix", "terms", "where")

@@ -18,8 +18,9 @@ from ._drivers.sharing import Sharing
 from ._fdb import Transactor, is_database
 from ._jobs_face import JobMethods
 from ._ops.ordered import LeaseLike, OrderedOps
+from ._ordered.counts import QueueStats
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import PushRequest, QueueStats
+from ._ordered.engine import PushRequest
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import Row
@@ -372,8 +373,9 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         """Block until job ``id`` is finished (or ``timeout`` seconds pass); its result:
         what its handler returned (None if nothing).
 
-        Waits on a watch of the record's state (woken by the transaction that
-        finishes the job, or when its lease or delay ends), then reads the record.
+        Waits on watches of the record's state and end keys (woken by the
+        transaction that finishes the job, or when its lease or delay ends), then
+        reads the record.
         Needs a Database.  Cost per wake-up: 1 to 2 round trips.
 
         Raises:

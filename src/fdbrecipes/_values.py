@@ -331,6 +331,19 @@ def random_suffix() -> bytes:
     return os.urandom(20)
 
 
+def made_random(id_: bytes) -> Optional[bytes]:
+    """The 20 random bytes of the place of an item pushed with an id made for it, when
+    the id is of 32 hex characters (``_records.history.new_id``'s): the id's 16
+    bytes, then 4 more, so that the item need not carry the id besides (see
+    ``OrderedLayout.new_item``); None for any other id (a workflow's node's)."""
+    if len(id_) == 32 and id_ == id_.lower():
+        try:
+            return bytes.fromhex(id_.decode("ascii")) + os.urandom(4)
+        except ValueError:  # UnicodeDecodeError included
+            pass
+    return None
+
+
 def random_id() -> bytes:
     """16 random bytes naming a lease, a hold or a pop request."""
     return os.urandom(16)

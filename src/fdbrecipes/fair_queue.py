@@ -26,6 +26,7 @@ from ._jobs_face import JobMethods
 from ._kinds import Kind, register
 from ._layout import FAIR_FOOTPRINT
 from ._ops.fair import FairOps
+from ._ops.fair_group import GroupOps
 from ._ordered.dead import DeadLetter
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row
@@ -402,4 +403,5 @@ class FairQueue(FairBase, JobMethods[FairOps]):
 #: What the tools know of a FairQueue (see :mod:`fdbrecipes._kinds`): its looks lie
 #: where a WeightTree's leaves would.
 KIND = register(Kind("fair-queue", 2, FairQueue, "fdbrecipes.aio.fair_queue:AsyncFairQueue",
-                     FAIR_FOOTPRINT, covers=("weight-tree",), jobs=True, groups=True))
+                     FAIR_FOOTPRINT, covers=("weight-tree",), jobs=True, groups=True,
+                     group_ops=GroupOps))

@@ -12,7 +12,7 @@ nothing of a structure but its operations object, through these protocols:
 * :class:`Inspectable`: what is in one queue, and acting on it (counts, items,
   leases, delayed items, dead letters, pushing, removing): the operator commands.
   Queue and PriorityQueue operations are inspectable; so is one group of a FairQueue
-  (``fair.ops.group_queue(group)``).
+  (its kind's ``group_queue(fair, group)``, see ``fdbrecipes._kinds``).
 * :class:`Workable`: what a worker and a schedule need: claim a batch under leases,
   settle leases in batches (with each job's result and follow-up work), wait for
   work, push a job, keep the job records (progress, pruning) and the worker's own
@@ -50,8 +50,8 @@ from typing import (
 from fdb.subspace_impl import Subspace
 
 from ._ops.base import Claimed
+from ._ordered.counts import QueueStats
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row

@@ -34,8 +34,8 @@ from ._fair.parts import FairLease, FairStats, GroupView, Policy
 from ._fdb import Transactor
 from ._limits.specs import Limit, LimitUse
 from ._limits.store import LimitState
+from ._ordered.counts import QueueStats
 from ._ordered.dead import DeadLetter
-from ._ordered.engine import QueueStats
 from ._ordered.leases import Lease
 from ._ordered.listing import DelayedItem, LeaseInfo
 from ._ordered.paging import PendingItem, Row

@@ -400,7 +400,8 @@ class Workflows(WorkflowsBase):
     def graph(self, tr: Transactor, workflow: bytes, limit: int = 1_000) -> List[GraphNode]:
         """A workflow's graph: its first ``limit`` nodes (0 to 50,000, in the order
         they were added), each with its state, the names of its dependencies (its
-        edges) and what it failed with, to draw it or walk it.
+        edges), what it failed with, and a job node's job id, structure and group,
+        to draw it or walk it.
 
         Reads (no writes) the header and range reads of those nodes' definitions
         (their values too: at most the workflow's size), states and dependencies,

@@ -12,6 +12,7 @@ import textwrap
 import threading
 from typing import Any, List
 
+import fdb.tuple
 import pytest
 
 from fdbrecipes import (
@@ -419,3 +420,82 @@ def test_retention_prunes_100000_finished_jobs_in_bounded_transactions(
     records = fdb_subspace["j"].range()
     left = list(db.get_range(records.start, records.stop))
     assert len({fdb_subspace["j"].unpack(kv.key)[0] for kv in left}) == 10  # the pending
+
+
+def test_records_of_the_earlier_layout_read_as_before(db: Any, fdb_subspace: Any) -> None:
+    # the layout before each step wrote one key (docs/data-model.md): every step
+    # rewrote "s"; "b" had no attempts and "f" no state
+    q = Queue(fdb_subspace, history=HOUR)
+    jobs, index = fdb_subspace["j"], fdb_subspace["o"]
+    old_done, old_dead, gone = b"old-done", b"old-dead", b"old-gone"
+    written = {
+        jobs.pack((old_done, "a")): (100.0, None),
+        jobs.pack((old_done, "s")): ("succeeded", 2, None),
+        jobs.pack((old_done, "b")): (101.0, "w-1-1", b"L" * 20),
+        jobs.pack((old_done, "f")): (102.0, 4e9),
+        jobs.pack((old_dead, "a")): (100.0, None), jobs.pack((old_dead, "s")): ("dead", 3, None),
+        jobs.pack((old_dead, "f")): (103.0, 4e9 + 1),
+        jobs.pack((gone, "a")): (100.0, None), jobs.pack((gone, "s")): ("cancelled", 0, None),
+        jobs.pack((gone, "f")): (104.0, 1.0),  # its time is up
+    }
+    tr = db.create_transaction()
+    for key, value in written.items():
+        tr[key] = fdb.tuple.pack(value)
+    tr[jobs.pack((old_done, "r", 0))] = encode_result("done")[0]
+    for expires, id_ in ((4e9, old_done), (4e9 + 1, old_dead), (1.0, gone)):
+        tr[index.pack((expires, id_))] = b""
+    tr.commit().wait()
+    record = q.job(db, old_done)
+    assert (record.state, record.attempts, record.started_at, record.finished_at,
+            record.worker, record.result) == ("succeeded", 2, 101.0, 102.0, "w-1-1", "done")
+    assert q.result(db, old_done, timeout=5) == "done"
+    with pytest.raises(JobFailedError):
+        q.result(db, old_dead, timeout=5)
+    assert [(f.id, f.state, f.attempts, f.finished_at) for f in q.finished(db)] == [
+        (old_dead, "dead", 3, 103.0), (old_done, "succeeded", 2, 102.0),
+        (gone, "cancelled", 0, 104.0)]
+    assert q.prune(db) == 1 and q.job(db, gone) is None
+    assert q.job(db, old_dead).state == "dead"
+
+
+def test_an_attempts_start_stays_in_the_record_after_each_step(
+        db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=HOUR)
+    id_ = q.push(db, "work")
+    lease = q.claim(db, 30)
+    running = q.job(db, id_)
+    assert (running.state, running.attempts) == ("running", 1) and running.started_at
+    q.release(db, lease, delay=60)
+    record = q.job(db, id_)  # a return keeps the attempt that began last
+    assert (record.state, record.attempts, record.started_at) == (
+        "retrying", 1, running.started_at)
+    assert q.cancel(db, id_) == "cancelled"
+    record = q.job(db, id_)
+    assert (record.state, record.started_at, record.cancel_requested) == (
+        "cancelled", running.started_at, False)
+    second = q.push(db, "more")
+    lease = q.claim(db, 30)
+    assert q.cancel(db, second) == "cancelling" and q.job(db, second).cancel_requested
+    q.ack(db, lease)  # it ran to its end all the same: succeeded, the cancel moot
+    record = q.job(db, second)
+    assert (record.state, record.cancel_requested) == ("succeeded", False)
+    assert record.started_at is not None and record.finished_at >= record.started_at
+
+
+def test_an_id_made_for_a_job_is_forgotten_when_it_leaves_a_given_one_is_kept(
+        db: Any, fdb_subspace: Any) -> None:
+    q = Queue(fdb_subspace, history=HOUR)
+    made = q.push(db, "made")
+    assert q.push(db, "given", id=b"given") == b"given"
+    assert made is not None and q.pop_many(db, 2) == ["made", "given"]
+    assert q.push(db, "given again", id=b"given") == b"given"  # remembered: not stored
+    assert q.size(db) == 0 and q.job(db, b"given").state == "succeeded"
+    ids = fdb_subspace["k"].range()
+    assert [fdb_subspace["k"].unpack(kv.key)[0] for kv in db.get_range(ids.start, ids.stop)] \
+        == [b"given"]  # the made id's key went with its item, nothing to collect later
+    assert q.job(db, made).state == "succeeded"  # its record stays its history
+    assert q.push(db, "a new job", id=made) == made  # a push that gives it: a new job,
+    record = q.job(db, made)                          # whose record starts afresh
+    assert (record.state, record.attempts, record.finished_at, record.result) == (
+        "pending", 0, None, None)
+    assert q.pop(db) == "a new job" and q.job(db, made).state == "succeeded"

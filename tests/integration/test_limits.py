@@ -29,11 +29,6 @@ def user(value: Any) -> Any:
 
 
 @pytest.fixture
-def limits(fdb_subspace: Any) -> Limits:
-    return Limits(fdb_subspace["limits"])
-
-
-@pytest.fixture
 def q(fdb_subspace: Any, clock: TestClock, limits: Limits) -> Queue:
     return Queue(fdb_subspace["q"], clock=clock,
                  limits=[limits.use("per-user", key=user), limits.use("all")])
@@ -343,6 +338,64 @@ def test_two_claims_racing_for_the_last_slot_conflict(db: Any, fdb_subspace: Any
         second.commit().wait()
     assert raised.value.code == 1020  # not_committed: a conflict
     assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def change_limit(tr: Any, limits: Limits, change: str) -> None:
+    """Raise limit "one" to 2, or delete it, in ``tr``."""
+    if change == "set":
+        limits.set(tr, "one", concurrency(2))
+    else:
+        limits.delete(tr, "one")
+
+
+def one_running_one_waiting(db: Any, fdb_subspace: Any, limits: Limits) -> Queue[Any]:
+    """A queue under limit "one" (concurrency 1), "a" claimed, "b" pushed."""
+    q: Queue[Any] = Queue(fdb_subspace["p"], limits=limits.use("one"))
+    limits.set(db, "one", concurrency(1))
+    q.push_many(db, ["a", "b"])
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "a"  # it holds the only slot
+    return q
+
+
+@pytest.mark.parametrize("change", ["set", "delete"])
+def test_a_change_racing_a_claim_that_parks_conflicts(db: Any, fdb_subspace: Any,
+                                                      limits: Limits, change: str) -> None:
+    """A set (or delete) whose read version comes before a claim that parks a job
+    under the limit, and which commits after it: it conflicts, and retried it finds
+    the job and moves it back (not left parked until PARK_SECONDS)."""
+    q = one_running_one_waiting(db, fdb_subspace, limits)
+    changing = db.create_transaction()
+    changing.get_read_version().wait()
+    assert q.claim(db, 30) is None  # "b" parked: the only slot is taken
+    assert limits.state(db, "one", None).parked == 1
+    change_limit(changing, limits, change)  # read before the park: sees none parked
+    with pytest.raises(fdb.FDBError) as raised:
+        changing.commit().wait()
+    assert raised.value.code == 1020  # not_committed: a conflict
+    changing.on_error(raised.value).wait()
+    change_limit(changing, limits, change)  # retried: moves "b" back
+    changing.commit().wait()
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "b"
+
+
+@pytest.mark.parametrize("change", ["set", "delete"])
+def test_a_claim_parking_under_a_limit_changed_meanwhile_conflicts(
+        db: Any, fdb_subspace: Any, limits: Limits, change: str) -> None:
+    """A claim whose read version comes before a set (or delete) committed, and which
+    parks a job under the old definition: it conflicts, and retried it reads the new
+    one (the job runs instead of waiting until PARK_SECONDS)."""
+    q = one_running_one_waiting(db, fdb_subspace, limits)
+    claiming = db.create_transaction()
+    claiming.get_read_version().wait()
+    change_limit(db, limits, change)  # room for "b" now
+    assert q.claim(claiming, 30) is None  # read the old definition: "b" parked
+    with pytest.raises(fdb.FDBError) as raised:
+        claiming.commit().wait()
+    assert raised.value.code == 1020
+    lease = q.claim(db, 30)  # retried
+    assert lease is not None and lease.value == "b"
 
 
 def test_claims_under_a_roomy_limit_do_not_conflict(db: Any, fdb_subspace: Any,

@@ -29,11 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def limits(fdb_subspace: Any) -> Limits:
-    return Limits(fdb_subspace["store"])
-
-
-@pytest.fixture
 def fq(fdb_subspace: Any, clock: TestClock, limits: Limits) -> FairQueue:
     return FairQueue(fdb_subspace["fq"], clock=clock,
                      limits=[limits.use("per-user", key=user), limits.use("all")])
@@ -214,7 +209,7 @@ def test_limit_keys_of_push_many_and_the_async_twin(db: Any, fdb_subspace: Any,
     assert sorted(lease.value for lease in claim_all(db, q)) == [1, 2, 4]
     assert q.items(db) == [] and limits.state(db, "per-customer", ("acme", 7)).parked == 1
     aq: AsyncQueue[Any] = AsyncQueue(fdb_subspace["a"], limits=AsyncLimits(
-        fdb_subspace["store"]).use("per-customer"))
+        fdb_subspace["limits"]).use("per-customer"))
 
     async def main() -> None:
         await aq.push(db, "x", limit_keys={"per-customer": "acme2"})
@@ -271,8 +266,7 @@ JOBS, CUSTOMERS, GROUPS, PER_CUSTOMER, RATE = 40, 4, 3, 2, 10
 
 
 def test_fair_queue_limits_hold_across_consumer_processes(
-        db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
-    limits = Limits(fdb_subspace["limits"])
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str, limits: Limits) -> None:
     limits.set(db, "per-customer", concurrency(PER_CUSTOMER))
     limits.set(db, "rate", rate(RATE, per_seconds=1))
     q, events = structures(fdb_subspace)

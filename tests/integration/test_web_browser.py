@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import threading
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
@@ -367,6 +368,17 @@ def test_a_workflows_graph_drawn_then_cancelled(db: Any, fdb_subspace: Any, brow
         browser.screenshot(shot, 1200, 560)
         assert shot.stat().st_size > 1000
         artefact(shot, "web-workflow.png")
+        # the nodes whose job was pushed into a structure of the dashboard link to its
+        # page: parts 2 and 3 (fetch's, queued), not the waiting ones nor quick's
+        linked = "[...document.querySelectorAll('svg.dag a.job title')].map(t => t.textContent)"
+        assert browser.js(linked) == ["parse part 2: queued", "parse part 3: queued"]
+        before = browser.js("performance.timeOrigin")
+        browser.js("document.querySelector('svg.dag a.job').dispatchEvent(new MouseEvent("
+                   "'click', {bubbles: true, cancelable: true, view: window}))")
+        until(partial(browser.loaded, before), "the job page after clicking a node")
+        page = browser.text()
+        assert "Job" in page and "pending" in page and "fetch" in page
+        browser.go(served.url + f"workflow?store=0&id={w.hex()}")
         page = browser.confirm("form:has(input[value=cancel-workflow])", "button")
         assert "cancelled: nothing not started will run" in page
     assert flows.status(db, w).state == "cancelled"

@@ -121,6 +121,40 @@ def test_limits_page_lists_shows_a_key_sets_and_deletes(
         create_app(db, {"q": q}, limits=[q])
 
 
+def test_the_limits_page_reads_its_counts_capped(db: Any, fdb_subspace: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each limit's counts read at most TOTALS_CAP keys: a count that stopped there is
+    shown with a "+", and the page says what that means; one under the cap is exact."""
+    from fdbrecipes.web import flows
+
+    monkeypatch.setattr(flows, "TOTALS_CAP", 2)
+    limits = Limits(fdb_subspace["limits"])
+    limits.set(db, "all", concurrency(10))
+    limits.set(db, "per-customer", concurrency(1))
+    limits.set(db, "idle", concurrency(5))
+    q = Queue(fdb_subspace["q"], limits=[limits.use("all"),
+                                         limits.use("per-customer", key=customer)])
+    q.push_many(db, [("acme", 1), ("acme", 2), ("acme", 3), ("acme", 4), ("globex", 1),
+                     ("initech", 1)])
+    assert len(q.claim_many(db, 6, lease_seconds=60)) == 3  # acme's other three parked
+    c = TestClient(create_app(db, {"q": q}, limits=[limits]))
+    page = c.get("/limits").text
+
+    def counts(name: str) -> List[str]:
+        row = re.search(name + r"</strong></a></td>(.*?)</tr>", page, re.S)
+        assert row is not None, name
+        return re.findall(r'class="n[^"]*">([^<]*)<', row.group(1))[2:]
+
+    assert counts("all") == ["2+", "0"]            # 3 running: 2 slots read
+    assert counts("per-customer") == ["2+", "2+"]  # 3 running, 3 parked
+    assert counts("idle") == ["0", "0"]
+    assert "Each count reads at most 2 keys" in page and "stopped there" in page
+    monkeypatch.setattr(flows, "TOTALS_CAP", 1_000)
+    page = c.get("/limits").text
+    assert counts("all") == ["3", "0"] and counts("per-customer") == ["3", "3"]
+    assert "stopped there" not in page
+
+
 def nodes_drawn(page: str) -> Dict[str, Tuple[str, str]]:
     """Each node box of a page's SVG: its name (escaped, as the page has it) to its
     state and fill colour."""
@@ -168,6 +202,12 @@ def test_workflows_pages_draw_the_graph_and_cancel(
         "b": ("queued", COLOURS["queued"][0]), "c": ("waiting", COLOURS["waiting"][0]),
         "d": ("waiting", COLOURS["waiting"][0])}
     assert page.count('class="edge"') == 3  # a -> c, b -> c, c -> d
+    links = dict(re.findall(r'<a class="job" href="([^"]*)"><g class="node [a-z]+"><title>'
+                            r'(.*?): ', page))
+    assert sorted(links.values()) == ["&lt;script&gt;a&lt;/script&gt;", "b"]  # queued ones
+    for href in links:  # each leads to its job's page
+        job = c.get(href.replace("&amp;", "&"))
+        assert job.status_code == 200 and "pending" in job.text
     assert 'value="cancel-workflow"' in page
     over = c.get("/workflow", params={"id": failed.hex()}).text
     assert nodes_drawn(over) == {

@@ -296,11 +296,12 @@ def test_list_pages_by_id_and_graph_gives_the_edges(db: Any, fdb_subspace: Any) 
     q = Queue(fdb_subspace["q"], history=3600)
     flows = store(fdb_subspace, q)
     ids = []
+    made = []
     for k in range(3):
         flow = flows.new()
         a = flow.add(q, f"a{k}", name="a")
         b = flow.add(q, f"b{k}", name="b")
-        flow.add(q, f"c{k}", deps=[a, b], name="c")
+        made.append([a, b, flow.add(q, f"c{k}", deps=[a, b], name="c")])
         ids.append(flows.create(db, flow))
     listed = flows.list(db)
     assert [s.id for s in listed] == sorted(ids)
@@ -311,9 +312,12 @@ def test_list_pages_by_id_and_graph_gives_the_edges(db: Any, fdb_subspace: Any) 
     assert [s.id for s in first] == sorted(ids)[:2]
     assert [s.id for s in flows.list(db, 2, after=first[-1].id)] == sorted(ids)[2:]
     graph = flows.graph(db, ids[0])
-    assert graph == [GraphNode(0, "a", "queued", (), None),
-                     GraphNode(1, "b", "queued", (), None),
-                     GraphNode(2, "c", "waiting", ("a", "b"), None)]
+    a, b, c = made[0]
+    at = q.subspace.key()  # each node's job: its id, its structure's key, no group
+    assert graph == [GraphNode(0, "a", "queued", (), None, a.id, at, None),
+                     GraphNode(1, "b", "queued", (), None, b.id, at, None),
+                     GraphNode(2, "c", "waiting", ("a", "b"), None, c.id, at, None)]
+    assert q.job(db, a.id) is not None  # the id is its job's
     assert flows.graph(db, ids[0], 2) == graph[:2] and flows.graph(db, ids[0], 0) == []
     drain(db, q, Runs(flows, db))
     assert {s.state for s in flows.list(db)} == {"succeeded"}

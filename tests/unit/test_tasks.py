@@ -320,7 +320,7 @@ def test_what_a_call_of_a_task_with_limits_carries() -> None:
     assert value[4] == (("per", 1, "ada", 1), ("all", 0, None, 6))
     assert open_envelope(value).name == job.name
     assert carried_key("per", value) == "ada" and carried_cost("all", value) == 6
-    uses = {use.name: use for use in structure_uses([job, plain])}
+    uses = {use.name: use for use in structure_uses([*job.limits, *plain.limits])}
     assert uses["per"].key_of(value) == "ada"
     assert uses["all"].key_of(value) is None  # the global key
     assert uses["all"].cost_of(value) == 6

@@ -58,6 +58,15 @@ def test_the_drawing_is_capped_escaped_and_coloured() -> None:
     assert (wide.drawn, wide.depth) == (30, 100)  # 30 columns drawn of 100
 
 
+def test_a_node_links_to_its_job_page_when_given_one() -> None:
+    nodes = [node(0, "a", "queued"), node(1, "b", "waiting", "a")]
+    svg = str(draw(nodes, links={"a": '/job?s=q&id=00"><script>'}).svg)
+    assert svg.count('<a class="job"') == 1
+    assert '<a class="job" href="/job?s=q&amp;id=00&#34;&gt;&lt;script&gt;"><g class="node ' \
+        'queued"><title>a: queued</title>' in svg and "<script>" not in svg
+    assert '<a class="job"' not in str(draw(nodes).svg)
+
+
 def test_an_action_on_a_limit_store_is_checked_whole() -> None:
     store = object()  # check() only picks the store; it reads and writes nothing
     form = {"action": "set-limit", "store": "0", "name": "api", "kind": "rate", "n": "10",

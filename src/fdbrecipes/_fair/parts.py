@@ -13,8 +13,9 @@ from typing import Any, List, NamedTuple, Optional, Tuple, Union
 import fdb.tuple
 
 from .._fdb import seconds_to_versions
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetters
-from .._ordered.engine import Ordered, QueueStats
+from .._ordered.engine import Ordered
 from .._ordered.front import Front
 from .._ordered.leases import Lease, Leases, lease_id, token_of
 from .._ordered.listing import Listing

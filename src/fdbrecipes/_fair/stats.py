@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from .._attempt import gather
 from .._fdb import Gen, snap
-from .._ordered.engine import QueueStats
+from .._ordered.counts import QueueStats
 from .engine import Fair
 from .parts import FairStats, GroupView, fair_stats
 

@@ -23,8 +23,9 @@ round trip for all, side by side):
   (see :meth:`Gate.free`); the slot of an expired lease is cleared with an atomic
   compare-and-clear (only if the slot still holds its lease: no read, no conflict).
   When the key is full (no free slot, or, after ``n`` was lowered, as many jobs running
-  as ``n`` in any slots), the claim takes a read conflict on the key's whole range:
-  a slot freed meanwhile makes it retry instead of parking a job that could run.
+  as ``n`` in any slots), the claim takes a read conflict on the key's whole range and
+  on the limit's definition: a slot freed, or the limit changed or deleted, meanwhile
+  makes it retry instead of parking a job that could run.
 * a **rate** limit: its starts in the window, ``L/"ls"/(name, key, start, ...)``; a
   job starts while the cost started in ``(now - per_seconds, now]`` plus its own is at
   most ``n``.  The read conflict covers the window and everything after it, so of two
@@ -41,8 +42,9 @@ structure it is in.  A candidate held back only by a rate is delayed (a DELAY ho
 until the moment its key's window has room.  So a key at its limit never holds the
 front: the claim goes on with the next candidates, and each blocked job is moved once
 per slot or window, not met again by every claim.  The park's deadline is the safety
-net: a job parked when a limit is raised or deleted, or whose slot came back by an
-expiry no claim of its structure met, is looked at again by then at the latest.
+net: a job beyond the 1,000 a change or delete of its limit moves back, or whose slot
+came back by an expiry no claim of its structure met, is looked at again by then at
+the latest.
 """
 
 from __future__ import annotations
@@ -475,6 +477,8 @@ class Admission:
             if t.kind == CONCURRENCY and not self.usage[(t.name, t.key)].fits(t.cost, now):
                 r = self.gate.keys.running.range((t.name, t.key))
                 tr.add_read_conflict_range(r.start, r.stop)  # a slot freed meanwhile: retry
+                # the limit raised or deleted meanwhile: retry (see Store.release_parked)
+                tr.add_read_conflict_key(self.gate.keys.definition(t.name))
                 self.gate.park(tr, engine, entry, now, tally, t)
                 return True
         rates = [(t, self.usage[(t.name, t.key)]) for t in tags if t.kind != CONCURRENCY]

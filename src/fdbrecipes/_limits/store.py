@@ -14,11 +14,13 @@ from .._store_layout import LimitLayout
 from .gate import move_back
 from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 
-__all__ = ["MOVE_BACK", "LimitState", "LimitTotals", "Store"]
+__all__ = ["COUNTED", "MOVE_BACK", "LimitState", "LimitTotals", "Store"]
 
 #: The most parked jobs a change or delete of a limit moves back at once (the others
 #: come back at their park's deadline, see ``gate.PARK_SECONDS``).
 MOVE_BACK = 1_000
+#: Parked jobs a count reads at most (a key's state, a limit's totals).
+COUNTED = 10_000
 
 
 class LimitState(NamedTuple):
@@ -42,12 +44,16 @@ class LimitState(NamedTuple):
 
 class LimitTotals(NamedTuple):
     """A limit over all its keys, at one read version: its name and definition, the
-    jobs running under it (a concurrency limit's; 0 for a rate) and those parked."""
+    jobs running under it (a concurrency limit's; 0 for a rate) and those parked;
+    whether either count stopped at its cap (then it counts only the first slots or
+    parked entries read: there may be more)."""
 
     name: str
     limit: Limit
     running: int
     parked: int
+    running_capped: bool = False
+    parked_capped: bool = False
 
 
 class Store:
@@ -91,9 +97,17 @@ class Store:
         return old
 
     def release_parked(self, tr: Any, attempt: Attempt, name: str) -> Gen[int]:
-        """Move back up to :data:`MOVE_BACK` jobs parked under limit ``name``; how many."""
+        """Move back up to :data:`MOVE_BACK` jobs parked under limit ``name``; how many.
+
+        Takes a read conflict on the limit's whole range of parked jobs, as the end of
+        a lease does on its key's (``gate.Gate.unpark``): a claim that parks a job
+        under the limit and commits after this transaction's read version makes it
+        retry (and find the job).  (The claim, for its part, reads the definition with
+        a conflict when it parks: a change committed first makes it retry instead.)"""
         r = self.keys.parked.range((name,))
-        found = yield from Range(snap(tr), bytes(r.start), bytes(r.stop), MOVE_BACK).read()
+        begin, end = bytes(r.start), bytes(r.stop)
+        tr.add_read_conflict_range(begin, end)
+        found = yield from Range(snap(tr), begin, end, MOVE_BACK).read()
         now = yield from attempt.now(tr, self.clock)
         return (yield from move_back(tr, self.keys, found, None, now))
 
@@ -113,22 +127,27 @@ class Store:
                 out[self.keys.definitions.unpack(kv.key)[0]] = limit
         return out
 
-    def totals(self, tr: Any) -> Gen[List[LimitTotals]]:
-        """Each limit with its jobs running (under live leases, every key) and parked
-        (up to 10,000 counted): snapshot reads, side by side, one range per limit
-        beside the definitions."""
+    def totals(self, tr: Any, cap: Optional[int] = None) -> Gen[List[LimitTotals]]:
+        """Each limit with its jobs running (under live leases, every key) and parked:
+        snapshot reads, side by side, two ranges per limit beside the definitions,
+        each of at most ``cap`` keys (None: every slot; parked entries up to
+        :data:`COUNTED`), the totals saying which count stopped there."""
         defined = yield from self.definitions(tr)
         now = yield from reading(tr, self.clock)
+        most_parked = COUNTED if cap is None else min(cap, COUNTED)
         reads = []
         for name in defined:
             running, parked = self.keys.running.range((name,)), self.keys.parked.range((name,))
-            reads.append((Range(snap(tr), bytes(running.start), bytes(running.stop)),
-                          Range(snap(tr), bytes(parked.start), bytes(parked.stop), 10_000)))
+            reads.append((Range(snap(tr), bytes(running.start), bytes(running.stop), cap or 0),
+                          Range(snap(tr), bytes(parked.start), bytes(parked.stop), most_parked)))
         out = []
         for (name, limit), (running, parked) in zip(defined.items(), reads):
-            live = sum(1 for kv in (yield from running.read())
-                       if fdb.tuple.unpack(kv.value)[0] >= now)
-            out.append(LimitTotals(name, limit, live, len((yield from parked.read()))))
+            slots = yield from running.read()
+            live = sum(1 for kv in slots if fdb.tuple.unpack(kv.value)[0] >= now)
+            waiting = len((yield from parked.read()))
+            out.append(LimitTotals(name, limit, live, waiting,
+                                   cap is not None and len(slots) >= cap,
+                                   waiting >= most_parked))
         return out
 
     def version(self, tr: Any) -> Gen[int]:
@@ -145,7 +164,7 @@ class Store:
         r = self.keys.starts.range(slot)
         starts = Range(snap(tr), bytes(r.start), bytes(r.stop))
         r = self.keys.parked.range(slot)
-        parked = Range(snap(tr), bytes(r.start), bytes(r.stop), 10_000)
+        parked = Range(snap(tr), bytes(r.start), bytes(r.stop), COUNTED)
         raw = yield from read(definition)
         limit = None if raw is None else decode_limit(raw)
         now = yield from reading(tr, self.clock)

@@ -38,12 +38,14 @@ from .._records.finished import FinishedJob, finished
 from .._records.history import (
     PRUNE_BATCH,
     Finished,
+    Then,
     cancelled,
     finished_or,
     outcome,
     prune,
+    push_all,
+    recorded,
     report,
-    settled,
 )
 from .._records.records import DELAYED, PENDING, RETRYING, JobRecord, Progress, Records
 from .._records.registry import QUIET, STOP, Orders, Registry, WorkerInfo
@@ -299,8 +301,10 @@ class JobOps(Ops):
     def result_at(self, db: Any, id_: bytes, where: Where, timeout: Any) -> Gen[Any]:
         """Wait until job ``id_`` is finished; its result (or raise its failure)."""
         check_timeout(timeout)
-        key = self.records_at(where).keys.key(id_, "s")
-        wake = Wake((key,), self.is_finished, (id_, where), self.hooks)
+        keys = self.records_at(where).keys
+        # a finish writes the end key (the earlier layout: the state key)
+        wake = Wake((keys.key(id_, "f"), keys.key(id_, "s")), self.is_finished, (id_, where),
+                    self.hooks)
         if not (yield from wait_until_ready(db, timeout, wake)):
             raise TimeoutError(f"job {id_!r} did not finish within {timeout} s")
         record = yield from read(db, self.listing_at(where).job, id_)
@@ -407,9 +411,12 @@ class JobOps(Ops):
         done = yield from self.ack_results(tr, attempt, [f.lease for f in finished],
                                            [f.result for f in finished],
                                            [f.state for f in finished])
+        followups: List[Then] = []
         for f, acked in zip(finished, done):
             if acked:
-                yield from settled(tr, self.records_at(self.lease_where(f.lease)), f)
+                recorded(tr, self.records_at(self.lease_where(f.lease)), f)
+                followups.extend(f.followups)
+        yield from push_all(tr, followups)  # a workflow's steps side by side
         return done
 
     def report(self, tr: Transactor, reports: Sequence[Tuple[Any, Progress]]) -> Gen[None]:

@@ -3,10 +3,9 @@
 :class:`FairOps` holds one fair queue's configuration, its engine (:mod:`.._fair.engine`) and
 its retry loop; each method checks its arguments (TypeError or ValueError, before
 anything is written) and returns an operation that ``FairQueue`` drives and
-``AsyncFairQueue`` awaits.  :meth:`FairOps.group_queue` is one group seen as a queue
-(:class:`GroupOps`), for the tools that look into one queue at a time (the operator
-commands).  What each call reads, writes, conflicts with and costs is said in
-:mod:`fdbrecipes.fair_queue`.
+``AsyncFairQueue`` awaits (one group seen as a queue, for the tools that look into one
+queue at a time, is :class:`~.fair_group.GroupOps`, above this module).  What each call
+reads, writes, conflicts with and costs is said in :mod:`fdbrecipes.fair_queue`.
 """
 
 from __future__ import annotations
@@ -35,8 +34,9 @@ from .._fdb import Gen, Transactor, check_database, check_transactor
 from .._layout import MAX_SHARDS, FairLayout
 from .._limits.gate import Gate
 from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest, QueueStats
+from .._ordered.engine import PushRequest
 from .._ordered.front import MIN, value_of
 from .._ordered.leases import expired, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo
@@ -80,7 +80,6 @@ from .._values import (
 from .._waiting import Wake, take_or_wait, wait_until_ready
 from .base import ClaimStep, JobOps
 from .checks import check_end, lease_batch
-from .fair_group import GroupOps
 from .layout_guard import LayoutGuard
 
 __all__ = ["FairOps", "GroupPush"]
@@ -172,10 +171,6 @@ class FairOps(JobOps):
         """The groups with work or a policy, in key order, after the group ``after``."""
         first = None if after is None else check_group(after, "after")
         return self.guarded(tr, read(tr, self.engine.groups, check_limit(limit), first))
-
-    def group_queue(self, group: Any) -> GroupOps:
-        """``group`` seen as a queue (see :class:`GroupOps`)."""
-        return GroupOps(self, check_group(group))
 
     # -- pushing -----------------------------------------------------------------------
 

@@ -1,23 +1,23 @@
-"""One group of a FairQueue seen as a queue: :class:`GroupOps`, what
-``fair.ops.group_queue(group)`` returns for the tools that look into one queue at a
-time (the operator commands, the dashboard)."""
+"""One group of a FairQueue seen as a queue: :class:`GroupOps`, for the tools that look
+into one queue at a time (the operator commands, the dashboard), which make one with
+the fair-queue kind's ``group_queue(structure, group)`` (see :mod:`fdbrecipes._kinds`).
+A view over :class:`~.fair.FairOps`: it imports that module, never the other way."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import Any, List, Optional
 
+from .._fair.parts import check_group
 from .._fdb import Gen, Transactor
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import QueueStats
 from .._ordered.front import MIN
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import PendingItem, Row
 from .._retry import read
 from .._values import Value
 from .checks import check_end
-
-if TYPE_CHECKING:
-    from .fair import FairOps
+from .fair import FairOps
 
 __all__ = ["GroupOps"]
 
@@ -25,11 +25,15 @@ __all__ = ["GroupOps"]
 class GroupOps:
     """One group of a FairQueue seen as a queue: the calls of
     :class:`fdbrecipes.protocol.Inspectable`, each that of the FairQueue's operations
-    with this group (what the operator commands use for ``--group``)."""
+    with this group (what the operator commands use for ``--group``).
+
+    Raises:
+        TypeError or ValueError: ``group`` is not a group (a short str or bytes).
+    """
 
     def __init__(self, fair: FairOps, group: Any) -> None:
         self.fair = fair
-        self.group = group
+        self.group = check_group(group)
         self.subspace = fair.engine.keys.groups[group]
         self.wake_key = fair.wake_key
         self.max_deliveries = fair.max_deliveries

@@ -19,7 +19,7 @@ from .._limits.specs import CostOf, KeyOf, Limit, LimitUse, check_limit_spec, ch
 from .._limits.store import LimitState, LimitTotals, Store
 from .._retry import read
 from .._store_layout import LimitLayout
-from .._values import check_clock, check_subspace
+from .._values import check_clock, check_int, check_subspace
 from .base import Ops
 
 __all__ = ["LimitsOps"]
@@ -69,9 +69,14 @@ class LimitsOps(Ops):
         """What key ``key`` of limit ``name`` holds now."""
         return read(tr, self.store.state, check_name(name), check_key(key))
 
-    def totals(self, tr: Transactor) -> Gen[List[LimitTotals]]:
-        """Each limit with its jobs running and parked (for the metrics)."""
-        return read(tr, self.store.totals)
+    def totals(self, tr: Transactor, cap: Any = None) -> Gen[List[LimitTotals]]:
+        """Each limit with its jobs running and parked (for the metrics, and the
+        dashboard: ``cap``, the keys each count reads at most; None: all).
+
+        Raises:
+            TypeError or ValueError: ``cap`` is not None or an int >= 1.
+        """
+        return read(tr, self.store.totals, None if cap is None else check_int(cap, "cap", low=1))
 
     def version(self, tr: Transactor) -> Gen[int]:
         """The change counter."""

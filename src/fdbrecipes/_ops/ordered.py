@@ -39,8 +39,9 @@ from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
 from .._limits.gate import Gate
 from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
 from .._ordered.contention import Contention
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
-from .._ordered.engine import Ordered, PushRequest, QueueStats
+from .._ordered.engine import Ordered, PushRequest
 from .._ordered.front import MIN, value_of
 from .._ordered.leases import Lease, Leases, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo, Listing

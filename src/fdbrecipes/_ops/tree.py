@@ -17,7 +17,7 @@ from .._codec import decoded
 from .._fdb import Gen, Transactor, check_transactor
 from .._ids import Ids
 from .._layout import TreeLayout
-from .._ordered.engine import QueueStats
+from .._ordered.counts import QueueStats
 from .._retry import read, read_pages
 from .._tree.engine import (
     LEVELS,

@@ -188,6 +188,8 @@ class DeadLetters:
                                       (0, id_), now, 0, tally, kept)
             if id_ is not None:  # the id tells where its item is now
                 tr.set(self.engine.ids.key(id_), pack(self.engine.keys.place(back)))
+                if id_ in kept:  # its record ran again: no end, no cancel
+                    records.revived(tr, id_)
             if self.engine.sequences is not None:  # a blocked sequence's head runs again
                 self.engine.sequences.requeued(tally, id_)
             moved += 1
@@ -215,7 +217,7 @@ class DeadLetters:
         for kv, item in zip(letters, items):
             tr.clear(kv.key)
             id_ = keys.item_id(item)
-            self.engine.forget(tr, id_, now)
+            self.engine.forget(tr, item, now)
             if id_ in kept:
                 records.state(tr, id_, DEAD, keys.deliveries(item))
         tally.add(self.engine.keys.dead_out, len(letters))

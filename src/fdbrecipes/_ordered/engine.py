@@ -19,16 +19,14 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 from fdb.tuple import pack
 
 from .._attempt import Attempt, gather
-from .._clock import Clock, reading
+from .._clock import Clock
 from .._fdb import (
-    VERSIONS_PER_SECOND,
     Gen,
     Range,
     Tally,
     clear_structure,
     get_value,
     read_le64,
-    snap,
 )
 from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
@@ -46,29 +44,10 @@ from .._records.records import (
     Records,
 )
 from .._values import Value, decode_value
-from .._waiting import Readiness
-from .front import MIN, RESTORE_BATCH, Entry, Front, FrontReader, Hold, value_of
+from .counts import Counts
+from .front import RESTORE_BATCH, Entry, Front, Hold, value_of
 from .sequences import SequencePush, Sequences
 from .unique import UniqueKeys, UniquePush, id_keyed, mark_of
-
-
-class QueueStats(NamedTuple):
-    """Where a queue's items are, at one read version.
-
-    Attributes:
-        visible: items a pop or claim could take now.
-        delayed: items pushed (or released) with a delay that has not passed yet.
-        in_flight: items under a live lease, or held for a high-contention pop.
-        dead: dead letters.
-        oldest_age: seconds since the item at the front (the next ``pop`` /
-            ``pop_min``) became visible; None when nothing is visible.
-    """
-
-    visible: int
-    delayed: int
-    in_flight: int
-    dead: int
-    oldest_age: Optional[float]
 
 
 class PushRequest(NamedTuple):
@@ -89,6 +68,11 @@ class PushRequest(NamedTuple):
     def item_id(self, i: int) -> Optional[bytes]:
         """The id of item ``i`` of the batch, or None."""
         return self.id if self.id is not None else (self.ids[i] if self.ids else None)
+
+    def made(self) -> bool:
+        """Whether its ids were made for its items (no id given, no unique key, no
+        sequence: see ``OrderedLayout.made``)."""
+        return self.id is None and self.unique is None and self.sequence is None
 
     def job_ids(self) -> List[bytes]:
         """The ids of its items (given or made)."""
@@ -122,7 +106,7 @@ class Takes:
         return values[0] if values else None
 
 
-class Ordered(FrontReader, Takes):
+class Ordered(Counts, Takes):
     """Items kept in key order, taken from either end (see the module docstring).
 
     In a sharded structure there is one per shard (``shard``: its number, None in an
@@ -270,7 +254,7 @@ class Ordered(FrontReader, Takes):
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
-        self.forget(tr, self.keys.item_id(item), now)
+        self.forget(tr, item, now)
         self.unique_left(tr, item, now)
         if self.sequences is not None:  # the next job of its sequence goes in
             self.sequences.ended(tally, self, self.keys.item_id(item), False)
@@ -279,16 +263,17 @@ class Ordered(FrontReader, Takes):
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result)
 
-    def forget(self, tr: Any, id_: Optional[bytes], now: int) -> None:
-        """The item with id ``id_`` (if any) left for good: its id is retired (a push of
-        it stores nothing for ``id_retention`` more), or, a unique job's id (made by
-        its push, never given to one: nothing to keep it for), forgotten at once, so
-        that unique pushes have no retired ids to collect."""
-        if mark_of(id_) is None:
-            self.ids.retire(tr, id_, now)
-        else:
-            assert id_ is not None
+    def forget(self, tr: Any, item: Item, now: int) -> None:
+        """``item`` left for good: its id, if any, is retired (a push of it stores
+        nothing for ``id_retention`` more), or, an id made by its push (a unique job's,
+        a job's in a structure with records: never given to one, nothing to keep it
+        for), forgotten at once (one clear), so that there are no retired ids to
+        collect."""
+        id_ = self.keys.item_id(item)
+        if id_ is not None and (mark_of(id_) is not None or self.keys.made(item)):
             tr.clear(self.ids.key(id_))
+        else:
+            self.ids.retire(tr, id_, now)
 
     def unique_claimed(self, tr: Any, item: Item) -> None:
         """A consumer claimed ``item``: the unique key it holds while queued is free
@@ -380,6 +365,7 @@ class Ordered(FrontReader, Takes):
                 self.unique.back(tr, self.keys.item_id(item), self.keys.place(item), popped_at)
             id_ = self.record(item)
             if id_ is not None:
+                self.records.revived(tr, id_)
                 self.records.state(tr, id_, PENDING, self.keys.deliveries(item))
         tally.write(tr, attempt)
 
@@ -429,16 +415,18 @@ class Ordered(FrontReader, Takes):
                     wrote = wrote or replaced
                     stored.append(False)
                     continue
+            if r.id is not None and self.records.keeps:  # a new job: an old record goes
+                self.records.renewed(tr, r.id)
             if heads is not None and r.sequence is not None and self.sequences is not None:
                 if (yield from self.sequences.waits(heads, r.sequence)):
                     group, value = r.batch[0]
                     self.sequences.wait(tr, heads, r.sequence, group, value, now + r.delay)
-                    self.pushed_record(tr, r, DELAYED if r.delay > 0 else PENDING)
+                    self.pushed_record(tr, r, DELAYED if r.delay > 0 else PENDING, None)
                     stored.append(True)
                     continue
                 self.sequences.started(tr, heads, r.sequence)
             items = [engine.append(tr, group, seqs[engine], value, (0, r.item_id(i)), now,
-                                   r.delay, tally)
+                                   r.delay, tally, kept=(), made=r.made())  # record: below
                      for i, (group, value) in enumerate(r.batch)]
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
@@ -446,7 +434,9 @@ class Ordered(FrontReader, Takes):
                 self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
             if held is not None and r.unique is not None and self.unique is not None:
                 yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))
-            self.pushed_record(tr, r)
+            delayed = r.delay > 0
+            self.pushed_record(tr, r, DELAYED if delayed else PENDING,
+                               now + r.delay if delayed else None)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -456,14 +446,13 @@ class Ordered(FrontReader, Takes):
         attempt.idle = not (any(stored) or wrote)
         return stored
 
-    def pushed_record(self, tr: Any, r: PushRequest, state: Optional[str] = None) -> None:
-        """With job records, those of ``r``'s jobs: pushed now (and ``state``, for a
-        job that is not in the queue yet: its items' writes say theirs)."""
+    def pushed_record(self, tr: Any, r: PushRequest, state: str, due: Optional[int]) -> None:
+        """With job records, those of ``r``'s jobs: pushed now, ``state`` (``due``
+        then; a job waiting in its sequence says so, though its item is not in the
+        queue yet)."""
         if self.records.keeps:
             for id_ in r.job_ids():
-                self.records.pushed(tr, id_, r.time_limit)
-                if state is not None:
-                    self.records.state(tr, id_, state, 0)
+                self.records.pushed(tr, id_, r.time_limit, state, due)
 
     def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel
@@ -497,14 +486,14 @@ class Ordered(FrontReader, Takes):
 
     def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
                meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally,
-               kept: Optional[Kept] = None) -> Item:
+               kept: Optional[Kept] = None, made: bool = False) -> Item:
         """Write one item at its group's next sequence number (advancing it);
-        ``meta`` = (deliveries, id); with ``delay`` > 0 under a DELAY hold.  Its job
-        record says pending (or delayed): if this object keeps records, or, given
-        ``kept`` (the records found: see ``Records.look``), if the id is one of them.
-        The item."""
+        ``meta`` = (deliveries, id) (``made``: the id was made for it); with ``delay``
+        > 0 under a DELAY hold.  Its job record says pending (or delayed): if this
+        object keeps records, or, given ``kept`` (the records found: see
+        ``Records.look``), if the id is one of them.  The item."""
         deliveries, id_ = meta
-        item = self.keys.new_item(group, seqs[group], id_, now + delay)
+        item = self.keys.new_item(group, seqs[group], id_, now + delay, made)
         if deliveries:
             item = self.keys.renewed(item, deliveries, now + delay)
         seqs[group] += 1
@@ -560,62 +549,3 @@ class Ordered(FrontReader, Takes):
         "pushed" (a conflict with concurrent pushes, so the reset is exact)."""
         yield from clear_structure(tr, self.keys.subspace, self.keys.kept_by_clear(),
                                    [(self.keys.pushed, self.keys.taken)])
-
-    # -- counters -----------------------------------------------------------------------
-
-    def size(self, tr: Any) -> Gen[int]:
-        """Items in the structure: "pushed" - "taken" (two reads in parallel, read
-        conflicts on both), less the expired leases whose items are dead letters now
-        but not yet moved (with ``max_deliveries``: a snapshot read of the expired
-        holds)."""
-        pushed, taken = tr.get(self.keys.pushed), tr.get(self.keys.taken)
-        dying = 0
-        if self.max_deliveries is not None:
-            now = yield from reading(tr, self.clock)
-            dying = len((yield from self.dead_holds(tr, now)))
-        yield pushed
-        yield taken
-        return read_le64(get_value(pushed)) - read_le64(get_value(taken)) - dying
-
-    def stats(self, tr: Any) -> Gen[QueueStats]:
-        """Counters, corrected for holds that expired without a write, and the age of
-        the front item; snapshot reads only (no conflicts)."""
-        r = self.keys.subspace["n"].range()
-        started = Range(snap(tr), r.start, r.stop)
-        front = yield from self.front(tr, MIN, 1, conflict=False, writing=False)
-        counts = {bytes(kv.key): read_le64(kv.value) for kv in (yield from started.read())}
-        k = self.keys
-        size, held, delayed, dead = (counts.get(a, 0) - counts.get(b, 0) for a, b in (
-            (k.pushed, k.taken), (k.held_in, k.held_out), (k.delayed_in, k.delayed_out),
-            (k.dead_in, k.dead_out)))
-        dying = self.split_dead(front.holds)[1]
-        late = sum(1 for e in front.holds if e.hold is not None and e.hold.kind == DELAY)
-        in_flight = held - (len(front.holds) - late)
-        delayed -= late
-        oldest = None
-        if front.entries:
-            entry = front.entries[0]
-            since = self.keys.since(entry.item) if entry.hold is None else entry.hold.deadline
-            oldest = max(0.0, (front.now - since) / VERSIONS_PER_SECOND)
-        return QueueStats(size - in_flight - delayed - len(dying), delayed, in_flight,
-                          dead + len(dying), oldest)
-
-    # -- waiting ---------------------------------------------------------------------------
-
-    def ready(self, tr: Any, end: str) -> Gen[Readiness]:
-        """Whether an item is visible at ``end``; if not, the seconds until the next
-        hold expires (its item becomes visible without any write), or None.  Never
-        while the structure is paused (its resume touches the wake key; the flag is
-        read with the earliest deadlines, by snapshot)."""
-        front = yield from self.front(tr, end, 1, conflict=False, writing=False)
-        if front.paused:
-            return False, None
-        if front.entries:
-            return True, None
-        due = self.keys.due
-        kv = yield from Range(tr.snapshot, due.pack((front.now + 1,)),
-                              self.keys.due_range.stop, 1).first()
-        if kv is None:
-            return False, None
-        until = (due.unpack(kv.key)[0] - front.now) / VERSIONS_PER_SECOND
-        return False, max(0.0, until) + 0.001

@@ -173,16 +173,16 @@ class Listing:
         ``kv`` of its lease if it runs or died with it, else from its ``place`` and
         its state's due."""
         k = self.engine.keys
-        due = stored.parts["s"][2]
+        due = stored.facts.due
         if kv is not None:
             hold_id, item, deadline, _kind = k.held.unpack(kv.key)
             if state == RUNNING:
                 return token_of(hold_id)
             return dead_token(deadline, k.place(item)) if state == DEAD else None
-        if place is None or state in (SUCCEEDED, CANCELLED) or (state == DEAD and due is None):
+        if place is None or state in (SUCCEEDED, CANCELLED):
             return None
         if state == DEAD:
-            return dead_token(due, place)
+            return None if due is None else dead_token(due, place)
         if state in (DELAYED, RETRYING) and due is not None:
             return delayed_token(due, place)
         return pending_token(place)
@@ -194,20 +194,20 @@ class Listing:
         stored = yield from records.read(tr, id_)
         if stored is None:
             return None
-        state, _attempts, due = stored.parts["s"]
+        state, due = stored.facts.state, stored.facts.due
         lease = stored.lease()
         kv = None
         if lease is not None:
             r = self.engine.keys.held.range((lease,))
             kv = yield from Range(tr, r.start, r.stop, 1).first()
         now = yield from reading(tr, self.engine.clock)
-        if state == RUNNING:
-            if kv is None:
-                state = PENDING  # its hold is gone without a word (a clear)
-            else:
-                _, item, deadline, _kind = self.engine.keys.held.unpack(kv.key)
-                if deadline < now:
-                    state = DEAD if self.engine.dies(item) else RETRYING
+        if state == RUNNING and kv is None:  # its lease ended: its state key says
+            stored = stored.returned()       # what it is now
+            state, due = stored.facts.state, stored.facts.due
+        if state == RUNNING and kv is not None:
+            _, item, deadline, _kind = self.engine.keys.held.unpack(kv.key)
+            if deadline < now:
+                state = DEAD if self.engine.dies(item) else RETRYING
         elif state == DELAYED and due is not None and due <= now:
             state = PENDING
         return stored, state, kv

@@ -46,8 +46,9 @@ from .._retry import RetryLoop
 from .._values import BATCH_BYTES, Value, lease_shard
 from .._waiting import Readiness
 from .contention import Contention
+from .counts import QueueStats
 from .dead import DeadLetters
-from .engine import Ordered, PushRequest, QueueStats, Takes
+from .engine import Ordered, PushRequest, Takes
 from .front import MIN, OTHER_END, Entry, Front, choose, value_of
 from .leases import Claims, Lease, Leases, answers, claimed, lease_id
 from .listing import Listing

@@ -14,7 +14,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from .._fdb import Gen, Range, get_value, snap
-from .records import FINISHED, JobError, Records
+from .records import FINISHED, JobError, Records, facts_of
 from .tokens import finished_token
 
 __all__ = ["FinishedJob", "finished"]
@@ -58,15 +58,14 @@ def _row(looked: _Looked) -> Optional[FinishedJob]:
     """The row of an index entry whose record still says it finished then; None for a
     stale entry (a dead job requeued since: its record moved on)."""
     state, end, error = (get_value(f) for f in (looked.state, looked.end, looked.error))
-    if state is None or end is None:
-        return None
-    name, attempts, _due = fdb.tuple.unpack(state)
-    finished_at, expires_at = fdb.tuple.unpack(end)
+    facts = facts_of(state, end)
     expires, *where, id_ = looked.entry
-    if name not in FINISHED or expires_at != expires:
+    if facts is None or facts.state not in FINISHED or facts.expires_at != expires:
         return None
-    return FinishedJob(id_, where[0] if where else None, name, attempts, finished_at,
-                       expires_at, None if error is None else JobError(*fdb.tuple.unpack(error)),
+    assert facts.finished_at is not None
+    return FinishedJob(id_, where[0] if where else None, facts.state, facts.attempts,
+                       facts.finished_at, expires,
+                       None if error is None else JobError(*fdb.tuple.unpack(error)),
                        finished_token(looked.entry))
 
 

@@ -41,12 +41,14 @@ from .records import (
     JobRecord,
     Progress,
     Records,
+    facts_of,
 )
 from .registry import Registry
 
 __all__ = ["CANCELLING", "MAX_RESULT_BYTES", "PRUNE_BATCH", "Finished", "Followup", "cancelled",
            "check_error", "check_job_id", "check_time_limit", "encode_result", "finished_or",
-           "made_ids", "new_id", "Then", "outcome", "prune", "report", "settled", "terms", "Terms"]
+           "made_ids", "new_id", "Then", "outcome", "prune", "push_all", "recorded", "report",
+           "terms", "Terms"]
 
 #: The largest result a job record keeps, encoded (in chunks of 90,000 bytes): a larger
 #: one is not kept, and its job's record says so.
@@ -168,17 +170,38 @@ def cancelled(tr: Any, registry: Registry, state: Optional[str], holder: Optiona
     return CANCELLED
 
 
-def settled(tr: Any, records: Records, finished: Finished) -> Gen[None]:
-    """What goes with the ack of a job: its last progress, the error recorded beside a
-    success (a result too large) and its follow-up work, pushed in ``tr``."""
+def recorded(tr: Any, records: Records, finished: Finished) -> None:
+    """What goes with the ack of a job in its records: its last progress, and the
+    error recorded beside a success (a result too large).  Its follow-up work is
+    pushed by :func:`push_all`."""
     id_ = finished.lease.id
     if id_ is not None and records.keeps:
         if finished.progress is not None:
             records.progress(tr, id_, finished.progress)
         if finished.error is not None:
             records.failed(tr, id_, finished.error)
-    for followup in finished.followups:
-        yield from followup.push(tr)
+
+
+def push_all(tr: Any, followups: Sequence[Then]) -> Gen[None]:
+    """Push ``followups`` (of one job, or of the jobs of one ack, in order) in ``tr``:
+    each in turn, but runs of those that can be pushed together (with a
+    ``together()`` naming what they share, and a ``push_many``: a workflow store's
+    steps, whose reads then go out side by side) in one call a run."""
+    at = 0
+    while at < len(followups):
+        first = followups[at]
+        together = getattr(first, "together", None)
+        at += 1
+        if together is None:
+            yield from first.push(tr)
+            continue
+        shared = together()
+        run = [first]
+        while at < len(followups) and getattr(followups[at], "together", None) is not None \
+                and followups[at].together() == shared:  # type: ignore[attr-defined]
+            run.append(followups[at])
+            at += 1
+        yield from first.push_many(tr, run)  # type: ignore[attr-defined]
 
 
 def encode_result(value: Any, codec: Any = None
@@ -248,12 +271,10 @@ def prune(tr: Any, attempt: Attempt, expiry: Subspace,
         looked.append((kv.key, expires, records, id_, tr.get(records.keys.key(id_, "s")),
                        tr.get(records.keys.key(id_, "f"))))
     for key, expires, records, id_, state_read, end_read in looked:
-        state = yield from read(state_read)
-        ended = yield from read(end_read)
+        facts = facts_of((yield from read(state_read)), (yield from read(end_read)))
         tr.add_read_conflict_key(key)
         tr.clear(key)
-        if (state is not None and fdb.tuple.unpack(state)[0] in FINISHED
-                and ended is not None and fdb.tuple.unpack(ended)[1] == expires):
+        if facts is not None and facts.state in FINISHED and facts.expires_at == expires:
             whole = records.keys.jobs.range((id_,))
             tr.clear_range(whole.start, whole.stop)
     attempt.idle = not entries

@@ -23,7 +23,8 @@ from .._layout import RecordLayout
 from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
-           "RUNNING", "SUCCEEDED", "JobError", "JobRecord", "Kept", "Progress", "Records"]
+           "RUNNING", "SUCCEEDED", "Facts", "JobError", "JobRecord", "Kept", "Progress",
+           "Records", "facts_of"]
 
 #: The ids of items whose job records an object found (see :meth:`Records.look`): it
 #: moves those records with the items, whether or not it keeps records itself.
@@ -134,32 +135,93 @@ class JobRecord(NamedTuple):
         return self.state in FINISHED
 
 
+class Facts(NamedTuple):
+    """A record's state as stored (before what changes with time alone is read as it
+    is at the read version), and, once it finished, when it did and when it goes."""
+
+    state: str
+    attempts: int
+    due: Optional[int]
+    finished_at: Optional[float] = None
+    expires_at: Optional[float] = None
+
+
+def facts_of(state: Optional[bytes], end: Optional[bytes],
+             begun: Optional[Tuple[Any, ...]] = None,
+             pushed: Optional[Tuple[Any, ...]] = None) -> Optional[Facts]:
+    """The :class:`Facts` of a record whose ``s`` and ``f`` keys hold ``state`` and
+    ``end`` (None: absent), and whose ``b`` and ``a`` keys hold ``begun`` and
+    ``pushed`` (unpacked; None: absent or not read); None when nothing says its state.
+
+    Each step writes one key that says the state (docs/data-model.md), and the later
+    step's key wins: an end written by a finish (``(finished_at, expires_at, state,
+    attempts, due)``) says the job finished (but a purged dead letter's record, whose
+    state key says ``dead`` too, names no dead letter: its due is None); else a
+    claim's facts (``(started_at, worker, lease, attempts)``) say it runs, which it
+    does while its lease's hold is there (else :meth:`Stored.returned`: a writer that
+    ends a lease writes the state key or the end); else the state key, written by a
+    return from a lease, a requeue, a release with a delay; else the push's facts
+    (``(pushed_at, time_limit, state, 0, due)``).  What revives a finished job clears
+    its end, and a push that gives an id again clears the earlier record.  Records of
+    the earlier layout, whose every step wrote the state key (``f`` and ``b`` without
+    their last elements, ``a`` without the state), read as they did."""
+    parts = None if state is None else fdb.tuple.unpack(state)
+    ended = None if end is None else fdb.tuple.unpack(end)
+    if ended is not None and len(ended) >= 5:
+        due = None if parts is not None and parts[0] == DEAD else ended[4]
+        return Facts(ended[2], ended[3], due, ended[0], ended[1])
+    if ended is not None and parts is not None and parts[0] in FINISHED:
+        return Facts(parts[0], parts[1], parts[2], ended[0], ended[1])
+    if begun is not None and len(begun) >= 4:
+        return Facts(RUNNING, begun[3], None)
+    return _before(parts, pushed)
+
+
+def _before(state: Optional[Tuple[Any, ...]],
+            pushed: Optional[Tuple[Any, ...]]) -> Optional[Facts]:
+    """What the state key (``state``, unpacked) or else the push (``pushed``) says."""
+    if state is not None:
+        return Facts(state[0], state[1], state[2])
+    if pushed is not None and len(pushed) >= 5:
+        return Facts(pushed[2], pushed[3], pushed[4])
+    return None
+
+
 class Stored(NamedTuple):
-    """A record as stored (its parts, unpacked), before the state is read as it is at
-    the read version (see :meth:`Records.read`)."""
+    """A record as stored (its parts, unpacked, and its :class:`Facts`), before the
+    state is read as it is at the read version (see :meth:`Records.read`)."""
 
     parts: Dict[str, Tuple[Any, ...]]
     result: Optional[bytes]
+    facts: Facts
 
     def lease(self) -> Optional[bytes]:
         """The lease id of the attempt that began last, if the job runs."""
         begun = self.parts.get("b")
-        return None if begun is None or self.parts["s"][0] != RUNNING else begun[2]
+        return None if begun is None or self.facts.state != RUNNING else begun[2]
+
+    def returned(self) -> Stored:
+        """The record of a job whose lease's hold is gone: what its state key says (a
+        return from a lease writes it), or pending, if that says running (a hold gone
+        without a word: a clear)."""
+        facts = _before(self.parts.get("s"), self.parts.get("a"))
+        assert facts is not None  # a record has its push's facts, or a state key
+        return self._replace(facts=facts._replace(state=PENDING) if facts.state == RUNNING
+                             else facts)
 
     def record(self, id_: bytes, state: str) -> JobRecord:
         """The public record, its state as read."""
         parts = self.parts
-        stored_state, attempts, _due = parts["s"]
-        pushed_at, time_limit = parts.get("a", (None, None))
-        started_at, worker, _lease = parts.get("b", (None, None, None))
-        finished_at = parts.get("f", (None, None))[0] if stored_state in FINISHED else None
+        facts = self.facts
+        pushed_at, time_limit = parts.get("a", (None, None))[:2]
+        started_at, worker = parts.get("b", (None, None))[:2]
         error = parts.get("e")
         progress = parts.get("p")
-        return JobRecord(id_, state, attempts, pushed_at, started_at, finished_at, worker,
-                         None if error is None else JobError(*error),
+        return JobRecord(id_, state, facts.attempts, pushed_at, started_at, facts.finished_at,
+                         worker, None if error is None else JobError(*error),
                          None if progress is None else Progress(*progress),
                          None if self.result is None else decode_value(self.result),
-                         time_limit, "c" in parts)
+                         time_limit, "c" in parts and facts.state not in FINISHED)
 
 
 def _pack(parts: Tuple[Any, ...]) -> bytes:
@@ -188,10 +250,12 @@ class Records:
 
     # -- written as the item moves ------------------------------------------------------
 
-    def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float]) -> None:
-        """Job ``id_`` was pushed now (its state is written by :meth:`state`); one more
-        job with terms to read at its claims, if it has a time limit."""
-        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit)))
+    def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float], state: str,
+               due: Optional[int] = None) -> None:
+        """Job ``id_`` was pushed now, and is ``state`` (pending, delayed, ``due``
+        then): one key, the state key is not written; one more job with terms to read
+        at its claims, if it has a time limit."""
+        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit, state, 0, due)))
         if time_limit is not None:
             tr.add(self.keys.terms, le64(1))
 
@@ -204,10 +268,11 @@ class Records:
     def began(self, tr: Any, id_: bytes, attempts: int, worker: Optional[str],
               lease: bytes) -> None:
         """Attempt ``attempts`` of job ``id_`` began now, under ``lease`` (held by
-        ``worker``, if one said).  A cancel asked of an earlier attempt stays: the
-        next claim reads it (``Lease.cancel_requested``)."""
-        self.state(tr, id_, RUNNING, attempts)
-        tr.set(self.keys.key(id_, "b"), _pack((time.time(), worker, lease)))
+        ``worker``, if one said): one key, which says it runs while the lease's hold
+        is there (the state key is left as it was: see :func:`facts_of`).  A cancel
+        asked of an earlier attempt stays: the next claim reads it
+        (``Lease.cancel_requested``)."""
+        tr.set(self.keys.key(id_, "b"), _pack((time.time(), worker, lease, attempts)))
 
     def failed(self, tr: Any, id_: bytes, error: Tuple[str, str, str]) -> None:
         """Job ``id_`` failed with ``error`` (type, message, traceback)."""
@@ -217,29 +282,44 @@ class Records:
                  result: Optional[bytes] = None, died: Optional[int] = None) -> None:
         """Job ``id_`` ended (``state``: succeeded, dead, cancelled) after ``attempts``,
         with ``result`` (tuple-encoded); its record goes ``history`` seconds from now.
-        A dead job's state keeps when it ``died`` (the clock reading its dead letter is
-        filed under) as its ``due``."""
+        The end key says so, with the finished state (the state key is left as the
+        last step wrote it: one key less); a dead job's keeps when it ``died`` (the
+        clock reading its dead letter is filed under) as its ``due``.  A cancel asked
+        while it ran stays (a record read says none once it finished): what revives
+        the job clears it (:meth:`revived`)."""
         now = time.time()
         expires = now + (self.history or 0.0)
-        self.state(tr, id_, state, attempts, died)
-        tr.set(self.keys.key(id_, "f"), _pack((now, expires)))
-        tr.clear(self.keys.key(id_, "c"))
+        tr.set(self.keys.key(id_, "f"), _pack((now, expires, state, attempts, died)))
         if result is not None:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
         tr.set(self.keys.expiry_key(expires, id_), b"")
 
+    def revived(self, tr: Any, id_: bytes) -> None:
+        """Job ``id_``, which may have finished, runs again (a requeued dead letter, an
+        undone pop): its end and any cancel asked of it go (its state is written
+        beside)."""
+        tr.clear(self.keys.key(id_, "f"))
+        tr.clear(self.keys.key(id_, "c"))
+
+    def renewed(self, tr: Any, id_: bytes) -> None:
+        """A new job with the id ``id_`` was pushed (an id given again after its
+        retention passed): whatever a record of an earlier job with that id kept goes
+        (one range clear; its parts are written beside)."""
+        whole = self.keys.jobs.range((id_,))
+        tr.clear_range(whole.start, whole.stop)
+
     def look(self, tr: Any, ids: Iterable[Optional[bytes]],
              every: bool = False) -> Dict[bytes, Any]:
         """Start reading which of ``ids`` have a record (for :meth:`found`): each one's
-        state key, with a read conflict (a prune or a change of it meanwhile
+        push key (every record has one), with a read conflict (a prune or a change of it meanwhile
         conflicts), in parallel.  Nothing is read when this object keeps records and
         not ``every``: it writes them as it moves items that are pending, delayed or
         running, whose records are never pruned; ``every`` reads them all the same,
         for items whose records may be pruned already (dead letters)."""
         if self.keeps and not every:
             return {}
-        return {id_: tr.get(self.keys.key(id_, "s")) for id_ in ids if id_ is not None}
+        return {id_: tr.get(self.keys.key(id_, "a")) for id_ in ids if id_ is not None}
 
     def found(self, looked: Dict[bytes, Any]) -> Gen[FrozenSet[bytes]]:
         """The ids :meth:`look` found a record of."""
@@ -275,16 +355,19 @@ class Records:
     def stored(self, kvs: List[Any]) -> Optional[Stored]:
         """The record in ``kvs`` (what :meth:`start` read), or None if it has no state."""
         parts: Dict[str, Tuple[Any, ...]] = {}
+        raw: Dict[str, bytes] = {}
         chunks: List[bytes] = []
         for kv in kvs:
             part = self.keys.jobs.unpack(kv.key)[1]
             if part == "r":
                 chunks.append(kv.value)
             else:
+                raw[part] = kv.value
                 parts[part] = fdb.tuple.unpack(kv.value)
-        if "s" not in parts:
+        facts = facts_of(raw.get("s"), raw.get("f"), parts.get("b"), parts.get("a"))
+        if facts is None:
             return None
-        return Stored(parts, b"".join(chunks) if chunks else None)
+        return Stored(parts, b"".join(chunks) if chunks else None, facts)
 
     def read(self, reader: Any, id_: bytes) -> Gen[Optional[Stored]]:
         """Job ``id_``'s record as stored, or None."""

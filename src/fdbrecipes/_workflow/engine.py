@@ -4,14 +4,17 @@ end, stopping it (a cancel, or a failure under the ``fail`` policy), and reading
 How a node becomes runnable exactly once (docs/workflows.md tells the why): a node
 ``d`` with ``k`` dependencies has ``ceil(k / LEAF)`` counters (its *leaves*), each
 set to the number of its dependencies counted there, and, with more than one leaf, a
-counter of its open leaves (:data:`.._layout.ROOT`).  The transaction that ends a
-dependency (its ack, or its burial) adds -1 to its leaf and reads it, with a read
-conflict; the one that reads 0 closes the leaf (adds -1 to the root and reads it the
-same way), and the one that reads the root (or the only leaf) at 0 pushes ``d``.
+counter of its open leaves (:data:`.._layout.ROOT`).  The transaction that ends
+dependencies (an ack of one job or of several, or a burial) adds -1 for each of them
+to a leaf (-k for k, in one add; with several leaves, one picked at random, the rest
+from the others when it has less: leaves are quotas, see
+:class:`.advancing.Countdown`) and reads it, with a read conflict; the one
+that reads 0 closes the leaf (adds -1 to the root and reads it the same way), and the
+one that reads the root (or the only leaf) at 0 pushes ``d``.
 Reads with conflicts make these counts serializable: of two acks that decrement the
 same counter, the later conflicts and retries, and reads the value the first left, so
-exactly one reads 0.  Acks of dependencies counted in different leaves do not
-conflict; acks that close leaves conflict on the root only.
+exactly one reads 0.  Acks that count down different leaves do not conflict; acks
+that close leaves conflict on the root only.
 
 Every step reads the workflow's header with a read conflict, and a stop writes it: a
 step that would push a node races a cancel, and one of the two retries.
@@ -26,13 +29,13 @@ import fdb.tuple
 
 from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._ordered.engine import PushRequest
-from .._records.records import CANCELLED, RESULT_CHUNK
+from .._records.records import CANCELLED
 from .._store_layout import ROOT, WorkflowLayout
 from ..protocol import Workable
-from . import nesting
+from . import advancing, nesting
+from .advancing import Countdown, Ended, end_node
 from .graph import (
     ALWAYS,
-    CONTINUE,
     END,
     FAIL,
     FAILURE,
@@ -46,7 +49,6 @@ from .graph import (
 )
 from .reading import (
     DONE,
-    ENDED,
     FAILED,
     QUEUED,
     RUNNING,
@@ -268,25 +270,15 @@ class Store(Reads):
         dependents' definitions: three round trips at most (more when a skip frees
         more).  A node with more dependents than :attr:`edge_chunk` leaves them
         to expanders (:meth:`defer`): its definition read, one push per chunk."""
-        keys = self.keys
-        header_f = tr.get(keys.header(w))
-        prior_f = snap(tr).get(keys.state(w, i))
-        edges_r = self.start_edges(tr, w, i)
-        raw = yield from read(header_f)
-        prior = yield from read(prior_f)
-        if raw is None:  # pruned: nothing to write
-            return
-        was = None if prior is None else fdb.tuple.unpack(prior)[0]
-        self.ended(tr, w, i, was, outcome, error)
-        if result is not None:
-            for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
-                tr.set(keys.chunk(w, i, n), result[at:at + RESULT_CHUNK])
-        edges = yield from edges_r
-        if was in ENDED:  # it ended before (a dead job requeued): its dependents knew
-            return
-        if Header.unpack(raw).status != RUNNING:
-            return
-        yield from self.cascade(tr, w, raw, [(i, outcome, edges)])
+        return advancing.advance_many(self, tr, [Ended(w, i, outcome, result, error)])
+
+    def advance_many(self, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
+        """:meth:`advance` of several nodes that ended in one transaction (a worker's
+        acks), side by side (see :func:`.advancing.advance_many`): the first reads of
+        all of them in one round trip, the counters they count down in one more (each
+        added to and read once), then each workflow's freed nodes' definitions (one)
+        and pushes."""
+        return advancing.advance_many(self, tr, ended)
 
     def cascade(self, tr: Any, w: bytes, raw: bytes,
                 work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]]) -> Gen[None]:
@@ -320,7 +312,7 @@ class Store(Reads):
         yield from self.push(tr, w, source, [(d, s) for d, s, run in ready if run])
         for d, _, run in ready:
             if not run:
-                self.ended(tr, w, d, None, SKIPPED, None)
+                end_node(tr, self.keys, w, d, None, SKIPPED, None)
                 work.append((d, SKIPPED, (yield from self.start_edges(tr, w, d))))
 
     def died(self, tr: Any, _attempt: Any, w: bytes, i: int, outcome: str,
@@ -368,45 +360,14 @@ class Store(Reads):
             out.extend(fdb.tuple.unpack(kv.value))
         return out
 
-    def ended(self, tr: Any, w: bytes, i: int, was: Optional[str], outcome: str,
-              error: Optional[str]) -> None:
-        """Write node ``i``'s end (it was ``was``: None, waiting; or queued)."""
-        keys = self.keys
-        tr.set(keys.state(w, i), _pack((outcome, time.time(), error)))
-        tr.add(keys.tally(w, outcome), le64(1))
-        if was in ENDED:
-            tr.add(keys.tally(w, was), le64(-1))
-            return
-        tr.add(keys.tally(w, DONE), le64(1))
-        if was == QUEUED:
-            tr.add(keys.tally(w, QUEUED), le64(-1))
-
     def count_down(self, tr: Any, w: bytes, outcome: str,
                    edges: Sequence[Tuple[int, int, str, int]]) -> Gen[List[int]]:
         """Decrement the counter of each dependent of ``edges`` (counting a failure
-        for those whose policy is ``continue``); the dependents freed."""
-        keys = self.keys
-        leaves = []
-        for d, leaf, policy, count in edges:
-            if outcome != SUCCEEDED and policy == CONTINUE:
-                tr.add(keys.failed(w, d), le64(1))
-            key = keys.counter(w, d, leaf)
-            tr.add(key, le64(-1))
-            leaves.append((d, count, tr.get(key)))
-        freed, roots = [], []
-        for d, count, future in leaves:
-            if read_le64((yield from read(future))) != 0:
-                continue
-            if count == 1:
-                freed.append(d)
-                continue
-            key = keys.counter(w, d, ROOT)
-            tr.add(key, le64(-1))
-            roots.append((d, tr.get(key)))
-        for d, future in roots:
-            if read_le64((yield from read(future))) == 0:
-                freed.append(d)
-        return freed
+        for those whose policy is ``continue``); the dependents freed (see
+        :class:`.advancing.Countdown`)."""
+        countdown = Countdown(self.keys)
+        countdown.count(w, outcome, list(edges))
+        return (yield from countdown.freed(tr)).get(w, [])
 
     def ready(self, tr: Any, w: bytes, freed: Sequence[int]) -> Gen[List[Tuple[int, Stored, bool]]]:
         """The definitions of ``freed`` nodes, and whether each runs (its ``when``,
@@ -454,7 +415,7 @@ class Store(Reads):
                   if state == QUEUED]
         for i in range(read_le64((yield from read(total_f)))):
             if i not in states:
-                self.ended(tr, w, i, None, CANCELLED, why)
+                end_node(tr, self.keys, w, i, None, CANCELLED, why)
         for i, future in queued:
             raw_spec = yield from read(future)
             assert raw_spec is not None
@@ -470,7 +431,7 @@ class Store(Reads):
             said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at,  # type: ignore
                                             False)
             if said == CANCELLED:
-                self.ended(tr, w, i, QUEUED, CANCELLED, why)
+                end_node(tr, self.keys, w, i, QUEUED, CANCELLED, why)
         yield from nesting.stopped(self, tr, w, status, why)
         return True
 

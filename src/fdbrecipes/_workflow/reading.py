@@ -13,7 +13,7 @@ from .._records.records import CANCELLED
 from .._store_layout import WorkflowLayout
 from .._values import decode_value
 from ..protocol import Workable
-from .graph import END, IGNORE, SUB, Spec
+from .graph import END, IGNORE, SUB, Spec, node_id
 
 __all__ = ["COMPLETED", "DONE", "ENDED", "FAILED", "QUEUED", "RUNNING", "SKIPPED",
            "SUCCEEDED", "TOTAL", "WAITING", "GraphNode", "Header", "Input", "NodeStatus",
@@ -66,14 +66,19 @@ class GraphNode(NamedTuple):
     """One node of a workflow's graph (:meth:`fdbrecipes.workflow.Workflows.graph`):
     its number (the order it was added, from 0), name, state (as in
     :class:`NodeStatus`), the names of its dependencies (every one, ended or not),
-    and what it failed with (``Type: message``; None unless it failed, or was
-    cancelled or skipped for a reason)."""
+    what it failed with (``Type: message``; None unless it failed, or was cancelled
+    or skipped for a reason), and, for a node that is a job (not a sub-workflow), its
+    job's id, the key (subspace prefix) of the structure it goes to, and its FairQueue
+    group (None: none)."""
 
     number: int
     name: str
     state: str
     deps: Tuple[str, ...]
     error: Optional[str]
+    job_id: Optional[bytes] = None
+    target: Optional[bytes] = None
+    group: Any = None
 
 
 class WorkflowStatus(NamedTuple):
@@ -146,10 +151,12 @@ class Stored(NamedTuple):
 
 
 class Reads:
-    """The reads of a workflow store (its keys, ``keys``; the structures its nodes go
-    to, ``targets``, by their subspace's key)."""
+    """The reads of a workflow store (its keys, ``keys``; the tag its nodes' job ids
+    carry, ``tag``; the structures its nodes go to, ``targets``, by their subspace's
+    key)."""
 
     keys: WorkflowLayout
+    tag: bytes
     targets: Dict[bytes, Workable[Any]]
 
     def header(self, tr: Any, w: bytes) -> Gen[Optional[Header]]:
@@ -239,8 +246,8 @@ class Reads:
         deps_read = Range(tr, inputs_r.start, bytes(keys.inputs.pack((w, limit))))
         if (yield from read(header_f)) is None:
             return None
-        names = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value).name
-                 for kv in (yield from specs.read())}
+        stored = {keys.nodes.unpack(kv.key)[1]: Stored.unpack(kv.value)
+                  for kv in (yield from specs.read())}
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)
                   for kv in (yield from states_read.read())}
         deps: Dict[int, List[str]] = {}
@@ -248,9 +255,13 @@ class Reads:
             deps.setdefault(keys.inputs.unpack(kv.key)[1], []).extend(
                 name for _, _, name in fdb.tuple.unpack(kv.value))
         out = []
-        for i, name in sorted(names.items()):
+        for i, spec in sorted(stored.items()):
             state, _, error = states.get(i, (WAITING, None, None))
-            out.append(GraphNode(i, name, state, tuple(deps.get(i, ())), error))
+            job = spec.target != SUB
+            out.append(GraphNode(i, spec.name, state, tuple(deps.get(i, ())), error,
+                                 node_id(self.tag, w, i) if job else None,
+                                 spec.target if job else None,
+                                 dict(spec.where).get("group") if job else None))
         return out
 
     def targets_of(self, tr: Any, w: bytes) -> Gen[Optional[List[bytes]]]:

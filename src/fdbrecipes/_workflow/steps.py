@@ -5,11 +5,12 @@ transaction that makes it a dead letter, whatever its path, runs the step itself
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
 from .._fdb import Gen
 from .._records.history import Then
 from .._records.records import CANCELLED, SUCCEEDED
+from .advancing import Ended
 from .engine import Store
 from .graph import parse_node_id
 from .ops import WorkflowOps, stores_of
@@ -32,6 +33,17 @@ class Step(NamedTuple):
     def push(self, tr: Any) -> Gen[None]:
         """The step, in the ack's transaction ``tr`` (see :meth:`.engine.Store.advance`)."""
         return self.store.advance(tr, self.w, self.i, self.outcome, self.result, self.error)
+
+    def together(self) -> Store:
+        """What the steps pushed together share (see ``_records.history.push_all``):
+        their store."""
+        return self.store
+
+    def push_many(self, tr: Any, steps: Sequence[Step]) -> Gen[None]:
+        """``steps`` (of this step's store, this one among them), in the acks'
+        transaction ``tr``, side by side (see :meth:`.engine.Store.advance_many`)."""
+        return self.store.advance_many(tr, [Ended(s.w, s.i, s.outcome, s.result, s.error)
+                                            for s in steps])
 
 
 class Expand(NamedTuple):

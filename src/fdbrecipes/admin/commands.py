@@ -287,8 +287,9 @@ def queue_of(target: Target, args: argparse.Namespace) -> Inspectable:
     """The queue a command looks into or changes: a queue kind's operations, or those
     of the fair-queue's ``--group`` (never a weight-tree's: see check_kind)."""
     structure = target.structure
-    if _kinds.of(structure).groups:
-        found: Inspectable = structure.ops.group_queue(args.group)
+    kind = _kinds.of(structure)
+    if kind.groups:
+        found: Inspectable = kind.group_queue(structure, args.group)
         return found
     return inspectable(structure)
 

@@ -22,10 +22,10 @@ from typing import Any, Dict, List
 
 from ..limits import Limit, Limits, LimitState, concurrency, rate
 from .arguments import positive_int, seconds
-from .commands import Report, connect, read_only
+from .commands import Report
 from .output import table
-from .places import LIMIT_STORE, OperatorError, Place, UsageError
-from .schedules import StoreCommand, place_of, place_options, store_at
+from .places import LIMIT_STORE, OperatorError, UsageError
+from .stores import At, StoreCommand, place_options
 
 __all__ = ["LIMITS", "LimitCommand"]
 
@@ -87,42 +87,38 @@ def state_json(state: LimitState) -> Dict[str, Any]:
             "started": state.started, "parked": state.parked}
 
 
-class LimitCommand(StoreCommand):
-    """``fdbrecipes limits``: a row of the command line (see the module docstring)."""
+class LimitCommand(StoreCommand[Limits]):
+    """``fdbrecipes limits``: a row of the command line (see the module docstring).
+    The library's refusals (a bad number, a zero window, an unknown name) are the
+    operator's errors."""
 
     name = "limits"
     help = "list, set, read or delete the limits kept in a store"
+    what = LIMIT_STORE
+    noun = "limits"
+    confirm = ("delete", "delete a limit")
 
     def arguments(self, parser: argparse.ArgumentParser) -> None:
         arguments(parser)
 
-    def act(self, args: argparse.Namespace) -> Report:
-        """Check, connect, open the store, and do the action: its report.
+    def check(self, args: argparse.Namespace) -> Any:
+        """``set``'s ``--rate`` and ``--per`` go together; ``state``'s ``--key``: the
+        key (None: the global key).
 
         Raises:
-            UsageError: a bad place or option, a delete without ``--yes``.
-            OperatorError: no store there; the library refused the limit (a bad
-                number, a zero window, an unknown name).
+            UsageError: one without the other; a key that is not a literal.
         """
-        place = place_of(args.directory, args.tuple_literal)
-        if args.action == "delete" and not args.yes:
-            raise UsageError("refusing to delete a limit without --yes")
         if args.action == "set" and (args.rate is None) != (args.per is None):
             raise UsageError("--rate needs --per SECONDS (and --per needs --rate)")
-        key = parse_key(args.key) if getattr(args, "key", None) is not None else None
-        db = connect(args)
-        store = Limits(read_only(db, store_at, place, LIMIT_STORE))
-        try:
-            return self.acted(db, store, place, args, key)
-        except (TypeError, ValueError) as e:
-            raise OperatorError(str(e)) from None
+        return parse_key(args.key) if getattr(args, "key", None) is not None else None
 
-    @staticmethod
-    def acted(db: Any, store: Limits, place: Place, args: argparse.Namespace,
-              key: Any) -> Report:
-        """What the action does to ``store``: its report."""
-        title = f"limits at {place}"
-        head: Dict[str, Any] = {"place": str(place)}
+    def opened(self, db: Any, subspace: Any, args: argparse.Namespace,
+               checked: Any) -> Limits:
+        return Limits(subspace)
+
+    def acted(self, at: At, store: Limits, args: argparse.Namespace, key: Any) -> Report:
+        """What the action does to ``store`` (``key``: ``state``'s): its report."""
+        db, title, head = at.db, at.title, at.head
         if args.action == "list":
             found = store.list(db)
             rows: List[List[str]] = [[name, str(limit)] for name, limit in found.items()]

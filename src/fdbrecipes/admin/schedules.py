@@ -24,35 +24,27 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .. import _kinds
 from ..errors import UnknownScheduleError
 from ..schedules import ScheduleInfo, Schedules, catch_up
-from .arguments import (
-    DEFAULT_TIMEOUT,
-    VALUE_TYPES,
-    parse_directory,
-    parse_tuple,
-    parse_value,
-    positive_int,
-    seconds,
-)
-from .commands import Report, answer, connect, read_only
+from .arguments import VALUE_TYPES, parse_value, positive_int, seconds
+from .commands import Report, read_only
 from .output import cut, iso_time, json_value, table
 from .places import (
     ANY_QUEUE,
     SCHEDULE_STORE,
     OperatorError,
     Place,
-    UsageError,
     make_structure,
     open_place,
     shards_of,
     stored,
 )
+from .stores import At, StoreCommand, place_of, place_options
 
-__all__ = ["SCHEDULES", "ScheduleCommand", "StoreCommand", "place_of", "store_at"]
+__all__ = ["SCHEDULES", "ScheduleCommand"]
 
 #: The kinds a schedule's jobs may go to: those that keep jobs.
 TARGET_KINDS = tuple(kind.name for kind in _kinds.kinds() if kind.jobs)
@@ -65,21 +57,6 @@ ACTIONS = {"list": "list the stored schedules: rule, target, next slot, lag, lat
            "resume": "resume a paused schedule (from its next slot on)",
            "run-now": "ask the workers for one job of a schedule now",
            "remove": "forget a schedule (needs --yes)"}
-
-
-def place_options(parser: argparse.ArgumentParser) -> None:
-    """Where the store is, the cluster, the output."""
-    one = parser.add_mutually_exclusive_group(required=True)
-    one.add_argument("--directory", metavar="PATH",
-                     help="the store's directory-layer path (it must exist)")
-    one.add_argument("--tuple", metavar="LITERAL", dest="tuple_literal",
-                     help="Python tuple literal naming the store's subspace")
-    parser.add_argument("--cluster-file", metavar="PATH",
-                        help="cluster file (default: $FDB_CLUSTER_FILE, else the platform's)")
-    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                        help=f"cancel any transaction taking longer (default "
-                        f"{DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -134,32 +111,6 @@ def arguments(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--yes", action="store_true", help="really remove it")
 
 
-def place_of(directory: Optional[str], literal: Optional[str]) -> Place:
-    """The place a ``--directory``/``--tuple`` pair of options names.
-
-    Raises:
-        UsageError: a bad path or literal.
-    """
-    return parse_directory(directory) if directory is not None else parse_tuple(
-        literal or "")
-
-
-def store_at(tr: Any, place: Place, what: str = SCHEDULE_STORE) -> Any:
-    """The subspace of the store of kind ``what`` (a schedule store, or a limit
-    store) at ``place`` (a store, or nothing yet).
-
-    Raises:
-        OperatorError: no such directory, or something else is there.
-    """
-    subspace = open_place(tr, place)
-    kind, wrong = stored(tr, subspace)
-    if wrong is not None:
-        raise OperatorError(f"no {what} at {place}: found {wrong}")
-    if kind not in (None, what):
-        raise OperatorError(f"no {what} at {place}: found a {kind}")
-    return subspace
-
-
 def _target_at(tr: Any, place: Place, kind: Optional[str]) -> Any:
     subspace = open_place(tr, place)
     seen, wrong = stored(tr, subspace)
@@ -195,59 +146,29 @@ def as_json(info: ScheduleInfo) -> Dict[str, Any]:
     return data
 
 
-class StoreCommand:
-    """A command on a store (``schedules``, ``limits``): its row of the command line,
-    its actions' options, and one action run, its failure said in one line."""
-
-    name: ClassVar[str]
-    help: ClassVar[str]
-
-    def arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the command's actions and their options to ``parser``."""
-        raise NotImplementedError
-
-    def main(self, args: argparse.Namespace) -> int:
-        """Run one action; its exit status (a failure: one line on stderr)."""
-        return answer(f"fdbrecipes {self.name} {args.action}:", args, self.act, args)
-
-    def act(self, args: argparse.Namespace) -> Report:
-        """Do the action: its report."""
-        raise NotImplementedError
-
-
-class ScheduleCommand(StoreCommand):
-    """``fdbrecipes schedules``: a row of the command line (see the module docstring)."""
+class ScheduleCommand(StoreCommand[Schedules]):
+    """``fdbrecipes schedules``: a row of the command line (see the module docstring).
+    The library's refusals (an invalid expression, an unknown zone, a name taken, an
+    unknown name) are the operator's errors."""
 
     name = "schedules"
     help = "list, add, pause, resume, run now or remove the schedules kept in a store"
+    what = SCHEDULE_STORE
+    noun = "schedules"
+    confirm = ("remove", "remove a schedule")
+    refused = (TypeError, ValueError, ImportError, UnknownScheduleError)
 
     def arguments(self, parser: argparse.ArgumentParser) -> None:
         arguments(parser)
 
-    def act(self, args: argparse.Namespace) -> Report:
-        """Check, connect, open the store, and do the action: its report.
+    def opened(self, db: Any, subspace: Any, args: argparse.Namespace,
+               checked: Any) -> Schedules:
+        return Schedules(subspace)
 
-        Raises:
-            UsageError: a bad place, a removal without ``--yes``.
-            OperatorError: no store there; the library refused the schedule (an
-                invalid expression, an unknown zone, a name taken) or its name is
-                unknown.
-        """
-        place = place_of(args.directory, args.tuple_literal)
-        if args.action == "remove" and not args.yes:
-            raise UsageError("refusing to remove a schedule without --yes")
-        db = connect(args)
-        store = Schedules(read_only(db, store_at, place))
-        try:
-            return self.acted(db, store, place, args)
-        except (TypeError, ValueError, ImportError, UnknownScheduleError) as e:
-            raise OperatorError(str(e)) from None
-
-    def acted(self, db: Any, store: Schedules, place: Place,
-              args: argparse.Namespace) -> Report:
+    def acted(self, at: At, store: Schedules, args: argparse.Namespace,
+              checked: Any) -> Report:
         """What the action does to ``store``: its report."""
-        title = f"schedules at {place}"
-        head: Dict[str, Any] = {"place": str(place)}
+        db, title, head = at.db, at.title, at.head
         if args.action == "list":
             found = store.list(db, args.limit)
             now = time.time()
@@ -257,7 +178,7 @@ class ScheduleCommand(StoreCommand):
             return Report({**head, "schedules": [as_json(i) for i in found]},
                           f"{title}\n{text}")
         if args.action == "add":
-            return self.add(db, store, args, head, title)
+            return self.add(at, store, args)
         if args.action in ("pause", "resume"):
             changed = (store.pause if args.action == "pause" else store.resume)(db, args.name)
             said = {("pause", True): "paused", ("pause", False): "already paused",
@@ -274,9 +195,9 @@ class ScheduleCommand(StoreCommand):
                       f"{title}: {args.name}: {'removed' if removed else 'no such schedule'}")
 
     @staticmethod
-    def add(db: Any, store: Schedules, args: argparse.Namespace, head: Dict[str, Any],
-            title: str) -> Report:
+    def add(at: At, store: Schedules, args: argparse.Namespace) -> Report:
         """``add``."""
+        db = at.db
         target_place = place_of(args.target_directory, args.target_tuple)
         target = read_only(db, _target_at, target_place, args.target_kind)
         store.add(db, args.name, target=target, cron=args.cron, tz=args.tz, every=args.every,
@@ -285,8 +206,8 @@ class ScheduleCommand(StoreCommand):
                   grace=args.grace, jitter=args.jitter, paused=args.paused)
         info = store.get(db, args.name)
         assert info is not None
-        return Report({**head, "schedule": as_json(info)},
-                      f"{title}: added {args.name} ({shown(info, time.time())[1]} into "
+        return Report({**at.head, "schedule": as_json(info)},
+                      f"{at.title}: added {args.name} ({shown(info, time.time())[1]} into "
                       f"{target_place})")
 
 

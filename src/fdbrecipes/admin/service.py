@@ -175,7 +175,7 @@ def store_of(db: Any, args: argparse.Namespace) -> Any:
     if args.schedules is None and args.schedules_tuple is None:
         return None
     from ..schedules import Schedules
-    from .schedules import place_of, store_at
+    from .stores import place_of, store_at
 
     place = place_of(args.schedules, args.schedules_tuple)
     return Schedules(read_only(db, store_at, place))

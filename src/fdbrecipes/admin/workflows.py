@@ -34,19 +34,18 @@ from fdb.subspace_impl import Subspace
 from ..errors import UnknownWorkflowError, WorkflowFailedError
 from ..workflow import LIST_LIMIT, Workflows, WorkflowStatus
 from .arguments import positive_int, seconds
-from .commands import Report, connect, read_only
+from .commands import Report, read_only
 from .output import cut, iso_time, json_value, listing, table
 from .places import (
     ANY_QUEUE,
     WORKFLOW_STORE,
-    OperatorError,
     Place,
     UsageError,
     make_structure,
     shards_of,
     stored,
 )
-from .schedules import StoreCommand, place_of, place_options, store_at
+from .stores import At, StoreCommand, place_options
 
 __all__ = ["WORKFLOWS", "WorkflowCommand", "parse_workflow_id"]
 
@@ -140,51 +139,51 @@ def structures_at(tr: Any, keys: List[bytes]) -> List[Any]:
     return out
 
 
-class WorkflowCommand(StoreCommand):
+class WorkflowCommand(StoreCommand[Workflows]):
     """``fdbrecipes workflow``: a row of the command line (see the module docstring)."""
 
     name = "workflow"
     help = "list the workflows kept in a store, read one's status or results, cancel one"
+    what = WORKFLOW_STORE
+    noun = "workflows"
+    confirm = ("cancel", "cancel a workflow")
+    refused = (UnknownWorkflowError,)
 
     def arguments(self, parser: argparse.ArgumentParser) -> None:
         arguments(parser)
 
-    def act(self, args: argparse.Namespace) -> Report:
-        """Check, connect, open the store, and do the action: its report.
+    def check(self, args: argparse.Namespace) -> bytes:
+        """The workflow's id (``list``: none, ``b""``; its ``--limit`` and ``--after``
+        checked).
 
         Raises:
-            UsageError: a bad place or id, a cancel without ``--yes``.
-            OperatorError: no store there, no such workflow; a result of a workflow
-                that failed, was cancelled or is still running.
+            UsageError: a bad id, a ``--limit`` over the store's.
         """
-        place = place_of(args.directory, args.tuple_literal)
         id_ = parse_workflow_id(args.id) if args.action != "list" else b""
         if args.action == "list":
             if args.limit > LIST_LIMIT:
                 raise UsageError(f"--limit: at most {LIST_LIMIT:,}")
             if args.after is not None:
                 parse_workflow_id(args.after)
-        if args.action == "cancel" and not args.yes:
-            raise UsageError("refusing to cancel a workflow without --yes")
-        db = connect(args)
-        subspace = read_only(db, store_at, place, WORKFLOW_STORE)
-        structures: List[Any] = []
-        try:
-            if args.action == "cancel":
-                keys = Workflows(subspace, structures=()).targets(db, id_)
-                structures = read_only(db, structures_at, keys)
-            store = Workflows(subspace, structures=structures)
-            return self.acted(db, store, place, args, id_)
-        except UnknownWorkflowError:
-            raise OperatorError(f"no workflow {args.id} at {place} (never created, or "
-                                "pruned)") from None
+        return id_
 
-    @staticmethod
-    def acted(db: Any, store: Workflows, place: Place, args: argparse.Namespace,
-              id_: bytes) -> Report:
-        """What the action does to ``store``: its report."""
-        title = f"workflows at {place}"
-        head: Dict[str, Any] = {"place": str(place)}
+    def opened(self, db: Any, subspace: Any, args: argparse.Namespace,
+               id_: Any) -> Workflows:
+        """The store; to ``cancel``, with the structures the workflow's nodes go to
+        (:meth:`fdbrecipes.workflow.Workflows.targets`)."""
+        structures: List[Any] = []
+        if args.action == "cancel":
+            keys = Workflows(subspace, structures=()).targets(db, id_)
+            structures = read_only(db, structures_at, keys)
+        return Workflows(subspace, structures=structures)
+
+    def refusal(self, error: Exception, args: argparse.Namespace, place: Place) -> str:
+        return f"no workflow {args.id} at {place} (never created, or pruned)"
+
+    def acted(self, at: At, store: Workflows, args: argparse.Namespace,
+              id_: Any) -> Report:
+        """What the action does to ``store`` (``id_``: the workflow's): its report."""
+        db, title, head = at.db, at.title, at.head
         if args.action == "list":
             after = None if args.after is None else parse_workflow_id(args.after)
             found = store.list(db, args.limit, after)

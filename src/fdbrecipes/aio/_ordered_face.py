@@ -24,8 +24,9 @@ from .._drivers.awaiting import drive
 from .._fdb import Gen, Transactor, is_transaction
 from .._ops.checks import lease_batch
 from .._ops.ordered import LeaseLike, OrderedOps
+from .._ordered.counts import QueueStats
 from .._ordered.dead import DeadLetter
-from .._ordered.engine import PushRequest, QueueStats
+from .._ordered.engine import PushRequest
 from .._ordered.leases import Lease, lease_id, refused
 from .._ordered.listing import DelayedItem, LeaseInfo
 from .._ordered.paging import Row
@@ -429,8 +430,9 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         Wait until job ``id`` is finished (or ``timeout`` seconds pass); its result:
         what its handler returned (None if nothing).
 
-        Waits on a watch of the record's state (woken by the transaction that
-        finishes the job, or when its lease or delay ends), then reads the record.
+        Waits on watches of the record's state and end keys (woken by the
+        transaction that finishes the job, or when its lease or delay ends), then
+        reads the record.
         Needs a Database.  Cost per wake-up: 1 to 2 round trips.
 
         Raises:

@@ -39,8 +39,11 @@ class AsyncLimits(LimitsBase):
 
         Reads the definition with a conflict (a concurrent set or delete of the name
         conflicts), writes it and adds to the change counter; claims read definitions
-        by snapshot, so they never conflict with it.  Cost: 1 round trip, 2 more when
-        parked jobs move back, and the commit.
+        by snapshot, so they conflict with it only when they park a job under it (then
+        the later to commit retries: a job parked at the same time is never left
+        waiting).  Moving parked jobs back, it reads the limit's parked entries with a
+        conflict, and their holds.  Cost: 1 round trip, 2 more when parked jobs move
+        back, and the commit.
 
         Raises:
             TypeError or ValueError: a bad name or limit (nothing written).
@@ -56,8 +59,11 @@ class AsyncLimits(LimitsBase):
         now (the others within ``PARK_SECONDS``), and the slots of running jobs are
         cleared as their leases end.
 
-        Reads the definition with a conflict, clears it and adds to the change counter.
-        Cost: 1 round trip, 2 more when parked jobs move back, and the commit.
+        Reads the definition with a conflict, clears it and adds to the change counter;
+        reads the limit's parked entries with a conflict, and their holds (a claim
+        parking a job under it at the same time conflicts: the later to commit
+        retries).  Cost: 1 round trip, 2 more when parked jobs move back, and the
+        commit.
 
         Raises:
             TypeError or ValueError: a bad name, or no limit is named ``name``

@@ -32,6 +32,7 @@ from typing import (
 
 from fdb.subspace_impl import Subspace
 
+from .._drivers import awaiting, blocking
 from .._fdb import Gen
 from .._values import check_int, check_seconds, check_subspace
 from ..fair_queue import FairQueue
@@ -44,7 +45,7 @@ from .codecs import JSON, Codec
 from .envelope import open_envelope
 from .limiting import check_task_limits, structure_uses
 from .running import Runner
-from .task import P, R, Task
+from .task import P, Push, R, Task
 from .testing import Harness, Testing
 
 if TYPE_CHECKING:
@@ -103,7 +104,6 @@ class App:
         self.tasks: Dict[str, Task[Any, Any]] = {}
         self.kinds: Dict[str, str] = {}
         self.structures: Dict[str, Structure] = {}
-        self.testing_mode: Optional[str] = None
         self.harness = Harness(self)
 
     def __repr__(self) -> str:
@@ -214,7 +214,8 @@ class App:
             asynchronous=inspect.iscoroutinefunction(function), limits=uses)
         if uses:
             try:
-                structure_uses([*self.queue_tasks(queue), made])
+                structure_uses(use for task in [*self.queue_tasks(queue), made]
+                               for use in task.limits)
             except ValueError as e:
                 raise ValueError(f"task {name}: {e} (the limits of queue {queue!r}'s "
                                  "tasks)") from None
@@ -232,7 +233,8 @@ class App:
         options: Dict[str, Any] = dict(max_deliveries=self.max_deliveries,
                                        history=self.history)
         structure: Structure
-        uses = structure_uses(self.queue_tasks(queue)) or None
+        uses = structure_uses(use for task in self.queue_tasks(queue)
+                              for use in task.limits) or None
         if kind == FAIR_QUEUE:
             structure = FairQueue(where, limits=uses, **options)
         else:
@@ -294,6 +296,27 @@ class App:
         runs an AsyncWorker)."""
         return bool(self.tasks) and all(t.asynchronous for t in self.tasks.values())
 
+    # -- calls -------------------------------------------------------------------------
+
+    def push(self, tr: Any, task: Task[Any, Any], push: Push) -> Optional[bytes]:
+        """Push one checked call of ``task`` into its structure, in ``tr``: its id (see
+        :meth:`fdbrecipes.tasks.Task.defer`); under :meth:`testing`, the harness's
+        (``tr`` unused)."""
+        if self.testing_mode is not None:
+            return self.harness.deferred(task, push)
+        ops = self.structure(task.queue).ops
+        return blocking.drive(ops.push_job(tr, push.value, id=push.id, delay=push.delay,
+                                           **push.where))
+
+    async def push_async(self, tr: Any, task: Task[Any, Any], push: Push) -> Optional[bytes]:
+        """:meth:`push`, awaited (an ``async def`` task inline under :meth:`testing`
+        awaited on the caller's loop)."""
+        if self.testing_mode is not None:
+            return await self.harness.deferred_async(task, push)
+        ops = self.structure(task.queue).ops
+        return await awaiting.drive(ops.push_job(tr, push.value, id=push.id,
+                                                 delay=push.delay, **push.where))
+
     # -- job records ---------------------------------------------------------------------
 
     def record(self, tr: Any, task: Task[Any, Any], id_: bytes,
@@ -349,7 +372,12 @@ class App:
         """
         if mode not in ("inline", "manual", None):
             raise ValueError(f"mode must be 'inline', 'manual' or None, got {mode!r}")
-        return Testing(self, mode)
+        return Testing(self.harness, mode)
+
+    @property
+    def testing_mode(self) -> Optional[str]:
+        """The mode :meth:`testing` set (``"inline"``, ``"manual"``), or None."""
+        return self.harness.mode
 
     @property
     def deferred(self) -> List[Ran]:

@@ -16,14 +16,11 @@ limits they do not carry.  Pure computation: no FoundationDB.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Tuple
 
 import fdb.tuple
 
 from .._limits.specs import GLOBAL, LimitUse, check_uses
-
-if TYPE_CHECKING:
-    from .task import Task
 
 __all__ = ["carried_cost", "carried_key", "carry", "check_task_limits", "structure_uses"]
 
@@ -45,19 +42,20 @@ def check_task_limits(limits: Any, task: str) -> Tuple[LimitUse, ...]:
         raise type(e)(f"task {task}: {e}") from None
 
 
-def carry(task: Task[Any, Any], args: Tuple[Any, ...],
+def carry(task: str, uses: Iterable[LimitUse], args: Tuple[Any, ...],
           kwargs: Dict[str, Any]) -> Tuple[Carried, ...]:
-    """What a call of ``task`` with these arguments carries of its limits.
+    """What a call of the task named ``task``, whose limits are ``uses``, carries of
+    them with these arguments.
 
     Raises:
         TypeError or ValueError: a key function returned what the tuple layer cannot
             encode, or a cost is not an int >= 1 (the message names the limit).
     """
     out: List[Carried] = []
-    for use in task.limits:
+    for use in uses:
         cost = use.cost(*args, **kwargs) if callable(use.cost) else use.cost
         if type(cost) is not int or cost < 1:
-            raise ValueError(f"task {task.name}: the cost of a call under limit "
+            raise ValueError(f"task {task}: the cost of a call under limit "
                              f"{use.name!r} must be an int >= 1, got {cost!r}")
         if use.key is None:
             out.append((use.name, 0, None, cost))
@@ -68,7 +66,7 @@ def carry(task: Task[Any, Any], args: Tuple[Any, ...],
         try:
             fdb.tuple.pack((key,))
         except Exception:
-            raise TypeError(f"task {task.name}: the key function of limit {use.name!r} "
+            raise TypeError(f"task {task}: the key function of limit {use.name!r} "
                             f"returned {type(key).__name__}, which is not a "
                             "tuple-encodable key (str, bytes, int or a tuple of them)"
                             ) from None
@@ -102,16 +100,16 @@ def carried_cost(name: str, value: Any) -> int:
     return cost if type(cost) is int and cost >= 1 else 1
 
 
-def structure_uses(tasks: Iterable[Task[Any, Any]]) -> Tuple[LimitUse, ...]:
-    """The uses a queue's structure is made with, for its ``tasks``: one per limit
-    name they carry, reading what each item carries.
+def structure_uses(carried: Iterable[LimitUse]) -> Tuple[LimitUse, ...]:
+    """The uses a queue's structure is made with, for the limits its tasks' calls
+    carry (``carried``: every task's ``limits``, in turn): one per limit name,
+    reading what each item carries.
 
     Raises:
         ValueError: the tasks' limits are of several stores.
     """
     uses: Dict[str, LimitUse] = {}
-    for task in tasks:
-        for use in task.limits:
-            uses.setdefault(use.name, use._replace(key=partial(carried_key, use.name),
-                                                   cost=partial(carried_cost, use.name)))
+    for use in carried:
+        uses.setdefault(use.name, use._replace(key=partial(carried_key, use.name),
+                                               cost=partial(carried_cost, use.name)))
     return check_uses(list(uses.values()))

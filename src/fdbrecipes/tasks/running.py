@@ -25,15 +25,12 @@ nothing in FoundationDB themselves: the worker settles each job.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 from ..jobs import Discard, Job, JobCancelled, Retry, Snooze, TimeLimitExceeded
 from .envelope import Trace, open_envelope
-from .task import Task, _current
+from .task import Host, Task, _current
 from .tracing import running
-
-if TYPE_CHECKING:
-    from .app import App
 
 __all__ = ["Call", "Runner"]
 
@@ -54,7 +51,7 @@ class Call(NamedTuple):
 class Runner:
     """Runs the tasks of ``app`` on jobs (see the module docstring)."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: Host) -> None:
         self.app = app
 
     def call(self, value: Any) -> Call:

@@ -10,6 +10,10 @@ a task runs, pushes a follow-up with the running job's ack (see
 :meth:`fdbrecipes.Job.then`).  Each returns a :class:`TaskHandle`, typed with the
 function's return type.  ``Task`` is typed with ``ParamSpec``: ``mypy --strict`` checks
 the arguments of ``defer`` and ``then`` against the function's parameters.
+
+A task knows its app as a :class:`Host`: what a task, the runner of its jobs
+(:mod:`.running`) and the test harness (:mod:`.testing`) ask of the app that made it.
+:class:`fdbrecipes.tasks.App` is one; this module, below ``app.py``, never names it.
 """
 
 from __future__ import annotations
@@ -24,17 +28,21 @@ from typing import (
     Generic,
     NamedTuple,
     Optional,
+    Protocol,
     Tuple,
     TypeVar,
     cast,
 )
 
 from .._drivers import awaiting, blocking
+from .._fdb import Gen
 from .._values import check_delay, check_id
 from ..jobs import Backoff, Job
 from ..limits import LimitUse
+from ..types import JobRecord
 from ..workflow import NodeJob
 from .arguments import Arguments
+from .codecs import Codec
 from .envelope import seal
 from .limiting import carry
 from .tracing import sending
@@ -44,10 +52,7 @@ if TYPE_CHECKING or sys.version_info >= (3, 10):
 else:  # Python 3.9: annotations are strings; a TypeVar stands in at run time
     ParamSpec = TypeVar
 
-if TYPE_CHECKING:
-    from .app import App
-
-__all__ = ["Options", "Task", "TaskCall", "TaskHandle", "Configured", "current_job"]
+__all__ = ["Configured", "Host", "Options", "Task", "TaskCall", "TaskHandle", "current_job"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -87,6 +92,47 @@ class Push(NamedTuple):
     plain: Dict[str, Any]
 
 
+class Host(Protocol):
+    """What a task, the runner of its jobs and the test harness ask of the app that
+    made it (:class:`fdbrecipes.tasks.App` is one)."""
+
+    @property
+    def tasks(self) -> Dict[str, Task[Any, Any]]:
+        """The app's tasks by name."""
+
+    @property
+    def codec(self) -> Codec:
+        """How arguments and results become bytes."""
+
+    @property
+    def testing_mode(self) -> Optional[str]:
+        """``"inline"`` or ``"manual"`` under ``app.testing(...)``; else None."""
+
+    def kind_of(self, queue: str) -> str:
+        """The kind of ``queue``'s structure."""
+
+    def structure(self, queue: str) -> Any:
+        """The structure of ``queue``."""
+
+    def push(self, tr: Any, task: Task[Any, Any], push: Push) -> Optional[bytes]:
+        """Push one checked call of ``task`` in ``tr``; its id."""
+
+    async def push_async(self, tr: Any, task: Task[Any, Any],
+                         push: Push) -> Optional[bytes]:
+        """:meth:`push`, awaited."""
+
+    def record(self, tr: Any, task: Task[Any, Any], id_: bytes,
+               group: Optional[Any]) -> Gen[Optional[JobRecord]]:
+        """The record of a call of ``task``."""
+
+    def outcome(self, db: Any, task: Task[Any, Any], id_: bytes, group: Optional[Any],
+                timeout: Optional[float]) -> Gen[Any]:
+        """Wait for a call's end: its result's bytes."""
+
+    def decode_result(self, task: Task[Any, Any], raw: Any) -> Any:
+        """A result as the function returned it, from its stored bytes."""
+
+
 class Task(Generic[P, R]):
     """A function made into a task by ``@app.task`` (see :meth:`fdbrecipes.tasks.App.task`
     for the options).
@@ -105,7 +151,7 @@ class Task(Generic[P, R]):
         limits: the limits its calls carry (see ``App.task``).
     """
 
-    def __init__(self, app: App, function: Callable[P, Any], *, name: str, queue: str,
+    def __init__(self, app: Host, function: Callable[P, Any], *, name: str, queue: str,
                  priority: Optional[int], group: Optional[str], time_limit: Optional[float],
                  retries: Optional[int], backoff: Optional[Backoff],
                  asynchronous: bool, limits: Tuple[LimitUse, ...] = ()) -> None:
@@ -232,19 +278,15 @@ class Task(Generic[P, R]):
                                 "(the group= option of the task, or of configure)")
         if self.time_limit is not None:
             where["time_limit"] = self.time_limit
-        return Push(seal(self.name, payload, trace, carry(self, args, kwargs)), options.id,
-                    options.delay, where, plain)
+        return Push(seal(self.name, payload, trace, carry(self.name, self.limits, args, kwargs)),
+                    options.id, options.delay, where, plain)
 
     def push(self, tr: Any, options: Options, args: Tuple[Any, ...],
              kwargs: Dict[str, Any]) -> TaskHandle[R]:
         """:meth:`defer` with ``options``."""
         with sending(self.name) as trace:
             push = self.prepare(options, args, kwargs, trace)
-            if self.app.testing_mode is not None:
-                return self.app.harness.deferred(self, push)
-            ops = self.app.structure(self.queue).ops
-            id_ = blocking.drive(ops.push_job(tr, push.value, id=push.id, delay=push.delay,
-                                              **push.where))
+            id_ = self.app.push(tr, self, push)
         return TaskHandle(self, id_, push.where.get("group"))
 
     async def push_async(self, tr: Any, options: Options, args: Tuple[Any, ...],
@@ -252,11 +294,7 @@ class Task(Generic[P, R]):
         """:meth:`defer_async` with ``options``."""
         with sending(self.name) as trace:
             push = self.prepare(options, args, kwargs, trace)
-            if self.app.testing_mode is not None:
-                return await self.app.harness.deferred_async(self, push)
-            ops = self.app.structure(self.queue).ops
-            id_ = await awaiting.drive(ops.push_job(tr, push.value, id=push.id,
-                                                    delay=push.delay, **push.where))
+            id_ = await self.app.push_async(tr, self, push)
         return TaskHandle(self, id_, push.where.get("group"))
 
     def follow(self, options: Options, args: Tuple[Any, ...],
@@ -268,10 +306,11 @@ class Task(Generic[P, R]):
                                "running now, and none runs here (use defer)")
         with sending(self.name) as trace:
             push = self.prepare(options, args, kwargs, trace)
-            if job is None:
-                return self.app.harness.deferred(self, push)
-            id_ = job.then(self.app.structure(self.queue), push.value, id=push.id,
-                           delay=push.delay, **push.where)
+            if job is None:  # under app.testing(...): the harness keeps it
+                id_ = self.app.push(None, self, push)
+            else:
+                id_ = job.then(self.app.structure(self.queue), push.value, id=push.id,
+                               delay=push.delay, **push.where)
         return TaskHandle(self, id_, push.where.get("group"))
 
 

@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .._fdb import Gen
 from .._records.history import new_id
 from ..errors import JobFailedError, UnknownJobError
 from ..types import JobError, JobRecord
-from .task import Push, Task, TaskHandle
-
-if TYPE_CHECKING:
-    from .app import App
+from .running import Runner
+from .task import Host, Push, Task
 
 __all__ = ["Harness", "Ran", "Testing"]
 
@@ -63,26 +61,28 @@ class Testing:
     """The mode of ``app.testing(mode)``: set when made, the previous one back when a
     ``with`` block of it ends."""
 
-    def __init__(self, app: App, mode: Optional[str]) -> None:
-        self.app = app
-        self.previous = app.testing_mode
-        app.testing_mode = mode
+    def __init__(self, harness: Harness, mode: Optional[str]) -> None:
+        self.harness = harness
+        self.previous = harness.mode
+        harness.mode = mode
 
     def __enter__(self) -> Testing:
         return self
 
     def __exit__(self, *_exc: Any) -> None:
-        self.app.testing_mode = self.previous
+        self.harness.mode = self.previous
         if self.previous is None:
-            self.app.harness.clear()
+            self.harness.clear()
 
 
 class Harness:
     """What an app does with its calls under ``testing(...)`` (see the module
-    docstring)."""
+    docstring): ``mode``, ``"inline"`` or ``"manual"`` while ``app.testing(...)``
+    holds (None: the cluster)."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: Host) -> None:
         self.app = app
+        self.mode: Optional[str] = None
         self.calls: Dict[bytes, Ran] = {}
         self.queue: List[Ran] = []
 
@@ -102,23 +102,23 @@ class Harness:
         self.calls[id_] = ran
         return ran
 
-    def deferred(self, task: Task[Any, Any], push: Push) -> TaskHandle[Any]:
-        """A call deferred by ``defer`` or ``then``: run now (inline) or kept."""
+    def deferred(self, task: Task[Any, Any], push: Push) -> bytes:
+        """A call deferred by ``defer`` or ``then``: run now (inline) or kept; its id."""
         ran = self.made(task, push)
-        if self.app.testing_mode == "inline":
+        if self.mode == "inline":
             self.run(ran, raising=True)
         else:
             self.queue.append(ran)
-        return TaskHandle(task, ran.id, push.where.get("group"))
+        return ran.id
 
-    async def deferred_async(self, task: Task[Any, Any], push: Push) -> TaskHandle[Any]:
-        """A call deferred by ``defer_async``: awaited now (inline) or kept."""
+    async def deferred_async(self, task: Task[Any, Any], push: Push) -> bytes:
+        """A call deferred by ``defer_async``: awaited now (inline) or kept; its id."""
         ran = self.made(task, push)
-        if self.app.testing_mode == "inline":
+        if self.mode == "inline":
             await self.run_async(ran, raising=True)
         else:
             self.queue.append(ran)
-        return TaskHandle(task, ran.id, push.where.get("group"))
+        return ran.id
 
     def waiting(self) -> List[Ran]:
         """The calls kept and not run yet."""
@@ -126,8 +126,6 @@ class Harness:
 
     def run(self, ran: Ran, raising: bool) -> None:
         """Run one call in the caller (an ``async def`` task on a loop of its own)."""
-        from .running import Runner
-
         runner = Runner(self.app)
         call = runner.call(ran.value)
         try:
@@ -140,8 +138,6 @@ class Harness:
 
     async def run_async(self, ran: Ran, raising: bool) -> None:
         """Run one call, an ``async def`` task awaited on the caller's loop."""
-        from .running import Runner
-
         runner = Runner(self.app)
         call = runner.call(ran.value)
         try:
@@ -152,7 +148,7 @@ class Harness:
         except Exception as e:
             self.failed(ran, e, raising)
 
-    def done(self, runner: Any, ran: Ran, value: Any) -> None:
+    def done(self, runner: Runner, ran: Ran, value: Any) -> None:
         """A run returned ``value``: kept as it comes back through the codec."""
         ran.result = self.app.decode_result(ran.task, runner.result(ran.task, value))
         ran.state = "succeeded"

@@ -299,7 +299,8 @@ class Dashboard:
         key = flows.key_of(q["key"]) if q.get("key") else None
         view = flows.limits(_reads(request), self.limits[index], name, key)
         return self.render(request, "limits.html", title="Limits", store=index, view=view,
-                           name=name, key=key, key_text=q.get("key") or "")
+                           name=name, key=key, key_text=q.get("key") or "",
+                           TOTALS_CAP=flows.TOTALS_CAP)
 
     def workflows_page(self, request: Request) -> Response:
         """``/workflows``: a page of a workflow store's workflows."""
@@ -316,7 +317,8 @@ class Dashboard:
         index = forms.store_index(q.get("store") or "0", self.workflows, "workflow")
         w = forms.workflow_id(q.get("id"))
         try:
-            view = flows.workflow(_reads(request), self.workflows[index], w)
+            view = flows.workflow(_reads(request), self.workflows[index], w, self.structures,
+                                  request.scope.get("root_path", ""))
         except UnknownWorkflowError as e:
             raise BadRequest(str(e), 404) from None
         return self.render(request, "workflow.html", title="Workflow", store=index,

@@ -6,8 +6,9 @@ Python, without recursion (Kahn's order), so a chain of 50,000 nodes is laid out
 well as a fan-out.  :func:`draw` draws the first :data:`PER_LAYER` nodes of the first
 :data:`LAYERS` columns as boxes coloured by state (:data:`COLOURS`), the edges between
 drawn nodes as arrows, and a "+k more" box under a column that holds more (a box's
-tooltip: the node's name, state and what it failed with); every name and error is
-escaped (``markupsafe.escape``), so the SVG is safe to put in a page as it is.
+tooltip: the node's name, state and what it failed with; a link to its job's page when
+one is given); every name, error and link is escaped (``markupsafe.escape``), so the
+SVG is safe to put in a page as it is.
 Its size grows with what is drawn, never with the graph: at most ``PER_LAYER x
 LAYERS`` boxes and :data:`EDGES` arrows.
 """
@@ -15,7 +16,7 @@ LAYERS`` boxes and :data:`EDGES` arrows.
 from __future__ import annotations
 
 from collections import deque
-from typing import Deque, Dict, List, NamedTuple, Sequence, Tuple
+from typing import Deque, Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
 from markupsafe import Markup, escape
 
@@ -90,10 +91,11 @@ def _label(name: str) -> str:
 
 
 def draw(nodes: Sequence[GraphNode], per_layer: int = PER_LAYER,
-         most_layers: int = LAYERS) -> Drawing:
+         most_layers: int = LAYERS, links: Mapping[str, str] = {}) -> Drawing:
     """The SVG of ``nodes`` (see the module docstring): columns left to right by
     depth, each node a box named and coloured by its state, with a tooltip of its
-    name and state, each dependency an arrow from it to its dependent."""
+    name and state (a link to ``links[name]``, when there is one), each dependency
+    an arrow from it to its dependent."""
     columns = layers(nodes)
     shown = columns[:most_layers]
     at: Dict[str, Tuple[int, int]] = {}
@@ -106,12 +108,14 @@ def draw(nodes: Sequence[GraphNode], per_layer: int = PER_LAYER,
             at[node.name] = (x, y)
             fill, stroke = COLOURS.get(node.state, OTHER)
             why = "" if node.error is None else f" ({_cut(node.error)})"
-            parts.append(
-                f'<g class="node {escape(node.state)}"><title>{escape(_cut(node.name))}: '
-                f'{escape(node.state)}{escape(why)}</title><rect x="{x}" y="{y}" '
-                f'width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" stroke="{stroke}"/>'
-                f'<text x="{x + 8}" y="{y + 17}" font-size="12" fill="#1f2328">'
-                f'{escape(_label(node.name))}</text></g>')
+            box = (f'<g class="node {escape(node.state)}"><title>{escape(_cut(node.name))}: '
+                   f'{escape(node.state)}{escape(why)}</title><rect x="{x}" y="{y}" '
+                   f'width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" '
+                   f'stroke="{stroke}"/><text x="{x + 8}" y="{y + 17}" font-size="12" '
+                   f'fill="#1f2328">{escape(_label(node.name))}</text></g>')
+            link = links.get(node.name)
+            parts.append(box if link is None else
+                         f'<a class="job" href="{escape(link)}">{box}</a>')
         rows = min(len(column), per_layer)
         if len(column) > per_layer:
             y = MARGIN + rows * (BOX_H + GAP_Y)

@@ -50,10 +50,11 @@ def queue_of(structure: Any, group: Any = None) -> Inspectable:
         ValueError: a FairQueue without a group.
         TypeError: a WeightTree.
     """
-    if _kinds.of(structure).groups:
+    kind = _kinds.of(structure)
+    if kind.groups:
         if group is None:
             raise ValueError("g: a fair-queue's page needs a group")
-        inspect: Inspectable = structure.ops.group_queue(group)
+        inspect: Inspectable = kind.group_queue(structure, group)
         return inspect
     return inspectable(structure)
 
