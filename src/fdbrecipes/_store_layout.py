@@ -83,8 +83,12 @@ class LimitLayout:
                                                   (a clock reading)
         L/"ls"/(name, key, start, hold id) = (cost,)  a start counted by a rate limit
                                                   (``start``: the claim's clock reading)
+        L/"lt"/(claim prefix,)      = (((name, key, cost, kind), ...), (number, slot,
+                                                  ...)), ...  what the leases of one
+                                                  claim hold (``slots.pack_batch``)
         L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
-                                                  lease holds
+                                                  lease holds, once others of its
+                                                  claim ended
         L/"lw"/(name, key, parked_at, prefix, item, deadline) = '' or (mark, counter)
                                                   a job parked until a slot of (name,
                                                   key) frees: its structure's (shard's)
@@ -122,7 +126,8 @@ class LimitLayout:
         return bytes(self.starts.pack((name, key, start, hold_id)))
 
     def tags_key(self, hold_id: bytes) -> bytes:
-        """The key of what lease ``hold_id`` holds."""
+        """The key of what lease ``hold_id`` holds (or, given the prefix of a claim's
+        lease ids, what the leases of that claim hold)."""
         return bytes(self.tags.pack((hold_id,)))
 
     def parked_key(self, name: str, key: Any, parked_at: int, prefix: bytes, item: Item,

@@ -473,3 +473,39 @@ def test_a_key_function_that_raises_makes_the_claim_raise(db: Any, fdb_subspace:
     limits.delete(db, "per-user")  # not limited any more: the key is not asked for
     lease = q.claim(db, 30)
     assert lease is not None and lease.value == "no user"
+
+
+def test_the_leases_of_one_claim_end_one_by_one(db: Any, fdb_subspace: Any, clock: TestClock,
+                                               limits: Limits) -> None:
+    """The leases of one claim share one record of what they hold: ended one at a time,
+    in separate transactions (an ack, expiries a claim meets, an extend between, a dead
+    letter), each gives back its own slot, never another's; once all ended the store
+    holds what it held before the claims."""
+    q: Queue[Any] = Queue(fdb_subspace["q"], clock=clock, limits=limits.use("all"))
+    limits.set(db, "all", concurrency(5))
+    before = dump(db, fdb_subspace["limits"])
+    q.push_many(db, list(range(10)))
+    leases = q.claim_many(db, 5, 30)
+    assert len(leases) == 5 and q.claim(db, 30) is None
+    q.ack(db, leases[0])
+    assert q.claim(db, 30) is not None and q.claim(db, 30) is None
+    q.extend(db, leases[1], 60)
+    clock.advance(31)  # leases 2 to 4 and the last claim's expired; lease 1 runs
+    again = q.claim_many(db, 5, 30)
+    assert len(again) == 4 and q.claim(db, 30) is None
+    assert q.bury(db, leases[1], "broken")
+    last = q.claim(db, 30)
+    assert last is not None and q.claim(db, 30) is None
+    assert q.ack_many(db, again[:2]) == [True, True]
+    done = 3  # lease 0, and two of again
+    for lease in [*again[2:], last]:
+        q.ack(db, lease)
+        done += 1
+    while True:
+        rest = q.claim_many(db, 5, 30)
+        if not rest:
+            break
+        q.ack_many(db, rest)
+        done += len(rest)
+    assert done == 9 and q.size(db) == 0 and len(q.dead(db)) == 1
+    assert dump(db, fdb_subspace["limits"]) == before

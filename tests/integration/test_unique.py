@@ -240,3 +240,31 @@ def test_bad_arguments_write_nothing(db: Any, fdb_subspace: Any) -> None:
     with pytest.raises(ValueError, match="unsharded"):
         queue(fdb_subspace, shards=2).push(db, 1, unique="k")
     assert q.size(db) == 0 and q.unique_job(db, "k") is None
+
+
+def test_a_unique_jobs_id_finds_its_item_without_an_id_key(db: Any, fdb_subspace: Any) -> None:
+    """A unique push covering "running" or "finished" writes no id key (its entry tells
+    where the job is): the job's record still names its item pending, delayed, running,
+    dead and requeued (which writes the id key), and removal by id finds it."""
+    q = queue(fdb_subspace, max_deliveries=1)
+    job = q.push(db, "waits", unique="k")
+
+    def token() -> Any:
+        record = q.job(db, job)
+        assert record is not None
+        return record.token
+
+    assert token() == q.pending(db)[0].token
+    lease = q.claim(db, 30)
+    assert lease is not None and token() == lease.token
+    assert q.bury(db, lease, "broken")
+    assert token() == q.dead(db)[0].token
+    assert q.requeue_dead(db, tokens=[token()]) == 1
+    assert token() == q.pending(db)[0].token
+    assert q.remove(db, id=job) == "waits" and q.size(db) == 0
+    later = q.push(db, "later", unique=Unique("d", covers="finished", window=60), delay=60)
+    record = q.job(db, later)
+    assert record is not None and record.token == q.delayed(db)[0].token
+    assert q.remove(db, id=later) == "later" and q.stats(db).delayed == 0
+    queued = q.push(db, "queued", unique=Unique("q", covers="queued"))
+    assert q.remove(db, id=queued) == "queued"

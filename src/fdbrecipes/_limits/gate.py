@@ -9,15 +9,19 @@ round trip for all, side by side):
 
 * a **concurrency** limit: its ``n`` *slots*, ``L/"lr"/(name, key, slot)``, read by
   snapshot; a slot holds a running job's lease (its id and deadline), and one past its
-  deadline is free (the lease expired).  A job starts in a free slot drawn at random
-  below ``n``, with a read conflict on that slot alone: two claims of one key conflict
-  only when they draw the same slot, and a job holds its slot until its lease ends, so
-  at most ``n`` run at once, exactly.  A roomy limit (``n`` at least
+  deadline is free (the lease expired).  A job starts in a free slot below ``n`` (a
+  claim's first of the key drawn at random, each next one the first free after it:
+  runs, see ``Usage.add``), with a read conflict on its slots alone (one range a
+  run, added before the slots are written: a read conflict on keys the transaction
+  wrote already is not taken): two claims of one key conflict only when they draw a
+  same slot, and a job holds its slot until its lease ends, so at most ``n`` run at
+  once, exactly.  A roomy limit (``n`` at least
   :data:`BLOCKS_FROM` times the block a claim needs, :func:`block_size`) is read
   by blocks: :data:`BLOCKS_READ` blocks drawn at random and the slots above ``n``,
   the slots drawn in the block holding the fewest (see :meth:`Admission.start`).
-  An ack clears its slot with an atomic compare-and-clear (only if the slot still
-  holds its lease: no read, no conflict).
+  An ack clears its slots by runs, each a range clear with a read conflict on it
+  (see :meth:`Gate.free`); the slot of an expired lease is cleared with an atomic
+  compare-and-clear (only if the slot still holds its lease: no read, no conflict).
   When the key is full (no free slot, or, after ``n`` was lowered, as many jobs running
   as ``n`` in any slots), the claim takes a read conflict on the key's whole range and
   on the limit's definition: a slot freed, or the limit changed or deleted, meanwhile
@@ -54,19 +58,23 @@ from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
 from .._layout import DELAY, LEASE, OrderedLayout
 from .._store_layout import LimitLayout
+from .._values import BATCH_ID_LEN
 from .slots import (
     BLOCKS_FROM,
     BLOCKS_READ,
     Comeback,
+    HeldTags,
     StateRead,
     Tag,
     TagReads,
     Usage,
     block_size,
     draw,
+    id_runs,
+    pack_batch,
     pack_tags,
+    runs,
     slot_value,
-    unpack_tags,
 )
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
@@ -123,55 +131,115 @@ class Gate:
 
     # -- what a lease holds -------------------------------------------------------------
 
-    def held(self, tr: Any, hold_id: bytes, tags: Sequence[Tag], now: int,
-             deadline: int) -> None:
-        """Write what lease ``hold_id`` (made at ``now``, until ``deadline``) holds: its
-        slot in each concurrency limit, its start in each rate limit."""
-        if not tags:
-            return
-        tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
-        for t in tags:
-            if t.kind == CONCURRENCY:
-                key = self.keys.running_key(t.name, t.key, t.slot)
-                tr.add_read_conflict_key(key)  # two claims never take one slot
-                tr.set(key, slot_value(deadline, hold_id))
+    def held(self, tr: Any, hold_ids: Sequence[bytes], tags: Sequence[Sequence[Tag]],
+             now: int, deadline: int) -> None:
+        """Write what the leases ``hold_ids`` (of one claim, made at ``now``, until
+        ``deadline``) hold, each its ``tags``: the claim's record of their tags (one
+        key, ``L/"lt"/(claim prefix,)``: see :class:`.slots.TagReads`), each lease's
+        slot in each concurrency limit, its start in each rate limit.  The slots taken
+        of a key are read conflicts by runs (one range a run of consecutive slots, see
+        ``Usage.add``): two claims never take one slot."""
+        taken: Dict[Slot, List[int]] = {}
+        for carried in tags[:len(hold_ids)]:
+            for t in carried:
+                if t.kind == CONCURRENCY:
+                    taken.setdefault((t.name, t.key), []).append(t.slot)
+        for (name, key), slots in taken.items():  # before the writes: a read conflict on
+            for low, high in runs(slots):         # keys written already is not taken
+                tr.add_read_conflict_range(self.keys.running_key(name, key, low),
+                                           self.keys.running_key(name, key, high + 1))
+        claims: Dict[bytes, List[Tuple[int, Sequence[Tag]]]] = {}
+        # a packed tuple is its elements' encodings one after the other: the key of a
+        # slot is its (name, key)'s prefix and the slot's, its value the deadline's
+        # encoding and the lease id's (as running_key and slot_value make them)
+        prefixes = {slot: bytes(self.keys.running.pack(slot)) for slot in taken}
+        until = fdb.tuple.pack((deadline,))
+        for hold_id, carried in zip(hold_ids, tags):
+            if not carried:
+                continue
+            if len(hold_id) == BATCH_ID_LEN:
+                claims.setdefault(hold_id[:16], []).append(
+                    (int.from_bytes(hold_id[16:], "big"), carried))
             else:
-                tr.set(self.keys.start_key(t.name, t.key, now, hold_id),
-                       fdb.tuple.pack((t.cost,)))
+                tr.set(self.keys.tags_key(hold_id), pack_tags(carried))
+            for t in carried:
+                if t.kind == CONCURRENCY:
+                    tr.set(prefixes[(t.name, t.key)] + fdb.tuple.pack((t.slot,)),
+                           until + fdb.tuple.pack((hold_id,)))
+                else:
+                    tr.set(self.keys.start_key(t.name, t.key, now, hold_id),
+                           fdb.tuple.pack((t.cost,)))
+        for prefix, carried_by in claims.items():
+            tr.set(self.keys.tags_key(prefix), pack_batch(carried_by))
 
     def read_tags(self, tr: Any, hold_ids: Sequence[bytes]) -> TagReads:
         """Start reading what each lease of ``hold_ids`` holds (snapshot reads: the
-        lease's own key, read with a conflict by the caller, orders them; the leases
-        of one claim in one range read)."""
+        lease's own key, read with a conflict by the caller, orders them; the record of
+        each claim, and the leases of one claim in one range read)."""
         return TagReads(tr, self.keys, hold_ids)
 
-    def free(self, tr: Any, held: Dict[bytes, bytes], deadlines: Dict[bytes, int],
+    def free(self, tr: Any, held: HeldTags, deadlines: Dict[bytes, int],
              now: int) -> Gen[int]:
-        """Give back the slots of the leases whose tags are ``held`` (by lease id, read
-        by :meth:`read_tags`; they ended: acked, released, buried, expired;
-        ``deadlines``: each lease's deadline): each slot cleared if it still holds
-        the lease (an atomic compare-and-clear: no read, no conflict), and for each
-        slot freed the first job parked under its key moved back (see
-        :meth:`unpark`); the slots freed.  A rate's starts stay: time frees them."""
+        """Give back the slots of the leases of ``deadlines`` (by lease id, each its
+        deadline; they ended: acked, released, buried, expired; ``held``: their tags,
+        read by :meth:`read_tags`), and for each slot freed the first job parked under
+        its key moved back (see :meth:`unpark`); the slots freed.  A rate's starts
+        stay: time frees them.
+
+        Their tags go: a claim's record when all the leases it lists end (one clear),
+        else (some of them end) the record is replaced by a key for each lease left,
+        with a read conflict on the record (two transactions that each end some leases
+        of one claim never both rewrite it); the leases' own keys by runs of
+        consecutive lease ids (one range clear a run, :func:`.slots.id_runs`).  The
+        slots of leases alive at ``now`` (an ack, a release, a dead letter) are
+        cleared by runs of consecutive slots, each with a read conflict on its range:
+        a slot holds its lease until the lease's deadline, and a claim that took one
+        as expired (by a clock reading past the deadline, so committed after this
+        transaction's read version, the clock never running backwards) makes this
+        one retry and find the lease expired.  The slot of an expired lease (given
+        back by a claim that met it) is cleared with an atomic compare-and-clear,
+        only if it still holds the lease: no read, no conflict, as a claim may have
+        taken it since."""
+        for prefix, listed in held.listed.items():
+            if not any(h in deadlines for h in listed):
+                continue
+            record = self.keys.tags_key(prefix)
+            if any(h not in deadlines for h in listed):
+                tr.add_read_conflict_key(record)
+                for hold_id, tags in listed.items():
+                    if hold_id not in deadlines:
+                        tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
+            tr.clear(record)
+        for first, last in id_runs([h for h in deadlines if h in held.own]):
+            tr.clear_range(self.keys.tags_key(first), self.keys.tags_key(last) + b"\0")
         freed: Dict[Slot, int] = {}
-        for hold_id, raw in held.items():
-            tr.clear(self.keys.tags_key(hold_id))
-            for t in unpack_tags(raw):
+        alive: Dict[Slot, List[int]] = {}
+        for hold_id, deadline in deadlines.items():
+            for t in held.tags.get(hold_id, ()):
                 if t.kind == CONCURRENCY:
-                    tr.compare_and_clear(self.keys.running_key(t.name, t.key, t.slot),
-                                         slot_value(deadlines[hold_id], hold_id))
-                    freed[(t.name, t.key)] = freed.get((t.name, t.key), 0) + 1
+                    slot = (t.name, t.key)
+                    if deadline >= now:
+                        alive.setdefault(slot, []).append(t.slot)
+                    else:
+                        tr.compare_and_clear(self.keys.running_key(t.name, t.key, t.slot),
+                                             slot_value(deadline, hold_id))
+                    freed[slot] = freed.get(slot, 0) + 1
+        for (name, key), slots in alive.items():
+            for low, high in runs(slots):
+                begin = self.keys.running_key(name, key, low)
+                end = self.keys.running_key(name, key, high + 1)
+                tr.add_read_conflict_range(begin, end)
+                tr.clear_range(begin, end)
         if freed:
             yield from self.unpark(tr, freed, now)
         return sum(freed.values())
 
-    def extended(self, tr: Any, raw: Optional[bytes], hold_id: bytes, deadline: int) -> None:
-        """Move the slots of lease ``hold_id`` (its tags ``raw``) to its new
-        ``deadline``, each with a read conflict: a claim that meanwhile took the slot
-        as expired makes this extend retry (and find the lease expired)."""
-        if raw is None:
-            return
-        for t in unpack_tags(raw):
+    def extended(self, tr: Any, tags: Optional[Sequence[Tag]], hold_id: bytes,
+                 deadline: int) -> None:
+        """Move the slots of lease ``hold_id`` (its ``tags``) to its new ``deadline``,
+        each with a read conflict: a claim that meanwhile took the slot as expired
+        makes this extend retry (and find the lease expired)."""
+        for t in tags or ():
             if t.kind == CONCURRENCY:
                 key = self.keys.running_key(t.name, t.key, t.slot)
                 tr.add_read_conflict_key(key)

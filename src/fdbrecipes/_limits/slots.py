@@ -1,23 +1,26 @@
-"""What the limits' gate stores and counts (see :mod:`.gate`): the tags a lease holds
-(``L/"lt"/(hold id,)``), what a concurrency slot holds, what moving a parked job back
-writes for its structure (:class:`Comeback`), and one (limit, key)'s state as a claim
-reads it (:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
+"""What the limits' gate stores and counts (see :mod:`.gate`): the tags the leases of a
+claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what a
+concurrency slot holds, what moving a parked job back writes for its structure
+(:class:`Comeback`), and one (limit, key)'s state as a claim reads it
+(:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import random
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, seconds_to_versions
+from .._fdb import Gen, Range, read, seconds_to_versions
 from .._store_layout import LimitLayout
-from .._values import id_spans
+from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
-__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "StateRead", "Tag", "TagReads", "Usage",
-           "block_size", "draw", "pack_tags", "slot_value", "unpack_tags"]
+__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "HeldTags", "StateRead", "Tag", "TagReads",
+           "Usage", "block_size", "draw", "id_runs", "pack_batch", "pack_tags", "runs",
+           "slot_value", "unpack_batch", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
 #: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
@@ -76,32 +79,111 @@ def unpack_tags(raw: bytes) -> List[Tag]:
     return [Tag(*parts) for parts in fdb.tuple.unpack(raw)]
 
 
+def runs(numbers: Sequence[int]) -> List[Tuple[int, int]]:
+    """The distinct ``numbers`` as runs of consecutive ones: (first, last) each."""
+    out: List[Tuple[int, int]] = []
+    for number in sorted(set(numbers)):
+        if out and out[-1][1] == number - 1:
+            out[-1] = (out[-1][0], number)
+        else:
+            out.append((number, number))
+    return out
+
+
+def id_runs(ids: Sequence[bytes]) -> List[Tuple[bytes, bytes]]:
+    """The lease ids ``ids`` as runs (lowest, highest) of ids of one claim
+    (``_values.batch_ids``: one prefix, then numbered) numbered one after the other;
+    every other id alone, as (id, id).  Every lease id from a run's lowest to its
+    highest is in ``ids``."""
+    claims: Dict[bytes, List[int]] = {}
+    out: List[Tuple[bytes, bytes]] = []
+    for hold_id in ids:
+        if len(hold_id) == BATCH_ID_LEN:
+            claims.setdefault(hold_id[:16], []).append(int.from_bytes(hold_id[16:], "big"))
+        else:
+            out.append((hold_id, hold_id))
+    for prefix, numbers in claims.items():
+        out += [(prefix + low.to_bytes(4, "big"), prefix + high.to_bytes(4, "big"))
+                for low, high in runs(numbers)]
+    return out
+
+
 def block_size(count: int) -> int:
     """The slots of a block from which a claim draws ``count`` slots: the smallest power
     of two at least ``count`` and 16."""
     return 1 << (max(count, 16) - 1).bit_length()
 
 
-class TagReads:
-    """What some leases hold (``L/"lt"``), being read by snapshot: one range read for
-    the leases of one claim (see ``_values.id_spans``), one read for each other."""
+def pack_batch(carried: Sequence[Tuple[int, Sequence[Tag]]]) -> bytes:
+    """What ``L/"lt"/(claim prefix,)`` holds for the leases of one claim, each its
+    number and its tags (see :class:`TagReads`): for each set of limits (name, key,
+    cost, kind) some of them carry, the numbers of those leases, each followed by its
+    slots."""
+    groups: Dict[Tuple[Any, ...], List[int]] = {}
+    for number, tags in carried:
+        flat = groups.setdefault(tuple((t.name, t.key, t.cost, t.kind) for t in tags), [])
+        flat.append(number)
+        flat.extend(t.slot for t in tags)
+    packed: bytes = fdb.tuple.pack(tuple((carries, tuple(flat))
+                                         for carries, flat in groups.items()))
+    return packed
 
-    __slots__ = ("keys", "reads", "wanted")
+
+def unpack_batch(prefix: bytes, raw: bytes) -> Dict[bytes, List[Tag]]:
+    """The tags of each lease of the claim of lease ids ``prefix`` + number, as
+    :func:`pack_batch` stored them (``raw``), by lease id."""
+    out: Dict[bytes, List[Tag]] = {}
+    for carries, flat in fdb.tuple.unpack(raw):
+        step = len(carries) + 1
+        for i in range(0, len(flat), step):
+            out[prefix + flat[i].to_bytes(4, "big")] = [
+                Tag(name, key, cost, kind, flat[i + 1 + j])
+                for j, (name, key, cost, kind) in enumerate(carries)]
+    return out
+
+
+class HeldTags(NamedTuple):
+    """What some leases hold, as :class:`TagReads` read it: the tags of each lease
+    asked for that holds any, by lease id; the leases whose tags are a key of their
+    own (``L/"lt"/(lease id,)``); and for each claim whose record was read
+    (``L/"lt"/(claim prefix,)``) every lease it lists, with its tags, by prefix."""
+
+    tags: Dict[bytes, List[Tag]]
+    own: Set[bytes]
+    listed: Dict[bytes, Dict[bytes, List[Tag]]]
+
+
+class TagReads:
+    """What some leases hold (``L/"lt"``), being read by snapshot: the record of the
+    claim of each (one key for the leases of one claim, written by the claim: see
+    ``Gate.held``) and the leases' own keys (written for the leases left when some
+    of a claim's leases ended, see ``Gate.free``): one range read for the leases of
+    one claim (see ``_values.id_spans``), one read for each other."""
+
+    __slots__ = ("claims", "keys", "reads", "wanted")
 
     def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes]) -> None:
         self.keys = keys
         self.wanted = set(hold_ids)
+        self.claims = {prefix: tr.snapshot.get(keys.tags_key(prefix))
+                       for prefix in {h[:16] for h in hold_ids if len(h) == BATCH_ID_LEN}}
         self.reads = [Range(tr.snapshot, keys.tags_key(low), keys.tags_key(high) + b"\0")
                       for low, high in id_spans(hold_ids)]
 
-    def read(self) -> Gen[Dict[bytes, bytes]]:
-        """The tags stored for each lease asked for that holds any, by lease id."""
-        found: Dict[bytes, bytes] = {}
+    def read(self) -> Gen[HeldTags]:
+        """The tags stored for each lease asked for that holds any."""
+        found = HeldTags({}, set(), {})
+        for prefix, future in self.claims.items():
+            raw = yield from read(future)
+            if raw is not None:
+                listed = found.listed[prefix] = unpack_batch(prefix, raw)
+                found.tags.update((h, tags) for h, tags in listed.items() if h in self.wanted)
         for reading in self.reads:
             for kv in (yield from reading.read()):
                 hold_id = self.keys.tags.unpack(kv.key)[0]
                 if hold_id in self.wanted:
-                    found[hold_id] = kv.value
+                    found.tags[hold_id] = unpack_tags(kv.value)
+                    found.own.add(hold_id)
         return found
 
 
@@ -111,7 +193,7 @@ class Usage:
     or the starts of a rate in the window, and the starts a rate's delayed candidates
     were planned at."""
 
-    __slots__ = ("high", "limit", "live", "low", "planned", "starts", "taken")
+    __slots__ = ("high", "last", "limit", "live", "low", "planned", "starts", "taken")
 
     def __init__(self, limit: Limit, low: int = 0, high: Optional[int] = None) -> None:
         self.limit = limit
@@ -122,6 +204,7 @@ class Usage:
         self.taken: Set[int] = set()  # the slots drawn from held by running jobs
         self.starts: List[Tuple[int, int]] = []  # (start, cost), in order
         self.planned: List[Tuple[int, int]] = []
+        self.last = -1  # the slot drawn last by this claim (-1: none yet)
 
     def fits(self, cost: int, now: int) -> bool:
         """Whether a job of ``cost`` may start at ``now``."""
@@ -138,18 +221,34 @@ class Usage:
 
     def add(self, cost: int, now: int) -> int:
         """Count a job of ``cost`` started at ``now``; the slot drawn for it (a
-        concurrency limit: a free one below ``n``, at random; -1 for a rate)."""
+        concurrency limit: a free one below ``n``; -1 for a rate).  A claim's first
+        slot of the key is drawn at random, each next one is the first free slot
+        after the one before (from the first slot drawn from again past the last): the
+        slots a claim takes are runs, written with one read conflict range a run
+        (see ``Gate.held``) and cleared with one range clear a run (``Gate.free``),
+        and two claims of the key still conflict only where their runs overlap."""
         if self.limit.kind != CONCURRENCY:
             self.starts.append((now, min(cost, self.limit.n)))
             return -1
         self.live += 1
-        for _ in range(16):  # a few draws find a free slot unless nearly all are taken
-            slot = draw.randrange(self.low, self.high)
-            if slot not in self.taken:
-                break
-        else:
-            slot = draw.choice([i for i in range(self.low, self.high) if i not in self.taken])
+        slot = -1
+        if self.last >= 0:  # the next free slot after this claim's last: one run
+            for slot in itertools.chain(range(self.last + 1, self.high),
+                                        range(self.low, self.last)):
+                if slot not in self.taken:
+                    break
+            else:
+                slot = -1
+        if slot < 0:
+            for _ in range(16):  # a few draws find a free slot unless nearly all are taken
+                slot = draw.randrange(self.low, self.high)
+                if slot not in self.taken:
+                    break
+            else:
+                slot = draw.choice([i for i in range(self.low, self.high)
+                                    if i not in self.taken])
         self.taken.add(slot)
+        self.last = slot
         return slot
 
     def weight(self) -> int:

@@ -48,7 +48,7 @@ from .counts import Counts
 from .front import RESTORE_BATCH, Entry, Front, Hold, value_of
 from .requests import PushRequest
 from .sequences import Sequences
-from .unique import UniqueKeys, mark_of
+from .unique import UniqueKeys, id_keyed, mark_of
 
 
 class Takes:
@@ -178,7 +178,7 @@ class Ordered(Counts, Takes):
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
-        self.unique_left(tr, item, now)
+        self.unique_left(tr, item, now, self.ids)
         if self.sequences is not None:  # its sequence is blocked
             self.sequences.ended(tally, self, self.keys.item_id(item), True)
         for store in self.workflows.values():
@@ -246,11 +246,11 @@ class Ordered(Counts, Takes):
         if self.unique is not None:
             self.unique.claimed(tr, self.keys.item_id(item), self.keys.place(item))
 
-    def unique_left(self, tr: Any, item: Item, now: int) -> None:
-        """``item`` left the structure or died: the unique key it holds is free, or
-        finished (see :meth:`.unique.UniqueKeys.left`)."""
+    def unique_left(self, tr: Any, item: Item, now: int, died: Optional[Ids] = None) -> None:
+        """``item`` left the structure or died (``died``: this object's ids): its unique
+        key is free, or finished (see :meth:`.unique.UniqueKeys.left`)."""
         if self.unique is not None:
-            self.unique.left(tr, self.keys.item_id(item), self.keys.place(item), now)
+            self.unique.left(tr, self.keys.item_id(item), self.keys.place(item), now, died)
 
     def settle(self, tr: Any, front: Front, tally: Tally) -> bool:
         """Put back the expired holds ``front`` named, bury its dead; True if any."""
@@ -395,7 +395,7 @@ class Ordered(Counts, Takes):
                      for i, (group, value) in enumerate(r.batch)]
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
-            for id_, item in zip(r.ids, items):  # ids made for the items: new, not read
+            for id_, item in zip(r.ids, items if id_keyed(r.unique) else ()):  # made: new
                 self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
             if held is not None and r.unique is not None and self.unique is not None:
                 yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))

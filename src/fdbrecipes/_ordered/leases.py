@@ -290,13 +290,11 @@ class Leases(Claims):
         leases: List[Lease] = []
         size = 0
         ids = batch_ids(len(entries), now, self.engine.shard)  # one key range (see read_many)
-        for i, (entry, hold_id) in enumerate(zip(entries, ids)):
+        for entry, hold_id in zip(entries, ids):
             assert entry.value is not None
             size += len(entry.value)
             if leases and size > budget:
                 break
-            if tags and self.engine.gate is not None:
-                self.engine.gate.held(tr, hold_id, tags[i], now, deadline)
             item = self.engine.take(tr, entry, now, tally)
             hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             self.engine.unique_claimed(tr, item)
@@ -307,6 +305,8 @@ class Leases(Claims):
                 if entry.hold is not None and entry.hold.kind == LEASE:  # taken back
                     records.failed(tr, id_, LEASE_EXPIRED)
                 records.began(tr, id_, self.engine.keys.deliveries(item) + 1, holder, hold_id)
+        if tags and self.engine.gate is not None:
+            self.engine.gate.held(tr, ids[:len(leases)], tags, now, deadline)
         if leases:
             attempt.undo = (self.unclaim, (ids[: len(leases)],))
         return leases
@@ -344,9 +344,7 @@ class Leases(Claims):
         holds = [e.hold for e in ended if e.hold is not None]
         if gate is not None and started is not None and holds:
             found = yield from started.read()
-            yield from gate.free(tr, {h.hold_id: found[h.hold_id] for h in holds
-                                      if h.hold_id in found},
-                                 {h.hold_id: h.deadline for h in holds}, now)
+            yield from gate.free(tr, found, {h.hold_id: h.deadline for h in holds}, now)
 
     def find(self, tr: Any, attempt: Attempt, lease: Any, doing: str) -> Gen[Live]:
         """The live lease ``lease`` names, read with a conflict on it.
@@ -487,7 +485,7 @@ class Leases(Claims):
         for lease in renewed:
             if lease is not None:
                 hold_id = lease_id(lease)
-                gate.extended(tr, found.get(hold_id), hold_id, lease.deadline)
+                gate.extended(tr, found.tags.get(hold_id), hold_id, lease.deadline)
 
     def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                     seconds: float) -> Gen[List[Optional[Lease]]]:

@@ -42,6 +42,7 @@ from .engine import Ordered
 from .front import Entry, Hold
 from .leases import token_of
 from .sequences import sequence_of
+from .unique import place_of
 
 __all__ = ["DelayedItem", "LeaseInfo", "Listing"]
 
@@ -139,17 +140,32 @@ class Listing:
     def job(self, tr: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
         """Job ``id_``'s record as it is at the read version, with the token of where
         its item is, or None (unknown id, or a job pushed without history).  Reads the
-        record (a read conflict on it), by snapshot the id's key (beside it: where the
-        item is) and, while it runs, its lease's hold."""
-        known = snap(tr).get(self.engine.ids.key(id_))
+        record (a read conflict on it), by snapshot the id's key and, for a unique job,
+        its unique entry (beside it: where the item is, see :meth:`start_place`) and,
+        while it runs, its lease's hold."""
+        known = self.start_place(snap(tr), id_)
         found = yield from self.state_of(tr, id_)
         if found is None:
             return None
         stored, state, kv = found
-        place = yield from read(known)
+        place = yield from self.place(known, id_)
         token = self.token_at(stored, state, kv, None if not place or place.startswith(
             RETIRED) else fdb.tuple.unpack(place))
         return stored.record(id_, state)._replace(token=token)
+
+    def start_place(self, tr: Any, id_: bytes) -> Tuple[Any, Optional[Any]]:
+        """Start reading where job ``id_``'s item is: its id key and, for a unique job
+        whose push wrote none, its unique entry (side by side: no round trip more;
+        read conflicts unless ``tr`` is a snapshot; see ``unique.place_of``)."""
+        unique = self.engine.unique
+        return (tr.get(self.engine.ids.key(id_)),
+                None if unique is None else unique.locate(tr, id_))
+
+    def place(self, started: Tuple[Any, Optional[Any]], id_: bytes) -> Gen[Optional[bytes]]:
+        """What :meth:`start_place` read, as the id key holds it (None: unknown)."""
+        known = yield from read(started[0])
+        held = None if started[1] is None else (yield from read(started[1]))
+        return place_of(id_, known, held)
 
     def token_at(self, stored: Stored, state: str, kv: Any,
                  place: Optional[Tuple[Any, ...]]) -> Optional[bytes]:
@@ -233,9 +249,11 @@ class Listing:
         or None (nothing written) when there is none: never pushed, in flight, dead,
         gone, or pushed before ids told where their items are.  Its job record, if it
         has one, says cancelled (``kept``: the records known to exist; else this
-        object's, or, if it keeps none, read beside the id's key)."""
+        object's, or, if it keeps none, read beside the id's key).  Reads the id's
+        key and, for a unique job, its unique entry (side by side, read conflicts on
+        both, see :meth:`start_place`)."""
         looked = None if kept is not None else self.engine.records.look(tr, [id_])
-        known = yield from read(tr.get(self.engine.ids.key(id_)))
+        known = yield from self.place(self.start_place(tr, id_), id_)
         if kept is None and (known or sequence_of(id_) is not None):
             kept = yield from self.engine.records.found(looked or {})
         if not known or known.startswith(RETIRED):

@@ -10,6 +10,10 @@ only if no other job holds ``key``.  Keys inside the structure's subspace ``S``:
 
 ``token`` is the key typed (``b"s"`` + UTF-8 for a str, ``b"b"`` + the bytes) and
 ``place`` the job's item's place (``group + (seq, random)``, see ``OrderedLayout``).
+For a key covering "running" or "finished" the entry is also where a lookup by the
+job's id finds its item (:meth:`UniqueKeys.locate`): the push writes no id key
+(:func:`id_keyed`); an id key written later (a dead letter requeued, a pop undone)
+is read first.
 The entries are an :class:`.._ids.Ids` table of their own: a push reads the entry with
 a read conflict (pushes of different keys never conflict), and pushes of new keys
 collect a few finished entries whose window has passed.
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
     from .requests import PushRequest
 
 __all__ = ["FINISHED", "QUEUED", "RAISE", "REPLACE", "RUNNING", "SKIP", "Unique",
-           "UniqueKeys", "UniquePush", "check_unique"]
+           "UniqueKeys", "UniquePush", "check_unique", "id_keyed", "place_of"]
 
 #: What a unique key covers: its job while pending or delayed ("queued": until a
 #: consumer claims it), until it leaves the structure ("running": acked, popped,
@@ -254,6 +258,16 @@ class UniqueKeys:
                 return None
         return holder(value)
 
+    def locate(self, tr: Any, id_: bytes) -> Optional[Any]:
+        """Start reading the entry that tells where job ``id_`` is, when its push wrote
+        no id key (a unique job whose key covers "running" or "finished", see
+        :func:`id_keyed`): a read of the entry (a read conflict on it unless ``tr``
+        is a snapshot), for :func:`place_of`; None for any other id (no read)."""
+        mark = mark_of(id_)
+        if mark is None or mark.covers == QUEUED:
+            return None
+        return tr.get(self.entry_key(mark.token))
+
     # -- the hooks of the transactions that move a job ------------------------------------
 
     def claimed(self, tr: Any, id_: Optional[bytes], place: Item) -> None:
@@ -264,14 +278,19 @@ class UniqueKeys:
             assert id_ is not None
             tr.compare_and_clear(self.entry_key(mark.token), self.value(id_, place))
 
-    def left(self, tr: Any, id_: Optional[bytes], place: Item, now: int) -> None:
+    def left(self, tr: Any, id_: Optional[bytes], place: Item, now: int,
+             died: Optional[Ids] = None) -> None:
         """Job ``id_`` (at ``place``) left the structure (acked, popped, cancelled,
         removed) or died: its key is free (if it still names this job), or, for covers
-        "finished", held ``window`` more, then forgotten."""
+        "finished", held ``window`` more, then forgotten.  A job that died (``died``:
+        its structure's ids) whose push wrote no id key (:func:`id_keyed`) gets one
+        now: its dead letter is found by its id, as any job's."""
         mark = mark_of(id_)
         if mark is None:
             return
         assert id_ is not None
+        if died is not None and mark.covers != QUEUED:
+            died.fresh(tr, None, id_, pack(tuple(place)))
         value = self.value(id_, place)
         if mark.covers == FINISHED:  # held by this job from its push: nobody else's
             self.table.retire(tr, mark.token, now, value, mark.window)
@@ -352,6 +371,25 @@ class UniqueKeys:
                 return Replaced(Entry(item, keys.item_key(item), found[1].value,
                                       Hold(hold_id, deadline, kind, (key, due))))
         return Replaced(None)
+
+
+def id_keyed(push: Optional[UniquePush]) -> bool:
+    """Whether a push (of ``push``'s unique key, if any) writes its job's id key (the
+    ids table's, which tells where the job's item is): not for a key covering
+    "running" or "finished", whose entry tells it for as long as the job is in the
+    structure (see :meth:`UniqueKeys.locate`); one key fewer a push."""
+    return push is None or push.spec.covers == QUEUED
+
+
+def place_of(id_: bytes, known: Optional[bytes], held: Optional[bytes]) -> Optional[bytes]:
+    """Where job ``id_``'s item is, as its id key holds it (the packed place, or
+    RETIRED and more once it left): ``known``, that key's value, if any; else, from
+    ``held`` (the value of the unique entry :meth:`UniqueKeys.locate` names, if any),
+    the place, when the entry is live and names this job; else None."""
+    if known is not None or held is None or finished(held):
+        return known
+    found = unpack(held)
+    return pack(tuple(found[1:])) if found[0] == id_ else None
 
 
 def holder(held: Optional[bytes]) -> Optional[bytes]:

@@ -347,8 +347,9 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         letter, already gone.  The id is then forgotten after ``id_retention``, as
         when an item is popped.
 
-        Reads the id's key and the item (read conflicts on both); clears the item,
-        one counter update.  Conflicts with a concurrent take of the same item.
+        Reads the id's key (and, for a unique job's id, its unique entry beside it)
+        and the item (read conflicts on all); clears the item, one counter update.
+        Conflicts with a concurrent take of the same item.
         Cost: 2 round trips, O(1) in n.
 
         Raises:

@@ -81,13 +81,15 @@ class AsyncQueue(AsyncOrderedFace[V]):
         returns its id, and leaves a holder that runs or finished alone (as "skip").
         A unique job's id is made by the push (``b"unique:..."``, also without
         ``history``); the key's entry is written and cleared in the transactions that
-        move the job (see docs/flow-control.md).  It reads the key's entry too (a read
-        conflict on it: pushes of one key conflict, of different keys do not), and a
-        replace reads the holder's item (one more round trip, read conflicts on its
-        keys; it conflicts with a claim of that job).  Given a Database, a push
-        retried after ``commit_unknown_result`` never meets its own key (receipts,
-        docs/design.md); given a Transaction, a retry meets it and, with "skip",
-        returns its id.
+        move the job (see docs/flow-control.md) and, unless the key covers "queued"
+        only, tells where the job is in place of an id key (one key written, as with
+        ``id``; a lookup by the id reads the entry beside the id's key).  It reads the
+        key's entry too (a read conflict on it: pushes of one key conflict, of
+        different keys do not), and a replace reads the holder's item (one more round
+        trip, read conflicts on its keys; it conflicts with a claim of that job).
+        Given a Database, a push retried after ``commit_unknown_result`` never meets
+        its own key (receipts, docs/design.md); given a Transaction, a retry meets it
+        and, with "skip", returns its id.
 
         With ``sequence`` (a key: str or bytes), the job runs after the jobs pushed
         earlier with that key have ended, one at a time, in push order, also when one
