@@ -27,16 +27,16 @@ class QueueOps(OrderedOps[V]):
                 unique: Any = None, sequence: Any = None,
                 limit_keys: Any = None) -> PushRequest:
         """The checked push of one value."""
-        return self.make_request([((), self.values.encoded(value))], check_id(id_), delay, "value",
-                                 time_limit, unique, sequence, limit_keys)
+        return self.pushes.request([((), self.values.encoded(value))], check_id(id_), delay,
+                                   "value", time_limit, unique, sequence, limit_keys)
 
     def requests(self, values: Iterable[V], delay: Any, time_limit: Any = None,
                  limit_keys: Any = None) -> PushRequest:
         """The checked push of every value of ``values``, in order."""
         batch = [((), self.values.encoded(v, f"values[{i}]"))
                  for i, v in enumerate(materialize(values, "values"))]
-        return self.make_request(batch, None, delay, "values", time_limit,
-                                 limit_keys=limit_keys)
+        return self.pushes.request(batch, None, delay, "values", time_limit,
+                                   limit_keys=limit_keys)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
@@ -56,16 +56,16 @@ class PriorityQueueOps(OrderedOps[V]):
                 sequence: Any = None, limit_keys: Any = None) -> PushRequest:
         """The checked push of one value with ``priority``."""
         group = check_priority(priority)
-        return self.make_request([(group, self.values.encoded(value))], check_id(id_), delay,
-                                 "value", time_limit, unique, sequence, limit_keys)
+        return self.pushes.request([(group, self.values.encoded(value))], check_id(id_), delay,
+                                   "value", time_limit, unique, sequence, limit_keys)
 
     def requests(self, items: Iterable[Tuple[V, int]], delay: Any,
                  time_limit: Any = None, limit_keys: Any = None) -> PushRequest:
         """The checked push of every ``(value, priority)`` pair of ``items``."""
         batch = [(group, value) for value, group in check_pairs(
             items, "priority", check_priority, self.values.encoded)]
-        return self.make_request(batch, None, delay, "items", time_limit,
-                                 limit_keys=limit_keys)
+        return self.pushes.request(batch, None, delay, "items", time_limit,
+                                   limit_keys=limit_keys)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:

@@ -35,9 +35,9 @@ from .._clock import Clock, database_clock
 from .._codec import decoded
 from .._fdb import Gen, Tally, Transactor, check_database, check_transactor, is_transaction
 from .._ids import Ids
-from .._layout import MAX_SHARDS, Item, OrderedLayout, RecordLayout
+from .._layout import MAX_SHARDS, OrderedLayout, RecordLayout
 from .._limits.gate import Gate
-from .._limits.specs import check_limit_keys, check_uses, with_limit_keys
+from .._limits.specs import check_uses
 from .._ordered.contention import Contention
 from .._ordered.counts import QueueStats
 from .._ordered.dead import DEAD_BATCH, DeadLetter, DeadLetters
@@ -47,12 +47,9 @@ from .._ordered.leases import Lease, Leases, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo, Listing
 from .._ordered.paging import PendingItem, Row, lookup, pending
 from .._ordered.requests import PushRequest
-from .._ordered.sequences import ID_HEAD as SEQUENCE_ID_HEAD
 from .._ordered.sequences import (
-    SequencePush,
     Sequences,
     SequenceState,
-    check_sequence,
     token_of,
 )
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
@@ -64,10 +61,9 @@ from .._ordered.shards import (
     make_shards,
     shard_spaces,
 )
-from .._ordered.unique import ID_HEAD as UNIQUE_ID_HEAD
-from .._ordered.unique import Unique, UniqueKeys, UniquePush, check_unique
+from .._ordered.unique import Unique, UniqueKeys
 from .._receipts import InterruptedCall, Outcome, UnknownResultError
-from .._records.history import check_error, check_job_id, check_time_limit, made_ids
+from .._records.history import check_error, check_job_id
 from .._records.records import JobRecord, Records
 from .._records.tokens import (
     optional,
@@ -85,13 +81,11 @@ from .._values import (
     MAX_TAKE,
     TAKE_BATCH,
     V,
-    check_batch_bytes,
     check_bool,
     check_clock,
     check_delay,
     check_id,
     check_int,
-    check_key,
     check_limit,
     check_reason,
     check_seconds,
@@ -100,12 +94,12 @@ from .._values import (
     check_subspace,
     check_timeout,
     decode_value,
-    push_bytes,
 )
 from .._waiting import Wake, take_or_wait, wait_until_ready
 from .base import ClaimStep, JobOps
 from .checks import check_end, lease_batch
 from .layout_guard import LayoutGuard
+from .pushes import PushChecks
 
 __all__ = ["LeaseLike", "OrderedOps"]
 
@@ -158,6 +152,9 @@ class OrderedOps(JobOps, Generic[V]):
         self.limits = uses
         self.layouts: List[OrderedLayout] = [part.engine.keys for part in parts]
         self.guard = LayoutGuard(subspace, self.kind, self.shards, self.layouts[0].pushed)
+        #: the checks that make each push call's request (see :mod:`.pushes`)
+        self.pushes = PushChecks(uses, self.history, self.shards, len(subspace.key()),
+                                 self.layouts[-1])
         if self.shards == 1:
             self.engine, self.leasing, self.dead_letters, self.listing = parts[0]
             self.engine.unique = UniqueKeys(subspace)
@@ -188,46 +185,6 @@ class OrderedOps(JobOps, Generic[V]):
         return tuple(layout.paused for layout in self.layouts)
 
     # -- pushing ---------------------------------------------------------------------
-
-    def make_request(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: Any,
-                     name: str, time_limit: Any = None, unique: Any = None,
-                     sequence: Any = None, limit_keys: Any = None) -> PushRequest:
-        """A checked push of ``batch`` ((group, encoded value) pairs; ``name``: the
-        argument it came from), refused if it cannot fit in a transaction.  A
-        structure with job records makes an id for every item pushed without one; a
-        push with a ``unique`` key or a ``sequence`` (one item) makes its job's id (see
-        :mod:`.._ordered.unique`, :mod:`.._ordered.sequences`).  ``limit_keys``: the
-        jobs' keys under the structure's limits, stored after each value (see
-        :func:`.._limits.specs.with_limit_keys`)."""
-        keyed = check_limit_keys(limit_keys, self.limits)
-        batch = [(group, with_limit_keys(value, keyed, name)) for group, value in batch]
-        versions = check_delay(delay)
-        limit = check_time_limit(time_limit, self.history)
-        spec, token = check_unique(unique), check_sequence(sequence)
-        for head, what in ((UNIQUE_ID_HEAD, "unique jobs"), (SEQUENCE_ID_HEAD, "sequences' jobs")):
-            if id_ is not None and id_.startswith(head):
-                raise ValueError(f"id must not begin with {head!r}: the ids of {what}, "
-                                 "made by push")
-        given = [name for name, value in (("unique", spec), ("sequence", token), ("id", id_))
-                 if value is not None]
-        if len(given) > 1:
-            raise ValueError(f"{' and '.join(given)} cannot be given together: a unique "
-                             "job's id, and a sequence's job's, is made by push")
-        if given[:1] in (["unique"], ["sequence"]) and self.shards > 1:
-            raise ValueError(f"{given[0]} needs an unsharded structure (shards=1)")
-        pushing = None if spec is None else UniquePush(spec)
-        queued = None if token is None else SequencePush(token)
-        made = (pushing.id,) if pushing is not None else (
-            (queued.id,) if queued is not None else made_ids(len(batch), id_, self.history))
-        prefix = len(self.subspace.key())
-        sample = id_ if id_ is not None else (made[0] if made else None)
-        check_batch_bytes(sum(push_bytes(prefix, group, value, sample) for group, value in batch),
-                          len(batch), name)
-        if id_ is not None:  # the id becomes part of the item's key
-            group = batch[0][0]
-            longest = self.layouts[-1]  # the longest prefix: the last shard's
-            check_key(longest.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)), "id")
-        return PushRequest(batch, id_, versions, made, limit, pushing, queued)
 
     def push(self, tr: Transactor, request: PushRequest) -> Gen[None]:
         """Push a checked request."""
