@@ -295,19 +295,24 @@ class Call:
         self.sweeping = receipts.sweeps()  # at the first attempt that signs
         self.swept: Any = None  # the sweep's read, started as the attempt began
 
+    def begin(self, tr: Any) -> bool:
+        """Before an attempt (in ``tr``): whether an earlier attempt is in doubt (then
+        :meth:`settled` says whether it committed).  A call that sweeps starts the
+        sweep's read now: it is there when the attempt signs."""
+        self.attempts += 1
+        if self.sweeping:
+            r = self.receipts.space.range()
+            self.swept = Range(tr.snapshot, r.start, r.stop, RECEIPT_GC_BATCH)
+        return self.doubt
+
     def settled(self, tr: Any) -> Gen[Tuple[bool, Any]]:
-        """Before an attempt: (True, result) if an earlier attempt did commit.
+        """Before an attempt that :meth:`begin` found in doubt: (True, result) if an
+        earlier attempt did commit.
 
         Raises:
             UnknownResultError: the receipt is absent, but the call began so long ago
                 that a sweep may have removed it: absence proves nothing.
         """
-        self.attempts += 1
-        if self.sweeping:  # started now, it is there when the attempt signs
-            r = self.receipts.space.range()
-            self.swept = Range(tr.snapshot, r.start, r.stop, RECEIPT_GC_BATCH)
-        if not self.doubt:
-            return False, None
         found, _, attempt = read_receipt((yield from read(tr.get(self.key))))
         if found == self.call_id:
             self.landed_undo = self.undos.get(attempt)
@@ -318,10 +323,11 @@ class Call:
                                "its absence no longer proves the attempt did not commit")
         return False, None
 
-    def sign(self, tr: Any, version: int, result: Any, undo: Any = None) -> Gen[None]:
+    def sign(self, tr: Any, version: int, result: Any, undo: Any = None) -> None:
         """After an attempt's body: write the receipt, with a read conflict on it
         (``version``: the transaction's read version); ``undo``: what would undo the
-        attempt (see ``_attempt.Attempt.undo``)."""
+        attempt (see ``_attempt.Attempt.undo``).  A call that sweeps then sweeps
+        (:meth:`sweep`)."""
         if not self.signed_at:
             self.signed_at = version
         self.results[self.attempts] = result
@@ -329,11 +335,10 @@ class Call:
             self.undos[self.attempts] = undo
         tr.add_read_conflict_key(self.key)
         tr.set(self.key, receipt(self.call_id, version, self.attempts))
-        if self.sweeping:
-            yield from self.sweep(tr, version)
 
     def sweep(self, tr: Any, now: int) -> Gen[None]:
-        """Clear this structure's receipt slots not written for :data:`RECEIPT_RETENTION`."""
+        """Clear this structure's receipt slots not written for :data:`RECEIPT_RETENTION`
+        (once a call whose :attr:`sweeping` is set has signed, in that attempt)."""
         horizon = now - RECEIPT_RETENTION * VERSIONS_PER_SECOND
         for kv in (yield from self.swept.read()):
             if read_receipt(kv.value)[1] < horizon and kv.key != self.key:

@@ -293,8 +293,7 @@ def run(
             return result
         return (yield from op(tr, *args))
     check_transactor(tr)
-    done = yield from run_committed(tr, op, args, stats, receipts, 0, writes)
-    return done.result
+    return (yield from Retrying(tr, receipts, stats, writes).run(op, args, 0))
 
 
 def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
@@ -302,17 +301,98 @@ def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
                   version: int, writes: bool = True) -> Gen[Committed[T]]:
     """:func:`run` given a Database or Tenant, whose first attempt reads at
     ``version`` (if not 0); the result with the version it committed at."""
-    call = None if receipts is None else Call(receipts, db)
-    loop = Retrying(db, call, stats, writes)
-    try:
-        result = yield from loop.run(op, args, version)
-        return Committed(result, loop.committed, loop.undo)
-    except (UnknownResultError, GeneratorExit):
-        raise
-    except BaseException as e:
-        if call is None or not (call.doubt or loop.sent):
+    loop = Retrying(db, receipts, stats, writes)
+    result = yield from loop.run(op, args, version)
+    return Committed(result, loop.committed, loop.undo)
+
+
+class Retrying:
+    """One call's retry loop, and its state (see :func:`run`): its receipt, if it
+    has ``receipts`` (a :class:`.._receipts.Call`)."""
+
+    __slots__ = ("call", "committed", "db", "failures", "impl", "sent", "stats", "too_old",
+                 "tr", "undo", "writes")
+
+    def __init__(self, db: Any, receipts: Optional[Receipts], stats: Optional[RetryStats],
+                 writes: bool) -> None:
+        self.impl = fdb_impl()
+        self.writes = writes  # False: the operation only reads; nothing to commit
+        self.db = db
+        self.tr = db.create_transaction()
+        self.call = None if receipts is None else Call(receipts, db)
+        self.stats = stats
+        self.sent = False  # the current attempt's commit was sent, and signed
+        self.too_old = 0  # attempts in a row that failed with transaction_too_old
+        self.committed = 0  # the version the attempt that wrote committed at
+        self.failures = 0  # attempts that failed
+        self.undo: Optional[Undo] = None  # what undoes the attempt that committed
+
+    def run(self, op: Callable[..., Gen[T]], args: Sequence[Any], version: int) -> Gen[T]:
+        """``op``'s result, from the attempt that committed (the first at ``version``,
+        if not 0).  A call stopping while an attempt is in doubt settles first (see
+        :func:`run`): if that attempt committed, its result is returned after all
+        (then :attr:`committed` is 0, and :attr:`undo` what undoes it)."""
+        call, transaction = self.call, self.tr
+        try:
+            while True:
+                self.sent = False
+                try:
+                    if not self.writes:
+                        return (yield from op(transaction, *args))
+                    attempt = Attempt(transaction, version)
+                    version = 0  # a retry asks for a new one
+                    if call is not None and call.begin(transaction):
+                        done, result = yield from call.settled(transaction)
+                        if done:
+                            return cast(T, result)
+                    result = yield from op(transaction, attempt, *args)
+                    if attempt.later:
+                        yield from attempt.run_later(transaction)
+                    signed = call is not None and (call.doubt or not attempt.idle)
+                    if call is not None and signed:
+                        # (after a doubtful attempt even an idle one signs: its write of
+                        # the receipt makes the doubtful one conflict if it lands later)
+                        now = yield from attempt.read_version()
+                        call.sign(transaction, now, result, attempt.undo)
+                        if call.sweeping:
+                            yield from call.sweep(transaction, now)
+                    self.sent = signed
+                    commit = transaction.commit()
+                    yield commit
+                    commit.wait()
+                    if attempt.notes:
+                        logged(attempt.notes)
+                    if not attempt.idle:
+                        self.committed = transaction.get_committed_version()
+                        self.undo = attempt.undo
+                        if self.stats is not None:
+                            self.stats.committed_version = self.committed
+                            self.stats.committed_at = time.monotonic()
+                    return result
+                except self.impl.FDBError as e:
+                    self.failed(e)
+                    yield from ready(transaction.on_error(e))
+        except (UnknownResultError, GeneratorExit):
             raise
-        if loop.sent:
+        except BaseException as e:
+            if call is None or not (call.doubt or self.sent):
+                raise
+            return (yield from self.settle(call, e))
+        finally:
+            if call is not None:
+                call.end()
+
+    def settle(self, call: Call, e: BaseException) -> Gen[T]:
+        """The call stops with ``e`` while an attempt is in doubt: settle it; the
+        result of that attempt if it committed (:attr:`committed` 0, :attr:`undo`
+        what undoes it), else raise (``e``, or what it means once settled).
+
+        Raises:
+            UnknownResultError: settling failed.
+            InterruptedCall: ``e`` is Ctrl-C (the outcome settled, or not).
+            Cancelled: ``e`` is the awaiting driver's cancellation (what landed undone).
+        """
+        if self.sent:
             call.failed(None)
         try:
             outcome = yield from call.settle()
@@ -325,69 +405,13 @@ def run_committed(db: Any, op: Callable[..., Gen[T]], args: Sequence[Any],
         if isinstance(e, Cancelled):
             if call.landed_undo is not None:
                 undo_op, undo_args = call.landed_undo
-                yield from run(db, undo_op, undo_args, stats=stats, receipts=receipts)
-            raise
+                yield from run(self.db, undo_op, undo_args, stats=self.stats,
+                               receipts=call.receipts)
+            raise e
         if outcome.committed:
-            return Committed(cast(T, outcome.result), 0, call.landed_undo)
-        raise
-    finally:
-        if call is not None:
-            call.end()
-
-
-class Retrying:
-    """One call's retry loop, and its state (see :func:`run`)."""
-
-    __slots__ = ("call", "committed", "failures", "impl", "sent", "stats", "too_old", "tr",
-                 "undo", "writes")
-
-    def __init__(self, db: Any, call: Optional[Call], stats: Optional[RetryStats],
-                 writes: bool) -> None:
-        self.impl = fdb_impl()
-        self.writes = writes  # False: the operation only reads; nothing to commit
-        self.tr = db.create_transaction()
-        self.call = call
-        self.stats = stats
-        self.sent = False  # the current attempt's commit was sent, and signed
-        self.too_old = 0  # attempts in a row that failed with transaction_too_old
-        self.committed = 0  # the version the attempt that wrote committed at
-        self.failures = 0  # attempts that failed
-        self.undo: Optional[Undo] = None  # what undoes the attempt that committed
-
-    def run(self, op: Callable[..., Gen[T]], args: Sequence[Any], version: int) -> Gen[T]:
-        call, transaction = self.call, self.tr
-        while True:
-            self.sent = False
-            try:
-                if not self.writes:
-                    return (yield from op(transaction, *args))
-                attempt = Attempt(transaction, version)
-                version = 0  # a retry asks for a new one
-                if call is not None:
-                    done, result = yield from call.settled(transaction)
-                    if done:
-                        return cast(T, result)
-                result = yield from op(transaction, attempt, *args)
-                yield from attempt.run_later(transaction)
-                signed = call is not None and (call.doubt or not attempt.idle)
-                if call is not None and signed:
-                    # (after a doubtful attempt even an idle one signs: its write of
-                    # the receipt makes the doubtful one conflict if it lands later)
-                    now = yield from attempt.read_version()
-                    yield from call.sign(transaction, now, result, attempt.undo)
-                self.sent = signed
-                yield from ready(transaction.commit())
-                logged(attempt.notes)
-                if not attempt.idle:
-                    self.committed = transaction.get_committed_version()
-                    self.undo = attempt.undo
-                    if self.stats is not None:
-                        self.stats.committed_version = self.committed
-                        self.stats.committed_at = time.monotonic()
-                return result
-            except self.impl.FDBError as e:
-                self.failed(e)
-                yield from ready(transaction.on_error(e))
+            self.committed, self.undo = 0, call.landed_undo
+            return cast(T, outcome.result)
+        raise e
 
     def failed(self, e: Any) -> None:
         """Count a failed attempt; note doubt; refuse work that cannot fit in time."""

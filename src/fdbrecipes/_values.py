@@ -241,8 +241,8 @@ def check_batch_bytes(total: int, count: int, name: str) -> None:
 def push_bytes(prefix: int, group: Tuple[Any, ...], value: bytes, id_: Optional[bytes]) -> int:
     """About how many bytes of writes one pushed item costs: its key (subspace prefix,
     group, sequence number, random bytes, metadata, id) and value, plus overhead."""
-    return (prefix + len(fdb.tuple.pack(group)) + 60 + len(id_ or b"") + len(value)
-            + MUTATION_OVERHEAD)
+    return (prefix + (len(fdb.tuple.pack(group)) if group else 0) + 60 + len(id_ or b"")
+            + len(value) + MUTATION_OVERHEAD)
 
 
 def unpack_token(value: Any, name: str, what: str) -> Optional[Tuple[Any, ...]]:

@@ -39,7 +39,7 @@ it takes it in its turn.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional, Tuple, TypeVar
+from typing import Any, Callable, NamedTuple, Optional, Tuple, TypeVar, final
 
 from ._clock import Deadline
 from ._fdb import Gen, check_database, fdb_impl, ready
@@ -86,6 +86,7 @@ class Wake(NamedTuple):
     hooks: Hooks
 
 
+@final  # the drivers tell steps apart by type(step) is Watch
 class Watch:
     """What a waiting operation yields for a watch of ``key`` in ``tr``, whose reads
     are at ``version``.  The driver sends back the live watch of the key that a
@@ -102,6 +103,7 @@ class Watch:
         self.version = version
 
 
+@final  # the drivers tell steps apart by type(step) is Pause
 class Pause:
     """What a waiting operation yields to sleep until one of ``futures`` (watches; none:
     just sleep) is ready or ``seconds`` pass (None: no limit); the driver sends back
@@ -114,6 +116,7 @@ class Pause:
         self.seconds = seconds
 
 
+@final  # the drivers tell steps apart by type(step) is Take
 class Take:
     """What :func:`take_or_wait` yields for one take: the driver runs ``call`` (the
     take, an operation returning None when it takes nothing) in its turn among the

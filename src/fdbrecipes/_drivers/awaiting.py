@@ -245,12 +245,13 @@ async def drive(call: Gen[T]) -> T:
             assert cancelled is not None
             raise cancelled from None
         send, throw = None, None
+        kind = type(step)  # by type, not isinstance: most steps are futures
         try:
-            if isinstance(step, Pause):
+            if kind is Pause:
                 send = await _pause(step)
-            elif isinstance(step, Watch):
+            elif kind is Watch:
                 send = watches().watch(step)
-            elif isinstance(step, Take):
+            elif kind is Take:
                 send = await _take(step)
             elif not step.is_ready():
                 await ready(step)

@@ -212,12 +212,13 @@ def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
         except StopIteration as stop:
             return cast(T, stop.value)
         send, throw = None, None
+        kind = type(step)  # by type, not isinstance: most steps are futures
         try:
-            if isinstance(step, Pause):
+            if kind is Pause:
                 send = pause(step, interrupt)
-            elif isinstance(step, Watch):
+            elif kind is Watch:
                 send = WATCHES.watch(step)
-            elif isinstance(step, Take):
+            elif kind is Take:
                 send = take(step, interrupt)
             else:
                 step.block_until_ready()

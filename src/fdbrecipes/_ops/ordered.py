@@ -191,12 +191,21 @@ class OrderedOps(JobOps, Generic[V]):
         if not request.batch:
             check_transactor(tr)
             return
-        yield from self.guarded(tr, self.loop(tr, self.engine.push, [request]), True)
+        yield from self.guarded(tr, self.loop(tr, self.pushing([request]), [request]), True)
 
     def push_requests(self, tr: Transactor, requests: List[PushRequest]) -> Gen[List[bool]]:
         """Push checked requests in one transaction (a shared one: see
         :mod:`fdbrecipes.aio._combine`); for each, whether it stored its items."""
-        return self.guarded(tr, self.loop(tr, self.engine.push, requests), True)
+        return self.guarded(tr, self.loop(tr, self.pushing(requests), requests), True)
+
+    def pushing(self, requests: List[PushRequest]) -> Callable[..., Gen[List[bool]]]:
+        """The engine's operation that pushes ``requests``: in an unsharded structure,
+        :meth:`.._ordered.engine.Ordered.push_plain` when none of their items carries
+        an id (the common push: it reads the tail only), else ``push``."""
+        engine = self.engine
+        if isinstance(engine, Ordered) and all(r.plain() for r in requests):
+            return engine.push_plain
+        return engine.push
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:

@@ -41,6 +41,10 @@ class PushChecks:
         :mod:`.._ordered.unique`, :mod:`.._ordered.sequences`).  ``limit_keys``: the
         jobs' keys under the structure's limits, stored after each value (see
         :func:`.._limits.specs.with_limit_keys`)."""
+        if (id_ is None and time_limit is None and unique is None and sequence is None
+                and limit_keys is None):  # the common push: only its delay to check
+            return self.sized(batch, None, check_delay(delay), None,
+                              made_ids(len(batch), None, self.history), name)
         keyed = check_limit_keys(limit_keys, self.uses)
         batch = [(group, with_limit_keys(value, keyed, name)) for group, value in batch]
         versions = check_delay(delay)
@@ -61,11 +65,19 @@ class PushChecks:
         queued = None if token is None else SequencePush(token)
         made = (pushing.id,) if pushing is not None else (
             (queued.id,) if queued is not None else made_ids(len(batch), id_, self.history))
-        sample = id_ if id_ is not None else (made[0] if made else None)
-        check_batch_bytes(sum(push_bytes(self.prefix, group, value, sample)
-                              for group, value in batch), len(batch), name)
         if id_ is not None:  # the id becomes part of the item's key
             group = batch[0][0]
             check_key(self.longest.item_key(group + (2**64, bytes(20), 2**32, id_, 2**64)),
                       "id")
-        return PushRequest(batch, id_, versions, made, limit, pushing, queued)
+        return self.sized(batch, id_, versions, limit, made, name, pushing, queued)
+
+    def sized(self, batch: List[Tuple[Item, bytes]], id_: Optional[bytes], delay: int,
+              time_limit: Optional[float], made: Tuple[bytes, ...], name: str,
+              unique: Optional[UniquePush] = None,
+              sequence: Optional[SequencePush] = None) -> PushRequest:
+        """The request of checked arguments, refused if its writes cannot fit in a
+        transaction (``name``: the argument the batch came from)."""
+        sample = id_ if id_ is not None else (made[0] if made else None)
+        check_batch_bytes(sum(push_bytes(self.prefix, group, value, sample)
+                              for group, value in batch), len(batch), name)
+        return PushRequest(batch, id_, delay, made, time_limit, unique, sequence)

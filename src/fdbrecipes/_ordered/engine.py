@@ -411,6 +411,22 @@ class Ordered(Counts, Takes):
         attempt.idle = not (any(stored) or wrote)
         return stored
 
+    def push_plain(self, tr: Any, attempt: Attempt,
+                   requests: Sequence[PushRequest]) -> Gen[List[bool]]:
+        """:meth:`push` of requests whose items carry no id (each ``plain()``): no id,
+        unique key or sequence to read and no job record to write, so it reads only
+        the groups' last items and the floor (snapshot reads, one round trip) and
+        stores every item; each request stores its items (True for each)."""
+        groups = {group for r in requests for group, _ in r.batch}
+        seqs = yield from self.next_seqs(tr, groups)
+        now = yield from attempt.now(tr, self.clock)
+        tally = Tally()
+        for r in requests:
+            for group, value in r.batch:
+                self.append(tr, group, seqs, value, (0, None), now, r.delay, tally, kept=())
+        tally.write(tr, attempt)
+        return [True] * len(requests)
+
     def pushed_record(self, tr: Any, r: PushRequest, state: str, due: Optional[int]) -> None:
         """With job records, those of ``r``'s jobs: pushed now, ``state`` (``due``
         then; a job waiting in its sequence says so, though its item is not in the

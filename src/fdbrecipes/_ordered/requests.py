@@ -36,6 +36,12 @@ class PushRequest(NamedTuple):
         sequence: see ``OrderedLayout.made``)."""
         return self.id is None and self.unique is None and self.sequence is None
 
+    def plain(self) -> bool:
+        """Whether its items carry no id (none given, none made, no unique key, no
+        sequence): nothing to read but the tail, nothing to write but the items (see
+        :meth:`.engine.Ordered.push_plain`)."""
+        return self.id is None and not self.ids and self.unique is None and self.sequence is None
+
     def job_ids(self) -> List[bytes]:
         """The ids of its items (given or made)."""
         return [self.id] if self.id is not None else list(self.ids)
