@@ -73,7 +73,7 @@ def fdb_impl() -> Any:
 
 def is_transaction(tr: Any, *, writes: bool = True) -> bool:
     """True if ``tr`` is a Transaction (or, for reads, a snapshot view of one)."""
-    impl = fdb_impl()
+    impl = _impl or fdb_impl()
     return isinstance(tr, impl.Transaction) or (
         not writes and isinstance(tr, impl.TransactionRead)
     )
@@ -82,14 +82,14 @@ def is_transaction(tr: Any, *, writes: bool = True) -> bool:
 def is_database(tr: Any) -> bool:
     """True if ``tr`` is a Database or Tenant (a call given it runs its own
     transactions)."""
-    impl = fdb_impl()
+    impl = _impl or fdb_impl()
     return isinstance(tr, (impl.Database, impl.Tenant))
 
 
 def check_transactor(tr: Transactor, *, writes: bool = True) -> None:
     """Raise TypeError unless ``tr`` is a Transaction, Database or Tenant (or, for
     reads, a snapshot view)."""
-    impl = fdb_impl()
+    impl = _impl or fdb_impl()
     allowed: Tuple[type, ...] = (impl.Transaction, impl.Database, impl.Tenant)
     if not writes:
         allowed += (impl.TransactionRead,)
@@ -179,7 +179,7 @@ class Range:
 
     def __init__(self, reader: Any, begin: Any, end: Any, limit: int = 0,
                  reverse: bool = False, mode: int = WANT_ALL, future: Any = None) -> None:
-        impl = fdb_impl()
+        impl = _impl or fdb_impl()
         self.reader = reader
         self.begin = begin if isinstance(begin, impl.KeySelector) else \
             impl.KeySelector.first_greater_or_equal(begin)
@@ -193,7 +193,7 @@ class Range:
 
     def read(self) -> Gen[List[Any]]:
         """Every KeyValue of the range (up to the limit), in the order read."""
-        impl = fdb_impl()
+        impl = _impl or fdb_impl()
         out: List[Any] = []
         future, iteration, limit = self.future, 1, self.limit
         begin, end = self.begin, self.end

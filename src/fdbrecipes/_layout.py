@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple, cast
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -267,7 +267,8 @@ class OrderedLayout:
         if id_ is True:
             made: bytes = item[self.group_len + 1][:16].hex().encode()
             return made
-        return cast(Optional[bytes], id_)
+        given: Optional[bytes] = id_
+        return given
 
     def since(self, item: Item) -> int:
         """When the item last became visible (a clock reading)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -323,7 +323,8 @@ def encode_value(value: Any, name: str = "value", limit: int = MAX_VALUE_BYTES) 
 
 def decode_value(data: bytes) -> Value:
     """Inverse of :func:`encode_value`."""
-    return cast(Value, fdb.tuple.unpack(data)[0])
+    value: Value = fdb.tuple.unpack(data)[0]
+    return value
 
 
 def random_suffix() -> bytes:

@@ -210,7 +210,8 @@ def drive(call: Gen[T], interrupt: Optional[Interrupt] = None) -> T:
         try:
             step = call.send(send) if throw is None else call.throw(throw)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            result: T = stop.value  # (an annotation, not a call to cast: run per call)
+            return result
         send, throw = None, None
         kind = type(step)  # by type, not isinstance: most steps are futures
         try:
