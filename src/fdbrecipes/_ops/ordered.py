@@ -47,11 +47,7 @@ from .._ordered.leases import Lease, Leases, lease_id
 from .._ordered.listing import DelayedItem, LeaseInfo, Listing
 from .._ordered.paging import PendingItem, Row, lookup, pending
 from .._ordered.requests import PushRequest
-from .._ordered.sequences import (
-    Sequences,
-    SequenceState,
-    token_of,
-)
+from .._ordered.sequences import Sequences, SequenceState, token_of
 from .._ordered.shard_listing import ShardedDeadLetters, ShardedListing
 from .._ordered.shards import (
     ShardedContention,
@@ -191,21 +187,18 @@ class OrderedOps(JobOps, Generic[V]):
         if not request.batch:
             check_transactor(tr)
             return
-        yield from self.guarded(tr, self.loop(tr, self.pushing([request]), [request]), True)
+        yield from self.push_requests(tr, [request])
 
     def push_requests(self, tr: Transactor, requests: List[PushRequest]) -> Gen[List[bool]]:
         """Push checked requests in one transaction (a shared one: see
-        :mod:`fdbrecipes.aio._combine`); for each, whether it stored its items."""
-        return self.guarded(tr, self.loop(tr, self.pushing(requests), requests), True)
-
-    def pushing(self, requests: List[PushRequest]) -> Callable[..., Gen[List[bool]]]:
-        """The engine's operation that pushes ``requests``: in an unsharded structure,
-        :meth:`.._ordered.engine.Ordered.push_plain` when none of their items carries
-        an id (the common push: it reads the tail only), else ``push``."""
+        :mod:`fdbrecipes.aio._combine`); for each, whether it stored its items.  In an
+        unsharded structure, requests whose items carry no id (the common push) go to
+        :meth:`.._ordered.engine.Ordered.push_plain`, which reads only the tail."""
         engine = self.engine
+        op: Callable[..., Gen[List[bool]]] = engine.push
         if isinstance(engine, Ordered) and all(r.plain() for r in requests):
-            return engine.push_plain
-        return engine.push
+            op = engine.push_plain
+        return self.guarded(tr, self.loop(tr, op, requests), True)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
                     where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:

@@ -375,9 +375,11 @@ class Ordered(Counts, Takes):
                 stored.append(False)
                 continue
             if held is not None and r.unique is not None and self.unique is not None:
-                replaced = yield from self.unique.meet(tr, self, held, r, now, tally)
-                if replaced is not None:
-                    wrote = wrote or replaced
+                met = yield from self.unique.meet(tr, self.keys, held, r.unique, now)
+                if met is not None:  # the key is held: nothing pushed
+                    if met.entry is not None:
+                        self.replace(tr, met.entry, r, now, tally)
+                        wrote = True
                     stored.append(False)
                     continue
             if r.id is not None and self.records.keeps:  # a new job: an old record goes
@@ -426,6 +428,25 @@ class Ordered(Counts, Takes):
                 self.append(tr, group, seqs, value, (0, None), now, r.delay, tally, kept=())
         tally.write(tr, attempt)
         return [True] * len(requests)
+
+    def replace(self, tr: Any, entry: Entry, r: PushRequest, now: int, tally: Tally) -> None:
+        """Give the pending or delayed item ``entry`` (read with read conflicts: the
+        holder of ``r``'s unique key, see :meth:`.unique.UniqueKeys.meet`) ``r``'s
+        value and delay (from ``now``) at its place (debounce); its job record, if
+        any, says pending or delayed."""
+        item = self.take(tr, entry, now, tally, read=True)
+        deliveries = self.keys.deliveries(item)
+        item = self.keys.renewed(item, deliveries, now + r.delay)
+        value = r.batch[0][1]
+        if r.delay > 0:
+            self.hold(tr, item, value, self.keys.delay_id(item), now + r.delay, DELAY, tally)
+        else:
+            tr.set(self.keys.item_key(item), value)
+        self.wake(tally)
+        id_ = self.record(item)
+        if id_ is not None:
+            self.records.state(tr, id_, DELAYED if r.delay > 0 else PENDING, deliveries,
+                               now + r.delay if r.delay > 0 else None)
 
     def pushed_record(self, tr: Any, r: PushRequest, state: str, due: Optional[int]) -> None:
         """With job records, those of ``r``'s jobs: pushed now, ``state`` (``due``

@@ -33,25 +33,48 @@ conflict) and the first waiting job (a read conflict on the range read) and move
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 from fdb.subspace_impl import Subspace
 from fdb.tuple import pack, unpack
 
 from .._attempt import Attempt
+from .._clock import Clock
 from .._fdb import Gen, Range, Tally, get_value, read
-from .._layout import Item
-from .._records.records import CANCELLED, Kept
+from .._ids import Ids
+from .._layout import Item, OrderedLayout
+from .._records.records import CANCELLED, Kept, Records
 from .unique import Unique
-
-if TYPE_CHECKING:
-    from .engine import Ordered
 
 __all__ = ["ID_HEAD", "SequenceState", "Sequences", "SequencePush", "check_sequence",
            "token_of"]
 
 #: How the id of a job of a sequence begins (ids given to ``push`` may not).
 ID_HEAD = b"seq:"
+
+
+class Tail(Protocol):
+    """What a sequence needs of the engine whose tail its jobs go in
+    (:class:`.engine.Ordered`, which calls this module: a protocol, so the import
+    points one way): its keys, clock, ids and job records, and how it appends."""
+
+    @property
+    def keys(self) -> OrderedLayout: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def ids(self) -> Ids: ...
+
+    @property
+    def records(self) -> Records: ...
+
+    def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]: ...
+
+    def append(self, tr: Any, group: Item, seqs: Any, value: bytes,
+               meta: Tuple[int, Optional[bytes]], now: int, delay: int, tally: Tally,
+               kept: Optional[Kept] = None, made: bool = False) -> Item: ...
 
 
 class SequenceState(NamedTuple):
@@ -177,7 +200,7 @@ class Sequences:
 
     # -- the end of a head ----------------------------------------------------------------
 
-    def ended(self, tally: Tally, engine: Ordered, id_: Optional[bytes], died: bool) -> None:
+    def ended(self, tally: Tally, engine: Tail, id_: Optional[bytes], died: bool) -> None:
         """Job ``id_`` left the structure (``died``: became a dead letter): if it is a
         job of a sequence, ask for :meth:`next` later in the transaction."""
         token = sequence_of(id_)
@@ -199,7 +222,7 @@ class Sequences:
         if head is not None and tuple(unpack(head)) == (id_, True):
             tr.set(self.head_key(token), pack((id_, False)))
 
-    def next(self, tr: Any, attempt: Attempt, engine: Ordered, token: bytes,
+    def next(self, tr: Any, attempt: Attempt, engine: Tail, token: bytes,
              id_: bytes, died: bool) -> Gen[None]:
         """If job ``id_`` is sequence ``token``'s head: mark it blocked (``died``), or
         put the next waiting job in the queue (none: the sequence is free)."""
@@ -211,7 +234,7 @@ class Sequences:
         else:
             yield from self.promote(tr, attempt, engine, token)
 
-    def promote(self, tr: Any, attempt: Attempt, engine: Ordered,
+    def promote(self, tr: Any, attempt: Attempt, engine: Tail,
                 token: bytes) -> Gen[Optional[bytes]]:
         """Put sequence ``token``'s first waiting job at the queue's tail, its head
         now (read with a read conflict on the range read); with none, the sequence
@@ -234,7 +257,7 @@ class Sequences:
         promoted: bytes = job
         return promoted
 
-    def cancel(self, tr: Any, engine: Ordered, id_: bytes, kept: Kept) -> Gen[Optional[bytes]]:
+    def cancel(self, tr: Any, engine: Tail, id_: bytes, kept: Kept) -> Gen[Optional[bytes]]:
         """Remove job ``id_`` if it waits in its sequence (a range read of the
         sequence's waiting jobs, a read conflict on it: O(waiting)); its job record,
         if it has one (``kept``: as for ``Ordered.record``), says cancelled.  Its
@@ -252,7 +275,7 @@ class Sequences:
                 return value
         return None
 
-    def unblock(self, tr: Any, attempt: Attempt, engine: Ordered,
+    def unblock(self, tr: Any, attempt: Attempt, engine: Tail,
                 token: bytes) -> Gen[Optional[bytes]]:
         """If sequence ``token`` is blocked by its dead head: move on to its next job
         (the dead letter stays where it is); the dead head's id, or None (it was not

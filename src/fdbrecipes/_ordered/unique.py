@@ -32,23 +32,18 @@ the key).  Nothing else writes the entries, so none outlives the states its job 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Sequence
+from typing import Any, List, NamedTuple, Optional, Sequence
 
 from fdb.subspace_impl import Subspace
 from fdb.tuple import pack, unpack
 
 from .._clock import Clock, reading
-from .._fdb import VERSIONS_PER_SECOND, Gen, Range, Tally, read, read_le64
+from .._fdb import VERSIONS_PER_SECOND, Gen, Range, read, read_le64
 from .._ids import RETIRED, IdChecks, Ids
 from .._layout import DELAY, Item, OrderedLayout
-from .._records.records import DELAYED, PENDING
 from .._values import check_seconds
 from ..errors import UniqueConflictError
 from .front import Entry, Hold
-
-if TYPE_CHECKING:
-    from .engine import Ordered
-    from .requests import PushRequest
 
 __all__ = ["FINISHED", "QUEUED", "RAISE", "REPLACE", "RUNNING", "SKIP", "Unique",
            "UniqueKeys", "UniquePush", "check_unique", "id_keyed", "place_of"]
@@ -311,42 +306,27 @@ class UniqueKeys:
 
     # -- replace (debounce) ---------------------------------------------------------------
 
-    def meet(self, tr: Any, engine: Ordered, checks: IdChecks, r: PushRequest, now: int,
-             tally: Tally) -> Gen[Optional[bool]]:
-        """The unique key of request ``r`` (one item, for ``engine``), read by
-        ``checks``: None when it is free (the push goes ahead); else what ``r.unique``
-        learns (the job holding it; "held", or "replaced": a pending or delayed holder
-        given ``r``'s value and delay, at its place, with ``on_conflict="replace"``),
-        and whether that wrote.  A replace reads the holder's item (one round trip
-        more, read conflicts on its keys)."""
-        assert r.unique is not None
-        found = yield from self.held(checks, r.unique, now)
+    def meet(self, tr: Any, keys: OrderedLayout, checks: IdChecks, push: UniquePush,
+             now: int) -> Gen[Optional[Replaced]]:
+        """``push``'s unique key, read by ``checks`` (its item to be stored under
+        ``keys``): None when it is free (the push goes ahead); else what ``push``
+        learns (the job holding it; "held", or "replaced": with
+        ``on_conflict="replace"``, a pending or delayed holder, whose entry it names
+        for the engine to give ``push``'s value and delay at its place, see
+        ``Ordered.replace``).  A replace reads the holder's item (one round trip more,
+        read conflicts on its keys)."""
+        found = yield from self.held(checks, push, now)
         if found is None:
             return None
         job = holder(found)
         assert job is not None
-        r.unique.job, r.unique.outcome = job, "held"
-        if r.unique.spec.on_conflict != REPLACE or finished(found):
-            return False
-        keys = engine.keys
-        entry = (yield from self.find(tr, keys, found)).entry
-        if entry is None:  # it runs: left alone
-            return False
-        item = engine.take(tr, entry, now, tally, read=True)
-        deliveries = keys.deliveries(item)
-        item = keys.renewed(item, deliveries, now + r.delay)
-        value = r.batch[0][1]
-        if r.delay > 0:
-            engine.hold(tr, item, value, keys.delay_id(item), now + r.delay, DELAY, tally)
-        else:
-            tr.set(keys.item_key(item), value)
-        engine.wake(tally)
-        id_ = engine.record(item)
-        if id_ is not None:
-            engine.records.state(tr, id_, DELAYED if r.delay > 0 else PENDING, deliveries,
-                                 now + r.delay if r.delay > 0 else None)
-        r.unique.outcome = "replaced"
-        return True
+        push.job, push.outcome = job, "held"
+        if push.spec.on_conflict != REPLACE or finished(found):
+            return Replaced(None)
+        replaced = yield from self.find(tr, keys, found)
+        if replaced.entry is not None:  # (one that runs is left alone)
+            push.outcome = "replaced"
+        return replaced
 
     def find(self, tr: Any, keys: OrderedLayout, held: bytes) -> Gen[Replaced]:
         """The pending or delayed item of the job a live entry (``held``) names, read
