@@ -9,15 +9,13 @@ each method awaits the same operation of the structure's operations object
 (:mod:`fdbrecipes._ops.ordered`) with the awaiting driver; its docstring and code are
 the sync method's, written here by ``tools/unasync.py``.  Given a Database, pushes and acks share
 transactions with those of other tasks of the event loop (:mod:`._combine`), and one
-event loop runs a bounded number of takes at once (:class:`Takers`).
+event loop runs a bounded number of takes at once (:class:`._takers.Takers`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import weakref
-from typing import Any, Dict, Iterable, List, Optional, TypeVar, Union
+from typing import Any, Iterable, List, Optional, TypeVar, Union
 
 from .._bases import OrderedBase
 from .._drivers.awaiting import drive
@@ -35,33 +33,11 @@ from .._records.records import JobError, JobRecord
 from .._values import V, check_spread
 from ._combine import Combiner
 from ._jobs_face import AsyncJobMethods
+from ._takers import Takers
 
 __all__ = ["AsyncOrderedFace"]
 
 T = TypeVar("T")
-
-
-class Takers:
-    """How many takes of one structure (pops and claims given a Database) one event
-    loop runs at once: at most ``spread`` of those with that ``spread`` (one at a
-    time for strict ones).  More would only conflict with each other, since they draw
-    among the same ``spread`` oldest items: on a real server 64 tasks claiming batches
-    of 100 moved 2,800 items a second unbounded and 12,800 bounded, 64 tasks popping
-    with ``spread=16`` 1,500 and 2,300 pops a second.  A semaphore belongs to one
-    event loop, hence one set per loop."""
-
-    __slots__ = ("by_loop",)
-
-    def __init__(self) -> None:
-        self.by_loop: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, Dict[int, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
-
-    def bound(self, spread: int) -> asyncio.Semaphore:
-        """The semaphore of takes with ``spread`` in the running event loop."""
-        semaphores = self.by_loop.setdefault(asyncio.get_running_loop(), {})
-        if spread not in semaphores:
-            semaphores[spread] = asyncio.Semaphore(spread)
-        return semaphores[spread]
 
 
 class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
@@ -546,7 +522,7 @@ class AsyncOrderedFace(OrderedBase[V], AsyncJobMethods[OrderedOps[V]]):
         """Run a take (a pop or a claim): in the caller's transaction, or given a
         Database once fewer than ``spread`` takes with that spread of this structure
         (times its shards, which takes share among them) run in this event loop
-        (:class:`Takers`)."""
+        (:class:`._takers.Takers`)."""
         if is_transaction(tr):
             return await drive(take)
         async with self._takers.bound(check_spread(spread) * self._ops.shards):
