@@ -244,7 +244,9 @@ def snap(tr: Any) -> Any:
 # -- counters -------------------------------------------------------------------------
 
 _LE64 = struct.Struct("<q")
-_unpack_le64 = _LE64.unpack_from
+#: ``unpack_le64(data)[0]``: a counter of 8 bytes or more, decoded as :func:`read_le64`
+#: does, without a call of it (for loops over many: a tree's weights).
+unpack_le64 = _LE64.unpack_from
 ZERO = _LE64.pack(0)
 
 
@@ -259,9 +261,18 @@ def read_le64(data: Optional[bytes]) -> int:
     if data is None:
         return 0
     if len(data) >= 8:
-        value: int = _unpack_le64(data)[0]
+        value: int = unpack_le64(data)[0]
         return value
     return int.from_bytes(data, "little")
+
+
+def sum_le64(values: Iterable[Optional[bytes]]) -> int:
+    """The sum of counters written by atomic ADD (each as :func:`read_le64` reads it),
+    in one loop."""
+    total = 0
+    for data in values:
+        total += unpack_le64(data)[0] if data is not None and len(data) >= 8 else read_le64(data)
+    return total
 
 
 class Tally:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fdbrecipes import FdbRecipesError, drive
-from fdbrecipes._fdb import Gen
+from fdbrecipes._fdb import Gen, read_le64, sum_le64
 from fdbrecipes._tree.engine import FANOUT, LEVELS, descend, node_index, top_level
 
 Item = Tuple[int, bytes, int]  # seq, random, weight
@@ -143,3 +143,9 @@ def test_inconsistent_sums_are_reported() -> None:
     sums.nodes[(1, 0)] = 9  # claims more weight than its leaves hold
     with pytest.raises(FdbRecipesError, match="disagree"):
         drive(descend(sums.read_children, 6, 1))
+
+
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=16)), max_size=120))
+def test_a_level_s_sums_add_up_as_each_sum_reads(values: List[Optional[bytes]]) -> None:
+    """The sum of a level's stored sums (the tree's total) is what reading each gives."""
+    assert sum_le64(values) == sum(read_le64(value) for value in values)

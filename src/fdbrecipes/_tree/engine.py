@@ -32,7 +32,18 @@ import fdb.tuple
 
 from .._attempt import Attempt
 from .._clock import Clock
-from .._fdb import Gen, Range, Tally, clear_structure, le64, read, read_le64, snap
+from .._fdb import (
+    Gen,
+    Range,
+    Tally,
+    clear_structure,
+    le64,
+    read,
+    read_le64,
+    snap,
+    sum_le64,
+    unpack_le64,
+)
 from .._ids import Ids
 from .._layout import TreeLayout
 from .._values import Value, decode_value, random_suffix, unpack_token
@@ -213,7 +224,7 @@ class View:
         if (view.top, None) not in view.cache:  # the top level: never counted
             yield from view._size(view.top)
         kvs = view.cache[(view.top, None)]
-        view.total = sum(read_le64(kv.value) for kv in kvs)  # a leaf's first 8 bytes
+        view.total = sum_le64([kv.value for kv in kvs])  # a leaf's first 8 bytes
         # One node (or none) at this level: the next operation can start lower.
         tree.level_hint = view.top - 1 if len(kvs) <= 1 and view.top else view.top
         return view
@@ -250,7 +261,9 @@ class View:
         it, this operation's removals applied."""
         adjust = self.adjust
         for kv in kvs:
-            yield kv, read_le64(kv.value) + adjust.get(kv.key, 0)
+            value = kv.value  # (read_le64's decoding, without a call per child)
+            weight = unpack_le64(value)[0] if len(value) >= 8 else read_le64(value)
+            yield kv, weight + adjust.get(kv.key, 0)
 
     def index(self, level: int, kv: Any) -> int:
         """The node index a chosen child stands for."""
