@@ -90,3 +90,18 @@ def test_a_create_pushes_what_fits_and_leaves_the_rest_to_expanders(
     expanders = -(-counts["waiting"] // 500)
     assert counts["queued"] + counts["waiting"] == 4_000
     assert q.size(db) == counts["queued"] + expanders
+
+
+def test_a_drained_workflow_leaves_no_job_id_in_its_queue(db: Any, fdb_subspace: Any) -> None:
+    """A node's job is pushed once, by its workflow's counters, under an id made for
+    it: its ack forgets the id (one clear), not retires it for ``id_retention`` (two
+    keys a node, collected later): once the workflow ran, its queue holds its counters
+    only."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    flow.add(q, "last", deps=flow.add_many(q, range(100)), name="last")
+    w = flows.create(db, flow)
+    Worker(db, q, str, lease_seconds=10, concurrency=4).run(burst=True)
+    assert flows.status(db, w, 0).state == "succeeded"
+    assert len(dump(db, fdb_subspace["q"])) < 10

@@ -422,8 +422,8 @@ class Store(Reads):
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Edge]]:
         """Start reading node ``i``'s dependents (snapshot: they never change): its
-        block, and its ``we`` keys when it has many (:func:`.defs.read_edges`, side
-        by side); a generator to collect ``(dependent, leaf, policy, its leaves)``."""
+        block, then its ``we`` keys if it has many (:func:`.defs.read_edges`); a
+        generator to collect ``(dependent, leaf, policy, its leaves)``."""
         return read_edges(tr, self.keys, w, i)
 
     def count_down(self, tr: Any, w: bytes, outcome: str,
