@@ -1,18 +1,31 @@
 """Limit keys given to the pushes made for you (issue 40): a schedule's jobs (stored,
 code-defined, fired alone), a follow-up pushed with an ack (``Job.then``), a workflow's
-nodes (its first nodes, pushed by ``create``, and those an ack frees, in a Queue and a
-FairQueue) carry the keys they were given, so a keyed concurrency limit holds them;
-bad keys are refused naming ``limit_keys``, with nothing written."""
+nodes (its first nodes, pushed by ``create``, those an ack frees, in a Queue and a
+FairQueue, and an open batch's members) carry the keys they were given, so a keyed
+concurrency limit holds them; bad keys are refused naming ``limit_keys`` (the async
+twins too), with nothing written."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any, Callable, List, Tuple
 
 import fdb
 import pytest
 
-from fdbrecipes import FairQueue, Job, Limits, Queue, Schedule, Schedules, Worker, concurrency
+from fdbrecipes import (
+    FairQueue,
+    Job,
+    Limits,
+    Queue,
+    Schedule,
+    Schedules,
+    Worker,
+    aio,
+    concurrency,
+)
+from fdbrecipes.aio.workflow import AsyncWorkflows
 from fdbrecipes.workflow import Workflows
 from tests.helpers import dump, eventually
 
@@ -138,6 +151,22 @@ def test_workflow_nodes_carry_their_limit_keys(db: Any, fdb_subspace: Any,
     assert lease.value == "d"
 
 
+def test_an_open_batchs_members_carry_their_limit_keys(db: Any, fdb_subspace: Any,
+                                                       limits: Limits) -> None:
+    jobs_space, flows_space = spaces(fdb_subspace, b"j", b"w")
+    jobs, holder = held(db, jobs_space, limits)
+    flows = Workflows(flows_space, structures=[jobs])
+    batch = flows.create(db, flows.open_batch(on_complete=(jobs, "done")))
+    flows.add_to_batch(db, batch, jobs, ["m1"], limit_keys=ACME)
+    flows.add_to_batch(db, batch, jobs, ["m2"], limit_keys={"per-customer": "globex"})
+    lease = jobs.claim(db, 30)
+    assert lease is not None and lease.value == "m2"  # m1 waits, parked under acme
+    assert nothing_claimable(db, jobs, limits)
+    jobs.ack(db, holder)
+    lease = jobs.claim(db, 30)
+    assert lease is not None and lease.value == "m1"
+
+
 BAD: List[Tuple[Any, type, str]] = [
     (["per-customer"], TypeError, "limit_keys must be None or a dict"),
     ({"nope": "a"}, ValueError, "limit_keys names 'nope', a limit this structure"),
@@ -176,6 +205,15 @@ def test_bad_limit_keys_are_refused_naming_the_argument_with_nothing_written(
     for call in calls:
         with pytest.raises(error, match=message):
             call()
+    async_store = aio.AsyncSchedules(store_space, targets=[jobs])
+    async_flows = AsyncWorkflows(flows_space, structures=[jobs, fair])
+    awaited: List[Callable[[], Any]] = [
+        lambda: async_store.add(db, "s", target=jobs, every=60, limit_keys=bad),
+        lambda: async_flows.add_to_batch(db, batch, jobs, ["v"], limit_keys=bad),
+    ]
+    for call in awaited:
+        with pytest.raises(error, match=message):
+            asyncio.run(call())
     assert flow.nodes == []
     assert job.reported()[1] == ()
     assert dump(db, fdb_subspace) == before
