@@ -311,7 +311,8 @@ class Workflows(WorkflowsBase):
         pushes of the first nodes: into a Queue or PriorityQueue all of them in one
         push, as ``push_many``, as long as the transaction stays within 9 MB of writes
         (FoundationDB's approximate size, the caller's writes before included; about
-        900 bytes a node besides its value), into a FairQueue 50 at most; the nodes
+        900 bytes a node besides its value, more with long subspace prefixes), into a
+        FairQueue 50 at most; the nodes
         past that are pushed later by expander jobs (500 each) pushed now
         (docs/workflows.md).  Cost: 1 round trip, then one for each Queue or
         PriorityQueue pushed into (two past 500 nodes) and one per node into a
