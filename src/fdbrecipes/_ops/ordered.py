@@ -190,10 +190,9 @@ class OrderedOps(JobOps, Generic[V]):
         yield from self.push_requests(tr, [request])
 
     def push_requests(self, tr: Transactor, requests: List[PushRequest]) -> Gen[List[bool]]:
-        """Push checked requests in one transaction (a shared one: see
-        :mod:`fdbrecipes.aio._combine`); for each, whether it stored its items.  In an
-        unsharded structure, requests whose items carry no id (the common push) go to
-        :meth:`.._ordered.engine.Ordered.push_plain`, which reads only the tail."""
+        """Push checked requests in one transaction (a shared one: see :mod:`.._drivers.sharing`);
+        for each, whether it stored its items.  Unsharded, those with no ids (the common
+        push) go to :meth:`.._ordered.engine.Ordered.push_plain`: it reads only the tail."""
         engine = self.engine
         op: Callable[..., Gen[List[bool]]] = engine.push
         if isinstance(engine, Ordered) and all(r.plain() for r in requests):
