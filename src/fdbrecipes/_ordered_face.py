@@ -97,6 +97,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         with concurrent pushes, so the count restarts exactly at 0); conflicts with
         every transaction that read a cleared key.  Cost: 1 read, O(1) in n.  A
         consumer holding a lease from before the clear gets LeaseExpiredError on ack.
+        It reads none of what it removes: a workflow whose nodes were here is not
+        told (cancel it: see docs/workflows.md).
         """
         drive(self._ops.clear(tr))
 
@@ -253,7 +255,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         cancels a delayed push); its value, or None (nothing written) when there is
         none pending: never pushed, in flight (ack or release its lease), a dead
         letter, already gone.  The id is then forgotten after ``id_retention``, as
-        when an item is popped.
+        when an item is popped.  A workflow's node removed ends ``cancelled`` in its
+        workflow, in this transaction (as :meth:`cancel`; see docs/workflows.md).
 
         Reads the id's key (and, for a unique job's id, its unique entry beside it)
         and the item (read conflicts on all); clears the item, one counter update.
@@ -288,7 +291,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         transaction; for each token, the item's value, or None when it is no longer
         pending there (taken, in flight, dead, gone, or named earlier in
         ``tokens``).  Their job records say cancelled; their ids are forgotten after
-        ``id_retention``.
+        ``id_retention``.  A workflow's node removed ends ``cancelled`` in its
+        workflow, in this transaction (as :meth:`cancel`).
 
         Reads each item where its token says (visible, or under its delay: read
         conflicts), in parallel; clears those found, one counter update.  Conflicts

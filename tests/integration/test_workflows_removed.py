@@ -1,0 +1,95 @@
+"""Workflows against a real server: a node's job that leaves its structure other than
+through its worker's ack (``remove``, ``remove_many``, sync and async; a burial in a
+process that did not make the store) still ends in its workflow, so its dependents
+never wait forever (docs/workflows.md, "Failures")."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Dict
+
+import pytest
+
+from fdbrecipes import FairQueue, PriorityQueue, Queue
+from fdbrecipes.aio import AsyncQueue
+from fdbrecipes.workflow import Workflows
+
+pytestmark = pytest.mark.integration
+
+KINDS: Dict[str, Callable[..., Any]] = {"queue": Queue, "priority": PriorityQueue,
+                                        "fair": FairQueue}
+
+
+def remove_one(kind: str, how: str, db: Any, structure: Any, node: Any) -> Any:
+    """Take ``node``'s job (delayed) out of ``structure`` by ``how``; what it gave."""
+    where = {"group": "g"} if kind == "fair" else {}
+    if how == "remove":
+        return structure.remove(db, id=node.id, **where)
+    tokens = [row.token for row in structure.delayed(db, *where.values()) if row.id == node.id]
+    assert len(tokens) == 1
+    return structure.remove_many(db, *where.values(), tokens)[0]
+
+
+@pytest.mark.parametrize("how", ["remove", "remove_many"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_node_removed_from_its_structure_ends_cancelled(db: Any, fdb_subspace: Any,
+                                                          kind: str, how: str) -> None:
+    """Removing a waiting node's job (``remove``, ``remove_many``) ends it
+    ``cancelled`` in its workflow, in the removal's transaction: a ``fail``
+    dependency fails the workflow (its other nodes cancelled), a ``continue`` one
+    frees its dependent, which sees the removal in its inputs."""
+    structure = KINDS[kind](fdb_subspace["s"])
+    flows = Workflows(fdb_subspace["flows"], structures=[structure])
+    where = {"group": "g"} if kind == "fair" else {}
+    flow = flows.new()
+    flow.add(structure, "a", name="a", delay=3600, **where)  # waits, delayed
+    b = flow.add(structure, "b", name="b", delay=3600, **where)
+    flow.add(structure, "after-b", deps=[(b, "continue")], name="after-b", **where)
+    w = flows.create(db, flow)
+    assert remove_one(kind, how, db, structure, b) == "b"
+    states = {n.name: n.state for n in flows.status(db, w).nodes}
+    assert states == {"a": "queued", "b": "cancelled", "after-b": "queued"}
+    assert flows.inputs(db, flow.nodes[2].id)["b"].state == "cancelled"
+    flow2 = flows.new()
+    x = flow2.add(structure, "x", name="x", delay=3600, **where)
+    flow2.add(structure, "after-x", deps=[x], name="after-x", **where)
+    w2 = flows.create(db, flow2)
+    assert remove_one(kind, how, db, structure, x) == "x"
+    status = flows.status(db, w2)
+    assert status.state == "failed"
+    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
+                                                       "after-x": "cancelled"}
+
+
+def test_a_node_removed_through_the_async_twin_ends_cancelled(db: Any,
+                                                               fdb_subspace: Any) -> None:
+    """The async twin's ``remove`` tells the workflow the same way."""
+    q: AsyncQueue[Any] = AsyncQueue(fdb_subspace["s"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    x = flow.add(q, "x", name="x", delay=3600)
+    flow.add(q, "after-x", deps=[x], name="after-x")
+    w = flows.create(db, flow)
+    assert asyncio.run(q.remove(db, id=x.id)) == "x"
+    status = flows.status(db, w)
+    assert status.state == "failed"
+    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
+                                                       "after-x": "cancelled"}
+
+
+def test_a_cleared_structure_tells_no_workflow_until_it_is_cancelled(db: Any,
+                                                                      fdb_subspace: Any) -> None:
+    """``clear`` reads nothing of what it wipes (docs/workflows.md): a node cleared
+    stays ``queued``, its workflow runs on, and a cancel ends it."""
+    q: Queue[Any] = Queue(fdb_subspace["s"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    x = flow.add(q, "x", name="x")
+    flow.add(q, "after-x", deps=[x], name="after-x")
+    w = flows.create(db, flow)
+    q.clear(db)
+    assert flows.status(db, w).counts["queued"] == 1
+    assert flows.cancel(db, w) is True
+    status = flows.status(db, w)
+    assert status.state == "cancelled"
+    assert {n.name: n.state for n in status.nodes} == {"x": "queued", "after-x": "cancelled"}
