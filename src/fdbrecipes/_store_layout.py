@@ -7,14 +7,15 @@ in one subspace ``S`` and never writes outside it.
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
+import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from ._layout import Item
 
-__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout", "ScheduleLayout",
-           "WorkflowLayout"]
+__all__ = ["LIMITS", "NODE_HEAD", "NODE_MARK", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
+           "ScheduleLayout", "WorkflowLayout", "workflow_tag"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -139,6 +140,24 @@ class LimitLayout:
 #: The leaf of a node's counters that counts its leaves still open (a node with more
 #: dependencies than one leaf holds; see :class:`WorkflowLayout`).
 ROOT = -1
+
+#: The first element of the job id of a workflow's node or expander: ``(mark, the
+#: store's tag, workflow, node[, chunk])``, packed (see ``_workflow.graph.node_id``).
+NODE_MARK = "fdbwf"
+NODE_HEAD = fdb.tuple.pack((NODE_MARK,))
+
+
+def workflow_tag(id_: Optional[bytes]) -> Optional[bytes]:
+    """The tag of the workflow store whose node (or expander) job ``id_`` is; None for
+    any other id (one prefix check for those)."""
+    if id_ is None or not id_.startswith(NODE_HEAD):
+        return None
+    try:
+        parts = fdb.tuple.unpack(id_)
+    except (ValueError, TypeError):
+        return None
+    tag = parts[1] if len(parts) in (4, 5) else None
+    return tag if type(tag) is bytes else None
 
 
 class WorkflowLayout:

@@ -12,7 +12,9 @@ import pytest
 
 from fdbrecipes import FairQueue, PriorityQueue, Queue
 from fdbrecipes.aio import AsyncQueue
+from fdbrecipes.errors import UnknownWorkflowStoreError
 from fdbrecipes.workflow import Workflows
+from tests.helpers import TestClock
 
 pytestmark = pytest.mark.integration
 
@@ -93,3 +95,33 @@ def test_a_cleared_structure_tells_no_workflow_until_it_is_cancelled(db: Any,
     status = flows.status(db, w)
     assert status.state == "cancelled"
     assert {n.name: n.state for n in status.nodes} == {"x": "queued", "after-x": "cancelled"}
+
+
+@pytest.mark.parametrize("sweep", ["claim", "requeue_dead", "purge_dead"])
+def test_a_node_dead_where_its_store_is_unknown_is_not_buried_there(
+        db: Any, fdb_subspace: Any, clock: TestClock, sweep: str) -> None:
+    """A node whose lease ran out on its last delivery, met by a transaction of a
+    structure object made without the store (another process: the CLI, a sweeper),
+    is not buried there (its workflow's step would be lost): the call raises, writing
+    nothing; the structure made with the store buries it, and the workflow fails."""
+    q: Queue[Any] = Queue(fdb_subspace["q"], max_deliveries=1, clock=clock)
+    bare: Queue[Any] = Queue(fdb_subspace["q"], max_deliveries=1, clock=clock)
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    a = flow.add(q, "a", name="a")
+    flow.add(q, "after", deps=[a], name="after", delay=3600)
+    w = flows.create(db, flow)
+    lease = q.claim(db, 10)
+    assert lease is not None and lease.id == a.id
+    clock.advance(11)  # its lease ran out: a dead letter once a transaction meets it
+    calls = {"claim": (Queue.claim, 10), "requeue_dead": (Queue.requeue_dead,),
+             "purge_dead": (Queue.purge_dead,)}
+    call, *args = calls[sweep]
+    with pytest.raises(UnknownWorkflowStoreError, match="did not make with the structure"):
+        call(bare, db, *args)
+    assert flows.status(db, w).state == "running"
+    assert [letter.id for letter in q.dead(db)] == [a.id]  # not moved: still dying
+    call(q, db, *args)
+    status = flows.status(db, w)
+    assert status.state == "failed"
+    assert {n.name: n.state for n in status.nodes} == {"a": "failed", "after": "cancelled"}

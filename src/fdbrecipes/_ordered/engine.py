@@ -43,7 +43,9 @@ from .._records.records import (
     Kept,
     Records,
 )
+from .._store_layout import workflow_tag
 from .._values import Value, decode_value
+from ..errors import UnknownWorkflowStoreError
 from .counts import Counts
 from .front import RESTORE_BATCH, Entry, Front, Hold, value_of
 from .requests import PushRequest
@@ -173,8 +175,20 @@ class Ordered(Counts, Takes):
         leases ended (at their deadlines, or now if released or buried), with the
         ``reason`` it was buried for, if any; its job record is dead (with ``error``,
         if given; ``kept``: as for :meth:`record`); each of :attr:`workflows` is told
-        (``buried``), and asks for its node's step later in the transaction."""
+        (``buried``), and asks for its node's step later in the transaction.
+
+        Raises:
+            UnknownWorkflowStoreError: the item is a workflow's node (or expander) of
+                a store this object was not made with: its step would be lost (the
+                transaction fails, nothing written; a process that made the store
+                buries it).
+        """
         assert entry.value is not None and entry.hold is not None
+        id_ = self.keys.item_id(entry.item)
+        tag = workflow_tag(id_)
+        if tag is not None and tag not in self.workflows:
+            assert id_ is not None
+            raise UnknownWorkflowStoreError(id_, self.keys.subspace)
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)

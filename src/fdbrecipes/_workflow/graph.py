@@ -25,6 +25,7 @@ from typing import (
 
 import fdb.tuple
 
+from .._store_layout import NODE_HEAD, NODE_MARK
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
@@ -52,9 +53,6 @@ LEAF = 128
 MAX_DEPS = LEAF * LEAF
 #: The most nodes a workflow may have (it is created in one transaction).
 MAX_NODES = 50_000
-#: The first element of a node's job id.
-NODE_MARK = "fdbwf"
-_MARK_HEAD = fdb.tuple.pack((NODE_MARK,))
 
 
 def store_tag(store: bytes) -> bytes:
@@ -97,7 +95,7 @@ class NodeRef(NamedTuple):
 def parse_node_id(id_: Optional[bytes]) -> Optional[NodeRef]:
     """What the job id ``id_`` of a workflow's node or expander says; None for any
     other id."""
-    if id_ is None or not id_.startswith(_MARK_HEAD):
+    if id_ is None or not id_.startswith(NODE_HEAD):
         return None
     try:
         parts = fdb.tuple.unpack(id_)
