@@ -265,6 +265,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         Raises:
             TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+            UnknownWorkflowStoreError: the job is a workflow's node of a store this
+                structure object was not made with (nothing written).
         """
         return drive(self._ops.remove(tr, id))
 
@@ -303,6 +305,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
             TypeError or ValueError: a token is not a pending or delayed item's of a
                 structure of this kind (named by index), or more than 1,000 tokens
                 (nothing written).
+            UnknownWorkflowStoreError: one is a workflow's node of a store this
+                structure object was not made with (nothing written).
         """
         return drive(self._ops.remove_many(tr, tokens))
 
@@ -405,6 +409,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         Raises:
             TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+            UnknownWorkflowStoreError: the job is a waiting workflow node of a
+                store this structure object was not made with (nothing written).
         """
         return drive(self._ops.cancel(tr, id))
 

@@ -125,3 +125,32 @@ def test_a_node_dead_where_its_store_is_unknown_is_not_buried_there(
     status = flows.status(db, w)
     assert status.state == "failed"
     assert {n.name: n.state for n in status.nodes} == {"a": "failed", "after": "cancelled"}
+
+
+@pytest.mark.parametrize("how", ["remove", "remove_many", "cancel"])
+def test_a_node_removed_where_its_store_is_unknown_is_refused(db: Any, fdb_subspace: Any,
+                                                              how: str) -> None:
+    """A waiting node's job removed or cancelled through a structure object made
+    without its store raises, writing nothing (its step would be lost); through the
+    one made with it, it ends ``cancelled``."""
+    q: Queue[Any] = Queue(fdb_subspace["q"], history=3600)  # a cancel finds it by its record
+    bare: Queue[Any] = Queue(fdb_subspace["q"], history=3600)
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    x = flow.add(q, "x", name="x", delay=3600)
+    flow.add(q, "after-x", deps=[x], name="after-x")
+    w = flows.create(db, flow)
+
+    def take_out(structure: Any) -> Any:
+        if how == "cancel":
+            return structure.cancel(db, x.id)
+        return remove_one("queue", how, db, structure, x)
+
+    with pytest.raises(UnknownWorkflowStoreError):
+        take_out(bare)
+    assert [row.id for row in q.delayed(db)] == [x.id]  # still there
+    assert take_out(q) in ("x", "cancelled")
+    status = flows.status(db, w)
+    assert status.state == "failed"
+    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
+                                                       "after-x": "cancelled"}

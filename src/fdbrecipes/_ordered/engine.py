@@ -14,7 +14,7 @@ Every method here runs inside one transaction; :mod:`.._retry` decides which.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from fdb.tuple import pack
 
@@ -69,6 +69,22 @@ class Takes:
         """:meth:`pop` of one item: the value, or None when none is visible."""
         values = yield from self.pop(tr, attempt, 1, end, spread)
         return values[0] if values else None
+
+
+def told(workflows: Dict[bytes, Any], id_: Optional[bytes], structure: Any) -> Iterable[Any]:
+    """The workflow stores (``workflows``: those made with ``structure``, by tag) to
+    tell that job ``id_`` ends without its worker's ack (each asks for its node's step
+    if the job is its node: see ``WorkflowOps.step``).
+
+    Raises:
+        UnknownWorkflowStoreError: ``id_`` is a workflow's node (or expander) of a
+            store not among them: its step would be lost (the caller writes nothing).
+    """
+    tag = workflow_tag(id_)
+    if tag is not None and tag not in workflows:
+        assert id_ is not None
+        raise UnknownWorkflowStoreError(id_, structure)
+    return workflows.values()
 
 
 class Ordered(Counts, Takes):
@@ -184,18 +200,14 @@ class Ordered(Counts, Takes):
                 buries it).
         """
         assert entry.value is not None and entry.hold is not None
-        id_ = self.keys.item_id(entry.item)
-        tag = workflow_tag(id_)
-        if tag is not None and tag not in self.workflows:
-            assert id_ is not None
-            raise UnknownWorkflowStoreError(id_, self.keys.subspace)
+        stores = told(self.workflows, self.keys.item_id(entry.item), self.keys.subspace)
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
         self.unique_left(tr, item, now, self.ids)
         if self.sequences is not None:  # its sequence is blocked
             self.sequences.ended(tally, self, self.keys.item_id(item), True)
-        for store in self.workflows.values():
+        for store in stores:
             store.buried(tally, self.keys.item_id(item), reason, error)
         id_ = self.record(item, kept)
         if id_ is not None:

@@ -38,7 +38,7 @@ from .._records.records import (
 )
 from .._records.tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
 from .._values import Value, claimed_at, decode_value
-from .engine import Ordered
+from .engine import Ordered, told
 from .front import Entry, Hold
 from .leases import token_of
 from .sequences import sequence_of
@@ -297,11 +297,10 @@ class Listing:
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         values = iter(self.engine.remove(tr, taking, now, tally, CANCELLED, kept=kept))
-        if tell:
-            for store in self.engine.workflows.values():
-                for entry in taking:
-                    store.removed(attempt.later, self.engine.keys.item_id(entry.item),
-                                  "removed")
+        for entry in taking if tell else ():
+            id_ = self.engine.keys.item_id(entry.item)
+            for store in told(self.engine.workflows, id_, self.engine.keys.subspace):
+                store.removed(attempt.later, id_, "removed")
         tally.write(tr, attempt)
         attempt.idle = False
         return [None if e is None else decode_value(next(values)) for e in entries]
