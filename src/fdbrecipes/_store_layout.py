@@ -194,7 +194,8 @@ class WorkflowLayout:
                                           tuple-packed)
         S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
                                           nodes; -1 - n: those of the batch's add that
-                                          began at node n), packed, until its
+                                          began at node n, or of its close, n its
+                                          nodes then), packed, until its
                                           expander's ack pushes them
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
                                           ended, what ``result`` watches; "total":

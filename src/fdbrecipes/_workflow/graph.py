@@ -77,7 +77,8 @@ def node_head(tag: bytes, workflow: bytes) -> bytes:
 
 def expander_id(tag: bytes, workflow: bytes, source: int, chunk: int) -> bytes:
     """The job id of an expander: a job whose ack pushes chunk ``chunk`` of the nodes
-    node ``source`` freed (-1: the first nodes), too many for one transaction."""
+    node ``source`` freed (-1: the first nodes; -1 - n: an open batch's add or close,
+    see ``Batches.source``), too many for one transaction."""
     packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, source, chunk))
     return packed
 
