@@ -15,7 +15,7 @@ from fdb.subspace_impl import Subspace
 from ._layout import Item
 
 __all__ = ["LIMITS", "NODE_HEAD", "NODE_MARK", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
-           "ScheduleLayout", "WorkflowLayout", "workflow_tag"]
+           "ScheduleLayout", "WorkflowLayout", "node_parts", "workflow_tag"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -147,17 +147,27 @@ NODE_MARK = "fdbwf"
 NODE_HEAD = fdb.tuple.pack((NODE_MARK,))
 
 
-def workflow_tag(id_: Optional[bytes]) -> Optional[bytes]:
-    """The tag of the workflow store whose node (or expander) job ``id_`` is; None for
-    any other id (one prefix check for those)."""
+def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
+    """The parts ``(mark, tag, workflow, node[, chunk])`` of job id ``id_`` if it is a
+    workflow's node's (or expander's); None for any other id (one prefix check for
+    most)."""
     if id_ is None or not id_.startswith(NODE_HEAD):
         return None
     try:
-        parts = fdb.tuple.unpack(id_)
+        parts: Tuple[Any, ...] = fdb.tuple.unpack(id_)
     except (ValueError, TypeError):
         return None
-    tag = parts[1] if len(parts) in (4, 5) else None
-    return tag if type(tag) is bytes else None
+    if (len(parts) not in (4, 5) or type(parts[1]) is not bytes or type(parts[2]) is not bytes
+            or any(type(p) is not int for p in parts[3:])):
+        return None
+    return parts
+
+
+def workflow_tag(id_: Optional[bytes]) -> Optional[bytes]:
+    """The tag of the workflow store whose node (or expander) job ``id_`` is; None for
+    any other id."""
+    parts = node_parts(id_)
+    return None if parts is None else bytes(parts[1])
 
 
 class WorkflowLayout:

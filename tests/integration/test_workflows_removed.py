@@ -6,7 +6,7 @@ never wait forever (docs/workflows.md, "Failures")."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
@@ -32,6 +32,23 @@ def remove_one(kind: str, how: str, db: Any, structure: Any, node: Any) -> Any:
     return structure.remove_many(db, *where.values(), tokens)[0]
 
 
+def chain(db: Any, flows: Workflows, structure: Any, **options: Any) -> Tuple[Any, bytes]:
+    """A workflow of node x (waiting an hour: delayed) and its dependent (``fail``);
+    x's node and the workflow's id."""
+    flow = flows.new()
+    x = flow.add(structure, "x", name="x", delay=3600, **options)
+    flow.add(structure, "after-x", deps=[x], name="after-x", **options)
+    return x, flows.create(db, flow)
+
+
+def failed_by_x(db: Any, flows: Workflows, w: bytes) -> None:
+    """Workflow ``w`` of :func:`chain` failed: x cancelled, and its dependent."""
+    status = flows.status(db, w)
+    assert status.state == "failed"
+    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
+                                                       "after-x": "cancelled"}
+
+
 @pytest.mark.parametrize("how", ["remove", "remove_many"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_node_removed_from_its_structure_ends_cancelled(db: Any, fdb_subspace: Any,
@@ -52,15 +69,9 @@ def test_a_node_removed_from_its_structure_ends_cancelled(db: Any, fdb_subspace:
     states = {n.name: n.state for n in flows.status(db, w).nodes}
     assert states == {"a": "queued", "b": "cancelled", "after-b": "queued"}
     assert flows.inputs(db, flow.nodes[2].id)["b"].state == "cancelled"
-    flow2 = flows.new()
-    x = flow2.add(structure, "x", name="x", delay=3600, **where)
-    flow2.add(structure, "after-x", deps=[x], name="after-x", **where)
-    w2 = flows.create(db, flow2)
+    x, w2 = chain(db, flows, structure, **where)
     assert remove_one(kind, how, db, structure, x) == "x"
-    status = flows.status(db, w2)
-    assert status.state == "failed"
-    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
-                                                       "after-x": "cancelled"}
+    failed_by_x(db, flows, w2)
 
 
 def test_a_node_removed_through_the_async_twin_ends_cancelled(db: Any,
@@ -68,15 +79,9 @@ def test_a_node_removed_through_the_async_twin_ends_cancelled(db: Any,
     """The async twin's ``remove`` tells the workflow the same way."""
     q: AsyncQueue[Any] = AsyncQueue(fdb_subspace["s"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
-    flow = flows.new()
-    x = flow.add(q, "x", name="x", delay=3600)
-    flow.add(q, "after-x", deps=[x], name="after-x")
-    w = flows.create(db, flow)
+    x, w = chain(db, flows, q)
     assert asyncio.run(q.remove(db, id=x.id)) == "x"
-    status = flows.status(db, w)
-    assert status.state == "failed"
-    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
-                                                       "after-x": "cancelled"}
+    failed_by_x(db, flows, w)
 
 
 def test_a_cleared_structure_tells_no_workflow_until_it_is_cancelled(db: Any,
@@ -136,10 +141,7 @@ def test_a_node_removed_where_its_store_is_unknown_is_refused(db: Any, fdb_subsp
     q: Queue[Any] = Queue(fdb_subspace["q"], history=3600)  # a cancel finds it by its record
     bare: Queue[Any] = Queue(fdb_subspace["q"], history=3600)
     flows = Workflows(fdb_subspace["flows"], structures=[q])
-    flow = flows.new()
-    x = flow.add(q, "x", name="x", delay=3600)
-    flow.add(q, "after-x", deps=[x], name="after-x")
-    w = flows.create(db, flow)
+    x, w = chain(db, flows, q)
 
     def take_out(structure: Any) -> Any:
         if how == "cancel":
@@ -150,7 +152,4 @@ def test_a_node_removed_where_its_store_is_unknown_is_refused(db: Any, fdb_subsp
         take_out(bare)
     assert [row.id for row in q.delayed(db)] == [x.id]  # still there
     assert take_out(q) in ("x", "cancelled")
-    status = flows.status(db, w)
-    assert status.state == "failed"
-    assert {n.name: n.state for n in status.nodes} == {"x": "cancelled",
-                                                       "after-x": "cancelled"}
+    failed_by_x(db, flows, w)

@@ -25,7 +25,7 @@ from typing import (
 
 import fdb.tuple
 
-from .._store_layout import NODE_HEAD, NODE_MARK
+from .._store_layout import NODE_MARK, node_parts
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
@@ -96,14 +96,8 @@ class NodeRef(NamedTuple):
 def parse_node_id(id_: Optional[bytes]) -> Optional[NodeRef]:
     """What the job id ``id_`` of a workflow's node or expander says; None for any
     other id."""
-    if id_ is None or not id_.startswith(NODE_HEAD):
-        return None
-    try:
-        parts = fdb.tuple.unpack(id_)
-    except (ValueError, TypeError):
-        return None
-    if (len(parts) not in (4, 5) or type(parts[1]) is not bytes or type(parts[2]) is not bytes
-            or any(type(p) is not int for p in parts[3:])):
+    parts = node_parts(id_)
+    if parts is None:
         return None
     return NodeRef(parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else None)
 
