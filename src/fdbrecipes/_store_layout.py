@@ -12,9 +12,10 @@ from typing import Any, List, Optional, Tuple
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from ._ids import WORKFLOW_ID_HEAD
 from ._layout import Item
 
-__all__ = ["LIMITS", "NODE_HEAD", "NODE_MARK", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
+__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
            "ScheduleLayout", "WorkflowLayout", "node_parts", "workflow_tag"]
 
 
@@ -141,17 +142,12 @@ class LimitLayout:
 #: dependencies than one leaf holds; see :class:`WorkflowLayout`).
 ROOT = -1
 
-#: The first element of the job id of a workflow's node or expander: ``(mark, the
-#: store's tag, workflow, node[, chunk])``, packed (see ``_workflow.graph.node_id``).
-NODE_MARK = "fdbwf"
-NODE_HEAD = fdb.tuple.pack((NODE_MARK,))
-
 
 def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
     """The parts ``(mark, tag, workflow, node[, chunk])`` of job id ``id_`` if it is a
     workflow's node's (or expander's); None for any other id (one prefix check for
     most)."""
-    if id_ is None or not id_.startswith(NODE_HEAD):
+    if id_ is None or not id_.startswith(WORKFLOW_ID_HEAD):
         return None
     try:
         parts: Tuple[Any, ...] = fdb.tuple.unpack(id_)
