@@ -46,6 +46,7 @@ from .graph import (
     Plan,
     expander_id,
     node_id,
+    push_args,
     store_tag,
 )
 from .reading import (
@@ -221,9 +222,10 @@ class Store(Reads):
             yield from ops.push_requests(tr, self.requests(requesting, w, values))
             return
         for i, stored, value in values:
+            place, keys = push_args(stored.where)
             yield from ops.push_job(tr, value, id=node_id(self.tag, w, i),
                                     delay=stored.delay, time_limit=stored.time_limit,
-                                    **dict(stored.where))
+                                    limit_keys=keys, **place)
 
     def expand(self, tr: Any, w: bytes, source: int, c: int) -> Gen[None]:
         """The ack of an expander: push chunk ``c`` of the nodes ``source`` freed,
@@ -265,7 +267,8 @@ class Store(Reads):
         made: Dict[Tuple[Any, Any], PushRequest] = {}
         for i, stored, value in values:
             key = (stored.delay, stored.time_limit)
-            one = requesting(value, None, stored.delay, dict(stored.where), stored.time_limit)
+            place, keys = push_args(stored.where)
+            one = requesting(value, None, stored.delay, place, stored.time_limit, keys)
             made.setdefault(key, one)
             alike.setdefault(key, []).extend(one.batch)
             ids.setdefault(key, []).append(node_id(self.tag, w, i))

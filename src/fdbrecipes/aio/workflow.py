@@ -174,13 +174,16 @@ class AsyncWorkflows(WorkflowsBase):
 
     async def add_to_batch(self, tr: Transactor, batch: bytes, structure: Any,
                            values: Iterable[Any], *, delay: Optional[float] = None,
-                           time_limit: Optional[float] = None, **where: Any) -> List[bytes]:
+                           time_limit: Optional[float] = None,
+                           limit_keys: Optional[Dict[str, Any]] = None,
+                           **where: Any) -> List[bytes]:
         """The async twin of :meth:`fdbrecipes.Workflows.add_to_batch`, awaited without
         blocking the event loop.
 
         Add a member to open batch ``batch`` for each of ``values``: a job in
-        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``
-        and ``where`` as :meth:`Workflow.add` takes them), pushed now; their job ids.
+        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``,
+        ``limit_keys`` and ``where`` as :meth:`Workflow.add` takes them), pushed now;
+        their job ids.
         A member that ends before the batch is closed counts down the batch all the
         same.
 
@@ -199,7 +202,7 @@ class AsyncWorkflows(WorkflowsBase):
                 (nothing is written).
         """
         return await drive(self._ops.add_to_batch(tr, batch, structure, values, delay, time_limit,
-                                                  where))
+                                                  where, limit_keys))
 
     async def close_batch(self, tr: Transactor, batch: bytes) -> bool:
         """The async twin of :meth:`fdbrecipes.Workflows.close_batch`, awaited without blocking
