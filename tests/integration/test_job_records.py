@@ -532,3 +532,18 @@ def test_the_jobs_one_transaction_finishes_share_a_key_of_the_index(
     assert list(db.get_range(index.start, index.stop)) == []
     assert all(q.job(db, id_) is None for id_ in done + [dying[0], dying[2]])
     assert q.job(db, dying[1]).state == "pending"
+
+
+def test_a_fair_queues_jobs_finished_together_share_a_key_per_group(
+        db: Any, fdb_subspace: Any) -> None:
+    q = FairQueue(fdb_subspace, history=0.001)
+    ids = {q.push(db, f"{g} {i}", group=g): g for g in ("acme", "bolt") for i in range(2)}
+    leases = q.claim_many(db, 4, 30)
+    assert len(leases) == 4 and all(q.ack_many(db, leases))  # acked group by group
+    index = fdb_subspace["o"].range()
+    assert len(list(db.get_range(index.start, index.stop))) == 2
+    first = q.finished(db, 3)
+    rows = first + q.finished(db, after=first[-1].token)
+    assert {r.id: r.group for r in rows} == ids and len(rows) == 4
+    assert q.prune(db) == 4 and q.finished(db) == []
+    assert all(q.job(db, id_, group=g) is None for id_, g in ids.items())
