@@ -308,8 +308,15 @@ class Workflows(WorkflowsBase):
         writes the nodes' definitions and out-edges, 16 nodes a key (a node's value
         over 1,000 bytes, or its dependents past 8, in keys of their own), the
         dependencies and counters of the nodes that have dependencies, and the
-        pushes of the first nodes (see ``push``).  Cost: 1 round trip, then one for
-        each structure pushed into (a FairQueue: one per node), and the commit.
+        pushes of the first nodes: into a Queue or PriorityQueue all of them in one
+        push, as ``push_many``, as long as the transaction stays within 9 MB of writes
+        (FoundationDB's approximate size, the caller's writes before included; about
+        900 bytes a node besides its value, more with long subspace prefixes), into a
+        FairQueue 50 at most; the nodes
+        past that are pushed later by expander jobs (500 each) pushed now
+        (docs/workflows.md).  Cost: 1 round trip, then one for each Queue or
+        PriorityQueue pushed into (two past 500 nodes) and one per node into a
+        FairQueue, one for the expanders if any, and the commit.
 
         Raises:
             TypeError: ``workflow`` is not one this store made.

@@ -25,6 +25,7 @@ from typing import (
 
 import fdb.tuple
 
+from .._ids import WORKFLOW_ID_HEAD
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
@@ -56,6 +57,7 @@ MAX_NODES = 50_000
 #: The first element of a node's job id.
 NODE_MARK = "fdbwf"
 _MARK_HEAD = fdb.tuple.pack((NODE_MARK,))
+assert _MARK_HEAD == WORKFLOW_ID_HEAD, "the queues know the head of a node's job id"
 
 
 def store_tag(store: bytes) -> bytes:
