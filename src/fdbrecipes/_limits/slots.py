@@ -1,6 +1,7 @@
 """What the limits' gate stores and counts (see :mod:`.gate`): the tags the leases of a
-claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what a
-concurrency slot holds, what moving a parked job back writes for its structure
+claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what the slots
+of a concurrency limit hold (one key a run of slots, :func:`claim_runs`,
+:func:`slot_span`), what moving a parked job back writes for its structure
 (:class:`Comeback`), and one (limit, key)'s state as a claim reads it
 (:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
 
@@ -18,8 +19,9 @@ from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
-__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "HeldTags", "StateRead", "Tag", "TagReads",
-           "Usage", "block_size", "draw", "id_runs", "pack_batch", "pack_tags", "runs",
+__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "RUN_ALIGN", "Comeback", "HeldTags", "StateRead", "Tag",
+           "TagReads", "Usage", "aligned", "block_size", "claim_runs", "draw", "id_runs",
+           "live_slots", "pack_batch", "pack_tags", "run_value", "runs", "slot_span",
            "slot_value", "unpack_batch", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
@@ -27,6 +29,12 @@ __all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "HeldTags", "StateRead", "T
 #: blocks of its slots drawn at random, not all of them.
 BLOCKS_FROM = 4
 BLOCKS_READ = 3
+
+#: A key of a concurrency limit's slots holds a run of consecutive slots of one claim
+#: (:func:`claim_runs`), never across a multiple of ``RUN_ALIGN``: a read of the slots
+#: from a multiple of it on (:func:`aligned`) sees every run that covers them.  Blocks
+#: (:func:`block_size`: powers of two) of ``RUN_ALIGN`` slots or more start at one.
+RUN_ALIGN = 128
 
 #: The draws of slots and blocks.
 draw = random.Random()
@@ -69,9 +77,58 @@ def pack_tags(tags: Sequence[Tag]) -> bytes:
 
 
 def slot_value(deadline: int, hold_id: bytes) -> bytes:
-    """What a slot of a concurrency limit holds while lease ``hold_id`` runs."""
+    """What the key of a slot of a concurrency limit holds while lease ``hold_id``
+    runs in it alone (a lease with a tags key of its own, ``L/"lt"/(hold id,)``)."""
     packed: bytes = fdb.tuple.pack((deadline, hold_id))
     return packed
+
+
+def run_value(deadline: int, prefix: bytes, last: int) -> bytes:
+    """What the key of the first slot of a run of a claim's slots holds (see
+    :func:`claim_runs`): the leases' deadline, the claim's prefix of lease ids, the
+    run's last slot."""
+    packed: bytes = fdb.tuple.pack((deadline, prefix, last))
+    return packed
+
+
+def slot_span(first: int, raw: bytes) -> Tuple[int, int]:
+    """The deadline and the last slot of the key of slot ``first`` holding ``raw``
+    (:func:`slot_value`: that slot alone; :func:`run_value`: a run)."""
+    parts = fdb.tuple.unpack(raw)
+    return parts[0], parts[2] if len(parts) > 2 else first
+
+
+def live_slots(keys: LimitLayout, kvs: Sequence[Any], now: int) -> int:
+    """How many slots the keys ``kvs`` of a concurrency limit's slots (as read) give
+    to leases alive at ``now`` (the runs of live leases never overlap)."""
+    count = 0
+    for kv in kvs:
+        first = keys.running.unpack(kv.key)[-1]
+        deadline, last = slot_span(first, kv.value)
+        if deadline >= now:
+            count += last - first + 1
+    return count
+
+
+def aligned(slot: int) -> int:
+    """The multiple of :data:`RUN_ALIGN` at or below ``slot``: where a read must begin
+    to see every run that covers ``slot`` and after."""
+    return slot - slot % RUN_ALIGN
+
+
+def claim_runs(slots: Sequence[int]) -> List[Tuple[int, int]]:
+    """The keys of the slots ``slots`` that a claim's leases hold in one (limit, key):
+    the :func:`runs` of them, each cut at the multiples of :data:`RUN_ALIGN`; (first,
+    last) each.  The claim writes them (``Gate.held``) and the ends of its leases
+    clear them (``Gate.free``), both computing them from the claim's record."""
+    out: List[Tuple[int, int]] = []
+    for low, high in runs(slots):
+        while aligned(low) != aligned(high):
+            cut = aligned(low) + RUN_ALIGN
+            out.append((low, cut - 1))
+            low = cut
+        out.append((low, high))
+    return out
 
 
 def unpack_tags(raw: bytes) -> List[Tag]:
@@ -114,43 +171,61 @@ def block_size(count: int) -> int:
     return 1 << (max(count, 16) - 1).bit_length()
 
 
-def pack_batch(carried: Sequence[Tuple[int, Sequence[Tag]]]) -> bytes:
+def pack_batch(deadline: int, carried: Sequence[Tuple[int, Sequence[Tag]]]) -> bytes:
     """What ``L/"lt"/(claim prefix,)`` holds for the leases of one claim, each its
-    number and its tags (see :class:`TagReads`): for each set of limits (name, key,
-    cost, kind) some of them carry, the numbers of those leases, each followed by its
-    slots."""
+    number and its tags (see :class:`TagReads`), all until ``deadline``: the deadline,
+    then for each set of limits (name, key, cost, kind) some of them carry, the leases
+    carrying them as runs: leases numbered one after the other whose slots (of each
+    limit) are one after the other too, stored as the first lease's number, the
+    run's length and the first lease's slots (a claim's leases and slots are mostly
+    such runs: a few numbers for the whole claim)."""
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for number, tags in carried:
         flat = groups.setdefault(tuple((t.name, t.key, t.cost, t.kind) for t in tags), [])
-        flat.append(number)
-        flat.extend(t.slot for t in tags)
-    packed: bytes = fdb.tuple.pack(tuple((carries, tuple(flat))
-                                         for carries, flat in groups.items()))
+        width = len(tags) + 2
+        if flat and flat[-width] + flat[-width + 1] == number and all(
+                flat[-width + 2 + j] + (flat[-width + 1] if t.kind == CONCURRENCY else 0)
+                == t.slot for j, t in enumerate(tags)):
+            flat[-width + 1] += 1
+        else:
+            flat.append(number)
+            flat.append(1)
+            flat.extend(t.slot for t in tags)
+    packed: bytes = fdb.tuple.pack((deadline,) + tuple((carries, tuple(flat))
+                                                       for carries, flat in groups.items()))
     return packed
 
 
-def unpack_batch(prefix: bytes, raw: bytes) -> Dict[bytes, List[Tag]]:
-    """The tags of each lease of the claim of lease ids ``prefix`` + number, as
-    :func:`pack_batch` stored them (``raw``), by lease id."""
+def unpack_batch(prefix: bytes, raw: bytes) -> Tuple[int, Dict[bytes, List[Tag]]]:
+    """The deadline of the leases of the claim of lease ids ``prefix`` + number, and
+    the tags of each by lease id, as :func:`pack_batch` stored them (``raw``)."""
     out: Dict[bytes, List[Tag]] = {}
-    for carries, flat in fdb.tuple.unpack(raw):
-        step = len(carries) + 1
+    deadline, *groups = fdb.tuple.unpack(raw)
+    for carries, flat in groups:
+        step = len(carries) + 2
         for i in range(0, len(flat), step):
-            out[prefix + flat[i].to_bytes(4, "big")] = [
-                Tag(name, key, cost, kind, flat[i + 1 + j])
-                for j, (name, key, cost, kind) in enumerate(carries)]
-    return out
+            number, length = flat[i], flat[i + 1]
+            for k in range(length):
+                out[prefix + (number + k).to_bytes(4, "big")] = [
+                    Tag(name, key, cost, kind, flat[i + 2 + j] + k if kind == CONCURRENCY
+                        else flat[i + 2 + j])
+                    for j, (name, key, cost, kind) in enumerate(carries)]
+    return deadline, out
 
 
 class HeldTags(NamedTuple):
     """What some leases hold, as :class:`TagReads` read it: the tags of each lease
     asked for that holds any, by lease id; the leases whose tags are a key of their
-    own (``L/"lt"/(lease id,)``); and for each claim whose record was read
-    (``L/"lt"/(claim prefix,)``) every lease it lists, with its tags, by prefix."""
+    own (``L/"lt"/(lease id,)``); for each claim whose record was read
+    (``L/"lt"/(claim prefix,)``) every lease it lists, with its tags, by prefix; and
+    the deadline of the leases each record lists, by prefix."""
 
     tags: Dict[bytes, List[Tag]]
     own: Set[bytes]
     listed: Dict[bytes, Dict[bytes, List[Tag]]]
+    deadlines: Dict[bytes, int]
+    #: reads of the jobs parked under some (limit, key)s, started with these
+    parked: Dict[Tuple[str, Any], Range]
 
 
 class TagReads:
@@ -160,10 +235,12 @@ class TagReads:
     of a claim's leases ended, see ``Gate.free``): one range read for the leases of
     one claim (see ``_values.id_spans``), one read for each other."""
 
-    __slots__ = ("claims", "keys", "reads", "wanted")
+    __slots__ = ("claims", "keys", "parked", "reads", "wanted")
 
-    def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes]) -> None:
+    def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes],
+                 parked: Dict[Tuple[str, Any], Range]) -> None:
         self.keys = keys
+        self.parked = parked
         self.wanted = set(hold_ids)
         self.claims = {prefix: tr.snapshot.get(keys.tags_key(prefix))
                        for prefix in {h[:16] for h in hold_ids if len(h) == BATCH_ID_LEN}}
@@ -172,11 +249,12 @@ class TagReads:
 
     def read(self) -> Gen[HeldTags]:
         """The tags stored for each lease asked for that holds any."""
-        found = HeldTags({}, set(), {})
+        found = HeldTags({}, set(), {}, {}, self.parked)
         for prefix, future in self.claims.items():
             raw = yield from read(future)
             if raw is not None:
-                listed = found.listed[prefix] = unpack_batch(prefix, raw)
+                found.deadlines[prefix], listed = unpack_batch(prefix, raw)
+                found.listed[prefix] = listed
                 found.tags.update((h, tags) for h, tags in listed.items() if h in self.wanted)
         for reading in self.reads:
             for kv in (yield from reading.read()):
