@@ -374,11 +374,16 @@ def test_two_claims_racing_for_the_last_slot_conflict(db: Any, fdb_subspace: Any
     first, second = db.create_transaction(), db.create_transaction()
     assert a.claim(first, 30) is not None
     assert b.claim(second, 30) is not None  # neither sees the other yet
+    second_conflicts(first, second)
+    assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def second_conflicts(first: Any, second: Any) -> None:
+    """Commit transaction ``first``, then ``second``, which conflicts."""
     first.commit().wait()
     with pytest.raises(fdb.FDBError) as raised:
         second.commit().wait()
     assert raised.value.code == 1020  # not_committed: a conflict
-    assert b.claim(db, 30) is None  # retried: the limit is full
 
 
 def test_a_claim_of_a_run_of_slots_conflicts_with_one_taking_any_slot_of_it(
@@ -395,10 +400,7 @@ def test_a_claim_of_a_run_of_slots_conflicts_with_one_taking_any_slot_of_it(
         first, second = db.create_transaction(), db.create_transaction()
         assert len(a.claim_many(first, 3, 30)) == 3
         assert b.claim(second, 30) is not None  # neither sees the other yet
-        first.commit().wait()
-        with pytest.raises(fdb.FDBError) as raised:
-            second.commit().wait()
-        assert raised.value.code == 1020  # not_committed: a conflict
+        second_conflicts(first, second)
         assert b.claim(db, 30) is None  # retried: the limit is full
 
 
@@ -423,10 +425,7 @@ def test_extending_a_whole_claim_conflicts_with_a_claim_taking_its_slots_as_expi
         assert all(a.extend_many(first, held, 30))  # alive by first's clock
         clock.advance(11)
         assert b.claim(second, 10) is not None  # expired by second's
-        first.commit().wait()
-        with pytest.raises(fdb.FDBError) as raised:
-            second.commit().wait()
-        assert raised.value.code == 1020  # not_committed: a conflict
+        second_conflicts(first, second)
         assert b.claim(db, 10) is None  # retried: the three run still
 
 

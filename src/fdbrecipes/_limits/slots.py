@@ -181,16 +181,19 @@ def pack_batch(deadline: int, carried: Sequence[Tuple[int, Sequence[Tag]]]) -> b
     such runs: a few numbers for the whole claim)."""
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for number, tags in carried:
-        flat = groups.setdefault(tuple((t.name, t.key, t.cost, t.kind) for t in tags), [])
+        flat = groups.setdefault(tuple([t[:4] for t in tags]), [])  # (name, key, cost, kind)
         width = len(tags) + 2
-        if flat and flat[-width] + flat[-width + 1] == number and all(
-                flat[-width + 2 + j] + (flat[-width + 1] if t.kind == CONCURRENCY else 0)
-                == t.slot for j, t in enumerate(tags)):
-            flat[-width + 1] += 1
-        else:
-            flat.append(number)
-            flat.append(1)
-            flat.extend(t.slot for t in tags)
+        if flat and flat[-width] + flat[-width + 1] == number:  # the run's next lease?
+            length = flat[-width + 1]
+            for j, t in enumerate(tags):
+                if flat[-width + 2 + j] + (length if t.kind == CONCURRENCY else 0) != t.slot:
+                    break
+            else:
+                flat[-width + 1] += 1
+                continue
+        flat.append(number)
+        flat.append(1)
+        flat.extend([t.slot for t in tags])
     packed: bytes = fdb.tuple.pack((deadline,) + tuple((carries, tuple(flat))
                                                        for carries, flat in groups.items()))
     return packed
