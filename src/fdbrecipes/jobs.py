@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ._ordered.leases import Lease
 from ._records.history import MAX_RESULT_BYTES, Followup, new_id
@@ -128,26 +128,34 @@ class Job:
             raise stopped
 
     def then(self, structure: Any, value: Value, *, id: Optional[bytes] = None,
-             delay: Optional[float] = None, **where: Any) -> Optional[bytes]:
+             delay: Optional[float] = None, limit_keys: Optional[Dict[str, Any]] = None,
+             **where: Any) -> Optional[bytes]:
         """Push ``value`` into ``structure`` (a Queue, PriorityQueue or FairQueue, sync
         or async; ``where``: a PriorityQueue's ``priority=``, a FairQueue's
         ``group=``) in the same transaction as this job's ack: if the job succeeds,
         the follow-up is pushed exactly once, never lost between the two and never
         pushed for a job that fails (a retried job pushes what its last run asked).
-        The follow-up's id: ``id``, or, if ``structure`` keeps job records, one made
-        now (return it as the job's result, and a caller can follow the chain with
-        ``result()``); otherwise None.
+        ``limit_keys``: the follow-up's keys under ``structure``'s limits, as its
+        ``push`` takes them (docs/flow-control.md, "Keys given at push"), stored
+        with it.  The follow-up's id: ``id``, or, if ``structure`` keeps job records,
+        one made now (return it as the job's result, and a caller can follow the
+        chain with ``result()``); otherwise None.
+
+        Reads and writes nothing now (the push is the ack's); cost: none (checks only).
 
         Raises:
-            TypeError or ValueError: a bad structure, value, id, delay or ``where``
-                (checked now, before anything is written).
+            TypeError or ValueError: a bad structure, value, id, delay, ``limit_keys``
+                (as ``push`` says) or ``where`` (checked now, before anything is
+                written).
         """
         ops = workable(structure, "structure")
         if id is None and ops.history is not None:
             id = new_id()
-        ops.push_job(None, value, id=id, delay=delay, **where).close()  # checks, runs nothing
+        ops.push_job(None, value, id=id, delay=delay, limit_keys=limit_keys,
+                     **where).close()  # checks, runs nothing
         with self._lock:
-            self._followups.append(Followup(ops, value, id, delay, tuple(sorted(where.items()))))
+            self._followups.append(Followup(ops, value, id, delay, tuple(sorted(where.items())),
+                                            None if limit_keys is None else dict(limit_keys)))
         return id
 
     # -- what the worker reads -----------------------------------------------------------

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import (
     Any,
+    Dict,
     Generator,
     List,
     Optional,
@@ -141,13 +142,16 @@ class Inspectable(Protocol):
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 limit_keys: Optional[Dict[str, Any]] = None,
                  **where: Any) -> Operation[Optional[bytes]]:
-        """Push one value, with an idempotency ``id``, a ``delay`` (seconds) and a
-        ``time_limit`` of its own (seconds; a structure with ``history``), where
-        ``where`` says: a PriorityQueue's ``priority=`` (default 0), a FairQueue's
-        ``group=`` (required); a Queue takes none.  The item's id: ``id``, or the one
-        a structure with ``history`` made, or None.  Its arguments are checked when
-        it is called, before the operation runs."""
+        """Push one value, with an idempotency ``id``, a ``delay`` (seconds), a
+        ``time_limit`` of its own (seconds; a structure with ``history``) and
+        ``limit_keys``, its keys under the structure's limits (as the structure's
+        ``push`` takes them: see docs/flow-control.md), where ``where`` says: a
+        PriorityQueue's ``priority=`` (default 0), a FairQueue's ``group=``
+        (required); a Queue takes none.  The item's id: ``id``, or the one a
+        structure with ``history`` made, or None.  Its arguments are checked when it
+        is called, before the operation runs."""
 
 
 @runtime_checkable
@@ -240,6 +244,7 @@ class Workable(Protocol[L]):
 
     def push_job(self, tr: Any, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
+                 limit_keys: Optional[Dict[str, Any]] = None,
                  **where: Any) -> Operation[Optional[bytes]]:
         """Push one value (see :meth:`Inspectable.push_job`); its id."""
 

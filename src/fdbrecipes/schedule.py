@@ -57,11 +57,14 @@ class Schedule:
             a slot fired at most ``grace`` seconds late (default 60) is on time.
         jitter: the jobs are delayed by up to this many seconds (drawn from the slot,
             the same for every worker; default 0).
+        limit_keys: the jobs' keys under ``queue``'s limits, a dict from limit names
+            to keys, as ``push`` takes them (see docs/flow-control.md, "Keys given at
+            push"); kept with the schedule in a store.
 
     Raises:
         TypeError or ValueError: not exactly one of ``every``, ``cron`` and ``at``, a
             bad period, expression, time zone, name, value, priority, group, misfire,
-            grace or jitter.
+            grace, jitter or ``limit_keys`` (as ``push`` refuses it).
         ImportError: ``cron`` without the extra.
     """
 
@@ -70,7 +73,7 @@ class Schedule:
                  priority: Optional[int] = None, group: Any = None,
                  cron: Optional[str] = None, tz: Optional[str] = None,
                  misfire: Any = SKIP, grace: float = DEFAULT_GRACE,
-                 jitter: float = 0.0) -> None:
+                 jitter: float = 0.0, limit_keys: Optional[Dict[str, Any]] = None) -> None:
         if sum(given is not None for given in (every, at, cron)) != 1:
             raise TypeError("Schedule needs exactly one of every=, cron= and at=")
         if type(name) is not str or not name:
@@ -96,7 +99,8 @@ class Schedule:
                                       (("priority", priority), ("group", group))
                                       if given is not None}
         self.ops.push_job(None, value, id=self.slot_id(0.0), delay=self.jitter or None,
-                          **self.where).close()  # checks the job's arguments
+                          limit_keys=limit_keys, **self.where).close()  # checks the job
+        self.limit_keys = None if limit_keys is None else dict(limit_keys)
 
     def __repr__(self) -> str:
         when = (f"every={self.every}" if self.every is not None
@@ -122,7 +126,7 @@ class Schedule:
         return Stored(self.name, cron=self.cron, tz=self.tz, every=self.every,
                       target=self.queue, value=self.value, priority=self.priority,
                       group=self.group, misfire=self.misfire, grace=self.grace,
-                      jitter=self.jitter, paused=False)
+                      jitter=self.jitter, paused=False, limit_keys=self.limit_keys)
 
     def next_slot(self, after: float) -> float:
         """The start of the first slot strictly after ``after`` (epoch seconds)."""
@@ -155,7 +159,8 @@ class Schedule:
         slot = self.next_slot(now)
         id_ = self.slot_id(slot)
         delay = max(0.0, slot - now) + jitter_of(id_, self.jitter)
-        return self.ops.push_job(db, self.value, id=id_, delay=delay, **self.where), slot
+        return self.ops.push_job(db, self.value, id=id_, delay=delay,
+                                 limit_keys=self.limit_keys, **self.where), slot
 
 
 def check_retention(schedules: List[Schedule], now: float) -> None:

@@ -15,7 +15,7 @@ rules (daylight-saving changes, misfires, jitter).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ._drivers.blocking import drive
 from ._fdb import Transactor
@@ -59,7 +59,8 @@ class Schedules(SchedulesBase):
     def add(self, tr: Transactor, name: str, *, target: Any, cron: Optional[str] = None,
             tz: Optional[str] = None, every: Optional[float] = None, value: Value = b"",
             priority: Optional[int] = None, group: Any = None, misfire: Misfire = SKIP,
-            grace: float = DEFAULT_GRACE, jitter: float = 0.0, paused: bool = False) -> None:
+            grace: float = DEFAULT_GRACE, jitter: float = 0.0, paused: bool = False,
+            limit_keys: Optional[Dict[str, Any]] = None) -> None:
         """Add the schedule ``name``: jobs of ``value`` pushed into ``target`` at each
         slot of ``cron`` in ``tz``, or of ``every``.
 
@@ -86,6 +87,11 @@ class Schedules(SchedulesBase):
             jitter: delay each slot's job by up to this many seconds (drawn from its
                 slot; a run-now job is not delayed).
             paused: add it paused.
+            limit_keys: the jobs' keys under ``target``'s limits, a dict from limit
+                names to keys, as its ``push`` takes them (docs/flow-control.md, "Keys
+                given at push"); kept in the schedule's definition, so a worker that
+                fires it must serve ``target`` with those limits (a structure without
+                them refuses the push: the fire fails, and is tried again).
 
         Its slots count from now.  Reads the schedule's two keys (conflicts with a
         concurrent add of the same name) and writes them and the change counter (an
@@ -93,14 +99,15 @@ class Schedules(SchedulesBase):
 
         Raises:
             TypeError or ValueError: a bad argument, an invalid expression, an unknown
-                time zone (named in the message), before anything is read; a name
+                time zone, bad ``limit_keys`` (as ``push`` refuses them; named in
+                the message), before anything is read; a name
                 taken already, read in the transaction, before anything is written.
             ImportError: ``cron`` without the extra ``fdbrecipes[cron]``.
         """
         drive(self._ops.add(tr, Stored(name, cron=cron, tz=tz, every=every, target=target,
                                        value=value, priority=priority, group=group,
                                        misfire=misfire, grace=grace, jitter=jitter,
-                                       paused=paused)))
+                                       paused=paused, limit_keys=limit_keys)))
 
     def upsert(self, tr: Transactor, schedule: Any) -> bool:
         """Keep the code-defined ``schedule`` (a :class:`fdbrecipes.Schedule` given by

@@ -47,6 +47,7 @@ from ._workflow.graph import (
     NodeJob,
     NodeSource,
     job_of,
+    keyed_where,
 )
 from ._workflow.ops import DEFAULT_RETENTION, LIST_LIMIT, WorkflowOps
 from ._workflow.reading import GraphNode, Input, NodeStatus, WorkflowStatus
@@ -86,7 +87,7 @@ class Workflow:
     def add(self, structure: Any, value: Any = NO_VALUE, *, deps: Sequence[Any] = (),
             on_failure: str = FAIL, name: Optional[str] = None, when: str = ALWAYS,
             delay: Optional[float] = None, time_limit: Optional[float] = None,
-            **where: Any) -> Node:
+            limit_keys: Optional[Dict[str, Any]] = None, **where: Any) -> Node:
         """Add a node: a job of ``value`` pushed into ``structure`` once every one of
         ``deps`` ended (at once if none).
 
@@ -105,21 +106,26 @@ class Workflow:
                 failed) or ``"failure"`` (only if one did); else it is skipped.
             delay, time_limit, where: the push's (a PriorityQueue's ``priority=``, a
                 FairQueue's ``group=``).
+            limit_keys: the job's keys under ``structure``'s limits, a dict from limit
+                names to keys, as its ``push`` takes them (docs/flow-control.md, "Keys
+                given at push"): kept with the node's definition, and its job pushed
+                with them.
 
         Reads and writes nothing.  Cost: none (checks only).
 
         Raises:
             TypeError or ValueError: a structure the store does not know, a node of
-                another workflow, a bad value, policy, name or push argument; a
-                task's call with a value.
+                another workflow, a bad value, policy, name or push argument (bad
+                ``limit_keys`` as ``push`` refuses them); a task's call with a value.
         """
-        job = job_of(structure, value, delay, time_limit, where)
+        job = job_of(structure, value, delay, time_limit, keyed_where(where, limit_keys))
         return self._graph.add(job.structure, job.value, deps, on_failure, name, when,
                                job.delay, job.time_limit, job.where)
 
     def add_many(self, structure: Any, values: Iterable[Any], *, deps: Sequence[Any] = (),
                  on_failure: str = FAIL, delay: Optional[float] = None,
-                 time_limit: Optional[float] = None, **where: Any) -> List[Node]:
+                 time_limit: Optional[float] = None,
+                 limit_keys: Optional[Dict[str, Any]] = None, **where: Any) -> List[Node]:
         """Add a node for each of ``values`` (fan-out), each with the same ``deps``
         and options (see :meth:`add`); their nodes, named by their numbers.
 
@@ -131,6 +137,7 @@ class Workflow:
         added = []
         graph = self._graph
         before = (len(graph.specs), graph.size)
+        where = keyed_where(where, limit_keys)
         try:
             for value in materialize(values, "values"):
                 added.append(graph.add(structure, value, deps, on_failure, None, ALWAYS,
@@ -301,8 +308,15 @@ class Workflows(WorkflowsBase):
         writes the nodes' definitions and out-edges, 16 nodes a key (a node's value
         over 1,000 bytes, or its dependents past 8, in keys of their own), the
         dependencies and counters of the nodes that have dependencies, and the
-        pushes of the first nodes (see ``push``).  Cost: 1 round trip, then one for
-        each structure pushed into (a FairQueue: one per node), and the commit.
+        pushes of the first nodes: into a Queue or PriorityQueue all of them in one
+        push, as ``push_many``, as long as the transaction stays within 9 MB of writes
+        (FoundationDB's approximate size, the caller's writes before included; about
+        900 bytes a node besides its value, more with long subspace prefixes), into a
+        FairQueue 50 at most; the nodes
+        past that are pushed later by expander jobs (500 each) pushed now
+        (docs/workflows.md).  Cost: 1 round trip, then one for each Queue or
+        PriorityQueue pushed into (two past 500 nodes) and one per node into a
+        FairQueue, one for the expanders if any, and the commit.
 
         Raises:
             TypeError: ``workflow`` is not one this store made.
@@ -313,10 +327,13 @@ class Workflows(WorkflowsBase):
 
     def add_to_batch(self, tr: Transactor, batch: bytes, structure: Any,
                      values: Iterable[Any], *, delay: Optional[float] = None,
-                     time_limit: Optional[float] = None, **where: Any) -> List[bytes]:
+                     time_limit: Optional[float] = None,
+                     limit_keys: Optional[Dict[str, Any]] = None,
+                     **where: Any) -> List[bytes]:
         """Add a member to open batch ``batch`` for each of ``values``: a job in
-        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``
-        and ``where`` as :meth:`Workflow.add` takes them), pushed now; their job ids.
+        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``,
+        ``limit_keys`` and ``where`` as :meth:`Workflow.add` takes them), pushed now;
+        their job ids.
         A member that ends before the batch is closed counts down the batch all the
         same.
 
@@ -335,7 +352,7 @@ class Workflows(WorkflowsBase):
                 (nothing is written).
         """
         return drive(self._ops.add_to_batch(tr, batch, structure, values, delay, time_limit,
-                                            where))
+                                            where, limit_keys))
 
     def close_batch(self, tr: Transactor, batch: bytes) -> bool:
         """Close open batch ``batch``: no member is added after; its callbacks are

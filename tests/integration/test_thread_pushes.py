@@ -17,7 +17,8 @@ from typing import Any, List, Optional, Tuple
 import fdb
 import pytest
 
-from fdbrecipes import PriorityQueue, Queue, Unique, UniqueConflictError
+from fdbrecipes import PriorityQueue, Queue, Unique, UniqueConflictError, Worker
+from fdbrecipes.tasks import App, Task
 from tests.helpers import RandomFaults, eventually, run_threads, unknown_results
 
 pytestmark = pytest.mark.integration
@@ -81,6 +82,42 @@ def test_threads_pushes_share_transactions(fdb_cluster_file: str, db: Any,
     # alone, each push is a commit; shared, a commit carries every push waiting
     assert commits.count <= THREADS * PUSHES / 2, commits.count
     print(f"{THREADS} threads x {PUSHES} pushes: {commits.count} commits")
+
+
+def defer_pair(task: Task[Any, Any], db: Any, pair: Tuple[int, int]) -> bytes:
+    """Defer ``task``'s call with the pair's two numbers; the call's id."""
+    handle = task.defer(db, *pair)
+    assert handle.id is not None
+    return handle.id
+
+
+@pytest.mark.parametrize("queue", ["plain", "urgent"])
+def test_threads_deferring_tasks_share_transactions(fdb_cluster_file: str, db: Any,
+                                                    fdb_subspace: Any, queue: str) -> None:
+    """An app's task deferred given a Database by a process's threads (a web
+    application's request threads): its calls share transactions as ``push`` does,
+    on a Queue and on a PriorityQueue, each stored and run once, with its own id;
+    fewer commits than calls, also with a fifth of them reporting
+    ``commit_unknown_result``."""
+    commits = Commits(RandomFaults(seed=12))
+    faulty = unknown_results(fdb_cluster_file, commits)
+    app = App(fdb_subspace)
+    ran: List[Tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def mark(t: int, i: int) -> None:
+        with lock:
+            ran.append((t, i))
+
+    task = app.task(name="mark", queue=queue, priority=1 if queue == "urgent" else None)(mark)
+    errors: List[BaseException] = []
+    ids: List[bytes] = []
+    run_threads(pushers(partial(defer_pair, task, faulty), errors, ids), errors, DEADLINE)
+    assert len(set(ids)) == len(ids) == THREADS * PUSHES
+    assert commits.count <= THREADS * PUSHES / 2, commits.count
+    Worker(db, app).run(burst=True)
+    assert sorted(ran) == [(t, i) for t in range(THREADS) for i in range(PUSHES)]
+    assert {job.id for job in app.structure(queue).finished(db, limit=None)} == set(ids)
 
 
 def test_shared_pushes_are_stored_once_under_unknown_results(fdb_cluster_file: str, db: Any,

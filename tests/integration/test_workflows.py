@@ -272,7 +272,8 @@ def test_ignore_and_continue(db: Any, fdb_subspace: Any) -> None:
 
 @pytest.mark.parametrize("n", [pytest.param(10_000, marks=pytest.mark.soak), 1_200])
 def test_fan_out_and_fan_in_through_expanders(db: Any, fdb_subspace: Any, n: int) -> None:
-    """More nodes freed at once than one transaction pushes: expanders push them."""
+    """More nodes freed at once than one transaction pushes: expanders push them (a
+    fan-out); a fan-in's first nodes, pushed by its create."""
     q = Queue(fdb_subspace["q"])
     flows = store(fdb_subspace, q)
     flow = flows.new()

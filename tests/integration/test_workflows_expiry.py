@@ -124,21 +124,22 @@ def test_an_expired_last_delivery_frees_continue_and_ignore(db: Any, fdb_subspac
 
 def test_an_expander_whose_lease_expires_still_pushes_its_nodes(db: Any, fdb_subspace: Any,
                                                                 clock: TestClock) -> None:
-    """More first nodes than one transaction pushes into a structure go through
-    expanders (jobs whose ack pushes a chunk of nodes): one buried on its last delivery
-    pushes its chunk all the same, and every node runs once."""
-    q = Queue(fdb_subspace["q"], max_deliveries=1, clock=clock)
+    """More first nodes than one transaction pushes into a FairQueue (50: a round
+    trip each) go through expanders (jobs whose ack pushes a chunk of nodes): one
+    buried on its last delivery pushes its chunk all the same, and every node runs
+    once."""
+    q = FairQueue(fdb_subspace["q"], max_deliveries=1, clock=clock)
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
-    flow.add_many(q, range(510))
+    flow.add_many(q, range(60), group="g")
     w = flows.create(db, flow)
     leases = q.claim_many(db, 10, 10)
-    assert len(leases) == 2  # the expanders of 500 and 10 nodes
+    assert len(leases) == 2  # the expanders of 50 and 10 nodes
     clock.advance(11)
     assert q.claim(db, 10) is None  # meets both: buries them, pushes their nodes
     runs = Runs(flows, db)
     drain(db, q, runs)
-    assert runs.count == Counter(range(510))
+    assert runs.count == Counter(range(60))
     assert flows.status(db, w).state == "succeeded"
 
 

@@ -62,12 +62,46 @@ def test_nodes_of_every_shape_read_back(db: Any, fdb_subspace: Any) -> None:
 def test_a_create_writes_a_key_per_block_of_nodes(db: Any, fdb_subspace: Any) -> None:
     """600 nodes without dependencies and one depending on them all: their definitions
     in 38 keys (16 nodes a key), the last one's 600 dependencies in 5 (128 a key) and
-    its 6 counters, the header, tally, pruning entry and receipt, and 2 expanders
-    (their nodes listed in 2 keys) pushed in place of 600 jobs: under 60 keys."""
+    its 6 counters, the header, tally, pruning entry and receipt: under 60 keys; and
+    the 600 first nodes pushed by the create itself (their states, and their jobs:
+    an item and its id each), no expander."""
     q = Queue(fdb_subspace["q"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
     flow.add(q, "last", deps=flow.add_many(q, range(600)), name="last")
-    flows.create(db, flow)
-    assert len(dump(db, fdb_subspace["flows"])) < 60
+    w = flows.create(db, flow)
+    assert len(dump(db, fdb_subspace["flows"])) < 60 + 600
+    assert len(dump(db, fdb_subspace["q"])) < 2 * 600 + 10
+    assert flows.status(db, w, 0).counts["queued"] == 600 and q.size(db) == 600
+
+
+def test_a_create_pushes_what_fits_and_leaves_the_rest_to_expanders(
+        db: Any, fdb_subspace: Any) -> None:
+    """4,000 first nodes of 900 bytes each: their definitions (3.6 MB) and their
+    pushes (about 1.8 KB each) do not fit in one transaction's 9 MB: the create pushes
+    as many as fit and hands the rest to expanders (500 each), and commits."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    flow.add_many(q, [f"{k:04}" + "v" * 896 for k in range(4_000)])
+    w = flows.create(db, flow)
+    counts = flows.status(db, w, 0).counts
+    assert 2_000 < counts["queued"] < 4_000
+    expanders = -(-counts["waiting"] // 500)
+    assert counts["queued"] + counts["waiting"] == 4_000
+    assert q.size(db) == counts["queued"] + expanders
+
+
+def test_a_drained_workflow_leaves_no_job_id_in_its_queue(db: Any, fdb_subspace: Any) -> None:
+    """A node's job is pushed once, by its workflow's counters, under an id made for
+    it: its ack forgets the id (one clear), not retires it for ``id_retention`` (two
+    keys a node, collected later): once the workflow ran, its queue holds its counters
+    only."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    flow.add(q, "last", deps=flow.add_many(q, range(100)), name="last")
+    w = flows.create(db, flow)
+    Worker(db, q, str, lease_seconds=10, concurrency=4).run(burst=True)
+    assert flows.status(db, w, 0).state == "succeeded"
     assert len(dump(db, fdb_subspace["q"])) < 10

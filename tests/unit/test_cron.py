@@ -19,6 +19,8 @@ import pytest
 
 pytest.importorskip("cronsim")
 
+import fdb.tuple as fdb_tuple
+
 from fdbrecipes import catch_up
 from fdbrecipes._schedules.cron import Cron, Every, check_zone
 from fdbrecipes._schedules.records import (
@@ -240,3 +242,16 @@ def test_the_store_refuses_bad_arguments_before_touching_anything(
             call(Untouchable(), 5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="Schedule"):
         store.upsert(Untouchable(), "n")
+
+
+def test_a_definitions_limit_keys_are_stored_after_it_only_when_given() -> None:
+    plain = definition()
+    keyed = plain._replace(limit_keys=(("per-customer", ("acme", 7)),))
+    old = fdb_tuple.pack((1, None, None, 60.0, b"q", (), b"\x01", 0, 60.0, 0.0, 0.0))
+    assert plain.pack() == old  # as a definition without them was always written
+    assert Definition.unpack(old) == plain and Definition.unpack(old).limit_keys == ()
+    assert Definition.unpack(keyed.pack()) == keyed
+    assert keyed.limit_keys_args == {"per-customer": ("acme", 7)}
+    assert plain.limit_keys_args is None
+    assert plain.same(plain._replace(created_at=5.0))  # when it was added is aside
+    assert not plain.same(keyed)

@@ -12,6 +12,7 @@ from fdb.subspace_impl import Subspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fdbrecipes._ids import WORKFLOW_ID_HEAD, forgotten_at_once
 from fdbrecipes._store_layout import WorkflowLayout
 from fdbrecipes._values import MAX_VALUE_BYTES
 from fdbrecipes._workflow.defs import (
@@ -25,7 +26,7 @@ from fdbrecipes._workflow.defs import (
     unpack_deps,
     write_nodes,
 )
-from fdbrecipes._workflow.graph import POLICIES, Spec
+from fdbrecipes._workflow.graph import POLICIES, Spec, expander_id, node_id
 
 W = b"a workflow's id!"
 
@@ -93,3 +94,17 @@ def test_nodes_read_back_as_written(first: int, nodes: List[Tuple[Spec, List[Any
 def test_dependencies_read_back_as_written(deps: List[Tuple[int, str, Any]]) -> None:
     named = [(d, policy, str(d) if name is None else name) for d, policy, name in deps]
     assert unpack_deps(pack_deps(named)) == named
+
+
+@given(st.binary(min_size=4, max_size=4), st.binary(min_size=1, max_size=20),
+       st.integers(min_value=0, max_value=50_000), st.integers(min_value=-1, max_value=100))
+def test_a_node_id_is_forgotten_when_its_job_leaves_an_expander_id_retired(
+        tag: bytes, w: bytes, i: int, chunk: int) -> None:
+    """The queues clear a workflow node's id key when its job leaves (pushed once, by
+    the workflow's counters: nothing to keep it for); an expander's, or any other
+    id, is retired as ever."""
+    assert forgotten_at_once(node_id(tag, w, i))
+    assert not forgotten_at_once(expander_id(tag, w, i - 1, chunk))
+    assert not forgotten_at_once(fdb.tuple.pack(("fdbwf", tag)))
+    assert not forgotten_at_once(b"fdbwf" + w)
+    assert not forgotten_at_once(WORKFLOW_ID_HEAD + b"\xff")

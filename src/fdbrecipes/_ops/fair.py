@@ -217,15 +217,17 @@ class FairOps(JobOps):
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Gen[Optional[bytes]]:
-        """Push one value into ``group=`` (required), with ``id``, ``delay`` and
-        ``time_limit``: see :class:`fdbrecipes.protocol.Workable`; the item's id."""
+                 limit_keys: Any = None, **where: Any) -> Gen[Optional[bytes]]:
+        """Push one value into ``group=`` (required), with ``id``, ``delay``,
+        ``time_limit`` and ``limit_keys``: see :class:`fdbrecipes.protocol.Workable`;
+        the item's id."""
         unknown = set(where) - {"group"}
         if unknown:
             raise TypeError(f"a FairQueue takes no {', '.join(sorted(unknown))}")
         if "group" not in where:
             raise TypeError("a FairQueue job needs group=")
-        return self.pushed(tr, self.request(where["group"], value, id, delay, time_limit))
+        return self.pushed(tr, self.request(where["group"], value, id, delay, time_limit,
+                                            limit_keys))
 
     def pushed(self, tr: Transactor, push: GroupPush) -> Gen[Optional[bytes]]:
         """Push a checked request of one item; its id."""

@@ -83,8 +83,8 @@ class GroupOps:
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Gen[Optional[bytes]]:
+                 limit_keys: Any = None, **where: Any) -> Gen[Optional[bytes]]:
         if where:
             raise TypeError(f"a FairQueue group takes no {', '.join(sorted(where))}")
         return self.fair.push_job(tr, value, id=id, delay=delay, time_limit=time_limit,
-                                  group=self.group)
+                                  limit_keys=limit_keys, group=self.group)

@@ -39,10 +39,11 @@ class QueueOps(OrderedOps[V]):
                                    limit_keys=limit_keys)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None,
+                    limit_keys: Any = None) -> PushRequest:
         if where:
             raise TypeError(f"a Queue takes no {', '.join(sorted(where))}")
-        return self.request(value, id_, delay, time_limit)
+        return self.request(value, id_, delay, time_limit, limit_keys=limit_keys)
 
 
 class PriorityQueueOps(OrderedOps[V]):
@@ -68,8 +69,10 @@ class PriorityQueueOps(OrderedOps[V]):
                                    limit_keys=limit_keys)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None,
+                    limit_keys: Any = None) -> PushRequest:
         unknown = set(where) - {"priority"}
         if unknown:
             raise TypeError(f"a PriorityQueue takes no {', '.join(sorted(unknown))}")
-        return self.request(value, where.get("priority", 0), id_, delay, time_limit)
+        return self.request(value, where.get("priority", 0), id_, delay, time_limit,
+                            limit_keys=limit_keys)

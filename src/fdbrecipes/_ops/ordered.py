@@ -199,18 +199,20 @@ class OrderedOps(JobOps, Generic[V]):
         return self.guarded(tr, self.loop(tr, self.engine.push, requests), True)
 
     def job_request(self, value: Any, id_: Optional[bytes], delay: Optional[float],
-                    where: Mapping[str, Any], time_limit: Optional[float] = None) -> PushRequest:
+                    where: Mapping[str, Any], time_limit: Optional[float] = None,
+                    limit_keys: Any = None) -> PushRequest:
         """The request of :meth:`push_job` (see the subclasses)."""
         raise NotImplementedError
 
     def push_job(self, tr: Transactor, value: Any, *, id: Optional[bytes] = None,
                  delay: Optional[float] = None, time_limit: Optional[float] = None,
-                 **where: Any) -> Gen[Optional[bytes]]:
-        """Push one value with ``id``, ``delay`` and ``time_limit`` (and, for a
-        PriorityQueue, ``priority=``, default 0), as the structure's ``push``: see
-        :class:`fdbrecipes.protocol.Workable`; the item's id (given, or made by a
-        structure with ``history``)."""
-        return self.pushed(tr, self.job_request(value, id, delay, where, time_limit))
+                 limit_keys: Any = None, **where: Any) -> Gen[Optional[bytes]]:
+        """Push one value with ``id``, ``delay``, ``time_limit`` and ``limit_keys``
+        (and, for a PriorityQueue, ``priority=``, default 0), as the structure's
+        ``push``: see :class:`fdbrecipes.protocol.Workable`; the item's id (given, or
+        made by a structure with ``history``)."""
+        return self.pushed(tr, self.job_request(value, id, delay, where, time_limit,
+                                                limit_keys))
 
     def pushed(self, tr: Transactor, request: PushRequest) -> Gen[Optional[bytes]]:
         """Push a checked request of one item; its id (see :meth:`PushRequest.answer`)."""

@@ -64,19 +64,23 @@ CANCELLING = "cancelling"
 class Followup(NamedTuple):
     """Work to push when a job is acked, in the same transaction: ``value`` into the
     structure whose operations are ``ops`` (:class:`fdbrecipes.protocol.Workable`),
-    with an idempotency ``id``, a ``delay`` and ``where`` it goes (``(("priority",
-    3),)``, ``(("group", "acme"),)``)."""
+    with an idempotency ``id``, a ``delay``, ``where`` it goes (``(("priority",
+    3),)``, ``(("group", "acme"),)``) and its keys under the structure's limits
+    (``limit_keys``, as ``push`` takes them, or None)."""
 
     ops: Any
     value: Any
     id: Optional[bytes]
     delay: Optional[float]
     where: Tuple[Tuple[str, Any], ...]
+    limit_keys: Optional[Dict[str, Any]] = None
 
     def push(self, tr: Any) -> Gen[None]:
         """The push, in the caller's transaction ``tr``."""
         return cast("Gen[None]", self.ops.push_job(tr, self.value, id=self.id,
-                                                   delay=self.delay, **dict(self.where)))
+                                                   delay=self.delay,
+                                                   limit_keys=self.limit_keys,
+                                                   **dict(self.where)))
 
 
 class Then(Protocol):

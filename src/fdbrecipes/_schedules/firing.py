@@ -93,6 +93,7 @@ def push(tr: Any, planned: Planned, job_id: bytes, slot: float, now: float,
     definition = planned.definition
     delay = None if how == RUN_NOW else jitter_of(job_id, definition.jitter) or None
     yield from planned.target.push_job(tr, planned.value, id=job_id, delay=delay,
+                                       limit_keys=definition.limit_keys_args,
                                        **definition.where_args)
     return ScheduleFire(slot, now, job_id, how)
 

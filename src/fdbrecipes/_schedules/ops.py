@@ -92,17 +92,17 @@ def check_timing(misfire: Any, grace: Any, jitter: Any) -> Tuple[int, float, flo
 
 
 def check_target(target: Any, name: str, value: Any, where: Dict[str, Any],
-                 jitter: float) -> Workable[Any]:
-    """The operations of ``target``, once a push of ``value`` there (``where``)
-    passes its checks.
+                 jitter: float, limit_keys: Any = None) -> Workable[Any]:
+    """The operations of ``target``, once a push of ``value`` there (``where``,
+    ``limit_keys``) passes its checks.
 
     Raises:
         TypeError or ValueError: ``target`` is no Queue, PriorityQueue or FairQueue,
-            or the push is refused (the value, a priority, a group).
+            or the push is refused (the value, a priority, a group, ``limit_keys``).
     """
     ops = workable(target, "target")
     ops.push_job(None, value, id=slot_job_id(name, 0.0), delay=jitter or None,
-                 **where).close()
+                 limit_keys=limit_keys, **where).close()
     return ops
 
 
@@ -113,21 +113,21 @@ class Stored:
 
     def __init__(self, name: Any, *, cron: Any, tz: Any, every: Any, target: Any, value: Any,
                  priority: Any, group: Any, misfire: Any, grace: Any, jitter: Any,
-                 paused: Any) -> None:
+                 paused: Any, limit_keys: Any = None) -> None:
         self.name = check_name(name)
         rule = check_rule(cron, tz, every)
         n, grace_s, jitter_s = check_timing(misfire, grace, jitter)
         where = {key: given for key, given in (("priority", priority), ("group", group))
                  if given is not None}
         encoded = encode_value(value, "value", MAX_STORED_VALUE)
-        ops = check_target(target, self.name, value, where, jitter_s)
+        ops = check_target(target, self.name, value, where, jitter_s, limit_keys)
         self.paused = check_bool(paused, "paused")
         self.definition = Definition(
             cron if isinstance(rule, Cron) else None,
             rule.tz if isinstance(rule, Cron) else None,
             rule.seconds if isinstance(rule, Every) else None,
             bytes(ops.subspace.key()), tuple(sorted(where.items())), encoded, n, grace_s,
-            jitter_s, time.time())
+            jitter_s, time.time(), tuple(sorted((limit_keys or {}).items())))
 
 
 class ScheduleOps(Ops):

@@ -95,6 +95,9 @@ class Definition(NamedTuple):
         grace: seconds a slot may be late and still fire as on time.
         jitter: the jobs are delayed by up to this many seconds.
         created_at: when it was added (wall-clock seconds).
+        limit_keys: the jobs' keys under the target's limits (``(name, key)`` pairs in
+            name order; ``()``: none given), stored after ``created_at`` (a definition
+            written without them reads as ``()``).
     """
 
     cron: Optional[str]
@@ -107,10 +110,12 @@ class Definition(NamedTuple):
     grace: float
     jitter: float
     created_at: float
+    limit_keys: Tuple[Tuple[str, Any], ...] = ()
 
     def pack(self) -> bytes:
+        keys = (tuple(tuple(pair) for pair in self.limit_keys),) if self.limit_keys else ()
         return _pack((FORMAT, *self[:4], tuple(tuple(pair) for pair in self.where),
-                      *self[5:]))
+                      *self[5:10], *keys))
 
     @classmethod
     def unpack(cls, raw: bytes) -> Definition:
@@ -118,12 +123,13 @@ class Definition(NamedTuple):
         if parts[:1] != (FORMAT,):
             raise ValueError(f"a schedule definition of an unknown format ({parts[:1]})")
         cron, tz, every, target, where, value, n, grace, jitter, created = parts[1:11]
+        keys = tuple(tuple(pair) for pair in parts[11]) if len(parts) > 11 else ()
         return cls(cron, tz, every, target, tuple(tuple(pair) for pair in where), value, n,
-                   grace, jitter, created)
+                   grace, jitter, created, keys)
 
     def same(self, other: Definition) -> bool:
         """Whether ``other`` says the same (when it was added aside)."""
-        return self[:-1] == other[:-1]
+        return self._replace(created_at=0.0) == other._replace(created_at=0.0)
 
     def rule(self) -> Rule:
         return rule_of(self.cron, self.tz, self.every)
@@ -139,6 +145,11 @@ class Definition(NamedTuple):
     @property
     def where_args(self) -> Dict[str, Any]:
         return dict(self.where)
+
+    @property
+    def limit_keys_args(self) -> Optional[Dict[str, Any]]:
+        """The jobs' ``limit_keys`` as a push takes them (None: none given)."""
+        return dict(self.limit_keys) if self.limit_keys else None
 
 
 class ScheduleFire(NamedTuple):
@@ -249,6 +260,8 @@ class ScheduleInfo(NamedTuple):
         lag: seconds ``next_at`` is past, when it read (0 when not late, or paused).
         fires: its latest fires, oldest first (:class:`ScheduleFire`).
         requested: run-now requests waiting for a worker.
+        limit_keys: the jobs' keys under the target's limits, as a push takes them
+            (empty: none given).
     """
 
     name: str
@@ -268,6 +281,7 @@ class ScheduleInfo(NamedTuple):
     lag: float
     fires: Tuple[ScheduleFire, ...]
     requested: int
+    limit_keys: Dict[str, Any]
 
     @classmethod
     def of(cls, name: str, definition: Definition, state: State, now: float) -> ScheduleInfo:
@@ -278,4 +292,4 @@ class ScheduleInfo(NamedTuple):
                    definition.grace, definition.jitter, definition.created_at,
                    state.paused_at, state.last, due,
                    0.0 if due is None else max(0.0, now - due), state.fires,
-                   len(state.requests))
+                   len(state.requests), dict(definition.limit_keys))

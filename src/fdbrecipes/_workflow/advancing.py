@@ -33,6 +33,7 @@ import fdb.tuple
 from .._fdb import Gen, Range, le64, read, read_le64, snap
 from .._records.records import RESULT_CHUNK
 from .._store_layout import ROOT, WorkflowLayout
+from .defs import EdgeReads
 from .graph import CONTINUE, FAIL
 from .reading import DONE, ENDED, FAILED, QUEUED, RUNNING, SUCCEEDED, Header, pack
 
@@ -210,10 +211,11 @@ def advance_many(store: Any, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
     keys = store.keys
     headers: Dict[bytes, Any] = {}
     begun = []
+    edge_reads = EdgeReads(tr, keys)  # a block read once for the nodes of it here
     for e in ended:
         if e.w not in headers:
             headers[e.w] = tr.get(keys.header(e.w))
-        begun.append((e, snap(tr).get(keys.state(e.w, e.i)), store.start_edges(tr, e.w, e.i)))
+        begun.append((e, snap(tr).get(keys.state(e.w, e.i)), edge_reads.start(e.w, e.i)))
     tallies: Tallies = {}
     countdown = Countdown(keys)
     stopped: Set[bytes] = set()

@@ -35,8 +35,9 @@ from .._fdb import Gen, Range, snap
 from .._store_layout import WorkflowLayout
 from .graph import LEAF, POLICIES, Spec
 
-__all__ = ["APART", "BLOCK", "INLINE", "NO_EDGES", "SEGMENT_BYTES", "SMALL", "Edge", "Record",
-           "Stored", "pack_deps", "read_blocks", "read_edges", "unpack_deps", "write_nodes"]
+__all__ = ["APART", "BLOCK", "INLINE", "NO_EDGES", "SEGMENT_BYTES", "SMALL", "Block", "Edge",
+           "EdgeReads", "Record", "Stored", "pack_deps", "read_blocks", "read_edges",
+           "unpack_deps", "write_nodes"]
 
 #: Nodes a block holds.
 BLOCK = 16
@@ -252,29 +253,64 @@ class DefaultEmpty(Dict[int, bytes]):
         return b""
 
 
+class Block:
+    """A block's segments being read, and the out-edges of its nodes once decoded."""
+
+    __slots__ = ("inline", "segments")
+
+    def __init__(self, segments: Range) -> None:
+        self.segments = segments
+        self.inline: Optional[Dict[int, Optional[Tuple[Edge, ...]]]] = None
+
+    def edges(self, keys: WorkflowLayout) -> Gen[Dict[int, Optional[Tuple[Edge, ...]]]]:
+        """Its nodes' out-edges (None: apart), read and decoded once."""
+        if self.inline is None:
+            inline: Dict[int, Optional[Tuple[Edge, ...]]] = {}
+            decode_edges(keys, (yield from self.segments.read()), inline)
+            self.inline = inline
+        return self.inline
+
+
+class EdgeReads:
+    """Nodes' out-edges read in one transaction (snapshot: they never change, but for
+    an open batch's members, written with them): each block read once, however many
+    of its nodes are asked for (a worker acks neighbours together), and decoded once;
+    a node's ``we`` keys read only when its block says its edges are apart (more than
+    :data:`INLINE`: one more round trip for such a node, none for the others)."""
+
+    __slots__ = ("blocks", "keys", "reader")
+
+    def __init__(self, tr: Any, keys: WorkflowLayout) -> None:
+        self.keys = keys
+        self.reader = snap(tr)
+        self.blocks: Dict[Tuple[bytes, int], Block] = {}
+
+    def start(self, w: bytes, i: int) -> Gen[List[Edge]]:
+        """Start reading node ``i``'s out-edges (its block, unless started already);
+        a generator collecting them."""
+        at = (w, i // BLOCK)
+        block = self.blocks.get(at)
+        if block is None:
+            r = self.keys.nodes.range(at)
+            block = self.blocks[at] = Block(Range(self.reader, r.start, r.stop))
+        return self.collect(block, w, i)
+
+    def collect(self, block: Block, w: bytes, i: int) -> Gen[List[Edge]]:
+        """What :meth:`start` started, collected."""
+        edges = (yield from block.edges(self.keys)).get(i)
+        if edges is not None:
+            return list(edges)
+        r = self.keys.edges.range((w, i))
+        out: List[Edge] = []
+        for kv in (yield from Range(self.reader, r.start, r.stop).read()):
+            out.extend(fdb.tuple.unpack(kv.value))
+        return out
+
+
 def read_edges(tr: Any, keys: WorkflowLayout, w: bytes, i: int) -> Gen[List[Edge]]:
-    """Start reading node ``i``'s out-edges (snapshot: they never change, but for an
-    open batch's members, written with them): its block and its ``we`` keys, side by
-    side; a generator collecting them."""
-    block = keys.nodes.range((w, i // BLOCK))
-    segments = Range(snap(tr), block.start, block.stop)
-    r = keys.edges.range((w, i))
-    apart = Range(snap(tr), r.start, r.stop)
-    return edges_of(keys, segments, apart, i)
-
-
-def edges_of(keys: WorkflowLayout, segments: Range, apart: Range, i: int) -> Gen[List[Edge]]:
-    """What :func:`read_edges` started, collected."""
-    inline: Dict[int, Optional[Tuple[Edge, ...]]] = {}
-    decode_edges(keys, (yield from segments.read()), inline)
-    kvs = yield from apart.read()
-    edges = inline.get(i)
-    if edges is not None:
-        return list(edges)
-    out: List[Edge] = []
-    for kv in kvs:
-        out.extend(fdb.tuple.unpack(kv.value))
-    return out
+    """Start reading node ``i``'s out-edges (see :class:`EdgeReads`); a generator
+    collecting them."""
+    return EdgeReads(tr, keys).start(w, i)
 
 
 def pack_deps(deps: Iterable[Tuple[int, str, str]]) -> bytes:

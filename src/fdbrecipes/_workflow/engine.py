@@ -23,14 +23,15 @@ step that would push a node races a cancel, and one of the two retries.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, le64, read, read_le64, snap
+from .._fdb import Gen, Range, le64, read, read_le64, ready, snap
 from .._ordered.requests import PushRequest
 from .._records.records import CANCELLED
 from .._store_layout import ROOT, WorkflowLayout
+from .._values import MAX_BATCH_BYTES
 from ..protocol import Workable
 from . import advancing, nesting
 from .advancing import Countdown, Ended, end_node
@@ -46,6 +47,7 @@ from .graph import (
     Plan,
     expander_id,
     node_id,
+    push_args,
     store_tag,
 )
 from .reading import (
@@ -63,13 +65,21 @@ from .reading import (
 )
 from .reading import pack as _pack
 
-__all__ = ["CHUNK", "FAIR_CHUNK", "Fresh", "Store", "chunk_of", "expander_where"]
+__all__ = ["CHUNK", "FAIR_CHUNK", "NODE_PUSH_BYTES", "Fresh", "Store", "chunk_of",
+           "expander_where", "fitting"]
 
 
 #: Nodes a transaction pushes into one Queue or PriorityQueue at most (a push of a
 #: job with an id writes about 1 KB; a FairQueue's push, a round trip each, 50):
-#: more go through expanders (see :meth:`Store.push`).
+#: more go through expanders (see :meth:`Store.push`).  A create pushes its first
+#: nodes into a Queue or PriorityQueue past this, as long as they fit (see
+#: :data:`NODE_PUSH_BYTES`).
 CHUNK, FAIR_CHUNK = 500, 50
+#: Bytes of writes the push of a node is taken to add to its create's transaction at
+#: most, besides its value, until the first chunk pushed says (see
+#: :meth:`Store.push_fitting`): its item's and its id's keys and its node's state, with
+#: their conflict ranges (about 900 bytes measured, with a store's job ids).
+NODE_PUSH_BYTES = 2_000
 #: What a chunk of dependents to count down starts with (a chunk of nodes to push is
 #: their numbers).
 EDGES = "edges"
@@ -85,6 +95,16 @@ def expander_where(stored: Stored) -> Dict[str, Any]:
     PriorityQueue's default priority)."""
     where = dict(stored.where)
     return {"group": where["group"]} if "group" in where else {}
+
+
+def fitting(batch: Sequence[Tuple[int, Stored]], room: int, each: int) -> int:
+    """How many of the first nodes of ``batch`` fit in ``room`` bytes of writes, each
+    taking ``each`` bytes and its value's."""
+    for n, (_, stored) in enumerate(batch):
+        room -= len(stored.value) + each
+        if room < 0:
+            return n
+    return len(batch)
 
 
 class Fresh:
@@ -135,7 +155,7 @@ class Store(Reads):
         fresh = Fresh(tr)
         roots = self.define(fresh, plan)
         nesting.write(self, fresh, w, plan)
-        yield from self.push(tr, w, -1, roots)
+        yield from self.push(tr, w, -1, roots, room=True)
         return True
 
     def define(self, fresh: Fresh, plan: Plan) -> List[Tuple[int, Stored]]:
@@ -165,13 +185,19 @@ class Store(Reads):
                                         spec.time_limit, spec.name, spec.when)))
         return roots
 
-    def push(self, tr: Any, w: bytes, source: int,
-             nodes: Sequence[Tuple[int, Stored]]) -> Gen[None]:
+    def push(self, tr: Any, w: bytes, source: int, nodes: Sequence[Tuple[int, Stored]],
+             room: bool = False) -> Gen[None]:
         """Push ``nodes`` (freed by node ``source``; -1: the first nodes) into their
         structures (a Queue's or PriorityQueue's in one push per structure), each
         under its node's job id, and mark them queued; more than a chunk of them for
         one structure (:func:`chunk_of`) go through expanders instead: one job per
-        chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`)."""
+        chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`).
+
+        ``room`` (a create's): the nodes of a Queue or PriorityQueue are pushed now,
+        however many, as long as the transaction's writes stay within
+        :data:`.._values.MAX_BATCH_BYTES` (see :meth:`push_fitting`), as ``push_many``
+        pushes a batch in one transaction; only the nodes past that go through
+        expanders."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
         for node in nodes:
             i, stored = node
@@ -183,7 +209,11 @@ class Store(Reads):
         for target, batch in by_target.items():
             ops = self.targets[target]
             size = chunk_of(ops)
-            if len(batch) <= size:
+            if room and size == CHUNK:
+                batch = batch[(yield from self.push_fitting(tr, w, ops, batch)):]
+                if not batch:
+                    continue
+            elif len(batch) <= size:
                 yield from self.push_now(tr, w, ops, batch)
                 continue
             first = c
@@ -209,11 +239,40 @@ class Store(Reads):
         for c in chunks:
             yield from ops.push_job(tr, c, id=expander_id(self.tag, w, source, c), **where)
 
-    def push_now(self, tr: Any, w: bytes, ops: Any,
-                 batch: Sequence[Tuple[int, Stored]]) -> Gen[None]:
-        """Push ``batch`` into the structure whose operations are ``ops``, now."""
+    def push_fitting(self, tr: Any, w: bytes, ops: Any,
+                     batch: Sequence[Tuple[int, Stored]]) -> Gen[int]:
+        """Push the first nodes of ``batch`` (a create's, into the Queue or
+        PriorityQueue whose operations are ``ops``) while the transaction's writes
+        (FoundationDB's approximate size: the caller's own too) stay within
+        :data:`.._values.MAX_BATCH_BYTES`, 1,000,000 bytes under FoundationDB's limit:
+        a chunk of them (:data:`CHUNK`, at :data:`NODE_PUSH_BYTES` each at most),
+        then as many more as the bytes that chunk took per node say fit, in one more
+        push; how many were pushed.  The states are written without conflict ranges
+        (the workflow's keys are new: :class:`Fresh`).  Two round trips (one when a
+        chunk holds them all), whatever their number: as ``push_many`` of as many
+        values, well within FoundationDB's five seconds."""
+        put = Fresh(tr).set
+        before = yield from ready(tr.get_approximate_size())
+        n = fitting(batch[:CHUNK], MAX_BATCH_BYTES - before, NODE_PUSH_BYTES)
+        if n:
+            yield from self.push_now(tr, w, ops, batch[:n], put)
+        if n < CHUNK or n == len(batch):
+            return n
+        after = yield from ready(tr.get_approximate_size())
+        each = (after - before - sum(len(stored.value) for _, stored in batch[:n])) // n + 1
+        more = fitting(batch[n:], MAX_BATCH_BYTES - after, each)
+        if more:
+            yield from self.push_now(tr, w, ops, batch[n:n + more], put)
+        return n + more
+
+    def push_now(self, tr: Any, w: bytes, ops: Any, batch: Sequence[Tuple[int, Stored]],
+                 put: Optional[Callable[[bytes, bytes], None]] = None) -> Gen[None]:
+        """Push ``batch`` into the structure whose operations are ``ops``, now, its
+        nodes' states written with ``put`` (default: ``tr.set``)."""
+        put = tr.set if put is None else put
+        now = time.time()
         for i, _ in batch:
-            tr.set(self.keys.state(w, i), _pack((QUEUED, time.time(), None)))
+            put(self.keys.state(w, i), _pack((QUEUED, now, None)))
         tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
         values = [(i, stored, value_of(ops, stored)) for i, stored in batch]
         requesting = getattr(ops, "job_request", None)
@@ -221,9 +280,10 @@ class Store(Reads):
             yield from ops.push_requests(tr, self.requests(requesting, w, values))
             return
         for i, stored, value in values:
+            place, keys = push_args(stored.where)
             yield from ops.push_job(tr, value, id=node_id(self.tag, w, i),
                                     delay=stored.delay, time_limit=stored.time_limit,
-                                    **dict(stored.where))
+                                    limit_keys=keys, **place)
 
     def expand(self, tr: Any, w: bytes, source: int, c: int) -> Gen[None]:
         """The ack of an expander: push chunk ``c`` of the nodes ``source`` freed,
@@ -265,7 +325,8 @@ class Store(Reads):
         made: Dict[Tuple[Any, Any], PushRequest] = {}
         for i, stored, value in values:
             key = (stored.delay, stored.time_limit)
-            one = requesting(value, None, stored.delay, dict(stored.where), stored.time_limit)
+            place, keys = push_args(stored.where)
+            one = requesting(value, None, stored.delay, place, stored.time_limit, keys)
             made.setdefault(key, one)
             alike.setdefault(key, []).extend(one.batch)
             ids.setdefault(key, []).append(node_id(self.tag, w, i))
@@ -364,8 +425,8 @@ class Store(Reads):
 
     def start_edges(self, tr: Any, w: bytes, i: int) -> Gen[List[Edge]]:
         """Start reading node ``i``'s dependents (snapshot: they never change): its
-        block, and its ``we`` keys when it has many (:func:`.defs.read_edges`, side
-        by side); a generator to collect ``(dependent, leaf, policy, its leaves)``."""
+        block, then its ``we`` keys if it has many (:func:`.defs.read_edges`); a
+        generator to collect ``(dependent, leaf, policy, its leaves)``."""
         return read_edges(tr, self.keys, w, i)
 
     def count_down(self, tr: Any, w: bytes, outcome: str,

@@ -25,13 +25,15 @@ from typing import (
 
 import fdb.tuple
 
+from .._ids import WORKFLOW_ID_HEAD
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
-__all__ = ["ALWAYS", "CONTINUE", "END", "FAIL", "FAILURE", "IGNORE", "LEAF", "MAX_DEPS",
-           "MAX_NODES", "NO_VALUE", "OPEN", "POLICIES", "SUB", "SUCCESS", "WHEN", "Graph", "Node",
-           "NodeJob", "NodeRef", "NodeSource", "Plan", "Spec", "expander_id", "job_of", "node_id",
-           "parse_node_id", "store_tag"]
+__all__ = ["ALWAYS", "CONTINUE", "END", "FAIL", "FAILURE", "IGNORE", "LEAF", "LIMIT_KEYS",
+           "MAX_DEPS", "MAX_NODES", "NO_VALUE", "OPEN", "POLICIES", "SUB", "SUCCESS", "WHEN",
+           "Graph", "Node", "NodeJob", "NodeRef", "NodeSource", "Plan", "Spec", "expander_id",
+           "job_of", "keyed_where", "node_id", "parse_node_id", "push_args", "store_tag",
+           "stored_where"]
 
 #: What a dependent does when a dependency fails (dies, or is cancelled or skipped):
 #: ``fail`` the workflow (what has not started is cancelled), ``ignore`` it (the
@@ -55,6 +57,7 @@ MAX_NODES = 50_000
 #: The first element of a node's job id.
 NODE_MARK = "fdbwf"
 _MARK_HEAD = fdb.tuple.pack((NODE_MARK,))
+assert _MARK_HEAD == WORKFLOW_ID_HEAD, "the queues know the head of a node's job id"
 
 
 def store_tag(store: bytes) -> bytes:
@@ -174,6 +177,34 @@ def job_of(source: Any, value: Any, delay: Any, time_limit: Any,
         raise TypeError("value: give the job's value (or a task's call, my_task.s(...), "
                         "instead of a structure)")
     return NodeJob(source, value, delay, time_limit, where)
+
+
+#: The push argument of a node's ``where`` that holds its keys under its structure's
+#: limits: given as a dict (as ``push`` takes it), stored as ``(name, key)`` pairs in
+#: name order (see :func:`stored_where`, :func:`push_args`).
+LIMIT_KEYS = "limit_keys"
+
+
+def keyed_where(where: Dict[str, Any], limit_keys: Any) -> Dict[str, Any]:
+    """``where`` (a node's push arguments) with ``limit_keys`` among them (none if
+    None)."""
+    return where if limit_keys is None else {**where, LIMIT_KEYS: limit_keys}
+
+
+def stored_where(where: Dict[str, Any]) -> Tuple[Tuple[str, Any], ...]:
+    """``where`` (checked by a push) as a node stores it: pairs in name order, its
+    limit keys as pairs too."""
+    return tuple(sorted((k, tuple(sorted(v.items())) if k == LIMIT_KEYS else v)
+                        for k, v in where.items()))
+
+
+def push_args(where: Tuple[Tuple[str, Any], ...]
+              ) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+    """A node's stored ``where`` as a push takes it: where it goes (a PriorityQueue's
+    ``priority``, a FairQueue's ``group``) and its ``limit_keys`` (None: none given)."""
+    place = dict(where)
+    keys = place.pop(LIMIT_KEYS, None)
+    return place, None if keys is None else dict(keys)
 
 
 class _NoValue:
@@ -324,8 +355,8 @@ class Graph:
                 key, delay_s, limit, (index.bit_length() + 7) // 8,
                 tuple((k, type(v), v) for k, v in sorted(where.items())))
             hash(options)
-        except TypeError:  # a where that cannot be a key: checked every time
-            options = None
+        except TypeError:  # a where that cannot be a key (limit_keys, a dict, among
+            options = None  # them: their size with the value is the push's to check)
         if options is None or options not in self.checked:
             ops.push_job(None, value, id=node_id(self.tag, self.id, index), delay=delay_s,
                          time_limit=limit, **where).close()  # checks the push, runs nothing
@@ -334,8 +365,10 @@ class Graph:
         # a push checked with the same options passes but for the value: its encoding
         # checks it, and the workflow's size bounds it
         encoded = ops.values.encoded(value)  # type: ignore[attr-defined]
-        return self.add_spec(key, encoded, deps, on_failure, name, when, len(encoded),
-                             tuple(sorted(where.items())) if where else (), delay_s, limit)
+        stored = stored_where(where) if where else ()
+        return self.add_spec(key, encoded, deps, on_failure, name, when,
+                             len(encoded) + (len(repr(stored)) if LIMIT_KEYS in where else 0),
+                             stored, delay_s, limit)
 
     def add_spec(self, target: bytes, value: bytes, deps: Any, on_failure: Any, name: Any,
                  when: Any, size: int, where: Tuple[Tuple[str, Any], ...] = (),

@@ -25,7 +25,7 @@ from ..errors import BatchClosedError, UnknownWorkflowError, WorkflowFailedError
 from ..protocol import Workable, workable
 from .batches import Batches
 from .engine import Store
-from .graph import ALWAYS, CONTINUE, MAX_NODES, Graph, parse_node_id
+from .graph import ALWAYS, CONTINUE, MAX_NODES, Graph, keyed_where, parse_node_id
 from .reading import DONE, FAILED, SUCCEEDED, GraphNode, Input, WorkflowStatus
 
 __all__ = ["DEFAULT_RETENTION", "LIST_LIMIT", "PRUNE_BATCH", "WorkflowOps",
@@ -103,8 +103,10 @@ class WorkflowOps(Ops):
         return plan.id
 
     def add_to_batch(self, tr: Transactor, w: Any, structure: Any, values: Any,
-                     delay: Any, time_limit: Any, where: Dict[str, Any]) -> Gen[List[bytes]]:
-        """Add a member for each of ``values`` to open batch ``w``; their job ids.
+                     delay: Any, time_limit: Any, where: Dict[str, Any],
+                     limit_keys: Any = None) -> Gen[List[bytes]]:
+        """Add a member for each of ``values`` to open batch ``w`` (``limit_keys``: their
+        keys under ``structure``'s limits); their job ids.
 
         Raises:
             UnknownWorkflowError: no such workflow.
@@ -112,6 +114,7 @@ class WorkflowOps(Ops):
         """
         w = check_workflow_id(w)
         graph = self.graph()
+        where = keyed_where(where, limit_keys)
         for value in materialize(values, "values"):
             graph.add(structure, value, (), CONTINUE, None, ALWAYS, delay, time_limit, where)
         added = yield from self.loop(tr, self.batches.add, w, graph.specs)

@@ -141,6 +141,7 @@ def as_json(info: ScheduleInfo) -> Dict[str, Any]:
     data.update(target=info.target.hex(), value=json_value(info.value),
                 misfire=str(info.misfire),
                 where={k: json_value(v) for k, v in info.where.items()},
+                limit_keys={k: json_value(v) for k, v in info.limit_keys.items()},
                 fires=[{"slot": f.slot, "fired_at": f.fired_at, "job_id": f.job_id.hex(),
                         "how": f.how} for f in info.fires])
     return data

@@ -11,7 +11,7 @@ the same operation (:class:`fdbrecipes._schedules.ops.ScheduleOps`).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .._drivers.awaiting import drive
 from .._fdb import Transactor
@@ -29,7 +29,8 @@ class AsyncSchedules(SchedulesBase):
     async def add(self, tr: Transactor, name: str, *, target: Any, cron: Optional[str] = None,
                   tz: Optional[str] = None, every: Optional[float] = None, value: Value = b"",
                   priority: Optional[int] = None, group: Any = None, misfire: Misfire = SKIP,
-                  grace: float = DEFAULT_GRACE, jitter: float = 0.0, paused: bool = False) -> None:
+                  grace: float = DEFAULT_GRACE, jitter: float = 0.0, paused: bool = False,
+                  limit_keys: Optional[Dict[str, Any]] = None) -> None:
         """The async twin of :meth:`fdbrecipes.Schedules.add`, awaited without blocking the
         event loop.
 
@@ -59,6 +60,11 @@ class AsyncSchedules(SchedulesBase):
             jitter: delay each slot's job by up to this many seconds (drawn from its
                 slot; a run-now job is not delayed).
             paused: add it paused.
+            limit_keys: the jobs' keys under ``target``'s limits, a dict from limit
+                names to keys, as its ``push`` takes them (docs/flow-control.md, "Keys
+                given at push"); kept in the schedule's definition, so a worker that
+                fires it must serve ``target`` with those limits (a structure without
+                them refuses the push: the fire fails, and is tried again).
 
         Its slots count from now.  Reads the schedule's two keys (conflicts with a
         concurrent add of the same name) and writes them and the change counter (an
@@ -66,14 +72,15 @@ class AsyncSchedules(SchedulesBase):
 
         Raises:
             TypeError or ValueError: a bad argument, an invalid expression, an unknown
-                time zone (named in the message), before anything is read; a name
+                time zone, bad ``limit_keys`` (as ``push`` refuses them; named in
+                the message), before anything is read; a name
                 taken already, read in the transaction, before anything is written.
             ImportError: ``cron`` without the extra ``fdbrecipes[cron]``.
         """
         await drive(self._ops.add(tr, Stored(name, cron=cron, tz=tz, every=every, target=target,
                                              value=value, priority=priority, group=group,
                                              misfire=misfire, grace=grace, jitter=jitter,
-                                             paused=paused)))
+                                             paused=paused, limit_keys=limit_keys)))
 
     async def upsert(self, tr: Transactor, schedule: Any) -> bool:
         """The async twin of :meth:`fdbrecipes.Schedules.upsert`, awaited without blocking the

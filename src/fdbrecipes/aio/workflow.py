@@ -37,8 +37,15 @@ class AsyncWorkflows(WorkflowsBase):
         writes the nodes' definitions and out-edges, 16 nodes a key (a node's value
         over 1,000 bytes, or its dependents past 8, in keys of their own), the
         dependencies and counters of the nodes that have dependencies, and the
-        pushes of the first nodes (see ``push``).  Cost: 1 round trip, then one for
-        each structure pushed into (a FairQueue: one per node), and the commit.
+        pushes of the first nodes: into a Queue or PriorityQueue all of them in one
+        push, as ``push_many``, as long as the transaction stays within 9 MB of writes
+        (FoundationDB's approximate size, the caller's writes before included; about
+        900 bytes a node besides its value, more with long subspace prefixes), into a
+        FairQueue 50 at most; the nodes
+        past that are pushed later by expander jobs (500 each) pushed now
+        (docs/workflows.md).  Cost: 1 round trip, then one for each Queue or
+        PriorityQueue pushed into (two past 500 nodes) and one per node into a
+        FairQueue, one for the expanders if any, and the commit.
 
         Raises:
             TypeError: ``workflow`` is not one this store made.
@@ -174,13 +181,16 @@ class AsyncWorkflows(WorkflowsBase):
 
     async def add_to_batch(self, tr: Transactor, batch: bytes, structure: Any,
                            values: Iterable[Any], *, delay: Optional[float] = None,
-                           time_limit: Optional[float] = None, **where: Any) -> List[bytes]:
+                           time_limit: Optional[float] = None,
+                           limit_keys: Optional[Dict[str, Any]] = None,
+                           **where: Any) -> List[bytes]:
         """The async twin of :meth:`fdbrecipes.Workflows.add_to_batch`, awaited without
         blocking the event loop.
 
         Add a member to open batch ``batch`` for each of ``values``: a job in
-        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``
-        and ``where`` as :meth:`Workflow.add` takes them), pushed now; their job ids.
+        ``structure`` (a structure the store was made with; ``delay``, ``time_limit``,
+        ``limit_keys`` and ``where`` as :meth:`Workflow.add` takes them), pushed now;
+        their job ids.
         A member that ends before the batch is closed counts down the batch all the
         same.
 
@@ -199,7 +209,7 @@ class AsyncWorkflows(WorkflowsBase):
                 (nothing is written).
         """
         return await drive(self._ops.add_to_batch(tr, batch, structure, values, delay, time_limit,
-                                                  where))
+                                                  where, limit_keys))
 
     async def close_batch(self, tr: Transactor, batch: bytes) -> bool:
         """The async twin of :meth:`fdbrecipes.Workflows.close_batch`, awaited without blocking

@@ -7,7 +7,8 @@ without them, in the same run.
   so that its acks advance the workflow), beside as many independent no-op jobs on
   the same workers (:data:`.settings.WORKFLOW_FANIN`, :data:`.settings.WORKFLOW_JOBS`);
 * ``Workflows.create`` of a workflow of :data:`.settings.CREATE_NODES` nodes (the
-  fan-in's shape: all but one pushed by the create, the last one waiting for them),
+  fan-in's shape: all but one pushed by the create's own transaction, as many as fit
+  in it, the last one waiting for them),
   built and created in one process, beside ``Queue.push_many`` of as many items
   (:data:`.settings.WORKFLOW_CREATE`, :data:`.settings.WORKFLOW_PUSH_MANY`).
 
@@ -51,8 +52,9 @@ def fan_in(flows: Workflows, queue: Queue[Any], children: int) -> Workflow:
 
 
 def fill_fan_in(db: Any, subspace: Any, items: int, _seed: int) -> None:
-    """A fan-in of ``items`` jobs created: ``items - 1`` children, pushed by the create,
-    and the callback, pushed by the ack of the last of them."""
+    """A fan-in of ``items`` jobs created: ``items - 1`` children, pushed by the
+    create's transaction (before the clock, as the independent jobs it is compared
+    with), and the callback, pushed by the ack of the last of them."""
     queue = queue_of(subspace)
     flows = store_of(subspace, queue)
     flows.create(db, fan_in(flows, queue, items - 1))

@@ -32,7 +32,7 @@ from typing import (
 
 from fdb.subspace_impl import Subspace
 
-from .._drivers import awaiting, blocking
+from .._drivers import awaiting
 from .._fdb import Gen
 from .._values import check_int, check_seconds, check_subspace
 from ..fair_queue import FairQueue
@@ -301,12 +301,14 @@ class App:
     def push(self, tr: Any, task: Task[Any, Any], push: Push) -> Optional[bytes]:
         """Push one checked call of ``task`` into its structure, in ``tr``: its id (see
         :meth:`fdbrecipes.tasks.Task.defer`); under :meth:`testing`, the harness's
-        (``tr`` unused)."""
+        (``tr`` unused).  By the structure's own ``push``, so that, given a Database,
+        the calls of this process's threads into a Queue or PriorityQueue share
+        transactions as that ``push`` does."""
         if self.testing_mode is not None:
             return self.harness.deferred(task, push)
-        ops = self.structure(task.queue).ops
-        return blocking.drive(ops.push_job(tr, push.value, id=push.id, delay=push.delay,
-                                           **push.where))
+        structure: Any = self.structure(task.queue)
+        return structure.push(tr, push.value, id=push.id,  # type: ignore[no-any-return]
+                              delay=push.delay, **push.where)
 
     async def push_async(self, tr: Any, task: Task[Any, Any], push: Push) -> Optional[bytes]:
         """:meth:`push`, awaited (an ``async def`` task inline under :meth:`testing`

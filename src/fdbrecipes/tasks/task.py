@@ -200,8 +200,10 @@ class Task(Generic[P, R]):
         what the structure's ``push`` does (with an id: its id key too; with the
         structure's ``history``, the job's record) and conflicts with nothing but a
         push of the same id.  Cost: 1 round trip given a Database, none of its own in
-        a Transaction.  Under ``app.testing(...)`` nothing is written (see
-        :mod:`.testing`).
+        a Transaction.  Given a Database, on a Queue or PriorityQueue, the calls the
+        threads of this process defer while one is in flight share the next
+        transaction, each with its own id and error (as :meth:`fdbrecipes.Queue.push`
+        says).  Under ``app.testing(...)`` nothing is written (see :mod:`.testing`).
 
         Raises:
             TypeError or ValueError: an argument is missing, unknown, or of the wrong
