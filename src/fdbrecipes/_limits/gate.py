@@ -55,21 +55,20 @@ the latest.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fdb.tuple
-from fdb.subspace_impl import Subspace
 
 from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
-from .._layout import DELAY, LEASE, OrderedLayout
+from .._layout import DELAY, LEASE
 from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN
 from .slots import (
     BLOCKS_FROM,
     BLOCKS_READ,
-    Comeback,
     HeldTags,
+    Slot,
     StateRead,
     Tag,
     TagReads,
@@ -77,8 +76,10 @@ from .slots import (
     aligned,
     block_size,
     claim_runs,
+    claim_slots,
     draw,
     id_runs,
+    move_back,
     pack_batch,
     pack_tags,
     run_value,
@@ -88,7 +89,7 @@ from .slots import (
 )
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
-__all__ = ["PARK_SECONDS", "Admission", "Gate", "move_back"]
+__all__ = ["PARK_SECONDS", "Admission", "Gate"]
 
 #: How long a parked job waits at most before a claim looks at it again.
 PARK_SECONDS = 60.0
@@ -96,8 +97,6 @@ PARK_SECONDS = 60.0
 #: whose hold ended or whose job was removed, are skipped and cleared).
 SPARE_READS = 2
 
-#: (name, key) of a limit.
-Slot = Tuple[str, Any]
 
 
 #: How a take picks ``n`` among candidates with a spread (``_ordered.front.choose``).
@@ -392,62 +391,6 @@ class Gate:
         """The range of the jobs parked under (name, key)."""
         r = self.keys.parked.range(slot)
         return bytes(r.start), bytes(r.stop)
-
-
-def claim_slots(carried: Iterable[Sequence[Tag]]) -> Dict[Slot, List[int]]:
-    """The slots each (limit, key) of a concurrency limit holds for the leases of
-    ``carried`` (the tags of each lease of one claim)."""
-    out: Dict[Slot, List[int]] = {}
-    for tags in carried:
-        for t in tags:
-            if t.kind == CONCURRENCY:
-                out.setdefault((t.name, t.key), []).append(t.slot)
-    return out
-
-
-def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
-              counts: Optional[Dict[Slot, int]], now: int) -> Gen[int]:
-    """Move the parked jobs of the entries ``found`` (``L/"lw"`` key-values) back to
-    their places, up to ``counts`` per (limit, key) (None: all): their holds read
-    side by side, with read conflicts; entries whose hold ended (deadline passed:
-    the job is visible already) or is gone (claimed back, removed) are cleared.  How
-    many jobs were moved back."""
-    candidates = []
-    for kv in found:
-        name, key, _, prefix, item, deadline = keys.parked.unpack(kv.key)
-        if deadline <= now:
-            tr.clear(kv.key)
-            continue
-        layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
-        hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
-        comeback = Comeback(*fdb.tuple.unpack(kv.value)) if kv.value else None
-        candidates.append(((name, key), bytes(kv.key), layout, item, hold, comeback,
-                           tr.get(hold[0])))
-    left = None if counts is None else dict(counts)
-    tally = Tally()
-    moved = 0
-    for slot, key, layout, item, hold, comeback, future in candidates:
-        if left is not None and left.get(slot, 0) <= 0:
-            continue
-        value = yield from read(future)
-        tr.clear(key)
-        if value is None:
-            continue
-        tr.clear(hold[0])
-        tr.clear(hold[1])
-        back = layout.renewed(item, layout.deliveries(item), now)
-        tr.set(layout.item_key(back), value)
-        tally.add(layout.delayed_out)
-        tally.add(layout.pushed)  # the wake key: waiters look again
-        tally.add(layout.taken)
-        if comeback is not None:  # its structure's own wake (see Comeback)
-            tr.set(comeback.mark, b"")
-            tally.add(comeback.counter)
-        moved += 1
-        if left is not None:
-            left[slot] -= 1
-    tally.write(tr)
-    return moved
 
 
 class Admission:

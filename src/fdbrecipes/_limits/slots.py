@@ -2,27 +2,30 @@
 claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what the slots
 of a concurrency limit hold (one key a run of slots, :func:`claim_runs`,
 :func:`slot_span`), what moving a parked job back writes for its structure
-(:class:`Comeback`), and one (limit, key)'s state as a claim reads it
-(:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
+(:class:`Comeback`) and the move itself (:func:`move_back`), and one (limit, key)'s
+state as a claim reads it (:class:`StateRead`) and counts what it adds
+(:class:`Usage`)."""
 
 from __future__ import annotations
 
 import bisect
 import itertools
 import random
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
+from fdb.subspace_impl import Subspace
 
-from .._fdb import Gen, Range, read, seconds_to_versions
+from .._fdb import Gen, Range, Tally, read, seconds_to_versions
+from .._layout import DELAY, OrderedLayout
 from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
-__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "RUN_ALIGN", "Comeback", "HeldTags", "StateRead", "Tag",
-           "TagReads", "Usage", "aligned", "block_size", "claim_runs", "draw", "id_runs",
-           "live_slots", "pack_batch", "pack_tags", "run_value", "runs", "slot_span",
-           "slot_value", "unpack_batch", "unpack_tags"]
+__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "RUN_ALIGN", "Comeback", "HeldTags", "Slot", "StateRead",
+           "Tag", "TagReads", "Usage", "aligned", "block_size", "claim_runs", "claim_slots",
+           "draw", "id_runs", "live_slots", "move_back", "pack_batch", "pack_tags",
+           "run_value", "runs", "slot_span", "slot_value", "unpack_batch", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
 #: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
@@ -38,6 +41,9 @@ RUN_ALIGN = 128
 
 #: The draws of slots and blocks.
 draw = random.Random()
+
+#: (name, key) of a limit.
+Slot = Tuple[str, Any]
 
 
 class Comeback(NamedTuple):
@@ -228,7 +234,7 @@ class HeldTags(NamedTuple):
     listed: Dict[bytes, Dict[bytes, List[Tag]]]
     deadlines: Dict[bytes, int]
     #: reads of the jobs parked under some (limit, key)s, started with these
-    parked: Dict[Tuple[str, Any], Range]
+    parked: Dict[Slot, Range]
 
 
 class TagReads:
@@ -241,7 +247,7 @@ class TagReads:
     __slots__ = ("claims", "keys", "parked", "reads", "wanted")
 
     def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes],
-                 parked: Dict[Tuple[str, Any], Range]) -> None:
+                 parked: Dict[Slot, Range]) -> None:
         self.keys = keys
         self.parked = parked
         self.wanted = set(hold_ids)
@@ -369,3 +375,59 @@ class StateRead(NamedTuple):
     reads: List[Range]
     blocks: Tuple[int, ...] = ()
     size: int = 0
+
+
+def claim_slots(carried: Iterable[Sequence[Tag]]) -> Dict[Slot, List[int]]:
+    """The slots each (limit, key) of a concurrency limit holds for the leases of
+    ``carried`` (the tags of each lease of one claim)."""
+    out: Dict[Slot, List[int]] = {}
+    for tags in carried:
+        for t in tags:
+            if t.kind == CONCURRENCY:
+                out.setdefault((t.name, t.key), []).append(t.slot)
+    return out
+
+
+def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
+              counts: Optional[Dict[Slot, int]], now: int) -> Gen[int]:
+    """Move the parked jobs of the entries ``found`` (``L/"lw"`` key-values) back to
+    their places, up to ``counts`` per (limit, key) (None: all): their holds read
+    side by side, with read conflicts; entries whose hold ended (deadline passed:
+    the job is visible already) or is gone (claimed back, removed) are cleared.  How
+    many jobs were moved back."""
+    candidates = []
+    for kv in found:
+        name, key, _, prefix, item, deadline = keys.parked.unpack(kv.key)
+        if deadline <= now:
+            tr.clear(kv.key)
+            continue
+        layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
+        hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
+        comeback = Comeback(*fdb.tuple.unpack(kv.value)) if kv.value else None
+        candidates.append(((name, key), bytes(kv.key), layout, item, hold, comeback,
+                           tr.get(hold[0])))
+    left = None if counts is None else dict(counts)
+    tally = Tally()
+    moved = 0
+    for slot, key, layout, item, hold, comeback, future in candidates:
+        if left is not None and left.get(slot, 0) <= 0:
+            continue
+        value = yield from read(future)
+        tr.clear(key)
+        if value is None:
+            continue
+        tr.clear(hold[0])
+        tr.clear(hold[1])
+        back = layout.renewed(item, layout.deliveries(item), now)
+        tr.set(layout.item_key(back), value)
+        tally.add(layout.delayed_out)
+        tally.add(layout.pushed)  # the wake key: waiters look again
+        tally.add(layout.taken)
+        if comeback is not None:  # its structure's own wake (see Comeback)
+            tr.set(comeback.mark, b"")
+            tally.add(comeback.counter)
+        moved += 1
+        if left is not None:
+            left[slot] -= 1
+    tally.write(tr)
+    return moved

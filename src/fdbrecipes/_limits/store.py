@@ -11,8 +11,7 @@ from .._attempt import Attempt
 from .._clock import Clock, reading
 from .._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions, snap
 from .._store_layout import LimitLayout
-from .gate import move_back
-from .slots import live_slots
+from .slots import live_slots, move_back
 from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 
 __all__ = ["COUNTED", "MOVE_BACK", "LimitState", "LimitTotals", "Store"]
