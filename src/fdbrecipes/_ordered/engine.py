@@ -185,7 +185,8 @@ class Ordered(Counts, Takes):
             store.buried(tally, self.keys.item_id(item), reason, error)
         id_ = self.record(item, kept)
         if id_ is not None:
-            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
+            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died,
+                                  tally=tally)
             if error is not None:
                 self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
@@ -226,7 +227,7 @@ class Ordered(Counts, Takes):
         id_ = self.record(item, kept)
         if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
-            self.records.finished(tr, id_, finish, done, result)
+            self.records.finished(tr, id_, finish, done, result, tally=tally)
 
     def forget(self, tr: Any, item: Item, now: int) -> None:
         """``item`` left for good: its id, if any, is retired (a push of it stores
