@@ -79,15 +79,20 @@ class LimitLayout:
         L/"ld"/(name,)              = (kind, n, per_seconds)  a limit's definition:
                                                   ("concurrency", n, None) or
                                                   ("rate", n, seconds), packed
-        L/"lr"/(name, key, slot)    = (deadline, hold id)  slot ``slot`` (0 to n - 1)
-                                                  of a concurrency limit, held by a
-                                                  running job's lease until its deadline
-                                                  (a clock reading)
+        L/"lr"/(name, key, slot)    = (deadline, prefix, last)  slots ``slot`` to
+                                                  ``last`` (0 to n - 1) of a concurrency
+                                                  limit, held by the leases of one claim
+                                                  until their deadline (a clock reading):
+                                                  a run of them, never across a multiple
+                                                  of ``slots.RUN_ALIGN``
+                                   = (deadline, hold id)  slot ``slot`` alone, held by a
+                                                  lease whose tags are a key of its own
         L/"ls"/(name, key, start, hold id) = (cost,)  a start counted by a rate limit
                                                   (``start``: the claim's clock reading)
-        L/"lt"/(claim prefix,)      = (((name, key, cost, kind), ...), (number, slot,
-                                                  ...)), ...  what the leases of one
-                                                  claim hold (``slots.pack_batch``)
+        L/"lt"/(claim prefix,)      = (deadline, ((name, key, cost, kind), ...),
+                                                  (number, length, slot, ...)), ...)
+                                                  what the leases of one claim hold, in
+                                                  runs (``slots.pack_batch``)
         L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
                                                   lease holds, once others of its
                                                   claim ended
@@ -120,7 +125,7 @@ class LimitLayout:
         return bytes(self.definitions.pack((name,)))
 
     def running_key(self, name: str, key: Any, slot: int) -> bytes:
-        """The key of slot ``slot`` of (name, key)."""
+        """The key of slot ``slot`` of (name, key) (of the run beginning there)."""
         return bytes(self.running.pack((name, key, slot)))
 
     def start_key(self, name: str, key: Any, start: int, hold_id: bytes) -> bytes:
