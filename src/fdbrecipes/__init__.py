@@ -29,6 +29,7 @@ from .errors import (
     UnknownJobError,
     UnknownScheduleError,
     UnknownWorkflowError,
+    UnknownWorkflowStoreError,
     WorkflowFailedError,
     WorkTooLargeError,
 )
@@ -140,6 +141,7 @@ __all__ = [
     "UnknownJobError",
     "UnknownScheduleError",
     "UnknownWorkflowError",
+    "UnknownWorkflowStoreError",
     "UnknownResultError",
     "Undecodable",
     "Unique",

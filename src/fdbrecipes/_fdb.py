@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import time
 from typing import (
     Any,
     Callable,
@@ -275,18 +276,28 @@ def sum_le64(values: Iterable[Optional[bytes]]) -> int:
     return total
 
 
+#: The most bytes of entries one key of a grouped index keeps in its value (see
+#: :meth:`Tally.group`).
+GROUP_BYTES = 4_000
+
+
 class Tally:
     """The counter changes of one operation, written at its end as one atomic
     operation per counter.  Many changes of one key in a transaction would make its
     commit grow quadratically (FoundationDB keeps every mutation of a key); a batch
-    of n items writes each counter once."""
+    of n items writes each counter once.  Entries of a time-ordered index that one
+    operation names at one time go in as few keys (:meth:`group`)."""
 
-    __slots__ = ("deltas", "later", "maxima", "notes", "sums")
+    __slots__ = ("deltas", "groups", "later", "maxima", "notes", "sums", "wall")
 
     def __init__(self) -> None:
         self.deltas: Dict[bytes, int] = {}
         self.sums: Dict[bytes, int] = {}
         self.maxima: Dict[bytes, int] = {}
+        #: index entries by their prefix (see :meth:`group`)
+        self.groups: Dict[bytes, List[bytes]] = {}
+        #: the operation's wall-clock time, once read (see :meth:`wall_time`)
+        self.wall: Optional[float] = None
         self.notes: List[str] = []  # what to log once the transaction has committed
         #: operations to run in the same transaction once this one's is done, each
         #: ``(op, args)`` run as ``op(tr, attempt, *args)`` (see ``Attempt.later``)
@@ -308,11 +319,26 @@ class Tally:
         """Raise counter ``key`` to at least ``value`` (atomic MAX)."""
         self.maxima[key] = max(value, self.maxima.get(key, value))
 
+    def wall_time(self) -> float:
+        """The wall-clock time (``time.time()``) of what this operation writes, read
+        once: what one transaction finishes, it finishes at one time."""
+        if self.wall is None:
+            self.wall = time.time()
+        return self.wall
+
+    def group(self, prefix: bytes, entry: bytes) -> None:
+        """Name ``entry`` (a packed tuple) in an index under ``prefix`` (its place in
+        the index: a time).  The entries one operation names under one prefix are
+        written as few keys: ``prefix + the first entry``, whose value holds the
+        entries after it, concatenated (a packed tuple of them all), up to
+        :data:`GROUP_BYTES` a key (read by ``_records.records.index_entries``)."""
+        self.groups.setdefault(prefix, []).append(entry)
+
     def write(self, tr: Any, attempt: Any = None) -> None:
         """Write the changes and forget them: one atomic ADD per counter, an ADD (and
-        a compare-and-clear when it went down) per sum, an atomic MAX per maximum; the
-        notes go to ``attempt`` (logged once it commits), and so do the operations to
-        run later in the transaction."""
+        a compare-and-clear when it went down) per sum, an atomic MAX per maximum, the
+        grouped index entries (see :meth:`group`); the notes go to ``attempt`` (logged
+        once it commits), and so do the operations to run later in the transaction."""
         if attempt is not None:
             attempt.notes.extend(self.notes)
             attempt.later.extend(self.later)
@@ -327,9 +353,18 @@ class Tally:
             add(tr, key, delta)
         for key, value in self.maxima.items():
             tr.max(key, le64(value))
+        for prefix, entries in self.groups.items():
+            head, size = 0, 0
+            for at in range(1, len(entries) + 1):
+                if at == len(entries) or size + len(entries[at]) > GROUP_BYTES:
+                    tr.set(prefix + entries[head], b"".join(entries[head + 1:at]))
+                    head, size = at, 0
+                else:
+                    size += len(entries[at])
         self.deltas.clear()
         self.sums.clear()
         self.maxima.clear()
+        self.groups.clear()
 
 
 def clear_except(tr: Any, begin: bytes, end: bytes, kept: List[Tuple[bytes, bytes]]) -> None:

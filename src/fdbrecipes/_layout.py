@@ -490,7 +490,11 @@ class RecordLayout:
                                                            cancelled while they ran (atomic
                                                            ADD): a claim reads each job's
                                                            "a" and "c" only when it is not 0
-        S/"o"/(expires_at, *where, id) = ''                 finished records, by when they go
+        S/"o"/(expires_at, *where, id) = (*where, id, ...)  finished records, by when they
+                                                           go: the key names one, its value
+                                                           those finished with it by one
+                                                           operation ('' for none; see
+                                                           ``_fdb.Tally.group``)
 
     ``Q`` is the queue's subspace (a FairQueue's group's, ``S/"q"/(group,)``), ``S``
     the structure's, and ``where`` locates the queue in it: ``()``, or ``(group,)``.
@@ -525,5 +529,16 @@ class RecordLayout:
         return bytes(self.jobs.pack((id_, "r", n)))
 
     def expiry_key(self, expires_at: float, id_: bytes) -> bytes:
-        """The key of job ``id_``'s entry in the index of finished records."""
-        return bytes(self.expiry.pack((expires_at, *self.where, id_)))
+        """The key of job ``id_``'s entry in the index of finished records, alone in
+        its key (:meth:`expiry_prefix` then :meth:`entry`)."""
+        return self.expiry_prefix(expires_at) + self.entry(id_)
+
+    def expiry_prefix(self, expires_at: float) -> bytes:
+        """Where the entries that go at ``expires_at`` begin in the index of finished
+        records."""
+        return bytes(self.expiry.pack((expires_at,)))
+
+    def entry(self, id_: bytes) -> bytes:
+        """Job ``id_``'s entry in the index of finished records, after its time: its
+        queue's place in the structure and its id (packed)."""
+        return _pack((*self.where, id_))

@@ -97,6 +97,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         with concurrent pushes, so the count restarts exactly at 0); conflicts with
         every transaction that read a cleared key.  Cost: 1 read, O(1) in n.  A
         consumer holding a lease from before the clear gets LeaseExpiredError on ack.
+        It reads none of what it removes: a workflow whose nodes were here is not
+        told (cancel it: see docs/workflows.md).
         """
         drive(self._ops.clear(tr))
 
@@ -253,7 +255,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         cancels a delayed push); its value, or None (nothing written) when there is
         none pending: never pushed, in flight (ack or release its lease), a dead
         letter, already gone.  The id is then forgotten after ``id_retention``, as
-        when an item is popped.
+        when an item is popped.  A workflow's node removed ends ``cancelled`` in its
+        workflow, in this transaction (as :meth:`cancel`; see docs/workflows.md).
 
         Reads the id's key (and, for a unique job's id, its unique entry beside it)
         and the item (read conflicts on all); clears the item, one counter update.
@@ -262,6 +265,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         Raises:
             TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+            UnknownWorkflowStoreError: the job is a workflow's node of a store this
+                structure object was not made with (nothing written).
         """
         return drive(self._ops.remove(tr, id))
 
@@ -288,7 +293,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         transaction; for each token, the item's value, or None when it is no longer
         pending there (taken, in flight, dead, gone, or named earlier in
         ``tokens``).  Their job records say cancelled; their ids are forgotten after
-        ``id_retention``.
+        ``id_retention``.  A workflow's node removed ends ``cancelled`` in its
+        workflow, in this transaction (as :meth:`cancel`).
 
         Reads each item where its token says (visible, or under its delay: read
         conflicts), in parallel; clears those found, one counter update.  Conflicts
@@ -299,6 +305,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
             TypeError or ValueError: a token is not a pending or delayed item's of a
                 structure of this kind (named by index), or more than 1,000 tokens
                 (nothing written).
+            UnknownWorkflowStoreError: one is a workflow's node of a store this
+                structure object was not made with (nothing written).
         """
         return drive(self._ops.remove_many(tr, tokens))
 
@@ -401,6 +409,8 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
 
         Raises:
             TypeError or ValueError: ``id`` is not 1 to 1,000 bytes.
+            UnknownWorkflowStoreError: the job is a waiting workflow node of a
+                store this structure object was not made with (nothing written).
         """
         return drive(self._ops.cancel(tr, id))
 

@@ -7,14 +7,16 @@ in one subspace ``S`` and never writes outside it.
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
+import fdb.tuple
 from fdb.subspace_impl import Subspace
 
+from ._ids import WORKFLOW_ID_HEAD
 from ._layout import Item
 
-__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout", "ScheduleLayout",
-           "WorkflowLayout"]
+__all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
+           "ScheduleLayout", "WorkflowLayout", "node_parts", "workflow_tag"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -77,15 +79,20 @@ class LimitLayout:
         L/"ld"/(name,)              = (kind, n, per_seconds)  a limit's definition:
                                                   ("concurrency", n, None) or
                                                   ("rate", n, seconds), packed
-        L/"lr"/(name, key, slot)    = (deadline, hold id)  slot ``slot`` (0 to n - 1)
-                                                  of a concurrency limit, held by a
-                                                  running job's lease until its deadline
-                                                  (a clock reading)
+        L/"lr"/(name, key, slot)    = (deadline, prefix, last)  slots ``slot`` to
+                                                  ``last`` (0 to n - 1) of a concurrency
+                                                  limit, held by the leases of one claim
+                                                  until their deadline (a clock reading):
+                                                  a run of them, never across a multiple
+                                                  of ``slots.RUN_ALIGN``
+                                   = (deadline, hold id)  slot ``slot`` alone, held by a
+                                                  lease whose tags are a key of its own
         L/"ls"/(name, key, start, hold id) = (cost,)  a start counted by a rate limit
                                                   (``start``: the claim's clock reading)
-        L/"lt"/(claim prefix,)      = (((name, key, cost, kind), ...), (number, slot,
-                                                  ...)), ...  what the leases of one
-                                                  claim hold (``slots.pack_batch``)
+        L/"lt"/(claim prefix,)      = (deadline, ((name, key, cost, kind), ...),
+                                                  (number, length, slot, ...)), ...)
+                                                  what the leases of one claim hold, in
+                                                  runs (``slots.pack_batch``)
         L/"lt"/(hold id,)           = ((name, key, cost, kind, slot), ...)  what a
                                                   lease holds, once others of its
                                                   claim ended
@@ -118,7 +125,7 @@ class LimitLayout:
         return bytes(self.definitions.pack((name,)))
 
     def running_key(self, name: str, key: Any, slot: int) -> bytes:
-        """The key of slot ``slot`` of (name, key)."""
+        """The key of slot ``slot`` of (name, key) (of the run beginning there)."""
         return bytes(self.running.pack((name, key, slot)))
 
     def start_key(self, name: str, key: Any, start: int, hold_id: bytes) -> bytes:
@@ -139,6 +146,29 @@ class LimitLayout:
 #: The leaf of a node's counters that counts its leaves still open (a node with more
 #: dependencies than one leaf holds; see :class:`WorkflowLayout`).
 ROOT = -1
+
+
+def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
+    """The parts ``(mark, tag, workflow, node[, chunk])`` of job id ``id_`` if it is a
+    workflow's node's (or expander's); None for any other id (one prefix check for
+    most)."""
+    if id_ is None or not id_.startswith(WORKFLOW_ID_HEAD):
+        return None
+    try:
+        parts: Tuple[Any, ...] = fdb.tuple.unpack(id_)
+    except (ValueError, TypeError):
+        return None
+    if (len(parts) not in (4, 5) or type(parts[1]) is not bytes or type(parts[2]) is not bytes
+            or any(type(p) is not int for p in parts[3:])):
+        return None
+    return parts
+
+
+def workflow_tag(id_: Optional[bytes]) -> Optional[bytes]:
+    """The tag of the workflow store whose node (or expander) job ``id_`` is; None for
+    any other id."""
+    parts = node_parts(id_)
+    return None if parts is None else bytes(parts[1])
 
 
 class WorkflowLayout:
@@ -175,7 +205,8 @@ class WorkflowLayout:
                                           tuple-packed)
         S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
                                           nodes; -1 - n: those of the batch's add that
-                                          began at node n), packed, until its
+                                          began at node n, or of its close, n its
+                                          nodes then), packed, until its
                                           expander's ack pushes them
         S/"wt"/(w, state)    = int64      nodes by state (ADD; "done": every node that
                                           ended, what ``result`` watches; "total":

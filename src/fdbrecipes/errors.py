@@ -7,7 +7,7 @@ from typing import Any, List
 __all__ = ["FdbRecipesError", "IncompleteBatchError", "JobCancelledError", "JobFailedError",
            "LayoutError", "LeaseExpiredError", "ResultTooLargeError", "UniqueConflictError",
            "UnknownJobError", "UnknownScheduleError", "UnknownWorkflowError",
-           "WorkTooLargeError", "WorkflowFailedError"]
+           "UnknownWorkflowStoreError", "WorkTooLargeError", "WorkflowFailedError"]
 
 
 class FdbRecipesError(Exception):
@@ -150,6 +150,24 @@ class UnknownWorkflowError(FdbRecipesError, LookupError):
 
     def __init__(self, id_: bytes) -> None:
         super().__init__(f"no workflow {id_!r}")
+        self.id = id_
+
+
+class UnknownWorkflowStoreError(FdbRecipesError, LookupError):
+    """A job that is a workflow's node (or expander) would be buried by a structure
+    object made without its workflow store (another process: the command line, a
+    sweeper), which cannot take the workflow's step: the call wrote nothing (a
+    process that made the store with the structure buries it, with the step).
+
+    Attributes:
+        id: the job's id.
+    """
+
+    def __init__(self, id_: bytes, structure: Any) -> None:
+        super().__init__(f"job {id_!r} of {structure!r} is a workflow's node, of a workflow "
+                         "store this process did not make with the structure: burying it "
+                         "here would skip its workflow's step; make the Workflows store "
+                         "with the structure (or leave the burial to a process that did)")
         self.id = id_
 
 

@@ -396,7 +396,8 @@ class FairQueue(FairBase, JobMethods[FairOps]):
 
     def clear(self, tr: Transactor) -> None:
         """Remove every group, item, policy and remembered id (range clears); the wake
-        counter is touched instead (waiters look again) and the receipt slots stay."""
+        counter is touched instead (waiters look again) and the receipt slots stay.
+        A workflow whose nodes were here is not told (as :meth:`fdbrecipes.Queue.clear`)."""
         drive(self._ops.clear(tr))
 
 

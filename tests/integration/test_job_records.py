@@ -499,3 +499,51 @@ def test_an_id_made_for_a_job_is_forgotten_when_it_leaves_a_given_one_is_kept(
     assert (record.state, record.attempts, record.finished_at, record.result) == (
         "pending", 0, None, None)
     assert q.pop(db) == "a new job" and q.job(db, made).state == "succeeded"
+
+
+def test_the_jobs_one_transaction_finishes_share_a_key_of_the_index(
+        db: Any, fdb_subspace: Any, clock: TestClock) -> None:
+    q = Queue(fdb_subspace, history=0.001, clock=clock, max_deliveries=1)
+    done = q.push_many(db, list(range(5)))
+    q.ack_many(db, q.claim_many(db, 5, 30))
+    index = fdb_subspace["o"].range()
+    assert len(list(db.get_range(index.start, index.stop))) == 1  # one key names the 5
+    rows, after = [], None
+    while len(rows) < 6:  # one by one: a token names a place inside the key
+        page = q.finished(db, 1, after=after)
+        if not page:
+            break
+        rows += page
+        after = page[0].token
+    assert sorted(r.id for r in rows) == sorted(done) and len({r.token for r in rows}) == 5
+    dying = q.push_many(db, ["a", "b", "c"])
+    assert len(q.claim_many(db, 3, 30)) == 3
+    clock.advance(31)
+    assert q.claim(db, 30) is None  # the claim buried the three, in one transaction
+    assert len(list(db.get_range(index.start, index.stop))) == 2
+    revived = next(d for d in q.dead(db) if d.id == dying[1])
+    assert q.requeue_dead(db, tokens=[revived.token]) == 1  # its entry is stale now
+    assert sorted(r.id for r in q.finished(db)) == sorted(done + [dying[0], dying[2]])
+    tr = db.create_transaction()
+    assert q.prune(tr, 3) == 3  # a key's first three: the others written again
+    tr.commit().wait()
+    assert len(q.finished(db)) == 4 and q.job(db, dying[1]).state == "pending"
+    assert q.prune(db) == 5 and q.finished(db) == []
+    assert list(db.get_range(index.start, index.stop)) == []
+    assert all(q.job(db, id_) is None for id_ in done + [dying[0], dying[2]])
+    assert q.job(db, dying[1]).state == "pending"
+
+
+def test_a_fair_queues_jobs_finished_together_share_a_key_per_group(
+        db: Any, fdb_subspace: Any) -> None:
+    q = FairQueue(fdb_subspace, history=0.001)
+    ids = {q.push(db, f"{g} {i}", group=g): g for g in ("acme", "bolt") for i in range(2)}
+    leases = q.claim_many(db, 4, 30)
+    assert len(leases) == 4 and all(q.ack_many(db, leases))  # acked group by group
+    index = fdb_subspace["o"].range()
+    assert len(list(db.get_range(index.start, index.stop))) == 2
+    first = q.finished(db, 3)
+    rows = first + q.finished(db, after=first[-1].token)
+    assert {r.id: r.group for r in rows} == ids and len(rows) == 4
+    assert q.prune(db) == 4 and q.finished(db) == []
+    assert all(q.job(db, id_, group=g) is None for id_, g in ids.items())

@@ -99,6 +99,47 @@ def test_extend_keeps_the_slot(db: Any, q: Queue, limits: Limits, clock: TestClo
     assert q.claim(db, 30) is not None
 
 
+def test_a_claims_slots_kept_as_runs_stay_exact(db: Any, fdb_subspace: Any,
+                                               clock: TestClock) -> None:
+    """A claim keeps its slots as runs (a key a run): its leases ended one by one,
+    one of them extended alone, a whole claim extended together, and expiries (slots
+    of expired runs taken again by later claims) give back exactly their own slots,
+    so the jobs running are always counted exactly and never exceed n."""
+    limits = Limits(fdb_subspace["runs"], clock=clock)  # its state() on the test's clock
+    q = Queue(fdb_subspace["r"], clock=clock, limits=limits.use("wide"))
+    limits.set(db, "wide", concurrency(300))
+    q.push_many(db, list(range(700)))
+
+    def running() -> int:
+        state = limits.state(db, "wide")
+        assert state is not None
+        return state.running
+
+    a = q.claim_many(db, 200, 10)
+    b = q.claim_many(db, 200, 10)
+    assert len(a) == 200 and len(b) == 100 and running() == 300
+    assert q.claim(db, 10) is None
+    q.ack(db, a[0])  # two leases of a run end alone
+    assert q.release(db, a[1])
+    assert running() == 298
+    q.extend(db, b[0], 30)  # one lease of a run moves on alone
+    c = q.claim_many(db, 5, 10)
+    assert len(c) == 2 and running() == 300
+    assert all(q.extend_many(db, c, 30))  # a whole claim moves on together
+    assert q.claim(db, 10) is None
+    clock.advance(11)  # a's and b's other leases expire: 3 still run
+    assert running() == 3
+    got: List[Any] = []
+    for _ in range(20):
+        got += q.claim_many(db, 300, 10)
+        assert running() == 3 + len(got) <= 300
+        if len(got) == 297:
+            break
+    assert len(got) == 297 and q.claim(db, 10) is None
+    assert all(q.ack_many(db, [b[0], *c, *got]))
+    assert running() == 0
+
+
 def test_rate_window_is_exact(db: Any, q: Queue, limits: Limits, clock: TestClock) -> None:
     limits.set(db, "all", rate(3, per_seconds=10))
     q.push_many(db, [("a", i) for i in range(7)])
@@ -333,11 +374,59 @@ def test_two_claims_racing_for_the_last_slot_conflict(db: Any, fdb_subspace: Any
     first, second = db.create_transaction(), db.create_transaction()
     assert a.claim(first, 30) is not None
     assert b.claim(second, 30) is not None  # neither sees the other yet
+    second_conflicts(first, second)
+    assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def second_conflicts(first: Any, second: Any) -> None:
+    """Commit transaction ``first``, then ``second``, which conflicts."""
     first.commit().wait()
     with pytest.raises(fdb.FDBError) as raised:
         second.commit().wait()
     assert raised.value.code == 1020  # not_committed: a conflict
-    assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def test_a_claim_of_a_run_of_slots_conflicts_with_one_taking_any_slot_of_it(
+        db: Any, fdb_subspace: Any) -> None:
+    """A claim taking a run of slots (one key, at its first slot) and a concurrent
+    claim taking one slot, any of the run: the second to commit conflicts."""
+    for round_ in range(4):  # the slot the second claim draws is random
+        limits = Limits(fdb_subspace["l", round_])
+        a: Queue[Any] = Queue(fdb_subspace["a", round_], limits=limits.use("three"))
+        b: Queue[Any] = Queue(fdb_subspace["b", round_], limits=limits.use("three"))
+        limits.set(db, "three", concurrency(3))
+        a.push_many(db, [1, 2, 3])
+        b.push(db, 4)
+        first, second = db.create_transaction(), db.create_transaction()
+        assert len(a.claim_many(first, 3, 30)) == 3
+        assert b.claim(second, 30) is not None  # neither sees the other yet
+        second_conflicts(first, second)
+        assert b.claim(db, 30) is None  # retried: the limit is full
+
+
+def test_extending_a_whole_claim_conflicts_with_a_claim_taking_its_slots_as_expired(
+        db: Any, fdb_subspace: Any, clock: TestClock) -> None:
+    """A claim's leases extended together (their run's key rewritten) while another
+    claim, whose clock reads past their old deadline, takes one of their slots (any
+    of the run, not only its first): the second to commit conflicts, so no slot is
+    held twice."""
+    for round_ in range(4):  # the slot the second claim draws is random
+        limits = Limits(fdb_subspace["l", round_], clock=clock)
+        a: Queue[Any] = Queue(fdb_subspace["a", round_], clock=clock,
+                              limits=limits.use("three"))
+        b: Queue[Any] = Queue(fdb_subspace["b", round_], clock=clock,
+                              limits=limits.use("three"))
+        limits.set(db, "three", concurrency(3))
+        a.push_many(db, [1, 2, 3])
+        b.push(db, 4)
+        held = a.claim_many(db, 3, 10)
+        assert len(held) == 3
+        first, second = db.create_transaction(), db.create_transaction()
+        assert all(a.extend_many(first, held, 30))  # alive by first's clock
+        clock.advance(11)
+        assert b.claim(second, 10) is not None  # expired by second's
+        second_conflicts(first, second)
+        assert b.claim(db, 10) is None  # retried: the three run still
 
 
 def change_limit(tr: Any, limits: Limits, change: str) -> None:

@@ -47,8 +47,8 @@ class LimitsMachine(RuleBasedStateMachine):
         self.limits = Limits(space["l"], clock=self.clock)
         self.q: Queue[Any] = Queue(space["q"], clock=self.clock,
                                    limits=[self.limits.use("per-key", key=key_of),
-                                           self.limits.use("all")])
-        self.n = {"per-key": 1, "all": 2}
+                                           self.limits.use("all"), self.limits.use("roomy")])
+        self.n = {"per-key": 1, "all": 2, "roomy": 64}  # roomy: read by blocks
         for name, n in self.n.items():
             self.limits.set(db, name, concurrency(n))
         self.pushed: List[Any] = []
@@ -66,17 +66,18 @@ class LimitsMachine(RuleBasedStateMachine):
         self.q.push(self.db, value)
         self.pushed.append(value)
 
-    @rule()
-    def claim(self) -> None:
-        lease = self.q.claim(self.db, 10)
-        if lease is None:
-            return
-        running = self.running()
-        key = lease.value[0]
-        assert sum(1 for v in running if v[0] == key) < self.n["per-key"], (lease, running)
-        assert len(running) < self.n["all"], (lease, running)
+    @rule(n=st.integers(1, 4))
+    def claim(self, n: int) -> None:
+        leases = self.q.claim_many(self.db, n, 10) if n > 1 else [self.q.claim(self.db, 10)]
         self.held = {held: d for held, d in self.held.items() if d > self.now}
-        self.held[lease] = self.now + 10
+        for lease in leases:
+            if lease is None:
+                return
+            running = self.running()
+            key = lease.value[0]
+            assert sum(1 for v in running if v[0] == key) < self.n["per-key"], (lease, running)
+            assert len(running) < self.n["all"], (lease, running)
+            self.held[lease] = self.now + 10
 
     @precondition(lambda self: bool(self.held))
     @rule(data=st.data(), how=st.sampled_from(["ack", "release", "extend"]))
@@ -95,6 +96,15 @@ class LimitsMachine(RuleBasedStateMachine):
             self.q.extend(self.db, lease, 10)
             self.held[lease] = self.now + 10
 
+    @precondition(lambda self: bool(self.held))
+    @rule()
+    def extend_all(self) -> None:
+        """Every lease alive extended in one call (those of one claim together)."""
+        alive = [lease for lease, deadline in self.held.items() if deadline > self.now]
+        assert all(self.q.extend_many(self.db, alive, 10))
+        for lease in alive:
+            self.held[lease] = self.now + 10
+
     @rule(seconds=st.sampled_from([6.0, 11.0]))
     def time_passes(self, seconds: float) -> None:
         """The test clock moves on (leases last 10 s: a lease the model holds alive
@@ -102,15 +112,16 @@ class LimitsMachine(RuleBasedStateMachine):
         self.clock.advance(seconds)
         self.now += seconds
 
-    @rule(name=st.sampled_from(["per-key", "all"]), n=st.integers(1, 3))
+    @rule(name=st.sampled_from(["per-key", "all"]), n=st.integers(1, 4))
     def change(self, name: str, n: int) -> None:
         self.limits.set(self.db, name, concurrency(n))
         self.n[name] = n
 
     @invariant()
     def the_store_counts_the_running_jobs(self) -> None:
-        state = self.limits.state(self.db, "all")
-        assert state is not None and state.running == len(self.running())
+        for name in ("all", "roomy"):
+            state = self.limits.state(self.db, name)
+            assert state is not None and state.running == len(self.running()), name
 
     def teardown(self) -> None:
         """Drain: every job pushed is acked exactly once, without the clock moving on:

@@ -9,6 +9,7 @@ import threading
 from collections import Counter
 from typing import Any, List, Sequence, Tuple
 
+import fdb.tuple
 import pytest
 
 from fdbrecipes import BatchClosedError, Queue, Worker
@@ -228,3 +229,31 @@ def test_the_async_twins(db: Any, fdb_subspace: Any) -> None:
     drain(db, callbacks, runs)
     assert runs.count == Counter({"a": 1, "b": 1, "complete": 1})
     assert sync.status(db, w).state == "succeeded"
+
+
+def test_the_create_expanders_and_the_close_of_one_batch_stay_apart(
+        db: Any, fdb_subspace: Any) -> None:
+    """An open batch whose callback shares a structure with first nodes too large
+    for the create to push them all (their writes past 9 MB): the create's expanders
+    (source -1) and the close's pushes (source -1 - its count of nodes:
+    ``Batches.source``) never share an id or a chunk's key; every node runs once, the
+    callback once, after the close."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.open_batch(on_complete=(q, "complete"))
+    pad = "." * 8_000  # 510 values of 8 KB: written twice (definitions, pushes)
+    flow.add_many(q, [f"first-{k}{pad}" for k in range(510)])
+    w = flows.create(db, flow)
+    assert any(len(fdb.tuple.unpack(row.id)) == 5  # (mark, tag, w, source, chunk)
+               for row in q.pending(db, 1_000)), "the create made no expander"
+    flows.add_to_batch(db, w, q, ["a", "b"])
+    runs = Runs(flows, db)
+    drain(db, q, runs)
+    assert flows.close_batch(db, w) is True  # every member ended: the close pushes
+    drain(db, q, runs)
+    assert runs.count == Counter([*(f"first-{k}{pad}" for k in range(510)), "a", "b",
+                                  "complete"])
+    assert sorted(runs.inputs["complete"]) == ["511", "512"]  # the members only
+    status = flows.status(db, w, 0)
+    assert status.state == "succeeded" and status.total == 1 + 510 + 2
+    assert status.counts["succeeded"] == status.total

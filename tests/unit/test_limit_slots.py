@@ -8,7 +8,20 @@ from typing import List, Set
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fdbrecipes._limits.slots import Tag, Usage, id_runs, pack_batch, runs, unpack_batch
+from fdbrecipes._limits.slots import (
+    RUN_ALIGN,
+    Tag,
+    Usage,
+    aligned,
+    claim_runs,
+    id_runs,
+    pack_batch,
+    run_value,
+    runs,
+    slot_span,
+    slot_value,
+    unpack_batch,
+)
 from fdbrecipes._limits.specs import concurrency
 from fdbrecipes._values import batch_ids
 
@@ -23,8 +36,33 @@ def test_a_claims_record_gives_back_each_leases_tags(carried: List[List[tuple]])
     ids = batch_ids(len(carried), 123)
     tags = [[Tag(*limit, slot=slot) for limit, slot in lease] for lease in carried]
     record = [(int.from_bytes(h[16:], "big"), t) for h, t in zip(ids, tags) if t]
-    found = unpack_batch(ids[0][:16], pack_batch(record))
-    assert found == {h: t for h, t in zip(ids, tags) if t}
+    assert unpack_batch(ids[0][:16], pack_batch(77, record)) == (
+        77, {h: t for h, t in zip(ids, tags) if t})
+
+
+@given(st.integers(0, 500), st.integers(1, 200), st.integers(0, 3))
+def test_a_claims_record_of_runs_is_short_and_exact(first: int, count: int, skip: int) -> None:
+    """Leases numbered one after the other in slots one after the other (what a claim
+    mostly takes) are stored as a few numbers, and read back exactly."""
+    ids = batch_ids(count, 5)
+    tags = [[Tag("g", None, 1, "concurrency", first + i + (skip if i >= count // 2 else 0)),
+             Tag("r", "k", 2, "rate")] for i in range(count)]
+    packed = pack_batch(9, [(i, t) for i, t in enumerate(tags)])
+    assert len(packed) < 80
+    assert unpack_batch(ids[0][:16], packed) == (9, dict(zip(ids, tags)))
+
+
+@given(st.sets(st.integers(0, 1_000)))
+def test_claim_runs_cover_the_slots_without_crossing_an_alignment(numbers: Set[int]) -> None:
+    found = claim_runs(list(numbers))
+    assert [n for low, high in found for n in range(low, high + 1)] == sorted(numbers)
+    assert all(aligned(low) == aligned(high) for low, high in found)
+    assert len(found) <= len(runs(list(numbers))) + 1_001 // RUN_ALIGN
+
+
+def test_a_slots_key_says_its_deadline_and_last_slot() -> None:
+    assert slot_span(7, slot_value(100, b"lease")) == (100, 7)
+    assert slot_span(7, run_value(100, b"claim", 19)) == (100, 19)
 
 
 @given(st.sets(st.integers(0, 300)))

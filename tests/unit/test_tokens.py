@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from fdbrecipes._records.tokens import (
     MOST_NAMED,
+    IndexPlace,
     after_key,
     dead_token,
     delayed_token,
@@ -39,7 +40,8 @@ def test_each_kind_round_trips(seq: int, random: bytes, priority: int, when: int
     assert parse_any(dead_token(when, (seq, random)), 0).kind == "dead"
     assert parse_any(fdb.tuple.pack(("lease", random)), 0) == ("lease", random)
     entry = (1.5, "group", b"id")
-    assert parse_finished(finished_token(entry), 1) == entry
+    assert parse_finished(finished_token(IndexPlace(entry)), 1) == (entry, 0)
+    assert parse_finished(finished_token(IndexPlace(entry, when + 1)), 1) == (entry, when + 1)
 
 
 BAD = [b"", b"\xff", b"\x01abc", fdb.tuple.pack(("p",)), fdb.tuple.pack(("p", 1)),
@@ -71,7 +73,11 @@ def test_a_token_of_another_shape_is_refused() -> None:
     with pytest.raises(ValueError):
         parse_pending(pending_token((1, 2, b"r")), 0)  # a PriorityQueue's in a Queue
     with pytest.raises(ValueError):
-        parse_finished(finished_token((1.5, b"id")), 1)  # a Queue's in a FairQueue
+        parse_finished(finished_token(IndexPlace((1.5, b"id"))), 1)  # a Queue's in a FairQueue
+    with pytest.raises(ValueError):
+        parse_finished(finished_token(IndexPlace((1.5, "g", b"id"), 2)), 0)  # the reverse
+    with pytest.raises(ValueError):
+        parse_finished(fdb.tuple.pack(("f", 1.5, b"id", 0)), 0)  # the key's own has no number
     with pytest.raises(TypeError, match="bytes"):
         parse_pending("text", 0)
 

@@ -7,21 +7,27 @@ the definitions (snapshot reads, started with the claim's first read: no round t
 their own) and, for each (limit, key) its candidates carry, the limit's state (one
 round trip for all, side by side):
 
-* a **concurrency** limit: its ``n`` *slots*, ``L/"lr"/(name, key, slot)``, read by
-  snapshot; a slot holds a running job's lease (its id and deadline), and one past its
-  deadline is free (the lease expired).  A job starts in a free slot below ``n`` (a
-  claim's first of the key drawn at random, each next one the first free after it:
-  runs, see ``Usage.add``), with a read conflict on its slots alone (one range a
-  run, added before the slots are written: a read conflict on keys the transaction
-  wrote already is not taken): two claims of one key conflict only when they draw a
-  same slot, and a job holds its slot until its lease ends, so at most ``n`` run at
-  once, exactly.  A roomy limit (``n`` at least
+* a **concurrency** limit: its ``n`` *slots*, ``L/"lr"/(name, key, first slot)``, a
+  key a run of them, read by snapshot; a run holds the leases of one claim (their
+  deadline; which lease has which slot is in the claim's record of tags), and one
+  past its deadline is free (the leases expired).  A job starts in a free slot below
+  ``n`` (a claim's first of the key drawn at random, each next one the first free
+  after it: runs, see ``Usage.add``), with a read conflict on its slots alone (one
+  range a run, added before the slots are written: a read conflict on keys the
+  transaction wrote already is not taken) and a write conflict on them (the key of
+  a run's first slot stands for all its slots): two claims of one key conflict only
+  when they draw a same slot, and a job holds its slot until its lease ends, so at
+  most ``n`` run at once, exactly.  A run never crosses a multiple of
+  :data:`.slots.RUN_ALIGN`, so a read from one sees every run covering the slots
+  after it.  A roomy limit (``n`` at least
   :data:`BLOCKS_FROM` times the block a claim needs, :func:`block_size`) is read
   by blocks: :data:`BLOCKS_READ` blocks drawn at random and the slots above ``n``,
   the slots drawn in the block holding the fewest (see :meth:`Admission.start`).
   An ack clears its slots by runs, each a range clear with a read conflict on it
-  (see :meth:`Gate.free`); the slot of an expired lease is cleared with an atomic
-  compare-and-clear (only if the slot still holds its lease: no read, no conflict).
+  (see :meth:`Gate.free`: the leases of a claim left running then get a key a
+  slot, as does an extend of some of a claim's leases, :meth:`Gate.extended`); the
+  key of an expired lease is cleared with an atomic compare-and-clear (only if it
+  still holds what the lease wrote: no read, no conflict).
   When the key is full (no free slot, or, after ``n`` was lowered, as many jobs running
   as ``n`` in any slots), the claim takes a read conflict on the key's whole range and
   on the limit's definition: a slot freed, or the limit changed or deleted, meanwhile
@@ -52,33 +58,38 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fdb.tuple
-from fdb.subspace_impl import Subspace
 
 from .._codec import Values
 from .._fdb import Gen, Range, Tally, read, seconds_to_versions
-from .._layout import DELAY, LEASE, OrderedLayout
+from .._layout import DELAY, LEASE
 from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN
 from .slots import (
     BLOCKS_FROM,
     BLOCKS_READ,
-    Comeback,
     HeldTags,
+    Slot,
     StateRead,
     Tag,
     TagReads,
     Usage,
+    aligned,
     block_size,
+    claim_runs,
+    claim_slots,
     draw,
     id_runs,
+    move_back,
     pack_batch,
     pack_tags,
+    run_value,
     runs,
+    slot_span,
     slot_value,
 )
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
-__all__ = ["PARK_SECONDS", "Admission", "Gate", "move_back"]
+__all__ = ["PARK_SECONDS", "Admission", "Gate"]
 
 #: How long a parked job waits at most before a claim looks at it again.
 PARK_SECONDS = 60.0
@@ -86,8 +97,6 @@ PARK_SECONDS = 60.0
 #: whose hold ended or whose job was removed, are skipped and cleared).
 SPARE_READS = 2
 
-#: (name, key) of a limit.
-Slot = Tuple[str, Any]
 
 
 #: How a take picks ``n`` among candidates with a spread (``_ordered.front.choose``).
@@ -97,17 +106,25 @@ Chooser = Callable[[List[Any], int, int], List[Any]]
 class Gate:
     """The limits a structure's jobs carry (see the module docstring)."""
 
-    __slots__ = ("keys", "uses", "values")
+    __slots__ = ("keys", "known", "uses", "values")
 
     def __init__(self, keys: LimitLayout, uses: Sequence[LimitUse], values: Values) -> None:
         self.keys = keys
         self.uses = tuple(uses)
         self.values = values
+        #: the definitions the last claim read (see :meth:`Admission.guess`)
+        self.known: Dict[str, Limit] = {}
 
-    def admission(self, tr: Any) -> Admission:
-        """A claim's admission, its reads of the definitions started (snapshot)."""
-        return Admission(self, {use.name: tr.snapshot.get(self.keys.definition(use.name))
-                                for use in self.uses})
+    def admission(self, tr: Any, want: int = 0) -> Admission:
+        """A claim's admission, its reads of the definitions started (snapshot); for a
+        claim that looks at ``want`` candidates first (0: not known), the state of
+        its global concurrency limits too, as the definitions the last claim read say
+        them (see :meth:`Admission.guess`)."""
+        admission = Admission(self, {use.name: tr.snapshot.get(self.keys.definition(use.name))
+                                     for use in self.uses})
+        if want > 0:
+            admission.guess(tr, want)
+        return admission
 
     def tags(self, raw: bytes, defined: Dict[str, Limit]) -> List[Tag]:
         """The limits a job of stored value ``raw`` carries (those defined now): its key
@@ -135,48 +152,56 @@ class Gate:
              now: int, deadline: int) -> None:
         """Write what the leases ``hold_ids`` (of one claim, made at ``now``, until
         ``deadline``) hold, each its ``tags``: the claim's record of their tags (one
-        key, ``L/"lt"/(claim prefix,)``: see :class:`.slots.TagReads`), each lease's
-        slot in each concurrency limit, its start in each rate limit.  The slots taken
-        of a key are read conflicts by runs (one range a run of consecutive slots, see
-        ``Usage.add``): two claims never take one slot."""
-        taken: Dict[Slot, List[int]] = {}
-        for carried in tags[:len(hold_ids)]:
-            for t in carried:
-                if t.kind == CONCURRENCY:
-                    taken.setdefault((t.name, t.key), []).append(t.slot)
-        for (name, key), slots in taken.items():  # before the writes: a read conflict on
-            for low, high in runs(slots):         # keys written already is not taken
-                tr.add_read_conflict_range(self.keys.running_key(name, key, low),
-                                           self.keys.running_key(name, key, high + 1))
+        key, ``L/"lt"/(claim prefix,)``: see :class:`.slots.TagReads`), their slots
+        in each concurrency limit, one key a run (:func:`.slots.claim_runs`), each
+        start in each rate limit.  Each run of slots taken is a read conflict range
+        and a write conflict range (the key of its first slot stands for them all):
+        two claims never take one slot."""
         claims: Dict[bytes, List[Tuple[int, Sequence[Tag]]]] = {}
-        # a packed tuple is its elements' encodings one after the other: the key of a
-        # slot is its (name, key)'s prefix and the slot's, its value the deadline's
-        # encoding and the lease id's (as running_key and slot_value make them)
-        prefixes = {slot: bytes(self.keys.running.pack(slot)) for slot in taken}
-        until = fdb.tuple.pack((deadline,))
+        spans: List[Tuple[bytes, bytes, bytes]] = []  # slot keys: begin, end, value
         for hold_id, carried in zip(hold_ids, tags):
             if not carried:
                 continue
             if len(hold_id) == BATCH_ID_LEN:
                 claims.setdefault(hold_id[:16], []).append(
                     (int.from_bytes(hold_id[16:], "big"), carried))
-            else:
-                tr.set(self.keys.tags_key(hold_id), pack_tags(carried))
+                continue
+            tr.set(self.keys.tags_key(hold_id), pack_tags(carried))
+            spans += [(self.keys.running_key(t.name, t.key, t.slot),
+                       self.keys.running_key(t.name, t.key, t.slot + 1),
+                       slot_value(deadline, hold_id)) for t in carried if t.kind == CONCURRENCY]
+        for prefix, carried_by in claims.items():
+            tr.set(self.keys.tags_key(prefix), pack_batch(deadline, carried_by))
+            for (name, key), slots in claim_slots(tags for _, tags in carried_by).items():
+                spans += [(self.keys.running_key(name, key, first),
+                           self.keys.running_key(name, key, last + 1),
+                           run_value(deadline, prefix, last))
+                          for first, last in claim_runs(slots)]
+        for begin, end, _ in spans:  # before the writes: a read conflict on keys
+            tr.add_read_conflict_range(begin, end)  # written already is not taken
+        for begin, end, value in spans:
+            tr.set(begin, value)
+            tr.add_write_conflict_range(begin, end)
+        for hold_id, carried in zip(hold_ids, tags):
             for t in carried:
-                if t.kind == CONCURRENCY:
-                    tr.set(prefixes[(t.name, t.key)] + fdb.tuple.pack((t.slot,)),
-                           until + fdb.tuple.pack((hold_id,)))
-                else:
+                if t.kind != CONCURRENCY:
                     tr.set(self.keys.start_key(t.name, t.key, now, hold_id),
                            fdb.tuple.pack((t.cost,)))
-        for prefix, carried_by in claims.items():
-            tr.set(self.keys.tags_key(prefix), pack_batch(carried_by))
 
     def read_tags(self, tr: Any, hold_ids: Sequence[bytes]) -> TagReads:
         """Start reading what each lease of ``hold_ids`` holds (snapshot reads: the
         lease's own key, read with a conflict by the caller, orders them; the record of
-        each claim, and the leases of one claim in one range read)."""
-        return TagReads(tr, self.keys, hold_ids)
+        each claim, and the leases of one claim in one range read), and the jobs parked
+        under the global key of each limit used (what :meth:`unpark` reads when the
+        leases free slots of those keys, as they do unless a push gave them keys:
+        started now, the round trip is saved)."""
+        parked = {}
+        for use in self.uses:  # the slots they free are most likely of these keys
+            if use.key is None:
+                begin, end = self.parked_range((use.name, None))
+                parked[(use.name, None)] = Range(tr.snapshot, begin, end,
+                                                 len(hold_ids) + SPARE_READS)
+        return TagReads(tr, self.keys, hold_ids, parked)
 
     def free(self, tr: Any, held: HeldTags, deadlines: Dict[bytes, int],
              now: int) -> Gen[int]:
@@ -186,36 +211,55 @@ class Gate:
         its key moved back (see :meth:`unpark`); the slots freed.  A rate's starts
         stay: time frees them.
 
-        Their tags go: a claim's record when all the leases it lists end (one clear),
-        else (some of them end) the record is replaced by a key for each lease left,
-        with a read conflict on the record (two transactions that each end some leases
-        of one claim never both rewrite it); the leases' own keys by runs of
-        consecutive lease ids (one range clear a run, :func:`.slots.id_runs`).  The
-        slots of leases alive at ``now`` (an ack, a release, a dead letter) are
-        cleared by runs of consecutive slots, each with a read conflict on its range:
-        a slot holds its lease until the lease's deadline, and a claim that took one
-        as expired (by a clock reading past the deadline, so committed after this
-        transaction's read version, the clock never running backwards) makes this
-        one retry and find the lease expired.  The slot of an expired lease (given
-        back by a claim that met it) is cleared with an atomic compare-and-clear,
-        only if it still holds the lease: no read, no conflict, as a claim may have
-        taken it since."""
+        A claim's record goes when the leases it lists end (one clear), with the keys
+        of their runs of slots (:func:`.slots.claim_runs`).  When only some of them
+        end, the others are given keys of their own: their tags
+        (``L/"lt"/(lease id,)``), with a read conflict on the record (two
+        transactions that each end some leases of one claim never both rewrite it),
+        and a key a slot.  The slots of leases alive at ``now`` (an ack, a release, a
+        dead letter) are cleared by ranges, each with a read conflict: a slot holds
+        its lease until the lease's deadline, and a claim that took one as expired
+        (by a clock reading past the deadline, so committed after this transaction's
+        read version, the clock never running backwards) makes this one retry and
+        find the lease expired.  The keys of expired leases (given back by a claim
+        that met them) are cleared with an atomic compare-and-clear, only if they
+        still hold what the lease wrote: no read, no conflict, as a claim may have
+        taken the slots since.  A lease with keys of its own has its tags cleared by
+        runs of consecutive lease ids (one range clear a run, :func:`.slots.id_runs`)
+        and its slots as above."""
+        freed: Dict[Slot, int] = {}
         for prefix, listed in held.listed.items():
-            if not any(h in deadlines for h in listed):
+            ended = [h for h in listed if h in deadlines]
+            if not ended:
                 continue
             record = self.keys.tags_key(prefix)
-            if any(h not in deadlines for h in listed):
+            deadline = held.deadlines[prefix]
+            left = {h: tags for h, tags in listed.items() if h not in deadlines}
+            if left:
                 tr.add_read_conflict_key(record)
-                for hold_id, tags in listed.items():
-                    if hold_id not in deadlines:
-                        tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
+                for hold_id, tags in left.items():
+                    tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
             tr.clear(record)
-        for first, last in id_runs([h for h in deadlines if h in held.own]):
-            tr.clear_range(self.keys.tags_key(first), self.keys.tags_key(last) + b"\0")
-        freed: Dict[Slot, int] = {}
+            slots = claim_slots(listed.values())
+            if deadline >= now:
+                self.clear_slots(tr, slots)
+                self.alone(tr, left, {h: deadline for h in left})
+            else:
+                for (name, key), numbers in slots.items():
+                    for first, last in claim_runs(numbers):
+                        tr.compare_and_clear(self.keys.running_key(name, key, first),
+                                             run_value(deadline, prefix, last))
+            for hold_id in ended:
+                for t in listed[hold_id]:
+                    if t.kind == CONCURRENCY:
+                        freed[(t.name, t.key)] = freed.get((t.name, t.key), 0) + 1
+        for low, high in id_runs([h for h in deadlines if h in held.own]):
+            tr.clear_range(self.keys.tags_key(low), self.keys.tags_key(high) + b"\0")
         alive: Dict[Slot, List[int]] = {}
         for hold_id, deadline in deadlines.items():
-            for t in held.tags.get(hold_id, ()):
+            if hold_id not in held.own:
+                continue
+            for t in held.tags[hold_id]:
                 if t.kind == CONCURRENCY:
                     slot = (t.name, t.key)
                     if deadline >= now:
@@ -224,26 +268,71 @@ class Gate:
                         tr.compare_and_clear(self.keys.running_key(t.name, t.key, t.slot),
                                              slot_value(deadline, hold_id))
                     freed[slot] = freed.get(slot, 0) + 1
-        for (name, key), slots in alive.items():
-            for low, high in runs(slots):
+        self.clear_slots(tr, alive)
+        if freed:
+            yield from self.unpark(tr, freed, now, held.parked)
+        return sum(freed.values())
+
+    def clear_slots(self, tr: Any, slots: Dict[Slot, List[int]]) -> None:
+        """Clear the keys of the live leases' ``slots`` of each (limit, key), one range
+        clear a run of consecutive slots, each with a read conflict on its range (see
+        :meth:`free`)."""
+        for (name, key), numbers in slots.items():
+            for low, high in runs(numbers):
                 begin = self.keys.running_key(name, key, low)
                 end = self.keys.running_key(name, key, high + 1)
                 tr.add_read_conflict_range(begin, end)
                 tr.clear_range(begin, end)
-        if freed:
-            yield from self.unpark(tr, freed, now)
-        return sum(freed.values())
 
-    def extended(self, tr: Any, tags: Optional[Sequence[Tag]], hold_id: bytes,
-                 deadline: int) -> None:
-        """Move the slots of lease ``hold_id`` (its ``tags``) to its new ``deadline``,
-        each with a read conflict: a claim that meanwhile took the slot as expired
-        makes this extend retry (and find the lease expired)."""
-        for t in tags or ():
-            if t.kind == CONCURRENCY:
-                key = self.keys.running_key(t.name, t.key, t.slot)
-                tr.add_read_conflict_key(key)
-                tr.set(key, slot_value(deadline, hold_id))
+    def alone(self, tr: Any, tags: Dict[bytes, List[Tag]], deadlines: Dict[bytes, int]) -> None:
+        """Write the slots of the leases of ``tags`` (by lease id, each its tags) a key
+        each, until each one's deadline of ``deadlines`` (leases with keys of their
+        own, see :meth:`free`)."""
+        for hold_id, carried in tags.items():
+            for t in carried:
+                if t.kind == CONCURRENCY:
+                    tr.set(self.keys.running_key(t.name, t.key, t.slot),
+                           slot_value(deadlines[hold_id], hold_id))
+
+    def extended(self, tr: Any, held: HeldTags, renewed: Dict[bytes, int]) -> None:
+        """Move the slots of the leases of ``renewed`` (by lease id, each its new
+        deadline; ``held``: their tags, read by :meth:`read_tags`) to their new
+        deadlines, each with a read conflict: a claim that meanwhile took a slot as
+        expired makes this extend retry (and find the lease expired).  When every
+        lease a claim's record lists moves to one deadline, the record and its runs
+        keep their keys (new values); when only some move, the record is replaced by
+        a key of its own for each lease it lists, and its runs by a key a slot (as
+        when some of them end, see :meth:`free`)."""
+        for prefix, listed in held.listed.items():
+            moved = {renewed[h] for h in listed if h in renewed}
+            if not moved:
+                continue
+            record = self.keys.tags_key(prefix)
+            tr.add_read_conflict_key(record)
+            slots = claim_slots(listed.values())
+            if len(moved) == 1 and all(h in renewed for h in listed):
+                deadline = moved.pop()
+                tr.set(record, pack_batch(deadline, [(int.from_bytes(h[16:], "big"), tags)
+                                                     for h, tags in listed.items()]))
+                for (name, key), numbers in slots.items():
+                    for first, last in claim_runs(numbers):
+                        begin = self.keys.running_key(name, key, first)
+                        end = self.keys.running_key(name, key, last + 1)
+                        tr.add_read_conflict_range(begin, end)
+                        tr.set(begin, run_value(deadline, prefix, last))
+                        tr.add_write_conflict_range(begin, end)  # the run's every slot
+                continue
+            tr.clear(record)
+            for hold_id, tags in listed.items():
+                tr.set(self.keys.tags_key(hold_id), pack_tags(tags))
+            self.clear_slots(tr, slots)
+            self.alone(tr, listed, {h: renewed.get(h, held.deadlines[prefix]) for h in listed})
+        for hold_id, deadline in renewed.items():
+            for t in held.tags.get(hold_id, ()) if hold_id in held.own else ():
+                if t.kind == CONCURRENCY:
+                    key = self.keys.running_key(t.name, t.key, t.slot)
+                    tr.add_read_conflict_key(key)
+                    tr.set(key, slot_value(deadline, hold_id))
 
     # -- parking --------------------------------------------------------------------------
 
@@ -270,7 +359,8 @@ class Gate:
             engine.came_back(tr, item)
         return item
 
-    def unpark(self, tr: Any, freed: Dict[Slot, int], now: int) -> Gen[int]:
+    def unpark(self, tr: Any, freed: Dict[Slot, int], now: int,
+               started: Optional[Dict[Slot, Range]] = None) -> Gen[int]:
         """For each (limit, key) of ``freed``, move that many parked jobs back to their
         places (the first parked first, whatever structure holds them): two round
         trips, the parked entries (snapshot) then their holds (read conflicts: two
@@ -280,12 +370,18 @@ class Gate:
         parks a job of the key and commits after this transaction's read version
         makes it retry (and find the job), so no job is left parked beside the slot
         freed.  (The claim, for its part, read the key's slots with a conflict: a
-        free committed first makes the claim retry instead of parking.)"""
+        free committed first makes the claim retry instead of parking.)  ``started``:
+        reads of parked jobs started already (by snapshot, at the same read version),
+        used where they read as many as needed."""
         starts = []
         for slot in freed:
             begin, end = self.parked_range(slot)
             tr.add_read_conflict_range(begin, end)
-            starts.append(Range(tr.snapshot, begin, end, freed[slot] + SPARE_READS))
+            early = None if started is None else started.get(slot)
+            if early is not None and early.limit >= freed[slot] + SPARE_READS:
+                starts.append(early)
+            else:
+                starts.append(Range(tr.snapshot, begin, end, freed[slot] + SPARE_READS))
         found = []
         for reading in starts:
             found.extend((yield from reading.read()))
@@ -297,62 +393,30 @@ class Gate:
         return bytes(r.start), bytes(r.stop)
 
 
-def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
-              counts: Optional[Dict[Slot, int]], now: int) -> Gen[int]:
-    """Move the parked jobs of the entries ``found`` (``L/"lw"`` key-values) back to
-    their places, up to ``counts`` per (limit, key) (None: all): their holds read
-    side by side, with read conflicts; entries whose hold ended (deadline passed:
-    the job is visible already) or is gone (claimed back, removed) are cleared.  How
-    many jobs were moved back."""
-    candidates = []
-    for kv in found:
-        name, key, _, prefix, item, deadline = keys.parked.unpack(kv.key)
-        if deadline <= now:
-            tr.clear(kv.key)
-            continue
-        layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
-        hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
-        comeback = Comeback(*fdb.tuple.unpack(kv.value)) if kv.value else None
-        candidates.append(((name, key), bytes(kv.key), layout, item, hold, comeback,
-                           tr.get(hold[0])))
-    left = None if counts is None else dict(counts)
-    tally = Tally()
-    moved = 0
-    for slot, key, layout, item, hold, comeback, future in candidates:
-        if left is not None and left.get(slot, 0) <= 0:
-            continue
-        value = yield from read(future)
-        tr.clear(key)
-        if value is None:
-            continue
-        tr.clear(hold[0])
-        tr.clear(hold[1])
-        back = layout.renewed(item, layout.deliveries(item), now)
-        tr.set(layout.item_key(back), value)
-        tally.add(layout.delayed_out)
-        tally.add(layout.pushed)  # the wake key: waiters look again
-        tally.add(layout.taken)
-        if comeback is not None:  # its structure's own wake (see Comeback)
-            tr.set(comeback.mark, b"")
-            tally.add(comeback.counter)
-        moved += 1
-        if left is not None:
-            left[slot] -= 1
-    tally.write(tr)
-    return moved
-
-
 class Admission:
     """What one claim (one transaction) learnt of the limits, and added: the
     definitions, and each (limit, key) it read (see the module docstring)."""
 
-    __slots__ = ("defined", "gate", "started", "usage")
+    __slots__ = ("defined", "early", "gate", "started", "usage")
 
     def __init__(self, gate: Gate, started: Dict[str, Any]) -> None:
         self.gate = gate
         self.started = started
         self.defined: Optional[Dict[str, Limit]] = None
         self.usage: Dict[Slot, Usage] = {}
+        self.early: Dict[Slot, StateRead] = {}
+
+    def guess(self, tr: Any, want: int) -> None:
+        """Start reading, beside the claim's first reads, the state of each global
+        concurrency limit (a use without a key function) for ``want`` candidates, as
+        the definitions the last claim of this gate read say it (:meth:`start`): the
+        claim learns from it when the definition it reads now is the same and the
+        candidates carry that key (:meth:`read_usage`), saving that round trip; else
+        it is left unread.  The same snapshot reads, only started sooner."""
+        for use in self.gate.uses:
+            limit = self.gate.known.get(use.name)
+            if use.key is None and limit is not None and limit.kind == CONCURRENCY:
+                self.early[(use.name, None)] = self.start(tr, (use.name, None), limit, 0, want)
 
     def definitions(self) -> Gen[Dict[str, Limit]]:
         """The limits defined now, by name (read once per claim)."""
@@ -363,7 +427,7 @@ class Admission:
                 limit = None if raw is None else decode_limit(raw)
                 if limit is not None:
                     defined[name] = limit
-            self.defined = defined
+            self.defined = self.gate.known = defined
         return self.defined
 
     def tagged(self, tr: Any, entries: Sequence[Any],
@@ -430,7 +494,7 @@ class Admission:
             for t in tags:
                 counts[(t.name, t.key)] = counts.get((t.name, t.key), 0) + 1
         for whole in (False, True):
-            readings = {slot: self.start(tr, slot, defined[slot[0]], now, count, whole)
+            readings = {slot: self.started_read(tr, slot, defined[slot[0]], now, count, whole)
                         for slot, count in counts.items()
                         if slot not in self.usage or self.usage[slot].short(count)}
             if not readings:
@@ -442,6 +506,18 @@ class Admission:
                 else:
                     self.usage.pop(slot, None)
             counts = {slot: count for slot, count in counts.items() if slot in readings}
+
+    def started_read(self, tr: Any, slot: Slot, limit: Limit, now: int, count: int,
+                     whole: bool) -> StateRead:
+        """The read of (name, key)'s state for ``count`` candidates: the one
+        :meth:`guess` started, if it read what :meth:`start` would read now for them
+        (the same definition; the whole key, or a block of at least their count),
+        else one started now."""
+        early = self.early.pop(slot, None)
+        if early is not None and not whole and early.limit == limit and (
+                not early.blocks or early.size >= block_size(count)):
+            return early
+        return self.start(tr, slot, limit, now, count, whole)
 
     def start(self, tr: Any, slot: Slot, limit: Limit, now: int, count: int,
               whole: bool = False) -> StateRead:
@@ -458,10 +534,11 @@ class Admission:
             size = block_size(count)
             if whole or limit.n < BLOCKS_FROM * size:
                 return StateRead(limit, [Range(tr.snapshot, bytes(r.start), bytes(r.stop))])
-            name, key = slot
+            name, key = slot  # each read from where a run covering its slots may begin
             firsts = tuple(j * size for j in draw.sample(range(limit.n // size), BLOCKS_READ))
-            reads = [Range(tr.snapshot, keys.running_key(name, key, limit.n), bytes(r.stop))]
-            reads += [Range(tr.snapshot, keys.running_key(name, key, first),
+            reads = [Range(tr.snapshot, keys.running_key(name, key, aligned(limit.n)),
+                           bytes(r.stop))]
+            reads += [Range(tr.snapshot, keys.running_key(name, key, aligned(first)),
                             keys.running_key(name, key, first + size)) for first in firsts]
             return StateRead(limit, reads, firsts, size)
         r = keys.starts.range(slot)
@@ -495,40 +572,46 @@ class Admission:
         return now - seconds_to_versions(limit.per_seconds or 0.0) + 1
 
     def learn(self, tr: Any, slot: Slot, state: StateRead, now: int) -> Gen[Optional[Usage]]:
-        """(name, key)'s usage from what :meth:`start` read: the live slots (an
-        expired lease's slot is free; one above ``n`` is cleared if it still holds that
-        lease), of the block that holds the fewest of those read by blocks, or None
-        when a job runs above ``n`` (they must all be counted: read it whole); or the
-        starts in the window (those before it cleared)."""
+        """(name, key)'s usage from what :meth:`start` read: the live slots (each key
+        a run of them, :func:`.slots.slot_span`; an expired lease's slots are free, and
+        its key, above ``n``, is cleared if it still holds what the lease wrote), of the
+        block that holds the fewest of those read by blocks, or None when a job runs
+        above ``n`` (they must all be counted: read it whole); or the starts in the
+        window (those before it cleared)."""
         keys = self.gate.keys
         limit = state.limit
         if limit.kind == CONCURRENCY and state.blocks:
-            for kv in (yield from state.reads[0].read()):  # above n
-                if fdb.tuple.unpack(kv.value)[0] >= now:
-                    return None
-                tr.compare_and_clear(kv.key, kv.value)
-            held: List[List[Any]] = []
-            for reading in state.reads[1:]:
-                held.append((yield from reading.read()))
-            best = min(range(len(held)), key=lambda b: len(held[b]))
-            first = state.blocks[best]
-            usage = Usage(limit, first, first + state.size)
-            for kv in held[best]:
-                if fdb.tuple.unpack(kv.value)[0] >= now:
-                    usage.live += 1
-                    usage.taken.add(keys.running.unpack(kv.key)[2])
-            return usage
+            for kv in (yield from state.reads[0].read()):  # from aligned(n): runs above n
+                first = keys.running.unpack(kv.key)[2]
+                deadline, last = slot_span(first, kv.value)
+                if deadline >= now:
+                    if last >= limit.n:
+                        return None
+                elif first >= limit.n:
+                    tr.compare_and_clear(kv.key, kv.value)
+            best: Optional[Usage] = None
+            for low, reading in zip(state.blocks, state.reads[1:]):
+                usage = Usage(limit, low, low + state.size)
+                for kv in (yield from reading.read()):
+                    first = keys.running.unpack(kv.key)[2]
+                    deadline, last = slot_span(first, kv.value)
+                    if deadline >= now:
+                        usage.taken.update(range(max(first, low), min(last + 1, usage.high)))
+                if best is None or len(usage.taken) < len(best.taken):
+                    best = usage
+            assert best is not None
+            best.live = len(best.taken)
+            return best
         found = yield from state.reads[0].read()
         usage = Usage(limit)
         if limit.kind == CONCURRENCY:
             for kv in found:
-                deadline, _ = fdb.tuple.unpack(kv.value)
-                index = keys.running.unpack(kv.key)[2]
+                first = keys.running.unpack(kv.key)[2]
+                deadline, last = slot_span(first, kv.value)
                 if deadline >= now:
-                    usage.live += 1
-                    if index < limit.n:
-                        usage.taken.add(index)
-                elif index >= limit.n:  # expired, above n (lowered): never drawn again
+                    usage.live += last - first + 1
+                    usage.taken.update(range(first, min(last + 1, limit.n)))
+                elif first >= limit.n:  # expired, above n (lowered): never drawn again
                     tr.compare_and_clear(kv.key, kv.value)
             if usage.live > len(usage.taken):
                 r = keys.running.range(slot)  # n was lowered: count exactly, serialized

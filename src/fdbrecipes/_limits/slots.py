@@ -1,26 +1,31 @@
 """What the limits' gate stores and counts (see :mod:`.gate`): the tags the leases of a
-claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what a
-concurrency slot holds, what moving a parked job back writes for its structure
-(:class:`Comeback`), and one (limit, key)'s state as a claim reads it
-(:class:`StateRead`) and counts what it adds (:class:`Usage`)."""
+claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what the slots
+of a concurrency limit hold (one key a run of slots, :func:`claim_runs`,
+:func:`slot_span`), what moving a parked job back writes for its structure
+(:class:`Comeback`) and the move itself (:func:`move_back`), and one (limit, key)'s
+state as a claim reads it (:class:`StateRead`) and counts what it adds
+(:class:`Usage`)."""
 
 from __future__ import annotations
 
 import bisect
 import itertools
 import random
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
+from fdb.subspace_impl import Subspace
 
-from .._fdb import Gen, Range, read, seconds_to_versions
+from .._fdb import Gen, Range, Tally, read, seconds_to_versions
+from .._layout import DELAY, OrderedLayout
 from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
-__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "HeldTags", "StateRead", "Tag", "TagReads",
-           "Usage", "block_size", "draw", "id_runs", "pack_batch", "pack_tags", "runs",
-           "slot_value", "unpack_batch", "unpack_tags"]
+__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "RUN_ALIGN", "Comeback", "HeldTags", "Slot", "StateRead",
+           "Tag", "TagReads", "Usage", "aligned", "block_size", "claim_runs", "claim_slots",
+           "draw", "id_runs", "live_slots", "move_back", "pack_batch", "pack_tags",
+           "run_value", "runs", "slot_span", "slot_value", "unpack_batch", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
 #: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
@@ -28,8 +33,17 @@ __all__ = ["BLOCKS_FROM", "BLOCKS_READ", "Comeback", "HeldTags", "StateRead", "T
 BLOCKS_FROM = 4
 BLOCKS_READ = 3
 
+#: A key of a concurrency limit's slots holds a run of consecutive slots of one claim
+#: (:func:`claim_runs`), never across a multiple of ``RUN_ALIGN``: a read of the slots
+#: from a multiple of it on (:func:`aligned`) sees every run that covers them.  Blocks
+#: (:func:`block_size`: powers of two) of ``RUN_ALIGN`` slots or more start at one.
+RUN_ALIGN = 128
+
 #: The draws of slots and blocks.
 draw = random.Random()
+
+#: (name, key) of a limit.
+Slot = Tuple[str, Any]
 
 
 class Comeback(NamedTuple):
@@ -69,9 +83,58 @@ def pack_tags(tags: Sequence[Tag]) -> bytes:
 
 
 def slot_value(deadline: int, hold_id: bytes) -> bytes:
-    """What a slot of a concurrency limit holds while lease ``hold_id`` runs."""
+    """What the key of a slot of a concurrency limit holds while lease ``hold_id``
+    runs in it alone (a lease with a tags key of its own, ``L/"lt"/(hold id,)``)."""
     packed: bytes = fdb.tuple.pack((deadline, hold_id))
     return packed
+
+
+def run_value(deadline: int, prefix: bytes, last: int) -> bytes:
+    """What the key of the first slot of a run of a claim's slots holds (see
+    :func:`claim_runs`): the leases' deadline, the claim's prefix of lease ids, the
+    run's last slot."""
+    packed: bytes = fdb.tuple.pack((deadline, prefix, last))
+    return packed
+
+
+def slot_span(first: int, raw: bytes) -> Tuple[int, int]:
+    """The deadline and the last slot of the key of slot ``first`` holding ``raw``
+    (:func:`slot_value`: that slot alone; :func:`run_value`: a run)."""
+    parts = fdb.tuple.unpack(raw)
+    return parts[0], parts[2] if len(parts) > 2 else first
+
+
+def live_slots(keys: LimitLayout, kvs: Sequence[Any], now: int) -> int:
+    """How many slots the keys ``kvs`` of a concurrency limit's slots (as read) give
+    to leases alive at ``now`` (the runs of live leases never overlap)."""
+    count = 0
+    for kv in kvs:
+        first = keys.running.unpack(kv.key)[-1]
+        deadline, last = slot_span(first, kv.value)
+        if deadline >= now:
+            count += last - first + 1
+    return count
+
+
+def aligned(slot: int) -> int:
+    """The multiple of :data:`RUN_ALIGN` at or below ``slot``: where a read must begin
+    to see every run that covers ``slot`` and after."""
+    return slot - slot % RUN_ALIGN
+
+
+def claim_runs(slots: Sequence[int]) -> List[Tuple[int, int]]:
+    """The keys of the slots ``slots`` that a claim's leases hold in one (limit, key):
+    the :func:`runs` of them, each cut at the multiples of :data:`RUN_ALIGN`; (first,
+    last) each.  The claim writes them (``Gate.held``) and the ends of its leases
+    clear them (``Gate.free``), both computing them from the claim's record."""
+    out: List[Tuple[int, int]] = []
+    for low, high in runs(slots):
+        while aligned(low) != aligned(high):
+            cut = aligned(low) + RUN_ALIGN
+            out.append((low, cut - 1))
+            low = cut
+        out.append((low, high))
+    return out
 
 
 def unpack_tags(raw: bytes) -> List[Tag]:
@@ -114,43 +177,64 @@ def block_size(count: int) -> int:
     return 1 << (max(count, 16) - 1).bit_length()
 
 
-def pack_batch(carried: Sequence[Tuple[int, Sequence[Tag]]]) -> bytes:
+def pack_batch(deadline: int, carried: Sequence[Tuple[int, Sequence[Tag]]]) -> bytes:
     """What ``L/"lt"/(claim prefix,)`` holds for the leases of one claim, each its
-    number and its tags (see :class:`TagReads`): for each set of limits (name, key,
-    cost, kind) some of them carry, the numbers of those leases, each followed by its
-    slots."""
+    number and its tags (see :class:`TagReads`), all until ``deadline``: the deadline,
+    then for each set of limits (name, key, cost, kind) some of them carry, the leases
+    carrying them as runs: leases numbered one after the other whose slots (of each
+    limit) are one after the other too, stored as the first lease's number, the
+    run's length and the first lease's slots (a claim's leases and slots are mostly
+    such runs: a few numbers for the whole claim)."""
     groups: Dict[Tuple[Any, ...], List[int]] = {}
     for number, tags in carried:
-        flat = groups.setdefault(tuple((t.name, t.key, t.cost, t.kind) for t in tags), [])
+        flat = groups.setdefault(tuple([t[:4] for t in tags]), [])  # (name, key, cost, kind)
+        width = len(tags) + 2
+        if flat and flat[-width] + flat[-width + 1] == number:  # the run's next lease?
+            length = flat[-width + 1]
+            for j, t in enumerate(tags):
+                if flat[-width + 2 + j] + (length if t.kind == CONCURRENCY else 0) != t.slot:
+                    break
+            else:
+                flat[-width + 1] += 1
+                continue
         flat.append(number)
-        flat.extend(t.slot for t in tags)
-    packed: bytes = fdb.tuple.pack(tuple((carries, tuple(flat))
-                                         for carries, flat in groups.items()))
+        flat.append(1)
+        flat.extend([t.slot for t in tags])
+    packed: bytes = fdb.tuple.pack((deadline,) + tuple((carries, tuple(flat))
+                                                       for carries, flat in groups.items()))
     return packed
 
 
-def unpack_batch(prefix: bytes, raw: bytes) -> Dict[bytes, List[Tag]]:
-    """The tags of each lease of the claim of lease ids ``prefix`` + number, as
-    :func:`pack_batch` stored them (``raw``), by lease id."""
+def unpack_batch(prefix: bytes, raw: bytes) -> Tuple[int, Dict[bytes, List[Tag]]]:
+    """The deadline of the leases of the claim of lease ids ``prefix`` + number, and
+    the tags of each by lease id, as :func:`pack_batch` stored them (``raw``)."""
     out: Dict[bytes, List[Tag]] = {}
-    for carries, flat in fdb.tuple.unpack(raw):
-        step = len(carries) + 1
+    deadline, *groups = fdb.tuple.unpack(raw)
+    for carries, flat in groups:
+        step = len(carries) + 2
         for i in range(0, len(flat), step):
-            out[prefix + flat[i].to_bytes(4, "big")] = [
-                Tag(name, key, cost, kind, flat[i + 1 + j])
-                for j, (name, key, cost, kind) in enumerate(carries)]
-    return out
+            number, length = flat[i], flat[i + 1]
+            for k in range(length):
+                out[prefix + (number + k).to_bytes(4, "big")] = [
+                    Tag(name, key, cost, kind, flat[i + 2 + j] + k if kind == CONCURRENCY
+                        else flat[i + 2 + j])
+                    for j, (name, key, cost, kind) in enumerate(carries)]
+    return deadline, out
 
 
 class HeldTags(NamedTuple):
     """What some leases hold, as :class:`TagReads` read it: the tags of each lease
     asked for that holds any, by lease id; the leases whose tags are a key of their
-    own (``L/"lt"/(lease id,)``); and for each claim whose record was read
-    (``L/"lt"/(claim prefix,)``) every lease it lists, with its tags, by prefix."""
+    own (``L/"lt"/(lease id,)``); for each claim whose record was read
+    (``L/"lt"/(claim prefix,)``) every lease it lists, with its tags, by prefix; and
+    the deadline of the leases each record lists, by prefix."""
 
     tags: Dict[bytes, List[Tag]]
     own: Set[bytes]
     listed: Dict[bytes, Dict[bytes, List[Tag]]]
+    deadlines: Dict[bytes, int]
+    #: reads of the jobs parked under some (limit, key)s, started with these
+    parked: Dict[Slot, Range]
 
 
 class TagReads:
@@ -160,10 +244,12 @@ class TagReads:
     of a claim's leases ended, see ``Gate.free``): one range read for the leases of
     one claim (see ``_values.id_spans``), one read for each other."""
 
-    __slots__ = ("claims", "keys", "reads", "wanted")
+    __slots__ = ("claims", "keys", "parked", "reads", "wanted")
 
-    def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes]) -> None:
+    def __init__(self, tr: Any, keys: LimitLayout, hold_ids: Sequence[bytes],
+                 parked: Dict[Slot, Range]) -> None:
         self.keys = keys
+        self.parked = parked
         self.wanted = set(hold_ids)
         self.claims = {prefix: tr.snapshot.get(keys.tags_key(prefix))
                        for prefix in {h[:16] for h in hold_ids if len(h) == BATCH_ID_LEN}}
@@ -172,11 +258,12 @@ class TagReads:
 
     def read(self) -> Gen[HeldTags]:
         """The tags stored for each lease asked for that holds any."""
-        found = HeldTags({}, set(), {})
+        found = HeldTags({}, set(), {}, {}, self.parked)
         for prefix, future in self.claims.items():
             raw = yield from read(future)
             if raw is not None:
-                listed = found.listed[prefix] = unpack_batch(prefix, raw)
+                found.deadlines[prefix], listed = unpack_batch(prefix, raw)
+                found.listed[prefix] = listed
                 found.tags.update((h, tags) for h, tags in listed.items() if h in self.wanted)
         for reading in self.reads:
             for kv in (yield from reading.read()):
@@ -288,3 +375,59 @@ class StateRead(NamedTuple):
     reads: List[Range]
     blocks: Tuple[int, ...] = ()
     size: int = 0
+
+
+def claim_slots(carried: Iterable[Sequence[Tag]]) -> Dict[Slot, List[int]]:
+    """The slots each (limit, key) of a concurrency limit holds for the leases of
+    ``carried`` (the tags of each lease of one claim)."""
+    out: Dict[Slot, List[int]] = {}
+    for tags in carried:
+        for t in tags:
+            if t.kind == CONCURRENCY:
+                out.setdefault((t.name, t.key), []).append(t.slot)
+    return out
+
+
+def move_back(tr: Any, keys: LimitLayout, found: Sequence[Any],
+              counts: Optional[Dict[Slot, int]], now: int) -> Gen[int]:
+    """Move the parked jobs of the entries ``found`` (``L/"lw"`` key-values) back to
+    their places, up to ``counts`` per (limit, key) (None: all): their holds read
+    side by side, with read conflicts; entries whose hold ended (deadline passed:
+    the job is visible already) or is gone (claimed back, removed) are cleared.  How
+    many jobs were moved back."""
+    candidates = []
+    for kv in found:
+        name, key, _, prefix, item, deadline = keys.parked.unpack(kv.key)
+        if deadline <= now:
+            tr.clear(kv.key)
+            continue
+        layout = OrderedLayout(Subspace(rawPrefix=prefix), len(item) - 5)
+        hold = layout.hold_keys(layout.delay_id(item), item, deadline, DELAY)
+        comeback = Comeback(*fdb.tuple.unpack(kv.value)) if kv.value else None
+        candidates.append(((name, key), bytes(kv.key), layout, item, hold, comeback,
+                           tr.get(hold[0])))
+    left = None if counts is None else dict(counts)
+    tally = Tally()
+    moved = 0
+    for slot, key, layout, item, hold, comeback, future in candidates:
+        if left is not None and left.get(slot, 0) <= 0:
+            continue
+        value = yield from read(future)
+        tr.clear(key)
+        if value is None:
+            continue
+        tr.clear(hold[0])
+        tr.clear(hold[1])
+        back = layout.renewed(item, layout.deliveries(item), now)
+        tr.set(layout.item_key(back), value)
+        tally.add(layout.delayed_out)
+        tally.add(layout.pushed)  # the wake key: waiters look again
+        tally.add(layout.taken)
+        if comeback is not None:  # its structure's own wake (see Comeback)
+            tr.set(comeback.mark, b"")
+            tally.add(comeback.counter)
+        moved += 1
+        if left is not None:
+            left[slot] -= 1
+    tally.write(tr)
+    return moved

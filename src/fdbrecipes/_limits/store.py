@@ -11,7 +11,7 @@ from .._attempt import Attempt
 from .._clock import Clock, reading
 from .._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions, snap
 from .._store_layout import LimitLayout
-from .gate import move_back
+from .slots import live_slots, move_back
 from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 
 __all__ = ["COUNTED", "MOVE_BACK", "LimitState", "LimitTotals", "Store"]
@@ -143,7 +143,7 @@ class Store:
         out = []
         for (name, limit), (running, parked) in zip(defined.items(), reads):
             slots = yield from running.read()
-            live = sum(1 for kv in slots if fdb.tuple.unpack(kv.value)[0] >= now)
+            live = live_slots(self.keys, slots, now)
             waiting = len((yield from parked.read()))
             out.append(LimitTotals(name, limit, live, waiting,
                                    cap is not None and len(slots) >= cap,
@@ -168,8 +168,7 @@ class Store:
         raw = yield from read(definition)
         limit = None if raw is None else decode_limit(raw)
         now = yield from reading(tr, self.clock)
-        live = [kv for kv in (yield from running.read())
-                if fdb.tuple.unpack(kv.value)[0] >= now]
+        live = live_slots(self.keys, (yield from running.read()), now)
         started = 0
         if limit is not None and limit.per_seconds is not None:
             since = now - seconds_to_versions(limit.per_seconds) + 1
@@ -181,4 +180,4 @@ class Store:
         waiting = len((yield from parked.read()))
         if limit is None:
             return None
-        return LimitState(limit, key, len(live), started, waiting)
+        return LimitState(limit, key, live, started, waiting)

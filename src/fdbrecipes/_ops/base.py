@@ -34,6 +34,7 @@ from .._codec import Values, decoded
 from .._fdb import Gen, Transactor, check_transactor
 from .._fdb import read as read_value
 from .._hooks import Hooks
+from .._ordered.engine import told
 from .._records.finished import FinishedJob, finished
 from .._records.history import (
     PRUNE_BATCH,
@@ -331,7 +332,7 @@ class JobOps(Ops):
         state, holder = yield from self.removing(tr, attempt, where,
                                                  self.listing_at(where).cancel, id_)
         if tell and state in (PENDING, DELAYED, RETRYING):
-            for store in self.workflows.values():
+            for store in told(self.workflows, id_, self.subspace):
                 store.removed(attempt.later, id_)
         return cancelled(tr, self.registry, state, holder, where[0] if where else None, id_)
 

@@ -10,6 +10,7 @@ reads, writes, conflicts with and costs is said in :mod:`fdbrecipes.fair_queue`.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, TypeVar, Union
 
 from fdb.subspace_impl import Subspace
@@ -482,7 +483,8 @@ class FairOps(JobOps):
         if checked is None:
             raise TypeError("id must be bytes, not NoneType")
         return self.guarded(tr, self.loop(tr, self.engine.refreshing, g,
-                                          self.engine.group(g).listing.remove, checked), True)
+                                          partial(self.engine.group(g).listing.remove,
+                                                  tell=True), checked), True)
 
     @decoded()
     def lookup(self, tr: Transactor, group: Any, token: Any) -> Gen[Optional[Row]]:
@@ -520,7 +522,8 @@ class FairOps(JobOps):
             check_transactor(tr)
             return []
         removed: List[Optional[Value]] = yield from self.guarded(tr, self.loop(
-            tr, self.engine.refreshing, g, self.engine.group(g).listing.remove_at, places),
+            tr, self.engine.refreshing, g,
+            partial(self.engine.group(g).listing.remove_at, tell=True), places),
             True)
         return removed
 

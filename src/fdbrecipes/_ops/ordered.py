@@ -446,8 +446,8 @@ class OrderedOps(JobOps, Generic[V]):
         checked = check_id(id_)
         if checked is None:
             raise TypeError("id must be bytes, not NoneType")
-        return cast("Gen[Optional[V]]",
-                    self.guarded(tr, self.loop(tr, self.listing.remove, checked), True))
+        removing = functools.partial(self.listing.remove, tell=True)  # a node: its step
+        return cast("Gen[Optional[V]]", self.guarded(tr, self.loop(tr, removing, checked), True))
 
     @decoded()
     def lookup(self, tr: Transactor, token: Any) -> Gen[Optional[Row]]:
@@ -465,8 +465,8 @@ class OrderedOps(JobOps, Generic[V]):
         if not places:
             check_transactor(tr)
             return []
-        removed = yield from self.guarded(tr, self.loop(tr, self.listing.remove_at, places),
-                                          True)
+        removed = yield from self.guarded(
+            tr, self.loop(tr, functools.partial(self.listing.remove_at, tell=True), places), True)
         return cast("List[Optional[V]]", removed)
 
     def requeue_dead(self, tr: Transactor, limit: Any = None,

@@ -14,7 +14,7 @@ Every method here runs inside one transaction; :mod:`.._retry` decides which.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from fdb.tuple import pack
 
@@ -43,7 +43,9 @@ from .._records.records import (
     Kept,
     Records,
 )
+from .._store_layout import workflow_tag
 from .._values import Value, decode_value
+from ..errors import UnknownWorkflowStoreError
 from .counts import Counts
 from .front import RESTORE_BATCH, Entry, Front, Hold, value_of
 from .requests import PushRequest
@@ -67,6 +69,22 @@ class Takes:
         """:meth:`pop` of one item: the value, or None when none is visible."""
         values = yield from self.pop(tr, attempt, 1, end, spread)
         return values[0] if values else None
+
+
+def told(workflows: Dict[bytes, Any], id_: Optional[bytes], structure: Any) -> Iterable[Any]:
+    """The workflow stores (``workflows``: those made with ``structure``, by tag) to
+    tell that job ``id_`` ends without its worker's ack (each asks for its node's step
+    if the job is its node: see ``WorkflowOps.step``).
+
+    Raises:
+        UnknownWorkflowStoreError: ``id_`` is a workflow's node (or expander) of a
+            store not among them: its step would be lost (the caller writes nothing).
+    """
+    tag = workflow_tag(id_)
+    if tag is not None and tag not in workflows:
+        assert id_ is not None
+        raise UnknownWorkflowStoreError(id_, structure)
+    return workflows.values()
 
 
 class Ordered(Counts, Takes):
@@ -173,19 +191,28 @@ class Ordered(Counts, Takes):
         leases ended (at their deadlines, or now if released or buried), with the
         ``reason`` it was buried for, if any; its job record is dead (with ``error``,
         if given; ``kept``: as for :meth:`record`); each of :attr:`workflows` is told
-        (``buried``), and asks for its node's step later in the transaction."""
+        (``buried``), and asks for its node's step later in the transaction.
+
+        Raises:
+            UnknownWorkflowStoreError: the item is a workflow's node (or expander) of
+                a store this object was not made with: its step would be lost (the
+                transaction fails, nothing written; a process that made the store
+                buries it).
+        """
         assert entry.value is not None and entry.hold is not None
+        stores = told(self.workflows, self.keys.item_id(entry.item), self.keys.subspace)
         died = min(entry.hold.deadline, now)
         item = self.take(tr, entry, now, tally)
         tr.set(self.keys.dead_letter_key(died, item, time.time(), reason), entry.value)
         self.unique_left(tr, item, now, self.ids)
         if self.sequences is not None:  # its sequence is blocked
             self.sequences.ended(tally, self, self.keys.item_id(item), True)
-        for store in self.workflows.values():
+        for store in stores:
             store.buried(tally, self.keys.item_id(item), reason, error)
         id_ = self.record(item, kept)
         if id_ is not None:
-            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died)
+            self.records.finished(tr, id_, DEAD, self.keys.deliveries(item), died=died,
+                                  tally=tally)
             if error is not None:
                 self.records.failed(tr, id_, error)
         tally.note(f"an item of {self.keys.subspace!r} became a dead letter after "
@@ -226,7 +253,7 @@ class Ordered(Counts, Takes):
         id_ = self.record(item, kept)
         if id_ is not None:
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
-            self.records.finished(tr, id_, finish, done, result)
+            self.records.finished(tr, id_, finish, done, result, tally=tally)
 
     def forget(self, tr: Any, item: Item, now: int) -> None:
         """``item`` left for good: its id, if any, is retired (a push of it stores

@@ -233,8 +233,9 @@ class Leases(Claims):
         records = self.engine.records
         known = terms_known(tr, [records]) if records.keeps else None  # read meanwhile
         if self.engine.gate is not None:
-            leases = yield from self.limited(tr, attempt, self.engine.gate.admission(tr), n,
-                                             end, seconds, spread, budget, holder)
+            admission = self.engine.gate.admission(tr, n + spread - 1)
+            leases = yield from self.limited(tr, attempt, admission, n, end, seconds, spread,
+                                             budget, holder)
             return (yield from claimed(tr, attempt, Tally(), leases, True, records, known))
         front, entries = yield from self.engine.chosen(tr, attempt, end, n, spread)
         tally = Tally()
@@ -482,10 +483,8 @@ class Leases(Claims):
         if gate is None or started is None:
             return
         found = yield from started.read()
-        for lease in renewed:
-            if lease is not None:
-                hold_id = lease_id(lease)
-                gate.extended(tr, found.tags.get(hold_id), hold_id, lease.deadline)
+        gate.extended(tr, found, {lease_id(lease): lease.deadline for lease in renewed
+                                  if lease is not None})
 
     def extend_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                     seconds: float) -> Gen[List[Optional[Lease]]]:

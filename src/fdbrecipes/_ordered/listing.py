@@ -38,7 +38,7 @@ from .._records.records import (
 )
 from .._records.tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
 from .._values import Value, claimed_at, decode_value
-from .engine import Ordered
+from .engine import Ordered, told
 from .front import Entry, Hold
 from .leases import token_of
 from .sequences import sequence_of
@@ -244,14 +244,14 @@ class Listing:
         return state, None
 
     def remove(self, tr: Any, attempt: Attempt, id_: bytes,
-               kept: Optional[Kept] = None) -> Gen[Optional[Value]]:
+               kept: Optional[Kept] = None, tell: bool = False) -> Gen[Optional[Value]]:
         """Remove the pending (visible or delayed) item pushed with ``id_``; its value,
         or None (nothing written) when there is none: never pushed, in flight, dead,
         gone, or pushed before ids told where their items are.  Its job record, if it
         has one, says cancelled (``kept``: the records known to exist; else this
-        object's, or, if it keeps none, read beside the id's key).  Reads the id's
-        key and, for a unique job, its unique entry (side by side, read conflicts on
-        both, see :meth:`start_place`)."""
+        object's, or, if it keeps none, read beside the id's key; ``tell``: as for
+        :meth:`remove_at`).  Reads the id's key and, for a unique job, its unique
+        entry (side by side, read conflicts on both, see :meth:`start_place`)."""
         looked = None if kept is not None else self.engine.records.look(tr, [id_])
         known = yield from self.place(self.start_place(tr, id_), id_)
         if kept is None and (known or sequence_of(id_) is not None):
@@ -266,17 +266,21 @@ class Listing:
             attempt.idle = True
             return None
         assert kept is not None
-        [value] = yield from self.remove_at(tr, attempt, [fdb.tuple.unpack(known)], kept)
+        [value] = yield from self.remove_at(tr, attempt, [fdb.tuple.unpack(known)], kept,
+                                            tell)
         return value
 
     def remove_at(self, tr: Any, attempt: Attempt, places: List[Tuple[Any, ...]],
-                  kept: Optional[Kept] = None) -> Gen[List[Optional[Value]]]:
+                  kept: Optional[Kept] = None, tell: bool = False) -> Gen[List[Optional[Value]]]:
         """Remove the pending (visible or delayed) items at ``places``; for each, its
         value, or None when no pending item is there (taken, in flight, dead, gone,
         or named earlier in ``places``).  Reads each place's item and delay hold (read
         conflicts), in parallel.  Their job records, if they have one, say cancelled
         (``kept``: the records known to exist; else this object's, or, if it keeps
-        none, read after the items: one round trip more)."""
+        none, read after the items: one round trip more).  ``tell`` (a ``remove`` or
+        ``remove_many`` of the application): each workflow store made with the
+        structure is told of each item removed (``removed``: a node of it asks for
+        its step, ended ``cancelled``, later in the transaction)."""
         found = {place: self.find_pending(tr, place) for place in places}
         entries: List[Optional[Entry]] = []
         for place in places:
@@ -293,6 +297,10 @@ class Listing:
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
         values = iter(self.engine.remove(tr, taking, now, tally, CANCELLED, kept=kept))
+        for entry in taking if tell else ():
+            id_ = self.engine.keys.item_id(entry.item)
+            for store in told(self.engine.workflows, id_, self.engine.keys.subspace):
+                store.removed(attempt.later, id_, "removed")
         tally.write(tr, attempt)
         attempt.idle = False
         return [None if e is None else decode_value(next(values)) for e in entries]

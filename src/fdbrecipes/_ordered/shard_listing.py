@@ -137,16 +137,18 @@ class ShardedListing:
         shard = yield from self.of_job(tr, id_)
         return (yield from shard.listing.cancel(tr, attempt, id_))
 
-    def remove(self, tr: Any, attempt: Attempt, id_: bytes) -> Gen[Optional[Value]]:
+    def remove(self, tr: Any, attempt: Attempt, id_: bytes,
+               tell: bool = False) -> Gen[Optional[Value]]:
         """:meth:`Listing.remove` in the shard holding the item pushed with ``id_``."""
         shard = yield from self.of_item(tr, id_)
-        return (yield from shard.listing.remove(tr, attempt, id_))
+        return (yield from shard.listing.remove(tr, attempt, id_, None, tell))
 
-    def remove_at(self, tr: Any, attempt: Attempt,
-                  places: List[Tuple[Any, ...]]) -> Gen[List[Optional[Value]]]:
+    def remove_at(self, tr: Any, attempt: Attempt, places: List[Tuple[Any, ...]],
+                  tell: bool = False) -> Gen[List[Optional[Value]]]:
         """:meth:`Listing.remove_at` of ``places`` in every shard, side by side (each
         removes what it holds); for each place, the value removed, or None."""
-        answers = yield from side_by_side(tr, attempt, [(p.listing.remove_at, (places,))
+        answers = yield from side_by_side(tr, attempt, [(p.listing.remove_at,
+                                                         (places, None, tell))
                                                         for p in self.shards.parts])
         return first_found(answers, len(places))
 

@@ -2,7 +2,8 @@
 pruned first (:func:`finished`, rows :class:`FinishedJob`).
 
 The index (``expiry`` of :class:`.._layout.RecordLayout`) holds an entry per finished
-record, by when it is pruned; each entry names the record it stands for, which
+record, by when it is pruned, the entries one operation wrote at one time in one key
+(:func:`.records.index_entries`); each entry names the record it stands for, which
 :mod:`.records` reads.  The tokens are :mod:`.tokens`' ``finished`` ones.
 """
 
@@ -14,8 +15,8 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from .._fdb import Gen, Range, get_value, snap
-from .records import FINISHED, JobError, Records, facts_of
-from .tokens import finished_token
+from .records import FINISHED, JobError, Records, facts_of, index_entries
+from .tokens import IndexPlace, finished_token
 
 __all__ = ["FinishedJob", "finished"]
 
@@ -49,6 +50,7 @@ class FinishedJob(NamedTuple):
 
 class _Looked(NamedTuple):
     entry: Tuple[Any, ...]
+    place: IndexPlace
     state: Any
     end: Any
     error: Any
@@ -66,38 +68,59 @@ def _row(looked: _Looked) -> Optional[FinishedJob]:
     return FinishedJob(id_, where[0] if where else None, facts.state, facts.attempts,
                        facts.finished_at, expires,
                        None if error is None else JobError(*fdb.tuple.unpack(error)),
-                       finished_token(looked.entry))
+                       finished_token(looked.place))
 
 
 def finished(tr: Any, expiry: Subspace, records_at: Callable[[Tuple[Any, ...]], Records],
-             limit: Optional[int], after: Optional[Tuple[Any, ...]]) -> Gen[List[FinishedJob]]:
+             limit: Optional[int], after: Optional[IndexPlace]) -> Gen[List[FinishedJob]]:
     """The finished jobs of the index of finished records ``expiry``, the latest to be
     pruned first (the latest finished, when every record is kept as long), up to
-    ``limit``, after the entry ``after`` if given; ``records_at(where)`` gives the
+    ``limit``, after the place ``after`` if given; ``records_at(where)`` gives the
     records of the queue an entry names.  Snapshot reads: the index, backwards, 1,000
-    entries a round trip, then the state, end and error of each record named, in
-    parallel (never its result).  Stale entries are skipped."""
+    keys a round trip (the entries of a key, which one operation finished together,
+    last first), then the state, end and error of each record named, in parallel
+    (never its result).  Stale entries are skipped."""
     r = expiry.range()
-    stop = r.stop if after is None else expiry.pack(after)
+    stop = r.stop
+    if after is not None:  # the key that names it, if it names others before it
+        stop = expiry.pack(after.entry) + (b"\x00" if after.at else b"")
     reader = snap(tr)
     out: List[FinishedJob] = []
     while limit is None or len(out) < limit:
         ask = FINISHED_PAGE if limit is None else min(FINISHED_PAGE, limit - len(out))
         kvs = yield from Range(reader, r.start, stop, ask, True).read()
-        looked = []
-        for kv in kvs:
-            entry = expiry.unpack(kv.key)
-            keys = records_at(tuple(entry[1:-1])).keys
-            looked.append(_Looked(entry, *(reader.get(keys.key(entry[-1], part))
-                                           for part in ("s", "f", "e"))))
-        for one in looked:
-            yield one.state
-            yield one.end
-            yield one.error
-            row = _row(one)
-            if row is not None:
-                out.append(row)
+        named = [place for kv in kvs for place in _places(expiry, kv, after)]
+        while named and (limit is None or len(out) < limit):
+            take = len(named) if limit is None else limit - len(out)
+            looked = [_look(reader, records_at, entry, place) for entry, place in named[:take]]
+            del named[:take]
+            for one in looked:
+                yield one.state
+                yield one.end
+                yield one.error
+                row = _row(one)
+                if row is not None:
+                    out.append(row)
         if len(kvs) < ask:
             break
         stop = kvs[-1].key
-    return out if limit is None else out[:limit]
+    return out
+
+
+def _places(expiry: Subspace, kv: Any,
+            after: Optional[IndexPlace]) -> List[Tuple[Tuple[Any, ...], IndexPlace]]:
+    """The entries key-value ``kv`` of the index names, each with its place, last
+    first (those before ``after``, if it is one of them)."""
+    entries = index_entries(expiry, kv)
+    below = len(entries)
+    if after is not None and after.at and entries[0] == after.entry:
+        below = after.at
+    return [(entries[at], IndexPlace(entries[0], at)) for at in reversed(range(below))]
+
+
+def _look(reader: Any, records_at: Callable[[Tuple[Any, ...]], Records],
+          entry: Tuple[Any, ...], place: IndexPlace) -> _Looked:
+    """Start reading the state, end and error of the record ``entry`` names."""
+    keys = records_at(tuple(entry[1:-1])).keys
+    return _Looked(entry, place, *(reader.get(keys.key(entry[-1], part))
+                                   for part in ("s", "f", "e")))

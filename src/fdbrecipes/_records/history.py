@@ -27,7 +27,7 @@ import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from .._attempt import Attempt
-from .._fdb import Gen, Range, read, read_le64, snap
+from .._fdb import Gen, Range, Tally, read, read_le64, snap
 from .._values import check_id, check_seconds, encode_value
 from .._waiting import Readiness
 from ..errors import JobCancelledError, JobFailedError, ResultTooLargeError, UnknownJobError
@@ -42,6 +42,7 @@ from .records import (
     Progress,
     Records,
     facts_of,
+    index_entries,
 )
 from .registry import Registry
 
@@ -57,6 +58,9 @@ MAX_RESULT_BYTES = 1_000_000
 TOO_LARGE = "fdbrecipes.ResultTooLargeError"
 #: Job records one pruning transaction forgets at most.
 PRUNE_BATCH = 1_000
+#: Keys of the index of finished records a pruning transaction reads a round trip at
+#: most (each names one job or more).
+PRUNE_PAGE = 100
 #: What ``cancel`` says of a running job: its worker was asked to stop it.
 CANCELLING = "cancelling"
 
@@ -260,29 +264,50 @@ def finished_or(state: Optional[Tuple[Any, str, Any]], id_: bytes) -> Readiness:
 def prune(tr: Any, attempt: Attempt, expiry: Subspace,
           locate: Callable[[Tuple[Any, ...]], Records], limit: int) -> Gen[int]:
     """Forget up to ``limit`` job records whose time is up: those the index of finished
-    records (``expiry``, entries ``(expires_at, *where, id)``) names before now,
-    still finished and due then (a record revived and finished again since has a
-    later entry: only the stale entry goes).  ``locate(where)`` gives the records
-    of the queue named.  Reads each record's state and end (read conflicts: a
-    revival meanwhile makes this conflict); the number of entries handled."""
+    records (``expiry``, entries ``(expires_at, *where, id)``, several to a key: see
+    :func:`.records.index_entries`) names before now, still finished and due then
+    (a record revived and finished again since has a later entry: only the stale
+    entry goes).  ``locate(where)`` gives the records of the queue named.  Reads the
+    index by snapshot, :data:`PRUNE_PAGE` keys a round trip until it has ``limit``
+    entries, then each record's state and end (read conflicts: a revival meanwhile
+    makes this conflict); a key whose entries go past ``limit`` is written again
+    with those left.  The number of entries handled."""
     r = expiry.range()
-    end = expiry.pack((time.time(),))
-    entries = yield from Range(snap(tr), r.start, end, limit).read()
+    start, end = r.start, expiry.pack((time.time(),))
+    taken: List[Tuple[bytes, List[Tuple[Any, ...]]]] = []
+    count = 0
+    while count < limit:
+        ask = min(PRUNE_PAGE, limit - count)
+        kvs = yield from Range(snap(tr), start, end, ask).read()
+        for kv in kvs:
+            taken.append((kv.key, index_entries(expiry, kv)))
+            count += len(taken[-1][1])
+            if count >= limit:
+                break
+        if len(kvs) < ask:
+            break
+        start = kvs[-1].key + b"\x00"
     looked = []
-    for kv in entries:
-        expires, *where, id_ = expiry.unpack(kv.key)
-        records = locate(tuple(where))
-        looked.append((kv.key, expires, records, id_, tr.get(records.keys.key(id_, "s")),
-                       tr.get(records.keys.key(id_, "f"))))
-    for key, expires, records, id_, state_read, end_read in looked:
-        facts = facts_of((yield from read(state_read)), (yield from read(end_read)))
+    left = limit
+    tally = Tally()
+    for key, entries in taken:
         tr.add_read_conflict_key(key)
         tr.clear(key)
+        for entry in entries[left:]:  # past the limit: written again, in a key of their own
+            tally.group(expiry.pack(entry[:1]), fdb.tuple.pack(entry[1:]))
+        for expires, *where, id_ in entries[:left]:
+            records = locate(tuple(where))
+            looked.append((expires, records, id_, tr.get(records.keys.key(id_, "s")),
+                           tr.get(records.keys.key(id_, "f"))))
+        left -= min(left, len(entries))
+    tally.write(tr)
+    for expires, records, id_, state_read, end_read in looked:
+        facts = facts_of((yield from read(state_read)), (yield from read(end_read)))
         if facts is not None and facts.state in FINISHED and facts.expires_at == expires:
             whole = records.keys.jobs.range((id_,))
             tr.clear_range(whole.start, whole.stop)
-    attempt.idle = not entries
-    return len(entries)
+    attempt.idle = not taken
+    return len(looked)
 
 
 def report(tr: Any, records: Sequence[Records], reports: Sequence[Tuple[Any, Progress]]) -> None:

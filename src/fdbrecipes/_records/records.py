@@ -13,18 +13,19 @@ cancelled) is kept ``history`` seconds, then pruned in bounded transactions.  Ke
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any, Collection, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import fdb.tuple
 
-from .._fdb import Gen, Range, le64, read
+from .._fdb import Gen, Range, Tally, le64, read
 from .._layout import RecordLayout
 from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
            "RUNNING", "SUCCEEDED", "Facts", "JobError", "JobRecord", "Kept", "Progress",
-           "Records", "facts_of"]
+           "Records", "facts_of", "index_entries"]
 
 #: The ids of items whose job records an object found (see :meth:`Records.look`): it
 #: moves those records with the items, whether or not it keeps records itself.
@@ -187,6 +188,20 @@ def _before(state: Optional[Tuple[Any, ...]],
     return None
 
 
+def index_entries(expiry: Any, kv: Any) -> List[Tuple[Any, ...]]:
+    """The entries ``(expires_at, *where, id)`` that one key-value ``kv`` of the index
+    of finished records ``expiry`` (a Subspace) names, in order: the key's own, then
+    those its value holds (the other jobs one operation finished at that time, see
+    :meth:`.._fdb.Tally.group`; a key of the earlier layout, its value empty, names
+    its own alone)."""
+    head: Tuple[Any, ...] = expiry.unpack(kv.key)
+    if not kv.value:
+        return [head]
+    rest = fdb.tuple.unpack(kv.value)
+    width = len(head) - 1
+    return [head, *((head[0], *rest[at:at + width]) for at in range(0, len(rest), width))]
+
+
 class Stored(NamedTuple):
     """A record as stored (its parts, unpacked, and its :class:`Facts`), before the
     state is read as it is at the read version (see :meth:`Records.read`)."""
@@ -229,6 +244,14 @@ def _pack(parts: Tuple[Any, ...]) -> bytes:
     return packed
 
 
+@functools.lru_cache(maxsize=256)
+def _ending(state: str, attempts: int) -> bytes:
+    """The end of a finished record's ``f`` value after its times, ``(state, attempts,
+    None)`` packed (a packed tuple is its elements' encodings, one after the other):
+    the same for most jobs, packed once."""
+    return _pack((state, attempts, None))
+
+
 class Records:
     """The job records of one queue (see the module docstring): every method writes
     without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
@@ -237,11 +260,14 @@ class Records:
     items an operator's call moves (remove, cancel, ack, release and bury by token,
     requeue and purge of dead letters): it looks for them first (:meth:`look`)."""
 
-    __slots__ = ("history", "keys")
+    __slots__ = ("history", "keys", "last")
 
     def __init__(self, keys: RecordLayout, history: Optional[float]) -> None:
         self.keys = keys
         self.history = history
+        #: the last time an entry of the index of finished records went at, and where
+        #: the entries that go then begin (see :meth:`finished`)
+        self.last: Tuple[float, bytes] = (-1.0, b"")
 
     @property
     def keeps(self) -> bool:
@@ -279,21 +305,32 @@ class Records:
         tr.set(self.keys.key(id_, "e"), _pack(tuple(error)))
 
     def finished(self, tr: Any, id_: bytes, state: str, attempts: int,
-                 result: Optional[bytes] = None, died: Optional[int] = None) -> None:
+                 result: Optional[bytes] = None, died: Optional[int] = None,
+                 tally: Optional[Tally] = None) -> None:
         """Job ``id_`` ended (``state``: succeeded, dead, cancelled) after ``attempts``,
         with ``result`` (tuple-encoded); its record goes ``history`` seconds from now.
         The end key says so, with the finished state (the state key is left as the
         last step wrote it: one key less); a dead job's keeps when it ``died`` (the
         clock reading its dead letter is filed under) as its ``due``.  A cancel asked
         while it ran stays (a record read says none once it finished): what revives
-        the job clears it (:meth:`revived`)."""
-        now = time.time()
+        the job clears it (:meth:`revived`).  Its entry in the index of finished
+        records goes with the other entries of the operation whose ``tally`` is
+        given (they finish at its time: one index key for them all, see
+        :meth:`.._fdb.Tally.group`), else in a key of its own."""
+        now = time.time() if tally is None else tally.wall_time()
         expires = now + (self.history or 0.0)
-        tr.set(self.keys.key(id_, "f"), _pack((now, expires, state, attempts, died)))
+        tr.set(self.keys.key(id_, "f"), _pack((now, expires)) + (
+            _ending(state, attempts) if died is None else _pack((state, attempts, died))))
         if result is not None:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
-        tr.set(self.keys.expiry_key(expires, id_), b"")
+        last = self.last
+        if last[0] != expires:  # what one operation finishes goes at one time
+            last = self.last = (expires, self.keys.expiry_prefix(expires))
+        if tally is None:
+            tr.set(last[1] + self.keys.entry(id_), b"")
+        else:
+            tally.group(last[1], self.keys.entry(id_))
 
     def revived(self, tr: Any, id_: bytes) -> None:
         """Job ``id_``, which may have finished, runs again (a requeued dead letter, an

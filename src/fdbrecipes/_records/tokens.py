@@ -13,7 +13,9 @@ row's place (see :class:`.._layout.OrderedLayout`)::
     pending:   ("p", *place)                  place = (*group, seq, random)
     delayed:   ("d", deadline, place)         the hold's deadline, a clock reading
     dead:      ("dead", died, place)          when it died (a clock reading)
-    finished:  ("f", expires_at, *where, id)  the entry of the index of finished records
+    finished:  ("f", expires_at, *where, id[, n])  the key of the index of finished
+                                              records that names it (n: its n-th
+                                              entry after the key's own)
 
 Parsing checks every element's type and the token's size, so a token from anywhere
 (a URL) either names a place inside the listing's own range or raises ValueError.
@@ -29,7 +31,7 @@ from .._values import materialize, unpack_token
 
 T = TypeVar("T")
 
-__all__ = ["MAX_TOKEN_BYTES", "MOST_NAMED", "TimedPlace", "after_key",
+__all__ = ["MAX_TOKEN_BYTES", "MOST_NAMED", "IndexPlace", "TimedPlace", "after_key",
            "check_place", "dead_token", "delayed_token", "finished_token", "optional",
            "parse_dead", "parse_delayed", "parse_finished", "parse_pending", "parse_removable",
            "parse_tokens", "pending_token"]
@@ -62,10 +64,19 @@ def dead_token(died: int, place: Tuple[Any, ...]) -> bytes:
     return _pack(("dead", died, place))
 
 
-def finished_token(entry: Tuple[Any, ...]) -> bytes:
-    """The token of an entry ``(expires_at, *where, id)`` of the index of finished
-    records."""
-    return _pack(("f", *entry))
+class IndexPlace(NamedTuple):
+    """Where a finished job is named in the index of finished records: the key that
+    names it, as its own entry ``(expires_at, *where, id)``, and which of the key's
+    entries it is (0: the key's own; see ``_records.records.index_entries``)."""
+
+    entry: Tuple[Any, ...]
+    at: int = 0
+
+
+def finished_token(place: IndexPlace) -> bytes:
+    """The token of the finished job at ``place`` in the index of finished records:
+    ``("f", *entry)``, and the entry's number after it when it is not the key's own."""
+    return _pack(("f", *place.entry, *((place.at,) if place.at else ())))
 
 
 def _parts(token: Any, name: str, tag: str) -> Tuple[Any, ...]:
@@ -138,20 +149,23 @@ def parse_dead(token: Any, group_len: int, name: str = "after") -> TimedPlace:
     return _timed(token, "dead", group_len, name)
 
 
-def parse_finished(token: Any, where_len: int, name: str = "after") -> Tuple[Any, ...]:
-    """The entry ``(expires_at, *where, id)`` of the index of finished records a
-    finished job's token names (``where_len``: 0, or 1 for a FairQueue's group).
+def parse_finished(token: Any, where_len: int, name: str = "after") -> IndexPlace:
+    """Where the finished job a token names is in the index of finished records
+    (``where_len``: 0, or 1 for a FairQueue's group).
 
     Raises:
         TypeError: not bytes.
         ValueError: not a finished job's token of a structure like this one.
     """
-    entry = _parts(token, name, "f")
-    if (len(entry) != where_len + 2 or type(entry[0]) is not float
-            or not all(type(w) in (str, bytes) for w in entry[1:-1])
-            or type(entry[-1]) is not bytes):
+    parts = _parts(token, name, "f")
+    at = 0
+    if len(parts) == where_len + 3 and _is_int(parts[-1]) and parts[-1] > 0:
+        parts, at = parts[:-1], parts[-1]
+    if (len(parts) != where_len + 2 or type(parts[0]) is not float
+            or not all(type(w) in (str, bytes) for w in parts[1:-1])
+            or type(parts[-1]) is not bytes):
         raise ValueError(f"{name} is not a token of this listing")
-    return entry
+    return IndexPlace(parts, at)
 
 
 def parse_removable(token: Any, group_len: int, name: str = "token") -> Tuple[Any, ...]:

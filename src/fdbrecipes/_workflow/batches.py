@@ -78,8 +78,18 @@ class Batches:
             tr.add(keys.counter(w, d, ROOT), le64(leaves))
         tr.set(keys.opened(w), pack(tuple((d, at + leaves) for d, at in joins)))
         tr.add(keys.tally(w, TOTAL), le64(len(specs)))
-        yield from store.push(tr, w, -1 - first, nodes)
+        yield from store.push(tr, w, self.source(first), nodes)
         return Added([node_id(store.tag, w, i) for i in numbers])
+
+    @staticmethod
+    def source(first: int) -> int:
+        """The source (see :meth:`.engine.Store.push`) of the pushes of an add whose
+        members begin at node ``first``, or of the close of a batch of ``first``
+        nodes: ``-1 - first``, distinct from a create's (-1: a batch has a callback,
+        so ``first`` is 1 at least), from a node's (its number) and from each other
+        (an add's ``first`` is below the count of nodes after it; none follows the
+        close), so that no two of their expanders share an id or a chunk's key."""
+        return -1 - first
 
     @staticmethod
     def edges(joins: Sequence[Tuple[int, int]], members: int) -> List[List[Edge]]:
@@ -93,10 +103,12 @@ class Batches:
         """Close open batch ``w``: no member is added after; each join's root loses
         the batch's count, and the joins it brings to 0 (every member ended already)
         are pushed now.  None: no such workflow; False: it was closed or over already.
-        Reads the header and the open key with conflicts (one round trip), then the
-        roots with conflicts (one), then what pushing the callbacks reads."""
+        Reads the header and the open key with conflicts, and the count of nodes, side
+        by side (one round trip), then the roots with conflicts (one), then what
+        pushing the callbacks reads."""
         store, keys = self.store, self.store.keys
         header_f, open_f = tr.get(keys.header(w)), tr.get(keys.opened(w))
+        total_f = tr.get(keys.tally(w, TOTAL))  # its pushes' source: see :meth:`source`
         raw = yield from read(header_f)
         listed = yield from read(open_f)
         attempt.idle = raw is None or listed is None
@@ -117,7 +129,8 @@ class Batches:
             if read_le64((yield from read(future))) == 0:
                 freed.append(d)
         work: List[Tuple[int, str, List[Tuple[int, int, str, int]]]] = []
-        yield from store.free(tr, w, -1, freed, work)
+        yield from store.free(tr, w, self.source(read_le64((yield from read(total_f)))),
+                              freed, work)
         yield from store.cascade(tr, w, raw, work)
         return True
 

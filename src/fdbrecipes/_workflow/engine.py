@@ -187,7 +187,8 @@ class Store(Reads):
 
     def push(self, tr: Any, w: bytes, source: int, nodes: Sequence[Tuple[int, Stored]],
              room: bool = False) -> Gen[None]:
-        """Push ``nodes`` (freed by node ``source``; -1: the first nodes) into their
+        """Push ``nodes`` (freed by node ``source``; -1: the first nodes; -1 - n: an
+        open batch's add or close, see :meth:`.batches.Batches.source`) into their
         structures (a Queue's or PriorityQueue's in one push per structure), each
         under its node's job id, and mark them queued; more than a chunk of them for
         one structure (:func:`chunk_of`) go through expanders instead: one job per

@@ -26,6 +26,7 @@ from typing import (
 import fdb.tuple
 
 from .._ids import WORKFLOW_ID_HEAD
+from .._store_layout import node_parts
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
@@ -82,7 +83,8 @@ def node_head(tag: bytes, workflow: bytes) -> bytes:
 
 def expander_id(tag: bytes, workflow: bytes, source: int, chunk: int) -> bytes:
     """The job id of an expander: a job whose ack pushes chunk ``chunk`` of the nodes
-    node ``source`` freed (-1: the first nodes), too many for one transaction."""
+    node ``source`` freed (-1: the first nodes; -1 - n: an open batch's add or close,
+    see ``Batches.source``), too many for one transaction."""
     packed: bytes = fdb.tuple.pack((NODE_MARK, tag, workflow, source, chunk))
     return packed
 
@@ -100,14 +102,8 @@ class NodeRef(NamedTuple):
 def parse_node_id(id_: Optional[bytes]) -> Optional[NodeRef]:
     """What the job id ``id_`` of a workflow's node or expander says; None for any
     other id."""
-    if id_ is None or not id_.startswith(_MARK_HEAD):
-        return None
-    try:
-        parts = fdb.tuple.unpack(id_)
-    except (ValueError, TypeError):
-        return None
-    if (len(parts) not in (4, 5) or type(parts[1]) is not bytes or type(parts[2]) is not bytes
-            or any(type(p) is not int for p in parts[3:])):
+    parts = node_parts(id_)
+    if parts is None:
         return None
     return NodeRef(parts[1], parts[2], parts[3], parts[4] if len(parts) == 5 else None)
 

@@ -265,11 +265,13 @@ class WorkflowOps(Ops):
         why = reason if error is None else JobError(*error).reason()
         self.step(tally.later, id_, FAILED, why)
 
-    def removed(self, later: List[Any], id_: bytes) -> None:
-        """Job ``id_`` was cancelled while it waited in its structure (removed): if it
-        is a node of this store, its step with ``cancelled`` is asked for in
-        ``later`` (an attempt's, see :meth:`step`)."""
-        self.step(later, id_, CANCELLED, "cancelled")
+    def removed(self, later: List[Any], id_: Optional[bytes],
+                why: str = "cancelled") -> None:
+        """Job ``id_`` was cancelled, or removed (its structure's ``remove`` or
+        ``remove_many``: ``why``), while it waited in its structure: if it is a node
+        of this store, its step with ``cancelled`` is asked for in ``later`` (an
+        attempt's, see :meth:`step`)."""
+        self.step(later, id_, CANCELLED, why)
 
     def step(self, later: List[Any], id_: Optional[bytes], outcome: str,
              why: Optional[str]) -> None:

@@ -465,5 +465,6 @@ class AsyncFairQueue(FairBase, AsyncJobMethods[FairOps]):
 
         Remove every group, item, policy and remembered id (range clears); the wake
         counter is touched instead (waiters look again) and the receipt slots stay.
+        A workflow whose nodes were here is not told (as :meth:`fdbrecipes.Queue.clear`).
         """
         await drive(self._ops.clear(tr))
