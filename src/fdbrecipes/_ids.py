@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Optional
 
-import fdb.tuple
 from fdb.subspace_impl import Subspace
 
 from ._fdb import Gen, Range, le64, read, read_le64, seconds_to_versions
@@ -19,28 +18,10 @@ from ._values import check_seconds
 
 #: Scheduled expiries a push with an id looks at, and collects, per transaction.
 COLLECT_BATCH = 4
-#: How the job ids a workflow store makes begin (``fdb.tuple.pack(("fdbwf",))``: see
-#: ``_workflow/graph.py``, which makes them).
-WORKFLOW_ID_HEAD = b"\x02fdbwf\x00"
 #: First byte of an id key's value once its item left: then the expiry (int64) and
 #: what it held before.  Live values are empty or a tuple-packed handle, which never
 #: start with it.
 RETIRED = b"\xff"
-
-
-def forgotten_at_once(id_: bytes) -> bool:
-    """Whether ``id_`` is a workflow node's job id (``(mark, store tag, workflow,
-    node)`` packed; not an expander's, of five elements): a workflow pushes it once,
-    when its counters (or its create) say so, in a push that makes it (never checked
-    against a remembered id: a retried transaction reads those counters again), so
-    nothing needs it once its job has left: its key is cleared then, not retired (two
-    writes, and a collection later)."""
-    if not id_.startswith(WORKFLOW_ID_HEAD):
-        return False
-    try:
-        return len(fdb.tuple.unpack(id_)) == 4
-    except ValueError:
-        return False
 
 
 class IdChecks:

@@ -12,11 +12,11 @@ from typing import Any, List, Optional, Tuple
 import fdb.tuple
 from fdb.subspace_impl import Subspace
 
-from ._ids import WORKFLOW_ID_HEAD
 from ._layout import Item
 
 __all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
-           "ScheduleLayout", "WorkflowLayout", "node_parts", "workflow_tag"]
+           "WORKFLOW_ID_HEAD", "ScheduleLayout", "WorkflowLayout", "forgotten_at_once",
+           "node_parts", "workflow_tag"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -146,6 +146,9 @@ class LimitLayout:
 #: The leaf of a node's counters that counts its leaves still open (a node with more
 #: dependencies than one leaf holds; see :class:`WorkflowLayout`).
 ROOT = -1
+#: How the job ids a workflow store makes begin (``fdb.tuple.pack(("fdbwf",))``: see
+#: ``_workflow/graph.py``, which makes them).
+WORKFLOW_ID_HEAD = b"\x02fdbwf\x00"
 
 
 def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
@@ -162,6 +165,17 @@ def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
             or any(type(p) is not int for p in parts[3:])):
         return None
     return parts
+
+
+def forgotten_at_once(id_: bytes) -> bool:
+    """Whether ``id_`` is a workflow node's job id (:func:`node_parts` of four; not an
+    expander's, of five): a workflow pushes it once, when its counters (or its
+    create) say so, in a push that makes it (never checked against a remembered id: a
+    retried transaction reads those counters again), so nothing needs it once its job
+    has left: its key is cleared then, not retired (two writes, and a collection
+    later)."""
+    parts = node_parts(id_)
+    return parts is not None and len(parts) == 4
 
 
 def workflow_tag(id_: Optional[bytes]) -> Optional[bytes]:

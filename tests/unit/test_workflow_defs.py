@@ -12,8 +12,7 @@ from fdb.subspace_impl import Subspace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fdbrecipes._ids import WORKFLOW_ID_HEAD, forgotten_at_once
-from fdbrecipes._store_layout import WorkflowLayout
+from fdbrecipes._store_layout import WORKFLOW_ID_HEAD, WorkflowLayout, forgotten_at_once
 from fdbrecipes._values import MAX_VALUE_BYTES
 from fdbrecipes._workflow.defs import (
     BLOCK,

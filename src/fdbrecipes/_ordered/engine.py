@@ -28,7 +28,7 @@ from .._fdb import (
     get_value,
     read_le64,
 )
-from .._ids import Ids, forgotten_at_once
+from .._ids import Ids
 from .._layout import DELAY, LEASE, Item, OrderedLayout, RecordLayout
 from .._limits.gate import Gate
 from .._limits.slots import Comeback
@@ -43,7 +43,7 @@ from .._records.records import (
     Kept,
     Records,
 )
-from .._store_layout import workflow_tag
+from .._store_layout import forgotten_at_once, workflow_tag
 from .._values import Value, decode_value
 from ..errors import UnknownWorkflowStoreError
 from .counts import Counts
@@ -259,7 +259,7 @@ class Ordered(Counts, Takes):
         """``item`` left for good: its id, if any, is retired (a push of it stores
         nothing for ``id_retention`` more), or, an id made by its push (a unique job's,
         a job's in a structure with records: never given to one, nothing to keep it
-        for; a workflow node's, see :func:`.._ids.forgotten_at_once`), forgotten at once
+        for; a workflow node's, see :func:`.._store_layout.forgotten_at_once`), forgotten at once
         (one clear), so that there are no retired ids to collect."""
         id_ = self.keys.item_id(item)
         if id_ is not None and (mark_of(id_) is not None or self.keys.made(item)

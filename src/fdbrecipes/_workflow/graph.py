@@ -25,8 +25,7 @@ from typing import (
 
 import fdb.tuple
 
-from .._ids import WORKFLOW_ID_HEAD
-from .._store_layout import node_parts
+from .._store_layout import WORKFLOW_ID_HEAD, node_parts
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
