@@ -79,17 +79,24 @@ def test_a_create_pushes_what_fits_and_leaves_the_rest_to_expanders(
         db: Any, fdb_subspace: Any) -> None:
     """4,000 first nodes of 900 bytes each: their definitions (3.6 MB) and their
     pushes (about 1.8 KB each) do not fit in one transaction's 9 MB: the create pushes
-    as many as fit and hands the rest to expanders (500 each), and commits."""
+    as many as fit and hands the rest to expanders (500 each), and commits.  Every
+    first node is queued from then on (waiting on nothing: pushed, or by its
+    expander), and the expanders push the rest."""
     q = Queue(fdb_subspace["q"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
     flow.add_many(q, [f"{k:04}" + "v" * 896 for k in range(4_000)])
     w = flows.create(db, flow)
-    counts = flows.status(db, w, 0).counts
-    assert 2_000 < counts["queued"] < 4_000
-    expanders = -(-counts["waiting"] // 500)
-    assert counts["queued"] + counts["waiting"] == 4_000
-    assert q.size(db) == counts["queued"] + expanders
+    status = flows.status(db, w, 4_000)
+    assert status.counts["queued"] == 4_000 and status.counts["waiting"] == 0
+    assert {node.state for node in status.nodes} == {"queued"}
+    values = q.items(db)
+    pushed = sum(type(v) is str for v in values)
+    assert 2_000 < pushed < 4_000
+    assert len(values) == pushed + -(-(4_000 - pushed) // 500)  # and the expanders'
+    Worker(db, q, str, lease_seconds=10, concurrency=4).run(burst=True)
+    status = flows.status(db, w, 0)
+    assert status.state == "succeeded" and status.counts["succeeded"] == 4_000
 
 
 def test_a_drained_workflow_leaves_no_job_id_in_its_queue(db: Any, fdb_subspace: Any) -> None:

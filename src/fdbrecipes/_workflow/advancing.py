@@ -229,7 +229,8 @@ def advance_many(store: Any, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
         prior = yield from read(prior_f)
         if raw is None:  # pruned: nothing to write
             continue
-        was = None if prior is None else fdb.tuple.unpack(prior)[0]
+        # no state: a root, queued (its push wrote none): every node acked was pushed
+        was = QUEUED if prior is None else fdb.tuple.unpack(prior)[0]
         end_node(tr, keys, e.w, e.i, was, e.outcome, e.error, tallies)
         if e.result is not None:
             for n, at in enumerate(range(0, len(e.result), RESULT_CHUNK)):
