@@ -78,8 +78,9 @@ __all__ = ["CHUNK", "FAIR_CHUNK", "NODE_PUSH_BYTES", "Fresh", "Store", "chunk_of
 CHUNK, FAIR_CHUNK = 500, 50
 #: Bytes of writes the push of a node is taken to add to its create's transaction at
 #: most, besides its value, until the first chunk pushed says (see
-#: :meth:`Store.push_fitting`): its item's and its id's keys and its node's state, with
-#: their conflict ranges (about 900 bytes measured, with a store's job ids).
+#: :meth:`Store.push_fitting`): its item's and its id's keys, with their conflict
+#: ranges (about 850 bytes measured, with a store's job ids; a first node writes no
+#: state key).
 NODE_PUSH_BYTES = 2_000
 #: What a chunk of dependents to count down starts with (a chunk of nodes to push is
 #: their numbers).
