@@ -63,16 +63,19 @@ def test_a_create_writes_a_key_per_block_of_nodes(db: Any, fdb_subspace: Any) ->
     """600 nodes without dependencies and one depending on them all: their definitions
     in 38 keys (16 nodes a key), the last one's 600 dependencies in 5 (128 a key) and
     its 6 counters, the header, tally, pruning entry and receipt: under 60 keys; and
-    the 600 first nodes pushed by the create itself (their states, and their jobs:
-    an item and its id each), no expander."""
+    the 600 first nodes pushed by the create itself (their jobs: an item and its id
+    each; no state key of their own, they wait on nothing: queued, as status and
+    graph say), no expander."""
     q = Queue(fdb_subspace["q"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
     flow.add(q, "last", deps=flow.add_many(q, range(600)), name="last")
     w = flows.create(db, flow)
-    assert len(dump(db, fdb_subspace["flows"])) < 60 + 600
+    assert len(dump(db, fdb_subspace["flows"])) < 60
     assert len(dump(db, fdb_subspace["q"])) < 2 * 600 + 10
     assert flows.status(db, w, 0).counts["queued"] == 600 and q.size(db) == 600
+    assert [n.state for n in flows.status(db, w, 601).nodes] == ["queued"] * 600 + ["waiting"]
+    assert [n.state for n in flows.graph(db, w)] == ["queued"] * 600 + ["waiting"]
 
 
 def test_a_create_pushes_what_fits_and_leaves_the_rest_to_expanders(
@@ -112,3 +115,24 @@ def test_a_drained_workflow_leaves_no_job_id_in_its_queue(db: Any, fdb_subspace:
     Worker(db, q, str, lease_seconds=10, concurrency=4).run(burst=True)
     assert flows.status(db, w, 0).state == "succeeded"
     assert len(dump(db, fdb_subspace["q"])) < 10
+
+
+def test_a_first_node_reads_queued_until_it_ends(db: Any, fdb_subspace: Any) -> None:
+    """A node that waits on nothing has no state key until it ends: ``inputs`` of its
+    dependent, ``status`` and ``graph`` read it as queued, then as it ended."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    a = flow.add(q, "a", name="a")
+    b = flow.add(q, "b", deps=[a], name="b", on_failure="continue")
+    w = flows.create(db, flow)
+    assert flows.inputs(db, b.id)["a"].state == "queued"
+    assert [(n.name, n.state) for n in flows.graph(db, w)] == [("a", "queued"), ("b", "waiting")]
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "a"
+    q.bury(db, lease, "no")  # its step: a failed, b (continue) pushed
+    assert flows.inputs(db, b.id)["a"].state == "failed"
+    status = flows.status(db, w)
+    assert [(n.name, n.state) for n in status.nodes] == [("a", "failed"), ("b", "queued")]
+    assert status.counts == {"waiting": 0, "queued": 1, "succeeded": 0, "failed": 1,
+                             "cancelled": 0, "skipped": 0}
