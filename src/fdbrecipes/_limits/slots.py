@@ -1,9 +1,9 @@
-"""What the limits' gate stores and counts (see :mod:`.gate`): the tags the leases of a
-claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what the slots
-of a concurrency limit hold (one key a run of slots, :func:`claim_runs`,
-:func:`slot_span`), what moving a parked job back writes for its structure
-(:class:`Comeback`) and the move itself (:func:`move_back`), and one (limit, key)'s
-state as a claim reads it (:class:`StateRead`) and counts what it adds
+"""What the limits' gate stores and counts (see :mod:`.gate`, :mod:`.admission`): the
+tags the leases of a claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)``
+each), what the slots of a concurrency limit hold (one key a run of slots,
+:func:`claim_runs`, :func:`slot_span`), what moving a parked job back writes for its
+structure (:class:`Comeback`) and the move itself (:func:`move_back`), and one (limit,
+key)'s state as a claim reads it (:class:`StateRead`) and counts what it adds
 (:class:`Usage`)."""
 
 from __future__ import annotations
@@ -367,7 +367,7 @@ class Usage:
 
 
 class StateRead(NamedTuple):
-    """A read of one (limit, key)'s state, started (see :meth:`.gate.Admission.start`): the
+    """A read of one (limit, key)'s state, started (see :meth:`.admission.Admission.start`): the
     limit, the range reads (the slots above ``n`` first, when read by blocks), the
     first slot of each block read (none: the whole key) and the blocks' size."""
 

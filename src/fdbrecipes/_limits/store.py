@@ -17,7 +17,7 @@ from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 __all__ = ["COUNTED", "MOVE_BACK", "LimitState", "LimitTotals", "Store"]
 
 #: The most parked jobs a change or delete of a limit moves back at once (the others
-#: come back at their park's deadline, see ``gate.PARK_SECONDS``).
+#: come back at their park's deadline, see ``admission.PARK_SECONDS``).
 MOVE_BACK = 1_000
 #: Parked jobs a count reads at most (a key's state, a limit's totals).
 COUNTED = 10_000
