@@ -47,7 +47,7 @@ its structure met, is looked at again by then at the latest.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import fdb.tuple
 
@@ -58,6 +58,7 @@ from .._store_layout import LimitLayout
 from .slots import (
     BLOCKS_FROM,
     BLOCKS_READ,
+    Run,
     Slot,
     StateRead,
     Tag,
@@ -65,7 +66,7 @@ from .slots import (
     aligned,
     block_size,
     draw,
-    slot_span,
+    slot_runs,
 )
 from .specs import CONCURRENCY, EXEMPT, Limit, LimitUse, decode_limit, given_keys
 
@@ -318,32 +319,38 @@ class Admission:
         """The first clock reading inside a rate's window ending at ``now``."""
         return now - seconds_to_versions(limit.per_seconds or 0.0) + 1
 
+    def live_runs(self, tr: Any, slot: Slot, kvs: Sequence[Any], limit: Limit,
+                  now: int) -> Iterator[Run]:
+        """The runs of live leases the keys ``kvs`` of (name, key)'s slots hold (as
+        read, :func:`.slots.slot_runs`; ``limit``: its definition); the key of an
+        expired one above ``n`` (after ``n`` was lowered: never drawn again) is cleared
+        as met, if it still holds what the lease wrote (a compare-and-clear: no read,
+        no conflict)."""
+        for run in slot_runs(self.gate.keys, slot, kvs):
+            if run.deadline >= now:
+                yield run
+            elif run.first >= limit.n:
+                tr.compare_and_clear(run.key, run.value)
+
     def learn(self, tr: Any, slot: Slot, state: StateRead, now: int) -> Gen[Optional[Usage]]:
         """(name, key)'s usage from what :meth:`start` read: the live slots (each key
-        a run of them, :func:`.slots.slot_span`; an expired lease's slots are free, and
-        its key, above ``n``, is cleared if it still holds what the lease wrote), of the
+        a run of them; an expired lease's slots are free, and its key, above ``n``, is
+        cleared if it still holds what the lease wrote: :meth:`live_runs`), of the
         block that holds the fewest of those read by blocks, or None when a job runs
         above ``n`` (they must all be counted: read it whole); or the starts in the
         window (those before it cleared)."""
         keys = self.gate.keys
         limit = state.limit
         if limit.kind == CONCURRENCY and state.blocks:
-            for kv in (yield from state.reads[0].read()):  # from aligned(n): runs above n
-                first = keys.running.unpack(kv.key)[2]
-                deadline, last = slot_span(first, kv.value)
-                if deadline >= now:
-                    if last >= limit.n:
-                        return None
-                elif first >= limit.n:
-                    tr.compare_and_clear(kv.key, kv.value)
+            # from aligned(n): the runs above n
+            for run in self.live_runs(tr, slot, (yield from state.reads[0].read()), limit, now):
+                if run.last >= limit.n:
+                    return None
             best: Optional[Usage] = None
             for low, reading in zip(state.blocks, state.reads[1:]):
                 usage = Usage(limit, low, low + state.size)
-                for kv in (yield from reading.read()):
-                    first = keys.running.unpack(kv.key)[2]
-                    deadline, last = slot_span(first, kv.value)
-                    if deadline >= now:
-                        usage.taken.update(range(max(first, low), min(last + 1, usage.high)))
+                for run in self.live_runs(tr, slot, (yield from reading.read()), limit, now):
+                    usage.taken.update(range(max(run.first, low), min(run.last + 1, usage.high)))
                 if best is None or len(usage.taken) < len(best.taken):
                     best = usage
             assert best is not None
@@ -352,14 +359,9 @@ class Admission:
         found = yield from state.reads[0].read()
         usage = Usage(limit)
         if limit.kind == CONCURRENCY:
-            for kv in found:
-                first = keys.running.unpack(kv.key)[2]
-                deadline, last = slot_span(first, kv.value)
-                if deadline >= now:
-                    usage.live += last - first + 1
-                    usage.taken.update(range(first, min(last + 1, limit.n)))
-                elif first >= limit.n:  # expired, above n (lowered): never drawn again
-                    tr.compare_and_clear(kv.key, kv.value)
+            for run in self.live_runs(tr, slot, found, limit, now):
+                usage.live += run.last - run.first + 1
+                usage.taken.update(range(run.first, min(run.last + 1, limit.n)))
             if usage.live > len(usage.taken):
                 r = keys.running.range(slot)  # n was lowered: count exactly, serialized
                 tr.add_read_conflict_range(r.start, r.stop)
