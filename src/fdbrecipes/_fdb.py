@@ -467,32 +467,39 @@ class Tally:
         a compare-and-clear when it went down) per sum, an atomic MAX per maximum, the
         grouped index entries (see :meth:`group`); the notes go to ``attempt`` (logged
         once it commits), and so do the operations to run later in the transaction."""
-        if attempt is not None:
-            attempt.notes.extend(self.notes)
-            attempt.later.extend(self.later)
-        else:
-            assert not self.later, "operations to run later need the attempt"
-        self.notes.clear()
-        self.later.clear()
-        for key, delta in self.deltas.items():
-            if delta:
-                tr.add(key, le64(delta))
-        for key, delta in self.sums.items():
-            add(tr, key, delta)
-        for key, value in self.maxima.items():
-            tr.max(key, le64(value))
-        for prefix, entries in self.groups.items():
-            head, size = 0, 0
-            for at in range(1, len(entries) + 1):
-                if at == len(entries) or size + len(entries[at]) > GROUP_BYTES:
-                    tr.set(prefix + entries[head], b"".join(entries[head + 1:at]))
-                    head, size = at, 0
-                else:
-                    size += len(entries[at])
-        self.deltas.clear()
-        self.sums.clear()
-        self.maxima.clear()
-        self.groups.clear()
+        # (each part looked at only when it holds something: most operations change
+        # a counter or two and nothing else, and this runs in every one of them)
+        if self.notes or self.later:
+            if attempt is not None:
+                attempt.notes.extend(self.notes)
+                attempt.later.extend(self.later)
+            else:
+                assert not self.later, "operations to run later need the attempt"
+            self.notes.clear()
+            self.later.clear()
+        if self.deltas:
+            for key, delta in self.deltas.items():
+                if delta:
+                    tr.add(key, _LE64.pack(delta))
+            self.deltas.clear()
+        if self.sums:
+            for key, delta in self.sums.items():
+                add(tr, key, delta)
+            self.sums.clear()
+        if self.maxima:
+            for key, value in self.maxima.items():
+                tr.max(key, _LE64.pack(value))
+            self.maxima.clear()
+        if self.groups:
+            for prefix, entries in self.groups.items():
+                head, size = 0, 0
+                for at in range(1, len(entries) + 1):
+                    if at == len(entries) or size + len(entries[at]) > GROUP_BYTES:
+                        tr.set(prefix + entries[head], b"".join(entries[head + 1:at]))
+                        head, size = at, 0
+                    else:
+                        size += len(entries[at])
+            self.groups.clear()
 
 
 def clear_except(tr: Any, begin: bytes, end: bytes, kept: List[Tuple[bytes, bytes]]) -> None:

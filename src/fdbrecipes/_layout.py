@@ -20,6 +20,24 @@ from ._values import made_random, random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
+#: The tuple layer's codes of the elements of an item key that every push packs and
+#: reads itself (see :func:`_uint`): an int of n bytes (0 <= n <= 8) is the code
+#: ``INT_ZERO + n`` and its n big-endian bytes; bytes are ``BYTES_CODE``, the bytes
+#: with each zero byte followed by 0xFF, and a zero byte; None is ``NULL`` (top level).
+_INT_ZERO, _BYTES_CODE, _NULL = 0x14, b"\x01", b"\x00"
+_UINT_LIMIT = 1 << 64
+
+
+def _uint(n: int) -> bytes:
+    """``fdb.tuple.pack((n,))``, written out for an int from 0 to 2**64 - 1 (a sequence
+    number, a delivery count, a clock reading); anything else is packed by the tuple
+    layer.  Every push packs three such ints, and the tuple layer's pack is a chain of
+    type checks per element."""
+    if type(n) is int and 0 <= n < _UINT_LIMIT:
+        size = (n.bit_length() + 7) // 8
+        return (_INT_ZERO + size).to_bytes(1, "big") + n.to_bytes(size, "big")
+    return _pack((n,))
+
 __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS",
            "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "SHARDED", "SHARDS",
            "TREE_FOOTPRINT", "FairLayout", "Firsts", "Footprint", "Item", "Marker",
@@ -189,13 +207,14 @@ class OrderedLayout:
 
     __slots__ = ("dead", "dead_in", "dead_out", "delayed_in", "delayed_out", "due",
                  "due_prefix", "due_range", "floor_key", "group_len", "held", "held_in",
-                 "held_out", "held_prefix", "items", "items_end", "items_range", "paused",
-                 "pushed", "subspace", "taken", "wake_key")
+                 "held_out", "held_prefix", "items", "items_end", "items_prefix",
+                 "items_range", "paused", "pushed", "subspace", "taken", "wake_key")
 
     def __init__(self, subspace: Subspace, group_len: int) -> None:
         self.subspace = subspace
         self.group_len = group_len
         self.items = subspace["i"]
+        self.items_prefix: bytes = self.items.key()
         self.held = subspace["h"]
         self.due = subspace["d"]
         self.dead = subspace["x"]
@@ -292,8 +311,29 @@ class OrderedLayout:
     # -- keys ------------------------------------------------------------------------
 
     def item_key(self, item: Item) -> bytes:
-        """The key of a visible item."""
-        return bytes(self.items.pack(item))
+        """The key of a visible item: ``items.pack(item)``, its elements after the group
+        encoded here when they are of the types an item holds (:func:`_uint`)."""
+        g = self.group_len
+        if len(item) != g + 5:
+            return bytes(self.items.pack(item))
+        seq, random, deliveries, id_, since = item[g:]
+        if type(random) is not bytes:
+            return bytes(self.items.pack(item))
+        tag = _NULL if id_ is None else _pack((id_,))
+        return b"".join((self.items_prefix if not g else self.items_prefix + _pack(item[:g]),
+                         _uint(seq), _BYTES_CODE, random.replace(b"\x00", b"\x00\xff"),
+                         _NULL, _uint(deliveries), tag, _uint(since)))
+
+    def seq_of(self, key: bytes) -> int:
+        """The sequence number of the item whose key is ``key`` (read from the key's
+        first element after the group, without unpacking the rest when the group is
+        empty: a Queue's push reads it for its tail)."""
+        if not self.group_len:
+            pos = len(self.items_prefix)
+            size = key[pos] - _INT_ZERO
+            if 0 <= size <= 8:
+                return int.from_bytes(key[pos + 1:pos + 1 + size], "big")
+        return self.seq(self.items.unpack(key))
 
     def hold_keys(self, hold_id: bytes, item: Item, deadline: int,
                   kind: int) -> Tuple[bytes, bytes]:

@@ -209,3 +209,20 @@ def test_clear_keeps_a_sharded_structure_s_marker_and_wake_keys() -> None:
     assert len(kept) == 5 and kept == sorted(kept)
     for key in (Marker.key(S), *wakes):
         assert any(b <= key < e for b, e in kept)
+
+
+@given(st.one_of(st.none(), st.just(True), st.binary(max_size=30)),
+       st.integers(0, 2**64 + 5), st.binary(max_size=24), st.integers(0, 2**64 + 5),
+       st.integers(0, 2**70), priorities, st.booleans())
+def test_item_keys_are_the_packed_tuples(id_: Any, seq: int, random: bytes,
+                                         deliveries: int, since: int, priority: int,
+                                         grouped: bool) -> None:
+    """item_key writes out the ints, bytes and None of an item itself: the key is
+    exactly that of packing the tuple (zero bytes escaped, ints of 0 to 8 bytes and
+    beyond), and seq_of reads the sequence number back from it."""
+    o = PRIORITY if grouped else QUEUE
+    item = ((priority,) if grouped else ()) + (seq, random, deliveries, id_, since)
+    key = o.item_key(item)
+    assert key == o.items.pack(item)
+    assert o.seq_of(key) == seq
+    assert o.item_key(item[:-1]) == o.items.pack(item[:-1])  # not an item's shape

@@ -25,6 +25,7 @@ from .._fdb import (
     Range,
     Tally,
     clear_structure,
+    fdb_impl,
     get_value,
     read_le64,
 )
@@ -95,8 +96,8 @@ class Ordered(Counts, Takes):
     structure's, shared (see :mod:`.shards`).
     """
 
-    __slots__ = ("comeback", "gate", "ids", "records", "sequences", "shard", "unique",
-                 "workflows")
+    __slots__ = ("comeback", "gate", "ids", "records", "sequences", "shard", "tail",
+                 "unique", "workflows")
 
     def __init__(self, layout: OrderedLayout, clock: Clock, ids: Ids,
                  max_deliveries: Optional[int], records: Optional[Records] = None,
@@ -117,6 +118,9 @@ class Ordered(Counts, Takes):
         self.unique: Optional[UniqueKeys] = None
         #: the sequences (an unsharded Queue's or PriorityQueue's; None elsewhere)
         self.sequences: Optional[Sequences] = None
+        #: a Queue's item range as key selectors, made at its first push (see
+        #: :meth:`next_seqs`; the bindings' selectors need the API version selected)
+        self.tail: Optional[Tuple[Any, Any]] = None
 
     def record(self, item: Item, kept: Kept = ()) -> Optional[bytes]:
         """The id whose job record changes as ``item`` moves: the item's id, if this
@@ -489,14 +493,18 @@ class Ordered(Counts, Takes):
         (no conflicts): after the group's last item and after the floor.  A Queue's
         floor sorts after its items: one reverse read of two keys finds both."""
         if self.keys.group_len == 0:
-            r = self.keys.items_range
-            found = yield from Range(tr.snapshot, r.start, r.stop, 2, reverse=True).read()
+            if self.tail is None:
+                r, selector = self.keys.items_range, fdb_impl().KeySelector
+                self.tail = (selector.first_greater_or_equal(r.start),
+                             selector.first_greater_or_equal(r.stop))
+            begin, end = self.tail
+            found = yield from Range(tr.snapshot, begin, end, 2, reverse=True).read()
             floor, last = -1, -1
             for kv in found:
                 if kv.key == self.keys.floor_key:
                     floor = read_le64(kv.value)
                 else:
-                    last = self.keys.seq(self.keys.items.unpack(kv.key))
+                    last = self.keys.seq_of(kv.key)
                     break
             return {(): max(last, floor) + 1}
         floor_f = tr.snapshot.get(self.keys.floor_key)
@@ -510,7 +518,7 @@ class Ordered(Counts, Takes):
         seqs = {}
         for group, started in lasts.items():
             kv = yield from started.first()
-            last = -1 if kv is None else self.keys.seq(self.keys.items.unpack(kv.key))
+            last = -1 if kv is None else self.keys.seq_of(kv.key)
             seqs[group] = max(last + 1, lowest)
         return seqs
 
