@@ -165,10 +165,10 @@ def kill_consumers(db: Any, subspace: Any, cluster_file: str, kills: int,
                 started += 1
                 child = subprocess.Popen(argv + [str(seed + started)], stdout=subprocess.PIPE,
                                          text=True, env={**os.environ})
+                running.append(child)  # (killed by the finally, whatever happens next)
                 assert child.stdout is not None
                 line = child.stdout.readline()
                 assert line.strip() == "ready", f"a consumer did not start: {line!r}"
-                running.append(child)
             victim = running.pop(rng.randrange(len(running)))
             time.sleep(rng.uniform(0.0, 0.3))  # a random point of the jobs' lives
             os.kill(victim.pid, signal.SIGKILL)
