@@ -1,9 +1,12 @@
 """Unique keys against a plain-Python model (issue 40): random pushes with each
-``covers`` and ``on_conflict``, with and without delays, claims, acks, releases (dead
-on the second delivery), pops and the clock's steps; after every step each key's holder
-(``unique_job``) and the visible order agree with the model.  Leases outlive the run
-(a lease that expired but was not put back yet counts as running: left to the kill
-test), so the model stays exact."""
+``covers`` and ``on_conflict``, with and without delays, claims (with leases that
+outlive the run, or end after one or two of the clock's steps), acks, releases and
+burials (dead on the second delivery), pops and the clock's steps; after every step each
+key's holder (``unique_job``) and the visible order agree with the model.  A lease
+that ended counts as visible again at its place (or, on its last delivery, as dying,
+its job still holding its key) until the next claim or pop meets it and puts it back
+(then a replace finds it) or buries it (then its key is free); an ack, release or
+burial of it is refused."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from fdbrecipes import Lease, Queue, Unique, UniqueConflictError
+from fdbrecipes import Lease, LeaseExpiredError, Queue, Unique, UniqueConflictError
 from tests.helpers import TestClock
 
 pytestmark = pytest.mark.integration
@@ -34,6 +37,10 @@ pytestmark = pytest.mark.integration
 STEP = 2_000
 WINDOW = 3_000
 LEASE = 10**7
+#: A lease that ends after one or two steps (an odd multiple of 1,000 too).
+SHORT = 3_000
+#: The structure's max_deliveries: a lease that ends on a job's second delivery kills it.
+DELIVERIES = 2
 COVERS = {"a": "running", "b": "queued", "c": "finished"}
 
 
@@ -50,7 +57,7 @@ class Job:
         self.visible_at = visible_at
         self.state = "waiting"  # waiting (pending or delayed), running, gone
         self.deliveries = 0
-
+        self.deadline = 0  # while running: when its lease ends
 
 class UniqueMachine(RuleBasedStateMachine):
     leases = Bundle("leases")
@@ -60,7 +67,8 @@ class UniqueMachine(RuleBasedStateMachine):
         self.db = db
         self.space = fdb.Subspace(("fdbrecipes-test", "unique-machine", uuid.uuid4().hex))
         self.clock = TestClock()
-        self.q: Queue[int] = Queue(self.space, clock=self.clock, max_deliveries=2)
+        self.q: Queue[int] = Queue(self.space, clock=self.clock,
+                                     max_deliveries=DELIVERIES)
         self.now = 0
         self.places = 0
         self.jobs: List[Job] = []
@@ -86,9 +94,30 @@ class UniqueMachine(RuleBasedStateMachine):
     def job(self, id_: bytes) -> Job:
         return next(j for j in self.jobs if j.id == id_)
 
+    def ended(self, job: Job) -> bool:
+        """Whether ``job`` runs under a lease that ended (no writer met it yet)."""
+        return job.state == "running" and self.now > job.deadline
+
     def visible(self) -> List[Job]:
-        return sorted((j for j in self.jobs if j.state == "waiting" and j.visible_at <= self.now),
+        """The jobs a claim would take, in order: waiting ones whose delay passed and
+        those whose lease ended before their last delivery (visible again at their
+        places, though still under their holds)."""
+        return sorted((j for j in self.jobs
+                       if (j.state == "waiting" and j.visible_at <= self.now)
+                       or (self.ended(j) and j.deliveries < DELIVERIES)),
                       key=lambda j: j.place)
+
+    def settle(self) -> None:
+        """A claim or pop met the leases that ended: each job goes back to its place
+        (visible since its lease's end) or, on its last delivery, to the dead letters
+        (its key free, or finished now)."""
+        for token, job in list(self.running.items()):
+            if self.ended(job):
+                del self.running[token]
+                if job.deliveries >= DELIVERIES:
+                    self.left(job)
+                else:
+                    job.state, job.visible_at = "waiting", job.deadline
 
     def left(self, job: Job) -> None:
         """``job`` left the queue (acked, popped, dead)."""
@@ -139,10 +168,11 @@ class UniqueMachine(RuleBasedStateMachine):
         self.places += 1
         self.jobs.append(Job(None, None, value, self.places, self.now))
 
-    @rule(target=leases)
-    def claim(self) -> Any:
+    @rule(target=leases, seconds=st.sampled_from([LEASE, SHORT]))
+    def claim(self, seconds: int) -> Any:
+        self.settle()
         visible = self.visible()
-        lease = self.q.claim(self.db, LEASE)
+        lease = self.q.claim(self.db, seconds)
         if not visible:
             assert lease is None
             return multiple()
@@ -150,11 +180,18 @@ class UniqueMachine(RuleBasedStateMachine):
         if visible[0].id is not None:
             assert lease.id == visible[0].id
         self.started(visible[0])
+        visible[0].deadline = self.now + seconds
         self.running[lease.token] = visible[0]
         return lease
 
+    def live(self, lease: Lease[int]) -> Optional[Job]:
+        """The job under ``lease``, if the lease has not ended."""
+        job = self.running.get(lease.token)
+        return None if job is None or self.ended(job) else job
+
     @rule()
     def pop(self) -> None:
+        self.settle()
         visible = self.visible()
         got = self.q.pop(self.db)
         assert got == (visible[0].value if visible else None)
@@ -164,17 +201,32 @@ class UniqueMachine(RuleBasedStateMachine):
 
     @rule(lease=consumes(leases))
     def ack(self, lease: Lease[int]) -> None:
+        if self.live(lease) is None:
+            with pytest.raises(LeaseExpiredError):
+                self.q.ack(self.db, lease)
+            return
         self.q.ack(self.db, lease)
         self.left(self.running.pop(lease.token))
 
     @rule(lease=consumes(leases), delay=st.sampled_from([None, 1_000]))
     def release(self, lease: Lease[int], delay: Optional[int]) -> None:
+        if self.live(lease) is None:
+            assert not self.q.release(self.db, lease, delay=delay)
+            return
         assert self.q.release(self.db, lease, delay=delay)
         job = self.running.pop(lease.token)
-        if job.deliveries >= 2:
+        if job.deliveries >= DELIVERIES:
             self.left(job)  # its last delivery: a dead letter
         else:
             job.state, job.visible_at = "waiting", self.now + (delay or 0)
+
+    @rule(lease=consumes(leases))
+    def bury(self, lease: Lease[int]) -> None:
+        if self.live(lease) is None:
+            assert not self.q.bury(self.db, lease, "buried")
+            return
+        assert self.q.bury(self.db, lease, "buried")
+        self.left(self.running.pop(lease.token))
 
     @rule()
     def advance(self) -> None:
