@@ -168,7 +168,9 @@ class Ids:
         key = self.key(id_)
         tr.compare_and_clear(key, value)
         tr.byte_min(key, marker)
-        tr.set(self.gc.pack((expiry, id_)), marker)
+        # (BYTE_MIN here too: two items finishing in one transaction, their markers
+        # alike up to the value, leave in the schedule the one the key keeps)
+        tr.byte_min(self.gc.pack((expiry, id_)), marker)
         return marker
 
     def unretire(self, tr: Any, id_: Optional[bytes], retired_at: int,

@@ -12,7 +12,7 @@ import pytest
 
 from fdbrecipes import PriorityQueue, Queue, Unique, UniqueConflictError
 from fdbrecipes.aio import AsyncQueue
-from tests.helpers import TestClock
+from tests.helpers import Faulty, TestClock, eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -340,3 +340,30 @@ def test_a_requeued_dead_job_takes_its_free_key_back(db: Any, fdb_subspace: Any)
         q.ack(db, lease)
     assert q.unique_job(db, "k") is None and q.unique_job(db, "f") == finished
 
+
+
+def test_a_cancelled_pop_gives_the_key_back_with_its_job(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """A pop cancelled with its commit in flight, which landed, is undone: the job
+    holds its key again, and its finish's scheduled forgetting is cancelled."""
+    clock = TestClock()
+    key = Unique("k", covers="finished", window=5)
+    job = queue(fdb_subspace, clock).push(db, 1, unique=key)
+    faulty = Faulty(fdb_cluster_file)
+
+    async def main() -> None:
+        q = AsyncQueue(fdb_subspace, clock=clock, history=3600)
+        faulty.pending[:] = ["applied:hang"]
+        popping = asyncio.ensure_future(q.pop(faulty.db))
+        await eventually_async(lambda: not faulty.pending, 30, "the pop's commit",
+                               every=0.01)
+        popping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await popping
+
+    asyncio.run(main())
+    q = queue(fdb_subspace, clock)
+    assert q.items(db) == [1] and q.unique_job(db, "k") == job
+    clock.advance(6)  # past the window the pop's finish set
+    assert q.push(db, 2, unique="other") is not None  # collects finished entries
+    assert q.unique_job(db, "k") == job and q.push(db, 2, unique=key) == job
