@@ -20,10 +20,17 @@ from ._values import made_random, random_suffix
 #: fdb.tuple.pack, typed: the key builders below join packed elements.
 _pack: Callable[[Tuple[Any, ...]], bytes] = fdb.tuple.pack
 
+
+def packed_bytes(data: bytes) -> bytes:
+    """``fdb.tuple.pack((data,))`` for bytes ``data``, the same bytes without the tuple
+    layer's walk over its argument: the type code, ``data`` with each NUL escaped, a
+    NUL (a job id's encoding, in every key of its record)."""
+    return b"\x01" + data.replace(b"\x00", b"\x00\xff") + b"\x00"
+
 __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS",
            "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "SHARDED", "SHARDS",
            "TREE_FOOTPRINT", "FairLayout", "Firsts", "Footprint", "Item", "Marker",
-           "OrderedLayout", "RecordLayout", "TreeLayout", "shard_space"]
+           "OrderedLayout", "RecordLayout", "TreeLayout", "packed_bytes", "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
@@ -505,7 +512,7 @@ class RecordLayout:
     elements) read as they did.
     """
 
-    __slots__ = ("expiry", "jobs", "prefix", "terms", "where")
+    __slots__ = ("expiry", "jobs", "prefix", "terms", "where", "where_packed")
 
     #: The tuple encoding of each part's name: a record's key is the encoding of
     #: ``(id,)`` under ``jobs``, then that of ``(part,)`` (tuple encodings concatenate).
@@ -518,11 +525,12 @@ class RecordLayout:
         self.terms = bytes(queue["n"].pack(("terms",)))
         self.expiry = expiry
         self.where = where
+        self.where_packed = _pack(where)
 
     def key(self, id_: bytes, part: str) -> bytes:
         """The key of one part of job ``id_``'s record (``jobs.pack((id_, part))``,
         built from its parts)."""
-        return self.prefix + _pack((id_,)) + self.PARTS[part]
+        return self.prefix + packed_bytes(id_) + self.PARTS[part]
 
     def chunk(self, id_: bytes, n: int) -> bytes:
         """The key of chunk ``n`` of job ``id_``'s result."""
@@ -541,4 +549,4 @@ class RecordLayout:
     def entry(self, id_: bytes) -> bytes:
         """Job ``id_``'s entry in the index of finished records, after its time: its
         queue's place in the structure and its id (packed)."""
-        return _pack((*self.where, id_))
+        return self.where_packed + packed_bytes(id_)

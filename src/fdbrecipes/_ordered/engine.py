@@ -244,25 +244,27 @@ class Ordered(Counts, Takes):
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
-        if self.keys.item_id(item) is None:  # no id: no unique key, sequence nor record
+        id_ = self.keys.item_id(item)
+        if id_ is None:  # no id: no unique key, sequence nor record
             return
-        self.forget(tr, item, now)
-        self.unique_left(tr, item, now)
-        if self.sequences is not None:  # the next job of its sequence goes in
-            self.sequences.ended(tally, self, self.keys.item_id(item), False)
-        id_ = self.record(item, kept)
-        if id_ is not None:
+        self.forget(tr, item, now, id_)
+        if not self.keys.made(item):  # a made id is no unique job's nor a sequence's
+            self.unique_left(tr, item, now)
+            if self.sequences is not None:  # the next job of its sequence goes in
+                self.sequences.ended(tally, self, id_, False)
+        if self.records.keeps or id_ in kept:  # see record()
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result, tally=tally)
 
-    def forget(self, tr: Any, item: Item, now: int) -> None:
-        """``item`` left for good: its id, if any, is retired (a push of it stores
-        nothing for ``id_retention`` more), or, an id made by its push (a unique job's,
-        a job's in a structure with records: never given to one, nothing to keep it
-        for; a workflow node's, see :func:`.._store_layout.forgotten_at_once`), forgotten at once
-        (one clear), so that there are no retired ids to collect."""
-        id_ = self.keys.item_id(item)
-        if id_ is not None and (mark_of(id_) is not None or self.keys.made(item)
+    def forget(self, tr: Any, item: Item, now: int, id_: Optional[bytes] = None) -> None:
+        """``item`` left for good: its id (``id_``, if the caller has it already), if
+        any, is retired (a push of it stores nothing for ``id_retention`` more), or, an
+        id made by its push (a unique job's, a job's in a structure with records: never
+        given to one, nothing to keep it for; a workflow node's, see
+        :func:`.._store_layout.forgotten_at_once`), forgotten at once (one clear), so
+        that there are no retired ids to collect."""
+        id_ = self.keys.item_id(item) if id_ is None else id_
+        if id_ is not None and (self.keys.made(item) or mark_of(id_) is not None
                                 or forgotten_at_once(id_)):
             tr.clear(self.ids.key(id_))
         else:
@@ -270,8 +272,9 @@ class Ordered(Counts, Takes):
 
     def unique_claimed(self, tr: Any, item: Item) -> None:
         """A consumer claimed ``item``: the unique key it holds while queued is free
-        (see :meth:`.unique.UniqueKeys.claimed`)."""
-        if self.unique is not None:
+        (see :meth:`.unique.UniqueKeys.claimed`; an id made by its push is no unique
+        job's)."""
+        if self.unique is not None and not self.keys.made(item):
             self.unique.claimed(tr, self.keys.item_id(item), self.keys.place(item))
 
     def unique_left(self, tr: Any, item: Item, now: int, died: Optional[Ids] = None) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Collection, Dict, FrozenSet, Iterable, List, NamedTuple,
 import fdb.tuple
 
 from .._fdb import Gen, Range, Tally, le64, read
-from .._layout import RecordLayout
+from .._layout import RecordLayout, packed_bytes
 from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
@@ -252,6 +252,12 @@ def _ending(state: str, attempts: int) -> bytes:
     return _pack((state, attempts, None))
 
 
+@functools.lru_cache(maxsize=256)
+def _packed_int(n: int) -> bytes:
+    """``n`` tuple-packed (an attempt's number: a few of them, packed once each)."""
+    return _pack((n,))
+
+
 class Records:
     """The job records of one queue (see the module docstring): every method writes
     without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
@@ -260,14 +266,18 @@ class Records:
     items an operator's call moves (remove, cancel, ack, release and bury by token,
     requeue and purge of dead letters): it looks for them first (:meth:`look`)."""
 
-    __slots__ = ("history", "keys", "last")
+    __slots__ = ("begun", "history", "keys", "last")
 
     def __init__(self, keys: RecordLayout, history: Optional[float]) -> None:
         self.keys = keys
         self.history = history
-        #: the last time an entry of the index of finished records went at, and where
-        #: the entries that go then begin (see :meth:`finished`)
-        self.last: Tuple[float, bytes] = (-1.0, b"")
+        #: the last operation's time a job finished at, packed with when its record
+        #: goes, and where the entries that go then begin in the index of finished
+        #: records (see :meth:`finished`): the same for every job it finishes
+        self.last: Tuple[float, bytes, bytes] = (-1.0, b"", b"")
+        #: the last claim's time and worker, and the two packed, which begin the
+        #: ``b`` of each job it holds (see :meth:`began`)
+        self.begun: Tuple[float, Optional[str], bytes] = (-1.0, None, b"")
 
     @property
     def keeps(self) -> bool:
@@ -292,13 +302,19 @@ class Records:
         tr.set(self.keys.key(id_, "s"), _pack((state, attempts, due)))
 
     def began(self, tr: Any, id_: bytes, attempts: int, worker: Optional[str],
-              lease: bytes) -> None:
-        """Attempt ``attempts`` of job ``id_`` began now, under ``lease`` (held by
+              lease: bytes, tally: Optional[Tally] = None) -> None:
+        """Attempt ``attempts`` of job ``id_`` began now (at the time of the claim whose
+        ``tally`` is given: its jobs begin together), under ``lease`` (held by
         ``worker``, if one said): one key, which says it runs while the lease's hold
         is there (the state key is left as it was: see :func:`facts_of`).  A cancel
         asked of an earlier attempt stays: the next claim reads it
-        (``Lease.cancel_requested``)."""
-        tr.set(self.keys.key(id_, "b"), _pack((time.time(), worker, lease, attempts)))
+        (``Lease.cancel_requested``).  The value's time and worker, the same for the
+        claim's jobs, are packed once (a packed tuple is its elements' encodings)."""
+        now = time.time() if tally is None else tally.wall_time()
+        begun = self.begun
+        if begun[0] != now or begun[1] != worker:
+            begun = self.begun = (now, worker, _pack((now, worker)))
+        tr.set(self.keys.key(id_, "b"), begun[2] + packed_bytes(lease) + _packed_int(attempts))
 
     def failed(self, tr: Any, id_: bytes, error: Tuple[str, str, str]) -> None:
         """Job ``id_`` failed with ``error`` (type, message, traceback)."""
@@ -318,19 +334,19 @@ class Records:
         given (they finish at its time: one index key for them all, see
         :meth:`.._fdb.Tally.group`), else in a key of its own."""
         now = time.time() if tally is None else tally.wall_time()
-        expires = now + (self.history or 0.0)
-        tr.set(self.keys.key(id_, "f"), _pack((now, expires)) + (
+        last = self.last
+        if last[0] != now:  # what one operation finishes goes at one time
+            expires = now + (self.history or 0.0)
+            last = self.last = (now, _pack((now, expires)), self.keys.expiry_prefix(expires))
+        tr.set(self.keys.key(id_, "f"), last[1] + (
             _ending(state, attempts) if died is None else _pack((state, attempts, died))))
         if result is not None:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
-        last = self.last
-        if last[0] != expires:  # what one operation finishes goes at one time
-            last = self.last = (expires, self.keys.expiry_prefix(expires))
         if tally is None:
-            tr.set(last[1] + self.keys.entry(id_), b"")
+            tr.set(last[2] + self.keys.entry(id_), b"")
         else:
-            tally.group(last[1], self.keys.entry(id_))
+            tally.group(last[2], self.keys.entry(id_))
 
     def revived(self, tr: Any, id_: bytes) -> None:
         """Job ``id_``, which may have finished, runs again (a requeued dead letter, an
