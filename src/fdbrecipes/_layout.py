@@ -36,9 +36,10 @@ __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS",
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
 #: PriorityQueue; ``seq`` is its push order within the group and ``random`` 20 random
 #: bytes, so ``group + (seq, random)`` fixes its place; ``deliveries`` counts earlier
-#: deliveries, ``id`` is its idempotency id or None (True: an id made for it, the
-#: hex of its first 16 random bytes, see ``OrderedLayout.new_item``), ``since`` the
-#: clock reading when it last became visible.
+#: deliveries, ``id`` is its idempotency id or None (False: an id made for it, the
+#: hex of its first 16 random bytes, see ``OrderedLayout.new_item``; True: the same,
+#: pushed by the earlier layout, which wrote the id's key), ``since`` the clock
+#: reading when it last became visible.
 Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
@@ -240,17 +241,24 @@ class OrderedLayout:
                  made: bool = False) -> Item:
         """A new item tuple at ``seq`` within ``group``, never delivered.  ``made``: its
         id was made for it by its push; when it is of 32 hex characters, the place's
-        random bytes begin with its 16 bytes and the item holds True in its stead (34
+        random bytes begin with its 16 bytes and the item holds False in its stead (34
         bytes less in each key that holds the item: see :meth:`item_id`,
-        :meth:`made`)."""
+        :meth:`made`); its push writes no id key (its job's record says where it is:
+        see ``Records.pushed``)."""
         random = made_random(id_) if made and id_ is not None else None
         if random is not None:
-            return group + (seq, random, 0, True, since)
+            return group + (seq, random, 0, False, since)
         return group + (seq, random_suffix(), 0, id_, since)
 
     def made(self, item: Item) -> bool:
         """Whether the item's id was made for it by its push (see :meth:`new_item`):
         nothing keeps it once the item leaves (no push gave it)."""
+        made = item[self.group_len + 3]
+        return made is False or made is True
+
+    def keyed(self, item: Item) -> bool:
+        """Whether the item's id, made for it by its push (:meth:`made`), has an id key
+        (pushed by the earlier layout, which wrote one: True in the id's stead)."""
         return item[self.group_len + 3] is True
 
     def group(self, item: Item) -> Item:
@@ -271,7 +279,7 @@ class OrderedLayout:
         """The item's idempotency id, or None (an id made for it: the hex of the
         first 16 of its place's random bytes, see :meth:`new_item`)."""
         id_: Any = item[self.group_len + 3]
-        if id_ is True:
+        if id_ is False or id_ is True:
             made: bytes = item[self.group_len + 1][:16].hex().encode()
             return made
         given: Optional[bytes] = id_
@@ -473,9 +481,11 @@ FAIR_FOOTPRINT = Footprint(("a",), traces=("w", "o"), traced=FairLayout.traced)
 class RecordLayout:
     """Keys of the job records of one queue (a structure made with ``history``)::
 
-        Q/"j"/(id, "a")    = (pushed_at, time_limit, state, 0, due)  the push (time_limit:
-                                                           seconds or None) and the state
-                                                           it left the job in
+        Q/"j"/(id, "a")    = (pushed_at, time_limit, state, 0, due[, place])  the push
+                                                           (time_limit: seconds or None),
+                                                           the state it left the job in,
+                                                           and, for an id the push made,
+                                                           its item's place (no id key)
         Q/"j"/(id, "s")    = (state, attempts, due)         the state a return from a
                                                            lease, a requeue, a delay wrote;
                                                            due: when a delayed or retrying

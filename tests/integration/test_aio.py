@@ -19,6 +19,8 @@ import pytest
 from fdbrecipes import LeaseExpiredError, PriorityQueue, Queue, WeightTree, aio
 from tests.helpers import Blocks, Faulty, eventually_async, watch_limited
 
+HOUR = 3600.0
+
 pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
@@ -290,6 +292,32 @@ def test_a_pop_cancelled_with_its_commit_in_flight_gives_its_item_back(
 
     run(main)
     assert Queue(fdb_subspace).items(db) == [1, 2, 3]
+
+
+def test_a_pop_of_a_job_with_a_record_cancelled_with_its_commit_applied_gives_it_back(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """The pop landed, so it is undone: the item is back at its place, its record
+    pending again, and its id (made by its push, kept in its record: no id key is
+    written for it, then or at the undo) names a job that is there."""
+    made = Queue(fdb_subspace, history=HOUR).push(db, "job")
+    faulty = Faulty(fdb_cluster_file)
+
+    async def main() -> None:
+        q = aio.AsyncQueue(fdb_subspace, history=HOUR)
+        faulty.pending[:] = ["applied:hang"]
+        popping = asyncio.ensure_future(q.pop(faulty.db))
+        await eventually_async(lambda: not faulty.pending, 30, "the pop's commit",
+                               every=0.01)
+        popping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await popping
+
+    run(main)
+    q = Queue(fdb_subspace, history=HOUR)
+    assert q.items(db) == ["job"] and q.job(db, made).state == "pending"
+    assert q.push(db, "again", id=made) == made and q.size(db) == 1  # it is there
+    ids = fdb_subspace["k"].range()
+    assert list(db.get_range(ids.start, ids.stop)) == []
 
 
 @pytest.mark.parametrize("fault", ["applied:hang", "dropped:hang"])

@@ -25,7 +25,7 @@ from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
            "RUNNING", "SUCCEEDED", "Facts", "JobError", "JobRecord", "Kept", "Progress",
-           "Records", "facts_of", "index_entries"]
+           "Records", "facts_of", "index_entries", "pushed_place"]
 
 #: The ids of items whose job records an object found (see :meth:`Records.look`): it
 #: moves those records with the items, whether or not it keeps records itself.
@@ -188,6 +188,18 @@ def _before(state: Optional[Tuple[Any, ...]],
     return None
 
 
+def pushed_place(pushed: Optional[Tuple[Any, ...]]) -> Optional[Tuple[Any, ...]]:
+    """The place of the item of a job whose push key holds ``pushed`` (unpacked; None:
+    absent), when the push made its id (and wrote no id key: see
+    :meth:`Records.pushed`); None otherwise.  The item is there (visible, delayed or
+    held) until the job finished, or, dead, until its dead letter goes (a requeue
+    moves it: that writes the id's key, which says where)."""
+    if pushed is None or len(pushed) < 6:
+        return None
+    place: Tuple[Any, ...] = pushed[5]
+    return place
+
+
 def index_entries(expiry: Any, kv: Any) -> List[Tuple[Any, ...]]:
     """The entries ``(expires_at, *where, id)`` that one key-value ``kv`` of the index
     of finished records ``expiry`` (a Subspace) names, in order: the key's own, then
@@ -266,11 +278,13 @@ class Records:
     items an operator's call moves (remove, cancel, ack, release and bury by token,
     requeue and purge of dead letters): it looks for them first (:meth:`look`)."""
 
-    __slots__ = ("begun", "history", "keys", "last")
+    __slots__ = ("begun", "history", "keeps", "keys", "last")
 
     def __init__(self, keys: RecordLayout, history: Optional[float]) -> None:
         self.keys = keys
         self.history = history
+        #: whether this structure object writes job records (made with ``history``)
+        self.keeps = history is not None
         #: the last operation's time a job finished at, packed with when its record
         #: goes, and where the entries that go then begin in the index of finished
         #: records (see :meth:`finished`): the same for every job it finishes
@@ -279,19 +293,16 @@ class Records:
         #: ``b`` of each job it holds (see :meth:`began`)
         self.begun: Tuple[float, Optional[str], bytes] = (-1.0, None, b"")
 
-    @property
-    def keeps(self) -> bool:
-        """Whether this structure object writes job records."""
-        return self.history is not None
-
     # -- written as the item moves ------------------------------------------------------
 
     def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float], state: str,
-               due: Optional[int] = None) -> None:
+               due: Optional[int] = None, place: Optional[Tuple[Any, ...]] = None) -> None:
         """Job ``id_`` was pushed now, and is ``state`` (pending, delayed, ``due``
         then): one key, the state key is not written; one more job with terms to read
-        at its claims, if it has a time limit."""
-        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit, state, 0, due)))
+        at its claims, if it has a time limit.  ``place``: where its item is, for an
+        id the push made (kept here: no id key says it, see :func:`pushed_place`)."""
+        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit, state, 0, due)
+                                              + (() if place is None else (place,))))
         if time_limit is not None:
             tr.add(self.keys.terms, le64(1))
 
@@ -387,6 +398,28 @@ class Records:
         """:meth:`look`, then :meth:`found`: one round trip when there is anything to
         read, none otherwise."""
         return (yield from self.found(self.look(tr, ids, every)))
+
+    def look_made(self, tr: Any, id_: bytes) -> Tuple[Any, Any, Any]:
+        """Start reading whether the job a push gave ``id_`` made it for is still in
+        the structure (for :meth:`made_there`): its push, state and end keys, with
+        read conflicts (its finish, or its dead letter's purge, meanwhile conflicts),
+        in parallel."""
+        return (tr.get(self.keys.key(id_, "a")), tr.get(self.keys.key(id_, "s")),
+                tr.get(self.keys.key(id_, "f")))
+
+    def made_there(self, looked: Tuple[Any, Any, Any]) -> Gen[bool]:
+        """Whether what :meth:`look_made` read says that a job whose id its push made
+        (its push key names its place: :func:`pushed_place`) is in the structure: not
+        finished, or dead with its dead letter there (what the id key the earlier
+        layout wrote for it said, until it was cleared)."""
+        pushed = yield from read(looked[0])
+        state = yield from read(looked[1])
+        end = yield from read(looked[2])
+        if pushed is None or pushed_place(fdb.tuple.unpack(pushed)) is None:
+            return False
+        facts = facts_of(state, end)
+        return end is None or (facts is not None and facts.state == DEAD
+                               and facts.due is not None)
 
     def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
         """Job ``id_``'s handler reported ``progress``."""
