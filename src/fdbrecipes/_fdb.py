@@ -9,6 +9,7 @@ the application has called ``fdb.api_version()``.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import sys
 import time
@@ -172,8 +173,10 @@ class Range:
     while the server says there is more, through the bindings' ``_get_range``: the
     call their own range iterator makes, unchanged from 7.1 to 8.0, and the only way
     to read a range without blocking (the public ``get_range`` returns an iterator
-    that blocks on each batch).  These calls, and :func:`range_of`, are the library's
-    only uses of the bindings' private members.
+    that blocks on each batch).  These calls, :func:`range_of` and :class:`Spans`
+    (which reads a ready range future's key-values as ``fdb.impl``'s own
+    ``FutureKeyValueArray.wait`` does, through the future's C API handle) are the
+    library's only uses of the bindings' internals.
     """
 
     __slots__ = ("begin", "end", "future", "limit", "mode", "reader", "reverse")
@@ -194,29 +197,154 @@ class Range:
 
     def read(self) -> Gen[List[Any]]:
         """Every KeyValue of the range (up to the limit), in the order read."""
+        out = KeyValues()
+        yield from self.collect(out)
+        return out
+
+    def spans(self) -> Gen[Spans]:
+        """The range (up to the limit) as :class:`Spans`: values copied out, keys
+        read only when asked."""
+        out = Spans()
+        yield from self.collect(out)
+        return out
+
+    def collect(self, out: Batches) -> Gen[None]:
+        """Read the range into ``out``, one batch after the other (see :meth:`read`)."""
         impl = _impl or fdb_impl()
-        out: List[Any] = []
         future, iteration, limit = self.future, 1, self.limit
         begin, end = self.begin, self.end
         while True:
             yield future
-            kvs, count, more = future.wait()
-            out.extend(kvs)
+            count, more = out.add(future)
             if not count or not more or (self.limit and len(out) >= self.limit):
-                return out
+                return
             iteration += 1
             if limit:
                 limit -= count
+            last = out.key(len(out) - 1)
             if self.reverse:
-                end = impl.KeySelector.first_greater_or_equal(kvs[-1].key)
+                end = impl.KeySelector.first_greater_or_equal(last)
             else:
-                begin = impl.KeySelector.first_greater_than(kvs[-1].key)
+                begin = impl.KeySelector.first_greater_than(last)
             future = self.reader._get_range(begin, end, limit, self.mode,  # noqa: SLF001
                                             iteration, self.reverse)
 
     def first(self) -> Gen[Optional[Any]]:
         """The first KeyValue read, or None."""
         return first((yield from self.read()))
+
+
+class Batches:
+    """Where :meth:`Range.collect` puts the batches of a range read: :meth:`add` takes
+    one ready future's key-values, :meth:`key` gives one key back (where the next
+    batch starts)."""
+
+    def add(self, future: Any) -> Tuple[int, bool]:
+        """Take the key-values of ``future`` (ready); (how many, whether more)."""
+        raise NotImplementedError
+
+    def key(self, i: int) -> bytes:
+        """The ``i``-th key read."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+class KeyValues(List[Any], Batches):
+    """The KeyValues of a range read, as the bindings make them (:meth:`Range.read`)."""
+
+    def add(self, future: Any) -> Tuple[int, bool]:
+        """Take ``future``'s KeyValues."""
+        kvs, count, more = future.wait()
+        self.extend(kvs)
+        return count, bool(more)
+
+    def key(self, i: int) -> bytes:
+        """The ``i``-th KeyValue's key."""
+        key: bytes = self[i].key
+        return key
+
+
+def kv_layout() -> Optional[struct.Struct]:
+    """How ``libfdb_c`` lays out one key-value of a range read (``FDBKeyValue``: key
+    pointer, key length, value pointer, value length, packed to 4 bytes), as the
+    bindings declare it, or None if they declare anything else (then :class:`Spans`
+    asks the bindings for whole KeyValues).  Looked at once."""
+    global _KV_LAYOUT
+    if _KV_LAYOUT is False:
+        impl = _impl or fdb_impl()
+        kv = getattr(impl, "KeyValueStruct", None)
+        expected = [("key", 0), ("key_length", 8), ("value", 12), ("value_length", 20)]
+        _KV_LAYOUT = None
+        if (kv is not None and ctypes.sizeof(ctypes.c_void_p) == 8
+                and ctypes.sizeof(kv) == 24
+                and [(f[0], getattr(kv, f[0]).offset) for f in kv._fields_] == expected):
+            _KV_LAYOUT = struct.Struct("=QiQi")
+    layout: Optional[struct.Struct] = _KV_LAYOUT
+    return layout
+
+
+#: :func:`kv_layout`, once looked at (False: not yet).
+_KV_LAYOUT: Any = False
+
+
+class Spans(Batches):
+    """The key-values of a range read, as the C client holds them: every value copied
+    out (:attr:`values`), a key copied only when asked (:meth:`key`).
+
+    A weight tree's walk needs the value of every child it reads and the key of the
+    one it chooses.  The bindings' ``wait()`` makes a KeyValue of two copies for each
+    key-value, through four ctypes field reads and three Python calls: about three
+    times the client CPU of copying the value alone.  The futures read are kept, so
+    the memory the keys are read from lives as long as this object.  Where the
+    bindings declare another layout (``layout`` None: see :func:`kv_layout`), it takes
+    their KeyValues instead.
+    """
+
+    __slots__ = ("futures", "layout", "spots", "values")
+
+    def __init__(self, layout: Any = False) -> None:
+        #: The layout of a key-value (False: :func:`kv_layout`'s; None: unknown).
+        self.layout: Optional[struct.Struct] = kv_layout() if layout is False else layout
+        #: Each value read, in order.
+        self.values: List[bytes] = []
+        #: Each key-value's (key pointer, key length, ...) in the client's memory,
+        #: or its key (bytes) where the layout is not known.
+        self.spots: List[Any] = []
+        self.futures: List[Any] = []
+
+    def add(self, future: Any) -> Tuple[int, bool]:
+        """Take ``future``'s values (ready: raises its error if it failed)."""
+        layout = self.layout
+        if layout is None:
+            kvs, count, more = future.wait()
+            self.values.extend([kv.value for kv in kvs])
+            self.spots.extend([kv.key for kv in kvs])
+            return count, bool(more)
+        impl = _impl or fdb_impl()
+        array = ctypes.POINTER(impl.KeyValueStruct)()
+        count, more = ctypes.c_int(), ctypes.c_int()
+        future.capi.fdb_future_get_keyvalue_array(
+            future.fpointer, ctypes.byref(array), ctypes.byref(count), ctypes.byref(more))
+        n = count.value
+        if n:
+            string_at = ctypes.string_at
+            spots = list(layout.iter_unpack(string_at(array, n * layout.size)))
+            self.values.extend([string_at(at, size) for _, _, at, size in spots])
+            self.spots.extend(spots)
+            self.futures.append(future)
+        return n, bool(more.value)
+
+    def key(self, i: int) -> bytes:
+        """The ``i``-th key read."""
+        spot = self.spots[i]
+        if type(spot) is bytes:
+            return spot
+        return ctypes.string_at(spot[0], spot[1])
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 def range_of(fdb_range: Any) -> Range:

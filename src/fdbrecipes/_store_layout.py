@@ -7,7 +7,8 @@ in one subspace ``S`` and never writes outside it.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+import functools
+from typing import Any, Dict, List, Optional, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -16,7 +17,7 @@ from ._layout import Item
 
 __all__ = ["LIMITS", "ROOT", "SCHEDULES", "WORKFLOWS", "LimitLayout",
            "WORKFLOW_ID_HEAD", "ScheduleLayout", "WorkflowLayout", "forgotten_at_once",
-           "node_parts", "workflow_tag"]
+           "node_parts", "pack_index", "unpacked_node_id", "workflow_tag"]
 
 
 #: The first element of every key of a schedule store (its change counter's), which no
@@ -154,9 +155,18 @@ WORKFLOW_ID_HEAD = b"\x02fdbwf\x00"
 def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
     """The parts ``(mark, tag, workflow, node[, chunk])`` of job id ``id_`` if it is a
     workflow's node's (or expander's); None for any other id (one prefix check for
-    most)."""
+    most; a node's id, asked about several times in its ack, is unpacked once: see
+    :func:`unpacked_node_id`)."""
     if id_ is None or not id_.startswith(WORKFLOW_ID_HEAD):
         return None
+    return unpacked_node_id(bytes(id_))
+
+
+@functools.lru_cache(maxsize=4096)
+def unpacked_node_id(id_: bytes) -> Optional[Tuple[Any, ...]]:
+    """:func:`node_parts` of an id that begins as a node's, unpacked (remembered for
+    the last few thousand ids: a worker's ack asks about each of its jobs' ids in
+    several places)."""
     try:
         parts: Tuple[Any, ...] = fdb.tuple.unpack(id_)
     except (ValueError, TypeError):
@@ -165,6 +175,15 @@ def node_parts(id_: Optional[bytes]) -> Optional[Tuple[Any, ...]]:
             or any(type(p) is not int for p in parts[3:])):
         return None
     return parts
+
+
+def pack_index(i: int) -> bytes:
+    """``fdb.tuple.pack((i,))`` of an int ``0 <= i < 2 ** 64`` (its tuple encoding: a
+    type code for its length in bytes, then those bytes, big-endian), without the
+    tuple layer's generic encoder: a key that ends in a node's number is a prefix
+    packed once and this."""
+    n = (i.bit_length() + 7) // 8
+    return bytes((0x14 + n,)) + i.to_bytes(n, "big")
 
 
 def forgotten_at_once(id_: bytes) -> bool:
@@ -183,6 +202,10 @@ def workflow_tag(id_: Optional[bytes]) -> Optional[bytes]:
     any other id."""
     parts = node_parts(id_)
     return None if parts is None else bytes(parts[1])
+
+
+#: Keys a :class:`WorkflowLayout` remembers at most (see ``WorkflowLayout.known``).
+KNOWN = 4_096
 
 
 class WorkflowLayout:
@@ -214,7 +237,12 @@ class WorkflowLayout:
         S/"wf"/(w, d)        = int64      d's dependencies that did not succeed (ADD)
         S/"ws"/(w, i)        = state      (state, at, error), packed: "queued" once
                                           pushed, then "succeeded", "failed",
-                                          "cancelled" or "skipped"; absent: waiting
+                                          "cancelled" or "skipped"; absent: waiting,
+                                          or, for a root (a node that waits on
+                                          nothing: no dependencies, no batch's
+                                          callback; its segment says), queued: its
+                                          push (or hand-off to an expander) writes
+                                          no state, only the tally
         S/"wr"/(w, i, n)     = bytes      chunk n of i's result (its structure's codec,
                                           tuple-packed)
         S/"wp"/(w, i, c)     = nodes      chunk c of the nodes i freed (-1: the first
@@ -239,8 +267,8 @@ class WorkflowLayout:
     """
 
     __slots__ = ("chunks", "counters", "edges", "expiry", "failures", "headers", "inputs",
-                 "kin", "nodes", "opens", "results", "states", "subspace", "tallies",
-                 "values")
+                 "kin", "known", "nodes", "opens", "results", "states", "subspace",
+                 "tallies", "values")
 
     def __init__(self, subspace: Subspace) -> None:
         self.subspace = subspace
@@ -258,6 +286,10 @@ class WorkflowLayout:
         self.expiry = subspace["wx"]
         self.opens = subspace["wo"]
         self.kin = subspace["wk"]
+        #: keys packed already, by what they are made of (a workflow's tallies and the
+        #: head of its states' keys: each node's step writes them; at most
+        #: :data:`KNOWN` kept)
+        self.known: Dict[Tuple[Any, ...], bytes] = {}
 
     def header(self, w: bytes) -> bytes:
         """The key of workflow ``w``'s header."""
@@ -289,7 +321,17 @@ class WorkflowLayout:
 
     def state(self, w: bytes, i: int) -> bytes:
         """The key of node ``i``'s state."""
-        return bytes(self.states.pack((w, i)))
+        return self.packed("ws", w) + pack_index(i)
+
+    def packed(self, space: str, *parts: Any) -> bytes:
+        """``parts`` packed under ``space`` (``"ws"``, or ``"wt"``), remembered."""
+        key = self.known.get((space, *parts))
+        if key is None:
+            if len(self.known) >= KNOWN:
+                self.known.clear()
+            sub = self.states if space == "ws" else self.tallies
+            key = self.known[(space, *parts)] = bytes(sub.pack(parts))
+        return key
 
     def chunk(self, w: bytes, i: int, n: int) -> bytes:
         """The key of chunk ``n`` of node ``i``'s result."""
@@ -301,7 +343,7 @@ class WorkflowLayout:
 
     def tally(self, w: bytes, state: str) -> bytes:
         """The key counting ``w``'s nodes in ``state``."""
-        return bytes(self.tallies.pack((w, state)))
+        return self.packed("wt", w, state)
 
     def opened(self, w: bytes) -> bytes:
         """The key of open batch ``w``'s callbacks and leaves (present while open)."""

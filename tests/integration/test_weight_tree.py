@@ -12,6 +12,8 @@ import fdb
 import pytest
 
 from fdbrecipes import WeightTree
+from fdbrecipes._drivers.blocking import drive
+from fdbrecipes._fdb import ITERATOR, Range, Spans, kv_layout
 from fdbrecipes._tree.engine import LEVELS, node_index
 from tests.helpers import chi_square_p, dump, run_threads
 
@@ -341,3 +343,32 @@ def test_items_given_a_database_run_across_pages(db: Any, tree: WeightTree) -> N
         return tree.items(tr)
 
     assert in_one(db) == listed
+
+
+@pytest.mark.parametrize("layout", ["known", "unknown"])
+def test_sums_read_as_spans_match_the_bindings_key_values(db: Any, fdb_subspace: Any,
+                                                          layout: str) -> None:
+    """The tree reads its sums as Spans (values copied out, keys read from the
+    client's memory when asked): over several batches, forward and in reverse, with
+    the bindings' layout or (unknown) their KeyValues, the same keys and values as the
+    bindings' range read."""
+    space = fdb_subspace["spans"]
+    for start in range(0, 3_000, 500):
+        tr = db.create_transaction()
+        for i in range(start, start + 500):
+            tr[space.pack((i, b"k" * (i % 7)))] = b"v" * (i % 13) + struct.pack("<q", i)
+        tr.commit().wait()
+    r = space.range()
+    for reverse in (False, True):
+        for limit in (0, 65, 2_500):
+            tr = db.create_transaction()
+            # the iterator mode's small first batches: several batches per read
+            read = Range(tr.snapshot, r.start, r.stop, limit, reverse, ITERATOR)
+            kvs = drive(read.read())
+            spans = Spans(kv_layout() if layout == "known" else None)
+            drive(Range(tr.snapshot, r.start, r.stop, limit, reverse, ITERATOR).collect(spans))
+            assert len(kvs) == (limit or 3_000) and len(spans) == len(kvs)
+            assert spans.values == [kv.value for kv in kvs]
+            assert [spans.key(i) for i in range(len(spans))] == [kv.key for kv in kvs]
+            assert layout == "unknown" or limit == 65 or len(spans.futures) > 1
+            tr.cancel()

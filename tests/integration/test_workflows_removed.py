@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Tuple
 
 import pytest
 
-from fdbrecipes import FairQueue, PriorityQueue, Queue
+from fdbrecipes import FairQueue, PriorityQueue, Queue, Worker
 from fdbrecipes.aio import AsyncQueue
 from fdbrecipes.errors import UnknownWorkflowStoreError
 from fdbrecipes.workflow import Workflows
@@ -87,19 +87,23 @@ def test_a_node_removed_through_the_async_twin_ends_cancelled(db: Any,
 def test_a_cleared_structure_tells_no_workflow_until_it_is_cancelled(db: Any,
                                                                       fdb_subspace: Any) -> None:
     """``clear`` reads nothing of what it wipes (docs/workflows.md): a node cleared
-    stays ``queued``, its workflow runs on, and a cancel ends it."""
+    stays ``queued``, its workflow runs on, and a cancel ends it (its job is not found:
+    ``cancelled``), whether it waited on nothing or was pushed by its dependencies."""
     q: Queue[Any] = Queue(fdb_subspace["s"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
     x = flow.add(q, "x", name="x")
-    flow.add(q, "after-x", deps=[x], name="after-x")
+    flow.add(q, "y", name="y", delay=3600)  # waits on nothing: pushed, no state key
+    flow.add(q, "after-x", deps=[x], name="after-x", delay=3600)  # pushed by x's ack
     w = flows.create(db, flow)
+    Worker(db, q, str, lease_seconds=10).run(burst=True)  # x; y and after-x not due
     q.clear(db)
-    assert flows.status(db, w).counts["queued"] == 1
+    assert flows.status(db, w).counts["queued"] == 2
     assert flows.cancel(db, w) is True
     status = flows.status(db, w)
-    assert status.state == "cancelled"
-    assert {n.name: n.state for n in status.nodes} == {"x": "queued", "after-x": "cancelled"}
+    assert status.state == "cancelled" and status.counts["queued"] == 0
+    assert {n.name: n.state for n in status.nodes} == {
+        "x": "succeeded", "y": "cancelled", "after-x": "cancelled"}
 
 
 @pytest.mark.parametrize("sweep", ["claim", "requeue_dead", "purge_dead"])

@@ -63,33 +63,43 @@ def test_a_create_writes_a_key_per_block_of_nodes(db: Any, fdb_subspace: Any) ->
     """600 nodes without dependencies and one depending on them all: their definitions
     in 38 keys (16 nodes a key), the last one's 600 dependencies in 5 (128 a key) and
     its 6 counters, the header, tally, pruning entry and receipt: under 60 keys; and
-    the 600 first nodes pushed by the create itself (their states, and their jobs:
-    an item and its id each), no expander."""
+    the 600 first nodes pushed by the create itself (their jobs: an item and its id
+    each; no state key of their own, they wait on nothing: queued, as status and
+    graph say), no expander."""
     q = Queue(fdb_subspace["q"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
     flow.add(q, "last", deps=flow.add_many(q, range(600)), name="last")
     w = flows.create(db, flow)
-    assert len(dump(db, fdb_subspace["flows"])) < 60 + 600
+    assert len(dump(db, fdb_subspace["flows"])) < 60
     assert len(dump(db, fdb_subspace["q"])) < 2 * 600 + 10
     assert flows.status(db, w, 0).counts["queued"] == 600 and q.size(db) == 600
+    assert [n.state for n in flows.status(db, w, 601).nodes] == ["queued"] * 600 + ["waiting"]
+    assert [n.state for n in flows.graph(db, w)] == ["queued"] * 600 + ["waiting"]
 
 
 def test_a_create_pushes_what_fits_and_leaves_the_rest_to_expanders(
         db: Any, fdb_subspace: Any) -> None:
     """4,000 first nodes of 900 bytes each: their definitions (3.6 MB) and their
     pushes (about 1.8 KB each) do not fit in one transaction's 9 MB: the create pushes
-    as many as fit and hands the rest to expanders (500 each), and commits."""
+    as many as fit and hands the rest to expanders (500 each), and commits.  Every
+    first node is queued from then on (waiting on nothing: pushed, or by its
+    expander), and the expanders push the rest."""
     q = Queue(fdb_subspace["q"])
     flows = Workflows(fdb_subspace["flows"], structures=[q])
     flow = flows.new()
     flow.add_many(q, [f"{k:04}" + "v" * 896 for k in range(4_000)])
     w = flows.create(db, flow)
-    counts = flows.status(db, w, 0).counts
-    assert 2_000 < counts["queued"] < 4_000
-    expanders = -(-counts["waiting"] // 500)
-    assert counts["queued"] + counts["waiting"] == 4_000
-    assert q.size(db) == counts["queued"] + expanders
+    status = flows.status(db, w, 4_000)
+    assert status.counts["queued"] == 4_000 and status.counts["waiting"] == 0
+    assert {node.state for node in status.nodes} == {"queued"}
+    values = q.items(db)
+    pushed = sum(type(v) is str for v in values)
+    assert 2_000 < pushed < 4_000
+    assert len(values) == pushed + -(-(4_000 - pushed) // 500)  # and the expanders'
+    Worker(db, q, str, lease_seconds=10, concurrency=4).run(burst=True)
+    status = flows.status(db, w, 0)
+    assert status.state == "succeeded" and status.counts["succeeded"] == 4_000
 
 
 def test_a_drained_workflow_leaves_no_job_id_in_its_queue(db: Any, fdb_subspace: Any) -> None:
@@ -105,3 +115,24 @@ def test_a_drained_workflow_leaves_no_job_id_in_its_queue(db: Any, fdb_subspace:
     Worker(db, q, str, lease_seconds=10, concurrency=4).run(burst=True)
     assert flows.status(db, w, 0).state == "succeeded"
     assert len(dump(db, fdb_subspace["q"])) < 10
+
+
+def test_a_first_node_reads_queued_until_it_ends(db: Any, fdb_subspace: Any) -> None:
+    """A node that waits on nothing has no state key until it ends: ``inputs`` of its
+    dependent, ``status`` and ``graph`` read it as queued, then as it ended."""
+    q = Queue(fdb_subspace["q"])
+    flows = Workflows(fdb_subspace["flows"], structures=[q])
+    flow = flows.new()
+    a = flow.add(q, "a", name="a")
+    b = flow.add(q, "b", deps=[a], name="b", on_failure="continue")
+    w = flows.create(db, flow)
+    assert flows.inputs(db, b.id)["a"].state == "queued"
+    assert [(n.name, n.state) for n in flows.graph(db, w)] == [("a", "queued"), ("b", "waiting")]
+    lease = q.claim(db, 30)
+    assert lease is not None and lease.value == "a"
+    q.bury(db, lease, "no")  # its step: a failed, b (continue) pushed
+    assert flows.inputs(db, b.id)["a"].state == "failed"
+    status = flows.status(db, w)
+    assert [(n.name, n.state) for n in status.nodes] == [("a", "failed"), ("b", "queued")]
+    assert status.counts == {"waiting": 0, "queued": 1, "succeeded": 0, "failed": 1,
+                             "cancelled": 0, "skipped": 0}

@@ -5,7 +5,7 @@ be."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, NamedTuple, Tuple
+from typing import Any, Dict, List, NamedTuple, Set, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -50,19 +50,22 @@ specs = st.builds(
     time_limit=st.sampled_from([None, 10.0]),
     name=st.sampled_from(["", "custom", "a name \x00 with a nul", "é" * 200]),
     when=st.sampled_from(["always", "success", "failure"]),
-    deps=st.just([]),
+    deps=st.sampled_from([[], [(0, "fail")]]),  # a root has none (and is no join)
 )
 
 
 @settings(max_examples=60, deadline=None)
-@given(first=st.integers(0, 3 * BLOCK), nodes=st.lists(st.tuples(specs, edges), max_size=80))
-def test_nodes_read_back_as_written(first: int, nodes: List[Tuple[Spec, List[Any]]]) -> None:
+@given(first=st.integers(0, 3 * BLOCK), nodes=st.lists(st.tuples(specs, edges), max_size=80),
+       joins=st.sets(st.integers(0, 4 * BLOCK)))
+def test_nodes_read_back_as_written(first: int, nodes: List[Tuple[Spec, List[Any]]],
+                                    joins: Set[int]) -> None:
     keys = WorkflowLayout(Subspace(("t",)))
     written: Dict[bytes, bytes] = {}
     given_specs = []
     for k, (spec, _) in enumerate(nodes):  # "" stands for the default name, its number
         given_specs.append(spec._replace(name=spec.name or str(first + k)))
-    write_nodes(written.__setitem__, keys, W, first, given_specs, [out for _, out in nodes])
+    write_nodes(written.__setitem__, keys, W, first, given_specs, [out for _, out in nodes],
+                joins)
     assert all(len(value) <= MAX_VALUE_BYTES for value in written.values())
     segments = [KV(k, v) for k, v in sorted(written.items())
                 if keys.nodes.contains(k)]
@@ -72,7 +75,8 @@ def test_nodes_read_back_as_written(first: int, nodes: List[Tuple[Spec, List[Any
     assert sorted(read) == list(range(first, first + len(nodes)))
     for k, ((_, out), spec) in enumerate(zip(nodes, given_specs)):
         record = read[first + k]
-        assert record.stored == Stored(*spec[:7])
+        root = not spec.deps and first + k not in joins  # pushed without a state key
+        assert record.stored == Stored(*spec[:7], root=root)
         if len(out) > INLINE:  # apart: in we keys of 128 each
             assert record.edges is None
             apart = [kv for key, kv in sorted(written.items()) if keys.edges.contains(key)

@@ -35,6 +35,7 @@ from .._clock import Clock
 from .._fdb import (
     Gen,
     Range,
+    Spans,
     Tally,
     clear_structure,
     le64,
@@ -186,8 +187,8 @@ PICK_BATCH = 100
 class View:
     """What one operation has read of the tree (snapshot reads, hints without
     conflicts), with the operation's own removals applied, so that several picks in
-    one transaction read each range of sums at most once.  A child's weight is
-    decoded only when a pick walks past it.
+    one transaction read each range of sums at most once.  The sums are read as
+    :class:`.._fdb.Spans`: only the chosen child's key is ever copied out.
 
     A pick starts among every node of the lowest level that has at most
     :data:`FANOUT` of them (see :func:`top_level`): their sums add up to the total,
@@ -197,16 +198,18 @@ class View:
     Made by :meth:`read`.
     """
 
-    __slots__ = ("_levels", "adjust", "cache", "top", "total", "tr", "tree")
+    __slots__ = ("_levels", "adjust", "cache", "top", "total", "tr", "tree", "walked")
 
     def __init__(self, tree: Tree, tr: Any) -> None:
         self.tree = tree
         self.tr = tr
-        #: (level, parent) -> the children read (KeyValues, in key order); parent
-        #: None: every node of the level.
-        self.cache: Dict[Tuple[int, Optional[int]], List[Any]] = {}
+        #: (level, parent) -> the children read (in key order); parent None: every
+        #: node of the level.
+        self.cache: Dict[Tuple[int, Optional[int]], Spans] = {}
         #: key -> change of its weight by this operation's removals.
         self.adjust: Dict[bytes, int] = {}
+        #: The children :meth:`children` gave last: a walk's names are positions in it.
+        self.walked = Spans(None)
         hint = tree.level_hint
         levels = range(0, LEVELS + 1) if hint is None else (hint,)
         #: level -> the read of every node of it, started (see :meth:`_size`).
@@ -223,10 +226,10 @@ class View:
         view.top = yield from top_level(view._size, 0 if hint is None else hint)
         if (view.top, None) not in view.cache:  # the top level: never counted
             yield from view._size(view.top)
-        kvs = view.cache[(view.top, None)]
-        view.total = sum_le64([kv.value for kv in kvs])  # a leaf's first 8 bytes
+        nodes = view.cache[(view.top, None)]
+        view.total = sum_le64(nodes.values)  # a leaf's first 8 bytes
         # One node (or none) at this level: the next operation can start lower.
-        tree.level_hint = view.top - 1 if len(kvs) <= 1 and view.top else view.top
+        tree.level_hint = view.top - 1 if len(nodes) <= 1 and view.top else view.top
         return view
 
     def _size(self, level: int) -> Gen[int]:
@@ -235,8 +238,8 @@ class View:
         if level not in self._levels:
             for above in range(level, LEVELS + 1):
                 self._levels[above] = self._start(above, None)[1]
-        kvs = self.cache[(level, None)] = yield from self._levels[level].read()
-        return len(kvs)
+        nodes = self.cache[(level, None)] = yield from self._levels[level].spans()
+        return len(nodes)
 
     def _start(self, level: int, parent: Optional[int]) -> Tuple[Any, Range]:
         if parent is None:  # every node of the level: FANOUT + 1 at most, but the top
@@ -248,33 +251,33 @@ class View:
         return (level, parent), Range(snap(self.tr), begin, end, limit)
 
     def children(self, level: int, parent: Optional[int]
-                 ) -> Gen[Iterator[Tuple[Any, int]]]:
-        """``(child, weight)`` for :func:`descend`; a child is its KeyValue."""
-        kvs = self.cache.get((level, parent))
-        if kvs is None:
+                 ) -> Gen[Iterator[Tuple[int, int]]]:
+        """``(position, weight)`` of each child, for :func:`descend` (a position in
+        :attr:`walked`, which this sets), this operation's removals applied."""
+        spans = self.cache.get((level, parent))
+        if spans is None:
             where, started = self._start(level, parent)
-            kvs = self.cache[where] = yield from started.read()
-        return self.weighed(kvs)
+            spans = self.cache[where] = yield from started.spans()
+        self.walked = spans
+        unpack = unpack_le64
+        # (read_le64's decoding, without a call per child)
+        weights = [unpack(v)[0] if len(v) >= 8 else read_le64(v) for v in spans.values]
+        if self.adjust:
+            adjust, key = self.adjust, spans.key
+            weights = [w + adjust.get(key(i), 0) for i, w in enumerate(weights)]
+        return enumerate(weights)
 
-    def weighed(self, kvs: List[Any]) -> Iterator[Tuple[Any, int]]:
-        """``(kv, weight)`` of each child read, its weight decoded as the walk reaches
-        it, this operation's removals applied."""
-        adjust = self.adjust
-        for kv in kvs:
-            value = kv.value  # (read_le64's decoding, without a call per child)
-            weight = unpack_le64(value)[0] if len(value) >= 8 else read_le64(value)
-            yield kv, weight + adjust.get(kv.key, 0)
-
-    def index(self, level: int, kv: Any) -> int:
-        """The node index a chosen child stands for."""
-        index: int = self.tree.keys.nodes.unpack(kv.key)[1]
+    def index(self, level: int, position: int) -> int:
+        """The node index the chosen child stands for."""
+        index: int = self.tree.keys.nodes.unpack(self.walked.key(position))[1]
         return index
 
     def pick(self, point: int) -> Gen[Tuple[Key, bytes]]:
         """(key, leaf value) of the item whose interval contains ``point``."""
-        kv, _ = yield from descend(self.children, point, self.top, self.index)
-        seq, suffix = self.tree.keys.leaves.unpack(kv.key)
-        return (seq, suffix), bytes(kv.value)
+        position, _ = yield from descend(self.children, point, self.top, self.index)
+        leaves = self.walked
+        seq, suffix = self.tree.keys.leaves.unpack(leaves.key(position))
+        return (seq, suffix), leaves.values[position]
 
     def removed(self, key: Key, weight: int) -> None:
         """Apply the removal of item ``key`` (of ``weight``) to what was read."""

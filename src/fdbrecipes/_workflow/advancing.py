@@ -61,11 +61,19 @@ Tallies = Dict[bytes, int]
 
 
 def end_node(tr: Any, keys: WorkflowLayout, w: bytes, i: int, was: Optional[str],
-             outcome: str, error: Optional[str], tallies: Optional[Tallies] = None) -> None:
+             outcome: str, error: Optional[str], tallies: Optional[Tallies] = None,
+             ends: Optional[Dict[Tuple[str, Optional[str]], bytes]] = None) -> None:
     """Write node ``i``'s end (it was ``was``: None, waiting; or queued, or ended
     before: a dead job requeued), and count it in the workflow's tallies: added now,
-    or gathered in ``tallies`` (added by the caller, once a key)."""
-    tr.set(keys.state(w, i), pack((outcome, time.time(), error)))
+    or gathered in ``tallies`` (added by the caller, once a key); ``ends``: the
+    states packed already in this transaction, by outcome and error (the nodes one
+    ack ends share their time)."""
+    state = None if ends is None else ends.get((outcome, error))
+    if state is None:
+        state = pack((outcome, time.time(), error))
+        if ends is not None:
+            ends[outcome, error] = state
+    tr.set(keys.state(w, i), state)
     changes = [(keys.tally(w, outcome), 1)]
     if was in ENDED:
         changes.append((keys.tally(w, was), -1))
@@ -217,6 +225,7 @@ def advance_many(store: Any, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
             headers[e.w] = tr.get(keys.header(e.w))
         begun.append((e, snap(tr).get(keys.state(e.w, e.i)), edge_reads.start(e.w, e.i)))
     tallies: Tallies = {}
+    ends: Dict[Tuple[str, Optional[str]], bytes] = {}
     countdown = Countdown(keys)
     stopped: Set[bytes] = set()
     deferred: List[Tuple[Ended, Edges]] = []
@@ -229,8 +238,9 @@ def advance_many(store: Any, tr: Any, ended: Sequence[Ended]) -> Gen[None]:
         prior = yield from read(prior_f)
         if raw is None:  # pruned: nothing to write
             continue
-        was = None if prior is None else fdb.tuple.unpack(prior)[0]
-        end_node(tr, keys, e.w, e.i, was, e.outcome, e.error, tallies)
+        # no state: a root, queued (its push wrote none): every node acked was pushed
+        was = QUEUED if prior is None else fdb.tuple.unpack(prior)[0]
+        end_node(tr, keys, e.w, e.i, was, e.outcome, e.error, tallies, ends)
         if e.result is not None:
             for n, at in enumerate(range(0, len(e.result), RESULT_CHUNK)):
                 tr.set(keys.chunk(e.w, e.i, n), e.result[at:at + RESULT_CHUNK])

@@ -68,7 +68,7 @@ class Batches:
         numbers = range(first, first + len(specs))
         specs = [spec._replace(name=str(i)) for i, spec in zip(numbers, specs)]
         write_nodes(tr.set, keys, w, first, specs, self.edges(joins, len(specs)))
-        nodes = [(i, Stored(*spec[:7])) for i, spec in zip(numbers, specs)]
+        nodes = [(i, Stored(*spec[:7], root=True)) for i, spec in zip(numbers, specs)]
         for d, at in joins:
             for k in range(leaves):
                 members = numbers[k * LEAF:(k + 1) * LEAF]

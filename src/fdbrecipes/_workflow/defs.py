@@ -15,7 +15,8 @@ definitions (:func:`decode_edges`):
   node: an index into them (:data:`NO_EDGES`; :data:`APART`, more than :data:`INLINE`
   dependents, in ``we`` keys of :data:`.graph.LEAF` each);
 * its definitions: the *kinds* of its nodes (``(target, where, delay, time_limit,
-  when)``, each once), then three elements a node: its kind, its value (None: more
+  when, root)``, each once; ``root``: the node waits on nothing, see
+  :attr:`Stored.root`), then three elements a node: its kind, its value (None: more
   than :data:`SMALL` bytes, in its own ``wv`` key) and its name (None: its number).
 
 A node's dependencies (``wi`` keys, :data:`.graph.LEAF` a key, what ``status``,
@@ -27,7 +28,18 @@ its policy (its place in :data:`.graph.POLICIES`) and its name (None: its number
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Collection,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 import fdb.tuple
 
@@ -61,7 +73,10 @@ Edge = Tuple[int, int, str, int]
 class Stored(NamedTuple):
     """A node's stored definition: its structure's key (``target``), its value (its
     structure's codec, tuple-packed), ``where`` it goes, its delay and time limit, its
-    name and when it runs."""
+    name, when it runs, and whether it is a *root*: a node that waits on nothing (no
+    dependencies, not an open batch's callback), pushed by the create (or its
+    expanders, a batch's add, its sub-workflow's start) without a state key: its
+    state is ``queued`` until it ends (see ``WorkflowLayout``'s ``ws``)."""
 
     target: bytes
     value: bytes
@@ -70,6 +85,7 @@ class Stored(NamedTuple):
     time_limit: Optional[float]
     name: str
     when: str
+    root: bool = False
 
 
 class Record(NamedTuple):
@@ -101,11 +117,12 @@ class Segment:
 
 
 def write_nodes(put: Callable[[bytes, bytes], None], keys: WorkflowLayout, w: bytes,
-                first: int, specs: Sequence[Spec],
-                dependents: Sequence[Sequence[Edge]]) -> None:
+                first: int, specs: Sequence[Spec], dependents: Sequence[Sequence[Edge]],
+                joins: Collection[int] = ()) -> None:
     """Write nodes ``first``, ``first + 1``... of workflow ``w``: ``specs`` and their
     out-edges ``dependents`` (``put``: how a key is set), in segments from node
-    ``first`` on (see the module docstring)."""
+    ``first`` on (see the module docstring); ``joins``: an open batch's callbacks
+    (no root, though they may have no dependencies)."""
     segment: Optional[Segment] = None
     for k, spec in enumerate(specs):
         i = first + k
@@ -115,7 +132,8 @@ def write_nodes(put: Callable[[bytes, bytes], None], keys: WorkflowLayout, w: by
             segment = None
         if segment is None:
             segment = Segment(block, offset)
-        kind = (spec.target, spec.where, spec.delay, spec.time_limit, spec.when)
+        kind = (spec.target, spec.where, spec.delay, spec.time_limit, spec.when,
+                not spec.deps and i not in joins)
         known = segment.kinds.get(kind)
         if known is None:
             known = segment.kinds[kind] = len(segment.kinds)
@@ -176,9 +194,9 @@ def decode(keys: WorkflowLayout, kvs: Iterable[Any], values: Dict[int, bytes],
         kinds, *parts = fdb.tuple.unpack(kv.value[HEAD.size + length:])
         for at, edges in zip(range(0, len(parts), 3), edges_in(kv.value)):
             kind, value, name = parts[at:at + 3]
-            target, where, delay, time_limit, when = kinds[kind]
+            target, where, delay, time_limit, when, root = kinds[kind]
             stored = Stored(target, values[i] if value is None else value, where, delay,
-                            time_limit, str(i) if name is None else name, when)
+                            time_limit, str(i) if name is None else name, when, root)
             out[i] = Record(stored, edges)
             i += 1
 

@@ -35,13 +35,14 @@ from .._values import MAX_BATCH_BYTES
 from ..protocol import Workable
 from . import advancing, nesting
 from .advancing import Countdown, Ended, end_node
-from .defs import Edge, pack_deps, read_edges, write_nodes
+from .defs import Edge, pack_deps, read_blocks, read_edges, write_nodes
 from .graph import (
     ALWAYS,
     END,
     FAIL,
     FAILURE,
     LEAF,
+    LIMIT_KEYS,
     SUB,
     SUCCESS,
     Plan,
@@ -77,8 +78,9 @@ __all__ = ["CHUNK", "FAIR_CHUNK", "NODE_PUSH_BYTES", "Fresh", "Store", "chunk_of
 CHUNK, FAIR_CHUNK = 500, 50
 #: Bytes of writes the push of a node is taken to add to its create's transaction at
 #: most, besides its value, until the first chunk pushed says (see
-#: :meth:`Store.push_fitting`): its item's and its id's keys and its node's state, with
-#: their conflict ranges (about 900 bytes measured, with a store's job ids).
+#: :meth:`Store.push_fitting`): its item's and its id's keys, with their conflict
+#: ranges (about 850 bytes measured, with a store's job ids; a first node writes no
+#: state key).
 NODE_PUSH_BYTES = 2_000
 #: What a chunk of dependents to count down starts with (a chunk of nodes to push is
 #: their numbers).
@@ -169,7 +171,7 @@ class Store(Reads):
         if joins:  # an open batch: each callback's leaves so far
             fresh.set(keys.opened(w), _pack(tuple((d, len(plan.counters[d]))
                                                   for d in plan.joins)))
-        write_nodes(fresh.set, keys, w, 0, specs, plan.dependents)
+        write_nodes(fresh.set, keys, w, 0, specs, plan.dependents, joins)
         for i, spec in enumerate(specs):
             if spec.deps:
                 deps = [(dep, policy, specs[dep].name) for dep, policy in spec.deps]
@@ -182,7 +184,7 @@ class Store(Reads):
                 fresh.set(keys.counter(w, i, ROOT), le64(leaves + (i in joins)))
             elif not spec.deps:
                 roots.append((i, Stored(spec.target, spec.value, spec.where, spec.delay,
-                                        spec.time_limit, spec.name, spec.when)))
+                                        spec.time_limit, spec.name, spec.when, True)))
         return roots
 
     def push(self, tr: Any, w: bytes, source: int, nodes: Sequence[Tuple[int, Stored]],
@@ -190,9 +192,11 @@ class Store(Reads):
         """Push ``nodes`` (freed by node ``source``; -1: the first nodes; -1 - n: an
         open batch's add or close, see :meth:`.batches.Batches.source`) into their
         structures (a Queue's or PriorityQueue's in one push per structure), each
-        under its node's job id, and mark them queued; more than a chunk of them for
-        one structure (:func:`chunk_of`) go through expanders instead: one job per
-        chunk, pushed there, whose ack pushes the chunk (see :meth:`expand`).
+        under its node's job id, and mark them queued (a root, see
+        :attr:`.defs.Stored.root`, by its tally alone: no state key, whether it is
+        pushed now or by its expander); more than a chunk of them for one structure
+        (:func:`chunk_of`) go through expanders instead: one job per chunk, pushed
+        there, whose ack pushes the chunk (see :meth:`expand`).
 
         ``room`` (a create's): the nodes of a Queue or PriorityQueue are pushed now,
         however many, as long as the transaction's writes stay within
@@ -200,12 +204,16 @@ class Store(Reads):
         pushes a batch in one transaction; only the nodes past that go through
         expanders."""
         by_target: Dict[bytes, List[Tuple[int, Stored]]] = {}
+        roots = 0
         for node in nodes:
             i, stored = node
             if stored.target == SUB:  # a sub-workflow: it starts
                 yield from nesting.start(self, tr, w, i, stored.value)
                 continue
+            roots += stored.root
             by_target.setdefault(stored.target, []).append(node)
+        if roots:  # queued from now on, pushed now or by an expander
+            tr.add(self.keys.tally(w, QUEUED), le64(roots))
         c = 0
         for target, batch in by_target.items():
             ops = self.targets[target]
@@ -268,19 +276,23 @@ class Store(Reads):
 
     def push_now(self, tr: Any, w: bytes, ops: Any, batch: Sequence[Tuple[int, Stored]],
                  put: Optional[Callable[[bytes, bytes], None]] = None) -> Gen[None]:
-        """Push ``batch`` into the structure whose operations are ``ops``, now, its
-        nodes' states written with ``put`` (default: ``tr.set``)."""
+        """Push ``batch`` into the structure whose operations are ``ops``, now, the
+        states of its nodes that are not roots written with ``put`` (default:
+        ``tr.set``) and counted queued (a root was counted by :meth:`push`, and has
+        no state key until it ends)."""
         put = tr.set if put is None else put
-        now = time.time()
-        for i, _ in batch:
-            put(self.keys.state(w, i), _pack((QUEUED, now, None)))
-        tr.add(self.keys.tally(w, QUEUED), le64(len(batch)))
-        values = [(i, stored, value_of(ops, stored)) for i, stored in batch]
+        waited = [i for i, stored in batch if not stored.root]
+        if waited:
+            queued = _pack((QUEUED, time.time(), None))
+            for i in waited:
+                put(self.keys.state(w, i), queued)
+            tr.add(self.keys.tally(w, QUEUED), le64(len(waited)))
         requesting = getattr(ops, "job_request", None)
         if requesting is not None:  # a Queue or PriorityQueue: one push_many
-            yield from ops.push_requests(tr, self.requests(requesting, w, values))
+            yield from ops.push_requests(tr, self.requests(requesting, ops, w, batch))
             return
-        for i, stored, value in values:
+        for i, stored in batch:
+            value = value_of(ops, stored)
             place, keys = push_args(stored.where)
             yield from ops.push_job(tr, value, id=node_id(self.tag, w, i),
                                     delay=stored.delay, time_limit=stored.time_limit,
@@ -315,21 +327,34 @@ class Store(Reads):
         for target, batch in by_target.items():
             yield from self.push_now(tr, w, self.targets[target], batch)
 
-    def requests(self, requesting: Any, w: bytes,
-                 values: Sequence[Tuple[int, Stored, Any]]) -> List[PushRequest]:
-        """The pushes of nodes into a Queue or PriorityQueue: one request per delay and
-        time limit, its items under their nodes' ids, as ids made for them (new ids:
-        written without reading them, as ``push_many`` writes the ids it makes; a
-        node's job is pushed once, by its counters, see the module docstring)."""
+    def requests(self, requesting: Any, ops: Any, w: bytes,
+                 batch: Sequence[Tuple[int, Stored]]) -> List[PushRequest]:
+        """The pushes of nodes ``batch`` into a Queue or PriorityQueue (``ops``): one
+        request per delay and time limit, its items under their nodes' ids, as ids
+        made for them (new ids: written without reading them, as ``push_many`` writes
+        the ids it makes; a node's job is pushed once, by its counters, see the
+        module docstring).  The first node of each delay, time limit and ``where`` is
+        checked by the structure's push (its value decoded and encoded again); the
+        others of its kind go in its group, their values as their ``add`` encoded
+        them (checked then), but for nodes with limit keys, each checked."""
         alike: Dict[Tuple[Any, Any], List[Tuple[Any, bytes]]] = {}
         ids: Dict[Tuple[Any, Any], List[bytes]] = {}
         made: Dict[Tuple[Any, Any], PushRequest] = {}
-        for i, stored, value in values:
+        firsts: Dict[Tuple[Any, ...], PushRequest] = {}  # by delay, time limit, where
+        for i, stored in batch:
             key = (stored.delay, stored.time_limit)
-            place, keys = push_args(stored.where)
-            one = requesting(value, None, stored.delay, place, stored.time_limit, keys)
+            kind = (stored.delay, stored.time_limit, stored.where)
+            one = firsts.get(kind)
+            if one is None or LIMIT_KEYS in dict(stored.where):
+                place, keys = push_args(stored.where)
+                one = requesting(value_of(ops, stored), None, stored.delay, place,
+                                 stored.time_limit, keys)
+                firsts[kind] = one
+                items = one.batch
+            else:  # as the first of its kind: its group, and its value as add encoded it
+                items = [(one.batch[0][0], stored.value)]
             made.setdefault(key, one)
-            alike.setdefault(key, []).extend(one.batch)
+            alike.setdefault(key, []).extend(items)
             ids.setdefault(key, []).append(node_id(self.tag, w, i))
         return [made[key]._replace(batch=batch, ids=tuple(ids[key]))
                 for key, batch in alike.items()]
@@ -462,9 +487,11 @@ class Store(Reads):
         (cancelled), every running node's worker told (``job.cancelled``: with job
         records).  None if there is no such workflow, False if it was not running.
         Reads the header and the nodes' states with conflicts (it conflicts with
-        every step of the workflow in flight), then the queued nodes' definitions
-        side by side, then cancels each queued node's job (its structure's
-        ``cancel``: a round trip each)."""
+        every step of the workflow in flight) and their definitions (snapshot), side
+        by side, then cancels each queued node's job (its structure's ``cancel``: a
+        round trip each; a root without a state key is queued).  A queued node
+        whose job is not found ends cancelled here: its expander has not pushed it
+        yet (and will not: the workflow stopped), or its structure was cleared."""
         keys = self.keys
         if raw is None:
             raw = yield from read(tr.get(keys.header(w)))
@@ -477,14 +504,19 @@ class Store(Reads):
                                                why=why).pack())
         r = keys.states.range((w,))
         total_f = tr.get(keys.tally(w, TOTAL))  # a conflict with a batch's adds
+        states_read = Range(tr, r.start, r.stop)
+        nodes = read_blocks(tr, keys, w, None, values=False)  # a SUB's value is small
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
-                  for kv in (yield from Range(tr, r.start, r.stop).read())}
-        queued = self.start_definitions(tr, w, [i for i, state in states.items()
-                                                 if state == QUEUED])
+                  for kv in (yield from states_read.read())}
+        records = yield from nodes
+        queued = []
         for i in range(read_le64((yield from read(total_f)))):
-            if i not in states:
+            state = states.get(i)
+            if state == QUEUED or (state is None and records[i].stored.root):
+                queued.append((i, records[i].stored))
+            elif state is None:
                 end_node(tr, self.keys, w, i, None, CANCELLED, why)
-        for i, stored in (yield from queued):
+        for i, stored in queued:
             if stored.target == SUB:  # it stops, and ends the node
                 yield from self.stop(tr, stored.value, status, why)
                 continue
@@ -495,7 +527,7 @@ class Store(Reads):
             at = (where["group"],) if "group" in where else ()
             said = yield from ops.cancel_at(tr, node_id(self.tag, w, i), at,  # type: ignore
                                             False)
-            if said == CANCELLED:
+            if said in (CANCELLED, None):  # None: no job (not pushed yet, or cleared)
                 end_node(tr, self.keys, w, i, QUEUED, CANCELLED, why)
         yield from nesting.stopped(self, tr, w, status, why)
         return True

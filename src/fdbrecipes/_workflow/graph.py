@@ -25,7 +25,7 @@ from typing import (
 
 import fdb.tuple
 
-from .._store_layout import WORKFLOW_ID_HEAD, node_parts
+from .._store_layout import WORKFLOW_ID_HEAD, node_parts, pack_index
 from .._values import MAX_BATCH_BYTES, check_seconds, materialize
 from ..protocol import Workable, workable
 
@@ -69,8 +69,7 @@ def node_id(tag: bytes, workflow: bytes, i: int) -> bytes:
     """The job id of node ``i`` of ``workflow`` in the store tagged ``tag``: ``(mark,
     tag, workflow, i)`` packed (a tuple packs as its elements' encodings one after
     the other: the head, the same for every node of the workflow, is packed once)."""
-    packed: bytes = node_head(tag, workflow) + fdb.tuple.pack((i,))
-    return packed
+    return node_head(tag, workflow) + pack_index(i)
 
 
 @functools.lru_cache(maxsize=64)

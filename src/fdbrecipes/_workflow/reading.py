@@ -175,10 +175,13 @@ class Reads:
             return None
         header = Header.unpack(raw)
         tally = yield from tallies
-        names = {i: record.stored.name for i, record in (yield from specs).items()
-                 if i < limit}
+        records = {i: record.stored for i, record in (yield from specs).items() if i < limit}
+        names = {i: stored.name for i, stored in records.items()}
         states = {keys.states.unpack(kv.key)[1]: fdb.tuple.unpack(kv.value)[0]
                   for kv in (yield from states_read.read())}
+        for i, stored in records.items():
+            if stored.root and i not in states:  # a root's push writes no state
+                states[i] = QUEUED
         waiting = [i for i in names if i not in states]
         deps_reads = [(i, Range(tr, *span(keys.inputs.range((w, i))))) for i in waiting]
         nodes = []
@@ -231,7 +234,7 @@ class Reads:
                 name for _, _, name in unpack_deps(kv.value))
         out = []
         for i, spec in sorted(stored.items()):
-            state, _, error = states.get(i, (WAITING, None, None))
+            state, _, error = states.get(i, (QUEUED if spec.root else WAITING, None, None))
             job = spec.target != SUB
             out.append(GraphNode(i, spec.name, state, tuple(deps.get(i, ())), error,
                                  node_id(self.tag, w, i) if job else None,
@@ -269,7 +272,8 @@ class Reads:
         for dep, policy, name, state_f, chunks in reads:
             raw = yield from read(state_f)
             parts = yield from chunks.read()
-            state, _, error = (WAITING, None, None) if raw is None else fdb.tuple.unpack(raw)
+            state, _, error = ((QUEUED if records[dep].stored.root else WAITING, None, None)
+                               if raw is None else fdb.tuple.unpack(raw))
             if state != SUCCEEDED and policy == IGNORE:
                 continue
             result = yield from self.result_of(tr, records[dep].stored, parts,
