@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from ._bases import LimitsBase
 from ._drivers.blocking import drive
 from ._fdb import Transactor
-from ._limits.gate import PARK_SECONDS
+from ._limits.admission import PARK_SECONDS
 from ._limits.specs import Limit, LimitUse, concurrency, rate
 from ._limits.store import LimitState
 

@@ -17,12 +17,13 @@ from typing import Any, Dict, List, Mapping, Tuple
 from ._attempt import gather
 from ._drivers.blocking import drive
 from ._fdb import Gen, check_database
+from ._limits.store import COUNTED
 from .limits import LimitsBase
 from .protocol import Measurable
 from .schedules import SchedulesBase
 
-__all__ = ["BACKLOG", "ITEMS", "LIMIT_N", "LIMIT_PARKED", "LIMIT_RUNNING", "OLDEST_AGE",
-           "SCHEDULE_LAG", "SCHEDULE_PAUSED", "Sample", "by_structure", "collect"]
+__all__ = ["BACKLOG", "ITEMS", "LIMIT_KEYS_READ", "LIMIT_N", "LIMIT_PARKED", "LIMIT_RUNNING",
+           "OLDEST_AGE", "SCHEDULE_LAG", "SCHEDULE_PAUSED", "Sample", "by_structure", "collect"]
 
 #: Items of a structure, by state (``visible``, ``delayed``, ``in_flight``, ``dead``).
 ITEMS = "fdbrecipes_queue_items"
@@ -38,10 +39,18 @@ SCHEDULE_LAG = "fdbrecipes_schedule_lag_seconds"
 SCHEDULE_PAUSED = "fdbrecipes_schedule_paused"
 #: A limit's ``n`` (labels ``store`` and ``limit``; ``kind``: concurrency or rate).
 LIMIT_N = "fdbrecipes_limit_n"
-#: Jobs running under a concurrency limit, over all its keys.
+#: Jobs running under a concurrency limit, over all its keys (counted from at most
+#: :data:`LIMIT_KEYS_READ` keys of its slots).
 LIMIT_RUNNING = "fdbrecipes_limit_running"
-#: Jobs parked until a slot of their key frees, over all its keys (counted up to 10,000).
+#: Jobs parked until a slot of their key frees, over all its keys (counted up to
+#: :data:`LIMIT_KEYS_READ`).
 LIMIT_PARKED = "fdbrecipes_limit_parked"
+#: The most keys each count of a limit reads (10,000), of its slots for the jobs
+#: running (``fdbrecipes_limit_running``; one key a run of one claim's slots, and the
+#: keys of ended leases no claim has cleared yet) and of its parked jobs for those
+#: parked (``fdbrecipes_limit_parked``).  A count that stops there is a floor (there
+#: may be more).
+LIMIT_KEYS_READ = COUNTED
 
 
 @dataclass(frozen=True)
@@ -63,15 +72,16 @@ def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
     its front item; for a schedule store (:class:`fdbrecipes.Schedules`) among them,
     each schedule's lag and pause (labels ``store``, the name given, and ``schedule``);
     for a limit store (:class:`fdbrecipes.Limits`), each limit's ``n`` and its jobs
-    running and parked over all its keys (labels ``store`` and ``limit``).
+    running and parked over all its keys (labels ``store`` and ``limit``; each count
+    read from at most :data:`LIMIT_KEYS_READ` keys).
 
     Reads each structure's stats through its operations object
     (:class:`fdbrecipes.protocol.Measurable`: counters, expired holds, front item; a
     FairQueue's every group's, summed) and each store's schedules (two range reads)
     by snapshot, all in one transaction, side by side: no conflicts.  A WeightTree's
     items are all visible (its other states are 0).  Cost: a few round trips, however
-    many structures; a store's reads grow with its schedules, or its limits' running
-    and parked jobs.
+    many structures; a store's reads grow with its schedules, or with its limits (two
+    range reads each, of at most :data:`LIMIT_KEYS_READ` keys).
 
     Raises:
         TypeError: ``db`` is not a Database, or a structure is not one of the library's
@@ -95,7 +105,7 @@ def collect(db: Any, structures: Mapping[str, Any]) -> List[Sample]:
     snapshot = db.create_transaction().snapshot
     reads: List[Gen[Any]] = [ops.stats(snapshot) for _, ops in measured]
     reads += [ops.list(snapshot) for _, ops in stores]
-    reads += [ops.totals(snapshot) for _, ops in limits]
+    reads += [ops.totals(snapshot, LIMIT_KEYS_READ) for _, ops in limits]
     found: List[Any] = drive(gather(reads))
     out: List[Sample] = []
     for (name, _), stats in zip(measured, found):

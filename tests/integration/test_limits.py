@@ -15,7 +15,17 @@ from typing import Any, Dict, List, Tuple
 import fdb
 import pytest
 
-from fdbrecipes import FairQueue, Job, Limits, PriorityQueue, Queue, Worker, concurrency, rate
+from fdbrecipes import (
+    FairQueue,
+    Job,
+    Limits,
+    PriorityQueue,
+    Queue,
+    Worker,
+    concurrency,
+    metrics,
+    rate,
+)
 from fdbrecipes.aio import AsyncLimits, AsyncQueue
 from fdbrecipes.metrics import LIMIT_N, LIMIT_PARKED, LIMIT_RUNNING, collect
 from tests.helpers import TestClock, dump, run_threads
@@ -541,6 +551,26 @@ def test_metrics_count_running_and_parked_jobs(db: Any, q: Queue, limits: Limits
                                                    "store": "lim"}
     assert samples[(LIMIT_RUNNING, "all")].value == 2
     assert samples[(LIMIT_PARKED, "all")].value == 3
+
+
+def test_metrics_read_a_limits_counts_from_a_bounded_number_of_keys(
+        db: Any, q: Queue, limits: Limits, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each count of a limit reads at most ``LIMIT_KEYS_READ`` keys (a documented
+    bound, lowered here so that a few leases pass it): a count that stops there is a
+    floor."""
+    limits.set(db, "all", concurrency(6))
+    q.push_many(db, [("a", i) for i in range(10)])
+    for _ in range(6):  # six claims, six keys of slots
+        assert q.claim(db, 30) is not None
+    assert q.claim(db, 30) is None  # the other four parked
+    monkeypatch.setattr(metrics, "LIMIT_KEYS_READ", 3)
+    samples = {s.name: s.value for s in collect(db, {"lim": limits})
+               if s.label_dict.get("limit") == "all"}
+    assert (samples[LIMIT_RUNNING], samples[LIMIT_PARKED]) == (3, 3)
+    monkeypatch.setattr(metrics, "LIMIT_KEYS_READ", 10)  # past them all: exact
+    samples = {s.name: s.value for s in collect(db, {"lim": limits})
+               if s.label_dict.get("limit") == "all"}
+    assert (samples[LIMIT_RUNNING], samples[LIMIT_PARKED]) == (6, 4)
 
 
 def strict_user(value: Any) -> Any:

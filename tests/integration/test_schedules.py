@@ -20,6 +20,7 @@ import pytest
 from fdbrecipes import (
     FairQueue,
     Job,
+    Limits,
     PriorityQueue,
     Queue,
     Schedule,
@@ -28,6 +29,7 @@ from fdbrecipes import (
     Worker,
     aio,
     catch_up,
+    concurrency,
 )
 from tests.helpers import dump, eventually
 
@@ -289,6 +291,47 @@ def test_the_command_line_adds_lists_pauses_runs_and_removes(
     assert wrong.returncode == 1 and "no schedule store" in wrong.stderr
     stats = cli(fdb_cluster_file, "stats", *place)
     assert stats.returncode == 1 and "a schedule store is at" in stats.stderr
+
+
+def test_the_command_line_adds_a_schedule_with_limit_keys(
+        db: Any, fdb_subspace: Any, fdb_cluster_file: str) -> None:
+    """``schedules add --limit-key NAME KEY`` stores the jobs' keys as
+    ``Schedules.add(..., limit_keys=...)`` does, each KEY read as ``--limit-key-type``
+    says, checked against the limit store named; a NAME it does not define, or a key
+    without a store, is refused with nothing written."""
+    store_space, jobs_space = fdb_subspace["schedules"], fdb_subspace["jobs"]
+    limits_space = fdb_subspace["limits"]
+    limits = Limits(limits_space)
+    limits.set(db, "per-customer", concurrency(1))
+    limits.set(db, "per-shard", concurrency(4))
+    Queue(jobs_space).push(db, "something")
+    place = ["--tuple", repr(fdb.tuple.unpack(store_space.key()))]
+    target = ["--target-tuple", repr(fdb.tuple.unpack(jobs_space.key()))]
+    store = ["--limits-tuple", repr(fdb.tuple.unpack(limits_space.key()))]
+    added = cli(fdb_cluster_file, "schedules", "add", *place, "acme", "--every", "60", *target,
+                "--limit-key", "per-customer", "acme", *store, "--paused")
+    assert added.returncode == 0, added.stderr
+    typed = cli(fdb_cluster_file, "schedules", "add", *place, "shards", "--every", "60",
+                *target, "--limit-key", "per-shard", "[3, \"eu\"]", "--limit-key-type", "json",
+                *store, "--paused")
+    assert typed.returncode == 0, typed.stderr
+    schedules = Schedules(store_space)
+    assert schedules.get(db, "acme").limit_keys == {"per-customer": "acme"}
+    assert schedules.get(db, "shards").limit_keys == {"per-shard": (3, "eu")}
+    listed = json.loads(cli(fdb_cluster_file, "schedules", "list", *place, "--json").stdout)
+    assert {row["name"]: row["limit_keys"] for row in listed["schedules"]} == {
+        "acme": {"per-customer": "acme"}, "shards": {"per-shard": {"tuple": [3, "eu"]}}}
+    unknown = cli(fdb_cluster_file, "schedules", "add", *place, "typo", "--every", "60",
+                  *target, "--limit-key", "per-custmer", "acme", *store)
+    assert unknown.returncode == 1
+    assert "defines no limit named 'per-custmer'" in unknown.stderr, unknown.stderr
+    storeless = cli(fdb_cluster_file, "schedules", "add", *place, "typo", "--every", "60",
+                    *target, "--limit-key", "per-customer", "acme")
+    assert storeless.returncode == 2 and "--limits-directory" in storeless.stderr
+    too_long = cli(fdb_cluster_file, "schedules", "add", *place, "typo", "--every", "60",
+                   *target, "--limit-key", "per-customer", "x" * 2_000, *store)
+    assert too_long.returncode == 1 and "limit_keys['per-customer']" in too_long.stderr
+    assert schedules.get(db, "typo") is None
 
 
 def test_a_schedules_lag_is_a_metric(db: Any, fdb_subspace: Any) -> None:

@@ -3,26 +3,31 @@ for its leases, read back exactly; runs of slots and of lease ids; slots drawn f
 
 from __future__ import annotations
 
-from typing import List, Set
+from typing import Any, List, NamedTuple, Set, Tuple
 
+from fdb.subspace_impl import Subspace
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fdbrecipes._limits.slots import (
     RUN_ALIGN,
+    Run,
     Tag,
     Usage,
     aligned,
     claim_runs,
     id_runs,
+    live_slots,
     pack_batch,
     run_value,
     runs,
+    slot_runs,
     slot_span,
     slot_value,
     unpack_batch,
 )
 from fdbrecipes._limits.specs import concurrency
+from fdbrecipes._store_layout import LimitLayout
 from fdbrecipes._values import batch_ids
 
 limits = st.tuples(st.sampled_from(["a", "b", "c"]),
@@ -63,6 +68,42 @@ def test_claim_runs_cover_the_slots_without_crossing_an_alignment(numbers: Set[i
 def test_a_slots_key_says_its_deadline_and_last_slot() -> None:
     assert slot_span(7, slot_value(100, b"lease")) == (100, 7)
     assert slot_span(7, run_value(100, b"claim", 19)) == (100, 19)
+
+
+class KeyValue(NamedTuple):
+    """A key-value as a range read gives it."""
+
+    key: bytes
+    value: bytes
+
+
+limit_keys = st.one_of(st.none(), st.text(max_size=5), st.integers(-5, 5),
+                       st.tuples(st.text(max_size=3), st.integers(0, 9)))
+
+
+@given(st.lists(st.tuples(limit_keys, st.integers(0, 500), st.integers(0, 3),
+                          st.integers(0, 20), st.booleans()), max_size=30))
+def test_a_limits_slot_keys_read_back_as_runs(written: List[Tuple[Any, int, int, int, bool]]
+                                              ) -> None:
+    """What a claim and the ends of leases write of a limit's slots (a key a run or a
+    slot, :func:`run_value` / :func:`slot_value`) reads back as those runs, from the
+    limit's whole range or a key's, and counts its live slots."""
+    keys = LimitLayout(Subspace(("t", 1)))
+    stored = {}  # by the slot key written: the limit's key, the run it stands for
+    for key, first, extra, deadline, alone in written:
+        last = first if alone else first + extra
+        value = slot_value(deadline, b"lease") if alone else run_value(deadline, b"c", last)
+        slot_key = keys.running_key("lim", key, first)
+        stored[slot_key] = (key, Run(first, last, deadline, slot_key, value))
+    expected = [stored[slot_key][1] for slot_key in sorted(stored)]
+    kvs = [KeyValue(run.key, run.value) for run in expected]  # as a range read gives them
+    assert list(slot_runs(keys, ("lim",), kvs)) == expected
+    for key in {key for key, _ in stored.values()}:
+        mine = [run for run in expected if stored[run.key][0] == key]
+        assert list(slot_runs(keys, ("lim", key),
+                              [KeyValue(run.key, run.value) for run in mine])) == mine
+    assert live_slots(keys, ("lim",), kvs, 10) == sum(
+        run.last - run.first + 1 for run in expected if run.deadline >= 10)
 
 
 @given(st.sets(st.integers(0, 300)))

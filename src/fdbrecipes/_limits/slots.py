@@ -1,9 +1,9 @@
-"""What the limits' gate stores and counts (see :mod:`.gate`): the tags the leases of a
-claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)`` each), what the slots
-of a concurrency limit hold (one key a run of slots, :func:`claim_runs`,
-:func:`slot_span`), what moving a parked job back writes for its structure
-(:class:`Comeback`) and the move itself (:func:`move_back`), and one (limit, key)'s
-state as a claim reads it (:class:`StateRead`) and counts what it adds
+"""What the limits' gate stores and counts (see :mod:`.gate`, :mod:`.admission`): the
+tags the leases of a claim hold (``L/"lt"/(claim prefix,)``, or ``L/"lt"/(hold id,)``
+each), what the slots of a concurrency limit hold (one key a run of slots,
+:func:`claim_runs`, :func:`slot_span`), what moving a parked job back writes for its
+structure (:class:`Comeback`) and the move itself (:func:`move_back`), and one (limit,
+key)'s state as a claim reads it (:class:`StateRead`) and counts what it adds
 (:class:`Usage`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import fdb.tuple
 from fdb.subspace_impl import Subspace
@@ -22,10 +22,11 @@ from .._store_layout import LimitLayout
 from .._values import BATCH_ID_LEN, id_spans
 from .specs import CONCURRENCY, Limit
 
-__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "RUN_ALIGN", "Comeback", "HeldTags", "Slot", "StateRead",
-           "Tag", "TagReads", "Usage", "aligned", "block_size", "claim_runs", "claim_slots",
-           "draw", "id_runs", "live_slots", "move_back", "pack_batch", "pack_tags",
-           "run_value", "runs", "slot_span", "slot_value", "unpack_batch", "unpack_tags"]
+__all__ = ["BLOCKS_FROM", "BLOCKS_READ", "RUN_ALIGN", "Comeback", "HeldTags", "Run", "Slot",
+           "StateRead", "Tag", "TagReads", "Usage", "aligned", "block_size", "claim_runs",
+           "claim_slots", "draw", "id_runs", "live_slots", "move_back", "pack_batch",
+           "pack_tags", "run_value", "runs", "slot_runs", "slot_span", "slot_value",
+           "unpack_batch", "unpack_tags"]
 
 #: A claim that needs ``c`` slots of a concurrency limit of ``n`` at least
 #: ``BLOCKS_FROM`` times its block (see :func:`block_size`) reads :data:`BLOCKS_READ`
@@ -104,16 +105,37 @@ def slot_span(first: int, raw: bytes) -> Tuple[int, int]:
     return parts[0], parts[2] if len(parts) > 2 else first
 
 
-def live_slots(keys: LimitLayout, kvs: Sequence[Any], now: int) -> int:
-    """How many slots the keys ``kvs`` of a concurrency limit's slots (as read) give
-    to leases alive at ``now`` (the runs of live leases never overlap)."""
-    count = 0
+class Run(NamedTuple):
+    """One key of a concurrency limit's slots as read (:func:`slot_runs`): the first
+    and the last slot it holds, its leases' deadline (live at ``now`` while
+    ``deadline >= now``), and the key and value read (what a compare-and-clear of an
+    expired one compares)."""
+
+    first: int
+    last: int
+    deadline: int
+    key: bytes
+    value: bytes
+
+
+def slot_runs(keys: LimitLayout, within: Tuple[Any, ...], kvs: Iterable[Any]) -> Iterator[Run]:
+    """The runs of slots the keys ``kvs`` of a concurrency limit's slots hold (as read
+    from the range ``within``: a limit's ``(name,)``, or a key's ``(name, key)``, of
+    ``L/"lr"/(name, key, first slot)``), one a key: the one reading of those keys (only
+    what follows ``within``) and their values (:func:`slot_span`)."""
+    skip = len(keys.running.pack(within))
     for kv in kvs:
-        first = keys.running.unpack(kv.key)[-1]
+        first = fdb.tuple.unpack(kv.key[skip:])[-1]
         deadline, last = slot_span(first, kv.value)
-        if deadline >= now:
-            count += last - first + 1
-    return count
+        yield Run(first, last, deadline, kv.key, kv.value)
+
+
+def live_slots(keys: LimitLayout, within: Tuple[Any, ...], kvs: Iterable[Any], now: int) -> int:
+    """How many slots the keys ``kvs`` of a concurrency limit's slots (as read from the
+    range ``within``, see :func:`slot_runs`) give to leases alive at ``now`` (the runs
+    of live leases never overlap)."""
+    return sum(run.last - run.first + 1 for run in slot_runs(keys, within, kvs)
+               if run.deadline >= now)
 
 
 def aligned(slot: int) -> int:
@@ -367,7 +389,7 @@ class Usage:
 
 
 class StateRead(NamedTuple):
-    """A read of one (limit, key)'s state, started (see :meth:`.gate.Admission.start`): the
+    """A read of one (limit, key)'s state, started (see :meth:`.admission.Admission.start`): the
     limit, the range reads (the slots above ``n`` first, when read by blocks), the
     first slot of each block read (none: the whole key) and the blocks' size."""
 

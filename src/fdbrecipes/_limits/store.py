@@ -17,7 +17,7 @@ from .specs import CONCURRENCY, Limit, decode_limit, encode_limit
 __all__ = ["COUNTED", "MOVE_BACK", "LimitState", "LimitTotals", "Store"]
 
 #: The most parked jobs a change or delete of a limit moves back at once (the others
-#: come back at their park's deadline, see ``gate.PARK_SECONDS``).
+#: come back at their park's deadline, see ``admission.PARK_SECONDS``).
 MOVE_BACK = 1_000
 #: Parked jobs a count reads at most (a key's state, a limit's totals).
 COUNTED = 10_000
@@ -143,7 +143,7 @@ class Store:
         out = []
         for (name, limit), (running, parked) in zip(defined.items(), reads):
             slots = yield from running.read()
-            live = live_slots(self.keys, slots, now)
+            live = live_slots(self.keys, (name,), slots, now)
             waiting = len((yield from parked.read()))
             out.append(LimitTotals(name, limit, live, waiting,
                                    cap is not None and len(slots) >= cap,
@@ -168,7 +168,7 @@ class Store:
         raw = yield from read(definition)
         limit = None if raw is None else decode_limit(raw)
         now = yield from reading(tr, self.clock)
-        live = live_slots(self.keys, (yield from running.read()), now)
+        live = live_slots(self.keys, slot, (yield from running.read()), now)
         started = 0
         if limit is not None and limit.per_seconds is not None:
             since = now - seconds_to_versions(limit.per_seconds) + 1

@@ -19,7 +19,7 @@ import fdb.tuple
 from .._attempt import Attempt
 from .._fdb import Gen, Range, Tally, seconds_to_versions
 from .._layout import DELAY, LEASE
-from .._limits.gate import Admission
+from .._limits.admission import Admission
 from .._limits.slots import Tag, TagReads
 from .._records.history import terms, terms_known
 from .._records.records import DELAYED, LEASE_EXPIRED, RETRYING, SUCCEEDED, JobError, Kept, Records
@@ -249,7 +249,7 @@ class Leases(Claims):
                 holder: Optional[str]) -> Gen[List[Lease]]:
         """:meth:`claim` in a structure with limits: reads the first ``n + spread -
         1`` candidates by snapshot (a read conflict on each item it takes or moves),
-        checks them against their limits (:class:`.._limits.gate.Admission`: the
+        checks them against their limits (:class:`.._limits.admission.Admission`: the
         blocked ones met are parked or delayed, so no later read meets them again)
         and takes ``n`` of the runnable ones as a take with ``spread`` would; while it
         lacks some and held some back, it reads again, the first ``max(n + spread -

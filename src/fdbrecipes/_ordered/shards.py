@@ -39,7 +39,8 @@ from .._clock import Clock
 from .._fdb import Gen, Tally, clear_structure
 from .._ids import Ids
 from .._layout import Marker, OrderedLayout, kept_by_clear, shard_space
-from .._limits.gate import Admission, Gate
+from .._limits.admission import Admission
+from .._limits.gate import Gate
 from .._records.history import terms_known
 from .._records.records import Records
 from .._retry import RetryLoop
@@ -470,7 +471,7 @@ def claim_admitted(tr: Any, attempt: Attempt, admission: Admission,
                    holder: Optional[str]) -> Gen[Tuple[Optional[Lease], bool]]:
     """The claim of the first of ``front``'s candidates (read from ``engine``, over
     its shards ``parts``: a FairQueue group's) that the shared limits let start, under
-    a lease of its shard holding its slots (see :class:`.._limits.gate.Admission`), or
+    a lease of its shard holding its slots (see :class:`.._limits.admission.Admission`), or
     None; and whether any before it was parked in its shard (a full concurrency key:
     moved back, with its structure's ``Comeback``, by what frees a slot of that key) or
     delayed (a rate).  Gives back the slots of the expired leases met, then reads

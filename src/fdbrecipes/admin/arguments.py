@@ -179,12 +179,13 @@ def unblock_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="really move it on")
 
 
-def parse_value(text: str, kind: str) -> Any:
+def parse_value(text: str, kind: str, what: str = "VALUE") -> Any:
     """``push``'s VALUE as ``--type`` says, checked as the structures check a value
-    (encodable, at most 100,000 bytes encoded).
+    (encodable, at most 100,000 bytes encoded); ``what``: the argument's name in the
+    errors (a schedule's ``--limit-key`` KEY is read so too).
 
     Raises:
-        UsageError: VALUE is not of that type, or not a value a structure stores.
+        UsageError: the text is not of that type, or not a value a structure stores.
     """
     shown = cut(repr(text), ECHO_WIDTH)
     try:
@@ -197,13 +198,13 @@ def parse_value(text: str, kind: str) -> Any:
         elif kind == "json":
             value = tuples(json.loads(text, parse_constant=_not_json), 0)
         else:
-            value = utf8_text(text, "VALUE", " (--type bytes takes any bytes)")
+            value = utf8_text(text, what, " (--type bytes takes any bytes)")
     except RecursionError:
-        raise UsageError(f"VALUE {shown} nests deeper than {MAX_NESTING}") from None
+        raise UsageError(f"{what} {shown} nests deeper than {MAX_NESTING}") from None
     except ValueError as e:
-        raise UsageError(f"VALUE {shown} is not {kind}: {e}") from None
+        raise UsageError(f"{what} {shown} is not {kind}: {e}") from None
     try:
-        encode_value(value, "VALUE")
+        encode_value(value, what)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
     return value

@@ -212,8 +212,10 @@ def shards_of(tr: Any, subspace: Subspace) -> int:
 
 
 def make_structure(kind: str, subspace: Subspace, max_deliveries: Optional[int],
-                   history: Optional[float] = None, shards: int = 1) -> Structure:
+                   history: Optional[float] = None, shards: int = 1,
+                   limits: Any = None) -> Structure:
     """The library object for a structure of ``kind`` at ``subspace`` (``history``:
     it keeps job records, as a worker's structure may; ``shards``: as it was made,
-    see :func:`shards_of`)."""
-    return _kinds.kind_named(kind).make(subspace, max_deliveries, history, shards)
+    see :func:`shards_of`; ``limits``: the uses of limits its jobs carry, as a
+    structure with jobs takes them)."""
+    return _kinds.kind_named(kind).make(subspace, max_deliveries, history, shards, limits)

@@ -7,6 +7,9 @@ Usage::
         --tz Europe/Berlin --target-directory app/jobs --value report
     fdbrecipes schedules add     --directory app/schedules tick --every 60 \\
         --target-directory app/jobs --catch-up 3
+    fdbrecipes schedules add     --directory app/schedules sync-acme --every 300 \\
+        --target-directory app/jobs --limit-key per-customer acme \\
+        --limits-directory app/limits
     fdbrecipes schedules pause   --directory app/schedules nightly
     fdbrecipes schedules resume  --directory app/schedules nightly
     fdbrecipes schedules run-now --directory app/schedules nightly
@@ -16,7 +19,11 @@ The store is named as the operator commands name a structure (``--directory`` or
 ``--tuple``, ``--cluster-file``, ``--timeout``, ``--json``); the place must hold a
 schedule store or nothing.  ``add`` names the structure its jobs go to in the same way
 (``--target-directory`` or ``--target-tuple``; its kind recognised, or
-``--target-kind``).  Workers fire the stored schedules when they carry the store
+``--target-kind``).  ``--limit-key NAME KEY`` gives the jobs' key under a limit of
+the target (``Schedules.add(..., limit_keys=...)``), each KEY read as ``--limit-key-type``
+says (as ``push`` reads VALUE); the command names the limit store the target's limits
+are kept in (``--limits-directory`` or ``--limits-tuple``) and refuses a NAME it does
+not define.  Workers fire the stored schedules when they carry the store
 (``fdbrecipes worker ... --schedules PATH``).  Exit status as the operator commands.
 """
 
@@ -24,25 +31,28 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .. import _kinds
 from ..errors import UnknownScheduleError
+from ..limits import Limits
 from ..schedules import ScheduleInfo, Schedules, catch_up
 from .arguments import VALUE_TYPES, parse_value, positive_int, seconds
 from .commands import Report, read_only
 from .output import cut, iso_time, json_value, table
 from .places import (
     ANY_QUEUE,
+    LIMIT_STORE,
     SCHEDULE_STORE,
     OperatorError,
     Place,
+    UsageError,
     make_structure,
     open_place,
     shards_of,
     stored,
 )
-from .stores import At, StoreCommand, place_of, place_options
+from .stores import At, StoreCommand, place_of, place_options, store_at
 
 __all__ = ["SCHEDULES", "ScheduleCommand"]
 
@@ -89,6 +99,17 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jitter", type=float, default=0.0, metavar="SECONDS",
                         help="delay each job by up to SECONDS (default 0)")
     parser.add_argument("--paused", action="store_true", help="add it paused")
+    parser.add_argument("--limit-key", nargs=2, action="append", metavar=("NAME", "KEY"),
+                        help="the jobs' key under the target's limit NAME (repeat for each "
+                        "limit; needs --limits-directory or --limits-tuple)")
+    parser.add_argument("--limit-key-type", choices=VALUE_TYPES, default="str",
+                        help="how each KEY is read (as --type reads --value; default str)")
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--limits-directory", metavar="PATH",
+                       help="the limit store the target's limits are kept in (it must define "
+                       "each NAME of --limit-key)")
+    store.add_argument("--limits-tuple", metavar="LITERAL",
+                       help="the limit store, as a subspace tuple")
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +132,50 @@ def arguments(parser: argparse.ArgumentParser) -> None:
             sub.add_argument("--yes", action="store_true", help="really remove it")
 
 
-def _target_at(tr: Any, place: Place, kind: Optional[str]) -> Any:
+def limit_keys_of(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """``add``'s ``--limit-key`` pairs as ``limit_keys`` (None: none given), each KEY
+    read as ``--limit-key-type`` says (checked before connecting).
+
+    Raises:
+        UsageError: a KEY not of that type, a NAME given twice, a limit store named
+            without ``--limit-key`` or ``--limit-key`` without one.
+    """
+    store_named = args.limits_directory is not None or args.limits_tuple is not None
+    if not args.limit_key:
+        if store_named:
+            raise UsageError("--limits-directory and --limits-tuple go with --limit-key")
+        return None
+    if not store_named:
+        raise UsageError("--limit-key needs the limit store the target's limits are kept in "
+                         "(--limits-directory or --limits-tuple)")
+    keys: Dict[str, Any] = {}
+    for name, text in args.limit_key:
+        if name in keys:
+            raise UsageError(f"--limit-key names {name!r} twice")
+        keys[name] = parse_value(text, args.limit_key_type, f"--limit-key {name} KEY")
+    return keys
+
+
+def limit_uses(tr: Any, place: Place, names: List[str]) -> List[Any]:
+    """The uses of the limits ``names`` of the limit store at ``place`` (a use of
+    each, global: a schedule's jobs are given their keys), each a limit it defines.
+
+    Raises:
+        OperatorError: no limit store there, or it defines no limit of a name.
+    """
+    limits = Limits(store_at(tr, place, LIMIT_STORE))
+    defined = limits.list(tr)
+    unknown = [name for name in names if name not in defined]
+    if unknown:
+        raise OperatorError(f"the limit store at {place} defines no limit named "
+                            f"{', '.join(map(repr, unknown))} (its limits: "
+                            f"{', '.join(map(repr, sorted(defined))) or 'none'})")
+    return [limits.use(name) for name in names]
+
+
+def _target_at(tr: Any, place: Place, kind: Optional[str],
+               limit_names: Optional[Tuple[Place, List[str]]] = None) -> Any:
+    uses = None if limit_names is None else limit_uses(tr, *limit_names)
     subspace = open_place(tr, place)
     seen, wrong = stored(tr, subspace)
     if wrong is not None:
@@ -121,7 +185,7 @@ def _target_at(tr: Any, place: Place, kind: Optional[str]) -> Any:
     if seen not in TARGET_KINDS or (kind is not None and kind != seen):
         raise OperatorError(f"the target at {place} is a {seen}, not a "
                             f"{kind or _ANY_TARGET}")
-    return make_structure(seen, subspace, None, shards=shards_of(tr, subspace))
+    return make_structure(seen, subspace, None, shards=shards_of(tr, subspace), limits=uses)
 
 
 def shown(info: ScheduleInfo, now: float) -> List[str]:
@@ -162,6 +226,10 @@ class ScheduleCommand(StoreCommand[Schedules]):
     def arguments(self, parser: argparse.ArgumentParser) -> None:
         arguments(parser)
 
+    def check(self, args: argparse.Namespace) -> Any:
+        """``add``'s limit keys, read (see :func:`limit_keys_of`)."""
+        return limit_keys_of(args) if args.action == "add" else None
+
     def opened(self, db: Any, subspace: Any, args: argparse.Namespace,
                checked: Any) -> Schedules:
         return Schedules(subspace)
@@ -179,7 +247,7 @@ class ScheduleCommand(StoreCommand[Schedules]):
             return Report({**head, "schedules": [as_json(i) for i in found]},
                           f"{title}\n{text}")
         if args.action == "add":
-            return self.add(at, store, args)
+            return self.add(at, store, args, checked)
         if args.action in ("pause", "resume"):
             changed = (store.pause if args.action == "pause" else store.resume)(db, args.name)
             said = {("pause", True): "paused", ("pause", False): "already paused",
@@ -196,15 +264,19 @@ class ScheduleCommand(StoreCommand[Schedules]):
                       f"{title}: {args.name}: {'removed' if removed else 'no such schedule'}")
 
     @staticmethod
-    def add(at: At, store: Schedules, args: argparse.Namespace) -> Report:
-        """``add``."""
+    def add(at: At, store: Schedules, args: argparse.Namespace,
+            limit_keys: Optional[Dict[str, Any]]) -> Report:
+        """``add`` (``limit_keys``: read by :func:`limit_keys_of`)."""
         db = at.db
         target_place = place_of(args.target_directory, args.target_tuple)
-        target = read_only(db, _target_at, target_place, args.target_kind)
+        limit_names = None if limit_keys is None else (
+            place_of(args.limits_directory, args.limits_tuple), list(limit_keys))
+        target = read_only(db, _target_at, target_place, args.target_kind, limit_names)
         store.add(db, args.name, target=target, cron=args.cron, tz=args.tz, every=args.every,
                   value=parse_value(args.value, args.type), priority=args.priority,
                   group=args.group, misfire=catch_up(args.catch_up) if args.catch_up else "skip",
-                  grace=args.grace, jitter=args.jitter, paused=args.paused)
+                  grace=args.grace, jitter=args.jitter, paused=args.paused,
+                  limit_keys=limit_keys)
         info = store.get(db, args.name)
         assert info is not None
         return Report({**at.head, "schedule": as_json(info)},
