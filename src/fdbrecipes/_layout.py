@@ -38,18 +38,27 @@ def _uint(n: int) -> bytes:
         return (_INT_ZERO + size).to_bytes(1, "big") + n.to_bytes(size, "big")
     return _pack((n,))
 
+
+def packed_bytes(data: bytes) -> bytes:
+    """``fdb.tuple.pack((data,))`` for bytes ``data``, the same bytes without the tuple
+    layer's walk over its argument: the type code, ``data`` with each NUL escaped, a
+    NUL (a job id's encoding, in every key of its record)."""
+    return _BYTES_CODE + data.replace(b"\x00", b"\x00\xff") + _NULL
+
+
 __all__ = ["DELAY", "FAIR_FOOTPRINT", "LEASE", "LEFT_BEHIND", "MAX_SHARDS",
            "ORDERED_FOOTPRINT", "PAUSED", "RESULT", "SHARDED", "SHARDS",
            "TREE_FOOTPRINT", "FairLayout", "Firsts", "Footprint", "Item", "Marker",
-           "OrderedLayout", "RecordLayout", "TreeLayout", "shard_space"]
+           "OrderedLayout", "RecordLayout", "TreeLayout", "packed_bytes", "shard_space"]
 
 #: An item of a Queue or PriorityQueue: ``group + (seq, random, deliveries, id,
 #: since)``.  The group is ``()`` for a Queue and ``(priority,)`` for a
 #: PriorityQueue; ``seq`` is its push order within the group and ``random`` 20 random
 #: bytes, so ``group + (seq, random)`` fixes its place; ``deliveries`` counts earlier
-#: deliveries, ``id`` is its idempotency id or None (True: an id made for it, the
-#: hex of its first 16 random bytes, see ``OrderedLayout.new_item``), ``since`` the
-#: clock reading when it last became visible.
+#: deliveries, ``id`` is its idempotency id or None (False: an id made for it, the
+#: hex of its first 16 random bytes, see ``OrderedLayout.new_item``; True: the same,
+#: pushed by the earlier layout, which wrote the id's key), ``since`` the clock
+#: reading when it last became visible.
 Item = Tuple[Any, ...]
 
 #: Why an item is held: a consumer's lease, a high-contention pop's result, a delay.
@@ -252,17 +261,24 @@ class OrderedLayout:
                  made: bool = False) -> Item:
         """A new item tuple at ``seq`` within ``group``, never delivered.  ``made``: its
         id was made for it by its push; when it is of 32 hex characters, the place's
-        random bytes begin with its 16 bytes and the item holds True in its stead (34
+        random bytes begin with its 16 bytes and the item holds False in its stead (34
         bytes less in each key that holds the item: see :meth:`item_id`,
-        :meth:`made`)."""
+        :meth:`made`); its push writes no id key (its job's record says where it is:
+        see ``Records.pushed``)."""
         random = made_random(id_) if made and id_ is not None else None
         if random is not None:
-            return group + (seq, random, 0, True, since)
+            return group + (seq, random, 0, False, since)
         return group + (seq, random_suffix(), 0, id_, since)
 
     def made(self, item: Item) -> bool:
         """Whether the item's id was made for it by its push (see :meth:`new_item`):
         nothing keeps it once the item leaves (no push gave it)."""
+        made = item[self.group_len + 3]
+        return made is False or made is True
+
+    def keyed(self, item: Item) -> bool:
+        """Whether the item's id, made for it by its push (:meth:`made`), has an id key
+        (pushed by the earlier layout, which wrote one: True in the id's stead)."""
         return item[self.group_len + 3] is True
 
     def group(self, item: Item) -> Item:
@@ -283,7 +299,7 @@ class OrderedLayout:
         """The item's idempotency id, or None (an id made for it: the hex of the
         first 16 of its place's random bytes, see :meth:`new_item`)."""
         id_: Any = item[self.group_len + 3]
-        if id_ is True:
+        if id_ is False or id_ is True:
             made: bytes = item[self.group_len + 1][:16].hex().encode()
             return made
         given: Optional[bytes] = id_
@@ -321,8 +337,7 @@ class OrderedLayout:
             return bytes(self.items.pack(item))
         tag = _NULL if id_ is None else _pack((id_,))
         return b"".join((self.items_prefix if not g else self.items_prefix + _pack(item[:g]),
-                         _uint(seq), _BYTES_CODE, random.replace(b"\x00", b"\x00\xff"),
-                         _NULL, _uint(deliveries), tag, _uint(since)))
+                         _uint(seq), packed_bytes(random), _uint(deliveries), tag, _uint(since)))
 
     def seq_of(self, key: bytes) -> int:
         """The sequence number of the item whose key is ``key`` (read from the key's
@@ -506,9 +521,11 @@ FAIR_FOOTPRINT = Footprint(("a",), traces=("w", "o"), traced=FairLayout.traced)
 class RecordLayout:
     """Keys of the job records of one queue (a structure made with ``history``)::
 
-        Q/"j"/(id, "a")    = (pushed_at, time_limit, state, 0, due)  the push (time_limit:
-                                                           seconds or None) and the state
-                                                           it left the job in
+        Q/"j"/(id, "a")    = (pushed_at, time_limit, state, 0, due[, place])  the push
+                                                           (time_limit: seconds or None),
+                                                           the state it left the job in,
+                                                           and, for an id the push made,
+                                                           its item's place (no id key)
         Q/"j"/(id, "s")    = (state, attempts, due)         the state a return from a
                                                            lease, a requeue, a delay wrote;
                                                            due: when a delayed or retrying
@@ -545,7 +562,7 @@ class RecordLayout:
     elements) read as they did.
     """
 
-    __slots__ = ("expiry", "jobs", "prefix", "terms", "where")
+    __slots__ = ("expiry", "jobs", "prefix", "terms", "where", "where_packed")
 
     #: The tuple encoding of each part's name: a record's key is the encoding of
     #: ``(id,)`` under ``jobs``, then that of ``(part,)`` (tuple encodings concatenate).
@@ -558,11 +575,12 @@ class RecordLayout:
         self.terms = bytes(queue["n"].pack(("terms",)))
         self.expiry = expiry
         self.where = where
+        self.where_packed = _pack(where)
 
     def key(self, id_: bytes, part: str) -> bytes:
         """The key of one part of job ``id_``'s record (``jobs.pack((id_, part))``,
         built from its parts)."""
-        return self.prefix + _pack((id_,)) + self.PARTS[part]
+        return self.prefix + packed_bytes(id_) + self.PARTS[part]
 
     def chunk(self, id_: bytes, n: int) -> bytes:
         """The key of chunk ``n`` of job ``id_``'s result."""
@@ -581,4 +599,4 @@ class RecordLayout:
     def entry(self, id_: bytes) -> bytes:
         """Job ``id_``'s entry in the index of finished records, after its time: its
         queue's place in the structure and its id (packed)."""
-        return _pack((*self.where, id_))
+        return self.where_packed + packed_bytes(id_)

@@ -337,9 +337,16 @@ def made_random(id_: bytes) -> Optional[bytes]:
     the id is of 32 hex characters (``_records.history.new_id``'s): the id's 16
     bytes, then 4 more, so that the item need not carry the id besides (see
     ``OrderedLayout.new_item``); None for any other id (a workflow's node's)."""
+    made = made_bytes(id_)
+    return None if made is None else made + os.urandom(4)
+
+
+def made_bytes(id_: bytes) -> Optional[bytes]:
+    """The 16 bytes an id of 32 lowercase hex characters stands for (an id that a
+    push may have made: see :func:`made_random`); None for any other id."""
     if len(id_) == 32 and id_ == id_.lower():
         try:
-            return bytes.fromhex(id_.decode("ascii")) + os.urandom(4)
+            return bytes.fromhex(id_.decode("ascii"))
         except ValueError:  # UnicodeDecodeError included
             pass
     return None

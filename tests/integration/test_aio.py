@@ -19,6 +19,8 @@ import pytest
 from fdbrecipes import LeaseExpiredError, PriorityQueue, Queue, WeightTree, aio
 from tests.helpers import Blocks, Faulty, eventually_async, watch_limited
 
+HOUR = 3600.0
+
 pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
@@ -270,6 +272,19 @@ def test_sync_and_async_clients_share_one_queue(db: Any, fdb_subspace: Any) -> N
 # -- cancellation ----------------------------------------------------------------------
 
 
+async def cancelled_in_flight(faulty: Faulty, call: Awaitable[Any], fault: str,
+                              what: str) -> None:
+    """Run ``call`` (a call on ``faulty.db``) with ``fault`` at its commit, cancel it
+    once the commit is under way (it reads first), and check that it raises
+    CancelledError."""
+    faulty.pending[:] = [fault]
+    task = asyncio.ensure_future(call)
+    await eventually_async(lambda: not faulty.pending, 30, what, every=0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 @pytest.mark.parametrize("fault", ["applied:hang", "dropped:hang"])
 def test_a_pop_cancelled_with_its_commit_in_flight_gives_its_item_back(
         db: Any, fdb_cluster_file: str, fdb_subspace: Any, fault: str) -> None:
@@ -280,16 +295,31 @@ def test_a_pop_cancelled_with_its_commit_in_flight_gives_its_item_back(
 
     async def main() -> None:
         q = aio.AsyncQueue(fdb_subspace)
-        faulty.pending[:] = [fault]
-        popping = asyncio.ensure_future(q.pop(faulty.db))
-        await eventually_async(lambda: not faulty.pending, 30, "the pop's commit",
-                               every=0.01)  # it reads first
-        popping.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await popping
+        await cancelled_in_flight(faulty, q.pop(faulty.db), fault, "the pop's commit")
 
     run(main)
     assert Queue(fdb_subspace).items(db) == [1, 2, 3]
+
+
+def test_a_pop_of_a_job_with_a_record_cancelled_with_its_commit_applied_gives_it_back(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """The pop landed, so it is undone: the item is back at its place, its record
+    pending again, and its id (made by its push, kept in its record: no id key is
+    written for it, then or at the undo) names a job that is there."""
+    made = Queue(fdb_subspace, history=HOUR).push(db, "job")
+    faulty = Faulty(fdb_cluster_file)
+
+    async def main() -> None:
+        q = aio.AsyncQueue(fdb_subspace, history=HOUR)
+        await cancelled_in_flight(faulty, q.pop(faulty.db), "applied:hang",
+                                  "the pop's commit")
+
+    run(main)
+    q = Queue(fdb_subspace, history=HOUR)
+    assert q.items(db) == ["job"] and q.job(db, made).state == "pending"
+    assert q.push(db, "again", id=made) == made and q.size(db) == 1  # it is there
+    ids = fdb_subspace["k"].range()
+    assert list(db.get_range(ids.start, ids.stop)) == []
 
 
 @pytest.mark.parametrize("fault", ["applied:hang", "dropped:hang"])
@@ -322,13 +352,8 @@ def test_a_push_cancelled_with_its_commit_in_flight_stays_pushed(
 
     async def main() -> None:
         q = aio.AsyncQueue(fdb_subspace)
-        faulty.pending[:] = ["applied:hang"]
-        pushing = asyncio.ensure_future(q.push(faulty.db, b"landed"))
-        await eventually_async(lambda: not faulty.pending, 30, "the push's commit",
-                               every=0.01)
-        pushing.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await pushing
+        await cancelled_in_flight(faulty, q.push(faulty.db, b"landed"), "applied:hang",
+                                  "the push's commit")
 
     run(main)
     assert Queue(fdb_subspace).items(db) == [b"landed"]

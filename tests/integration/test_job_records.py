@@ -501,6 +501,80 @@ def test_an_id_made_for_a_job_is_forgotten_when_it_leaves_a_given_one_is_kept(
     assert q.pop(db) == "a new job" and q.job(db, made).state == "succeeded"
 
 
+@pytest.mark.parametrize("kind", ["queue", "priority-queue", "sharded-queue", "fair-queue"])
+def test_an_id_made_for_a_job_is_known_while_its_job_is_there(
+        db: Any, fdb_subspace: Any, kind: str) -> None:
+    """An id a push made is kept in its job's record (the push key holds the item's
+    place), not in an id key of its own, so its ack clears none: the record's token
+    says where the item is, and a push that gives the id stores nothing while the job
+    is pending, running or dead (its dead letter there), as a remembered id does; once
+    the dead letter is purged, or the job succeeded, a push that gives it is a new
+    job."""
+    jobs = Jobs(kind, fdb_subspace)
+    at = (jobs.group["group"],) if jobs.group else ()
+
+    def again() -> int:  # push with the made id; how many items are pending then
+        if kind == "priority-queue":
+            assert jobs.worker.push(db, "again", 3, id=id_) == id_
+        else:
+            assert jobs.worker.push(db, "again", id=id_, **jobs.group) == id_
+        return len(jobs.operator.pending(db, *at))
+
+    id_ = jobs.push(db, "first")
+    whole = fdb_subspace.range()
+    assert not [kv.key for kv in db.get_range(whole.start, whole.stop)
+                if kv.key.endswith(fdb.tuple.pack((id_,)))]  # no id key
+    [row] = jobs.operator.pending(db, *at)
+    assert jobs.job(db, id_).token == row.token
+    assert again() == 1  # pending: nothing stored
+    lease = jobs.claim(db)
+    assert lease.id == id_ and again() == 0  # running
+    jobs.worker.release(db, lease, error=JobError("KeyError", "'customer'"))
+    assert jobs.job(db, id_).state == "dead" and again() == 0  # dead, its letter there
+    assert jobs.operator.purge_dead(db, *at) == 1
+    assert again() == 1  # a new job
+    record = jobs.job(db, id_)
+    [row] = jobs.operator.pending(db, *at)
+    assert (record.state, record.attempts, record.token) == ("pending", 0, row.token)
+    assert jobs.operator.remove(db, id=id_, **jobs.group) == "again"  # by id: a given one's
+    assert jobs.job(db, id_).state == "cancelled"
+
+
+def test_an_id_made_for_a_job_by_the_earlier_layout_is_cleared_when_it_leaves(
+        db: Any, fdb_subspace: Any) -> None:
+    """An item pushed by the earlier layout (True in its id's stead, an id key holding
+    its place, a push key without it) is found by its id, a push that gives the id
+    stores nothing, and its id key is cleared when it leaves."""
+    q = Queue(fdb_subspace, history=HOUR)
+    made = q.push(db, "old")
+    assert made is not None
+    [kv] = [kv for kv in db.get_range(*_span(fdb_subspace["i"])) if kv.key
+            != fdb_subspace["i"].pack((True,))]
+    item = fdb_subspace["i"].unpack(kv.key)
+    assert item[3] is False  # this layout's mark
+    place = item[:2]
+    pushed = fdb.tuple.unpack(db[fdb_subspace["j"].pack((made, "a"))])
+    assert pushed[5] == place
+
+    @fdb.transactional
+    def earlier(tr: Any) -> None:  # as the earlier layout wrote it
+        del tr[kv.key]
+        tr[fdb_subspace["i"].pack(item[:3] + (True,) + item[4:])] = kv.value
+        tr[fdb_subspace["k"].pack((made,))] = fdb.tuple.pack(place)
+        tr[fdb_subspace["j"].pack((made, "a"))] = fdb.tuple.pack(pushed[:5])
+
+    earlier(db)
+    assert q.job(db, made).token == q.pending(db)[0].token
+    assert q.push(db, "again", id=made) == made and q.size(db) == 1
+    assert q.pop(db) == "old" and q.job(db, made).state == "succeeded"
+    assert list(db.get_range(*_span(fdb_subspace["k"]))) == []  # cleared as it left
+
+
+def _span(space: Any) -> Any:
+    r = space.range()
+    return r.start, r.stop
+
+
 def test_the_jobs_one_transaction_finishes_share_a_key_of_the_index(
         db: Any, fdb_subspace: Any, clock: TestClock) -> None:
     q = Queue(fdb_subspace, history=0.001, clock=clock, max_deliveries=1)

@@ -19,6 +19,7 @@ from fdbrecipes._layout import (
     RecordLayout,
     TreeLayout,
     kept_by_clear,
+    packed_bytes,
     shard_space,
 )
 from fdbrecipes._ordered.front import MAX, MIN, Entry, order
@@ -180,6 +181,8 @@ def test_record_keys_are_the_tuple_encoding(id_: bytes, part: str, where: Tuple[
     assert keys.key(id_, part) == queue["j"].pack((id_, part))
     assert queue["j"].range((id_,)).start < keys.key(id_, part) < queue["j"].range((id_,)).stop
     assert keys.chunk(id_, 3) == queue["j"].pack((id_, "r", 3))
+    assert keys.entry(id_) == fdb.tuple.pack((*where, id_))
+    assert packed_bytes(id_) == fdb.tuple.pack((id_,))
 
 
 def test_shards_live_under_the_marker_shard_0_is_the_structure() -> None:

@@ -177,10 +177,10 @@ class DeadLetters:
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
         records = self.engine.records
         looked = records.look(tr, [self.engine.keys.item_id(i) for i in items], every=True)
-        seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         unique = self.engine.unique
         entries = None if unique is None else unique.look(
             tr, [self.engine.keys.item_id(i) for i in items])
+        seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         kept = yield from records.found(looked)
         moved = 0
         for kv, item in zip(letters, items):

@@ -45,7 +45,7 @@ from .._records.records import (
     Records,
 )
 from .._store_layout import forgotten_at_once, workflow_tag
-from .._values import Value, decode_value
+from .._values import Value, decode_value, made_bytes
 from ..errors import UnknownWorkflowStoreError
 from .counts import Counts
 from .front import RESTORE_BATCH, Entry, Front, Hold, value_of
@@ -248,34 +248,41 @@ class Ordered(Counts, Takes):
         its job record says ``finish`` (with ``result``) after ``attempts`` (None: one
         more than the item's deliveries, for a pop; ``kept``: as for :meth:`record`)."""
         tally.add(self.keys.taken)
-        if self.keys.item_id(item) is None:  # no id: no unique key, sequence nor record
+        id_ = self.keys.item_id(item)
+        if id_ is None:  # no id: no unique key, sequence nor record
             return
-        self.forget(tr, item, now)
-        self.unique_left(tr, item, now)
-        if self.sequences is not None:  # the next job of its sequence goes in
-            self.sequences.ended(tally, self, self.keys.item_id(item), False)
-        id_ = self.record(item, kept)
-        if id_ is not None:
+        self.forget(tr, item, now, id_)
+        if not self.keys.made(item):  # a made id is no unique job's nor a sequence's
+            self.unique_left(tr, item, now)
+            if self.sequences is not None:  # the next job of its sequence goes in
+                self.sequences.ended(tally, self, id_, False)
+        if self.records.keeps or id_ in kept:  # see record()
             done = self.keys.deliveries(item) + 1 if attempts is None else attempts
             self.records.finished(tr, id_, finish, done, result, tally=tally)
 
-    def forget(self, tr: Any, item: Item, now: int) -> None:
-        """``item`` left for good: its id, if any, is retired (a push of it stores
-        nothing for ``id_retention`` more), or, an id made by its push (a unique job's,
-        a job's in a structure with records: never given to one, nothing to keep it
-        for; a workflow node's, see :func:`.._store_layout.forgotten_at_once`), forgotten at once
-        (one clear), so that there are no retired ids to collect."""
-        id_ = self.keys.item_id(item)
-        if id_ is not None and (mark_of(id_) is not None or self.keys.made(item)
-                                or forgotten_at_once(id_)):
+    def forget(self, tr: Any, item: Item, now: int, id_: Optional[bytes] = None) -> None:
+        """``item`` left for good: its id (``id_``, if the caller has it already), if
+        any, is retired (a push of it stores nothing for ``id_retention`` more), or, an
+        id made by its push (a unique job's; a workflow node's, see
+        :func:`.._store_layout.forgotten_at_once`: never given to one, nothing to keep
+        it for), forgotten at once (one clear), so that there are no retired ids to
+        collect.  An id made for a job in a structure with records has no key to
+        clear (its record says where its item is: see :meth:`OrderedLayout.made`; one
+        the earlier layout wrote is cleared)."""
+        id_ = self.keys.item_id(item) if id_ is None else id_
+        if self.keys.made(item):  # its push wrote no id key (but the earlier layout's)
+            if self.keys.keyed(item) and id_ is not None:
+                tr.clear(self.ids.key(id_))
+        elif id_ is not None and (mark_of(id_) is not None or forgotten_at_once(id_)):
             tr.clear(self.ids.key(id_))
         else:
             self.ids.retire(tr, id_, now)
 
     def unique_claimed(self, tr: Any, item: Item) -> None:
         """A consumer claimed ``item``: the unique key it holds while queued is free
-        (see :meth:`.unique.UniqueKeys.claimed`)."""
-        if self.unique is not None:
+        (see :meth:`.unique.UniqueKeys.claimed`; an id made by its push is no unique
+        job's)."""
+        if self.unique is not None and not self.keys.made(item):
             self.unique.claimed(tr, self.keys.item_id(item), self.keys.place(item))
 
     def unique_left(self, tr: Any, item: Item, now: int, died: Optional[Ids] = None) -> None:
@@ -360,7 +367,8 @@ class Ordered(Counts, Takes):
         for item, value in items:
             tr.set(self.keys.item_key(item), value)
             tally.add(self.keys.pushed)
-            self.ids.unretire(tr, self.keys.item_id(item), popped_at)
+            if not self.keys.made(item) or self.keys.keyed(item):  # made: no id key
+                self.ids.unretire(tr, self.keys.item_id(item), popped_at)
             if self.unique is not None and looked is not None:
                 yield from self.unique.back(tr, looked, self.keys.item_id(item),
                                             self.keys.place(item), popped_at)
@@ -384,6 +392,8 @@ class Ordered(Counts, Takes):
         (see :meth:`.unique.UniqueKeys.meet`)."""
         checks = self.ids.check(tr, (r.id for r in requests),
                                 any(r.ids for r in requests if r.unique is None))
+        made = {r.id: self.records.look_made(tr, r.id) for r in requests  # ids a push may
+                if r.id is not None and made_bytes(r.id) is not None}    # have made
         uniques = [r.unique for r in requests if r.unique is not None]
         held = None if self.unique is None or not uniques else self.unique.check(tr, uniques)
         sequenced = [r.sequence for r in requests if r.sequence is not None]
@@ -407,6 +417,8 @@ class Ordered(Counts, Takes):
         for engine, r in zip(engines, requests):
             known = None if checks is None or r.id is None else (
                 yield from self.ids.known(checks, r.id, now))
+            if known is None and r.id in made:  # an id made for a job still here?
+                known = b"" if (yield from self.records.made_there(made[r.id])) else None
             if known is not None:
                 stored.append(False)
                 continue
@@ -434,12 +446,13 @@ class Ordered(Counts, Takes):
             if checks is not None and r.id is not None:  # the id tells where its item is
                 yield from self.ids.remember(tr, checks, r.id, pack(self.keys.place(items[0])))
             for id_, item in zip(r.ids, items if id_keyed(r.unique) else ()):  # made: new
-                self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
+                if not self.keys.made(item):  # else its record says where it is
+                    self.ids.fresh(tr, checks, id_, pack(self.keys.place(item)))
             if held is not None and r.unique is not None and self.unique is not None:
                 yield from self.unique.taken(tr, held, r.unique, self.keys.place(items[0]))
             delayed = r.delay > 0
             self.pushed_record(tr, r, DELAYED if delayed else PENDING,
-                               now + r.delay if delayed else None)
+                               now + r.delay if delayed else None, items)
             stored.append(True)
         if checks is not None:
             yield from self.ids.collect(tr, checks, now)
@@ -484,13 +497,18 @@ class Ordered(Counts, Takes):
             self.records.state(tr, id_, DELAYED if r.delay > 0 else PENDING, deliveries,
                                now + r.delay if r.delay > 0 else None)
 
-    def pushed_record(self, tr: Any, r: PushRequest, state: str, due: Optional[int]) -> None:
+    def pushed_record(self, tr: Any, r: PushRequest, state: str, due: Optional[int],
+                      items: Sequence[Item] = ()) -> None:
         """With job records, those of ``r``'s jobs: pushed now, ``state`` (``due``
         then; a job waiting in its sequence says so, though its item is not in the
-        queue yet)."""
+        queue yet); the record of an item (of ``items``, in order) whose id the push
+        made holds its place (see :meth:`OrderedLayout.made`)."""
         if self.records.keeps:
-            for id_ in r.job_ids():
-                self.records.pushed(tr, id_, r.time_limit, state, due)
+            for i, id_ in enumerate(r.job_ids()):
+                item = items[i] if i < len(items) else None
+                self.records.pushed(tr, id_, r.time_limit, state, due,
+                                    self.keys.place(item) if item is not None
+                                    and self.keys.made(item) else None)
 
     def next_seqs(self, tr: Any, groups: Any) -> Gen[Any]:
         """The next free sequence number of each group, from snapshot reads in parallel

@@ -300,12 +300,13 @@ class Leases(Claims):
             hold = self.engine.hold(tr, item, entry.value, hold_id, deadline, LEASE, tally)
             self.engine.unique_claimed(tr, item)
             leases.append(self.make(Entry(item, entry.key, entry.value, hold), now))
-            id_ = self.engine.record(item)
-            if id_ is not None:
+            id_ = leases[-1].id  # the item's (see Ordered.record)
+            if id_ is not None and self.engine.records.keeps:
                 records = self.engine.records
                 if entry.hold is not None and entry.hold.kind == LEASE:  # taken back
                     records.failed(tr, id_, LEASE_EXPIRED)
-                records.began(tr, id_, self.engine.keys.deliveries(item) + 1, holder, hold_id)
+                records.began(tr, id_, self.engine.keys.deliveries(item) + 1, holder, hold_id,
+                              tally)
         if tags and self.engine.gate is not None:
             self.engine.gate.held(tr, ids[:len(leases)], tags, now, deadline)
         if leases:
@@ -398,8 +399,8 @@ class Leases(Claims):
         none (an operator's, acking or releasing by token what a worker with
         ``history`` claimed): read after the leases, one round trip more (none for an
         object that keeps records: it writes them as it moves the items)."""
-        return (yield from self.engine.records.kept(
-            tr, [self.engine.keys.item_id(e.item) for e in entries]))
+        return (yield from self.engine.records.kept(  # the ids made as they are read
+            tr, (self.engine.keys.item_id(e.item) for e in entries)))
 
     def ack_many(self, tr: Any, attempt: Attempt, leases: List[Any],
                  results: Optional[Sequence[Optional[bytes]]] = None,

@@ -35,9 +35,10 @@ from .._records.records import (
     JobRecord,
     Kept,
     Stored,
+    pushed_place,
 )
 from .._records.tokens import TimedPlace, after_key, dead_token, delayed_token, pending_token
-from .._values import Value, claimed_at, decode_value
+from .._values import Value, claimed_at, decode_value, made_bytes
 from .engine import Ordered, told
 from .front import Entry, Hold
 from .leases import token_of
@@ -140,32 +141,44 @@ class Listing:
     def job(self, tr: Any, id_: bytes) -> Gen[Optional[JobRecord]]:
         """Job ``id_``'s record as it is at the read version, with the token of where
         its item is, or None (unknown id, or a job pushed without history).  Reads the
-        record (a read conflict on it), by snapshot the id's key and, for a unique job,
-        its unique entry (beside it: where the item is, see :meth:`start_place`) and,
-        while it runs, its lease's hold."""
-        known = self.start_place(snap(tr), id_)
+        record (a read conflict on it; its push key says where the item of a job whose
+        id the push made is), by snapshot the id's key and, for a unique job, its
+        unique entry (beside it: where the item is, see :meth:`start_place`) and, while
+        it runs, its lease's hold."""
+        known = self.start_place(snap(tr), id_, pushed=False)
         found = yield from self.state_of(tr, id_)
         if found is None:
             return None
         stored, state, kv = found
         place = yield from self.place(known, id_)
-        token = self.token_at(stored, state, kv, None if not place or place.startswith(
-            RETIRED) else fdb.tuple.unpack(place))
+        at = pushed_place(stored.parts.get("a")) if place is None else (
+            None if not place or place.startswith(RETIRED) else fdb.tuple.unpack(place))
+        token = self.token_at(stored, state, kv, at)
         return stored.record(id_, state)._replace(token=token)
 
-    def start_place(self, tr: Any, id_: bytes) -> Tuple[Any, Optional[Any]]:
-        """Start reading where job ``id_``'s item is: its id key and, for a unique job
-        whose push wrote none, its unique entry (side by side: no round trip more;
-        read conflicts unless ``tr`` is a snapshot; see ``unique.place_of``)."""
+    def start_place(self, tr: Any, id_: bytes, pushed: bool = True) -> Tuple[Any, ...]:
+        """Start reading where job ``id_``'s item is: its id key, for a unique job
+        whose push wrote none, its unique entry (see ``unique.place_of``) and, unless
+        not ``pushed``, for a job whose id its push made (and wrote no id key for), its
+        record's push key (see ``pushed_place``): side by side, no round trip more;
+        read conflicts unless ``tr`` is a snapshot."""
         unique = self.engine.unique
         return (tr.get(self.engine.ids.key(id_)),
-                None if unique is None else unique.locate(tr, id_))
+                None if unique is None else unique.locate(tr, id_),
+                tr.get(self.engine.records.keys.key(id_, "a"))
+                if pushed and made_bytes(id_) is not None else None)
 
-    def place(self, started: Tuple[Any, Optional[Any]], id_: bytes) -> Gen[Optional[bytes]]:
-        """What :meth:`start_place` read, as the id key holds it (None: unknown)."""
+    def place(self, started: Tuple[Any, ...], id_: bytes) -> Gen[Optional[bytes]]:
+        """What :meth:`start_place` read, as the id key holds it (None: unknown; the
+        place a made id's push key names, packed, when there is no id key)."""
         known = yield from read(started[0])
         held = None if started[1] is None else (yield from read(started[1]))
-        return place_of(id_, known, held)
+        found = place_of(id_, known, held)
+        if found is None and started[2] is not None:
+            pushed = yield from read(started[2])
+            at = None if pushed is None else pushed_place(fdb.tuple.unpack(pushed))
+            found = None if at is None else fdb.tuple.pack(at)
+        return found
 
     def token_at(self, stored: Stored, state: str, kv: Any,
                  place: Optional[Tuple[Any, ...]]) -> Optional[bytes]:

@@ -23,7 +23,7 @@ from typing import Any, List, Optional, Tuple
 import fdb.tuple
 
 from .._attempt import Attempt, gather, side_by_side
-from .._fdb import Gen, Range, read
+from .._fdb import Gen, Range
 from .._ids import RETIRED
 from .._records.records import JobRecord
 from .._records.tokens import Named, TimedPlace, after_key
@@ -164,9 +164,11 @@ class ShardedListing:
 
     def of_item(self, tr: Any, id_: bytes) -> Gen[Shard]:
         """The shard holding, visible or delayed, the item pushed with ``id_``: its
-        id's key names its place (see :meth:`of_place`); shard 0 when none does."""
+        id's key (or, for an id its push made, its record's push key) names its place
+        (see :meth:`of_place`); shard 0 when none does."""
         parts = self.shards.parts
-        known = yield from read(tr.get(parts[0].engine.ids.key(id_)))
+        listing = parts[0].listing
+        known = yield from listing.place(listing.start_place(tr, id_), id_)
         if not known or known.startswith(RETIRED):
             return parts[0]
         return (yield from self.of_place(tr, fdb.tuple.unpack(known)))

@@ -20,12 +20,12 @@ from typing import Any, Collection, Dict, FrozenSet, Iterable, List, NamedTuple,
 import fdb.tuple
 
 from .._fdb import Gen, Range, Tally, le64, read
-from .._layout import RecordLayout
+from .._layout import RecordLayout, packed_bytes
 from .._values import decode_value, storable
 
 __all__ = ["CANCELLED", "DEAD", "DELAYED", "FINISHED", "PENDING", "RESULT_CHUNK", "RETRYING",
            "RUNNING", "SUCCEEDED", "Facts", "JobError", "JobRecord", "Kept", "Progress",
-           "Records", "facts_of", "index_entries"]
+           "Records", "facts_of", "index_entries", "pushed_place"]
 
 #: The ids of items whose job records an object found (see :meth:`Records.look`): it
 #: moves those records with the items, whether or not it keeps records itself.
@@ -188,6 +188,18 @@ def _before(state: Optional[Tuple[Any, ...]],
     return None
 
 
+def pushed_place(pushed: Optional[Tuple[Any, ...]]) -> Optional[Tuple[Any, ...]]:
+    """The place of the item of a job whose push key holds ``pushed`` (unpacked; None:
+    absent), when the push made its id (and wrote no id key: see
+    :meth:`Records.pushed`); None otherwise.  The item is there (visible, delayed or
+    held) until the job finished, or, dead, until its dead letter goes (a requeue
+    moves it: that writes the id's key, which says where)."""
+    if pushed is None or len(pushed) < 6:
+        return None
+    place: Tuple[Any, ...] = pushed[5]
+    return place
+
+
 def index_entries(expiry: Any, kv: Any) -> List[Tuple[Any, ...]]:
     """The entries ``(expires_at, *where, id)`` that one key-value ``kv`` of the index
     of finished records ``expiry`` (a Subspace) names, in order: the key's own, then
@@ -252,6 +264,12 @@ def _ending(state: str, attempts: int) -> bytes:
     return _pack((state, attempts, None))
 
 
+@functools.lru_cache(maxsize=256)
+def _packed_int(n: int) -> bytes:
+    """``n`` tuple-packed (an attempt's number: a few of them, packed once each)."""
+    return _pack((n,))
+
+
 class Records:
     """The job records of one queue (see the module docstring): every method writes
     without reading (blind writes: no conflicts), but :meth:`read` and :meth:`look`.
@@ -260,28 +278,31 @@ class Records:
     items an operator's call moves (remove, cancel, ack, release and bury by token,
     requeue and purge of dead letters): it looks for them first (:meth:`look`)."""
 
-    __slots__ = ("history", "keys", "last")
+    __slots__ = ("begun", "history", "keeps", "keys", "last")
 
     def __init__(self, keys: RecordLayout, history: Optional[float]) -> None:
         self.keys = keys
         self.history = history
-        #: the last time an entry of the index of finished records went at, and where
-        #: the entries that go then begin (see :meth:`finished`)
-        self.last: Tuple[float, bytes] = (-1.0, b"")
-
-    @property
-    def keeps(self) -> bool:
-        """Whether this structure object writes job records."""
-        return self.history is not None
+        #: whether this structure object writes job records (made with ``history``)
+        self.keeps = history is not None
+        #: the last operation's time a job finished at, packed with when its record
+        #: goes, and where the entries that go then begin in the index of finished
+        #: records (see :meth:`finished`): the same for every job it finishes
+        self.last: Tuple[float, bytes, bytes] = (-1.0, b"", b"")
+        #: the last claim's time and worker, and the two packed, which begin the
+        #: ``b`` of each job it holds (see :meth:`began`)
+        self.begun: Tuple[float, Optional[str], bytes] = (-1.0, None, b"")
 
     # -- written as the item moves ------------------------------------------------------
 
     def pushed(self, tr: Any, id_: bytes, time_limit: Optional[float], state: str,
-               due: Optional[int] = None) -> None:
+               due: Optional[int] = None, place: Optional[Tuple[Any, ...]] = None) -> None:
         """Job ``id_`` was pushed now, and is ``state`` (pending, delayed, ``due``
         then): one key, the state key is not written; one more job with terms to read
-        at its claims, if it has a time limit."""
-        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit, state, 0, due)))
+        at its claims, if it has a time limit.  ``place``: where its item is, for an
+        id the push made (kept here: no id key says it, see :func:`pushed_place`)."""
+        tr.set(self.keys.key(id_, "a"), _pack((time.time(), time_limit, state, 0, due)
+                                              + (() if place is None else (place,))))
         if time_limit is not None:
             tr.add(self.keys.terms, le64(1))
 
@@ -292,13 +313,19 @@ class Records:
         tr.set(self.keys.key(id_, "s"), _pack((state, attempts, due)))
 
     def began(self, tr: Any, id_: bytes, attempts: int, worker: Optional[str],
-              lease: bytes) -> None:
-        """Attempt ``attempts`` of job ``id_`` began now, under ``lease`` (held by
+              lease: bytes, tally: Optional[Tally] = None) -> None:
+        """Attempt ``attempts`` of job ``id_`` began now (at the time of the claim whose
+        ``tally`` is given: its jobs begin together), under ``lease`` (held by
         ``worker``, if one said): one key, which says it runs while the lease's hold
         is there (the state key is left as it was: see :func:`facts_of`).  A cancel
         asked of an earlier attempt stays: the next claim reads it
-        (``Lease.cancel_requested``)."""
-        tr.set(self.keys.key(id_, "b"), _pack((time.time(), worker, lease, attempts)))
+        (``Lease.cancel_requested``).  The value's time and worker, the same for the
+        claim's jobs, are packed once (a packed tuple is its elements' encodings)."""
+        now = time.time() if tally is None else tally.wall_time()
+        begun = self.begun
+        if begun[0] != now or begun[1] != worker:
+            begun = self.begun = (now, worker, _pack((now, worker)))
+        tr.set(self.keys.key(id_, "b"), begun[2] + packed_bytes(lease) + _packed_int(attempts))
 
     def failed(self, tr: Any, id_: bytes, error: Tuple[str, str, str]) -> None:
         """Job ``id_`` failed with ``error`` (type, message, traceback)."""
@@ -318,19 +345,19 @@ class Records:
         given (they finish at its time: one index key for them all, see
         :meth:`.._fdb.Tally.group`), else in a key of its own."""
         now = time.time() if tally is None else tally.wall_time()
-        expires = now + (self.history or 0.0)
-        tr.set(self.keys.key(id_, "f"), _pack((now, expires)) + (
+        last = self.last
+        if last[0] != now:  # what one operation finishes goes at one time
+            expires = now + (self.history or 0.0)
+            last = self.last = (now, _pack((now, expires)), self.keys.expiry_prefix(expires))
+        tr.set(self.keys.key(id_, "f"), last[1] + (
             _ending(state, attempts) if died is None else _pack((state, attempts, died))))
         if result is not None:
             for n, at in enumerate(range(0, len(result), RESULT_CHUNK)):
                 tr.set(self.keys.chunk(id_, n), result[at:at + RESULT_CHUNK])
-        last = self.last
-        if last[0] != expires:  # what one operation finishes goes at one time
-            last = self.last = (expires, self.keys.expiry_prefix(expires))
         if tally is None:
-            tr.set(last[1] + self.keys.entry(id_), b"")
+            tr.set(last[2] + self.keys.entry(id_), b"")
         else:
-            tally.group(last[1], self.keys.entry(id_))
+            tally.group(last[2], self.keys.entry(id_))
 
     def revived(self, tr: Any, id_: bytes) -> None:
         """Job ``id_``, which may have finished, runs again (a requeued dead letter, an
@@ -371,6 +398,28 @@ class Records:
         """:meth:`look`, then :meth:`found`: one round trip when there is anything to
         read, none otherwise."""
         return (yield from self.found(self.look(tr, ids, every)))
+
+    def look_made(self, tr: Any, id_: bytes) -> Tuple[Any, Any, Any]:
+        """Start reading whether the job a push gave ``id_`` made it for is still in
+        the structure (for :meth:`made_there`): its push, state and end keys, with
+        read conflicts (its finish, or its dead letter's purge, meanwhile conflicts),
+        in parallel."""
+        return (tr.get(self.keys.key(id_, "a")), tr.get(self.keys.key(id_, "s")),
+                tr.get(self.keys.key(id_, "f")))
+
+    def made_there(self, looked: Tuple[Any, Any, Any]) -> Gen[bool]:
+        """Whether what :meth:`look_made` read says that a job whose id its push made
+        (its push key names its place: :func:`pushed_place`) is in the structure: not
+        finished, or dead with its dead letter there (what the id key the earlier
+        layout wrote for it said, until it was cleared)."""
+        pushed = yield from read(looked[0])
+        state = yield from read(looked[1])
+        end = yield from read(looked[2])
+        if pushed is None or pushed_place(fdb.tuple.unpack(pushed)) is None:
+            return False
+        facts = facts_of(state, end)
+        return end is None or (facts is not None and facts.state == DEAD
+                               and facts.due is not None)
 
     def progress(self, tr: Any, id_: bytes, progress: Progress) -> None:
         """Job ``id_``'s handler reported ``progress``."""
