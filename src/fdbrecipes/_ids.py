@@ -5,6 +5,9 @@ Keys inside the structure's subspace ``S``::
     S/"k"/(id,)           = ''  (WeightTree: the item's handle)   an id remembered
                           = RETIRED + expiry + that               ... after its item left
     S/"g"/(expiry, id)    = ''                                    when to forget it
+
+(A table that uses :meth:`Ids.finish`, the unique keys', stores in ``g`` the marker
+written, and forgets the id only while its key still holds that marker.)
 """
 
 from __future__ import annotations
@@ -89,10 +92,15 @@ class Ids:
         """The push of the new id ``id_`` goes ahead: remember the id (its key holds
         ``value``), and cancel its scheduled forgetting if it was used before."""
         before = yield from read(checks.reads[id_])
+        self.take(tr, id_, before, value)
+        checks.remembered[id_] = value
+
+    def take(self, tr: Any, id_: bytes, before: Optional[bytes], value: bytes) -> None:
+        """Write ``value`` in ``id_``'s key, which held ``before`` (read by the caller):
+        if that was a retired marker, its scheduled forgetting is cancelled."""
         if before is not None and before.startswith(RETIRED):
             tr.clear(self.gc.pack((read_le64(before[1:9]), id_)))
-        tr.set(checks.keys[id_], value)
-        checks.remembered[id_] = value
+        tr.set(self.key(id_), value)
 
     def fresh(self, tr: Any, checks: Optional[IdChecks], id_: bytes, value: bytes) -> None:
         """Remember ``id_``, an id just made for an item (new: not read), its key
@@ -108,7 +116,10 @@ class Ids:
 
     def collect(self, tr: Any, checks: IdChecks, now: int) -> Gen[None]:
         """Forget a few ids whose retention has passed (the expiries :meth:`check`
-        read), except those this operation remembered again.
+        read), except those this operation remembered again.  A schedule key that
+        holds a marker (written by :meth:`finish`) clears the id's key only if it still
+        holds that marker (COMPARE_AND_CLEAR), so a stale one never clears a later
+        holder's; an empty one (:meth:`retire`'s) clears it.
 
         Takes a read conflict on each entry and id key it clears: a collector with an
         older read version must not clear an id that a push wrote after that version
@@ -126,7 +137,10 @@ class Ids:
             tr.add_read_conflict_key(kv.key)
             tr.add_read_conflict_key(id_key)
             tr.clear(kv.key)
-            tr.clear(id_key)
+            if kv.value:
+                tr.compare_and_clear(id_key, kv.value)
+            else:
+                tr.clear(id_key)
 
     def retire(self, tr: Any, id_: Optional[bytes], now: int, value: bytes = b"",
                retention: Optional[int] = None) -> None:
@@ -137,6 +151,27 @@ class Ids:
             expiry = now + (self.retention if retention is None else retention)
             tr.set(self.key(id_), RETIRED + le64(expiry) + value)
             tr.set(self.gc.pack((expiry, id_)), b"")
+
+    def finish(self, tr: Any, id_: bytes, now: int, value: bytes, retention: int) -> bytes:
+        """An item that held ``id_``'s key with ``value`` left: its key holds the
+        retired marker (expiry ``now + retention``) unless another item's live value
+        is there; forgotten at the expiry only if the marker is still there.  The
+        marker written, also kept in the schedule key (see :meth:`collect`).
+
+        No read: COMPARE_AND_CLEAR of ``value`` (the key is this item's: free it),
+        then BYTE_MIN of the marker (stored if the key is absent; else the smaller
+        value kept: a live value, tuple-packed, never starts with :data:`RETIRED`, so
+        another item's is kept; of two markers, one of the two, see
+        ``UniqueKeys.left``).  Conflicts with nothing it does not write."""
+        expiry = now + retention
+        marker = RETIRED + le64(expiry) + value
+        key = self.key(id_)
+        tr.compare_and_clear(key, value)
+        tr.byte_min(key, marker)
+        # (BYTE_MIN here too: two items finishing in one transaction, their markers
+        # alike up to the value, leave in the schedule the one the key keeps)
+        tr.byte_min(self.gc.pack((expiry, id_)), marker)
+        return marker
 
     def unretire(self, tr: Any, id_: Optional[bytes], retired_at: int,
                  value: bytes = b"", retention: Optional[int] = None) -> None:

@@ -442,7 +442,11 @@ class OrderedFace(OrderedBase[V], JobMethods[OrderedOps[V]]):
         1,000 (a larger ``limit``, or None with more dead letters, is refused).  With
         ``tokens`` (at most 1,000): one transaction, reading each named letter (a
         range read of one key, in parallel); those no longer there are skipped.
-        Cost: O(k) keys, O(k / 1,000) transactions.
+        A unique job (``push(..., unique=...)``) takes its key back if the key is
+        free or still names it, else runs beside the job holding it, without it
+        (its ack then leaves that job's entry alone): a read of each such key's entry
+        (in parallel, beside the tail's read; a read conflict on each, so a push of
+        that key conflicts).  Cost: O(k) keys, O(k / 1,000) transactions.
 
         Raises:
             TypeError or ValueError: both ``limit`` and ``tokens``, or a token that is

@@ -12,7 +12,7 @@ import pytest
 
 from fdbrecipes import PriorityQueue, Queue, Unique, UniqueConflictError
 from fdbrecipes.aio import AsyncQueue
-from tests.helpers import TestClock
+from tests.helpers import Faulty, TestClock, eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -268,3 +268,102 @@ def test_a_unique_jobs_id_finds_its_item_without_an_id_key(db: Any, fdb_subspace
     assert q.remove(db, id=later) == "later" and q.stats(db).delayed == 0
     queued = q.push(db, "queued", unique=Unique("q", covers="queued"))
     assert q.remove(db, id=queued) == "queued"
+
+
+def test_a_requeued_finished_job_never_overwrites_a_newer_holder(
+        db: Any, fdb_subspace: Any) -> None:
+    """A dead job covering "finished" requeued while a newer job holds its key runs
+    beside it; its ack leaves the holder's entry alone (no second job of the key)."""
+    clock = TestClock()
+    q = queue(fdb_subspace, clock, max_deliveries=1)
+    key = Unique("k", covers="finished", window=5)
+    first = q.push(db, 1, unique=key)
+    lease = q.claim(db, 10)
+    assert lease is not None and q.bury(db, lease, "broken")
+    clock.advance(6)  # its window passed: the key is free
+    second = q.push(db, 2, unique=key)
+    assert second != first and q.unique_job(db, "k") == second
+    assert q.requeue_dead(db) == 1
+    assert q.unique_job(db, "k") == second  # it runs beside the holder
+    running = q.claim(db, 100)
+    assert running is not None and running.id == second
+    lease = q.claim(db, 10)
+    assert lease is not None and lease.id == first
+    q.ack(db, lease)
+    assert q.unique_job(db, "k") == second
+    clock.advance(6)  # past the requeued job's window
+    assert q.push(db, 3, unique="other") is not None  # collects finished entries
+    assert q.push(db, 3, unique=key) == second and q.items(db) == [3]  # "other" only
+    q.ack(db, running)
+    assert q.push(db, 4, unique=key) == second  # finished, within its own window
+    clock.advance(6)
+    third = q.push(db, 4, unique=key)
+    assert third not in (first, second) and q.unique_job(db, "k") == third
+
+
+def test_a_requeued_job_never_clears_a_newer_holders_entry(db: Any, fdb_subspace: Any) -> None:
+    q = queue(fdb_subspace, max_deliveries=1)
+    first = q.push(db, 1, unique="k")
+    lease = q.claim(db, 10)
+    assert lease is not None and q.bury(db, lease, "broken")
+    second = q.push(db, 2, unique="k")
+    assert q.requeue_dead(db) == 1
+    running = q.claim(db, 100)
+    assert running is not None and running.id == second
+    lease = q.claim(db, 10)
+    assert lease is not None and lease.id == first
+    q.ack(db, lease)
+    assert q.unique_job(db, "k") == second and q.push(db, 3, unique="k") == second
+
+
+def test_a_requeued_dead_job_takes_its_free_key_back(db: Any, fdb_subspace: Any) -> None:
+    """A requeued dead job holds its key again when the key is free or still marked
+    with its own finish; its own finish's forgetting is cancelled."""
+    clock = TestClock()
+    q = queue(fdb_subspace, clock, max_deliveries=1)
+    first = q.push(db, 1, unique="k")
+    key = Unique("f", covers="finished", window=5)
+    finished = q.push(db, 2, unique=key)
+    for _ in range(2):
+        lease = q.claim(db, 10)
+        assert lease is not None and q.bury(db, lease, "broken")
+    assert q.unique_job(db, "k") is None and q.unique_job(db, "f") == finished
+    assert q.requeue_dead(db) == 2
+    assert q.unique_job(db, "k") == first and q.push(db, 3, unique="k") == first
+    clock.advance(6)  # past the window of its first finish
+    assert q.push(db, 3, unique="other") is not None  # collects finished entries
+    assert q.unique_job(db, "f") == finished and q.push(db, 3, unique=key) == finished
+    assert q.size(db) == 3
+    for _ in range(2):  # then they leave as usual
+        lease = q.claim(db, 10)
+        assert lease is not None
+        q.ack(db, lease)
+    assert q.unique_job(db, "k") is None and q.unique_job(db, "f") == finished
+
+
+
+def test_a_cancelled_pop_gives_the_key_back_with_its_job(
+        db: Any, fdb_cluster_file: str, fdb_subspace: Any) -> None:
+    """A pop cancelled with its commit in flight, which landed, is undone: the job
+    holds its key again, and its finish's scheduled forgetting is cancelled."""
+    clock = TestClock()
+    key = Unique("k", covers="finished", window=5)
+    job = queue(fdb_subspace, clock).push(db, 1, unique=key)
+    faulty = Faulty(fdb_cluster_file)
+
+    async def main() -> None:
+        q = AsyncQueue(fdb_subspace, clock=clock, history=3600)
+        faulty.pending[:] = ["applied:hang"]
+        popping = asyncio.ensure_future(q.pop(faulty.db))
+        await eventually_async(lambda: not faulty.pending, 30, "the pop's commit",
+                               every=0.01)
+        popping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await popping
+
+    asyncio.run(main())
+    q = queue(fdb_subspace, clock)
+    assert q.items(db) == [1] and q.unique_job(db, "k") == job
+    clock.advance(6)  # past the window the pop's finish set
+    assert q.push(db, 2, unique="other") is not None  # collects finished entries
+    assert q.unique_job(db, "k") == job and q.push(db, 2, unique=key) == job

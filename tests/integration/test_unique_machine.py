@@ -1,12 +1,16 @@
 """Unique keys against a plain-Python model (issue 40): random pushes with each
 ``covers`` and ``on_conflict``, with and without delays, claims (with leases that
 outlive the run, or end after one or two of the clock's steps), acks, releases and
-burials (dead on the second delivery), pops and the clock's steps; after every step each
-key's holder (``unique_job``) and the visible order agree with the model.  A lease
+burials (dead on the second delivery), pops, ``requeue_dead`` and the clock's steps;
+after every step each key's holder (``unique_job``) and the visible order agree with
+the model.  A lease
 that ended counts as visible again at its place (or, on its last delivery, as dying,
 its job still holding its key) until the next claim or pop meets it and puts it back
 (then a replace finds it) or buries it (then its key is free); an ack, release or
-burial of it is refused."""
+burial of it is refused.  A requeued dead job takes its key back when the key is free
+or names it, else runs beside the holder without it; one that finishes so, covering
+"finished", while the entry is absent or holds another's finish leaves one of the two
+finishes (the server's choice: the model learns which from ``unique_job``)."""
 
 from __future__ import annotations
 
@@ -58,6 +62,7 @@ class Job:
         self.state = "waiting"  # waiting (pending or delayed), running, gone
         self.deliveries = 0
         self.deadline = 0  # while running: when its lease ends
+        self.died = 0  # while dead: when it died
 
 class UniqueMachine(RuleBasedStateMachine):
     leases = Bundle("leases")
@@ -75,6 +80,10 @@ class UniqueMachine(RuleBasedStateMachine):
         self.running: Dict[bytes, Job] = {}  # lease token -> job
         #: key -> (holder's id, when it finished or None)
         self.holders: Dict[str, tuple[bytes, Optional[int]]] = {}
+        self.dead: List[Job] = []
+        #: key -> the finishes of jobs that did not hold it, one of which the server
+        #: may have kept instead of the holders' entry (see ``left``)
+        self.either: Dict[str, List[tuple[bytes, int]]] = {}
 
     def teardown(self) -> None:
         r = self.space.range()
@@ -115,14 +124,25 @@ class UniqueMachine(RuleBasedStateMachine):
             if self.ended(job):
                 del self.running[token]
                 if job.deliveries >= DELIVERIES:
-                    self.left(job)
+                    self.died(job, job.deadline)
                 else:
                     job.state, job.visible_at = "waiting", job.deadline
+
+    def died(self, job: Job, at: int) -> None:
+        self.left(job)
+        job.died = at
+        self.dead.append(job)
 
     def left(self, job: Job) -> None:
         """``job`` left the queue (acked, popped, dead)."""
         job.state = "gone"
-        if job.key is None or self.holders.get(job.key, (None,))[0] != job.id:
+        if job.key is None:
+            return
+        held = self.holders.get(job.key)
+        if held is None or held[0] != job.id:
+            if COVERS[job.key] == "finished" and (held is None or held[1] is not None):
+                # its finish meets an absent entry or another's finish: one is kept
+                self.either.setdefault(job.key, []).append((job.id or b"", self.now))
             return
         if COVERS[job.key] == "finished":
             self.holders[job.key] = (self.holders[job.key][0], self.now)
@@ -216,7 +236,7 @@ class UniqueMachine(RuleBasedStateMachine):
         assert self.q.release(self.db, lease, delay=delay)
         job = self.running.pop(lease.token)
         if job.deliveries >= DELIVERIES:
-            self.left(job)  # its last delivery: a dead letter
+            self.died(job, self.now)  # its last delivery: a dead letter
         else:
             job.state, job.visible_at = "waiting", self.now + (delay or 0)
 
@@ -226,7 +246,23 @@ class UniqueMachine(RuleBasedStateMachine):
             assert not self.q.bury(self.db, lease, "buried")
             return
         assert self.q.bury(self.db, lease, "buried")
-        self.left(self.running.pop(lease.token))
+        self.died(self.running.pop(lease.token), self.now)
+
+    @rule()
+    def requeue_dead(self) -> None:
+        self.settle()  # (ended leases that go back stay visible as they were)
+        assert self.q.requeue_dead(self.db) == len(self.dead)
+        for job in sorted(self.dead, key=lambda j: (j.died, j.place)):
+            self.places += 1
+            job.place, job.state, job.visible_at, job.deliveries = (
+                self.places, "waiting", self.now, 0)
+            if job.key is None:
+                continue
+            held = self.holders.get(job.key)
+            if held is None or held[0] == job.id or (
+                    held[1] is not None and held[1] + WINDOW <= self.now):
+                self.holders[job.key] = (job.id or b"", None)  # it holds its key again
+        self.dead.clear()
 
     @rule()
     def advance(self) -> None:
@@ -235,6 +271,12 @@ class UniqueMachine(RuleBasedStateMachine):
 
     @invariant()
     def agrees(self) -> None:
+        for key, finishes in self.either.items():  # learn which finish was kept
+            got = self.q.unique_job(self.db, key)
+            for id_, at in finishes:
+                if got == id_:
+                    self.holders[key] = (id_, at)
+        self.either.clear()
         for key in COVERS:
             assert self.q.unique_job(self.db, key) == self.holder(key), key
         assert self.q.items(self.db) == [j.value for j in self.visible()]

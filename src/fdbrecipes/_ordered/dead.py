@@ -165,7 +165,10 @@ class DeadLetters:
         dead letters first.  Each job's record, if it has one (a dead job's may be
         pruned already), says pending again, in the same transaction, whether or not
         this object keeps records: it reads each letter's record state beside the
-        tail's read (no round trip more; see ``Records.look``)."""
+        tail's read (no round trip more; see ``Records.look``).  A unique job takes its
+        key back if it is free or names it, else runs beside its holder without it
+        (see ``UniqueKeys.requeued``): a read of each such key's entry, also beside the
+        tail's (read conflicts on them)."""
         budget = budget or Budget()
         now = yield from attempt.now(tr, self.engine.clock)
         tally = Tally()
@@ -174,6 +177,9 @@ class DeadLetters:
         items = [self.engine.keys.dead.unpack(kv.key)[1] for kv in letters]
         records = self.engine.records
         looked = records.look(tr, [self.engine.keys.item_id(i) for i in items], every=True)
+        unique = self.engine.unique
+        entries = None if unique is None else unique.look(
+            tr, [self.engine.keys.item_id(i) for i in items])
         seqs = yield from self.engine.next_seqs(tr, {self.engine.keys.group(i) for i in items})
         kept = yield from records.found(looked)
         moved = 0
@@ -186,6 +192,8 @@ class DeadLetters:
             id_ = self.engine.keys.item_id(item)
             back = self.engine.append(tr, self.engine.keys.group(item), seqs, kv.value,
                                       (0, id_), now, 0, tally, kept)
+            if unique is not None and entries is not None:  # it takes its key back
+                yield from unique.requeued(tr, entries, id_, self.engine.keys.place(back), now)
             if id_ is not None:  # the id tells where its item is now
                 tr.set(self.engine.ids.key(id_), pack(self.engine.keys.place(back)))
                 if id_ in kept:  # its record ran again: no end, no cancel

@@ -358,16 +358,20 @@ class Ordered(Counts, Takes):
     def unpop(self, tr: Any, attempt: Attempt, items: List[Tuple[Item, bytes]],
               popped_at: int) -> Gen[None]:
         """Give popped items back, each at its place, no delivery counted, its id live
-        again (the undo of a pop whose caller was cancelled)."""
-        yield from ()  # an operation (a generator), though it waits for nothing
+        again (the undo of a pop whose caller was cancelled); a unique job takes its
+        key back unless another job took it meanwhile (one read of each such key's
+        entry, in parallel: see :meth:`.unique.UniqueKeys.back`)."""
         tally = Tally()
+        looked = None if self.unique is None else self.unique.look(
+            tr, [self.keys.item_id(item) for item, _ in items])
         for item, value in items:
             tr.set(self.keys.item_key(item), value)
             tally.add(self.keys.pushed)
             if not self.keys.made(item) or self.keys.keyed(item):  # made: no id key
                 self.ids.unretire(tr, self.keys.item_id(item), popped_at)
-            if self.unique is not None:
-                self.unique.back(tr, self.keys.item_id(item), self.keys.place(item), popped_at)
+            if self.unique is not None and looked is not None:
+                yield from self.unique.back(tr, looked, self.keys.item_id(item),
+                                            self.keys.place(item), popped_at)
             id_ = self.record(item)
             if id_ is not None:
                 self.records.revived(tr, id_)

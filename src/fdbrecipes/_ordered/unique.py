@@ -6,7 +6,9 @@ only if no other job holds ``key``.  Keys inside the structure's subspace ``S``:
     S/"U"/"k"/(token,)        = (job id, *place)          the job holding the key
                               = RETIRED + expiry + that   ... after it finished, for
                                                           ``window`` (covers "finished")
-    S/"U"/"g"/(expiry, token) = ''                        when to forget a finished one
+    S/"U"/"g"/(expiry, token) = the retired value          when to forget a finished one
+                                                          (only if the entry still
+                                                          holds that value)
 
 ``token`` is the key typed (``b"s"`` + UTF-8 for a str, ``b"b"`` + the bytes) and
 ``place`` the job's item's place (``group + (seq, random)``, see ``OrderedLayout``).
@@ -26,13 +28,20 @@ pop, cancel, removal by id: "queued" and "running"; "finished" marks it finished
 its expiry) and the burial among the dead letters (as the removal).  They clear with
 COMPARE_AND_CLEAR on the exact value the push wrote, so a job never clears an entry
 another job holds (after a job's entry went at its claim, say, and a newer job took
-the key).  Nothing else writes the entries, so none outlives the states its job covers.
+the key); "finished" then writes its retired value by BYTE_MIN, which keeps another
+job's live entry (see :meth:`UniqueKeys.left`), and the entry is forgotten at the
+expiry by COMPARE_AND_CLEAR on the retired value the schedule key holds, so a stale
+schedule never clears a later holder's entry.  A dead letter requeued (or a pop
+undone) takes its key back when the key is free or names its job, else runs beside
+the holder without it (:meth:`UniqueKeys.requeued`).  Nothing else writes the
+entries, so none outlives the states its job covers, and none is overwritten while
+its job holds it.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 from fdb.subspace_impl import Subspace
 from fdb.tuple import pack, unpack
@@ -46,7 +55,7 @@ from ..errors import UniqueConflictError
 from .front import Entry, Hold
 
 __all__ = ["FINISHED", "QUEUED", "RAISE", "REPLACE", "RUNNING", "SKIP", "Unique",
-           "UniqueKeys", "UniquePush", "check_unique", "id_keyed", "place_of"]
+           "UniqueKeys", "UniquePush", "UniqueReads", "check_unique", "id_keyed", "place_of"]
 
 #: What a unique key covers: its job while pending or delayed ("queued": until a
 #: consumer claims it), until it leaves the structure ("running": acked, popped,
@@ -205,6 +214,25 @@ class Replaced(NamedTuple):
     entry: Optional[Entry]
 
 
+class UniqueReads:
+    """The entries of some unique keys being read (see :meth:`UniqueKeys.look`), and
+    what this transaction wrote in them since."""
+
+    __slots__ = ("reads", "values")
+
+    def __init__(self, reads: Dict[bytes, Any]) -> None:
+        self.reads = reads
+        self.values: Dict[bytes, Optional[bytes]] = {}
+
+    def value(self, token: bytes) -> Gen[Optional[bytes]]:
+        """What key ``token``'s entry holds now, in this transaction."""
+        if token in self.values:
+            return self.values[token]
+        found = yield from read(self.reads[token])
+        self.values[token] = found
+        return found
+
+
 class UniqueKeys:
     """The unique keys of one (unsharded) Queue or PriorityQueue (see the module
     docstring)."""
@@ -279,7 +307,20 @@ class UniqueKeys:
         removed) or died: its key is free (if it still names this job), or, for covers
         "finished", held ``window`` more, then forgotten.  A job that died (``died``:
         its structure's ids) whose push wrote no id key (:func:`id_keyed`) gets one
-        now: its dead letter is found by its id, as any job's."""
+        now: its dead letter is found by its id, as any job's.
+
+        Reads nothing.  The entry is cleared by COMPARE_AND_CLEAR on this job's value,
+        so another job's entry is never cleared; for "finished", the retired marker is
+        then written by BYTE_MIN (:meth:`.._ids.Ids.finish`): it lands where the entry
+        is now absent (this job held it, or nobody did) and another job's live entry
+        is kept.  Only a job that ran without holding its key (requeued, or given back
+        by an undone pop, while another job held it: see :meth:`requeued`) can meet
+        another job's marker there; then the smaller of the two markers is kept (in
+        effect either one: the expiry is little-endian): the key stays held as
+        finished until that marker's expiry, and only the schedule key that names that
+        marker forgets it (the other's clears nothing).  So the key is never freed
+        while a job holds it, never overwritten, and at worst held as finished for
+        the other job's window rather than this one's."""
         mark = mark_of(id_)
         if mark is None:
             return
@@ -287,22 +328,56 @@ class UniqueKeys:
         if died is not None and mark.covers != QUEUED:
             died.fresh(tr, None, id_, pack(tuple(place)))
         value = self.value(id_, place)
-        if mark.covers == FINISHED:  # held by this job from its push: nobody else's
-            self.table.retire(tr, mark.token, now, value, mark.window)
+        if mark.covers == FINISHED:
+            self.table.finish(tr, mark.token, now, value, mark.window)
         else:
             tr.compare_and_clear(self.entry_key(mark.token), value)
 
-    def back(self, tr: Any, id_: Optional[bytes], place: Item, left_at: int) -> None:
-        """Undo :meth:`left` (called at ``left_at``): job ``id_`` is back at ``place``
-        (a pop whose caller was cancelled), holding its key again."""
+    def look(self, tr: Any, ids: Sequence[Optional[bytes]]) -> UniqueReads:
+        """Start reading the entries of the unique jobs among ``ids`` (one read per key,
+        in parallel; a read conflict on each), for :meth:`requeued` and :meth:`back`."""
+        reads = {}
+        for id_ in ids:
+            mark = mark_of(id_)
+            if mark is not None and mark.token not in reads:
+                reads[mark.token] = tr.get(self.entry_key(mark.token))
+        return UniqueReads(reads)
+
+    def requeued(self, tr: Any, looked: UniqueReads, id_: Optional[bytes], place: Item,
+                 now: int) -> Gen[bool]:
+        """Job ``id_`` is pending again at ``place`` (a dead letter requeued; its entry
+        read by :meth:`look`): it takes its key again when the key is free (absent,
+        or finished with its window passed) or names this job (live, or finished:
+        this job's own window ends, it runs again), cancelling a marker's scheduled
+        forgetting; True if it did.  When another job holds the key (live, or
+        finished within its window), the entry is left alone and this job runs beside
+        it without holding it (the operator asked for it back): its id key, written
+        by the caller, tells where it is, and its moves clear or overwrite nothing of
+        the other job's (see :meth:`left`)."""
         mark = mark_of(id_)
         if mark is None:
-            return
+            return False
         assert id_ is not None
-        if mark.covers == FINISHED:
-            self.table.unretire(tr, mark.token, left_at, self.value(id_, place), mark.window)
-        else:
-            tr.set(self.entry_key(mark.token), self.value(id_, place))
+        found = yield from looked.value(mark.token)
+        if found is not None and holder(found) != id_ and not (
+                finished(found) and read_le64(found[1:9]) <= now):
+            return False
+        value = self.value(id_, place)
+        self.table.take(tr, mark.token, found, value)
+        looked.values[mark.token] = value
+        return True
+
+    def back(self, tr: Any, looked: UniqueReads, id_: Optional[bytes], place: Item,
+             left_at: int) -> Gen[None]:
+        """Undo :meth:`left` (called at ``left_at``): job ``id_`` is back at ``place``
+        (a pop whose caller was cancelled; its entry read by :meth:`look`), holding
+        its key again, as :meth:`requeued` says (so not when another job took it
+        meanwhile: it runs beside it); the forgetting :meth:`left` scheduled for a
+        key covering "finished" is cancelled."""
+        yield from self.requeued(tr, looked, id_, place, left_at)
+        mark = mark_of(id_)
+        if mark is not None and mark.covers == FINISHED:
+            tr.clear(self.table.gc.pack((left_at + mark.window, mark.token)))
 
     # -- replace (debounce) ---------------------------------------------------------------
 
