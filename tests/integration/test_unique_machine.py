@@ -62,7 +62,8 @@ class Job:
         self.state = "waiting"  # waiting (pending or delayed), running, gone
         self.deliveries = 0
         self.deadline = 0  # while running: when its lease ends
-        self.died = 0  # while dead: when it died
+        self.claimed = 0  # while running: the turn of its claim (see UniqueMachine.turn)
+        self.died = (0, 0)  # while dead: when it died, and the turn that buried it
 
 class UniqueMachine(RuleBasedStateMachine):
     leases = Bundle("leases")
@@ -72,6 +73,7 @@ class UniqueMachine(RuleBasedStateMachine):
         self.db = db
         self.space = fdb.Subspace(("fdbrecipes-test", "unique-machine", uuid.uuid4().hex))
         self.clock = TestClock()
+        self.turns = 0
         self.q: Queue[int] = Queue(self.space, clock=self.clock,
                                      max_deliveries=DELIVERIES)
         self.now = 0
@@ -124,13 +126,22 @@ class UniqueMachine(RuleBasedStateMachine):
             if self.ended(job):
                 del self.running[token]
                 if job.deliveries >= DELIVERIES:
-                    self.died(job, job.deadline)
+                    self.died(job, job.deadline, job.claimed)  # its lease's end
                 else:
                     job.state, job.visible_at = "waiting", job.deadline
 
-    def died(self, job: Job, at: int) -> None:
+    def turn(self) -> int:
+        """The next turn: claims, releases and burials commit one after the other, so
+        a later one reads a later version.  A dead letter sorts by the clock when it
+        died (the read version plus the clock's offset): by model time, then by the
+        turn whose read version it took (a burial's own; a lease's end, its claim's),
+        then by place (the jobs one claim took)."""
+        self.turns += 1
+        return self.turns
+
+    def died(self, job: Job, at: int, turn: int) -> None:
         self.left(job)
-        job.died = at
+        job.died = (at, turn)
         self.dead.append(job)
 
     def left(self, job: Job) -> None:
@@ -200,7 +211,7 @@ class UniqueMachine(RuleBasedStateMachine):
         if visible[0].id is not None:
             assert lease.id == visible[0].id
         self.started(visible[0])
-        visible[0].deadline = self.now + seconds
+        visible[0].deadline, visible[0].claimed = self.now + seconds, self.turn()
         self.running[lease.token] = visible[0]
         return lease
 
@@ -236,7 +247,7 @@ class UniqueMachine(RuleBasedStateMachine):
         assert self.q.release(self.db, lease, delay=delay)
         job = self.running.pop(lease.token)
         if job.deliveries >= DELIVERIES:
-            self.died(job, self.now)  # its last delivery: a dead letter
+            self.died(job, self.now, self.turn())  # its last delivery: a dead letter
         else:
             job.state, job.visible_at = "waiting", self.now + (delay or 0)
 
@@ -246,7 +257,7 @@ class UniqueMachine(RuleBasedStateMachine):
             assert not self.q.bury(self.db, lease, "buried")
             return
         assert self.q.bury(self.db, lease, "buried")
-        self.died(self.running.pop(lease.token), self.now)
+        self.died(self.running.pop(lease.token), self.now, self.turn())
 
     @rule()
     def requeue_dead(self) -> None:
