@@ -260,6 +260,7 @@ def placed(db: Any, plain: Tuple[bytes, bytes], sharded: List[Tuple[bytes, bytes
             and all(len(shards(db, *r)) > 1 for r in sharded) and not moving(db))
 
 
+@pytest.mark.soak  # the data distributor's pace: see tests/README.md
 def test_an_unsharded_queue_lands_on_one_team_a_sharded_one_on_several(
         placement_db: Any) -> None:
     """Both queues pre-filled (2.4 MB each), their ranges split and moved by the data
