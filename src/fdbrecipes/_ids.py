@@ -27,6 +27,11 @@ COLLECT_BATCH = 4
 RETIRED = b"\xff"
 
 
+def expiry_of(marker: bytes) -> int:
+    """The expiry a retired marker (:data:`RETIRED` + expiry + value) holds."""
+    return read_le64(marker[1:9])
+
+
 class IdChecks:
     """The ids of one push operation being checked: each id's key and the read of it
     (started together), the oldest scheduled expiries being read, and the ids this
@@ -86,7 +91,7 @@ class Ids:
         value = yield from read(checks.reads[id_])
         if value is None or not value.startswith(RETIRED):
             return value
-        return None if read_le64(value[1:9]) <= now else value[9:]
+        return None if expiry_of(value) <= now else value[9:]
 
     def remember(self, tr: Any, checks: IdChecks, id_: bytes, value: bytes = b"") -> Gen[None]:
         """The push of the new id ``id_`` goes ahead: remember the id (its key holds
@@ -99,7 +104,7 @@ class Ids:
         """Write ``value`` in ``id_``'s key, which held ``before`` (read by the caller):
         if that was a retired marker, its scheduled forgetting is cancelled."""
         if before is not None and before.startswith(RETIRED):
-            tr.clear(self.gc.pack((read_le64(before[1:9]), id_)))
+            tr.clear(self.gc.pack((expiry_of(before), id_)))
         tr.set(self.key(id_), value)
 
     def fresh(self, tr: Any, checks: Optional[IdChecks], id_: bytes, value: bytes) -> None:
@@ -142,21 +147,19 @@ class Ids:
             else:
                 tr.clear(id_key)
 
-    def retire(self, tr: Any, id_: Optional[bytes], now: int, value: bytes = b"",
-               retention: Optional[int] = None) -> None:
+    def retire(self, tr: Any, id_: Optional[bytes], now: int, value: bytes = b"") -> None:
         """An item with this id left the structure (its id key held ``value``):
-        forget the id after retention (``retention`` clock units, if given, instead of
-        the table's)."""
+        forget the id after the table's retention."""
         if id_ is not None:
-            expiry = now + (self.retention if retention is None else retention)
+            expiry = now + self.retention
             tr.set(self.key(id_), RETIRED + le64(expiry) + value)
             tr.set(self.gc.pack((expiry, id_)), b"")
 
-    def finish(self, tr: Any, id_: bytes, now: int, value: bytes, retention: int) -> bytes:
+    def finish(self, tr: Any, id_: bytes, now: int, value: bytes, retention: int) -> None:
         """An item that held ``id_``'s key with ``value`` left: its key holds the
         retired marker (expiry ``now + retention``) unless another item's live value
-        is there; forgotten at the expiry only if the marker is still there.  The
-        marker written, also kept in the schedule key (see :meth:`collect`).
+        is there; forgotten at the expiry only if the marker is still there (the
+        schedule key holds the marker written: see :meth:`collect`).
 
         No read: COMPARE_AND_CLEAR of ``value`` (the key is this item's: free it),
         then BYTE_MIN of the marker (stored if the key is absent; else the smaller
@@ -171,13 +174,11 @@ class Ids:
         # (BYTE_MIN here too: two items finishing in one transaction, their markers
         # alike up to the value, leave in the schedule the one the key keeps)
         tr.byte_min(self.gc.pack((expiry, id_)), marker)
-        return marker
 
     def unretire(self, tr: Any, id_: Optional[bytes], retired_at: int,
-                 value: bytes = b"", retention: Optional[int] = None) -> None:
-        """Undo :meth:`retire` (called at ``retired_at``, with ``retention``): the item
-        is back, its id live again (its key holding ``value``)."""
+                 value: bytes = b"") -> None:
+        """Undo :meth:`retire` (called at ``retired_at``): the item is back, its id live
+        again (its key holding ``value``)."""
         if id_ is not None:
             tr.set(self.key(id_), value)
-            kept = self.retention if retention is None else retention
-            tr.clear(self.gc.pack((retired_at + kept, id_)))
+            tr.clear(self.gc.pack((retired_at + self.retention, id_)))

@@ -47,8 +47,8 @@ from fdb.subspace_impl import Subspace
 from fdb.tuple import pack, unpack
 
 from .._clock import Clock, reading
-from .._fdb import VERSIONS_PER_SECOND, Gen, Range, read, read_le64
-from .._ids import RETIRED, IdChecks, Ids
+from .._fdb import VERSIONS_PER_SECOND, Gen, Range, read
+from .._ids import RETIRED, IdChecks, Ids, expiry_of
 from .._layout import DELAY, Item, OrderedLayout
 from .._values import check_seconds
 from ..errors import UniqueConflictError
@@ -277,7 +277,7 @@ class UniqueKeys:
         value = yield from read(tr.get(self.entry_key(token)))
         if value is not None and finished(value):
             now = yield from reading(tr, clock)
-            if read_le64(value[1:9]) <= now:
+            if expiry_of(value) <= now:
                 return None
         return holder(value)
 
@@ -360,7 +360,7 @@ class UniqueKeys:
         assert id_ is not None
         found = yield from looked.value(mark.token)
         if found is not None and holder(found) != id_ and not (
-                finished(found) and read_le64(found[1:9]) <= now):
+                finished(found) and expiry_of(found) <= now):
             return False
         value = self.value(id_, place)
         self.table.take(tr, mark.token, found, value)
